@@ -1,0 +1,208 @@
+//! The single place where a decision gets its HTTP meaning (semantics §6): status, headers and an
+//! RFC 9457 problem body for every answer the edge makes itself, and the replay of a stored answer.
+//! Hosts send what they get here verbatim, so the Envoy filter and any other host answer alike.
+
+use crate::fingerprint::FingerprintError;
+use crate::key::KeyError;
+use crate::protocol::ProtocolError;
+use crate::record::{StoredBody, StoredResponse};
+use crate::time::Span;
+use crate::token::TokenError;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+/// Prefix of every problem `type`; the rest is the error's stable code.
+pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
+/// Marks a replayed answer (semantics §4).
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+/// On a replay whose body was over the limit and not kept.
+pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
+
+/// An answer the edge makes itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EdgeAnswer<'a> {
+    InvalidKey(&'a KeyError),
+    MissingKey {
+        header: &'a str,
+    },
+    InvalidBody(&'a FingerprintError),
+    BodyTooLarge {
+        limit: u64,
+    },
+    Conflict {
+        retry_after: Span,
+    },
+    Mismatch,
+    Replay(&'a StoredResponse),
+    StoreFull {
+        retry_after: Span,
+    },
+    StoreFailed(&'a ProtocolError),
+    Token(&'a TokenError),
+    /// A fresh one-time token from the issuing endpoint.
+    TokenIssued {
+        token: &'a str,
+        expires_at_ms: u64,
+        header: &'a str,
+    },
+}
+
+/// Status, headers (lowercase names) and body, ready for the host to send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpAnswer {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl HttpAnswer {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Maps an edge answer to HTTP.
+pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
+    match edge {
+        EdgeAnswer::Replay(stored) => replay(stored),
+        EdgeAnswer::TokenIssued {
+            token,
+            expires_at_ms,
+            header,
+        } => HttpAnswer {
+            status: 200,
+            headers: alloc::vec![
+                ("content-type".into(), "application/json".into()),
+                ("cache-control".into(), "no-store".into()),
+            ],
+            body: format!(
+                "{{\"token\":{},\"header\":{},\"expires_at_ms\":{}}}",
+                json_string(token),
+                json_string(header),
+                expires_at_ms
+            )
+            .into_bytes(),
+        },
+        EdgeAnswer::InvalidKey(e) => problem(400, e.code(), "Invalid Idempotency-Key", &e.to_string(), None),
+        EdgeAnswer::MissingKey { header } => problem(
+            400,
+            "key_missing",
+            "Idempotency-Key required",
+            &format!("this endpoint requires an {header} header; send a unique key per operation and reuse it for retries"),
+            None,
+        ),
+        EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
+        EdgeAnswer::BodyTooLarge { limit } => problem(
+            413,
+            "body_too_large",
+            "Request body too large",
+            &format!("idempotent requests on this route may carry at most {limit} bytes"),
+            None,
+        ),
+        EdgeAnswer::Conflict { retry_after } => problem(
+            409,
+            "request_in_flight",
+            "Request in progress",
+            "a request with this Idempotency-Key is still being processed; retry after the indicated time",
+            Some(*retry_after),
+        ),
+        EdgeAnswer::Mismatch => problem(
+            422,
+            "key_reused",
+            "Idempotency-Key reused",
+            "this Idempotency-Key was already used for a request with a different payload; use a new key for a new operation",
+            None,
+        ),
+        EdgeAnswer::StoreFull { retry_after } => problem(
+            503,
+            "store_full",
+            "Idempotency store full",
+            "the idempotency store has no room for another request right now; retry later",
+            Some(*retry_after),
+        ),
+        EdgeAnswer::StoreFailed(e) => problem(
+            503,
+            e.code(),
+            "Idempotency store unavailable",
+            "the idempotency store could not be reached; retry later",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::Token(e) => {
+            let status = if e.code() == "token_used" { 409 } else { 403 };
+            problem(status, e.code(), "One-time token rejected", &e.to_string(), None)
+        }
+    }
+}
+
+fn replay(stored: &StoredResponse) -> HttpAnswer {
+    let mut headers = stored.headers.clone();
+    headers.push((REPLAYED_HEADER.into(), "true".into()));
+    let body = match &stored.body {
+        StoredBody::Kept(body) => body.clone(),
+        StoredBody::NotKept => {
+            headers.push((BODY_OMITTED_HEADER.into(), "true".into()));
+            Vec::new()
+        }
+    };
+    HttpAnswer {
+        status: stored.status,
+        headers,
+        body,
+    }
+}
+
+fn problem(
+    status: u16,
+    code: &str,
+    title: &str,
+    detail: &str,
+    retry_after: Option<Span>,
+) -> HttpAnswer {
+    let mut headers = alloc::vec![
+        (
+            "content-type".to_string(),
+            "application/problem+json".to_string()
+        ),
+        ("cache-control".to_string(), "no-store".to_string()),
+    ];
+    if let Some(span) = retry_after {
+        headers.push(("retry-after".into(), span.retry_after_secs().to_string()));
+    }
+    let body = format!(
+        "{{\"type\":{},\"title\":{},\"status\":{},\"detail\":{},\"code\":{}}}",
+        json_string(&format!("{PROBLEM_TYPE_PREFIX}{code}")),
+        json_string(title),
+        status,
+        json_string(detail),
+        json_string(code),
+    );
+    HttpAnswer {
+        status,
+        headers,
+        body: body.into_bytes(),
+    }
+}
+
+/// A JSON string literal (RFC 8259 escaping), without pulling in a serializer.
+pub fn json_string(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}

@@ -1,0 +1,594 @@
+//! Plugin configuration as operators write it (JSON), validated once into a [`Policy`]. Unknown
+//! fields are refused (a typo must not silently become a default); every error names the field and
+//! the reason, so Envoy's log line for a rejected config is enough to fix it.
+
+use crate::fingerprint::{FingerprintMode, FingerprintSpec};
+use crate::json::{JsonLimits, JsonPointer};
+use crate::policy::{
+    Capacity, FailureMode, KeyRequirement, Policy, Route, ScopeSource, StoreRule, TokenPolicy,
+    TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
+};
+use crate::time::Span;
+use crate::token::TokenSecret;
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+use serde::Deserialize;
+
+/// The configuration document. Every field is optional; see the README for defaults.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    pub header: Option<String>,
+    pub routes: Option<Vec<RouteConfig>>,
+    pub scope: Option<Vec<ScopeConfig>>,
+    pub fingerprint: Option<FingerprintConfig>,
+    pub ttl: Option<String>,
+    pub lease: Option<String>,
+    pub replay_headers: Option<Vec<String>>,
+    pub store_responses: Option<StoreConfig>,
+    pub release_statuses: Option<Vec<u16>>,
+    pub max_request_body: Option<Size>,
+    pub max_response_body: Option<Size>,
+    pub capacity: Option<u32>,
+    pub records_per_cell: Option<u16>,
+    pub on_store_full: Option<FailureConfig>,
+    pub on_store_error: Option<FailureConfig>,
+    pub token: Option<TokenConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteConfig {
+    pub prefix: String,
+    pub methods: Option<Vec<String>>,
+    pub key: Option<KeyConfig>,
+    pub token: Option<TokenRequirementConfig>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyConfig {
+    Required,
+    Optional,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenRequirementConfig {
+    None,
+    Required,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ScopeConfig {
+    Header(String),
+    Property(Vec<String>),
+    Peer,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FingerprintConfig {
+    pub mode: Option<ModeConfig>,
+    pub headers: Option<Vec<String>>,
+    pub fields: Option<Vec<String>>,
+    pub max_depth: Option<u16>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModeConfig {
+    Raw,
+    Json,
+    Fields,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+pub enum StoreConfig {
+    #[serde(rename = "not_done")]
+    NotDone,
+    #[serde(rename = "all")]
+    All,
+    #[serde(rename = "2xx")]
+    Success,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureConfig {
+    Reject,
+    PassThrough,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    pub secret: Option<String>,
+    pub secret_env: Option<String>,
+    pub ttl: Option<String>,
+    pub issue_path: Option<String>,
+    pub header: Option<String>,
+}
+
+/// A byte size: a number of bytes, or a string such as `"64KiB"`, `"1MiB"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    Bytes(u64),
+    Text(String),
+}
+
+/// Defaults, in one place (the README's configuration reference lists the same values).
+pub mod defaults {
+    pub const HEADER: &str = "idempotency-key";
+    pub const TTL: &str = "24h";
+    pub const LEASE: &str = "60s";
+    pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
+    pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
+    pub const CAPACITY: u32 = 10_000;
+    pub const RECORDS_PER_CELL: u16 = 8;
+    pub const TOKEN_TTL: &str = "10m";
+    pub const TOKEN_ISSUE_PATH: &str = "/.idemgate/token";
+    pub const TOKEN_HEADER: &str = "idemgate-token";
+    pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
+    pub const METHODS: &[&str] = &["POST", "PATCH"];
+}
+
+/// Why a configuration was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// Not JSON, or not of the document's shape (unknown field, wrong type); `message` is the
+    /// parser's, which names the field and position.
+    Syntax { message: String },
+    /// A field holds a value the rules refuse.
+    Invalid { field: String, reason: String },
+}
+
+impl ConfigError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            ConfigError::Syntax { .. } => "config_syntax",
+            ConfigError::Invalid { .. } => "config_invalid",
+        }
+    }
+
+    /// The field at fault (`"routes[1].methods"`), when known.
+    pub fn field(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { field, .. } => Some(field),
+            ConfigError::Syntax { .. } => None,
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Syntax { message } => write!(f, "configuration is not valid: {message}"),
+            ConfigError::Invalid { field, reason } => {
+                write!(f, "configuration field `{field}`: {reason}")
+            }
+        }
+    }
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+impl Policy {
+    /// Parses and validates a JSON configuration. An empty document (`""`, `{}`) gives the
+    /// defaults. `env` resolves `token.secret_env` (the VM's environment in Envoy).
+    pub fn from_json(
+        text: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Policy, ConfigError> {
+        let config: Config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
+                message: e.to_string(),
+            })?
+        };
+        config.compile(env)
+    }
+
+    /// The default policy (what `{}` configures).
+    pub fn defaults() -> Policy {
+        match Config::default().compile(&|_| None) {
+            Ok(policy) => policy,
+            // The defaults are valid by construction (a unit test holds them to it); this arm
+            // exists only because the compiler cannot know that.
+            Err(_) => Policy {
+                header: defaults::HEADER.into(),
+                routes: Vec::new(),
+                scope: alloc::vec![ScopeSource::Peer],
+                fingerprint: FingerprintSpec::default(),
+                ttl: Span::from_secs(86_400),
+                lease: Span::from_secs(60),
+                replay_headers: Vec::new(),
+                store_rule: StoreRule::StoreAll,
+                max_request_body: defaults::MAX_REQUEST_BODY,
+                max_response_body: defaults::MAX_RESPONSE_BODY,
+                capacity: Capacity {
+                    cells: 1,
+                    per_cell: 1,
+                },
+                on_store_full: FailureMode::Reject,
+                on_store_error: FailureMode::Reject,
+                token: None,
+            },
+        }
+    }
+}
+
+fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, ConfigError> {
+    value
+        .unwrap_or(default)
+        .parse::<Span>()
+        .map_err(|e| invalid(field, e.to_string()))
+}
+
+fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigError> {
+    match value {
+        None => Ok(default),
+        Some(Size::Bytes(n)) => Ok(*n),
+        Some(Size::Text(text)) => parse_size(text).ok_or_else(|| {
+            invalid(
+                field,
+                "expected a byte count or a size such as \"64KiB\", \"1MiB\"",
+            )
+        }),
+    }
+}
+
+/// `"512"`, `"64KiB"`, `"1MiB"`, `"1GiB"` (also `KB`/`MB`/`GB` as powers of 1000).
+pub fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number.parse().ok()?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        _ => return None,
+    };
+    number.checked_mul(scale)
+}
+
+fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+    if valid {
+        Ok(name.to_ascii_lowercase())
+    } else {
+        Err(invalid(
+            field,
+            format!("`{name}` is not a valid HTTP header name"),
+        ))
+    }
+}
+
+impl Config {
+    /// Validates into a [`Policy`].
+    pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
+        let header = header_name("header", self.header.as_deref().unwrap_or(defaults::HEADER))?;
+        let routes = self.compile_routes()?;
+        let scope = self.compile_scope()?;
+        let fingerprint = self.compile_fingerprint()?;
+        let ttl = span("ttl", self.ttl.as_deref(), defaults::TTL)?;
+        let lease = span("lease", self.lease.as_deref(), defaults::LEASE)?;
+        if ttl.as_millis() == 0 {
+            return Err(invalid("ttl", "must be longer than zero"));
+        }
+        if lease.as_millis() == 0 || lease > ttl {
+            return Err(invalid(
+                "lease",
+                "must be longer than zero and not longer than `ttl`",
+            ));
+        }
+        let replay_headers = match &self.replay_headers {
+            None => DEFAULT_REPLAY_HEADERS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
+            Some(list) => {
+                let mut out = Vec::new();
+                for (i, name) in list.iter().enumerate() {
+                    let field = format!("replay_headers[{i}]");
+                    let name = header_name(&field, name)?;
+                    if NEVER_REPLAYED.contains(&name.as_str()) || name.starts_with("x-envoy-") {
+                        return Err(invalid(field, format!("`{name}` may never be replayed")));
+                    }
+                    out.push(name);
+                }
+                out
+            }
+        };
+        let store_rule = match (self.store_responses, &self.release_statuses) {
+            (None | Some(StoreConfig::NotDone), None) => {
+                StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec())
+            }
+            (None | Some(StoreConfig::NotDone), Some(list)) => {
+                if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
+                    return Err(invalid(
+                        "release_statuses",
+                        format!("{bad} is not an HTTP status"),
+                    ));
+                }
+                StoreRule::ReleaseStatuses(list.clone())
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "release_statuses",
+                    "only applies when `store_responses` is \"not_done\"",
+                ))
+            }
+            (Some(StoreConfig::All), None) => StoreRule::StoreAll,
+            (Some(StoreConfig::Success), None) => StoreRule::SuccessOnly,
+        };
+        let max_request_body = size(
+            "max_request_body",
+            self.max_request_body.as_ref(),
+            defaults::MAX_REQUEST_BODY,
+        )?;
+        let max_response_body = size(
+            "max_response_body",
+            self.max_response_body.as_ref(),
+            defaults::MAX_RESPONSE_BODY,
+        )?;
+        if max_response_body > u64::from(u32::MAX) {
+            return Err(invalid("max_response_body", "must be below 4 GiB"));
+        }
+        let records = self.capacity.unwrap_or(defaults::CAPACITY);
+        let per_cell = self.records_per_cell.unwrap_or(defaults::RECORDS_PER_CELL);
+        if records == 0 {
+            return Err(invalid("capacity", "must be at least 1"));
+        }
+        if per_cell == 0 || per_cell > 64 {
+            return Err(invalid("records_per_cell", "must be between 1 and 64"));
+        }
+        let capacity = Capacity {
+            cells: records.div_ceil(u32::from(per_cell)),
+            per_cell,
+        };
+        let failure = |value: Option<FailureConfig>| match value {
+            Some(FailureConfig::PassThrough) => FailureMode::PassThrough,
+            Some(FailureConfig::Reject) | None => FailureMode::Reject,
+        };
+        let token = self.compile_token(env)?;
+        if let Some(i) = routes
+            .iter()
+            .position(|r| r.token == TokenRequirement::Required)
+        {
+            if token.is_none() {
+                return Err(invalid(
+                    format!("routes[{i}].token"),
+                    "requires a `token` section with a secret",
+                ));
+            }
+        }
+        Ok(Policy {
+            header,
+            routes,
+            scope,
+            fingerprint,
+            ttl,
+            lease,
+            replay_headers,
+            store_rule,
+            max_request_body,
+            max_response_body,
+            capacity,
+            on_store_full: failure(self.on_store_full),
+            on_store_error: failure(self.on_store_error),
+            token,
+        })
+    }
+
+    fn compile_routes(&self) -> Result<Vec<Route>, ConfigError> {
+        let Some(list) = &self.routes else {
+            return Ok(alloc::vec![Route {
+                prefix: "/".into(),
+                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                key: KeyRequirement::Optional,
+                token: TokenRequirement::None,
+            }]);
+        };
+        let mut routes = Vec::new();
+        for (i, route) in list.iter().enumerate() {
+            if !route.prefix.starts_with('/') {
+                return Err(invalid(
+                    format!("routes[{i}].prefix"),
+                    "must start with `/`",
+                ));
+            }
+            let methods = match &route.methods {
+                None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                Some(methods) if methods.is_empty() => {
+                    return Err(invalid(
+                        format!("routes[{i}].methods"),
+                        "must name at least one method",
+                    ))
+                }
+                Some(methods) => {
+                    let mut out = Vec::new();
+                    for (j, m) in methods.iter().enumerate() {
+                        if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
+                            return Err(invalid(
+                                format!("routes[{i}].methods[{j}]"),
+                                format!("`{m}` is not an HTTP method"),
+                            ));
+                        }
+                        out.push(m.to_ascii_uppercase());
+                    }
+                    out
+                }
+            };
+            routes.push(Route {
+                prefix: route.prefix.clone(),
+                methods,
+                key: match route.key {
+                    Some(KeyConfig::Required) => KeyRequirement::Required,
+                    Some(KeyConfig::Optional) | None => KeyRequirement::Optional,
+                },
+                token: match route.token {
+                    Some(TokenRequirementConfig::Required) => TokenRequirement::Required,
+                    Some(TokenRequirementConfig::None) | None => TokenRequirement::None,
+                },
+            });
+        }
+        Ok(routes)
+    }
+
+    fn compile_scope(&self) -> Result<Vec<ScopeSource>, ConfigError> {
+        let Some(list) = &self.scope else {
+            return Ok(alloc::vec![
+                ScopeSource::Header("authorization".into()),
+                ScopeSource::Peer
+            ]);
+        };
+        if list.is_empty() {
+            return Err(invalid(
+                "scope",
+                "must name at least one source (use [\"peer\"] for the client address)",
+            ));
+        }
+        list.iter()
+            .enumerate()
+            .map(|(i, source)| match source {
+                ScopeConfig::Header(name) => Ok(ScopeSource::Header(header_name(
+                    &format!("scope[{i}].header"),
+                    name,
+                )?)),
+                ScopeConfig::Property(path)
+                    if path.is_empty() || path.iter().any(String::is_empty) =>
+                {
+                    Err(invalid(
+                        format!("scope[{i}].property"),
+                        "must be a non-empty list of non-empty path segments",
+                    ))
+                }
+                ScopeConfig::Property(path) => Ok(ScopeSource::Property(path.clone())),
+                ScopeConfig::Peer => Ok(ScopeSource::Peer),
+            })
+            .collect()
+    }
+
+    fn compile_fingerprint(&self) -> Result<FingerprintSpec, ConfigError> {
+        let default = FingerprintSpec::default();
+        let Some(fp) = &self.fingerprint else {
+            return Ok(default);
+        };
+        let mut limits = JsonLimits::default();
+        if let Some(depth) = fp.max_depth {
+            if depth == 0 {
+                return Err(invalid("fingerprint.max_depth", "must be at least 1"));
+            }
+            limits.max_depth = depth;
+        }
+        let mode = match (fp.mode.unwrap_or(ModeConfig::Json), &fp.fields) {
+            (ModeConfig::Fields, None) => {
+                return Err(invalid(
+                    "fingerprint.fields",
+                    "mode \"fields\" needs a list of JSON pointers",
+                ))
+            }
+            (ModeConfig::Fields, Some(fields)) => {
+                let mut pointers = Vec::new();
+                for (i, text) in fields.iter().enumerate() {
+                    let pointer = JsonPointer::parse(text)
+                        .map_err(|e| invalid(format!("fingerprint.fields[{i}]"), e.to_string()))?;
+                    pointers.push(pointer);
+                }
+                FingerprintMode::Fields(pointers)
+            }
+            (_, Some(_)) => {
+                return Err(invalid(
+                    "fingerprint.fields",
+                    "only applies to mode \"fields\"",
+                ))
+            }
+            (ModeConfig::Raw, None) => FingerprintMode::Raw,
+            (ModeConfig::Json, None) => FingerprintMode::Json,
+            (ModeConfig::None, None) => FingerprintMode::None,
+        };
+        let headers = match &fp.headers {
+            None => default.headers,
+            Some(list) => list
+                .iter()
+                .enumerate()
+                .map(|(i, h)| header_name(&format!("fingerprint.headers[{i}]"), h))
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(FingerprintSpec {
+            mode,
+            headers,
+            json_limits: limits,
+        })
+    }
+
+    fn compile_token(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<TokenPolicy>, ConfigError> {
+        let Some(token) = &self.token else {
+            return Ok(None);
+        };
+        let secret = match (&token.secret, &token.secret_env) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "token.secret",
+                    "give either `secret` or `secret_env`, not both",
+                ))
+            }
+            (Some(secret), None) => secret.clone(),
+            (None, env_name) => {
+                let name = env_name.as_deref().unwrap_or(defaults::TOKEN_SECRET_ENV);
+                env(name).ok_or_else(|| {
+                    invalid(
+                        "token.secret_env",
+                        format!("environment variable `{name}` is not set for the VM"),
+                    )
+                })?
+            }
+        };
+        // The error names the rule, never the secret.
+        let secret = TokenSecret::new(secret.as_bytes())
+            .map_err(|e| invalid("token.secret", e.to_string()))?;
+        let issue_path = token
+            .issue_path
+            .clone()
+            .unwrap_or_else(|| defaults::TOKEN_ISSUE_PATH.into());
+        if !issue_path.starts_with('/') {
+            return Err(invalid("token.issue_path", "must start with `/`"));
+        }
+        Ok(Some(TokenPolicy {
+            secret,
+            ttl: span("token.ttl", token.ttl.as_deref(), defaults::TOKEN_TTL)?,
+            issue_path,
+            header: header_name(
+                "token.header",
+                token.header.as_deref().unwrap_or(defaults::TOKEN_HEADER),
+            )?,
+        }))
+    }
+}

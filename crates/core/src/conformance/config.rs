@@ -1,0 +1,75 @@
+//! Group `config`: input `{"config": <document or text>, "env"?: {name: value}}`; output a summary
+//! of the compiled policy, or `config_syntax` / `config_invalid:<field>`.
+
+use crate::conformance::Outcome;
+use crate::fingerprint::FingerprintMode;
+use crate::policy::{
+    FailureMode, KeyRequirement, Policy, ScopeSource, StoreRule, TokenRequirement,
+};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde_json::{json, Value};
+
+pub fn eval(input: &Value) -> Outcome {
+    let text = match input.get("config") {
+        Some(Value::String(text)) => text.clone(),
+        Some(doc) => doc.to_string(),
+        None => return Err(String::from("vector_bad_input:config")),
+    };
+    let env = input.get("env").cloned().unwrap_or(Value::Null);
+    let lookup = |name: &str| env.get(name).and_then(Value::as_str).map(String::from);
+    let policy = Policy::from_json(&text, &lookup).map_err(|e| match e.field() {
+        Some(field) => format!("{}:{field}", e.code()),
+        None => e.code().to_string(),
+    })?;
+    Ok(summary(&policy))
+}
+
+fn summary(p: &Policy) -> Value {
+    let routes: Vec<Value> = p
+        .routes
+        .iter()
+        .map(|r| {
+            json!({
+                "prefix": r.prefix, "methods": r.methods,
+                "key": if r.key == KeyRequirement::Required { "required" } else { "optional" },
+                "token": if r.token == TokenRequirement::Required { "required" } else { "none" },
+            })
+        })
+        .collect();
+    let scope: Vec<String> = p.scope.iter().map(ScopeSource::label).collect();
+    let store = match &p.store_rule {
+        StoreRule::ReleaseStatuses(list) => json!({ "release": list }),
+        StoreRule::StoreAll => json!("all"),
+        StoreRule::SuccessOnly => json!("2xx"),
+    };
+    let fields: Vec<String> = match &p.fingerprint.mode {
+        FingerprintMode::Fields(ptrs) => ptrs.iter().map(|p| p.as_str().to_string()).collect(),
+        _ => Vec::new(),
+    };
+    let mode = |m: FailureMode| {
+        if m == FailureMode::Reject {
+            "reject"
+        } else {
+            "pass_through"
+        }
+    };
+    json!({
+        "header": p.header,
+        "routes": routes,
+        "scope": scope,
+        "fingerprint": { "mode": p.fingerprint.mode.name(), "headers": p.fingerprint.headers, "fields": fields, "max_depth": p.fingerprint.json_limits.max_depth },
+        "ttl_ms": p.ttl.as_millis(),
+        "lease_ms": p.lease.as_millis(),
+        "replay_headers": p.replay_headers,
+        "store": store,
+        "max_request_body": p.max_request_body,
+        "max_response_body": p.max_response_body,
+        "cells": p.capacity.cells,
+        "per_cell": p.capacity.per_cell,
+        "on_store_full": mode(p.on_store_full),
+        "on_store_error": mode(p.on_store_error),
+        "token": p.token.as_ref().map(|t| json!({ "ttl_ms": t.ttl.as_millis(), "issue_path": t.issue_path, "header": t.header })),
+    })
+}

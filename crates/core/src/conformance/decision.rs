@@ -1,0 +1,115 @@
+//! Group `decision`: what a request gets given the record found (semantics §4), and its HTTP form.
+//! Input `{"policy"?, "now", "fingerprint": "A", "record": null | {"state": "in_flight",
+//! "fingerprint", "lease_until", "expires_at"} | {"state": "completed", "fingerprint", "status",
+//! "headers"?, "body"?: text | null (null = not kept), "expires_at"}}`.
+//! Output `{"decision": "claim"|"conflict"|"replay"|"mismatch", ...details, "http": {"status",
+//! "type"?, "retry_after"?, "replayed"?, "body_omitted"?}}`.
+
+use crate::answer::{answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
+use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
+use crate::decision::{decide, Decision};
+use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::time::UnixMillis;
+use alloc::string::String;
+use serde_json::{json, Map, Value};
+
+pub fn eval(input: &Value) -> Outcome {
+    let policy = policy_field(input)?;
+    let now = UnixMillis(u64_field(input, "now")?);
+    let fingerprint = fingerprint_label(input, "fingerprint")?;
+    let record = match input.get("record") {
+        None | Some(Value::Null) => None,
+        Some(record) => Some(record_from(record)?),
+    };
+    let owner = OwnerToken([7; 16]);
+    let out = match decide(record.as_ref(), fingerprint, owner, now, &policy) {
+        Decision::Claim { claim, takeover } => json!({
+            "decision": "claim",
+            "takeover": takeover,
+            "lease_until": claim.lease_until.0,
+            "expires_at": claim.expires_at.0,
+        }),
+        Decision::Conflict { retry_after } => json!({
+            "decision": "conflict",
+            "retry_after_ms": retry_after.as_millis(),
+            "http": http(&answer(&EdgeAnswer::Conflict { retry_after })),
+        }),
+        Decision::Replay(stored) => json!({
+            "decision": "replay",
+            "http": http(&answer(&EdgeAnswer::Replay(&stored))),
+        }),
+        Decision::Mismatch => json!({
+            "decision": "mismatch",
+            "http": http(&answer(&EdgeAnswer::Mismatch)),
+        }),
+    };
+    Ok(out)
+}
+
+/// The parts of an HTTP answer a vector pins down.
+pub fn http(answer: &HttpAnswer) -> Value {
+    let mut out = Map::new();
+    out.insert("status".into(), answer.status.into());
+    if let Some(ct) = answer.header("content-type") {
+        out.insert("content_type".into(), ct.into());
+    }
+    if ct_is_problem(answer) {
+        let body: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
+        out.insert(
+            "type".into(),
+            body.get("type").cloned().unwrap_or(Value::Null),
+        );
+    } else {
+        out.insert(
+            "body".into(),
+            String::from_utf8_lossy(&answer.body).into_owned().into(),
+        );
+    }
+    for (name, key) in [
+        ("retry-after", "retry_after"),
+        (REPLAYED_HEADER, "replayed"),
+        (BODY_OMITTED_HEADER, "body_omitted"),
+        ("location", "location"),
+    ] {
+        if let Some(value) = answer.header(name) {
+            out.insert(key.into(), value.into());
+        }
+    }
+    Value::Object(out)
+}
+
+fn ct_is_problem(answer: &HttpAnswer) -> bool {
+    answer.header("content-type") == Some("application/problem+json")
+}
+
+fn record_from(value: &Value) -> Result<Record, String> {
+    let state = crate::conformance::str_field(value, "state")?;
+    let fingerprint = fingerprint_label(value, "fingerprint")?;
+    let expires_at = UnixMillis(u64_field(value, "expires_at")?);
+    match state {
+        "in_flight" => Ok(Record::InFlight(InFlight {
+            fingerprint,
+            owner: OwnerToken([1; 16]),
+            lease_until: UnixMillis(u64_field(value, "lease_until")?),
+            expires_at,
+        })),
+        "completed" => {
+            let status = u16::try_from(u64_field(value, "status")?)
+                .map_err(|_| String::from("vector_bad_input:status"))?;
+            let body = match value.get("body") {
+                Some(Value::String(text)) => StoredBody::Kept(text.as_bytes().to_vec()),
+                _ => StoredBody::NotKept,
+            };
+            Ok(Record::Completed(Completed {
+                fingerprint,
+                response: StoredResponse {
+                    status,
+                    headers: header_pairs(value, "headers")?,
+                    body,
+                },
+                expires_at,
+            }))
+        }
+        _ => Err(String::from("vector_bad_input:state")),
+    }
+}

@@ -1,0 +1,64 @@
+//! Which evaluator answers which group. Each group's evaluator lives in its own file next to this
+//! one, named after the group.
+
+use super::Outcome;
+use alloc::format;
+use serde_json::Value;
+
+#[path = "completion.rs"]
+mod completion;
+#[path = "config.rs"]
+mod config;
+#[path = "decision.rs"]
+mod decision;
+#[path = "duration.rs"]
+mod duration;
+#[path = "fingerprint.rs"]
+mod fingerprint;
+#[path = "json.rs"]
+mod json;
+#[path = "key.rs"]
+mod key;
+#[path = "record.rs"]
+mod record;
+#[path = "retry.rs"]
+mod retry;
+#[path = "storage_key.rs"]
+mod storage_key;
+#[path = "token.rs"]
+mod token;
+#[path = "transition.rs"]
+mod transition;
+
+pub const NAMES: &[&str] = &[
+    "key",
+    "storage_key",
+    "json",
+    "fingerprint",
+    "record",
+    "decision",
+    "completion",
+    "token",
+    "transition",
+    "retry",
+    "config",
+    "duration",
+];
+
+pub fn dispatch(group: &str, input: &Value) -> Outcome {
+    match group {
+        "key" => key::eval(input),
+        "storage_key" => storage_key::eval(input),
+        "json" => json::eval(input),
+        "fingerprint" => fingerprint::eval(input),
+        "record" => record::eval(input),
+        "decision" => decision::eval(input),
+        "completion" => completion::eval(input),
+        "token" => token::eval(input),
+        "transition" => transition::eval(input),
+        "retry" => retry::eval(input),
+        "config" => config::eval(input),
+        "duration" => duration::eval(input),
+        other => Err(format!("vector_unknown_group:{other}")),
+    }
+}

@@ -1,0 +1,44 @@
+//! The conformance-vector evaluator: one function that turns a vector's `input` into the answer the
+//! core gives. The native tests, the wasmtime harness (through both shipped `.wasm` files) and the
+//! browser module's JS tests all call this same evaluator, so "the same answer everywhere" is checked
+//! against one definition of what each group means (format: `vectors/README.md`).
+
+use alloc::string::{String, ToString};
+use serde_json::Value;
+
+mod fields;
+mod groups;
+
+pub use fields::{
+    bytes_field, fingerprint_label, header_pairs, opt_str_field, policy_field, str_field, u64_field,
+};
+
+/// `Ok(value)` is compared with a vector's `{"ok": value}`, `Err(code)` with `{"error": code}`.
+pub type Outcome = Result<Value, String>;
+
+/// Every group this evaluator knows, in the order the vector files are documented.
+pub const GROUPS: &[&str] = groups::NAMES;
+
+/// Evaluates one vector input of `group`. An unknown group or a malformed input is an error code
+/// starting with `vector_`, never a panic: hosts feed this from files they do not control.
+pub fn evaluate(group: &str, input: &Value) -> Outcome {
+    groups::dispatch(group, input)
+}
+
+/// Evaluates a case given as JSON text `{"group":..,"input":..}` and returns the outcome as JSON
+/// text `{"ok":..}` or `{"error":..}`. This string-in, string-out form is what the `.wasm` exports
+/// wrap, so a harness needs no knowledge of Rust types.
+pub fn evaluate_json(case: &str) -> String {
+    let outcome = match serde_json::from_str::<Value>(case) {
+        Ok(case) => match case.get("group").and_then(Value::as_str) {
+            Some(group) => evaluate(group, case.get("input").unwrap_or(&Value::Null)),
+            None => Err("vector_missing_group".to_string()),
+        },
+        Err(_) => Err("vector_not_json".to_string()),
+    };
+    let wrapped = match outcome {
+        Ok(value) => serde_json::json!({ "ok": value }),
+        Err(code) => serde_json::json!({ "error": code }),
+    };
+    wrapped.to_string()
+}

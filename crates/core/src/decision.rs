@@ -1,0 +1,155 @@
+//! The two pure decisions (semantics §4 and §5): what to do with a request given the record found,
+//! and what to do with the record given how the request ended. Neither touches a store; the
+//! [`crate::protocol`] applies them atomically, and [`crate::answer`] turns them into HTTP.
+
+use crate::fingerprint::Fingerprint;
+use crate::policy::Policy;
+use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::time::{Span, UnixMillis};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// What a request gets, given the record found under its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Decision {
+    /// No live record (or a lease whose owner is gone): write this claim and forward upstream.
+    Claim { claim: InFlight, takeover: bool },
+    /// The first request is still in flight: 409, retry after this long (≥ 1 s on the wire).
+    Conflict { retry_after: Span },
+    /// Completed with the same payload: replay the stored answer.
+    Replay(StoredResponse),
+    /// The key was used for a different payload: 422.
+    Mismatch,
+}
+
+/// Decides a request (semantics §4). `owner` is fresh entropy from the host, used only if this
+/// request claims the key.
+pub fn decide(
+    existing: Option<&Record>,
+    fingerprint: Fingerprint,
+    owner: OwnerToken,
+    now: UnixMillis,
+    policy: &Policy,
+) -> Decision {
+    let fresh_claim = |takeover| Decision::Claim {
+        claim: new_claim(fingerprint, owner, now, policy),
+        takeover,
+    };
+    let record = match existing {
+        Some(record) if !record.is_expired(now) => record,
+        _ => return fresh_claim(false),
+    };
+    match record {
+        Record::InFlight(flight) if flight.fingerprint != fingerprint => Decision::Mismatch,
+        Record::InFlight(flight) if now < flight.lease_until => Decision::Conflict {
+            retry_after: now.until(flight.lease_until),
+        },
+        Record::InFlight(_) => fresh_claim(true),
+        Record::Completed(done) if done.fingerprint != fingerprint => Decision::Mismatch,
+        Record::Completed(done) => Decision::Replay(done.response.clone()),
+        // A token record can never share a storage key with a request (separate hash domains);
+        // refusing is the answer that cannot cause a second execution.
+        Record::TokenUsed { .. } => Decision::Mismatch,
+    }
+}
+
+/// A new in-flight record. The lease never outlives the record (`lease_until ≤ expires_at`), so no
+/// claim can be stuck past its TTL.
+pub fn new_claim(
+    fingerprint: Fingerprint,
+    owner: OwnerToken,
+    now: UnixMillis,
+    policy: &Policy,
+) -> InFlight {
+    let expires_at = now.after(policy.ttl);
+    InFlight {
+        fingerprint,
+        owner,
+        lease_until: now.after(policy.lease).min(expires_at),
+        expires_at,
+    }
+}
+
+/// How a forwarded request ended, as the host observed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResponseFacts {
+    /// A whole response came from the upstream itself.
+    Upstream {
+        status: u16,
+        /// Response headers as (name, value); filtered against the policy here.
+        headers: Vec<(String, String)>,
+        /// `None` when the body was over the configured limit and was passed on but not kept.
+        body: Option<Vec<u8>>,
+    },
+    /// The request never reached the upstream (no healthy upstream, connection refused, a reply
+    /// made by the proxy or a later filter before forwarding): a retry is safe.
+    NeverReached,
+    /// Sent, but no complete answer came back (reset, route timeout, client gone, body cut off):
+    /// the upstream may have committed.
+    InDoubt,
+}
+
+/// What becomes of the claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Completion {
+    /// The answer is the idempotent result.
+    Store(Completed),
+    /// Drop the claim: the upstream did not act, and a retry runs again.
+    Release,
+    /// Leave the claim in flight until its lease ends: retries get 409 instead of racing a request
+    /// that may still be committing.
+    KeepInFlight,
+}
+
+/// Decides what the end of a forwarded request does to its claim (semantics §5).
+pub fn complete(
+    claim: &InFlight,
+    facts: ResponseFacts,
+    now: UnixMillis,
+    policy: &Policy,
+) -> Completion {
+    match facts {
+        ResponseFacts::NeverReached => Completion::Release,
+        ResponseFacts::InDoubt => Completion::KeepInFlight,
+        ResponseFacts::Upstream { status, .. } if !policy.store_rule.stores(status) => {
+            Completion::Release
+        }
+        ResponseFacts::Upstream {
+            status,
+            headers,
+            body,
+        } => {
+            let headers = headers
+                .into_iter()
+                .filter(|(name, value)| policy.replays_header(name) && safe_header(name, value))
+                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .collect();
+            let body = match body {
+                Some(body) if body.len() as u64 <= policy.max_response_body => {
+                    StoredBody::Kept(body)
+                }
+                _ => StoredBody::NotKept,
+            };
+            // The record lives its TTL from completion; the claim's TTL bounded only the lease.
+            let expires_at = now.after(policy.ttl).max(claim.expires_at);
+            Completion::Store(Completed {
+                fingerprint: claim.fingerprint,
+                response: StoredResponse {
+                    status,
+                    headers,
+                    body,
+                },
+                expires_at,
+            })
+        }
+    }
+}
+
+/// A header is safe to store if replaying it cannot split the response or smuggle a header.
+fn safe_header(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && value.len() <= 8192
+        && name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+        && !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0))
+}

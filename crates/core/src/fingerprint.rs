@@ -1,0 +1,175 @@
+//! Is a retry the *same* request? (semantics §3.) The fingerprint is a SHA-256 over the method, the
+//! path with its query, the configured headers and a digest of the body in the configured mode. It
+//! is fed body chunks as they arrive and never keeps the body: `raw` hashes bytes as they stream,
+//! `json` and `fields` run the streaming canonical hasher of [`crate::json`].
+
+use crate::hash::PartsHasher;
+use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use sha2::{Digest, Sha256};
+
+/// Version tag of the fingerprint preimage.
+pub const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v1";
+
+/// How the body takes part in the fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FingerprintMode {
+    /// The body bytes exactly.
+    Raw,
+    /// Canonical JSON: member order and insignificant whitespace do not matter.
+    Json,
+    /// Only these JSON fields, for clients that add volatile fields (timestamps, trace ids).
+    Fields(Vec<JsonPointer>),
+    /// The key alone decides: any payload under one key is "the same" request.
+    None,
+}
+
+impl FingerprintMode {
+    pub fn name(&self) -> &'static str {
+        match self {
+            FingerprintMode::Raw => "raw",
+            FingerprintMode::Json => "json",
+            FingerprintMode::Fields(_) => "fields",
+            FingerprintMode::None => "none",
+        }
+    }
+}
+
+/// What goes into a fingerprint: the mode, the headers that matter (lowercase names, in order) and
+/// the JSON limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FingerprintSpec {
+    pub mode: FingerprintMode,
+    pub headers: Vec<String>,
+    pub json_limits: JsonLimits,
+}
+
+impl Default for FingerprintSpec {
+    fn default() -> Self {
+        FingerprintSpec {
+            mode: FingerprintMode::Json,
+            headers: alloc::vec![String::from("content-type")],
+            json_limits: JsonLimits::default(),
+        }
+    }
+}
+
+/// A request fingerprint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint(pub [u8; 32]);
+
+enum BodyDigest<'s> {
+    Raw(Sha256),
+    // Boxed: the JSON hasher's stack is large and only json/fields modes need it.
+    Json(alloc::boxed::Box<JsonHasher<'s>>),
+    Ignored,
+}
+
+/// Computes a fingerprint from request facts and body chunks.
+pub struct FingerprintBuilder<'s> {
+    head: PartsHasher,
+    body: BodyDigest<'s>,
+}
+
+impl<'s> FingerprintBuilder<'s> {
+    /// Starts a fingerprint. `headers` are all request headers as (lowercase name, value) pairs;
+    /// only the configured ones are used, every occurrence in order.
+    pub fn new<'h, I>(
+        spec: &'s FingerprintSpec,
+        method: &str,
+        path_and_query: &str,
+        headers: I,
+    ) -> FingerprintBuilder<'s>
+    where
+        I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
+    {
+        let mut head = PartsHasher::new(FINGERPRINT_TAG);
+        head.part(spec.mode.name().as_bytes());
+        if spec.mode == FingerprintMode::None {
+            return FingerprintBuilder {
+                head,
+                body: BodyDigest::Ignored,
+            };
+        }
+        head.part(method.as_bytes()).part(path_and_query.as_bytes());
+        for wanted in &spec.headers {
+            let values: Vec<&[u8]> = headers
+                .clone()
+                .into_iter()
+                .filter(|(name, _)| name.eq_ignore_ascii_case(wanted))
+                .map(|(_, value)| value)
+                .collect();
+            head.part(wanted.as_bytes())
+                .part(&(values.len() as u64).to_be_bytes());
+            for value in values {
+                head.part(value);
+            }
+        }
+        let body = match &spec.mode {
+            FingerprintMode::Raw => BodyDigest::Raw(Sha256::new()),
+            FingerprintMode::Json => BodyDigest::Json(alloc::boxed::Box::new(JsonHasher::new(
+                spec.json_limits,
+                None,
+            ))),
+            FingerprintMode::Fields(pointers) => BodyDigest::Json(alloc::boxed::Box::new(
+                JsonHasher::new(spec.json_limits, Some(pointers.as_slice())),
+            )),
+            FingerprintMode::None => BodyDigest::Ignored,
+        };
+        FingerprintBuilder { head, body }
+    }
+
+    /// Feeds the next body chunk.
+    pub fn update(&mut self, chunk: &[u8]) -> Result<(), FingerprintError> {
+        match &mut self.body {
+            BodyDigest::Raw(hasher) => hasher.update(chunk),
+            BodyDigest::Json(hasher) => hasher.update(chunk).map_err(FingerprintError::Json)?,
+            BodyDigest::Ignored => {}
+        }
+        Ok(())
+    }
+
+    /// Ends the body and returns the fingerprint.
+    pub fn finish(self) -> Result<Fingerprint, FingerprintError> {
+        let mut head = self.head;
+        match self.body {
+            BodyDigest::Raw(hasher) => {
+                let digest: [u8; 32] = hasher.finalize().into();
+                head.part(&digest);
+            }
+            BodyDigest::Json(hasher) => {
+                let digest = hasher.finish().map_err(FingerprintError::Json)?;
+                head.part(&digest);
+            }
+            BodyDigest::Ignored => {}
+        }
+        Ok(Fingerprint(head.finish()))
+    }
+}
+
+/// Why a body could not be fingerprinted (always a 400 at the edge: the client sent it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FingerprintError {
+    /// The body is not acceptable JSON in `json`/`fields` mode.
+    Json(JsonError),
+}
+
+impl FingerprintError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            FingerprintError::Json(e) => e.code(),
+        }
+    }
+}
+
+impl fmt::Display for FingerprintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FingerprintError::Json(e) => write!(f, "the request body is not valid JSON: {e}"),
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! Streaming canonical JSON digests for request fingerprints.
+//!
+//! A retry must fingerprint equal to the original when it carries the same JSON document however it
+//! is spelled (member order, whitespace, escapes, number spelling), so the digest is defined over
+//! the decoded value, not its bytes. Bodies arrive in chunks and may be hostile, so [`JsonHasher`]
+//! is a push parser with an explicit stack: it never holds the body, never recurses, never panics,
+//! and keeps O(1) state per open container plus 64 bytes per member of the objects still open
+//! (an object's members can only be ordered once all their key hashes are known).
+//!
+//! # Digest (`H` = SHA-256)
+//! - `null`/`true`/`false` → `H("n")`/`H("t")`/`H("f")`.
+//! - number → `H("d" || f64 bits, big-endian)`, correctly rounded, `-0` → `+0`; so `1`, `1.0` and
+//!   `10e-1` are one value, as numbers compare as doubles in RFC 8785.
+//! - string → `H("s" || decoded UTF-8)`.
+//! - array → `H("a" || h(e1) || h(e2) ...)`.
+//! - object → `H("o" || k1 || v1 || k2 || v2 ...)` with `k = H("s" || key)`, members sorted by `k`.
+//! - zero-byte body → `H("empty")`, since requests without a body are legitimate.
+//!
+//! Fields mode hashes only the values at chosen [`JsonPointer`]s (clients add volatile fields such
+//! as timestamps): `H("F" || per pointer: u64be(len) || text || (0x00 | 0x01 || value hash))`. The
+//! whole document must still be valid.
+//!
+//! # Which error wins
+//! The first offending byte decides, so the answer does not depend on chunking and an independent
+//! recursive-descent reference agrees. A byte that is both misplaced and impossible in UTF-8
+//! (`80..=C1`, `F5..=FF`) is `json_invalid_utf8`. Duplicate keys are found when their object
+//! closes (offset of the `}`). Input ending inside a value is `json_unexpected_end`, except inside a
+//! UTF-8 sequence (`json_invalid_utf8`). A lone or mismatched UTF-16 surrogate escape is
+//! `json_invalid_escape`.
+
+mod hasher;
+mod lexer;
+mod pointer;
+#[cfg(test)]
+mod tests;
+
+pub use hasher::JsonHasher;
+pub use pointer::JsonPointer;
+
+use core::fmt;
+
+/// Bounds that keep hostile bodies from costing more than the gateway budgets for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonLimits {
+    /// Deepest container nesting accepted; the top-level array/object is depth 1.
+    pub max_depth: u16,
+    /// Longest number token accepted, in bytes; longer tokens are refused before being parsed.
+    pub max_number_len: u16,
+}
+
+impl Default for JsonLimits {
+    fn default() -> Self {
+        JsonLimits {
+            max_depth: 64,
+            max_number_len: 64,
+        }
+    }
+}
+
+/// Why a body could not be hashed. Offsets count bytes from the start of the body.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JsonError {
+    /// Any grammar violation not covered by a more specific variant.
+    Syntax { offset: u64 },
+    /// The body ended inside a value, or held only whitespace.
+    UnexpectedEnd,
+    /// Something other than whitespace follows the top-level value.
+    TrailingData { offset: u64 },
+    /// A container opened at `offset` would exceed `max` levels.
+    TooDeep { offset: u64, max: u16 },
+    /// An object has two members with the same decoded key; `offset` is its closing `}`.
+    DuplicateKey { offset: u64 },
+    /// Ill-formed UTF-8 (overlong, surrogate, out of range, truncated) at `offset`.
+    InvalidUtf8 { offset: u64 },
+    /// Unknown escape, bad `\u` hex digit, or lone/mismatched UTF-16 surrogate.
+    InvalidEscape { offset: u64 },
+    /// Unescaped byte below 0x20 inside a string.
+    ControlCharacter { offset: u64 },
+    /// The number starting at `offset` is longer than `max_number_len`.
+    NumberTooLong { offset: u64 },
+    /// The number starting at `offset` is not finite as an f64 (e.g. `1e400`).
+    NumberOutOfRange { offset: u64 },
+    /// A field selector is not an RFC 6901 JSON pointer.
+    PointerInvalid,
+}
+
+impl JsonError {
+    /// Stable code shared with the vectors, the browser module and problem bodies.
+    pub fn code(&self) -> &'static str {
+        match self {
+            JsonError::Syntax { .. } => "json_syntax",
+            JsonError::UnexpectedEnd => "json_unexpected_end",
+            JsonError::TrailingData { .. } => "json_trailing_data",
+            JsonError::TooDeep { .. } => "json_too_deep",
+            JsonError::DuplicateKey { .. } => "json_duplicate_key",
+            JsonError::InvalidUtf8 { .. } => "json_invalid_utf8",
+            JsonError::InvalidEscape { .. } => "json_invalid_escape",
+            JsonError::ControlCharacter { .. } => "json_control_character",
+            JsonError::NumberTooLong { .. } => "json_number_too_long",
+            JsonError::NumberOutOfRange { .. } => "json_number_out_of_range",
+            JsonError::PointerInvalid => "json_pointer_invalid",
+        }
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonError::Syntax { offset } => write!(f, "JSON syntax error at byte {offset}"),
+            JsonError::UnexpectedEnd => {
+                f.write_str("JSON body ended before the value was complete")
+            }
+            JsonError::TrailingData { offset } => {
+                write!(f, "unexpected data after the JSON value at byte {offset}")
+            }
+            JsonError::TooDeep { offset, max } => {
+                write!(f, "JSON nesting deeper than {max} levels at byte {offset}")
+            }
+            JsonError::DuplicateKey { offset } => {
+                write!(
+                    f,
+                    "duplicate key in the JSON object closed at byte {offset}"
+                )
+            }
+            JsonError::InvalidUtf8 { offset } => write!(f, "invalid UTF-8 at byte {offset}"),
+            JsonError::InvalidEscape { offset } => {
+                write!(
+                    f,
+                    "invalid string escape or lone surrogate at byte {offset}"
+                )
+            }
+            JsonError::ControlCharacter { offset } => {
+                write!(
+                    f,
+                    "unescaped control character in a JSON string at byte {offset}"
+                )
+            }
+            JsonError::NumberTooLong { offset } => {
+                write!(f, "JSON number at byte {offset} exceeds the length limit")
+            }
+            JsonError::NumberOutOfRange { offset } => {
+                write!(f, "JSON number at byte {offset} is not a finite double")
+            }
+            JsonError::PointerInvalid => {
+                f.write_str("field selector is not a valid JSON pointer (RFC 6901)")
+            }
+        }
+    }
+}
+
+/// Classifies a byte the grammar rejects: one that can never occur in UTF-8 is reported as such,
+/// so a binary body reads as "not text" rather than as a misplaced token.
+fn misplaced(byte: u8, offset: u64, grammar: fn(u64) -> JsonError) -> JsonError {
+    if byte >= 0x80 && !(0xC2..=0xF4).contains(&byte) {
+        JsonError::InvalidUtf8 { offset }
+    } else {
+        grammar(offset)
+    }
+}

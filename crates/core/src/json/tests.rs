@@ -1,0 +1,322 @@
+use alloc::vec;
+use alloc::vec::Vec;
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+fn h(parts: &[&[u8]]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
+    hasher.finalize().into()
+}
+
+fn digest_with(
+    body: &[u8],
+    limits: JsonLimits,
+    fields: Option<&[JsonPointer]>,
+) -> Result<[u8; 32], JsonError> {
+    let mut hasher = JsonHasher::new(limits, fields);
+    hasher.update(body)?;
+    hasher.finish()
+}
+
+fn digest(body: &[u8]) -> Result<[u8; 32], JsonError> {
+    digest_with(body, JsonLimits::default(), None)
+}
+
+/// Same answer whole, split in two everywhere, and byte by byte.
+fn digest_split(body: &[u8]) -> Result<[u8; 32], JsonError> {
+    let whole = digest(body);
+    for cut in 0..=body.len() {
+        let mut hasher = JsonHasher::new(JsonLimits::default(), None);
+        let split = hasher
+            .update(&body[..cut])
+            .and_then(|()| hasher.update(&body[cut..]))
+            .and_then(|()| hasher.finish());
+        assert_eq!(split, whole, "cut at {cut} of {:?}", body);
+    }
+    let mut hasher = JsonHasher::new(JsonLimits::default(), None);
+    let bytewise = body
+        .iter()
+        .try_for_each(|b| hasher.update(&[*b]))
+        .and_then(|()| hasher.finish());
+    assert_eq!(bytewise, whole);
+    whole
+}
+
+fn num(x: f64) -> [u8; 32] {
+    h(&[b"d", &x.to_bits().to_be_bytes()])
+}
+
+#[test]
+fn scalars_follow_the_preimages() {
+    assert_eq!(digest_split(b"null"), Ok(h(&[b"n"])));
+    assert_eq!(digest_split(b" true "), Ok(h(&[b"t"])));
+    assert_eq!(digest_split(b"false"), Ok(h(&[b"f"])));
+    assert_eq!(digest_split(b"\"ab\""), Ok(h(&[b"s", b"ab"])));
+    assert_eq!(digest_split(b"12.5"), Ok(num(12.5)));
+    assert_eq!(digest_split(b""), Ok(h(&[b"empty"])));
+}
+
+#[test]
+fn containers_follow_the_preimages() {
+    let one = num(1.0);
+    assert_eq!(digest_split(b"[]"), Ok(h(&[b"a"])));
+    assert_eq!(digest_split(b"{}"), Ok(h(&[b"o"])));
+    assert_eq!(digest_split(b"[1,[]]"), Ok(h(&[b"a", &one, &h(&[b"a"])])));
+    let (ka, kb) = (h(&[b"s", b"a"]), h(&[b"s", b"b"]));
+    let (first, second) = if ka < kb { (ka, kb) } else { (kb, ka) };
+    let value = |k: &[u8; 32]| if *k == ka { num(1.0) } else { h(&[b"n"]) };
+    let expected = h(&[b"o", &first, &value(&first), &second, &value(&second)]);
+    assert_eq!(digest_split(br#"{"a":1,"b":null}"#), Ok(expected));
+    assert_eq!(
+        digest_split(b" { \"b\" : null ,\n\"a\"\t:\r1.0 } "),
+        Ok(expected)
+    );
+}
+
+#[test]
+fn spellings_of_one_value_agree() {
+    let zero = digest_split(b"0");
+    for spelling in [&b"-0"[..], b"0.0", b"-0e5", b"0E-3", b"-1e-400"] {
+        assert_eq!(digest_split(spelling), zero, "{:?}", spelling);
+    }
+    assert_eq!(digest_split(b"10e-1"), digest_split(b"1"));
+    assert_ne!(digest_split(b"1"), digest_split(b"2"));
+    assert_ne!(digest_split(b"1"), digest_split(b"\"1\""));
+    let raw = digest_split("\"é😀/\"".as_bytes());
+    assert_eq!(digest_split(br#""\u00e9\uD83D\ude00\/""#), raw);
+    assert_eq!(digest_split(br#""\u00E9\ud83d\uDE00/""#), raw);
+    assert_eq!(
+        digest_split(br#""\"\\\b\f\n\r\t""#),
+        Ok(h(&[b"s", b"\"\\\x08\x0c\n\r\t"]))
+    );
+}
+
+#[test]
+fn errors_carry_code_and_offset() {
+    let cases: Vec<(&[u8], JsonError)> = vec![
+        (b"[1,]", JsonError::Syntax { offset: 3 }),
+        (b"[1 2]", JsonError::Syntax { offset: 3 }),
+        (b"01", JsonError::TrailingData { offset: 1 }),
+        (b"{} x", JsonError::TrailingData { offset: 3 }),
+        (b"[1", JsonError::UnexpectedEnd),
+        (b"  ", JsonError::UnexpectedEnd),
+        (b"tru", JsonError::UnexpectedEnd),
+        (b"-", JsonError::UnexpectedEnd),
+        (b"\"\\u12", JsonError::UnexpectedEnd),
+        (b"trUe", JsonError::Syntax { offset: 2 }),
+        (b"1.e3", JsonError::Syntax { offset: 2 }),
+        (br#"{"a":1,"a":2}"#, JsonError::DuplicateKey { offset: 12 }),
+        (
+            br#"{"a":1,"\u0061":2}"#,
+            JsonError::DuplicateKey { offset: 17 },
+        ),
+        (b"\"a\x01\"", JsonError::ControlCharacter { offset: 2 }),
+        (b"\"\\x\"", JsonError::InvalidEscape { offset: 2 }),
+        (b"\"\\uD800\"", JsonError::InvalidEscape { offset: 7 }),
+        (b"\"\\uDC00\"", JsonError::InvalidEscape { offset: 6 }),
+        (
+            b"\"\\uD800\\u0041\"",
+            JsonError::InvalidEscape { offset: 12 },
+        ),
+        (b"\"\\u00G0\"", JsonError::InvalidEscape { offset: 5 }),
+        (b"\"\xc3\"", JsonError::InvalidUtf8 { offset: 2 }),
+        (b"\"\xc0\xaf\"", JsonError::InvalidUtf8 { offset: 1 }),
+        (b"\"\xed\xa0\x80\"", JsonError::InvalidUtf8 { offset: 2 }),
+        (
+            b"\"\xf4\x90\x80\x80\"",
+            JsonError::InvalidUtf8 { offset: 2 },
+        ),
+        (b"\"\xe2\x82", JsonError::InvalidUtf8 { offset: 3 }),
+        (b"\xff", JsonError::InvalidUtf8 { offset: 0 }),
+        (b"1 \x80", JsonError::InvalidUtf8 { offset: 2 }),
+        (b"\xc3\xa9", JsonError::Syntax { offset: 0 }),
+        (b"1e400", JsonError::NumberOutOfRange { offset: 0 }),
+        (b"[-1e999]", JsonError::NumberOutOfRange { offset: 1 }),
+    ];
+    for (body, expected) in cases {
+        assert_eq!(digest_split(body), Err(expected), "{:?}", body);
+    }
+}
+
+#[test]
+fn numbers_are_bounded() {
+    let limit = vec![b'1'; 64];
+    assert!(digest_split(&limit).is_ok());
+    let mut long = vec![b' ', b'['];
+    long.extend(vec![b'1'; 65]);
+    assert_eq!(digest(&long), Err(JsonError::NumberTooLong { offset: 2 }));
+    let mut huge = vec![b'9'; 1 << 20];
+    huge.push(b']');
+    assert_eq!(digest(&huge), Err(JsonError::NumberTooLong { offset: 0 }));
+    let tight = JsonLimits {
+        max_number_len: 3,
+        ..JsonLimits::default()
+    };
+    assert!(digest_with(b"1.5", tight, None).is_ok());
+    assert_eq!(
+        digest_with(b"-1.5", tight, None),
+        Err(JsonError::NumberTooLong { offset: 0 })
+    );
+}
+
+#[test]
+fn depth_is_bounded_without_recursion() {
+    let bomb = vec![b'['; 100_000];
+    assert_eq!(
+        digest(&bomb),
+        Err(JsonError::TooDeep {
+            offset: 64,
+            max: 64
+        })
+    );
+    let objects = b"{\"a\":".repeat(100_000);
+    assert!(matches!(
+        digest(&objects),
+        Err(JsonError::TooDeep { max: 64, .. })
+    ));
+    let mut ok = vec![b'['; 64];
+    ok.extend(vec![b']'; 64]);
+    assert!(digest(&ok).is_ok());
+    let flat = JsonLimits {
+        max_depth: 0,
+        ..JsonLimits::default()
+    };
+    assert_eq!(
+        digest_with(b"[]", flat, None),
+        Err(JsonError::TooDeep { offset: 0, max: 0 })
+    );
+    assert!(digest_with(b"1", flat, None).is_ok());
+}
+
+#[test]
+fn errors_are_sticky() {
+    let mut hasher = JsonHasher::new(JsonLimits::default(), None);
+    assert_eq!(hasher.update(b"[1,,"), Err(JsonError::Syntax { offset: 3 }));
+    assert_eq!(hasher.update(b"2]"), Err(JsonError::Syntax { offset: 3 }));
+    assert_eq!(hasher.finish(), Err(JsonError::Syntax { offset: 3 }));
+}
+
+#[test]
+fn pointers_parse_per_rfc_6901() {
+    assert_eq!(JsonPointer::parse("").map(|p| p.tokens.len()), Ok(0));
+    assert_eq!(JsonPointer::parse("/").map(|p| p.tokens.len()), Ok(1));
+    let p = JsonPointer::parse("/a~1b/~0/01/7").unwrap();
+    assert_eq!(p.as_str(), "/a~1b/~0/01/7");
+    let keys: Vec<&str> = p.tokens.iter().map(|t| t.key.as_str()).collect();
+    assert_eq!(keys, ["a/b", "~", "01", "7"]);
+    assert_eq!(p.tokens[2].index, None);
+    assert_eq!(p.tokens[3].index, Some(7));
+    for bad in ["a", "/~", "/~2", "/a~"] {
+        assert_eq!(
+            JsonPointer::parse(bad),
+            Err(JsonError::PointerInvalid),
+            "{bad}"
+        );
+    }
+}
+
+fn fields_digest(body: &[u8], pointers: &[&str]) -> Result<[u8; 32], JsonError> {
+    let parsed: Vec<JsonPointer> = pointers
+        .iter()
+        .map(|p| JsonPointer::parse(p).unwrap())
+        .collect();
+    let whole = digest_with(body, JsonLimits::default(), Some(&parsed));
+    for cut in 0..=body.len() {
+        let mut hasher = JsonHasher::new(JsonLimits::default(), Some(&parsed));
+        let split = hasher
+            .update(&body[..cut])
+            .and_then(|()| hasher.update(&body[cut..]))
+            .and_then(|()| hasher.finish());
+        assert_eq!(split, whole, "cut at {cut}");
+    }
+    whole
+}
+
+fn fields_preimage(entries: &[(&str, Option<[u8; 32]>)]) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"F");
+    for (text, value) in entries {
+        hasher.update((text.len() as u64).to_be_bytes());
+        hasher.update(text.as_bytes());
+        match value {
+            None => hasher.update([0u8]),
+            Some(v) => {
+                hasher.update([1u8]);
+                hasher.update(v);
+            }
+        }
+    }
+    hasher.finalize().into()
+}
+
+#[test]
+fn fields_select_values_by_path() {
+    let body =
+        br#"{"amount":5,"items":[{"sku":"x"},{"sku":"y","n":[1,2]}],"a/b":{"~":true},"t":9}"#;
+    let ptrs = [
+        "/amount",
+        "/items/1/sku",
+        "/items/01/sku",
+        "/a~1b/~0",
+        "/missing",
+        "/items/1/n/1",
+        "/t/0",
+    ];
+    let expected = fields_preimage(&[
+        ("/amount", Some(num(5.0))),
+        ("/items/1/sku", Some(h(&[b"s", b"y"]))),
+        ("/items/01/sku", None),
+        ("/a~1b/~0", Some(h(&[b"t"]))),
+        ("/missing", None),
+        ("/items/1/n/1", Some(num(2.0))),
+        ("/t/0", None),
+    ]);
+    assert_eq!(fields_digest(body, &ptrs), Ok(expected));
+    // Volatile fields outside the selection do not matter; order and spelling inside do not either.
+    let other = br#"{"t":10,"a/b":{"~":true},"items":[{"sku":"z"},{"n":[1,2.0],"sku":"\u0079"}],"amount":5.0}"#;
+    assert_eq!(fields_digest(other, &ptrs), Ok(expected));
+    let root = digest(body).unwrap();
+    assert_eq!(
+        fields_digest(body, &[""]),
+        Ok(fields_preimage(&[("", Some(root))]))
+    );
+    assert_eq!(
+        fields_digest(b"", &["/a"]),
+        Ok(fields_preimage(&[("/a", None)]))
+    );
+    assert_eq!(
+        fields_digest(br#"{"a":1,"a":1}"#, &["/b"]),
+        Err(JsonError::DuplicateKey { offset: 12 })
+    );
+    // An escaped key matches its decoded token; a key that only starts like the token does not.
+    let escaped = fields_digest(br#"{"a\/b":1,"ab":2,"abc":3}"#, &["/a~1b", "/ab"]);
+    assert_eq!(
+        escaped,
+        Ok(fields_preimage(&[
+            ("/a~1b", Some(num(1.0))),
+            ("/ab", Some(num(2.0)))
+        ]))
+    );
+    assert_eq!(
+        fields_digest(br#"[0,[1]]"#, &["/1/0", "/0"]),
+        Ok(fields_preimage(&[
+            ("/1/0", Some(num(1.0))),
+            ("/0", Some(num(0.0)))
+        ]))
+    );
+}
+
+#[test]
+fn codes_and_messages_are_stable() {
+    let e = JsonError::TooDeep { offset: 7, max: 64 };
+    assert_eq!(e.code(), "json_too_deep");
+    assert_eq!(
+        alloc::format!("{e}"),
+        "JSON nesting deeper than 64 levels at byte 7"
+    );
+    assert_eq!(JsonError::PointerInvalid.code(), "json_pointer_invalid");
+}

@@ -1,0 +1,61 @@
+//! # idemgate-core
+//!
+//! The rules of idempotency, once, with no I/O: parse an `Idempotency-Key`, derive a scoped storage
+//! key, fingerprint a request as its body streams past, decide what a request gets (forward, 409,
+//! 422, replay), decide what its response does to the record, and map every decision to HTTP.
+//! Time, entropy and storage come in from the host (the Envoy filter, the browser module, a test),
+//! in the spirit of quinn-proto and rustls: values in, decisions out.
+//!
+//! ```
+//! use idemgate_core::{
+//!     fingerprint::FingerprintBuilder, key::IdempotencyKey, policy::Policy,
+//!     protocol::{ClaimOutcome, Engine}, record::OwnerToken, scope::{Scope, StorageKey},
+//!     store::MemoryStore, time::UnixMillis, decision::ResponseFacts,
+//! };
+//!
+//! let policy = Policy::defaults();
+//! let mut store = MemoryStore::new();
+//! let mut engine = Engine { store: &mut store, policy: &policy };
+//!
+//! let key = IdempotencyKey::parse(b"\"8e03978e-40d5-43e8-bc93-6894a57f9324\"").unwrap();
+//! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
+//! let storage_key = StorageKey::derive(scope, "POST", "/orders", &key);
+//! let mut fp = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", [("content-type", &b"application/json"[..])]);
+//! fp.update(br#"{"sku":"A1","qty":1}"#).unwrap();
+//! let fingerprint = fp.finish().unwrap();
+//!
+//! let now = UnixMillis(1_700_000_000_000);
+//! let first = engine.claim(storage_key, fingerprint, OwnerToken([1; 16]), now).unwrap();
+//! let ClaimOutcome::Forward { owner, .. } = first else { unreachable!() };
+//! // A retry while the first is in flight gets 409 …
+//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([2; 16]), now).unwrap(), ClaimOutcome::Conflict { .. }));
+//! // … and after the upstream answered, the stored answer.
+//! let facts = ResponseFacts::Upstream { status: 201, headers: vec![], body: Some(b"{\"id\":1}".to_vec()) };
+//! engine.finish(storage_key, owner, Some(facts), now).unwrap();
+//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([3; 16]), now).unwrap(), ClaimOutcome::Replay(_)));
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod answer;
+mod codec;
+#[cfg(feature = "config")]
+pub mod config;
+#[cfg(feature = "config")]
+pub mod conformance;
+pub mod decision;
+pub mod fingerprint;
+pub mod hash;
+pub mod json;
+pub mod key;
+pub mod policy;
+pub mod protocol;
+pub mod record;
+pub mod retry;
+pub mod scope;
+pub mod store;
+pub mod time;
+pub mod token;
+pub mod transition;

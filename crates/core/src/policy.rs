@@ -1,0 +1,218 @@
+//! The compiled policy: configuration after validation, in the shape the rules use. Hosts build it
+//! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
+//! re-parsed per request.
+
+use crate::fingerprint::FingerprintSpec;
+use crate::time::Span;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Replayed by default (semantics §5): headers that describe the stored representation. Never
+/// `set-cookie`, hop-by-hop headers, or the proxy's own.
+pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
+    "content-type",
+    "content-language",
+    "content-encoding",
+    "location",
+    "etag",
+    "last-modified",
+    "cache-control",
+    "link",
+    "vary",
+];
+
+/// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
+/// connection or one client, or are the proxy's own.
+pub const NEVER_REPLAYED: &[&str] = &[
+    "set-cookie",
+    "set-cookie2",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "content-length",
+    "date",
+    "server",
+    "idempotent-replayed",
+];
+
+/// Upstream answers by which the upstream says it did not act: release the claim so a retry runs.
+pub const DEFAULT_RELEASE_STATUSES: &[u16] = &[408, 425, 429, 502, 503, 504];
+
+/// A method-and-path rule that says the filter guards these requests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// Path prefix, matched against the path without its query.
+    pub prefix: String,
+    /// Upper-case methods guarded on this route.
+    pub methods: Vec<String>,
+    pub key: KeyRequirement,
+    pub token: TokenRequirement,
+}
+
+impl Route {
+    fn matches(&self, method: &str, path: &str) -> bool {
+        path.starts_with(self.prefix.as_str()) && self.methods.iter().any(|m| m == method)
+    }
+}
+
+/// Whether a guarded request must carry a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyRequirement {
+    /// Missing key → 400.
+    Required,
+    /// Missing key → passed through untouched (and counted).
+    Optional,
+}
+
+/// Whether a guarded request must carry a one-time token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenRequirement {
+    None,
+    Required,
+}
+
+/// Where the client identity for scoping comes from; the first source present is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeSource {
+    /// A request header (hashed, never stored in clear), e.g. `authorization`, `x-api-key`.
+    Header(String),
+    /// A host property path, e.g. a JWT claim in Envoy's dynamic metadata.
+    Property(Vec<String>),
+    /// The downstream peer address.
+    Peer,
+}
+
+impl ScopeSource {
+    /// The `source` part of the storage key.
+    pub fn label(&self) -> String {
+        match self {
+            ScopeSource::Header(name) => alloc::format!("header:{name}"),
+            ScopeSource::Property(path) => alloc::format!("property:{}", path.join("\u{1f}")),
+            ScopeSource::Peer => String::from("peer"),
+        }
+    }
+}
+
+/// Which upstream answers become the idempotent result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreRule {
+    /// Store every answer except these statuses, which release the claim (default: the "did not
+    /// act" set).
+    ReleaseStatuses(Vec<u16>),
+    /// Stripe-like: once started, every answer is the result.
+    StoreAll,
+    /// Store only 2xx; anything else releases the claim so the client may try again.
+    SuccessOnly,
+}
+
+impl StoreRule {
+    pub fn stores(&self, status: u16) -> bool {
+        match self {
+            StoreRule::ReleaseStatuses(release) => !release.contains(&status),
+            StoreRule::StoreAll => true,
+            StoreRule::SuccessOnly => (200..300).contains(&status),
+        }
+    }
+}
+
+/// What to do when the store cannot take a request (full of live records, or failing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureMode {
+    /// Answer 503 with `Retry-After`: never risk a duplicate.
+    Reject,
+    /// Forward without idempotency protection: never block traffic.
+    PassThrough,
+}
+
+/// How many records the store holds, and in how many cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    /// Cells in the store (a fixed set of names; memory is bounded by cells × per-cell records).
+    pub cells: u32,
+    /// Records one cell may hold.
+    pub per_cell: u16,
+}
+
+impl Capacity {
+    /// Total records the store can hold at most.
+    pub fn records(&self) -> u64 {
+        u64::from(self.cells) * u64::from(self.per_cell)
+    }
+}
+
+/// One-time token settings.
+#[derive(Clone)]
+pub struct TokenPolicy {
+    pub secret: crate::token::TokenSecret,
+    pub ttl: Span,
+    /// Path of the issuing endpoint (GET or POST).
+    pub issue_path: String,
+    /// Request header that carries the token on routes that require one.
+    pub header: String,
+}
+
+impl core::fmt::Debug for TokenPolicy {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("TokenPolicy")
+            .field("secret", &"<redacted>")
+            .field("ttl", &self.ttl)
+            .field("issue_path", &self.issue_path)
+            .field("header", &self.header)
+            .finish()
+    }
+}
+
+/// The whole compiled policy.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    /// Lowercase name of the key header.
+    pub header: String,
+    pub routes: Vec<Route>,
+    pub scope: Vec<ScopeSource>,
+    pub fingerprint: FingerprintSpec,
+    /// Life of a record from its claim.
+    pub ttl: Span,
+    /// How long a claim stays exclusively in flight before a retry may take it over.
+    pub lease: Span,
+    /// Lowercase names of replayed headers.
+    pub replay_headers: Vec<String>,
+    pub store_rule: StoreRule,
+    pub max_request_body: u64,
+    pub max_response_body: u64,
+    pub capacity: Capacity,
+    pub on_store_full: FailureMode,
+    pub on_store_error: FailureMode,
+    pub token: Option<TokenPolicy>,
+}
+
+impl Policy {
+    /// The first route guarding this request, if any. `path` may include a query.
+    pub fn route_for(&self, method: &str, path: &str) -> Option<&Route> {
+        let path = path_without_query(path);
+        self.routes.iter().find(|route| route.matches(method, path))
+    }
+
+    /// Whether a response header is stored for replay.
+    pub fn replays_header(&self, name: &str) -> bool {
+        !NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
+            && !name.to_ascii_lowercase().starts_with("x-envoy-")
+            && self
+                .replay_headers
+                .iter()
+                .any(|h| h.eq_ignore_ascii_case(name))
+    }
+}
+
+/// `/a/b?x=1` → `/a/b`.
+pub fn path_without_query(path: &str) -> &str {
+    match path.find(['?', '#']) {
+        Some(end) => &path[..end],
+        None => path,
+    }
+}

@@ -1,0 +1,105 @@
+//! Whose key is it? (semantics §2.) A key alone must never find another client's record, or one
+//! user's response would be replayed to another. The storage key therefore hashes, domain-separated
+//! and length-prefixed, the scope (which source identified the client and its value), the method,
+//! the route and the key. The scope value is only ever stored inside this hash, never in clear.
+
+use crate::hash::{to_hex, PartsHasher};
+use crate::key::IdempotencyKey;
+use alloc::string::String;
+
+/// Version tag of the storage-key preimage; bump it if the part list ever changes.
+pub const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v1";
+
+/// Who the request is from, as the configured scope source saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scope<'a> {
+    /// Names the source, e.g. `header:authorization`, `property:metadata.jwt.sub`, `peer`,
+    /// `anonymous`. Part of the hash so that equal values from different sources never meet.
+    pub source: &'a str,
+    /// The identity the source gave (a header value, a claim, an address).
+    pub value: &'a [u8],
+}
+
+/// The 32-byte name of a record in the store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StorageKey(pub [u8; 32]);
+
+impl StorageKey {
+    /// Derives the storage key from its five parts (plus the version tag).
+    pub fn derive(scope: Scope<'_>, method: &str, route: &str, key: &IdempotencyKey) -> StorageKey {
+        let mut hasher = PartsHasher::new(STORAGE_KEY_TAG);
+        hasher
+            .part(scope.source.as_bytes())
+            .part(scope.value)
+            .part(method.as_bytes())
+            .part(route.as_bytes())
+            .part(key.as_str().as_bytes());
+        StorageKey(hasher.finish())
+    }
+
+    pub fn to_hex(&self) -> String {
+        to_hex(&self.0)
+    }
+
+    /// A short, non-reversible label for logs: enough to correlate lines, useless to replay.
+    pub fn log_label(&self) -> String {
+        to_hex(&self.0[..6])
+    }
+}
+
+/// A hash of the scope alone, for binding one-time tokens to a client without storing who it is.
+pub fn scope_hash(scope: Scope<'_>) -> [u8; 32] {
+    let mut hasher = PartsHasher::new("idemgate-scope-v1");
+    hasher.part(scope.source.as_bytes()).part(scope.value);
+    hasher.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(s: &str) -> IdempotencyKey {
+        IdempotencyKey::parse(s.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn every_part_matters() {
+        let scope = Scope {
+            source: "header:authorization",
+            value: b"Bearer a",
+        };
+        let base = StorageKey::derive(scope, "POST", "/orders", &key("k1"));
+        let other_scope = Scope {
+            value: b"Bearer b",
+            ..scope
+        };
+        let other_source = Scope {
+            source: "header:x-api-key",
+            ..scope
+        };
+        assert_ne!(
+            base,
+            StorageKey::derive(other_scope, "POST", "/orders", &key("k1"))
+        );
+        assert_ne!(
+            base,
+            StorageKey::derive(other_source, "POST", "/orders", &key("k1"))
+        );
+        assert_ne!(
+            base,
+            StorageKey::derive(scope, "PATCH", "/orders", &key("k1"))
+        );
+        assert_ne!(
+            base,
+            StorageKey::derive(scope, "POST", "/order", &key("k1"))
+        );
+        assert_ne!(
+            base,
+            StorageKey::derive(scope, "POST", "/orders", &key("k2"))
+        );
+        assert_eq!(
+            base,
+            StorageKey::derive(scope, "POST", "/orders", &key("\"k1\""))
+        );
+    }
+}

@@ -1,0 +1,353 @@
+//! One-time anti-resubmit tokens (semantics §7).
+//!
+//! The edge issues a token for a scope; a route that requires one accepts it once. This module does
+//! the stateless half — issue and verify a signed token — and names the store cell that records its
+//! single use ([`TokenClaims::consumption_key`]); the store protocol does the atomic consume and
+//! reports a second use as [`TokenError::AlreadyUsed`].
+//!
+//! Wire format (all integers u64 big-endian, base64url without padding):
+//!
+//! ```text
+//! "v1." b64url(issued_at(8) || expires_at(8) || nonce(16)) "." b64url(mac(32))
+//! mac = HMAC-SHA-256(secret, len||"idemgate-token-v1" || len||scope || len||issued_at
+//!                            || len||expires_at || len||nonce)          (len = u64be byte count)
+//! ```
+//!
+//! The scope is not in the token: it is bound through the MAC only. So a token issued for scope A
+//! presented in scope B fails with `token_bad_signature`, exactly like a forged one — the verifier
+//! cannot (and need not) tell "wrong scope" from "tampered".
+
+use crate::hash::PartsHasher;
+use crate::time::{Span, UnixMillis};
+use alloc::string::String;
+use core::fmt;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Shortest secret accepted: 128 bits, so brute-forcing the key is never the weak point.
+pub const MIN_SECRET_LEN: usize = 16;
+
+/// How far in the future an `issued_at` may be before the token is refused: tolerates clock skew
+/// between the instance that issued a token and the one that checks it.
+pub const CLOCK_SKEW: Span = Span(60_000);
+
+const TAG: &str = "idemgate-token-v1";
+const CONSUMED_TAG: &str = "idemgate-token-consumed-v1";
+const PREFIX: &str = "v1.";
+const PAYLOAD_LEN: usize = 32;
+const MAC_LEN: usize = 32;
+/// base64url characters for 32 bytes without padding.
+const B64_32: usize = 43;
+
+/// The HMAC key. Holds the keyed HMAC state only, never prints it.
+#[derive(Clone)]
+pub struct TokenSecret {
+    keyed: HmacSha256,
+}
+
+impl TokenSecret {
+    /// Accepts a secret of at least [`MIN_SECRET_LEN`] bytes.
+    pub fn new(bytes: &[u8]) -> Result<TokenSecret, TokenError> {
+        if bytes.len() < MIN_SECRET_LEN {
+            return Err(TokenError::SecretTooShort { len: bytes.len() });
+        }
+        // HMAC takes keys of any length, so this cannot fail; map it to an error all the same.
+        HmacSha256::new_from_slice(bytes)
+            .map(|keyed| TokenSecret { keyed })
+            .map_err(|_| TokenError::SecretTooShort { len: bytes.len() })
+    }
+
+    fn mac(&self, scope: &[u8; 32], payload: &[u8; PAYLOAD_LEN]) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        let (issued_at, rest) = payload.split_at(8);
+        let (expires_at, nonce) = rest.split_at(8);
+        for part in [TAG.as_bytes(), scope, issued_at, expires_at, nonce] {
+            mac.update(&(part.len() as u64).to_be_bytes());
+            mac.update(part);
+        }
+        mac
+    }
+}
+
+impl fmt::Debug for TokenSecret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("TokenSecret(<redacted>)")
+    }
+}
+
+/// What a valid token says about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenClaims {
+    pub issued_at: UnixMillis,
+    pub expires_at: UnixMillis,
+    pub nonce: [u8; 16],
+}
+
+impl TokenClaims {
+    /// The store cell that records this token's single use. Derived from the nonce alone: the nonce
+    /// is random per token and already MAC-bound to the scope.
+    pub fn consumption_key(&self) -> [u8; 32] {
+        let mut hasher = PartsHasher::new(CONSUMED_TAG);
+        hasher.part(&self.nonce);
+        hasher.finish()
+    }
+
+    fn payload(&self) -> [u8; PAYLOAD_LEN] {
+        let mut out = [0u8; PAYLOAD_LEN];
+        out[..8].copy_from_slice(&self.issued_at.0.to_be_bytes());
+        out[8..16].copy_from_slice(&self.expires_at.0.to_be_bytes());
+        out[16..].copy_from_slice(&self.nonce);
+        out
+    }
+}
+
+/// A freshly issued token: the text to hand out and what it claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IssuedToken {
+    pub text: String,
+    pub claims: TokenClaims,
+}
+
+/// Issues a token for `scope` (already a hash of the caller's scope identity), valid from `now`
+/// for `ttl`. `nonce` must be fresh randomness from the host: it is what makes two tokens issued
+/// in the same millisecond distinct, and it names the single-use cell.
+pub fn issue(
+    secret: &TokenSecret,
+    scope: &[u8; 32],
+    now: UnixMillis,
+    ttl: Span,
+    nonce: [u8; 16],
+) -> IssuedToken {
+    let claims = TokenClaims {
+        issued_at: now,
+        expires_at: now.after(ttl),
+        nonce,
+    };
+    let payload = claims.payload();
+    let tag = secret.mac(scope, &payload).finalize().into_bytes();
+    let mut text = String::with_capacity(PREFIX.len() + 2 * B64_32 + 1);
+    text.push_str(PREFIX);
+    b64url_encode(&payload, &mut text);
+    text.push('.');
+    b64url_encode(&tag, &mut text);
+    IssuedToken { text, claims }
+}
+
+/// Verifies `text` for `scope` at `now`. Checks run in this order, so a forged token never learns
+/// anything about time: format (`token_malformed`), signature in constant time
+/// (`token_bad_signature`, also for a token of another scope or secret), expiry (`now >=
+/// expires_at` is `token_expired`), then issue time (more than [`CLOCK_SKEW`] ahead of `now` is
+/// `token_not_yet_valid`). It does not consume the token; see [`TokenClaims::consumption_key`].
+pub fn verify(
+    secret: &TokenSecret,
+    text: &str,
+    scope: &[u8; 32],
+    now: UnixMillis,
+) -> Result<TokenClaims, TokenError> {
+    let (payload, tag) = parse(text).ok_or(TokenError::Malformed)?;
+    secret
+        .mac(scope, &payload)
+        .verify_slice(&tag)
+        .map_err(|_| TokenError::BadSignature)?;
+    let mut nonce = [0u8; 16];
+    nonce.copy_from_slice(&payload[16..]);
+    let claims = TokenClaims {
+        issued_at: UnixMillis(be_u64(&payload[..8])),
+        expires_at: UnixMillis(be_u64(&payload[8..16])),
+        nonce,
+    };
+    if now >= claims.expires_at {
+        return Err(TokenError::Expired);
+    }
+    if claims.issued_at > now.after(CLOCK_SKEW) {
+        return Err(TokenError::NotYetValid);
+    }
+    Ok(claims)
+}
+
+fn parse(text: &str) -> Option<([u8; PAYLOAD_LEN], [u8; MAC_LEN])> {
+    let rest = text.strip_prefix(PREFIX)?;
+    let (payload, tag) = rest.split_once('.')?;
+    Some((b64url_decode_32(payload)?, b64url_decode_32(tag)?))
+}
+
+fn be_u64(bytes: &[u8]) -> u64 {
+    let mut buf = [0u8; 8];
+    buf.copy_from_slice(bytes);
+    u64::from_be_bytes(buf)
+}
+
+const B64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// base64url (RFC 4648 §5) without padding.
+fn b64url_encode(bytes: &[u8], out: &mut String) {
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..=chunk.len() {
+            let index = (n >> (18 - 6 * i)) & 0x3f;
+            out.push(char::from(B64_ALPHABET[index as usize]));
+        }
+    }
+}
+
+fn b64url_value(c: u8) -> Option<u32> {
+    let v = match c {
+        b'A'..=b'Z' => c - b'A',
+        b'a'..=b'z' => c - b'a' + 26,
+        b'0'..=b'9' => c - b'0' + 52,
+        b'-' => 62,
+        b'_' => 63,
+        _ => return None,
+    };
+    Some(u32::from(v))
+}
+
+/// Decodes exactly 43 base64url characters into 32 bytes. Strict: no padding, no whitespace, and
+/// the 2 unused bits of the last character must be zero, so every token has one spelling only.
+fn b64url_decode_32(text: &str) -> Option<[u8; 32]> {
+    let chars = text.as_bytes();
+    if chars.len() != B64_32 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    let mut acc: u32 = 0;
+    let mut bits = 0;
+    let mut written = 0;
+    for &c in chars {
+        acc = (acc << 6) | b64url_value(c)?;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            *out.get_mut(written)? = (acc >> bits) as u8;
+            written += 1;
+            acc &= (1 << bits) - 1;
+        }
+    }
+    (written == 32 && acc == 0).then_some(out)
+}
+
+/// Why a token (or its secret) was refused. `code()` is the stable string used in vectors, problem
+/// `type` URIs and the browser module's `Error.code`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The configured secret is shorter than [`MIN_SECRET_LEN`].
+    SecretTooShort { len: usize },
+    /// A route requires a token and the request carries none.
+    Missing,
+    /// Not `v1.<43 base64url>.<43 base64url>`.
+    Malformed,
+    /// The MAC does not match: forged, tampered, another secret, or another scope.
+    BadSignature,
+    /// `now` is at or past `expires_at`.
+    Expired,
+    /// Issued more than [`CLOCK_SKEW`] in the future.
+    NotYetValid,
+    /// Valid, but its single use is already recorded (returned by the store protocol).
+    AlreadyUsed,
+}
+
+impl TokenError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            TokenError::SecretTooShort { .. } => "token_secret_too_short",
+            TokenError::Missing => "token_missing",
+            TokenError::Malformed => "token_malformed",
+            TokenError::BadSignature => "token_bad_signature",
+            TokenError::Expired => "token_expired",
+            TokenError::NotYetValid => "token_not_yet_valid",
+            TokenError::AlreadyUsed => "token_used",
+        }
+    }
+}
+
+impl fmt::Display for TokenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenError::SecretTooShort { len } => write!(
+                f,
+                "token secret is {len} bytes; at least {MIN_SECRET_LEN} are required"
+            ),
+            TokenError::Missing => f.write_str("this request requires a one-time token"),
+            TokenError::Malformed => f.write_str("the token is not a well-formed idemgate token"),
+            TokenError::BadSignature => f.write_str("the token's signature does not match"),
+            TokenError::Expired => f.write_str("the token has expired"),
+            TokenError::NotYetValid => f.write_str("the token was issued in the future"),
+            TokenError::AlreadyUsed => f.write_str("the token has already been used"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::format;
+
+    const SCOPE: [u8; 32] = [7u8; 32];
+    const NONCE: [u8; 16] = [0xab; 16];
+    const NOW: UnixMillis = UnixMillis(1_700_000_000_000);
+
+    fn secret() -> TokenSecret {
+        TokenSecret::new(b"0123456789abcdef").unwrap()
+    }
+
+    #[test]
+    fn round_trip() {
+        let issued = issue(&secret(), &SCOPE, NOW, Span(600_000), NONCE);
+        assert_eq!(issued.claims.expires_at, UnixMillis(NOW.0 + 600_000));
+        assert_eq!(issued.text.len(), 3 + 43 + 1 + 43);
+        assert_eq!(
+            verify(&secret(), &issued.text, &SCOPE, NOW),
+            Ok(issued.claims)
+        );
+    }
+
+    #[test]
+    fn short_secret_is_refused_and_never_printed() {
+        let err = TokenSecret::new(b"short").unwrap_err();
+        assert_eq!(err.code(), "token_secret_too_short");
+        let s = TokenSecret::new(b"super-secret-value-123").unwrap();
+        assert!(!format!("{s:?}").contains("super"));
+    }
+
+    #[test]
+    fn base64url_matches_rfc4648_and_is_canonical() {
+        let mut out = String::new();
+        b64url_encode(b"\xfb\xff\xfe", &mut out);
+        assert_eq!(out, "-__-");
+        let zeros = "A".repeat(43);
+        assert_eq!(b64url_decode_32(&zeros), Some([0u8; 32]));
+        // The last character carries 2 unused bits; "B" sets one, so it is a second spelling.
+        let non_canonical = format!("{}B", "A".repeat(42));
+        assert_eq!(b64url_decode_32(&non_canonical), None);
+        let mut enc = String::new();
+        b64url_encode(&[0xa5; 32], &mut enc);
+        assert_eq!(b64url_decode_32(&enc), Some([0xa5; 32]));
+    }
+
+    #[test]
+    fn consumption_key_is_per_nonce() {
+        let a = TokenClaims {
+            issued_at: NOW,
+            expires_at: NOW,
+            nonce: NONCE,
+        };
+        let b = TokenClaims {
+            nonce: [0; 16],
+            ..a
+        };
+        assert_ne!(a.consumption_key(), b.consumption_key());
+        let later = TokenClaims {
+            issued_at: UnixMillis(1),
+            ..a
+        };
+        assert_eq!(a.consumption_key(), later.consumption_key());
+    }
+}

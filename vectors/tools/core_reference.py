@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""Independent reference for idemgate's hash-based vector groups (storage_key, fingerprint, record).
+
+Written from the formats documented in the crate docs, in plain Python with hashlib, so that the
+expected values in vectors/*.json are not copies of the Rust implementation's output.
+
+    python3 vectors/tools/core_reference.py --check   # exit 1 on any mismatch
+    python3 vectors/tools/core_reference.py --write   # fill `expect` of these groups from this reference
+"""
+import hashlib
+import json
+import os
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import json_reference  # noqa: E402  (the JSON canonical digest reference)
+
+
+def parts_hash(tag, parts):
+    """SHA-256 over length-prefixed parts: u64be(len) || bytes, the tag being the first part."""
+    h = hashlib.sha256()
+    for p in [tag.encode()] + list(parts):
+        h.update(struct.pack(">Q", len(p)))
+        h.update(p)
+    return h.digest()
+
+
+def unquote_key(raw):
+    raw = raw.strip(" \t")
+    if raw.startswith('"'):
+        assert raw.endswith('"')
+        return raw[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return raw
+
+
+def storage_key(inp):
+    value = inp["scope_value"].encode() if "scope_value" in inp else bytes.fromhex(inp["scope_value_hex"])
+    parts = [inp["scope_source"].encode(), value, inp["method"].encode(), inp["route"].encode(),
+             unquote_key(inp["key"]).encode()]
+    return parts_hash("idemgate-storage-key-v1", parts).hex()
+
+
+def body_of(inp):
+    if "body" in inp:
+        return inp["body"].encode()
+    if "body_hex" in inp:
+        return bytes.fromhex(inp["body_hex"])
+    return b""
+
+
+def fingerprint(inp):
+    fp = (inp.get("policy") or {}).get("fingerprint") or {}
+    mode = fp.get("mode", "json")
+    wanted = [h.lower() for h in fp.get("headers", ["content-type"])]
+    parts = [mode.encode()]
+    if mode == "none":
+        return parts_hash("idemgate-fingerprint-v1", parts).hex()
+    parts += [inp["method"].encode(), inp["path"].encode()]
+    headers = inp.get("headers", [])
+    for name in wanted:
+        values = [v.encode() for (n, v) in headers if n.lower() == name]
+        parts += [name.encode(), struct.pack(">Q", len(values))] + values
+    body = body_of(inp)
+    if mode == "raw":
+        digest = hashlib.sha256(body).digest()
+    else:
+        fields = fp.get("fields") if mode == "fields" else None
+        kind, value = json_reference.evaluate(body, fields=fields, max_depth=fp.get("max_depth", 64))
+        if kind == "error":
+            return {"error": value}
+        digest = bytes.fromhex(value)
+    parts.append(digest)
+    return parts_hash("idemgate-fingerprint-v1", parts).hex()
+
+
+def expected(group, inp):
+    if group == "storage_key":
+        return {"ok": storage_key(inp)}
+    if group == "fingerprint":
+        r = fingerprint(inp)
+        return r if isinstance(r, dict) else {"ok": r}
+    raise KeyError(group)
+
+
+GROUPS = ["storage_key", "fingerprint"]
+
+
+def dump(doc):
+    """One case per line, so diffs of a vector file stay readable."""
+    head = "".join(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in doc.items() if k != "cases")
+    cases = ",\n".join("    " + json.dumps(c, ensure_ascii=False) for c in doc["cases"])
+    return "{\n" + head + '  "cases": [\n' + cases + "\n  ]\n}\n"
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
+    vectors = os.path.join(HERE, "..")
+    bad = 0
+    for group in GROUPS:
+        path = os.path.join(vectors, group + ".json")
+        doc = json.load(open(path))
+        for case in doc["cases"]:
+            want = expected(group, case["input"])
+            if mode == "--write":
+                case["expect"] = want
+            elif case.get("expect") != want:
+                bad += 1
+                print(f"{group}/{case['name']}: file says {case.get('expect')}, reference says {want}")
+        if mode == "--write":
+            with open(path, "w") as f:
+                f.write(dump(doc))
+    if bad:
+        sys.exit(1)
+    print("reference agrees with every case" if mode == "--check" else "written")
+
+
+if __name__ == "__main__":
+    main()
