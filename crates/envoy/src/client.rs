@@ -1,0 +1,167 @@
+//! Who is asking, and the request facts the filter keeps: the client identity for the storage key's
+//! scope (semantics §2), taken from the configured sources in order, and the peer's address without
+//! its port (a retry over a new connection comes from another port but is the same client).
+
+use idemgate_core::policy::{Policy, ScopeSource};
+use idemgate_core::scope::Scope;
+
+/// The scope label used when no configured source gives a value: the peer address. It is never
+/// one global namespace, so a missing header can not make one client's key find another's record.
+pub const FALLBACK_SOURCE: &str = "peer";
+
+/// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientIdentity {
+    pub source: String,
+    pub value: Vec<u8>,
+}
+
+impl ClientIdentity {
+    pub fn scope(&self) -> Scope<'_> {
+        Scope {
+            source: &self.source,
+            value: &self.value,
+        }
+    }
+}
+
+/// How the filter looks facts up on the host (a seam, so this module is testable natively).
+pub trait Facts {
+    /// All values of a request header (lowercase name).
+    fn header_values<'a>(&'a self, name: &str) -> Vec<&'a [u8]>;
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
+}
+
+/// The identity from the first configured source that is present, else the peer's address.
+pub fn identify(policy: &Policy, facts: &dyn Facts) -> ClientIdentity {
+    for source in &policy.scope {
+        let value = match source {
+            ScopeSource::Header(name) => {
+                let values = facts.header_values(name);
+                if values.is_empty() {
+                    None
+                } else {
+                    // Every value counts: `a` then `b` is another client than `a` alone.
+                    Some(values.join(&b"\n"[..]))
+                }
+            }
+            ScopeSource::Property(path) => {
+                let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                facts.property(&path).filter(|v| !v.is_empty())
+            }
+            ScopeSource::Peer => peer(facts),
+        };
+        if let Some(value) = value {
+            return ClientIdentity {
+                source: source.label(),
+                value,
+            };
+        }
+    }
+    ClientIdentity {
+        source: FALLBACK_SOURCE.into(),
+        value: peer(facts).unwrap_or_default(),
+    }
+}
+
+fn peer(facts: &dyn Facts) -> Option<Vec<u8>> {
+    let address = facts.property(&["source", "address"])?;
+    let text = String::from_utf8_lossy(&address);
+    Some(peer_host(&text).as_bytes().to_vec())
+}
+
+/// `10.0.0.1:5678` → `10.0.0.1`, `[::1]:5678` → `[::1]`; anything else unchanged.
+pub fn peer_host(address: &str) -> &str {
+    if address.starts_with('[') {
+        return match address.find(']') {
+            Some(end) => &address[..=end],
+            None => address,
+        };
+    }
+    match address.rsplit_once(':') {
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
+            host
+        }
+        _ => address,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    struct Fake {
+        headers: Vec<(String, Vec<u8>)>,
+        properties: HashMap<String, Vec<u8>>,
+    }
+
+    impl Facts for Fake {
+        fn header_values<'a>(&'a self, name: &str) -> Vec<&'a [u8]> {
+            self.headers
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| v.as_slice())
+                .collect()
+        }
+        fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+            self.properties.get(&path.join(".")).cloned()
+        }
+    }
+
+    fn fake(headers: &[(&str, &str)]) -> Fake {
+        Fake {
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
+                .collect(),
+            properties: HashMap::from([("source.address".to_string(), b"10.1.2.3:40000".to_vec())]),
+        }
+    }
+
+    #[test]
+    fn first_present_source_wins() {
+        let policy = Policy::defaults(); // authorization, then peer
+        let id = identify(&policy, &fake(&[("authorization", "Bearer a")]));
+        assert_eq!(
+            (id.source.as_str(), id.value.as_slice()),
+            ("header:authorization", &b"Bearer a"[..])
+        );
+        let id = identify(&policy, &fake(&[]));
+        assert_eq!(
+            (id.source.as_str(), id.value.as_slice()),
+            ("peer", &b"10.1.2.3"[..])
+        );
+    }
+
+    #[test]
+    fn missing_sources_fall_back_to_the_peer() {
+        let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
+        let id = identify(&policy, &fake(&[]));
+        assert_eq!(
+            (id.source.as_str(), id.value.as_slice()),
+            (FALLBACK_SOURCE, &b"10.1.2.3"[..])
+        );
+    }
+
+    #[test]
+    fn property_source() {
+        let policy =
+            Policy::from_json(r#"{"scope":[{"property":["metadata","sub"]}]}"#, &|_| None).unwrap();
+        let mut facts = fake(&[]);
+        facts
+            .properties
+            .insert("metadata.sub".into(), b"alice".to_vec());
+        let id = identify(&policy, &facts);
+        assert_eq!(id.value, b"alice");
+        assert!(id.source.starts_with("property:"));
+    }
+
+    #[test]
+    fn peer_hosts() {
+        assert_eq!(peer_host("10.0.0.1:5678"), "10.0.0.1");
+        assert_eq!(peer_host("[::1]:5678"), "[::1]");
+        assert_eq!(peer_host("::1"), "::1");
+        assert_eq!(peer_host("/tmp/socket"), "/tmp/socket");
+    }
+}

@@ -1,0 +1,539 @@
+//! The HTTP context: turns one request's Envoy facts into core values, and carries out what the core
+//! decides. No rule lives here: claims, completions and every answer's status, headers and body come
+//! from `idemgate-core`.
+//!
+//! Request: route match → key → scope → storage key → fingerprint (headers, then each body chunk,
+//! within `max_request_body`) → claim → forward, or answer. A request with a body is claimed at the
+//! end of its body; `envoy.filters.http.buffer` placed *after* this filter holds the request until
+//! then, so the upstream is never contacted before the claim is won (see `examples/envoy`).
+//!
+//! Response: only an answer that came from the upstream (`response.code_details == via_upstream`) is
+//! captured and, at the end of the whole response, completed through the core; anything else is
+//! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
+
+use crate::client::{identify, ClientIdentity, Facts};
+use crate::host;
+use crate::metrics::Counter;
+use crate::origin::{classify, Origin};
+use crate::root::Shared;
+use crate::shared_store::{HostSharedData, SharedStore};
+use crate::token_endpoint::{self, TokenCheck};
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::fingerprint::FingerprintBuilder;
+use idemgate_core::key::IdempotencyKey;
+use idemgate_core::policy::{
+    path_without_query, FailureMode, KeyRequirement, Policy, TokenRequirement,
+};
+use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
+use idemgate_core::record::OwnerToken;
+use idemgate_core::scope::StorageKey;
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
+use std::rc::Rc;
+
+/// A guarded request whose body is being fingerprinted.
+struct Hashing {
+    key: StorageKey,
+    fingerprint: FingerprintBuilder<'static>,
+    seen: u64,
+    client: ClientIdentity,
+    /// The one-time token the request carries, on routes that require one.
+    token: Option<Option<String>>,
+}
+
+/// A forwarded request that holds a claim.
+struct Forwarded {
+    key: StorageKey,
+    owner: OwnerToken,
+    /// The upstream's answer as it arrives (`None` until response headers came via the upstream).
+    answer: Option<Capture>,
+}
+
+struct Capture {
+    status: u16,
+    headers: Vec<(String, String)>,
+    /// `None` once the body went over `max_response_body` (passed on, not kept).
+    body: Option<Vec<u8>>,
+}
+
+enum Stage {
+    /// Nothing (more) to do for this request.
+    Idle,
+    Hashing(Box<Hashing>),
+    Forwarded(Forwarded),
+}
+
+pub struct Filter {
+    shared: Rc<Shared>,
+    stage: Stage,
+}
+
+struct HeaderFacts<'a> {
+    headers: &'a [(String, Vec<u8>)],
+}
+
+impl Facts for HeaderFacts<'_> {
+    fn header_values<'b>(&'b self, name: &str) -> Vec<&'b [u8]> {
+        header_values(self.headers, name)
+    }
+    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
+        host::property(path)
+    }
+}
+
+fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u8]> {
+    headers
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.as_slice())
+        .collect()
+}
+
+impl Filter {
+    pub fn new(shared: Rc<Shared>) -> Filter {
+        Filter {
+            shared,
+            stage: Stage::Idle,
+        }
+    }
+
+    fn policy(&self) -> &'static Policy {
+        self.shared.policy
+    }
+
+    fn count(&self, counter: Counter) {
+        self.shared.metrics.bump(counter);
+    }
+
+    fn debug(&self, key: &StorageKey, what: &str) {
+        if self.shared.debug.get() {
+            host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
+        }
+    }
+
+    /// Sends an edge answer made by the core and ends this request's part.
+    fn reply(&mut self, edge: &EdgeAnswer<'_>) -> Action {
+        self.stage = Stage::Idle;
+        host::send(&answer(edge));
+        Action::Pause
+    }
+
+    fn send(&mut self, http: &HttpAnswer) -> Action {
+        self.stage = Stage::Idle;
+        host::send(http);
+        Action::Pause
+    }
+
+    fn issue_token(&mut self, headers: &[(String, Vec<u8>)]) -> Action {
+        let policy = self.policy();
+        let Some(token) = &policy.token else {
+            return Action::Continue;
+        };
+        let client = identify(policy, &HeaderFacts { headers });
+        let http = token_endpoint::issue_answer(
+            token,
+            client.scope(),
+            host::now(),
+            crate::entropy::random16(),
+        );
+        self.count(Counter::TokenIssued);
+        self.send(&http)
+    }
+
+    /// Checks and consumes the one-time token; `None` means go on, `Some(action)` was answered.
+    fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
+        let policy = self.policy();
+        let token = policy.token.as_ref()?;
+        let mut store = SharedStore {
+            data: HostSharedData,
+        };
+        match token_endpoint::consume(&mut store, policy, token, text, client.scope(), host::now())
+        {
+            TokenCheck::Consumed => {
+                self.count(Counter::TokenConsumed);
+                None
+            }
+            TokenCheck::Rejected(e) => {
+                self.count(Counter::TokenRejected);
+                Some(self.reply(&EdgeAnswer::Token(&e)))
+            }
+            TokenCheck::StoreFull => {
+                self.count(Counter::StoreFull);
+                self.failure(
+                    policy.on_store_full,
+                    &EdgeAnswer::StoreFull {
+                        retry_after: policy.lease,
+                    },
+                )
+            }
+            TokenCheck::StoreFailed(e) => {
+                self.store_failed(&e);
+                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+            }
+        }
+    }
+
+    fn store_failed(&self, e: &ProtocolError) {
+        self.count(Counter::StoreError);
+        host::log(LogLevel::Warn, &format!("store failed: {e}"));
+    }
+
+    /// Applies a failure mode: reject with the core's answer, or forward unprotected.
+    fn failure(&mut self, mode: FailureMode, edge: &EdgeAnswer<'_>) -> Option<Action> {
+        match mode {
+            FailureMode::Reject => Some(self.reply(edge)),
+            FailureMode::PassThrough => {
+                self.count(Counter::Passthrough);
+                self.stage = Stage::Idle;
+                None
+            }
+        }
+    }
+
+    fn start(&mut self, end_of_stream: bool) -> Action {
+        let policy = self.policy();
+        let (Some(method), Some(path)) = (
+            host::request_header(":method"),
+            host::request_header(":path"),
+        ) else {
+            return Action::Continue;
+        };
+        let token_issue = policy
+            .token
+            .as_ref()
+            .is_some_and(|token| token_endpoint::is_issue_request(token, &method, &path));
+        let route = policy.route_for(&method, &path);
+        if route.is_none() && !token_issue {
+            return Action::Continue;
+        }
+        let headers = host::headers(MapType::HttpRequestHeaders);
+        if token_issue {
+            return self.issue_token(&headers);
+        }
+        let Some(route) = route else {
+            return Action::Continue;
+        };
+        let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
+            Ok(key) => key,
+            Err(e) => {
+                self.count(Counter::InvalidKey);
+                return self.reply(&EdgeAnswer::InvalidKey(&e));
+            }
+        };
+        let client = identify(policy, &HeaderFacts { headers: &headers });
+        let token_text = match (route.token, &policy.token) {
+            (TokenRequirement::Required, Some(token)) => Some(
+                header_values(&headers, &token.header)
+                    .first()
+                    .and_then(|v| std::str::from_utf8(v).ok())
+                    .map(str::to_owned),
+            ),
+            _ => None,
+        };
+        let Some(key) = key else {
+            if route.key == KeyRequirement::Required {
+                self.count(Counter::MissingKey);
+                return self.reply(&EdgeAnswer::MissingKey {
+                    header: &policy.header,
+                });
+            }
+            // Optional key, none given: no idempotency, but a required token still applies.
+            if let Some(text) = &token_text {
+                if let Some(action) = self.check_token(&client, text.as_deref()) {
+                    return action;
+                }
+            }
+            self.count(Counter::Passthrough);
+            return Action::Continue;
+        };
+        let storage_key =
+            StorageKey::derive(client.scope(), &method, path_without_query(&path), &key);
+        let fingerprint = FingerprintBuilder::new(
+            &policy.fingerprint,
+            &method,
+            &path,
+            headers
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_slice())),
+        );
+        let hashing = Box::new(Hashing {
+            key: storage_key,
+            fingerprint,
+            seen: 0,
+            client,
+            token: token_text,
+        });
+        if end_of_stream {
+            return self.claim(hashing);
+        }
+        self.stage = Stage::Hashing(hashing);
+        // Headers go on to the buffer filter, which holds the request until its body is complete.
+        Action::Continue
+    }
+
+    fn hash_chunk(&mut self, size: usize, end_of_stream: bool) -> Action {
+        let policy = self.policy();
+        let Stage::Hashing(hashing) = &mut self.stage else {
+            return Action::Continue;
+        };
+        hashing.seen = hashing.seen.saturating_add(size as u64);
+        if hashing.seen > policy.max_request_body {
+            self.count(Counter::BodyTooLarge);
+            return self.reply(&EdgeAnswer::BodyTooLarge {
+                limit: policy.max_request_body,
+            });
+        }
+        let chunk = host::body(BufferType::HttpRequestBody, size);
+        if let Err(e) = hashing.fingerprint.update(&chunk) {
+            self.count(Counter::InvalidBody);
+            return self.reply(&EdgeAnswer::InvalidBody(&e));
+        }
+        if !end_of_stream {
+            return Action::Continue;
+        }
+        match std::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Hashing(hashing) => self.claim(hashing),
+            _ => Action::Continue,
+        }
+    }
+
+    /// The whole request is known: claim its key through the core and act on the outcome.
+    fn claim(&mut self, hashing: Box<Hashing>) -> Action {
+        let policy = self.policy();
+        let Hashing {
+            key,
+            fingerprint,
+            client,
+            token,
+            ..
+        } = *hashing;
+        let fingerprint = match fingerprint.finish() {
+            Ok(fingerprint) => fingerprint,
+            Err(e) => {
+                self.count(Counter::InvalidBody);
+                return self.reply(&EdgeAnswer::InvalidBody(&e));
+            }
+        };
+        let mut store = SharedStore {
+            data: HostSharedData,
+        };
+        let mut engine = Engine {
+            store: &mut store,
+            policy,
+        };
+        let owner = OwnerToken(crate::entropy::random16());
+        let outcome = engine.claim(key, fingerprint, owner, host::now());
+        match outcome {
+            Ok(ClaimOutcome::Forward { owner, takeover }) => {
+                self.count(Counter::Claimed);
+                if takeover {
+                    self.count(Counter::TakenOver);
+                }
+                self.debug(
+                    &key,
+                    if takeover {
+                        "taken over, forwarded"
+                    } else {
+                        "claimed, forwarded"
+                    },
+                );
+                if let Some(text) = &token {
+                    if let Some(action) = self.check_token(&client, text.as_deref()) {
+                        // Not forwarded after all: the upstream never saw it, so release the key.
+                        self.finish_claim(key, owner, ResponseFacts::NeverReached);
+                        return action;
+                    }
+                }
+                self.stage = Stage::Forwarded(Forwarded {
+                    key,
+                    owner,
+                    answer: None,
+                });
+                Action::Continue
+            }
+            Ok(ClaimOutcome::Conflict { retry_after }) => {
+                self.count(Counter::Conflict);
+                self.debug(&key, "in flight: 409");
+                self.reply(&EdgeAnswer::Conflict { retry_after })
+            }
+            Ok(ClaimOutcome::Replay(stored)) => {
+                self.count(Counter::Replayed);
+                self.debug(&key, "completed: replayed");
+                self.reply(&EdgeAnswer::Replay(&stored))
+            }
+            Ok(ClaimOutcome::Mismatch) => {
+                self.count(Counter::Mismatch);
+                self.debug(&key, "other payload: 422");
+                self.reply(&EdgeAnswer::Mismatch)
+            }
+            Ok(ClaimOutcome::StoreFull { retry_after }) => {
+                self.count(Counter::StoreFull);
+                self.debug(&key, "store full");
+                self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
+                    .unwrap_or(Action::Continue)
+            }
+            Err(e) => {
+                self.store_failed(&e);
+                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                    .unwrap_or(Action::Continue)
+            }
+        }
+    }
+
+    /// Completes, releases or keeps the claim, as the core decides from `facts`.
+    fn finish_claim(&mut self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) {
+        let policy = self.policy();
+        let mut store = SharedStore {
+            data: HostSharedData,
+        };
+        let mut engine = Engine {
+            store: &mut store,
+            policy,
+        };
+        match engine.finish(key, owner, Some(facts), host::now()) {
+            Ok(FinishOutcome::Stored) => {
+                self.count(Counter::Stored);
+                self.debug(&key, "answer stored");
+            }
+            Ok(FinishOutcome::Released) => {
+                self.count(Counter::Released);
+                self.debug(&key, "released");
+            }
+            Ok(FinishOutcome::KeptInFlight) => {
+                self.count(Counter::InDoubt);
+                self.debug(
+                    &key,
+                    "outcome in doubt: kept in flight until the lease ends",
+                );
+            }
+            Ok(FinishOutcome::NotOwner) => self.debug(&key, "no longer the owner: nothing written"),
+            Err(e) => self.store_failed(&e),
+        }
+    }
+
+    /// Ends the forwarded request with what is known now (response complete, or the stream is over).
+    fn end(&mut self, complete: bool) {
+        let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle) else {
+            return;
+        };
+        let facts = match (complete, forwarded.answer) {
+            (true, Some(capture)) => ResponseFacts::Upstream {
+                status: capture.status,
+                headers: capture.headers,
+                body: capture.body,
+            },
+            // The stream ended without a complete upstream answer: what the final details say.
+            (_, _) => classify(host::property_text(&["response", "code_details"]).as_deref())
+                .facts_without_answer(),
+        };
+        self.finish_claim(forwarded.key, forwarded.owner, facts);
+    }
+
+    fn response_headers(&mut self, end_of_stream: bool) -> Action {
+        let policy = self.policy();
+        let Stage::Forwarded(forwarded) = &mut self.stage else {
+            return Action::Continue;
+        };
+        match classify(host::property_text(&["response", "code_details"]).as_deref()) {
+            Origin::Upstream => {
+                let status = host::response_header(":status")
+                    .and_then(|s| s.parse::<u16>().ok())
+                    .unwrap_or(0);
+                let headers = host::headers(MapType::HttpResponseHeaders)
+                    .into_iter()
+                    .filter(|(name, _)| policy.replays_header(name))
+                    .filter_map(|(name, value)| String::from_utf8(value).ok().map(|v| (name, v)))
+                    .collect();
+                forwarded.answer = Some(Capture {
+                    status,
+                    headers,
+                    body: Some(Vec::new()),
+                });
+                if end_of_stream {
+                    self.end(true);
+                }
+            }
+            // A reply Envoy or a later filter made: the upstream's outcome is known now.
+            origin => {
+                let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle)
+                else {
+                    return Action::Continue;
+                };
+                self.finish_claim(
+                    forwarded.key,
+                    forwarded.owner,
+                    origin.facts_without_answer(),
+                );
+            }
+        }
+        Action::Continue
+    }
+
+    fn response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        let limit = self.policy().max_response_body;
+        let Stage::Forwarded(Forwarded {
+            answer: Some(capture),
+            ..
+        }) = &mut self.stage
+        else {
+            return Action::Continue;
+        };
+        if let Some(body) = &mut capture.body {
+            if (body.len() as u64).saturating_add(size as u64) > limit {
+                capture.body = None;
+            } else {
+                body.extend_from_slice(&host::body(BufferType::HttpResponseBody, size));
+            }
+        }
+        if end_of_stream {
+            self.end(true);
+        }
+        Action::Continue
+    }
+}
+
+impl Context for Filter {
+    fn on_done(&mut self) -> bool {
+        self.end(false);
+        true
+    }
+}
+
+impl HttpContext for Filter {
+    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        self.start(end_of_stream)
+    }
+
+    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        self.hash_chunk(size, end_of_stream)
+    }
+
+    fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
+        // Trailers end the request: the body is complete.
+        match std::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Hashing(hashing) => self.claim(hashing),
+            other => {
+                self.stage = other;
+                Action::Continue
+            }
+        }
+    }
+
+    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        self.response_headers(end_of_stream)
+    }
+
+    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+        self.response_body(size, end_of_stream)
+    }
+
+    fn on_http_response_trailers(&mut self, _trailers: usize) -> Action {
+        self.end(true);
+        Action::Continue
+    }
+
+    fn on_log(&mut self) {
+        self.end(false);
+    }
+}

@@ -1,0 +1,55 @@
+//! # idemgate-envoy
+//!
+//! The proxy-wasm HTTP filter that gives Envoy exactly-once `Idempotency-Key` enforcement. A thin
+//! adapter: Envoy facts (headers, body chunks, properties, shared data, time) in, `idemgate-core`
+//! decisions out. Build with `make build-filter`; configuration, behaviour table and metrics are in
+//! this crate's README.
+//!
+//! Modules, one concept each: [`root`] (configuration, background reclaim), [`filter`] (one request),
+//! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
+//! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
+//! [`host`] (host calls without panics), [`entropy`], and the conformance export for the wasmtime
+//! harness.
+#![deny(unsafe_code)]
+
+pub mod client;
+pub mod entropy;
+pub mod filter;
+pub mod host;
+pub mod metrics;
+pub mod origin;
+pub mod root;
+pub mod shared_store;
+pub mod token_endpoint;
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(proxy_wasm::types::LogLevel::Trace);
+    proxy_wasm::set_root_context(|_context_id| -> Box<dyn proxy_wasm::traits::RootContext> {
+        Box::new(root::Root::default())
+    });
+}}
+
+/// Conformance vectors through the shipped `.wasm` (for the wasmtime harness): reads the UTF-8 JSON
+/// case `{"group":..,"input":..}` at `ptr..ptr+len` (memory the harness obtained from the exported
+/// `proxy_on_memory_allocate`), evaluates it with the core, and returns the answer's location as
+/// `(ptr << 32) | len`. The answer is leaked: the harness reads it and discards the instance.
+// The only callers are wasm hosts, through the export: an `unsafe fn` would change nothing for them.
+#[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+#[no_mangle]
+pub extern "C" fn idemgate_conformance(ptr: *const u8, len: usize) -> u64 {
+    let input: &[u8] = if ptr.is_null() || len == 0 {
+        &[]
+    } else {
+        // SAFETY: the caller (the harness) wrote `len` initialized bytes at `ptr` inside a block
+        // it allocated from this module's allocator and does not touch while this call runs; the
+        // slice does not outlive the call.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    };
+    let answer = match std::str::from_utf8(input) {
+        Ok(case) => idemgate_core::conformance::evaluate_json(case),
+        Err(_) => String::from(r#"{"error":"vector_not_utf8"}"#),
+    };
+    let answer: &'static mut str = answer.leak();
+    // wasm32 addresses and lengths fit in 32 bits each.
+    ((answer.as_ptr() as usize as u64) << 32) | (answer.len() as u64 & 0xffff_ffff)
+}

@@ -1,0 +1,130 @@
+//! Envoy stats counters, one per outcome, named `idemgate.<outcome>` (Envoy lists proxy-wasm
+//! metrics under the `wasmcustom.` prefix at the admin `/stats`). Defined once per VM in
+//! `on_configure`; a counter Envoy refused to define is skipped, never a panic.
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+
+/// Every counter the filter keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Counter {
+    /// A request claimed its key and was forwarded (take-overs included).
+    Claimed,
+    /// A completed request's answer was replayed.
+    Replayed,
+    /// 409: the first request with the key is still in flight.
+    Conflict,
+    /// 422: the key was reused for another payload.
+    Mismatch,
+    /// 400: the key header broke a rule.
+    InvalidKey,
+    /// 400: a route that requires a key got none.
+    MissingKey,
+    /// An upstream answer was stored as the idempotent result.
+    Stored,
+    /// A claim was dropped (the upstream said "not done", or the request never reached it).
+    Released,
+    /// An expired lease was taken over by a retry.
+    TakenOver,
+    /// The outcome was in doubt: the claim stays in flight until its lease ends.
+    InDoubt,
+    /// The store had no room: the configured failure mode applied.
+    StoreFull,
+    /// The store failed (or was contended past the retry bound): the failure mode applied.
+    StoreError,
+    TokenIssued,
+    TokenConsumed,
+    TokenRejected,
+    /// A guarded request forwarded without protection: no key on an optional route, or a store
+    /// problem under `pass_through`.
+    Passthrough,
+    /// 413: the request body was over `max_request_body`.
+    BodyTooLarge,
+    /// 400: the body could not be fingerprinted (e.g. invalid JSON in `json` mode).
+    InvalidBody,
+}
+
+impl Counter {
+    pub const ALL: [Counter; 18] = [
+        Counter::Claimed,
+        Counter::Replayed,
+        Counter::Conflict,
+        Counter::Mismatch,
+        Counter::InvalidKey,
+        Counter::MissingKey,
+        Counter::Stored,
+        Counter::Released,
+        Counter::TakenOver,
+        Counter::InDoubt,
+        Counter::StoreFull,
+        Counter::StoreError,
+        Counter::TokenIssued,
+        Counter::TokenConsumed,
+        Counter::TokenRejected,
+        Counter::Passthrough,
+        Counter::BodyTooLarge,
+        Counter::InvalidBody,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Counter::Claimed => "idemgate.claimed",
+            Counter::Replayed => "idemgate.replayed",
+            Counter::Conflict => "idemgate.conflict",
+            Counter::Mismatch => "idemgate.mismatch",
+            Counter::InvalidKey => "idemgate.invalid_key",
+            Counter::MissingKey => "idemgate.missing_key",
+            Counter::Stored => "idemgate.stored",
+            Counter::Released => "idemgate.released",
+            Counter::TakenOver => "idemgate.taken_over",
+            Counter::InDoubt => "idemgate.in_doubt",
+            Counter::StoreFull => "idemgate.store_full",
+            Counter::StoreError => "idemgate.store_error",
+            Counter::TokenIssued => "idemgate.token_issued",
+            Counter::TokenConsumed => "idemgate.token_consumed",
+            Counter::TokenRejected => "idemgate.token_rejected",
+            Counter::Passthrough => "idemgate.passthrough",
+            Counter::BodyTooLarge => "idemgate.body_too_large",
+            Counter::InvalidBody => "idemgate.invalid_body",
+        }
+    }
+}
+
+/// The metric ids of one VM.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    ids: [Option<u32>; Counter::ALL.len()],
+}
+
+impl Metrics {
+    /// Defines every counter (Envoy returns the existing stat for a name defined before).
+    pub fn define() -> Metrics {
+        let mut metrics = Metrics::default();
+        for (slot, counter) in metrics.ids.iter_mut().zip(Counter::ALL) {
+            *slot = hostcalls::define_metric(MetricType::Counter, counter.name()).ok();
+        }
+        metrics
+    }
+
+    pub fn bump(&self, counter: Counter) {
+        let index = Counter::ALL.iter().position(|c| *c == counter);
+        if let Some(id) = index.and_then(|i| self.ids.get(i).copied().flatten()) {
+            // A failed increment only loses a count.
+            let _ = hostcalls::increment_metric(id, 1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_prefixed() {
+        let mut names: Vec<&str> = Counter::ALL.iter().map(|c| c.name()).collect();
+        assert!(names.iter().all(|n| n.starts_with("idemgate.")));
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Counter::ALL.len());
+    }
+}

@@ -1,0 +1,165 @@
+//! Where a response came from, told by Envoy's `response.code_details` — the one fact that separates
+//! the upstream's own answer from the proxy's. Pure: the filter reads the property, this module
+//! names what it means, and the core decides what that does to the claim (semantics §5).
+//!
+//! | `response.code_details`                                   | origin        |
+//! |-----------------------------------------------------------|---------------|
+//! | `via_upstream`                                            | upstream      |
+//! | `no_healthy_upstream`, `cluster_not_found`, `route_not_found`, `direct_response`, `maintenance_mode`, `request_payload_too_large` (a later filter's 413), `request_overall_timeout`/`buffer_request_timeout`-style replies made before forwarding, `upstream_reset_before_response_started{connection_failure…}`, `{overflow}`, `{remote_refused_stream_reset}`, `{local_refused_stream_reset}`, `{overload_manager…}` | never reached |
+//! | `response_timeout`, `upstream_per_try_timeout`, `upstream_reset_before_response_started{connection_termination / remote_reset / local_reset / protocol_error …}`, `upstream_reset_after_response_started{…}`, `downstream_remote_disconnect`, `downstream_local_disconnect`, anything else or nothing | in doubt |
+//!
+//! Anything unknown is *in doubt*: the cost of that mistake is a 409 until the lease ends, while the
+//! cost of wrongly saying "never reached" is a second execution.
+
+use idemgate_core::decision::ResponseFacts;
+
+/// The detail Envoy gives an answer that came from the upstream.
+pub const VIA_UPSTREAM: &str = "via_upstream";
+
+/// What a request's end tells about the upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// The upstream answered: its status, headers and body are the candidate result.
+    Upstream,
+    /// The request was certainly not sent (or refused unprocessed): a retry is safe.
+    NeverReached,
+    /// The request may have been sent and acted on, with no complete answer back.
+    InDoubt,
+}
+
+impl Origin {
+    /// The facts for the core when no complete upstream answer is at hand.
+    pub fn facts_without_answer(self) -> ResponseFacts {
+        match self {
+            Origin::NeverReached => ResponseFacts::NeverReached,
+            // An upstream answer that did not complete is in doubt as well.
+            Origin::InDoubt | Origin::Upstream => ResponseFacts::InDoubt,
+        }
+    }
+}
+
+/// Replies Envoy or a later filter makes before the request is handed to an upstream connection.
+const NEVER_REACHED_DETAILS: &[&str] = &[
+    "no_healthy_upstream",
+    "cluster_not_found",
+    "route_not_found",
+    "direct_response",
+    "maintenance_mode",
+    "request_payload_too_large",
+    "request_headers_too_large",
+    "buffer_request_timeout",
+    "request_overall_timeout",
+    "filter_chain_not_found",
+    "overload",
+    "ext_authz_denied",
+    "ext_authz_error",
+    "rbac_access_denied_matched_policy",
+    "jwt_authn_access_denied",
+    "rate_limited",
+    "request_rate_limited",
+    "local_rate_limited",
+    "upstream_max_stream_duration_reached_before_request",
+];
+
+/// Reset reasons (inside `upstream_reset_before_response_started{…}`) that prove the request was not
+/// processed: the connection never came up, a circuit breaker refused it, or an HTTP/2 peer refused
+/// the stream (REFUSED_STREAM guarantees no processing, RFC 9113 §8.7).
+const NEVER_REACHED_RESETS: &[&str] = &[
+    "connection_failure",
+    "connection failure",
+    "overflow",
+    "remote_refused_stream_reset",
+    "local_refused_stream_reset",
+    "overload_manager",
+    "remote_connection_failure",
+];
+
+const RESET_BEFORE: &str = "upstream_reset_before_response_started";
+
+/// Classifies a `response.code_details` value.
+pub fn classify(details: Option<&str>) -> Origin {
+    let Some(details) = details else {
+        return Origin::InDoubt;
+    };
+    if details == VIA_UPSTREAM {
+        return Origin::Upstream;
+    }
+    if NEVER_REACHED_DETAILS.contains(&details) {
+        return Origin::NeverReached;
+    }
+    if let Some(rest) = details.strip_prefix(RESET_BEFORE) {
+        let reason = rest
+            .trim_start_matches('{')
+            .split(['|', ',', '}'])
+            .next()
+            .unwrap_or("");
+        if NEVER_REACHED_RESETS.iter().any(|r| reason.starts_with(r)) {
+            return Origin::NeverReached;
+        }
+    }
+    Origin::InDoubt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_answers() {
+        assert_eq!(classify(Some("via_upstream")), Origin::Upstream);
+    }
+
+    #[test]
+    fn never_reached() {
+        for details in [
+            "no_healthy_upstream",
+            "direct_response",
+            "request_payload_too_large",
+            "route_not_found",
+            "cluster_not_found",
+            "upstream_reset_before_response_started{connection_failure}",
+            "upstream_reset_before_response_started{connection_failure|delayed_connect_error:_Connection_refused}",
+            "upstream_reset_before_response_started{connection_failure,delayed_connect_error:_111}",
+            "upstream_reset_before_response_started{overflow}",
+            "upstream_reset_before_response_started{remote_refused_stream_reset}",
+        ] {
+            assert_eq!(classify(Some(details)), Origin::NeverReached, "{details}");
+        }
+    }
+
+    #[test]
+    fn in_doubt() {
+        for details in [
+            "response_timeout",
+            "upstream_per_try_timeout",
+            "upstream_reset_before_response_started{connection_termination}",
+            "upstream_reset_before_response_started{remote_reset}",
+            "upstream_reset_before_response_started{local_reset}",
+            "upstream_reset_before_response_started{protocol_error}",
+            "upstream_reset_after_response_started{remote_reset}",
+            "upstream_reset_after_response_started{connection_failure}",
+            "downstream_remote_disconnect",
+            "something_new_in_a_later_envoy",
+            "",
+        ] {
+            assert_eq!(classify(Some(details)), Origin::InDoubt, "{details}");
+        }
+        assert_eq!(classify(None), Origin::InDoubt);
+    }
+
+    #[test]
+    fn facts() {
+        assert_eq!(
+            Origin::NeverReached.facts_without_answer(),
+            ResponseFacts::NeverReached
+        );
+        assert_eq!(
+            Origin::InDoubt.facts_without_answer(),
+            ResponseFacts::InDoubt
+        );
+        assert_eq!(
+            Origin::Upstream.facts_without_answer(),
+            ResponseFacts::InDoubt
+        );
+    }
+}

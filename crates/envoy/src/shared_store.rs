@@ -1,0 +1,349 @@
+//! The core's compare-and-set [`Store`] over Envoy's shared data, atomic across every worker's VM.
+//!
+//! What Envoy gives (proxy-wasm `get_shared_data` / `set_shared_data`): a process-wide map of
+//! key → (bytes, cas). Every successful `set` gives the entry the next value of **one global CAS
+//! counter** (starting at 1, wrapping past `u32::MAX` to 1, never 0). A `set` with CAS 0 writes
+//! unconditionally; a `set` with a non-zero CAS on an *existing* key fails with `CasMismatch` unless
+//! it equals the entry's CAS; a `set` on a *missing* key inserts whatever CAS is given. There is no
+//! delete (an empty value is an empty bucket) and no listing.
+//!
+//! * `Expect::Version(v)` is a plain CAS-conditioned `set`: exact.
+//! * `Expect::Absent` has no host primitive. We `set` with CAS `u32::MAX`: if the key is missing it
+//!   is inserted, and if a concurrent creator got there first, its entry's CAS is some other value,
+//!   so ours fails with `CasMismatch` — atomic insert-if-absent, **except** when the first creator's
+//!   entry happens to have been handed exactly `u32::MAX` by the global counter (once every 2³²−1
+//!   writes process-wide): then a second creator's `set` matches and silently replaces it, and both
+//!   would believe they created the cell. So after an `Absent` create we read the cell back:
+//!   - if its CAS is `u32::MAX`, we re-stamp it (`set` of the same bytes conditioned on `u32::MAX`),
+//!     so it leaves the dangerous value; a `CasMismatch` there means someone replaced it first: we
+//!     lost the race;
+//!   - either way, our write stands only if the cell still holds every record we wrote. A creator
+//!     whose entry was replaced through the `u32::MAX` corner finds its record gone and reports
+//!     `Conflict` (the core then re-reads and decides again), while a legitimate later writer keeps
+//!     our record (it read our bucket before modifying it), so an ordinary concurrent update is not
+//!     mistaken for a lost race.
+//!
+//! What remains is a corner inside the corner, documented rather than hidden: two creators writing
+//! byte-identical records (only a one-time token consumed twice at the same instant can) where the
+//! first got CAS `u32::MAX`; or an update landing on exactly `u32::MAX` within the microseconds in
+//! which a stale creator of a brand-new cell is between its read and its write.
+//!
+//! The store's size is bounded by the core's [`idemgate_core::store::Layout`]: cells are a fixed set of
+//! names, each holding at most `records_per_cell` records.
+
+use idemgate_core::record::Bucket;
+use idemgate_core::store::{Expect, Snapshot, Store, StoreError, WriteOutcome};
+
+/// A CAS that no entry keeps for long (see the module docs): used to create cells.
+pub const CREATE_CAS: u32 = u32::MAX;
+
+/// Envoy's shared-data calls, as a seam: the host in the filter, a faithful model in unit tests.
+pub trait SharedData {
+    /// `Ok(None)` when the key is missing; `Ok(Some((bytes, cas)))` otherwise.
+    fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, String>;
+    /// `Ok(true)` written, `Ok(false)` CAS mismatch.
+    fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<bool, String>;
+}
+
+/// The host's shared data.
+pub struct HostSharedData;
+
+impl SharedData for HostSharedData {
+    fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
+        match proxy_wasm::hostcalls::get_shared_data(key) {
+            // An empty value may come back as no bytes with a CAS: it exists, and is empty.
+            Ok((bytes, Some(cas))) => Ok(Some((bytes.unwrap_or_default(), cas))),
+            Ok((_, None)) => Ok(None),
+            Err(status) => Err(format!("get_shared_data: {status:?}")),
+        }
+    }
+
+    fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<bool, String> {
+        match proxy_wasm::hostcalls::set_shared_data(key, Some(value), Some(cas)) {
+            Ok(()) => Ok(true),
+            Err(proxy_wasm::types::Status::CasMismatch) => Ok(false),
+            Err(status) => Err(format!("set_shared_data: {status:?}")),
+        }
+    }
+}
+
+/// The core's store over shared data.
+pub struct SharedStore<D: SharedData> {
+    pub data: D,
+}
+
+fn unavailable(why: String) -> StoreError {
+    StoreError::Unavailable(why)
+}
+
+impl<D: SharedData> SharedStore<D> {
+    /// The `Absent` create and its read-back (see the module docs).
+    fn create(&mut self, cell: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
+        if !self
+            .data
+            .set(cell, bytes, CREATE_CAS)
+            .map_err(unavailable)?
+        {
+            return Ok(WriteOutcome::Conflict);
+        }
+        let Some((current, cas)) = self.data.get(cell).map_err(unavailable)? else {
+            // Written, then gone: shared data never loses keys, so this is a host fault.
+            return Err(unavailable(String::from(
+                "shared data lost a key just written",
+            )));
+        };
+        if cas == CREATE_CAS
+            && !self
+                .data
+                .set(cell, &current, CREATE_CAS)
+                .map_err(unavailable)?
+        {
+            return Ok(WriteOutcome::Conflict);
+        }
+        Ok(if holds_records(&current, bytes) {
+            WriteOutcome::Written
+        } else {
+            WriteOutcome::Conflict
+        })
+    }
+}
+
+/// Whether the bucket `current` holds every record of the bucket `written`, unchanged.
+fn holds_records(current: &[u8], written: &[u8]) -> bool {
+    if current == written {
+        return true;
+    }
+    match (Bucket::decode(current), Bucket::decode(written)) {
+        (Ok(current), Ok(written)) => written
+            .entries
+            .iter()
+            .all(|(key, record)| current.get(key) == Some(record)),
+        _ => false,
+    }
+}
+
+impl<D: SharedData> Store for SharedStore<D> {
+    fn read(&mut self, cell: &str) -> Result<Option<Snapshot>, StoreError> {
+        Ok(self
+            .data
+            .get(cell)
+            .map_err(unavailable)?
+            .map(|(bytes, cas)| Snapshot {
+                bytes,
+                version: u64::from(cas),
+            }))
+    }
+
+    fn write(
+        &mut self,
+        cell: &str,
+        bytes: &[u8],
+        expect: Expect,
+    ) -> Result<WriteOutcome, StoreError> {
+        match expect {
+            Expect::Absent => self.create(cell, bytes),
+            Expect::Version(version) => {
+                // Version 0 would be an unconditional write: never issue one.
+                let cas = u32::try_from(version)
+                    .ok()
+                    .filter(|cas| *cas != 0)
+                    .ok_or_else(|| {
+                        unavailable(format!("version {version} is not a shared-data CAS"))
+                    })?;
+                Ok(if self.data.set(cell, bytes, cas).map_err(unavailable)? {
+                    WriteOutcome::Written
+                } else {
+                    WriteOutcome::Conflict
+                })
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idemgate_core::decision::ResponseFacts;
+    use idemgate_core::fingerprint::Fingerprint;
+    use idemgate_core::policy::Policy;
+    use idemgate_core::protocol::{ClaimOutcome, Engine};
+    use idemgate_core::record::OwnerToken;
+    use idemgate_core::scope::StorageKey;
+    use idemgate_core::time::UnixMillis;
+    use std::collections::HashMap;
+
+    /// Envoy's `SharedData` semantics, with the global CAS counter settable.
+    #[derive(Default)]
+    struct EnvoyModel {
+        map: HashMap<String, (Vec<u8>, u32)>,
+        next_cas: u32,
+    }
+
+    impl EnvoyModel {
+        fn next(&mut self) -> u32 {
+            let cas = self.next_cas.max(1);
+            self.next_cas = cas.wrapping_add(1);
+            if self.next_cas == 0 {
+                self.next_cas = 1;
+            }
+            cas
+        }
+    }
+
+    impl SharedData for EnvoyModel {
+        fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
+            Ok(self.map.get(key).cloned())
+        }
+        fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<bool, String> {
+            if let Some((_, current)) = self.map.get(key) {
+                if cas != 0 && cas != *current {
+                    return Ok(false);
+                }
+            }
+            let cas = self.next();
+            self.map.insert(key.to_string(), (value.to_vec(), cas));
+            Ok(true)
+        }
+    }
+
+    fn bucket_with(key: u8, owner: u8) -> Vec<u8> {
+        let policy = Policy::defaults();
+        let claim = idemgate_core::decision::new_claim(
+            Fingerprint([0; 32]),
+            OwnerToken([owner; 16]),
+            UnixMillis(1_000),
+            &policy,
+        );
+        let mut bucket = Bucket::default();
+        bucket.put(
+            StorageKey([key; 32]),
+            idemgate_core::record::Record::InFlight(claim),
+        );
+        bucket.encode()
+    }
+
+    #[test]
+    fn create_is_insert_if_absent() {
+        let mut store = SharedStore {
+            data: EnvoyModel::default(),
+        };
+        assert_eq!(store.read("c").unwrap(), None);
+        let a = bucket_with(1, 1);
+        let b = bucket_with(1, 2);
+        assert_eq!(
+            store.write("c", &a, Expect::Absent),
+            Ok(WriteOutcome::Written)
+        );
+        assert_eq!(
+            store.write("c", &b, Expect::Absent),
+            Ok(WriteOutcome::Conflict)
+        );
+        let snap = store.read("c").unwrap().unwrap();
+        assert_eq!(snap.bytes, a);
+        assert_eq!(
+            store.write("c", &b, Expect::Version(snap.version + 1)),
+            Ok(WriteOutcome::Conflict)
+        );
+        assert_eq!(
+            store.write("c", &b, Expect::Version(snap.version)),
+            Ok(WriteOutcome::Written)
+        );
+        assert!(store.write("c", &a, Expect::Version(0)).is_err());
+    }
+
+    #[test]
+    fn a_create_handed_u32_max_is_restamped() {
+        let mut store = SharedStore {
+            data: EnvoyModel {
+                next_cas: u32::MAX,
+                ..Default::default()
+            },
+        };
+        let a = bucket_with(1, 1);
+        assert_eq!(
+            store.write("c", &a, Expect::Absent),
+            Ok(WriteOutcome::Written)
+        );
+        let (_, cas) = store.data.get("c").unwrap().unwrap();
+        assert_ne!(cas, u32::MAX, "the entry must leave the creation CAS");
+        // A second creator (who read "absent" earlier) now loses, as it must.
+        assert_eq!(
+            store.write("c", &bucket_with(1, 2), Expect::Absent),
+            Ok(WriteOutcome::Conflict)
+        );
+        assert_eq!(store.read("c").unwrap().unwrap().bytes, a);
+    }
+
+    #[test]
+    fn a_creator_replaced_through_the_corner_reports_conflict() {
+        // A creates at CAS u32::MAX; before A reads back, stale creator B replaces it (its CAS
+        // matches). A must see its record gone and lose; B wins. Exactly one winner.
+        let mut data = EnvoyModel {
+            next_cas: u32::MAX,
+            ..Default::default()
+        };
+        let a = bucket_with(1, 1);
+        let b = bucket_with(1, 2);
+        assert!(data.set("c", &a, CREATE_CAS).unwrap());
+        assert!(
+            data.set("c", &b, CREATE_CAS).unwrap(),
+            "the corner: B's create matches A's CAS"
+        );
+        let mut store = SharedStore { data };
+        // A's read-back (the tail of `create`).
+        let (current, cas) = store.data.get("c").unwrap().unwrap();
+        assert_ne!(cas, CREATE_CAS);
+        assert!(!holds_records(&current, &a));
+        assert!(holds_records(&current, &b));
+    }
+
+    #[test]
+    fn a_later_writer_that_kept_our_record_is_not_a_lost_race() {
+        let a = bucket_with(1, 1);
+        let mut merged = Bucket::decode(&a).unwrap();
+        let other = Bucket::decode(&bucket_with(2, 9)).unwrap();
+        merged.entries.extend(other.entries);
+        assert!(holds_records(&merged.encode(), &a));
+        assert!(holds_records(&a, &a));
+        assert!(!holds_records(b"garbage", &a));
+    }
+
+    #[test]
+    fn the_protocol_claims_once_over_the_model() {
+        let policy = Policy::defaults();
+        let mut store = SharedStore {
+            data: EnvoyModel {
+                next_cas: u32::MAX - 3,
+                ..Default::default()
+            },
+        };
+        let mut engine = Engine {
+            store: &mut store,
+            policy: &policy,
+        };
+        let key = StorageKey([7; 32]);
+        let fp = Fingerprint([1; 32]);
+        let now = UnixMillis(1_000);
+        let mut forwarded = 0;
+        for owner in 0..10u8 {
+            if let ClaimOutcome::Forward { .. } =
+                engine.claim(key, fp, OwnerToken([owner; 16]), now).unwrap()
+            {
+                forwarded += 1;
+            }
+        }
+        assert_eq!(forwarded, 1);
+        let facts = ResponseFacts::Upstream {
+            status: 201,
+            headers: vec![],
+            body: Some(b"ok".to_vec()),
+        };
+        engine
+            .finish(key, OwnerToken([0; 16]), Some(facts), now)
+            .unwrap();
+        assert!(matches!(
+            engine.claim(key, fp, OwnerToken([42; 16]), now).unwrap(),
+            ClaimOutcome::Replay(_)
+        ));
+    }
+}

@@ -1,0 +1,342 @@
+//! A real Envoy per test: its own temp dir and YAML, listener and admin on port 0 (discovered through
+//! `--admin-address-path` and the admin `/listeners`), `--concurrency 2`, the freshly built filter,
+//! readiness by polling admin `/ready`, and a Drop that kills the process it started (by its PID,
+//! through the `Child` handle) even when the test fails — printing the tail of Envoy's log then.
+
+use crate::client::get;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// The built filter: `IDEMGATE_FILTER_WASM`, else the Makefile's output path.
+pub fn filter_wasm() -> PathBuf {
+    let path = std::env::var_os("IDEMGATE_FILTER_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/wasm32-wasip1/release/idemgate_envoy.wasm")
+        });
+    assert!(
+        path.is_file(),
+        "the filter is not built at {} — run `make build-filter` (or set IDEMGATE_FILTER_WASM)",
+        path.display()
+    );
+    path
+}
+
+/// The `envoy` binary, or a failure that says how to get it.
+pub fn envoy_binary() -> &'static str {
+    let ok = Command::new("envoy")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "`envoy` is not installed or not on PATH — run `make setup-envoy`"
+    );
+    "envoy"
+}
+
+/// A fresh temp dir, removed on drop unless the test failed.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new() -> TempDir {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = std::env::temp_dir().join(format!(
+            "idemgate-envoy-{}-{}-{nanos}",
+            std::process::id(),
+            DIRS.fetch_add(1, Ordering::SeqCst)
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("kept for inspection: {}", self.0.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// What a test's Envoy looks like.
+pub struct Setup {
+    /// The filter's configuration (the core's JSON).
+    pub filter: String,
+    pub upstream_port: u16,
+    /// The route timeout of the guarded routes.
+    pub route_timeout: &'static str,
+    /// The buffer filter's `max_request_bytes`.
+    pub buffer_max: u64,
+    /// Variables passed to Envoy's process and made visible to the VM.
+    pub vm_env: Vec<(String, String)>,
+}
+
+impl Setup {
+    pub fn new(filter: &str, upstream_port: u16) -> Setup {
+        Setup {
+            filter: filter.into(),
+            upstream_port,
+            route_timeout: "15s",
+            buffer_max: 4 * 1024 * 1024,
+            vm_env: Vec::new(),
+        }
+    }
+}
+
+fn indent(text: &str, spaces: usize) -> String {
+    let pad = " ".repeat(spaces);
+    text.lines().map(|l| format!("{pad}{l}\n")).collect()
+}
+
+/// The YAML of a test Envoy: the wasm filter, then the buffer filter, then the router.
+pub fn yaml(setup: &Setup, wasm: &Path) -> String {
+    let env_keys: Vec<String> = setup
+        .vm_env
+        .iter()
+        .map(|(k, _)| format!("\"{k}\""))
+        .collect();
+    let filter = indent(&setup.filter, 20);
+    format!(
+        r#"admin:
+  address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+static_resources:
+  listeners:
+  - name: main
+    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: ingress
+          route_config:
+            virtual_hosts:
+            - name: app
+              domains: ["*"]
+              routes:
+              - match: {{ prefix: "/unguarded" }}
+                route: {{ cluster: app }}
+                typed_per_filter_config:
+                  envoy.filters.http.wasm:
+                    "@type": type.googleapis.com/envoy.config.route.v3.FilterConfig
+                    disabled: true
+              - match: {{ prefix: "/direct" }}
+                direct_response: {{ status: 200, body: {{ inline_string: "direct" }} }}
+              - match: {{ prefix: "/empty" }}
+                route: {{ cluster: empty }}
+              - match: {{ prefix: "/" }}
+                route: {{ cluster: app, timeout: {timeout} }}
+          http_filters:
+          - name: envoy.filters.http.wasm
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+              config:
+                name: idemgate
+                root_id: idemgate
+                vm_config:
+                  vm_id: idemgate
+                  runtime: envoy.wasm.runtime.v8
+                  code: {{ local: {{ filename: "{wasm}" }} }}
+                  environment_variables: {{ host_env_keys: [{env_keys}] }}
+                configuration:
+                  "@type": type.googleapis.com/google.protobuf.StringValue
+                  value: |
+{filter}
+          - name: envoy.filters.http.buffer
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
+              max_request_bytes: {buffer_max}
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+  clusters:
+  - name: app
+    connect_timeout: 1s
+    type: STATIC
+    load_assignment:
+      cluster_name: app
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }} }}
+  - name: empty
+    connect_timeout: 1s
+    type: STATIC
+    load_assignment: {{ cluster_name: empty }}
+"#,
+        timeout = setup.route_timeout,
+        wasm = wasm.display(),
+        env_keys = env_keys.join(", "),
+        buffer_max = setup.buffer_max,
+        port = setup.upstream_port,
+    )
+}
+
+/// `envoy --mode validate`: whether the config was accepted, and everything Envoy printed.
+pub fn validate(config_path: &Path, env: &[(String, String)]) -> (bool, String) {
+    let out = Command::new(envoy_binary())
+        .args([
+            "--mode",
+            "validate",
+            "--disable-hot-restart",
+            "-l",
+            "info",
+            "-c",
+        ])
+        .arg(config_path)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .expect("run envoy --mode validate");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+pub struct Envoy {
+    child: Child,
+    pub port: u16,
+    pub admin: u16,
+    log: PathBuf,
+    // Declared last: dropped after the process is gone.
+    _dir: TempDir,
+}
+
+impl Envoy {
+    pub fn start(setup: &Setup) -> Envoy {
+        let binary = envoy_binary();
+        let wasm = filter_wasm();
+        let dir = TempDir::new();
+        let config = dir.0.join("envoy.yaml");
+        std::fs::write(&config, yaml(setup, &wasm)).expect("write envoy.yaml");
+        let admin_path = dir.0.join("admin-address");
+        let log = dir.0.join("envoy.log");
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&config)
+            .args(["--concurrency", "2", "--disable-hot-restart", "-l", "warn"])
+            .args(["--component-log-level", "wasm:info"])
+            .arg("--admin-address-path")
+            .arg(&admin_path)
+            .envs(setup.vm_env.iter().map(|(k, v)| (k, v)))
+            .stdout(log_file.try_clone().expect("log file"))
+            .stderr(log_file)
+            .spawn()
+            .expect("start envoy");
+        let mut envoy = Envoy {
+            child,
+            port: 0,
+            admin: 0,
+            log,
+            _dir: dir,
+        };
+        envoy.wait_ready(&admin_path);
+        envoy
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    /// Polls (admin address file → `/ready` → `/listeners`) until Envoy serves; fails fast if
+    /// Envoy exits.
+    fn wait_ready(&mut self, admin_path: &Path) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "envoy exited ({status}) before becoming ready:\n{}",
+                    self.log_tail()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "envoy not ready after 60 s:\n{}",
+                self.log_tail()
+            );
+            if self.admin == 0 {
+                if let Some(port) = std::fs::read_to_string(admin_path)
+                    .ok()
+                    .and_then(|a| a.trim().rsplit_once(':').and_then(|(_, p)| p.parse().ok()))
+                {
+                    self.admin = port;
+                }
+            }
+            if self.admin != 0 && get(self.admin, "/ready").is_ok_and(|r| r.status == 200) {
+                if let Some(port) = self.listener_port() {
+                    self.port = port;
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn listener_port(&self) -> Option<u16> {
+        let listeners = get(self.admin, "/listeners?format=json").ok()?;
+        let json: serde_json::Value = serde_json::from_slice(&listeners.body).ok()?;
+        json["listener_statuses"]
+            .as_array()?
+            .iter()
+            .find(|l| l["name"] == "main")?["local_address"]["socket_address"]["port_value"]
+            .as_u64()
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+    }
+
+    /// The value of the filter's counter `idemgate.<name>` at the admin `/stats`.
+    pub fn counter(&self, name: &str) -> u64 {
+        let stats = get(self.admin, "/stats").expect("admin /stats").text();
+        let suffix = format!("idemgate.{name}: ");
+        stats
+            .lines()
+            .find_map(|line| {
+                let at = line.find(&suffix)?;
+                line[at + suffix.len()..].trim().parse().ok()
+            })
+            .unwrap_or_else(|| panic!("no counter idemgate.{name} at /stats"))
+    }
+
+    /// Resident memory of the Envoy process, from /proc.
+    pub fn rss_kib(&self) -> u64 {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid())).expect("/proc status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+            .expect("VmRSS")
+    }
+}
+
+impl Drop for Envoy {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("--- envoy log tail ---\n{}", self.log_tail());
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,17 @@
+//! idemgate's filter in a real Envoy. Every test owns its Envoy and upstream (see `harness`).
+//! Run with `make test-envoy` (builds the filter first); the tests are `#[ignore]`d in a plain
+//! `cargo test` because they need Envoy and the built `.wasm`.
+
+// A test harness fails loudly: these are the test's own assertions.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod client;
+mod harness;
+mod upstream;
+
+mod config;
+mod exactly_once;
+mod memory;
+mod requests;
+mod responses;
+mod tokens;
