@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""`make demo`: the order service behind a real Envoy with the idemgate filter, in the foreground.
+
+    python3 examples/checkout/demo.py [--port 10000] [--admin-port 9901] [--ready-file F]
+
+Ports default to $DEMO_PORT / $DEMO_ADMIN_PORT (10000 / 9901); 0 picks free ones. Prints the URL and
+what to try, runs until Ctrl-C (or SIGTERM), and stops what it started. Tests start it with
+`--ready-file`: once everything answers, it writes {"url", "admin", "orders"} there as JSON.
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+DEFAULT_WASM = os.path.join(ROOT, "target", "wasm32-wasip1", "release", "idemgate_envoy.wasm")
+DEFAULT_PKG = os.path.join(ROOT, "crates", "web", "pkg")
+
+
+def fail(message):
+    print(f"demo: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def wait_for(what, check, proc, timeout=30.0):
+    """Polls `check` until it returns a value; fails early if `proc` died. Bounded by `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            fail(f"{what}: the process exited with {proc.returncode}")
+        try:
+            value = check()
+            if value:
+                return value
+        except OSError:
+            pass
+        time.sleep(0.05)
+    fail(f"{what}: not ready after {timeout:.0f} s")
+
+
+def get(url):
+    with urllib.request.urlopen(url, timeout=2) as res:
+        return res.read().decode()
+
+
+def listener_port(admin):
+    """The demo listener's bound port, from Envoy's admin (needed when it was asked for port 0)."""
+    doc = json.loads(get(f"http://127.0.0.1:{admin}/listeners?format=json"))
+    for listener in doc.get("listener_statuses", []):
+        port = listener.get("local_address", {}).get("socket_address", {}).get("port_value")
+        if port:
+            return int(port)
+    return None
+
+
+def main():
+    ap = argparse.ArgumentParser(description="idemgate checkout demo")
+    ap.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", 10000)))
+    ap.add_argument("--admin-port", type=int, default=int(os.environ.get("DEMO_ADMIN_PORT", 9901)))
+    ap.add_argument("--wasm", default=os.environ.get("IDEMGATE_FILTER_WASM", DEFAULT_WASM))
+    ap.add_argument("--pkg", default=DEFAULT_PKG)
+    ap.add_argument("--ready-file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+
+    if not os.path.isfile(args.wasm):
+        fail(f"the filter is not built at {args.wasm}: run `make build-filter`")
+    if not os.path.isfile(os.path.join(args.pkg, "index.js")):
+        fail(f"the npm package is not built at {args.pkg}: run `make build-web`")
+    envoy = shutil.which("envoy") or fail("`envoy` is not installed: run `make setup-envoy`")
+
+    work = tempfile.mkdtemp(prefix="idemgate-demo-")
+    children = []
+
+    def stop(*_):
+        for proc in reversed(children):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(children):
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
+    try:
+        orders = subprocess.Popen(
+            [sys.executable, "-u", os.path.join(HERE, "order_service.py"), "--port", "0", "--pkg", args.pkg],
+            stdout=subprocess.PIPE, text=True)
+        children.append(orders)
+        line = orders.stdout.readline()
+        if "listening on" not in line:
+            fail(f"order service did not start: {line!r}")
+        orders_port = int(line.rsplit(":", 1)[1])
+
+        config = string.Template(open(os.path.join(HERE, "envoy.yaml")).read()).substitute(
+            PORT=args.port, ADMIN_PORT=args.admin_port, ORDERS_PORT=orders_port, FILTER_WASM=args.wasm)
+        config_path = os.path.join(work, "envoy.yaml")
+        with open(config_path, "w") as f:
+            f.write(config)
+        admin_file = os.path.join(work, "admin-address")
+        env = dict(os.environ)
+        env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+        log = open(os.path.join(work, "envoy.log"), "w")
+        proxy = subprocess.Popen(
+            [envoy, "-c", config_path, "--concurrency", "2", "--admin-address-path", admin_file,
+             "--log-level", "warn", "--base-id", str(os.getpid() % 60000 + 1000)],
+            stdout=log, stderr=subprocess.STDOUT, env=env)
+        children.append(proxy)
+
+        def admin_port():
+            text = open(admin_file).read().strip() if os.path.exists(admin_file) else ""
+            return int(text.rsplit(":", 1)[1]) if ":" in text else None
+
+        admin = wait_for("envoy admin", admin_port, proxy)
+        wait_for("envoy ready", lambda: get(f"http://127.0.0.1:{admin}/ready").strip() == "LIVE", proxy)
+        port = args.port or wait_for("envoy listener", lambda: listener_port(admin), proxy)
+        url = f"http://127.0.0.1:{port}"
+        wait_for("the page through envoy", lambda: "Checkout" in get(url + "/"), proxy)
+
+        if args.ready_file:
+            with open(args.ready_file + ".tmp", "w") as f:
+                json.dump({"url": url, "admin": f"http://127.0.0.1:{admin}", "orders": orders_port,
+                           "pid": os.getpid()}, f)
+            os.replace(args.ready_file + ".tmp", args.ready_file)
+        if not args.quiet:
+            print(f"""
+  idemgate demo is running:  {url}
+  Envoy admin (stats):       http://127.0.0.1:{admin}/stats?filter=idemgate
+
+  Try:
+    * open {url}/ and double-click Pay: one order;
+    * {url}/?delay=2500&timeout=1000 : the answer is later than the page's timeout; the page
+      retries with the same key (409 while in flight), still one order;
+    * curl -si -X POST {url}/api/orders -H 'authorization: Bearer me' \\
+        -H 'idempotency-key: k1' -H 'content-type: application/json' \\
+        -d '{{"items":[{{"sku":"beans","qty":1,"price_cents":2400}}]}}'   (run it twice: the
+      second answer carries Idempotent-Replayed: true)
+    * curl -s {url}/api/orders
+
+  Ctrl-C stops it.
+""", flush=True)
+        while all(proc.poll() is None for proc in children):
+            try:
+                children[-1].wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        fail("a demo process exited unexpectedly (see above)")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    main()

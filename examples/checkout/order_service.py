@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The demo's upstream: a small order service that keeps orders in SQLite (in memory by default).
+
+It counts every order request it receives (`received` in `GET /api/orders`), so a duplicate that
+slips past idemgate is visible. Its one defence of its own is the one semantics §5 recommends for
+outcomes in doubt: a unique constraint on (client, Idempotency-Key). When a client gave up on a slow
+answer, Envoy reset the upstream request, so no answer could be stored; after the lease a retry
+reaches the service again and finds the order it already created. It also serves the checkout page
+and the `idemgate` npm package build, so page and API share one origin behind Envoy.
+
+Test hooks (used by the end-to-end tests to play a slow or a failing backend):
+  * header `x-demo-delay-ms: N` — answer N ms after committing a new order (a "lost response" when
+    the page's timeout is shorter);
+  * header `x-demo-fail: 503` — answer 503 without creating an order (the upstream did not act).
+These are read only from requests that reach the service, which Envoy forwards unchanged.
+
+    python3 order_service.py --port 8081 [--db orders.sqlite] [--static DIR] [--pkg DIR]
+"""
+import argparse
+import json
+import mimetypes
+import os
+import sqlite3
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MAX_BODY = 64 * 1024
+
+
+class Orders:
+    """Orders in SQLite; one lock because sqlite3 connections are not shared across threads."""
+
+    def __init__(self, path):
+        self.db = sqlite3.connect(path, check_same_thread=False)
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "created_ms INTEGER NOT NULL, cart TEXT NOT NULL, total_cents INTEGER NOT NULL, "
+            "client TEXT, idempotency_key TEXT, UNIQUE (client, idempotency_key))"
+        )
+        self.lock = threading.Lock()
+        self.received = 0
+
+    def count_request(self):
+        with self.lock:
+            self.received += 1
+
+    def create(self, cart, total_cents, client, key):
+        """Returns (order, created): an existing order for the same (client, key) is returned as is."""
+        with self.lock:
+            if key is not None:
+                row = self.db.execute(
+                    "SELECT id FROM orders WHERE client = ? AND idempotency_key = ?", (client, key)
+                ).fetchone()
+                if row is not None:
+                    return self.get(row[0]), False
+            cur = self.db.execute(
+                "INSERT INTO orders (created_ms, cart, total_cents, client, idempotency_key) VALUES (?, ?, ?, ?, ?)",
+                (int(time.time() * 1000), json.dumps(cart, sort_keys=True), total_cents, client, key),
+            )
+            self.db.commit()
+            return self.get(cur.lastrowid), True
+
+    def get(self, order_id):
+        row = self.db.execute(
+            "SELECT id, created_ms, cart, total_cents FROM orders WHERE id = ?", (order_id,)
+        ).fetchone()
+        if row is None:
+            return None
+        return {"id": row[0], "created_ms": row[1], "cart": json.loads(row[2]), "total_cents": row[3]}
+
+    def all(self):
+        with self.lock:
+            ids = [r[0] for r in self.db.execute("SELECT id FROM orders ORDER BY id")]
+            return [self.get(i) for i in ids]
+
+
+def validate_cart(doc):
+    """A cart is {"items": [{"sku": str, "qty": int>0, "price_cents": int>=0}, ...]}; returns total."""
+    items = doc.get("items") if isinstance(doc, dict) else None
+    if not isinstance(items, list) or not items:
+        raise ValueError("`items` must be a non-empty list")
+    total = 0
+    for item in items:
+        if not isinstance(item, dict) or not isinstance(item.get("sku"), str):
+            raise ValueError("each item needs a string `sku`")
+        qty, price = item.get("qty"), item.get("price_cents")
+        if not isinstance(qty, int) or qty <= 0 or not isinstance(price, int) or price < 0:
+            raise ValueError("each item needs `qty` > 0 and `price_cents` >= 0 (integers)")
+        total += qty * price
+    return total
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "idemgate-demo-orders/1"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet unless asked
+        if self.server.verbose:
+            sys.stderr.write("orders: " + fmt % args + "\n")
+
+    def send_json(self, status, doc, extra=()):
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        for name, value in extra:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def problem(self, status, code, detail):
+        body = json.dumps({"type": f"urn:idemgate-demo:problem:{code}", "title": code, "status": status,
+                           "detail": detail}).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/problem+json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        path = self.path.split("?", 1)[0]
+        if path == "/api/orders":
+            orders = self.server.orders.all()
+            received = self.server.orders.received
+            return self.send_json(200, {"count": len(orders), "orders": orders, "received": received})
+        if path.startswith("/api/orders/"):
+            order = self.server.orders.get(path.rsplit("/", 1)[-1])
+            return self.send_json(200, order) if order else self.problem(404, "not_found", "no such order")
+        if path == "/healthz":
+            return self.send_json(200, {"ok": True})
+        return self.static(path)
+
+    def do_POST(self):
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            return self.problem(413, "too_large", "body too large")
+        raw = self.rfile.read(length) if length else b""
+        if path == "/api/orders":
+            return self.create_order(raw)
+        if path == "/api/vouchers/redeem":
+            return self.send_json(200, {"redeemed": True})
+        return self.problem(404, "not_found", "no such endpoint")
+
+    def create_order(self, raw):
+        self.server.orders.count_request()
+        fail = self.headers.get("x-demo-fail")
+        if fail and fail.isdigit():
+            return self.problem(int(fail), "demo_failure", "the demo was asked to fail without acting")
+        try:
+            doc = json.loads(raw or b"null")
+            total = validate_cart(doc)
+        except (ValueError, json.JSONDecodeError) as err:
+            return self.problem(400, "bad_cart", str(err))
+        client = self.headers.get("authorization")
+        order, created = self.server.orders.create(doc["items"], total, client, self.headers.get("idempotency-key"))
+        delay = self.headers.get("x-demo-delay-ms")
+        if created and delay and delay.isdigit():
+            time.sleep(min(int(delay), 30_000) / 1000)
+        self.send_json(201, order, [("location", f"/api/orders/{order['id']}")])
+
+    def static(self, path):
+        if path in ("/", "/index.html"):
+            root, rel = self.server.static_dir, "index.html"
+        elif path.startswith("/pkg/") and self.server.pkg_dir:
+            root, rel = self.server.pkg_dir, path[len("/pkg/"):]
+        else:
+            root, rel = self.server.static_dir, path.lstrip("/")
+        full = os.path.realpath(os.path.join(root, rel))
+        if not full.startswith(os.path.realpath(root) + os.sep) or not os.path.isfile(full):
+            return self.problem(404, "not_found", "no such file")
+        with open(full, "rb") as f:
+            body = f.read()
+        ctype = "application/wasm" if full.endswith(".wasm") else (
+            "text/javascript" if full.endswith((".js", ".mjs")) else mimetypes.guess_type(full)[0] or "application/octet-stream")
+        self.send_response(200)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(body)))
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=8081)
+    ap.add_argument("--db", default=":memory:")
+    ap.add_argument("--static", default=os.path.join(here, "static"))
+    ap.add_argument("--pkg", default=os.path.join(here, "..", "..", "crates", "web", "pkg"))
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
+    server.daemon_threads = True
+    server.orders = Orders(args.db)
+    server.static_dir = args.static
+    server.pkg_dir = args.pkg if os.path.isdir(args.pkg) else None
+    server.verbose = args.verbose
+    print(f"orders: listening on http://{args.host}:{server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
