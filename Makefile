@@ -14,7 +14,7 @@ FILTER_WASM := target/wasm32-wasip1/release/idemgate_envoy.wasm
 export IDEMGATE_FILTER_WASM := $(CURDIR)/$(FILTER_WASM)
 
 .PHONY: help setup setup-rust setup-envoy setup-web build build-core-wasm build-filter build-web \
-        lint test test-rust test-envoy test-web test-host demo bench
+        lint test test-rust test-envoy test-web test-host test-e2e demo bench
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -35,6 +35,7 @@ setup-web:
 	  $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --no-default-features
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+	@node crates/web/scripts/npm-ready.mjs || npm ci --prefix crates/web --no-audit --no-fund
 
 # ---------------------------------------------------------------------------------------------
 build: build-core-wasm build-filter build-web ## build every artifact
@@ -48,27 +49,72 @@ build-filter: setup-rust ## the Envoy filter .wasm
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1
 
 build-web: setup-rust setup-web ## the npm package (crates/web/pkg)
-	@echo "build-web: not yet implemented"
+	CARGO="$(CARGO)" crates/web/scripts/build.sh
 
 # ---------------------------------------------------------------------------------------------
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-envoy test-web test-host ## everything CI runs
+test: setup lint test-rust build-core-wasm test-envoy test-web test-host test-e2e ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
 test-envoy: build-filter ## the filter in a real Envoy
+	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
+
+# The soak: unique keys at full speed through Envoy with a small store for SOAK_SECONDS; samples
+# time, Envoy's RSS and the filter's counters every SOAK_SAMPLE_SECONDS (table in target/soak.csv).
+# Its test returns at once unless SOAK_SECONDS is set, so `make test-envoy` skips it.
+SOAK_SECONDS        ?= 180
+SOAK_SAMPLE_SECONDS ?= 10
+.PHONY: soak
+soak: build-filter ## soak Envoy with unique keys (SOAK_SECONDS, default 180); memory flat, zero errors
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SAMPLE_SECONDS=$(SOAK_SAMPLE_SECONDS) \
+	  $(CARGO) test -p idemgate-envoy --test envoy -- --ignored --nocapture --exact soak::soak_unique_keys_at_full_speed
 
 test-web: build-web ## the browser module in Node and headless Chromium
+	CARGO="$(CARGO)" crates/web/scripts/test.sh
 
 test-host: build-filter build-web ## both .wasm files under wasmtime
 
 # ---------------------------------------------------------------------------------------------
-demo: setup build ## run the checkout demo behind Envoy (Ctrl-C stops it)
-	@echo "demo: not yet implemented"
+demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
+	python3 examples/checkout/demo.py
 
-bench: setup build ## measure; writes BENCHMARKS.md
-	@echo "bench: not yet implemented"
+test-e2e: build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
+	node --test examples/checkout/e2e.test.mjs
+
+# Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
+# the generated section of BENCHMARKS.md; `test-bench` is its smoke (same code path, seconds, tiny
+# counts, checks only that every figure came out) and writes target/bench-smoke.md instead.
+bench-tools: setup-rust ## the bench's no-op filter and core bench (native and wasm32-wasip1)
+	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example core_bench
+	$(CARGO) build -p idemgate-envoy --release --example core_bench
+
+bench: setup build bench-tools ## measure; writes BENCHMARKS.md
+	python3 crates/envoy/bench/bench.py
+
+test-bench: setup-envoy build-filter bench-tools ## benchmark smoke (seconds, no timing assertions)
+	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
+
+# ---------------------------------------------------------------------------------------------
+# fuzzing: crates/core/fuzz is a cargo-fuzz project (its own workspace, nightly). Seeds come from
+# vectors/ (crates/core/fuzz/seeds.py); run.sh prints executions per target and fails on a crash.
+CARGO_FUZZ_VERSION := 0.13.2
+FUZZ_SECONDS       ?= 60
+FUZZ_SMOKE_SECONDS ?= 10
+FUZZ_TARGETS       ?= key json fingerprint record config token decision
+FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; \
+	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
+	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)
+
+.PHONY: fuzz test-fuzz
+fuzz: ## fuzz each core target for FUZZ_SECONDS (default 60) and print executions per target
+	@$(FUZZ_SETUP)
+	crates/core/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+test-fuzz: ## fuzz smoke: FUZZ_SMOKE_SECONDS (default 10) per core target, fails on any crash
+	@$(FUZZ_SETUP)
+	crates/core/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)

@@ -1,0 +1,146 @@
+// fetch with an Idempotency-Key that survives its retries, retried only when the core says so.
+
+import { IdemgateError, invalidArgument } from './errors.js';
+import { newKey, retryDecision, randomU32 } from './core.js';
+import { encodeBody } from './bytes.js';
+import { fetchToken, attachToken, tokenIsFresh } from './token.js';
+
+/** The header that marks a stored answer replayed by the edge. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+const now = () => (globalThis.performance?.now() ?? Date.now());
+
+/** Resolves after `ms`, or rejects with the abort error as soon as `signal` aborts. */
+function sleep(ms, signal) {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(aborted(signal));
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(aborted(signal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function aborted(signal, details = {}) {
+  return new IdemgateError('aborted', 'the request was aborted', { cause: signal?.reason, ...details });
+}
+
+/**
+ * One attempt, bounded by `timeoutMs` when set. Resolves `{ response }` or `{ failure }` where
+ * failure is `'timeout'` or `'network_error'`; rejects only when `signal` aborted.
+ */
+async function attempt(fetchImpl, url, init, signal, timeoutMs) {
+  const controller = new AbortController();
+  let timedOut = false;
+  const forward = () => controller.abort(signal.reason);
+  signal?.addEventListener('abort', forward, { once: true });
+  const timer = timeoutMs > 0 ? setTimeout(() => { timedOut = true; controller.abort(); }, timeoutMs) : null;
+  try {
+    const response = await fetchImpl(url, { ...init, signal: controller.signal });
+    return { response };
+  } catch (error) {
+    if (signal?.aborted) throw aborted(signal);
+    return { failure: timedOut ? 'timeout' : 'network_error', error };
+  } finally {
+    if (timer !== null) clearTimeout(timer);
+    signal?.removeEventListener('abort', forward);
+  }
+}
+
+function isReplayed(response) {
+  const value = response.headers.get(REPLAYED_HEADER);
+  return value !== null && ['true', '?1'].includes(value.trim().toLowerCase());
+}
+
+/**
+ * `fetch` with an `Idempotency-Key`, retried on network errors, timeouts, 409, 429 and 502/503/504
+ * with exponential back-off and full jitter (the core's policy), honouring `Retry-After`. Never
+ * retries other statuses (400, 401, 403, 404, 422, …). Every attempt carries the same key and the
+ * same body bytes.
+ *
+ * Resolves `{ response, key, replayed, attempts, reason }` for any HTTP answer the retries ended
+ * with (like `fetch`, an error status is not a rejection; `reason` says why retrying stopped:
+ * `success`, `not_retryable`, `retry_exhausted_attempts`, `retry_exhausted_time`). Rejects with
+ * an `IdemgateError`: `network_error` / `timeout` when no attempt got an answer, `aborted` when
+ * `signal` aborted.
+ *
+ * @param {string|URL|Request} url
+ * @param {RequestInit} [init] `method` defaults to POST
+ * @param {object} [options] `{ key, headerName, retry, timeoutMs, token, fetch, onRetry }`
+ */
+export async function idempotentFetch(url, init = {}, options = {}) {
+  const {
+    key = newKey(),
+    headerName = 'Idempotency-Key',
+    retry = {},
+    timeoutMs = 0,
+    token = false,
+    fetch: fetchImpl = globalThis.fetch,
+    onRetry,
+  } = options;
+  if (typeof fetchImpl !== 'function') throw invalidArgument('no fetch implementation');
+  const request = typeof Request !== 'undefined' && url instanceof Request ? url : null;
+  const signal = init.signal ?? request?.signal ?? null;
+  const headers = new Headers(request?.headers);
+  new Headers(init.headers).forEach((value, name) => headers.set(name, value));
+  headers.set(headerName, key);
+  const method = init.method ?? request?.method ?? 'POST';
+  const source = 'body' in init ? init.body : request && request.body ? request.clone().body : null;
+  const encoded = await encodeBody(source);
+  if (encoded.contentType && !headers.has('content-type')) headers.set('content-type', encoded.contentType);
+  const target = request ? request.url : url;
+  const base = { ...init, method, headers, body: encoded.body ?? undefined };
+  if (request) {
+    for (const field of ['credentials', 'mode', 'cache', 'redirect', 'referrer', 'integrity']) {
+      if (!(field in init)) base[field] = request[field];
+    }
+  }
+
+  const tokenOptions = token === true ? {} : token || null;
+  let currentToken = null;
+  const started = now();
+  for (let attempts = 1; ; attempts++) {
+    if (signal?.aborted) throw aborted(signal, { key, attempts: attempts - 1 });
+    let sendInit = base;
+    if (tokenOptions) {
+      if (!tokenIsFresh(currentToken)) {
+        currentToken = await fetchToken({ fetch: fetchImpl, signal, ...tokenOptions });
+      }
+      sendInit = attachToken(base, currentToken);
+    }
+    const result = await attempt(fetchImpl, target, sendInit, signal, timeoutMs).catch((error) => {
+      throw Object.assign(error, { key, attempts });
+    });
+    const { response } = result;
+    const decision = retryDecision({
+      attemptsMade: attempts,
+      elapsedMs: now() - started,
+      outcome: response ? 'response' : result.failure,
+      status: response ? response.status : 0,
+      retryAfter: response ? response.headers.get('retry-after') : null,
+      random: randomU32(),
+    }, retry);
+    if (!decision.retry) {
+      if (response) {
+        return { response, key, replayed: isReplayed(response), attempts, reason: decision.reason };
+      }
+      const what = result.failure === 'timeout' ? 'timed out' : 'failed';
+      throw new IdemgateError(result.failure, `the request ${what} (${attempts} attempt(s), ${decision.reason})`, {
+        cause: result.error, key, attempts, reason: decision.reason,
+      });
+    }
+    onRetry?.({ attempt: attempts, delayMs: decision.delayMs, status: response?.status ?? null, outcome: response ? 'response' : result.failure, key });
+    // Free the connection of an answer we are not going to read.
+    await response?.body?.cancel().catch(() => {});
+    try {
+      await sleep(decision.delayMs, signal);
+    } catch (error) {
+      throw Object.assign(error, { key, attempts });
+    }
+  }
+}

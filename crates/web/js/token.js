@@ -1,0 +1,61 @@
+// One-time anti-resubmit tokens issued by the edge (semantics §7): fetch one, attach it.
+
+import { IdemgateError } from './errors.js';
+
+/** The edge's default token endpoint. */
+export const TOKEN_ENDPOINT = '/.idemgate/token';
+
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Asks the edge for a one-time token. Resolves `{ token, header, expiresAtMs }`: attach it with
+ * `attachToken` as the header it names. Rejects with `token_unavailable` (no answer or a non-2xx
+ * status, with `status`) or `token_invalid_response` (not the documented JSON).
+ *
+ * @param {object} [options] `{ endpoint, method, headers, credentials, signal, fetch }`
+ */
+export async function fetchToken(options = {}) {
+  const {
+    endpoint = TOKEN_ENDPOINT,
+    method = 'POST',
+    headers,
+    credentials = 'same-origin',
+    signal,
+    fetch: fetchImpl = globalThis.fetch,
+  } = options;
+  let response;
+  try {
+    response = await fetchImpl(endpoint, { method, headers, credentials, signal, cache: 'no-store' });
+  } catch (error) {
+    if (signal?.aborted) throw new IdemgateError('aborted', 'the token request was aborted', { cause: signal.reason });
+    throw new IdemgateError('token_unavailable', 'the token endpoint could not be reached', { cause: error });
+  }
+  if (!response.ok) {
+    await response.body?.cancel().catch(() => {});
+    throw new IdemgateError('token_unavailable', `the token endpoint answered ${response.status}`, { status: response.status });
+  }
+  let body;
+  try {
+    body = await response.json();
+  } catch (error) {
+    throw new IdemgateError('token_invalid_response', 'the token endpoint did not answer JSON', { cause: error });
+  }
+  const { token, header, expires_at_ms: expiresAtMs } = body ?? {};
+  if (typeof token !== 'string' || !token || typeof header !== 'string' || !HEADER_NAME.test(header)
+      || !Number.isFinite(expiresAtMs)) {
+    throw new IdemgateError('token_invalid_response', 'expected {"token", "header", "expires_at_ms"} from the token endpoint');
+  }
+  return { token, header, expiresAtMs };
+}
+
+/** A copy of `init` whose headers carry `token` (as returned by `fetchToken`). */
+export function attachToken(init = {}, token) {
+  const headers = new Headers(init.headers);
+  headers.set(token.header, token.token);
+  return { ...init, headers };
+}
+
+/** Whether a token is still usable at `nowMs` (wall clock, like the edge's expiry). */
+export function tokenIsFresh(token, nowMs = Date.now()) {
+  return token != null && nowMs < token.expiresAtMs;
+}

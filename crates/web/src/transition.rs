@@ -1,0 +1,82 @@
+//! The core's state tables (semantics §8, §9): the submit button's lifecycle drives the JS submit
+//! guard; the record and order tables are exported for completeness and for the vectors.
+
+use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
+use alloc::format;
+use alloc::string::String;
+use idemgate_core::transition::{
+    StateTable, Transition, ORDER_LIFECYCLE, RECORD_LIFECYCLE, SUBMIT_LIFECYCLE,
+};
+use wasm_bindgen::prelude::*;
+
+/// The answer of built-in `table` (`"submit"`, `"record"` or `"order"`) for `event` at `state`:
+/// `"apply:<next state>"` or `"already_applied"`; a rejection throws with the core's code
+/// (`transition_illegal`, `transition_unknown_state`, `transition_unknown_event`).
+#[wasm_bindgen]
+pub fn transition(table: &str, state: &str, event: &str) -> JsResult<String> {
+    Ok(answer(table, state, event)?)
+}
+
+pub fn answer(table: &str, state: &str, event: &str) -> Result<String, CodedError> {
+    let table: &StateTable = match table {
+        "submit" => &SUBMIT_LIFECYCLE,
+        "record" => &RECORD_LIFECYCLE,
+        "order" => &ORDER_LIFECYCLE,
+        other => {
+            return Err(CodedError::new(
+                INVALID_ARGUMENT,
+                format!("unknown state table \"{other}\": use submit, record or order"),
+            ))
+        }
+    };
+    match table.on(state, event) {
+        Transition::Apply { to } => Ok(format!("apply:{to}")),
+        Transition::AlreadyApplied => Ok(String::from("already_applied")),
+        Transition::Reject(e) => Err(CodedError::new(
+            e.code(),
+            format!("\"{event}\" at \"{state}\": {e}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn submit_lifecycle() {
+        assert_eq!(
+            answer("submit", "idle", "submit"),
+            Ok("apply:in_flight".into())
+        );
+        assert_eq!(
+            answer("submit", "in_flight", "submit"),
+            Ok("already_applied".into())
+        );
+        assert_eq!(
+            answer("submit", "succeeded", "reset"),
+            Ok("apply:idle".into())
+        );
+        let code = |r: Result<String, CodedError>| r.map_err(|e| e.code);
+        assert_eq!(
+            code(answer("submit", "idle", "succeed")),
+            Err("transition_illegal")
+        );
+        assert_eq!(
+            code(answer("submit", "gone", "submit")),
+            Err("transition_unknown_state")
+        );
+        assert_eq!(
+            code(answer("submit", "idle", "fly")),
+            Err("transition_unknown_event")
+        );
+        assert_eq!(
+            code(answer("cart", "idle", "submit")),
+            Err(INVALID_ARGUMENT)
+        );
+        assert_eq!(
+            answer("order", "shipped", "pay"),
+            Ok("already_applied".into())
+        );
+    }
+}

@@ -1,0 +1,185 @@
+//! The wasm-bindgen tests shared by the Node (`tests/node.rs`) and browser (`tests/browser.rs`)
+//! targets: the exports, called as JavaScript calls them, give the native core's answers, and
+//! errors arrive as JS `Error`s with the core's code.
+// `#[wasm_bindgen_test]` functions are tests, but clippy's test allowances only know `#[test]`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
+use idemgate_core::json::{JsonLimits, JsonPointer};
+use idemgate_web::fingerprint::Fingerprinter;
+use idemgate_web::{key, retry, transition};
+use wasm_bindgen::{JsCast, JsValue};
+use wasm_bindgen_test::wasm_bindgen_test;
+
+/// The `code` and `name` of a thrown JS value.
+fn code_of(error: JsValue) -> (String, String) {
+    let get = |name: &str| {
+        js_sys::Reflect::get(&error, &JsValue::from_str(name))
+            .ok()
+            .and_then(|v| v.as_string())
+            .unwrap_or_default()
+    };
+    assert!(
+        error.is_instance_of::<js_sys::Error>(),
+        "not an Error: {error:?}"
+    );
+    (get("code"), get("name"))
+}
+
+#[wasm_bindgen_test]
+fn new_key_is_a_random_uuid_v4() {
+    let a = key::new_key().unwrap();
+    let b = key::new_key().unwrap();
+    assert_ne!(a, b);
+    for k in [&a, &b] {
+        assert_eq!(k.len(), 36);
+        assert_eq!(&k[14..15], "4", "{k}");
+        assert!(matches!(&k[19..20], "8" | "9" | "a" | "b"), "{k}");
+        assert_eq!(key::parse_key(k.as_bytes()).unwrap(), *k);
+    }
+}
+
+#[wasm_bindgen_test]
+fn parse_key_errors_are_js_errors_with_the_core_code() {
+    assert_eq!(key::parse_key(b"\"abc\"").unwrap(), "abc");
+    let cases: [(&[u8], &str); 4] = [
+        (b"", "key_empty"),
+        (b"a b", "key_invalid_character"),
+        (b"\"abc", "key_malformed_quoted_string"),
+        ("é".as_bytes(), "key_non_ascii"),
+    ];
+    for (value, code) in cases {
+        let error = key::parse_key(value).unwrap_err();
+        assert_eq!(code_of(error), (code.into(), "IdemgateError".into()));
+    }
+    let conflict = key::parse_key_values(b"abcabd", &[3, 3]).unwrap_err();
+    assert_eq!(code_of(conflict).0, "key_conflicting");
+    assert_eq!(key::parse_key_values(b"", &[]).unwrap(), None);
+}
+
+fn native(mode: FingerprintMode, body: &[u8]) -> String {
+    let spec = FingerprintSpec {
+        mode,
+        headers: vec!["content-type".into()],
+        json_limits: JsonLimits::default(),
+    };
+    let headers = [("content-type", &b"application/json"[..])];
+    let mut builder = FingerprintBuilder::new(&spec, "POST", "/orders?a=1", headers);
+    builder.update(body).unwrap();
+    idemgate_core::hash::to_hex(&builder.finish().unwrap().0)
+}
+
+fn exported(mode: &str, fields: &[&str], chunks: &[&[u8]]) -> Result<String, JsValue> {
+    let mut fp = Fingerprinter::new(mode)?;
+    for field in fields {
+        fp.add_field(field)?;
+    }
+    fp.add_header_name("Content-Type")?;
+    fp.set_request("POST", "/orders?a=1")?;
+    fp.add_header("content-type", b"application/json")?;
+    fp.add_header("x-other", b"ignored")?;
+    for chunk in chunks {
+        fp.update(chunk)?;
+    }
+    fp.finish()
+}
+
+#[wasm_bindgen_test]
+fn fingerprints_match_the_native_core() {
+    let body = br#"{"sku":"A1","qty":2,"at":"2024-01-01"}"#;
+    let chunks: Vec<&[u8]> = body.chunks(5).collect();
+    let modes = [
+        ("raw", FingerprintMode::Raw),
+        ("json", FingerprintMode::Json),
+        ("none", FingerprintMode::None),
+    ];
+    for (name, mode) in modes {
+        assert_eq!(
+            exported(name, &[], &chunks).unwrap(),
+            native(mode, body),
+            "{name}"
+        );
+    }
+    let pointers = vec![
+        JsonPointer::parse("/sku").unwrap(),
+        JsonPointer::parse("/qty").unwrap(),
+    ];
+    assert_eq!(
+        exported("fields", &["/sku", "/qty"], &chunks).unwrap(),
+        native(FingerprintMode::Fields(pointers), body)
+    );
+    // Member order and whitespace do not matter in json mode.
+    let reordered = br#"{ "qty": 2, "at": "2024-01-01", "sku": "A1" }"#;
+    assert_eq!(
+        exported("json", &[], &[reordered]).unwrap(),
+        native(FingerprintMode::Json, body)
+    );
+}
+
+#[wasm_bindgen_test]
+fn fingerprint_errors_carry_codes() {
+    let err = exported("json", &[], &[b"{\"a\":1,"]).unwrap_err();
+    assert_eq!(code_of(err).0, "json_unexpected_end");
+    let err = exported("fields", &["no-slash"], &[]).unwrap_err();
+    assert_eq!(code_of(err).0, "json_pointer_invalid");
+    let err = Fingerprinter::new("xml").err().unwrap();
+    assert_eq!(code_of(err).0, "invalid_argument");
+    let mut fp = Fingerprinter::new("raw").unwrap();
+    fp.finish().unwrap();
+    assert_eq!(code_of(fp.finish().unwrap_err()).0, "fingerprinter_state");
+}
+
+#[wasm_bindgen_test]
+fn retry_and_transitions() {
+    let next = |outcome: &str, status: u16, retry_after: Option<&str>, attempts: u32| {
+        retry::retry_next(
+            5,
+            250.0,
+            10_000.0,
+            30_000.0,
+            attempts,
+            0.0,
+            outcome,
+            status,
+            retry_after.map(String::from),
+            784_111_777_000.0,
+            1 << 31,
+        )
+    };
+    assert_eq!(next("network_error", 0, None, 1).unwrap(), "retry:125");
+    assert_eq!(next("response", 429, Some("3"), 1).unwrap(), "retry:3000");
+    let date = Some("Sun, 06 Nov 1994 08:49:47 GMT");
+    assert_eq!(next("response", 503, date, 1).unwrap(), "retry:10000");
+    assert_eq!(
+        next("response", 422, None, 1).unwrap(),
+        "final:not_retryable"
+    );
+    assert_eq!(
+        next("response", 504, None, 5).unwrap(),
+        "final:retry_exhausted_attempts"
+    );
+    assert_eq!(
+        code_of(next("lost", 0, None, 1).unwrap_err()).0,
+        "invalid_argument"
+    );
+    let negative = retry::retry_next(5, -1.0, 0.0, 0.0, 1, 0.0, "timeout", 0, None, 0.0, 0);
+    assert_eq!(code_of(negative.unwrap_err()).0, "invalid_argument");
+    assert_eq!(retry::parse_retry_after("7", 0.0).unwrap(), Some(7000.0));
+    assert_eq!(retry::parse_retry_after("soon", 0.0).unwrap(), None);
+
+    assert_eq!(
+        transition::transition("submit", "idle", "submit").unwrap(),
+        "apply:in_flight"
+    );
+    assert_eq!(
+        transition::transition("submit", "in_flight", "submit").unwrap(),
+        "already_applied"
+    );
+    // A submit after success is "already applied" (the intent is over; a new one needs `reset`).
+    assert_eq!(
+        transition::transition("submit", "succeeded", "submit").unwrap(),
+        "already_applied"
+    );
+    let illegal = transition::transition("submit", "idle", "succeed").unwrap_err();
+    assert_eq!(code_of(illegal).0, "transition_illegal");
+}

@@ -1,0 +1,156 @@
+// The package's JS layer in Node, without a browser: argument shapes, the intent's state machine,
+// and idempotentFetch's decisions against a stub fetch.
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { pkgDir } from './helpers/paths.mjs';
+
+const api = await import(new URL('index.js', pkgDir));
+const { IdemgateError } = api;
+
+const codeOf = (fn) => {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof IdemgateError, String(error));
+    return error.code;
+  }
+  return null;
+};
+
+describe('keys and errors', () => {
+  it('newKey gives distinct UUID v4 keys that parse', () => {
+    const keys = new Set(Array.from({ length: 100 }, () => api.newKey()));
+    assert.equal(keys.size, 100);
+    for (const key of keys) assert.equal(api.parseKey(key), key);
+  });
+
+  it('errors from the wasm core are IdemgateErrors with the core code', () => {
+    assert.equal(codeOf(() => api.parseKey('')), 'key_empty');
+    assert.equal(codeOf(() => api.parseKey('x'.repeat(256))), 'key_too_long');
+    assert.equal(codeOf(() => api.parseKey(['a', 'b'])), 'key_conflicting');
+    assert.equal(codeOf(() => api.submitTransition('idle', 'succeed')), 'transition_illegal');
+    assert.equal(codeOf(() => new api.Fingerprinter({ mode: 'xml' })), 'invalid_argument');
+    const error = new IdemgateError('network_error', 'x', { attempts: 2 });
+    assert.ok(error instanceof Error && error instanceof IdemgateError);
+    assert.equal(error.attempts, 2);
+    assert.ok(!(new Error('plain') instanceof IdemgateError));
+  });
+});
+
+describe('fingerprint', () => {
+  const facts = { method: 'post', url: 'http://example.test/orders?x=1', headers: { 'Content-Type': 'application/json' } };
+  const text = '{"sku":"A1","qty":1}';
+
+  it('every body shape of the same bytes gives the same fingerprint', async () => {
+    const expected = await api.fingerprint({ ...facts, body: text });
+    const bytes = new TextEncoder().encode(text);
+    for (const body of [bytes, bytes.buffer, new Blob([text]), new Response(text).body]) {
+      assert.equal(await api.fingerprint({ ...facts, body }), expected);
+    }
+    const request = new Request(facts.url, { method: 'POST', headers: facts.headers, body: text });
+    assert.equal(await api.fingerprint(request), expected);
+    const fp = new api.Fingerprinter(undefined, facts);
+    assert.equal(fp.update('{"qty":1,').update('"sku":"A1"}').finish(), expected, 'json mode ignores member order');
+    assert.equal(codeOf(() => fp.finish()), 'fingerprinter_state');
+  });
+
+  it('the path, the query and the configured headers take part; the host does not', async () => {
+    const base = await api.fingerprint({ ...facts, body: text });
+    assert.equal(await api.fingerprint({ ...facts, url: '/orders?x=1', body: text }), base);
+    assert.notEqual(await api.fingerprint({ ...facts, url: '/orders?x=2', body: text }), base);
+    assert.notEqual(await api.fingerprint({ ...facts, headers: { 'content-type': 'text/plain' }, body: text }), base);
+    assert.equal(await api.fingerprint({ ...facts, headers: { 'content-type': 'application/json', 'x-trace': '1' }, body: text }), base);
+  });
+
+  it('FormData must be encoded once; encodeBody gives identical bytes for every attempt', async () => {
+    const form = new FormData();
+    form.append('sku', 'A1');
+    await assert.rejects(api.fingerprint({ body: form }), (e) => e.code === 'invalid_argument');
+    const { body, contentType } = await api.encodeBody(form);
+    assert.match(contentType, /^multipart\/form-data; boundary=/);
+    assert.equal(await body.text(), await body.text());
+  });
+});
+
+describe('Intent', () => {
+  it('a submit while in flight joins it; the key survives retryable failures and payload order', async () => {
+    const intent = new api.Intent();
+    const states = [];
+    intent.subscribe((s) => states.push(s));
+    const sent = [];
+    let fail = true;
+    const send = async ({ key, payload }) => {
+      sent.push([key, payload]);
+      if (fail) throw new Error('offline');
+      return 'ok';
+    };
+    const a = intent.submit({ sku: 'A1', qty: 1 }, send);
+    const b = intent.submit({ sku: 'B2' }, send);
+    assert.equal(a, b);
+    await assert.rejects(a, /offline/);
+    assert.equal(intent.state, 'failed_retryable');
+    fail = false;
+    assert.equal(await intent.submit({ qty: 1, sku: 'A1' }, send), 'ok');
+    assert.equal(sent.length, 2);
+    assert.equal(sent[0][0], sent[1][0], 'same payload (member order aside): same key');
+    assert.deepEqual(states, ['in_flight', 'failed_retryable', 'in_flight', 'succeeded']);
+    assert.equal(intent.key, null);
+    await intent.submit({ qty: 1, sku: 'A1' }, send);
+    assert.notEqual(sent[2][0], sent[1][0], 'after success: a new intent');
+  });
+
+  it('responses are classified by status through the core', async () => {
+    const intent = new api.Intent();
+    const respond = (status) => async () => new Response(null, { status });
+    await intent.submit('x', respond(503));
+    assert.equal(intent.state, 'failed_retryable');
+    const key = intent.key;
+    await intent.submit('x', respond(409));
+    assert.equal(intent.key, key);
+    await intent.submit('x', respond(500));
+    assert.equal(intent.state, 'failed_final');
+    assert.equal(intent.key, null);
+    await intent.submit('y', respond(201));
+    assert.equal(intent.state, 'succeeded');
+  });
+});
+
+describe('idempotentFetch (stub fetch)', () => {
+  const stub = (answers) => {
+    const calls = [];
+    const impl = async (url, init) => {
+      calls.push({ url, init });
+      const next = answers[Math.min(calls.length - 1, answers.length - 1)];
+      if (next instanceof Error) throw next;
+      return new Response(next.body ?? null, { status: next.status, headers: next.headers });
+    };
+    return { calls, impl };
+  };
+
+  it('500 is not retried; the same bytes and key go out on every attempt', async () => {
+    const { calls, impl } = stub([{ status: 500 }]);
+    const r = await api.idempotentFetch('http://x.test/a', { body: 'b' }, { fetch: impl });
+    assert.deepEqual([r.response.status, r.attempts, r.reason], [500, 1, 'not_retryable']);
+    const form = new FormData();
+    form.append('a', '1');
+    const retried = stub([{ status: 503 }, { status: 200 }]);
+    await api.idempotentFetch('http://x.test/a', { body: form }, { fetch: retried.impl, retry: { baseDelayMs: 1 } });
+    const [first, second] = retried.calls;
+    assert.equal(await new Response(first.init.body).text(), await new Response(second.init.body).text());
+    assert.equal(first.init.headers.get('idempotency-key'), second.init.headers.get('idempotency-key'));
+    assert.equal(first.init.headers.get('content-type'), second.init.headers.get('content-type'));
+    assert.equal(first.init.method, 'POST');
+  });
+
+  it('stops at max total time and returns the last answer', async () => {
+    const { calls, impl } = stub([{ status: 503, headers: { 'retry-after': '60' } }]);
+    const r = await api.idempotentFetch('http://x.test/a', {}, { fetch: impl });
+    assert.deepEqual([r.response.status, r.reason, calls.length], [503, 'retry_exhausted_time', 1]);
+  });
+
+  it('uses the given key and header name', async () => {
+    const { calls, impl } = stub([{ status: 201, headers: { 'idempotent-replayed': '?1' } }]);
+    const r = await api.idempotentFetch('http://x.test/a', { method: 'PATCH' }, { fetch: impl, key: 'k-1', headerName: 'X-Key' });
+    assert.deepEqual([r.key, r.replayed, calls[0].init.headers.get('x-key'), calls[0].init.method], ['k-1', true, 'k-1', 'PATCH']);
+  });
+});
