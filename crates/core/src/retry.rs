@@ -111,6 +111,21 @@ pub enum StatusClass {
 }
 
 impl StatusClass {
+    /// Stable snake_case name (what the browser module hands to JS).
+    pub const fn name(self) -> &'static str {
+        match self {
+            StatusClass::Success => "success",
+            StatusClass::Redirect => "redirect",
+            StatusClass::InFlight => "in_flight",
+            StatusClass::RateLimited => "rate_limited",
+            StatusClass::Unavailable => "unavailable",
+            StatusClass::KeyReused => "key_reused",
+            StatusClass::ClientError => "client_error",
+            StatusClass::ServerError => "server_error",
+            StatusClass::Invalid => "invalid",
+        }
+    }
+
     pub const fn is_retryable(self) -> bool {
         matches!(
             self,

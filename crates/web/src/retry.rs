@@ -114,21 +114,7 @@ pub fn parse_retry_after(value: &str, now_ms: f64) -> JsResult<Option<f64>> {
 /// (429), `unavailable` (502–504), `key_reused` (422), `client_error`, `server_error`, `invalid`.
 #[wasm_bindgen(js_name = classifyStatus)]
 pub fn classify_status(status: u16) -> String {
-    String::from(class_name(retry::classify(status)))
-}
-
-fn class_name(class: StatusClass) -> &'static str {
-    match class {
-        StatusClass::Success => "success",
-        StatusClass::Redirect => "redirect",
-        StatusClass::InFlight => "in_flight",
-        StatusClass::RateLimited => "rate_limited",
-        StatusClass::Unavailable => "unavailable",
-        StatusClass::KeyReused => "key_reused",
-        StatusClass::ClientError => "client_error",
-        StatusClass::ServerError => "server_error",
-        _ => "invalid",
-    }
+    String::from(StatusClass::name(retry::classify(status)))
 }
 
 #[cfg(test)]
