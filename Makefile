@@ -56,7 +56,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-envoy test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-web test-host test-e2e ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -78,6 +78,7 @@ test-web: build-web ## the browser module in Node and headless Chromium
 	CARGO="$(CARGO)" crates/web/scripts/test.sh
 
 test-host: build-filter build-web ## both .wasm files under wasmtime
+	$(CARGO) test -p idemgate-host-tests
 
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)

@@ -421,6 +421,12 @@ impl Config {
                     "must start with `/`",
                 ));
             }
+            if route.prefix.contains(['?', '#']) {
+                return Err(invalid(
+                    format!("routes[{i}].prefix"),
+                    "is matched against the path without its query, so it may not contain `?` or `#`",
+                ));
+            }
             let methods = match &route.methods {
                 None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 Some(methods) if methods.is_empty() => {
@@ -581,9 +587,13 @@ impl Config {
         if !issue_path.starts_with('/') {
             return Err(invalid("token.issue_path", "must start with `/`"));
         }
+        let ttl = span("token.ttl", token.ttl.as_deref(), defaults::TOKEN_TTL)?;
+        if ttl.as_millis() == 0 {
+            return Err(invalid("token.ttl", "must be longer than zero"));
+        }
         Ok(Some(TokenPolicy {
             secret,
-            ttl: span("token.ttl", token.ttl.as_deref(), defaults::TOKEN_TTL)?,
+            ttl,
             issue_path,
             header: header_name(
                 "token.header",

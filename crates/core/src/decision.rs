@@ -111,6 +111,11 @@ pub fn complete(
     match facts {
         ResponseFacts::NeverReached => Completion::Release,
         ResponseFacts::InDoubt => Completion::KeepInFlight,
+        // Not an HTTP status the record can hold (a host bug or a hostile upstream): whether the
+        // upstream acted is unknown, so this is an outcome in doubt, never a poisoned record.
+        ResponseFacts::Upstream { status, .. } if !crate::record::is_storable_status(status) => {
+            Completion::KeepInFlight
+        }
         ResponseFacts::Upstream { status, .. } if !policy.store_rule.stores(status) => {
             Completion::Release
         }
@@ -123,6 +128,7 @@ pub fn complete(
                 .into_iter()
                 .filter(|(name, value)| policy.replays_header(name) && safe_header(name, value))
                 .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                .take(MAX_STORED_HEADERS)
                 .collect();
             let body = match body {
                 Some(body) if body.len() as u64 <= policy.max_response_body => {
@@ -145,8 +151,12 @@ pub fn complete(
     }
 }
 
+/// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
+/// upstream that repeats one allowed header).
+pub const MAX_STORED_HEADERS: usize = 64;
+
 /// A header is safe to store if replaying it cannot split the response or smuggle a header.
-fn safe_header(name: &str, value: &str) -> bool {
+pub fn safe_header(name: &str, value: &str) -> bool {
     !name.is_empty()
         && name.len() <= 256
         && value.len() <= 8192

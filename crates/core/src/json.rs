@@ -28,8 +28,10 @@
 //! UTF-8 sequence (`json_invalid_utf8`). A lone or mismatched UTF-16 surrogate escape is
 //! `json_invalid_escape`.
 
+mod cache;
 mod hasher;
 mod lexer;
+mod number;
 mod pointer;
 #[cfg(test)]
 mod tests;

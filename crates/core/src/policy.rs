@@ -209,6 +209,14 @@ impl Policy {
     }
 }
 
+/// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.
+pub fn never_replayed(name: &str) -> bool {
+    NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || name
+            .get(..8)
+            .is_some_and(|head| head.eq_ignore_ascii_case("x-envoy-"))
+}
+
 /// `/a/b?x=1` → `/a/b`.
 pub fn path_without_query(path: &str) -> &str {
     match path.find(['?', '#']) {

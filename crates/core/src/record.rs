@@ -204,7 +204,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             let fingerprint = Fingerprint(r.array::<32>()?);
             let expires_at = UnixMillis(r.u64()?);
             let status = r.u16()?;
-            if !(100..=999).contains(&status) {
+            if !is_storable_status(status) {
                 return Err(DecodeError::InvalidStatus(status));
             }
             let count = r.u16()?;
@@ -212,6 +212,13 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             for _ in 0..count {
                 let name = header_text(r.short_bytes()?)?;
                 let value = header_text(r.short_bytes()?)?;
+                // The same rules as at store time: a tampered cell cannot make a replay carry a
+                // header that completion would never have stored.
+                if !crate::decision::safe_header(&name, &value)
+                    || crate::policy::never_replayed(&name)
+                {
+                    return Err(DecodeError::InvalidHeader);
+                }
                 headers.push((name, value));
             }
             let body = match r.u8()? {
@@ -237,6 +244,11 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
         }),
         tag => Err(DecodeError::UnknownTag(tag)),
     }
+}
+
+/// Statuses a completed record can hold: three-digit HTTP statuses.
+pub fn is_storable_status(status: u16) -> bool {
+    (100..=999).contains(&status)
 }
 
 /// Stored header names and values must be safe to emit again: no CR, LF or NUL can smuggle a

@@ -92,7 +92,12 @@ impl Layout {
     }
 
     pub fn cell_name(&self, key: &StorageKey) -> String {
-        alloc::format!("idemgate/c/{}", self.cell_index(key))
+        self.cell_name_at(self.cell_index(key))
+    }
+
+    /// The name of cell `index` (`0..cells`): hosts that sweep expired records walk these.
+    pub fn cell_name_at(&self, index: u32) -> String {
+        alloc::format!("idemgate/c/{index}")
     }
 }
 

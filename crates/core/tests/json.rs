@@ -439,18 +439,22 @@ fn throughput_64k() {
     body.push_str("],\"total\":12345.67}");
     let bytes = body.as_bytes();
     assert!(digest(bytes).is_ok());
-    let iterations = 400;
+    // Best of several rounds: the build machine is shared, so the minimum is the honest figure.
+    let (rounds, iterations) = (7, 100);
     for (label, chunk) in [("whole", bytes.len()), ("16 KiB chunks", 16 * 1024)] {
-        let start = std::time::Instant::now();
-        for _ in 0..iterations {
-            let mut hasher = JsonHasher::new(JsonLimits::default(), None);
-            for piece in bytes.chunks(chunk) {
-                hasher.update(piece).unwrap();
+        let mut best = f64::INFINITY;
+        for _ in 0..rounds {
+            let start = std::time::Instant::now();
+            for _ in 0..iterations {
+                let mut hasher = JsonHasher::new(JsonLimits::default(), None);
+                for piece in bytes.chunks(chunk) {
+                    hasher.update(piece).unwrap();
+                }
+                std::hint::black_box(hasher.finish().unwrap());
             }
-            std::hint::black_box(hasher.finish().unwrap());
+            best = best.min(start.elapsed().as_secs_f64());
         }
-        let secs = start.elapsed().as_secs_f64();
-        let mbps = (bytes.len() * iterations) as f64 / secs / 1e6;
+        let mbps = (bytes.len() * iterations) as f64 / best / 1e6;
         println!(
             "json mode, {} byte body, {label}: {mbps:.0} MB/s",
             bytes.len()

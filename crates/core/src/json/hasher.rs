@@ -4,7 +4,9 @@
 use alloc::vec::Vec;
 use sha2::{Digest, Sha256};
 
-use super::lexer::{Hash, NumberLexer, Scan, Step, StrLexer};
+use super::cache::HashCache;
+use super::lexer::{Hash, Scan, StrLexer};
+use super::number::{NumberLexer, Step};
 use super::pointer::{FieldTracker, JsonPointer};
 use super::{misplaced, JsonError, JsonLimits};
 
@@ -49,6 +51,7 @@ pub struct JsonHasher<'p> {
     literal: &'static [u8],
     literal_pos: usize,
     fields: Option<FieldTracker<'p>>,
+    cache: HashCache,
     root: Option<Hash>,
     /// Body offset of the first byte of the next chunk.
     consumed: u64,
@@ -69,6 +72,7 @@ impl<'p> JsonHasher<'p> {
             literal: b"",
             literal_pos: 0,
             fields: fields.map(FieldTracker::new),
+            cache: HashCache::new(),
             root: None,
             consumed: 0,
             error: None,
@@ -102,7 +106,7 @@ impl<'p> JsonHasher<'p> {
         }
         match self.state {
             State::Num if self.number.is_complete() => {
-                let hash = self.number.digest()?;
+                let hash = self.number.digest(&mut self.cache)?;
                 self.complete_value(hash);
             }
             State::Str => return Err(self.text.eof_error(self.consumed)),
@@ -144,8 +148,7 @@ impl<'p> JsonHasher<'p> {
                     self.literal_pos += 1;
                     i += 1;
                     if self.literal_pos == self.literal.len() {
-                        let tag = self.literal.first().copied().unwrap_or_default();
-                        self.complete_value(Sha256::digest([tag]).into());
+                        self.complete_value(literal_hash(self.literal));
                     }
                 }
                 _ => {
@@ -165,7 +168,7 @@ impl<'p> JsonHasher<'p> {
                 Step::Take => i += 1,
                 Step::End => {
                     // The terminating byte is left for the structural states to judge.
-                    let hash = self.number.digest()?;
+                    let hash = self.number.digest(&mut self.cache)?;
                     self.complete_value(hash);
                     return Ok(i);
                 }
@@ -267,7 +270,7 @@ impl<'p> JsonHasher<'p> {
     }
 
     fn end_string(&mut self) {
-        let hash = self.text.digest();
+        let hash = self.text.digest(&mut self.cache);
         if self.in_key {
             let mut member = [0u8; 64];
             member[..32].copy_from_slice(&hash);
@@ -319,10 +322,10 @@ impl<'p> JsonHasher<'p> {
             return Err(JsonError::Syntax { offset: at });
         };
         let members = self.members.get_mut(start..).unwrap_or_default();
-        members.sort_unstable_by(|a, b| a[..32].cmp(&b[..32]));
+        members.sort_unstable_by_key(key_order);
         if members
             .windows(2)
-            .any(|pair| pair[0][..32] == pair[1][..32])
+            .any(|pair| key_order(&pair[0]) == key_order(&pair[1]))
         {
             return Err(JsonError::DuplicateKey { offset: at });
         }
@@ -333,6 +336,49 @@ impl<'p> JsonHasher<'p> {
         self.complete_value(hasher.finalize().into());
         Ok(())
     }
+}
+
+/// `H("n")`, `H("t")`, `H("f")`: fixed, so not worth a compression per literal.
+pub(super) const NULL_HASH: Hash =
+    hex32("1b16b1df538ba12dc3f97edbb85caa7050d46c148134290feba80f8236c83db9");
+pub(super) const TRUE_HASH: Hash =
+    hex32("e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8");
+pub(super) const FALSE_HASH: Hash =
+    hex32("252f10c83610ebca1a059c0bae8255eba2f95be4d1d7bcfa89d7248a82d9f111");
+
+fn literal_hash(literal: &[u8]) -> Hash {
+    match literal.first() {
+        Some(b't') => TRUE_HASH,
+        Some(b'f') => FALSE_HASH,
+        _ => NULL_HASH,
+    }
+}
+
+const fn hex32(text: &str) -> Hash {
+    const fn nibble(c: u8) -> u8 {
+        match c {
+            b'0'..=b'9' => c - b'0',
+            b'a'..=b'f' => c - b'a' + 10,
+            _ => 0,
+        }
+    }
+    let bytes = text.as_bytes();
+    let mut out = [0u8; 32];
+    let mut i = 0;
+    while i < 32 {
+        out[i] = (nibble(bytes[2 * i]) << 4) | nibble(bytes[2 * i + 1]);
+        i += 1;
+    }
+    out
+}
+
+/// A member's key hash as two big-endian integers: bytewise order, compared without memcmp calls.
+fn key_order(member: &[u8; 64]) -> (u128, u128) {
+    let mut high = [0u8; 16];
+    let mut low = [0u8; 16];
+    high.copy_from_slice(&member[..16]);
+    low.copy_from_slice(&member[16..32]);
+    (u128::from_be_bytes(high), u128::from_be_bytes(low))
 }
 
 fn syntax(offset: u64) -> JsonError {

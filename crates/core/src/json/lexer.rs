@@ -1,9 +1,10 @@
-//! Token lexers that survive chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
-//! surrogate pair, number) keeps its partial state here instead of looking ahead in the buffer.
+//! String lexer that survives chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
+//! surrogate pair) keeps its partial state here instead of looking ahead in the buffer.
 
-use alloc::vec::Vec;
+use core::convert::Infallible;
 use sha2::{Digest, Sha256};
 
+use super::cache::{HashCache, SHORT};
 use super::pointer::FieldTracker;
 use super::{misplaced, JsonError};
 
@@ -20,9 +21,14 @@ enum Mode {
     PairU,
 }
 
-/// Decodes string content straight into the string's running hash, so no string is ever held.
+/// Decodes string content straight into the string's running hash, so no string is ever held
+/// (only its first `SHORT` bytes, until it proves too long for the short-token cache).
 pub(super) struct StrLexer {
     hasher: Sha256,
+    short: [u8; SHORT],
+    short_len: usize,
+    /// The string outgrew `short`; its bytes now go to `hasher`.
+    spilled: bool,
     mode: Mode,
     /// Continuation bytes still owed by the current UTF-8 sequence.
     need: u8,
@@ -35,7 +41,8 @@ pub(super) struct StrLexer {
     high: u32,
 }
 
-/// Outcome of feeding string bytes: the string goes on, or ended just before this index.
+/// Outcome of feeding string bytes: the string goes on, or it ended and parsing resumes at this
+/// index (just past the closing quote).
 pub(super) enum Scan {
     More,
     Done(usize),
@@ -45,6 +52,9 @@ impl StrLexer {
     pub(super) fn new() -> Self {
         StrLexer {
             hasher: Sha256::new(),
+            short: [0; SHORT],
+            short_len: 0,
+            spilled: false,
             mode: Mode::Plain,
             need: 0,
             lo: 0x80,
@@ -57,16 +67,32 @@ impl StrLexer {
 
     /// Starts a string (the opening quote has been consumed).
     pub(super) fn begin(&mut self) {
-        self.hasher = Sha256::new();
-        self.hasher.update(b"s");
+        self.short_len = 0;
+        self.spilled = false;
         self.mode = Mode::Plain;
         self.need = 0;
         self.high = 0;
     }
 
     /// The value hash of the string just ended.
-    pub(super) fn digest(&mut self) -> Hash {
-        core::mem::take(&mut self.hasher).finalize().into()
+    pub(super) fn digest(&mut self, cache: &mut HashCache) -> Hash {
+        if self.spilled {
+            return core::mem::take(&mut self.hasher).finalize().into();
+        }
+        let text = self.short.get(..self.short_len).unwrap_or_default();
+        let hashed = cache.get(b's', text, || {
+            Ok::<Hash, Infallible>(
+                Sha256::new()
+                    .chain_update(b"s")
+                    .chain_update(text)
+                    .finalize()
+                    .into(),
+            )
+        });
+        match hashed {
+            Ok(hash) => hash,
+            Err(never) => match never {},
+        }
     }
 
     /// What a body ending inside this string means.
@@ -169,32 +195,34 @@ impl StrLexer {
     /// Skips over plain content (ASCII text and well-formed UTF-8), returning the index of the
     /// first byte that needs attention (quote, backslash, control) or the end of the buffer.
     fn plain_run(&mut self, buf: &[u8], mut i: usize, base: u64) -> Result<usize, JsonError> {
-        while let Some(&b) = buf.get(i) {
+        loop {
             if self.need == 0 {
-                if b < 0x80 {
-                    if b < 0x20 || b == b'"' || b == b'\\' {
-                        return Ok(i);
+                i = skip_ascii(buf, i);
+                let Some(&b) = buf.get(i) else {
+                    return Ok(i);
+                };
+                let (need, lo, hi) = match b {
+                    0x00..=0x7F => return Ok(i),
+                    0xC2..=0xDF => (1, 0x80, 0xBF),
+                    0xE0 => (2, 0xA0, 0xBF),
+                    0xED => (2, 0x80, 0x9F),
+                    0xE1..=0xEF => (2, 0x80, 0xBF),
+                    0xF0 => (3, 0x90, 0xBF),
+                    0xF1..=0xF3 => (3, 0x80, 0xBF),
+                    0xF4 => (3, 0x80, 0x8F),
+                    _ => {
+                        return Err(JsonError::InvalidUtf8 {
+                            offset: base + i as u64,
+                        })
                     }
-                } else {
-                    let (need, lo, hi) = match b {
-                        0xC2..=0xDF => (1, 0x80, 0xBF),
-                        0xE0 => (2, 0xA0, 0xBF),
-                        0xED => (2, 0x80, 0x9F),
-                        0xE1..=0xEF => (2, 0x80, 0xBF),
-                        0xF0 => (3, 0x90, 0xBF),
-                        0xF1..=0xF3 => (3, 0x80, 0xBF),
-                        0xF4 => (3, 0x80, 0x8F),
-                        _ => {
-                            return Err(JsonError::InvalidUtf8 {
-                                offset: base + i as u64,
-                            })
-                        }
-                    };
-                    self.need = need;
-                    self.lo = lo;
-                    self.hi = hi;
-                }
+                };
+                self.need = need;
+                self.lo = lo;
+                self.hi = hi;
             } else {
+                let Some(&b) = buf.get(i) else {
+                    return Ok(i);
+                };
                 if b < self.lo || b > self.hi {
                     return Err(JsonError::InvalidUtf8 {
                         offset: base + i as u64,
@@ -206,7 +234,6 @@ impl StrLexer {
             }
             i += 1;
         }
-        Ok(i)
     }
 
     /// Handles a complete `\uXXXX` code unit, pairing surrogates.
@@ -239,119 +266,57 @@ impl StrLexer {
         if bytes.is_empty() {
             return;
         }
-        self.hasher.update(bytes);
+        if self.spilled {
+            self.hasher.update(bytes);
+        } else {
+            let end = self.short_len + bytes.len();
+            if let Some(dst) = self.short.get_mut(self.short_len..end) {
+                dst.copy_from_slice(bytes);
+                self.short_len = end;
+            } else {
+                self.spilled = true;
+                self.hasher = Sha256::new();
+                self.hasher.update(b"s");
+                self.hasher
+                    .update(self.short.get(..self.short_len).unwrap_or_default());
+                self.hasher.update(bytes);
+            }
+        }
         if let Some(tracker) = key {
             tracker.key_bytes(bytes);
         }
     }
 }
 
+/// Index of the first byte at or after `i` that is not printable ASCII other than `"` and `\\`.
+/// Eight bytes at a time, since string content is most of a typical body.
+fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    while let Some(Ok(word)) = buf.get(i..i.saturating_add(8)).map(<[u8; 8]>::try_from) {
+        let x = u64::from_le_bytes(word);
+        let quote = x ^ (ONES * u64::from(b'"'));
+        let backslash = x ^ (ONES * u64::from(b'\\'));
+        // Exact "some byte is < 0x20, == '"', == '\\' or >= 0x80" test (no false positives
+        // without a true one, as borrows only start at a matching byte).
+        let special = (x.wrapping_sub(ONES * 0x20) & !x)
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | x;
+        if special & HIGH != 0 {
+            break;
+        }
+        i += 8;
+    }
+    while let Some(&b) = buf.get(i) {
+        if !(0x20..0x80).contains(&b) || b == b'"' || b == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
 fn invalid_escape(offset: u64) -> JsonError {
     JsonError::InvalidEscape { offset }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum NumState {
-    Minus,
-    Zero,
-    Int,
-    Dot,
-    Frac,
-    Exp,
-    ExpSign,
-    ExpDigits,
-}
-
-/// What the next byte does to a number token.
-pub(super) enum Step {
-    /// Part of the token (already buffered).
-    Take,
-    /// Not part of the token; the token is complete and the byte belongs to what follows.
-    End,
-}
-
-/// Buffers one number token (bounded by `max_number_len`) so it can be parsed with correct
-/// rounding by `core`'s float parser, which needs the whole token.
-pub(super) struct NumberLexer {
-    state: NumState,
-    text: Vec<u8>,
-    start: u64,
-    max_len: usize,
-}
-
-impl NumberLexer {
-    pub(super) fn new(max_len: u16) -> Self {
-        NumberLexer {
-            state: NumState::Int,
-            text: Vec::new(),
-            start: 0,
-            max_len: usize::from(max_len),
-        }
-    }
-
-    /// Starts a token with its first byte (`-` or a digit).
-    pub(super) fn begin(&mut self, b: u8, at: u64) -> Result<(), JsonError> {
-        self.text.clear();
-        self.start = at;
-        self.state = match b {
-            b'-' => NumState::Minus,
-            b'0' => NumState::Zero,
-            _ => NumState::Int,
-        };
-        self.push(b)
-    }
-
-    pub(super) fn step(&mut self, b: u8, at: u64) -> Result<Step, JsonError> {
-        use NumState::*;
-        let next = match (self.state, b) {
-            (Minus, b'0') => Zero,
-            (Minus | Int, b'0'..=b'9') => Int,
-            (Zero | Int, b'.') => Dot,
-            (Dot | Frac, b'0'..=b'9') => Frac,
-            (Zero | Int | Frac, b'e' | b'E') => Exp,
-            (Exp, b'+' | b'-') => ExpSign,
-            (Exp | ExpSign | ExpDigits, b'0'..=b'9') => ExpDigits,
-            (Zero | Int | Frac | ExpDigits, _) => return Ok(Step::End),
-            (Minus | Dot | Exp | ExpSign, _) => return Err(misplaced(b, at, syntax)),
-        };
-        self.state = next;
-        self.push(b)?;
-        Ok(Step::Take)
-    }
-
-    /// Whether the token so far is a complete number (so end of input may follow).
-    pub(super) fn is_complete(&self) -> bool {
-        matches!(
-            self.state,
-            NumState::Zero | NumState::Int | NumState::Frac | NumState::ExpDigits
-        )
-    }
-
-    /// Value hash of the completed token.
-    pub(super) fn digest(&self) -> Result<Hash, JsonError> {
-        let out_of_range = JsonError::NumberOutOfRange { offset: self.start };
-        let text = core::str::from_utf8(&self.text).map_err(|_| out_of_range.clone())?;
-        let value: f64 = text.parse().map_err(|_| out_of_range.clone())?;
-        if !value.is_finite() {
-            return Err(out_of_range);
-        }
-        // -0 and +0 are one number when numbers compare as doubles.
-        let value = if value == 0.0 { 0.0 } else { value };
-        let mut hasher = Sha256::new();
-        hasher.update(b"d");
-        hasher.update(value.to_bits().to_be_bytes());
-        Ok(hasher.finalize().into())
-    }
-
-    fn push(&mut self, b: u8) -> Result<(), JsonError> {
-        if self.text.len() >= self.max_len {
-            return Err(JsonError::NumberTooLong { offset: self.start });
-        }
-        self.text.push(b);
-        Ok(())
-    }
-}
-
-fn syntax(offset: u64) -> JsonError {
-    JsonError::Syntax { offset }
 }

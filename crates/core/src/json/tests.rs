@@ -311,6 +311,50 @@ fn fields_select_values_by_path() {
 }
 
 #[test]
+fn literal_constants_are_their_preimages() {
+    assert_eq!(hasher::NULL_HASH, h(&[b"n"]));
+    assert_eq!(hasher::TRUE_HASH, h(&[b"t"]));
+    assert_eq!(hasher::FALSE_HASH, h(&[b"f"]));
+}
+
+#[test]
+fn cached_short_tokens_hash_like_fresh_ones() {
+    // Same short keys/values/numbers many times, interleaved with near-misses and long strings.
+    let body = br#"[{"k":"v","n":7},{"n":7.0,"k":"v"},{"k":"v2","n":70},{"k":"abcdefghijklmnopqrstuvwx","n":-7},{"k":"abcdefghijklmnopqrstuvwxy","n":7}]"#;
+    let member = |k: &[u8], v: [u8; 32]| (h(&[b"s", k]), v);
+    let obj = |mut m: Vec<([u8; 32], [u8; 32])>| {
+        m.sort();
+        let mut hasher = Sha256::new();
+        hasher.update(b"o");
+        for (k, v) in m {
+            hasher.update(k);
+            hasher.update(v);
+        }
+        <[u8; 32]>::from(hasher.finalize())
+    };
+    let items = [
+        obj(vec![member(b"k", h(&[b"s", b"v"])), member(b"n", num(7.0))]),
+        obj(vec![member(b"k", h(&[b"s", b"v"])), member(b"n", num(7.0))]),
+        obj(vec![
+            member(b"k", h(&[b"s", b"v2"])),
+            member(b"n", num(70.0)),
+        ]),
+        obj(vec![
+            member(b"k", h(&[b"s", b"abcdefghijklmnopqrstuvwx"])),
+            member(b"n", num(-7.0)),
+        ]),
+        obj(vec![
+            member(b"k", h(&[b"s", b"abcdefghijklmnopqrstuvwxy"])),
+            member(b"n", num(7.0)),
+        ]),
+    ];
+    let mut expected = Sha256::new();
+    expected.update(b"a");
+    items.iter().for_each(|i| expected.update(i));
+    assert_eq!(digest_split(body), Ok(expected.finalize().into()));
+}
+
+#[test]
 fn codes_and_messages_are_stable() {
     let e = JsonError::TooDeep { offset: 7, max: 64 };
     assert_eq!(e.code(), "json_too_deep");
