@@ -525,7 +525,7 @@ impl Config {
                         .map_err(|e| invalid(format!("fingerprint.fields[{i}]"), e.to_string()))?;
                     pointers.push(pointer);
                 }
-                FingerprintMode::Fields(pointers)
+                FingerprintMode::Fields(pointers.into())
             }
             (_, Some(_)) => {
                 return Err(invalid(

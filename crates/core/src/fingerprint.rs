@@ -4,7 +4,8 @@
 //! `json` and `fields` run the streaming canonical hasher of [`crate::json`].
 
 use crate::hash::PartsHasher;
-use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
+use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};
+use alloc::sync::Arc;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
@@ -22,7 +23,8 @@ pub enum FingerprintMode {
     /// Canonical JSON: member order and insignificant whitespace do not matter.
     Json,
     /// Only these JSON fields, for clients that add volatile fields (timestamps, trace ids).
-    Fields(Vec<JsonPointer>),
+    /// Shared, so every request's fingerprint uses the policy's pointers without copying them.
+    Fields(Arc<[JsonPointer]>),
     /// The key alone decides: any payload under one key is "the same" request.
     None,
 }
@@ -61,28 +63,30 @@ impl Default for FingerprintSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fingerprint(pub [u8; 32]);
 
-enum BodyDigest<'s> {
+enum BodyDigest {
     Raw(Sha256),
     // Boxed: the JSON hasher's stack is large and only json/fields modes need it.
-    Json(alloc::boxed::Box<JsonHasher<'s>>),
+    Json(alloc::boxed::Box<JsonHasher<'static>>),
     Ignored,
 }
 
-/// Computes a fingerprint from request facts and body chunks.
-pub struct FingerprintBuilder<'s> {
+/// Computes a fingerprint from request facts and body chunks. It owns what it needs (the fields
+/// mode's pointers are shared with the spec), so a host can keep it in a request context next to a
+/// shared policy.
+pub struct FingerprintBuilder {
     head: PartsHasher,
-    body: BodyDigest<'s>,
+    body: BodyDigest,
 }
 
-impl<'s> FingerprintBuilder<'s> {
+impl FingerprintBuilder {
     /// Starts a fingerprint. `headers` are all request headers as (lowercase name, value) pairs;
     /// only the configured ones are used, every occurrence in order.
     pub fn new<'h, I>(
-        spec: &'s FingerprintSpec,
+        spec: &FingerprintSpec,
         method: &str,
         path_and_query: &str,
         headers: I,
-    ) -> FingerprintBuilder<'s>
+    ) -> FingerprintBuilder
     where
         I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
     {
@@ -115,7 +119,10 @@ impl<'s> FingerprintBuilder<'s> {
                 None,
             ))),
             FingerprintMode::Fields(pointers) => BodyDigest::Json(alloc::boxed::Box::new(
-                JsonHasher::new(spec.json_limits, Some(pointers.as_slice())),
+                JsonHasher::with_pointers(
+                    spec.json_limits,
+                    Some(Pointers::Shared(Arc::clone(pointers))),
+                ),
             )),
             FingerprintMode::None => BodyDigest::Ignored,
         };

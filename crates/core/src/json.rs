@@ -37,7 +37,7 @@ mod pointer;
 mod tests;
 
 pub use hasher::JsonHasher;
-pub use pointer::JsonPointer;
+pub use pointer::{JsonPointer, Pointers};
 
 use core::fmt;
 

@@ -9,20 +9,11 @@ use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, Fingerprin
 use idemgate_core::json::{JsonLimits, JsonPointer};
 use wasm_bindgen::prelude::*;
 
-type Builder<'s> = Option<FingerprintBuilder<'s>>;
-
-self_cell::self_cell!(
-    /// A spec and the builder that borrows it, owned together.
-    struct Running {
-        owner: FingerprintSpec,
-        #[not_covariant]
-        dependent: Builder,
-    }
-);
-
 /// What the request looks like; collected until the first body chunk starts the digest.
 struct Setup {
     spec: FingerprintSpec,
+    /// The `fields` mode's pointers, gathered here and shared into the spec when the digest starts.
+    pointers: Vec<JsonPointer>,
     method: String,
     path_and_query: String,
     headers: Vec<(String, Vec<u8>)>,
@@ -30,7 +21,7 @@ struct Setup {
 
 enum State {
     Setup(Setup),
-    Running(Running),
+    Running(FingerprintBuilder),
     Finished,
 }
 
@@ -118,7 +109,7 @@ impl Fingerprinter {
         let mode = match mode {
             "raw" => FingerprintMode::Raw,
             "json" => FingerprintMode::Json,
-            "fields" => FingerprintMode::Fields(Vec::new()),
+            "fields" => FingerprintMode::Fields(Vec::new().into()),
             "none" => FingerprintMode::None,
             other => {
                 return Err(CodedError::new(
@@ -137,6 +128,7 @@ impl Fingerprinter {
         Ok(Fingerprinter {
             state: State::Setup(Setup {
                 spec,
+                pointers: Vec::new(),
                 method: String::from("POST"),
                 path_and_query: String::from("/"),
                 headers: Vec::new(),
@@ -156,68 +148,58 @@ impl Fingerprinter {
 
     pub fn field(&mut self, pointer: &str) -> Result<(), CodedError> {
         let setup = self.setup()?;
-        let FingerprintMode::Fields(pointers) = &mut setup.spec.mode else {
+        if !matches!(setup.spec.mode, FingerprintMode::Fields(_)) {
             return Err(CodedError::new(
                 INVALID_ARGUMENT,
                 "fields can only be added in \"fields\" mode",
             ));
-        };
+        }
         let parsed =
             JsonPointer::parse(pointer).map_err(|e| CodedError::from_core(e.code(), &e))?;
-        pointers.push(parsed);
+        setup.pointers.push(parsed);
         Ok(())
     }
 
-    fn start(&mut self) -> Result<&mut Running, CodedError> {
+    fn start(&mut self) -> Result<&mut FingerprintBuilder, CodedError> {
         if let State::Setup(_) = self.state {
             let State::Setup(setup) = core::mem::replace(&mut self.state, State::Finished) else {
                 return Err(spent());
             };
             let Setup {
-                spec,
+                mut spec,
+                pointers,
                 method,
                 path_and_query,
                 headers,
             } = setup;
+            if let FingerprintMode::Fields(shared) = &mut spec.mode {
+                *shared = pointers.into();
+            }
             let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
-            let running = Running::new(spec, |spec| {
-                Some(FingerprintBuilder::new(
-                    spec,
-                    &method,
-                    &path_and_query,
-                    pairs,
-                ))
-            });
-            self.state = State::Running(running);
+            let builder = FingerprintBuilder::new(&spec, &method, &path_and_query, pairs);
+            self.state = State::Running(builder);
         }
         match &mut self.state {
-            State::Running(running) => Ok(running),
+            State::Running(builder) => Ok(builder),
             _ => Err(spent()),
         }
     }
 
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), CodedError> {
         self.start()?
-            .with_dependent_mut(|_, builder| match builder {
-                Some(builder) => builder
-                    .update(chunk)
-                    .map_err(|e| CodedError::from_core(e.code(), &e)),
-                None => Err(spent()),
-            })
+            .update(chunk)
+            .map_err(|e| CodedError::from_core(e.code(), &e))
     }
 
     pub fn done(&mut self) -> Result<String, CodedError> {
-        let result = self
-            .start()?
-            .with_dependent_mut(|_, builder| match builder.take() {
-                Some(builder) => builder
-                    .finish()
-                    .map(|fp| idemgate_core::hash::to_hex(&fp.0))
-                    .map_err(|e| CodedError::from_core(e.code(), &e)),
-                None => Err(spent()),
-            });
-        self.state = State::Finished;
-        result
+        self.start()?;
+        match core::mem::replace(&mut self.state, State::Finished) {
+            State::Running(builder) => builder
+                .finish()
+                .map(|fp| idemgate_core::hash::to_hex(&fp.0))
+                .map_err(|e| CodedError::from_core(e.code(), &e)),
+            _ => Err(spent()),
+        }
     }
 }
 
@@ -281,7 +263,7 @@ mod tests {
             );
         }
         let spec = FingerprintSpec {
-            mode: FingerprintMode::Fields(alloc::vec![JsonPointer::parse("/a/1").unwrap()]),
+            mode: FingerprintMode::Fields(alloc::vec![JsonPointer::parse("/a/1").unwrap()].into()),
             ..FingerprintSpec::default()
         };
         assert_eq!(

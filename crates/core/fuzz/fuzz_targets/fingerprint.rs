@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
     let mode = match mode_byte % 4 {
         0 => FingerprintMode::Raw,
         1 => FingerprintMode::Json,
-        2 => FingerprintMode::Fields(pointers.clone()),
+        2 => FingerprintMode::Fields(pointers.clone().into()),
         _ => FingerprintMode::None,
     };
     let spec = FingerprintSpec {

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 use super::cache::HashCache;
 use super::lexer::{Hash, Scan, StrLexer};
 use super::number::{NumberLexer, Step};
-use super::pointer::{FieldTracker, JsonPointer};
+use super::pointer::{FieldTracker, JsonPointer, Pointers};
 use super::{misplaced, JsonError, JsonLimits};
 
 enum Frame {
@@ -61,6 +61,12 @@ pub struct JsonHasher<'p> {
 impl<'p> JsonHasher<'p> {
     /// `fields == None`: json mode (digest of the whole document); `Some(ptrs)`: fields mode.
     pub fn new(limits: JsonLimits, fields: Option<&'p [JsonPointer]>) -> Self {
+        Self::with_pointers(limits, fields.map(Pointers::Borrowed))
+    }
+
+    /// Like [`JsonHasher::new`], with the pointers borrowed or shared (`Pointers::Shared` gives a
+    /// `JsonHasher<'static>` that a request context can own).
+    pub fn with_pointers(limits: JsonLimits, fields: Option<Pointers<'p>>) -> Self {
         JsonHasher {
             limits,
             state: State::Value,

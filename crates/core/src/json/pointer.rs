@@ -78,6 +78,24 @@ fn canonical_index(token: &str) -> Option<u64> {
     }
 }
 
+/// The selected pointers, borrowed for one call or shared with a long-lived policy (so a streaming
+/// fingerprint can outlive the borrow of the configuration that made it, without copying it).
+pub enum Pointers<'p> {
+    Borrowed(&'p [JsonPointer]),
+    Shared(alloc::sync::Arc<[JsonPointer]>),
+}
+
+impl core::ops::Deref for Pointers<'_> {
+    type Target = [JsonPointer];
+
+    fn deref(&self) -> &[JsonPointer] {
+        match self {
+            Pointers::Borrowed(p) => p,
+            Pointers::Shared(p) => p,
+        }
+    }
+}
+
 /// No key bytes matched: the current key cannot equal this pointer's token.
 const MISMATCH: usize = usize::MAX;
 
@@ -85,7 +103,7 @@ const MISMATCH: usize = usize::MAX;
 /// pointer it keeps how many leading path levels match, which is enough because a path only ever
 /// grows or shrinks at its end. Memory is O(pointers), independent of the body.
 pub(super) struct FieldTracker<'p> {
-    pointers: &'p [JsonPointer],
+    pointers: Pointers<'p>,
     /// Per pointer: levels of the current path equal to the pointer's first tokens.
     matched: Vec<usize>,
     /// Per pointer: bytes of the key being decoded that equal its token so far, or `MISMATCH`.
@@ -96,13 +114,14 @@ pub(super) struct FieldTracker<'p> {
 }
 
 impl<'p> FieldTracker<'p> {
-    pub(super) fn new(pointers: &'p [JsonPointer]) -> Self {
+    pub(super) fn new(pointers: Pointers<'p>) -> Self {
+        let n = pointers.len();
         FieldTracker {
             pointers,
-            matched: vec![0; pointers.len()],
-            key_pos: vec![MISMATCH; pointers.len()],
+            matched: vec![0; n],
+            key_pos: vec![MISMATCH; n],
             key_depth: 0,
-            found: vec![None; pointers.len()],
+            found: vec![None; n],
         }
     }
 
