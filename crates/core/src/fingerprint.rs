@@ -5,8 +5,8 @@
 
 use crate::hash::PartsHasher;
 use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};
-use alloc::sync::Arc;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use sha2::{Digest, Sha256};
@@ -118,12 +118,12 @@ impl FingerprintBuilder {
                 spec.json_limits,
                 None,
             ))),
-            FingerprintMode::Fields(pointers) => BodyDigest::Json(alloc::boxed::Box::new(
-                JsonHasher::with_pointers(
+            FingerprintMode::Fields(pointers) => {
+                BodyDigest::Json(alloc::boxed::Box::new(JsonHasher::with_pointers(
                     spec.json_limits,
                     Some(Pointers::Shared(Arc::clone(pointers))),
-                ),
-            )),
+                )))
+            }
             FingerprintMode::None => BodyDigest::Ignored,
         };
         FingerprintBuilder { head, body }
