@@ -90,14 +90,20 @@ test-e2e: build-filter build-web ## the demo stack driven by headless Chromium (
 # Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
 # the generated section of BENCHMARKS.md; `test-bench` is its smoke (same code path, seconds, tiny
 # counts, checks only that every figure came out) and writes target/bench-smoke.md instead.
+.PHONY: setup-bench bench-tools test-bench
+setup-bench: setup-envoy
+	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
+	@command -v node >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; }
+	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
+
 bench-tools: setup-rust ## the bench's no-op filter and core bench (native and wasm32-wasip1)
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example core_bench
 	$(CARGO) build -p idemgate-envoy --release --example core_bench
 
-bench: setup build bench-tools ## measure; writes BENCHMARKS.md
+bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 	python3 crates/envoy/bench/bench.py
 
-test-bench: setup-envoy build-filter bench-tools ## benchmark smoke (seconds, no timing assertions)
+test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no timing assertions)
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,325 @@
+//! Vectors through the browser module's `.wasm`, by the exports a browser app calls: `key` through
+//! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
+//! `retryPolicyDefaults`), `transition` (state tables) through `transition`. A case the module's API
+//! cannot express (another group, a malformed input, a policy that does not parse) is not exposed
+//! and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
+//! module only maps a group's input onto calls.
+
+use super::Case;
+use crate::error::Result;
+use crate::wasm_bindgen::{Arg, JsError, WebModule};
+use idemgate_core::policy::Policy;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// The groups this module answers.
+pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition"];
+
+pub struct WebVectors {
+    web: WebModule,
+}
+
+type Thrown<T> = std::result::Result<T, JsError>;
+
+fn outcome(result: Thrown<Value>) -> Value {
+    match result {
+        Ok(value) => json!({ "ok": value }),
+        Err(e) => json!({ "error": e.code }),
+    }
+}
+
+fn text(s: &str) -> Arg {
+    Arg::Bytes(s.as_bytes().to_vec())
+}
+
+impl WebVectors {
+    pub fn start(path: &Path) -> Result<Self> {
+        Ok(WebVectors {
+            web: WebModule::load(path, 0x5eed)?,
+        })
+    }
+
+    /// The browser module's answer, or `None` if it does not expose what the case needs.
+    pub fn answer(&mut self, case: &Case) -> Result<Option<Value>> {
+        match case.group.as_str() {
+            "key" => self.key(&case.input),
+            "fingerprint" => self.fingerprint(&case.input),
+            "retry" => self.retry(&case.input),
+            "transition" => self.transition(&case.input),
+            _ => Ok(None),
+        }
+    }
+
+    fn key(&mut self, input: &Value) -> Result<Option<Value>> {
+        let values: Option<Vec<Vec<u8>>> = match (input.get("values_hex"), input.get("values")) {
+            (Some(list), _) => list.as_array().and_then(|l| {
+                l.iter()
+                    .map(|v| v.as_str().and_then(idemgate_core::hash::from_hex))
+                    .collect()
+            }),
+            (None, Some(list)) => list.as_array().and_then(|l| {
+                l.iter()
+                    .map(|v| v.as_str().map(|s| s.as_bytes().to_vec()))
+                    .collect()
+            }),
+            (None, None) => None,
+        };
+        let Some(values) = values else {
+            return Ok(None);
+        };
+        let lengths = values.iter().map(|v| v.len() as u32).collect();
+        let joined = values.concat();
+        let result = self
+            .web
+            .optional_string("parseKeyValues", &[Arg::Bytes(joined), Arg::U32s(lengths)])?;
+        Ok(Some(outcome(
+            result.map(|key| key.map(Value::String).unwrap_or(Value::Null)),
+        )))
+    }
+
+    fn fingerprint(&mut self, input: &Value) -> Result<Option<Value>> {
+        let policy = match input.get("policy") {
+            None | Some(Value::Null) => Policy::defaults(),
+            Some(config) => match Policy::from_json(&config.to_string(), &|_| None) {
+                Ok(policy) => policy,
+                Err(_) => return Ok(None),
+            },
+        };
+        let fields: Vec<String> = input
+            .pointer("/policy/fingerprint/fields")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(|f| f.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let (Some(method), Some(path)) = (
+            input.get("method").and_then(Value::as_str),
+            input.get("path").and_then(Value::as_str),
+        ) else {
+            return Ok(None);
+        };
+        let mut headers = Vec::new();
+        for pair in input
+            .get("headers")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            match pair.as_array().map(Vec::as_slice) {
+                Some([Value::String(n), Value::String(v)]) => headers.push((n.clone(), v.clone())),
+                _ => return Ok(None),
+            }
+        }
+        let body = match (input.get("body"), input.get("body_hex")) {
+            (Some(Value::String(s)), _) => s.as_bytes().to_vec(),
+            (None, Some(hex)) => match hex.as_str().and_then(idemgate_core::hash::from_hex) {
+                Some(bytes) => bytes,
+                None => return Ok(None),
+            },
+            (None, None) => Vec::new(),
+            _ => return Ok(None),
+        };
+        let Some(chunks) = split(&body, input.get("chunks")) else {
+            return Ok(None);
+        };
+        let spec = &policy.fingerprint;
+        let handle = match self
+            .web
+            .handle("fingerprinter_new", &[text(spec.mode.name())])?
+        {
+            Ok(handle) => handle,
+            Err(e) => return Ok(Some(outcome(Err(e)))),
+        };
+        let answer =
+            self.fingerprint_with(handle, &policy, &fields, method, path, &headers, &chunks)?;
+        self.web.free("fingerprinter", handle)?;
+        Ok(Some(outcome(answer.map(Value::String))))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fingerprint_with(
+        &mut self,
+        h: i32,
+        policy: &Policy,
+        fields: &[String],
+        method: &str,
+        path: &str,
+        headers: &[(String, String)],
+        chunks: &[&[u8]],
+    ) -> Result<Thrown<String>> {
+        let spec = &policy.fingerprint;
+        let mut steps: Vec<(&str, Vec<Arg>)> = Vec::new();
+        for field in fields {
+            steps.push(("fingerprinter_addField", vec![Arg::I32(h), text(field)]));
+        }
+        for name in &spec.headers {
+            steps.push(("fingerprinter_addHeaderName", vec![Arg::I32(h), text(name)]));
+        }
+        let limits = &spec.json_limits;
+        steps.push((
+            "fingerprinter_setLimits",
+            vec![
+                Arg::I32(h),
+                Arg::I32(i32::from(limits.max_depth)),
+                Arg::I32(i32::from(limits.max_number_len)),
+            ],
+        ));
+        steps.push((
+            "fingerprinter_setRequest",
+            vec![Arg::I32(h), text(method), text(path)],
+        ));
+        for (name, value) in headers {
+            steps.push((
+                "fingerprinter_addHeader",
+                vec![Arg::I32(h), text(name), text(value)],
+            ));
+        }
+        for chunk in chunks {
+            steps.push((
+                "fingerprinter_update",
+                vec![Arg::I32(h), Arg::Bytes(chunk.to_vec())],
+            ));
+        }
+        for (export, args) in steps {
+            if let Err(e) = self.web.unit(export, &args)? {
+                return Ok(Err(e));
+            }
+        }
+        self.web.string("fingerprinter_finish", &[Arg::I32(h)])
+    }
+
+    fn retry(&mut self, input: &Value) -> Result<Option<Value>> {
+        let defaults = self.web.f64s("retryPolicyDefaults", &[])?;
+        let [mut max_attempts, mut base, mut max, mut total] = defaults.as_slice() else {
+            return Ok(None);
+        };
+        if let Some(overrides) = input.get("policy") {
+            let Some(obj) = overrides.as_object() else {
+                return Ok(None);
+            };
+            for (name, value) in obj {
+                let Some(v) = value.as_u64() else {
+                    return Ok(None);
+                };
+                match name.as_str() {
+                    "max_attempts" => max_attempts = v as f64,
+                    "base_delay_ms" => base = v as f64,
+                    "max_delay_ms" => max = v as f64,
+                    "max_total_ms" => total = v as f64,
+                    _ => return Ok(None),
+                }
+            }
+        }
+        let number = |name: &str| input.get(name).and_then(Value::as_u64);
+        let (Some(attempts), Some(elapsed), Some(now), Some(random)) = (
+            number("attempts_made"),
+            number("elapsed_ms"),
+            number("now"),
+            number("random"),
+        ) else {
+            return Ok(None);
+        };
+        let (Ok(attempts), Ok(random), Ok(max_attempts)) = (
+            u32::try_from(attempts),
+            u32::try_from(random),
+            u32::try_from(max_attempts as u64),
+        ) else {
+            return Ok(None);
+        };
+        let Some(raw) = input.get("outcome") else {
+            return Ok(None);
+        };
+        let flag = |name: &str| raw.get(name).and_then(Value::as_bool) == Some(true);
+        let (kind, status, retry_after) = if flag("network_error") {
+            ("network_error", 0, None)
+        } else if flag("timeout") {
+            ("timeout", 0, None)
+        } else {
+            let Some(status) = raw
+                .get("status")
+                .and_then(Value::as_u64)
+                .and_then(|s| u16::try_from(s).ok())
+            else {
+                return Ok(None);
+            };
+            let retry_after = match raw.get("retry_after") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(s)) => Some(s.as_bytes().to_vec()),
+                Some(_) => return Ok(None),
+            };
+            ("response", status, retry_after)
+        };
+        let args = [
+            Arg::I32(max_attempts as i32),
+            Arg::F64(base),
+            Arg::F64(max),
+            Arg::F64(total),
+            Arg::I32(attempts as i32),
+            Arg::F64(elapsed as f64),
+            text(kind),
+            Arg::I32(i32::from(status)),
+            Arg::OptBytes(retry_after),
+            Arg::F64(now as f64),
+            Arg::I32(random as i32),
+        ];
+        let result = self.web.string("retryNext", &args)?;
+        Ok(Some(outcome(result.map(|answer| {
+            match answer.split_once(':') {
+                Some(("retry", ms)) => ms
+                    .parse::<u64>()
+                    .map(|ms| json!({ "retry_ms": ms }))
+                    .unwrap_or(Value::String(answer.clone())),
+                Some(("final", reason)) => json!({ "final": reason }),
+                _ => Value::String(answer.clone()),
+            }
+        }))))
+    }
+
+    fn transition(&mut self, input: &Value) -> Result<Option<Value>> {
+        if input.get("op").is_some() {
+            return Ok(None);
+        }
+        let field = |name: &str| input.get(name).and_then(Value::as_str);
+        let (Some(table), Some(state), Some(event)) =
+            (field("table"), field("state"), field("event"))
+        else {
+            return Ok(None);
+        };
+        if !matches!(table, "order" | "record" | "submit") {
+            return Ok(None);
+        }
+        let result = self
+            .web
+            .string("transition", &[text(table), text(state), text(event)])?;
+        Ok(Some(outcome(result.map(
+            |answer| match answer.strip_prefix("apply:") {
+                Some(to) => json!({ "apply": to }),
+                None => Value::String(answer),
+            },
+        ))))
+    }
+}
+
+/// The body split at `chunks` offsets, as the core's vector evaluator splits it.
+fn split<'b>(body: &'b [u8], chunks: Option<&Value>) -> Option<Vec<&'b [u8]>> {
+    let mut offsets: Vec<usize> = match chunks {
+        None => Vec::new(),
+        Some(list) => list
+            .as_array()?
+            .iter()
+            .map(|o| o.as_u64().map(|o| o as usize))
+            .collect::<Option<_>>()?,
+    };
+    offsets.retain(|&o| o <= body.len());
+    offsets.sort_unstable();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for offset in offsets {
+        parts.push(&body[start..offset]);
+        start = offset;
+    }
+    parts.push(&body[start..]);
+    Some(parts)
+}

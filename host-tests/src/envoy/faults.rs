@@ -1,0 +1,103 @@
+//! Host failure injection: rules the simulated Envoy consults before answering a shared-data call
+//! or a property read. A test adds rules; each fires on the calls it matches, a given number of
+//! times, and the harness counts how often each fired so a test can prove it was exercised.
+
+use crate::abi::Status;
+
+/// Which host call a rule intercepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharedOp {
+    Get,
+    Set,
+}
+
+/// What happens instead of the normal answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Answer this status and do nothing (a failing host call).
+    Fail(Status),
+    /// Just before the guest's `set`, another writer rewrites the key with its current value (or
+    /// creates it empty), so the guest's CAS is stale: a real `CasMismatch` under Envoy's rules (for
+    /// a `get`, the rewrite happens right after the guest read, so its CAS is stale by the time it
+    /// writes).
+    ConcurrentRewrite,
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    op: SharedOp,
+    key_prefix: String,
+    effect: Effect,
+    remaining: usize,
+    fired: usize,
+}
+
+/// What happens to a `proxy_get_buffer_bytes` read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferFault {
+    /// The host hands back at most this many bytes.
+    Truncate(usize),
+    /// The host answers `NotFound`, as if the buffer did not exist.
+    Absent,
+}
+
+/// The fault plan of one simulated Envoy.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    rules: Vec<Rule>,
+    hidden_properties: Vec<String>,
+    /// Buffer type → fault and remaining firings.
+    buffers: Vec<(i32, BufferFault, usize)>,
+}
+
+impl Faults {
+    /// Adds a rule for the next `times` calls of `op` on keys starting with `key_prefix`.
+    pub fn add(&mut self, op: SharedOp, key_prefix: &str, effect: Effect, times: usize) {
+        self.rules.push(Rule {
+            op,
+            key_prefix: key_prefix.to_string(),
+            effect,
+            remaining: times,
+            fired: 0,
+        });
+    }
+
+    /// The effect to apply to this call, if a rule matches (and uses up one of its firings).
+    pub fn take(&mut self, op: SharedOp, key: &str) -> Option<Effect> {
+        let rule = self
+            .rules
+            .iter_mut()
+            .find(|r| r.op == op && r.remaining > 0 && key.starts_with(r.key_prefix.as_str()))?;
+        rule.remaining -= 1;
+        rule.fired += 1;
+        Some(rule.effect.clone())
+    }
+
+    /// How many times rules fired in total.
+    pub fn fired(&self) -> usize {
+        self.rules.iter().map(|r| r.fired).sum()
+    }
+
+    /// Makes a property path (segments joined with `.`) answer `NotFound`.
+    pub fn hide_property(&mut self, path: &str) {
+        self.hidden_properties.push(path.to_string());
+    }
+
+    /// Makes the next `times` reads of buffer type `kind` (0 request body, 1 response body) fail so.
+    pub fn buffer(&mut self, kind: i32, fault: BufferFault, times: usize) {
+        self.buffers.push((kind, fault, times));
+    }
+
+    pub fn take_buffer(&mut self, kind: i32) -> Option<BufferFault> {
+        let slot = self
+            .buffers
+            .iter_mut()
+            .find(|(k, _, left)| *k == kind && *left > 0)?;
+        slot.2 -= 1;
+        Some(slot.1)
+    }
+
+    pub fn is_hidden(&self, path: &str) -> bool {
+        self.hidden_properties.iter().any(|p| p == path)
+    }
+}

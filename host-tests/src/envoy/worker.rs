@@ -1,0 +1,330 @@
+//! One Envoy worker: a filter VM in its own `Store<VmState>` — loading it as Envoy does
+//! (`_initialize`, root context, `on_vm_start`, `on_configure`), running its callbacks with traps
+//! turned into errors, its timer, its outgoing calls and its conformance export. The stream flow
+//! around the HTTP callbacks is in `flow.rs`.
+
+use super::headers::HeaderMap;
+use super::stream::StreamState;
+use super::vm::{Chain, Gate, HttpCallResponse, VmState};
+use super::world::World;
+use crate::error::{HarnessError, Result};
+use crate::runtime::{FilterModule, FUEL_PER_CALL};
+use std::collections::BTreeMap;
+use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
+
+pub(super) const CONTINUE: i32 = 0;
+
+/// How a worker's VM is set up.
+#[derive(Clone, Default)]
+pub struct VmSetup {
+    pub plugin_config: Vec<u8>,
+    pub vm_config: Vec<u8>,
+    pub env: Vec<(String, String)>,
+    pub node_properties: BTreeMap<String, Vec<u8>>,
+    pub gate: Option<Gate>,
+    pub chain: Chain,
+}
+
+type Cb1 = TypedFunc<i32, ()>;
+type Cb2 = TypedFunc<(i32, i32), i32>;
+type Cb3 = TypedFunc<(i32, i32, i32), i32>;
+type Cb5 = TypedFunc<(i32, i32, i32, i32, i32), ()>;
+
+pub(super) struct Exports {
+    pub(super) memory: Memory,
+    pub(super) allocate: TypedFunc<i32, i32>,
+    pub(super) on_context_create: TypedFunc<(i32, i32), ()>,
+    pub(super) on_vm_start: Option<Cb2>,
+    pub(super) on_configure: Option<Cb2>,
+    pub(super) on_request_headers: Option<Cb3>,
+    pub(super) on_request_body: Option<Cb3>,
+    pub(super) on_response_headers: Option<Cb3>,
+    pub(super) on_response_body: Option<Cb3>,
+    pub(super) on_log: Option<Cb1>,
+    pub(super) on_done: Option<TypedFunc<i32, i32>>,
+    pub(super) on_delete: Option<Cb1>,
+    pub(super) on_tick: Option<Cb1>,
+    pub(super) on_http_call_response: Option<Cb5>,
+    pub(super) conformance: Option<TypedFunc<(i32, i32), i64>>,
+}
+
+fn interface(what: impl Into<String>) -> HarnessError {
+    HarnessError::Interface(what.into())
+}
+
+impl Exports {
+    fn find(instance: &Instance, store: &mut Store<VmState>) -> Result<Exports> {
+        fn opt<P: WasmParams, R: WasmResults>(
+            instance: &Instance,
+            store: &mut Store<VmState>,
+            name: &str,
+        ) -> Result<Option<TypedFunc<P, R>>> {
+            match instance.get_func(&mut *store, name) {
+                None => Ok(None),
+                Some(func) => func.typed::<P, R>(&*store).map(Some).map_err(|e| {
+                    interface(format!("export {name} has an unexpected signature: {e}"))
+                }),
+            }
+        }
+        fn req<P: WasmParams, R: WasmResults>(
+            instance: &Instance,
+            store: &mut Store<VmState>,
+            name: &str,
+        ) -> Result<TypedFunc<P, R>> {
+            opt(instance, store, name)?
+                .ok_or_else(|| interface(format!("the module does not export {name}")))
+        }
+        if instance
+            .get_func(&mut *store, "proxy_abi_version_0_2_1")
+            .is_none()
+        {
+            return Err(interface("the module does not export proxy_abi_version_0_2_1 (not a proxy-wasm ABI 0.2.1 module)"));
+        }
+        let memory = instance
+            .get_memory(&mut *store, "memory")
+            .ok_or_else(|| interface("the module exports no memory"))?;
+        Ok(Exports {
+            memory,
+            allocate: req(instance, store, "proxy_on_memory_allocate")?,
+            on_context_create: req(instance, store, "proxy_on_context_create")?,
+            on_vm_start: opt(instance, store, "proxy_on_vm_start")?,
+            on_configure: opt(instance, store, "proxy_on_configure")?,
+            on_request_headers: opt(instance, store, "proxy_on_request_headers")?,
+            on_request_body: opt(instance, store, "proxy_on_request_body")?,
+            on_response_headers: opt(instance, store, "proxy_on_response_headers")?,
+            on_response_body: opt(instance, store, "proxy_on_response_body")?,
+            on_log: opt(instance, store, "proxy_on_log")?,
+            on_done: opt(instance, store, "proxy_on_done")?,
+            on_delete: opt(instance, store, "proxy_on_delete")?,
+            on_tick: opt(instance, store, "proxy_on_tick")?,
+            on_http_call_response: opt(instance, store, "proxy_on_http_call_response")?,
+            conformance: opt(instance, store, "idemgate_conformance")?,
+        })
+    }
+}
+
+/// A filter VM on one worker.
+pub struct Worker {
+    pub(super) index: usize,
+    pub(super) store: Store<VmState>,
+    pub(super) exports: Exports,
+    pub(super) next_context: u32,
+    pub(super) last_tick_ms: u64,
+}
+
+impl Worker {
+    /// Instantiates the filter, runs `_initialize`, creates the root context, starts the VM and
+    /// configures the plugin — as Envoy does when a worker loads the filter.
+    pub fn start(
+        module: &FilterModule,
+        world: World,
+        index: usize,
+        setup: VmSetup,
+    ) -> Result<Worker> {
+        let mut state = VmState::new(index, world);
+        state.plugin_config = setup.plugin_config;
+        state.vm_config = setup.vm_config;
+        state.env = setup.env;
+        state.node_properties = setup.node_properties;
+        state.gate = setup.gate;
+        state.chain = setup.chain;
+        let mut store = Store::new(module.module.engine(), state);
+        let trap = |callback: &str, e: wasmtime::Error| HarnessError::Trap {
+            worker: index,
+            callback: callback.to_string(),
+            message: format!("{e:?}"),
+        };
+        store
+            .set_fuel(FUEL_PER_CALL)
+            .map_err(|e| trap("instantiate", e))?;
+        let instance = module
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| trap("instantiate", e))?;
+        for init in ["_initialize", "_start"] {
+            if let Some(func) = instance.get_func(&mut store, init) {
+                let func = func.typed::<(), ()>(&store).map_err(|e| trap(init, e))?;
+                func.call(&mut store, ()).map_err(|e| trap(init, e))?;
+                break;
+            }
+        }
+        let exports = Exports::find(&instance, &mut store)?;
+        let last_tick_ms = store.data().world.clock().now_ms();
+        let mut worker = Worker {
+            index,
+            store,
+            exports,
+            next_context: 2,
+            last_tick_ms,
+        };
+        let root = worker.root_context() as i32;
+        let create = worker.exports.on_context_create.clone();
+        worker.call("proxy_on_context_create", root as u32, &create, (root, 0))?;
+        let vm_size = worker.store.data().vm_config.len() as i32;
+        if let Some(f) = worker.exports.on_vm_start.clone() {
+            if worker.call("proxy_on_vm_start", root as u32, &f, (root, vm_size))? == 0 {
+                return Err(worker.rejected());
+            }
+        }
+        let plugin_size = worker.store.data().plugin_config.len() as i32;
+        if let Some(f) = worker.exports.on_configure.clone() {
+            if worker.call("proxy_on_configure", root as u32, &f, (root, plugin_size))? == 0 {
+                return Err(worker.rejected());
+            }
+        }
+        Ok(worker)
+    }
+
+    fn rejected(&self) -> HarnessError {
+        HarnessError::ConfigRejected {
+            worker: self.index,
+            logs: self
+                .world()
+                .logs()
+                .into_iter()
+                .filter(|l| l.worker == self.index)
+                .map(|l| l.message)
+                .collect(),
+        }
+    }
+
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    pub fn world(&self) -> &World {
+        &self.store.data().world
+    }
+
+    pub fn root_context(&self) -> u32 {
+        self.store.data().root_context
+    }
+
+    pub fn state(&self) -> &VmState {
+        self.store.data()
+    }
+
+    pub fn state_mut(&mut self) -> &mut VmState {
+        self.store.data_mut()
+    }
+
+    pub fn stream(&self, context: u32) -> Option<&StreamState> {
+        self.store.data().streams.get(&context)
+    }
+
+    pub(super) fn stream_mut(&mut self, context: u32) -> Result<&mut StreamState> {
+        self.store
+            .data_mut()
+            .streams
+            .get_mut(&context)
+            .ok_or_else(|| HarnessError::Usage(format!("no stream {context} on this worker")))
+    }
+
+    /// Runs one callback with `context` current, refilled fuel, and traps turned into errors.
+    pub(super) fn call<P: WasmParams, R: WasmResults>(
+        &mut self,
+        name: &str,
+        context: u32,
+        func: &TypedFunc<P, R>,
+        params: P,
+    ) -> Result<R> {
+        let state = self.store.data_mut();
+        state.current = context;
+        state.effective = None;
+        let index = self.index;
+        let world = self.store.data().world.clone();
+        let trap = |e: wasmtime::Error| {
+            // The SDK logs a panic's message (critical) before aborting: it says more than the trap.
+            let last_words: Vec<String> = world
+                .logs()
+                .into_iter()
+                .filter(|l| l.worker == index && l.level >= 4)
+                .map(|l| l.message)
+                .collect();
+            HarnessError::Trap {
+                worker: index,
+                callback: name.to_string(),
+                message: format!("{e} (the filter's error log: {last_words:?})\n{e:?}"),
+            }
+        };
+        self.store.set_fuel(FUEL_PER_CALL).map_err(trap)?;
+        func.call(&mut self.store, params).map_err(trap)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Root context: timers, outgoing calls, conformance
+
+    /// Fires `proxy_on_tick` if a tick period is set and at least one period passed since the
+    /// last tick (Envoy's timer does not catch up on missed ticks).
+    pub fn tick_if_due(&mut self) -> Result<bool> {
+        let period = u64::from(self.store.data().tick_period_ms);
+        let now = self.world().clock().now_ms();
+        if period == 0 || now < self.last_tick_ms.saturating_add(period) {
+            return Ok(false);
+        }
+        self.last_tick_ms = now;
+        let root = self.root_context();
+        if let Some(f) = self.exports.on_tick.clone() {
+            self.call("proxy_on_tick", root, &f, root as i32)?;
+        }
+        Ok(true)
+    }
+
+    /// Answers the outgoing HTTP call `token` (from the filter's `proxy_http_call`).
+    pub fn answer_http_call(
+        &mut self,
+        token: u32,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    ) -> Result<()> {
+        let call = self
+            .store
+            .data()
+            .http_calls
+            .iter()
+            .find(|c| c.token == token)
+            .cloned()
+            .ok_or_else(|| HarnessError::Usage(format!("no HTTP call with token {token}")))?;
+        let (count, size) = (headers.pairs().len() as i32, body.len() as i32);
+        self.store.data_mut().http_call_response = Some(HttpCallResponse {
+            headers,
+            body,
+            trailers: HeaderMap::new(),
+        });
+        if let Some(f) = self.exports.on_http_call_response.clone() {
+            let args = (call.context as i32, token as i32, count, size, 0);
+            self.call("proxy_on_http_call_response", call.context, &f, args)?;
+        }
+        self.store.data_mut().http_call_response = None;
+        if self.store.data().streams.contains_key(&call.context) {
+            self.after_any_callback(call.context)?;
+        }
+        Ok(())
+    }
+
+    /// Calls the filter's `idemgate_conformance` export with one vector case (JSON text) and
+    /// returns its answer (JSON text).
+    pub fn conformance(&mut self, case: &str) -> Result<String> {
+        let func = self
+            .exports
+            .conformance
+            .clone()
+            .ok_or_else(|| interface("the filter does not export idemgate_conformance"))?;
+        let allocate = self.exports.allocate.clone();
+        let len = case.len() as i32;
+        let ptr = self.call("proxy_on_memory_allocate", 0, &allocate, len)?;
+        let memory = self.exports.memory;
+        memory
+            .write(&mut self.store, ptr as u32 as usize, case.as_bytes())
+            .map_err(|e| interface(format!("cannot write the case into guest memory: {e}")))?;
+        let packed = self.call("idemgate_conformance", 0, &func, (ptr, len))? as u64;
+        let (out_ptr, out_len) = ((packed >> 32) as usize, (packed & 0xffff_ffff) as usize);
+        let data = memory.data(&self.store);
+        let bytes = out_ptr
+            .checked_add(out_len)
+            .and_then(|end| data.get(out_ptr..end))
+            .ok_or_else(|| interface("idemgate_conformance returned a range outside memory"))?;
+        String::from_utf8(bytes.to_vec())
+            .map_err(|_| interface("idemgate_conformance returned non-UTF-8"))
+    }
+}

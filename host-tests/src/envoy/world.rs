@@ -1,0 +1,126 @@
+//! What the workers of one simulated Envoy share: the shared-data map of their `vm_id`, the clock,
+//! the stats store, the log, the entropy source, the fault plan and the record of upstream calls.
+//! One `World` per test: nothing here is global, so tests run in parallel.
+
+use super::clock::Clock;
+use super::entropy::Entropy;
+use super::faults::Faults;
+use super::metrics::Metrics;
+use super::shared_data::SharedData;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Locks a mutex, ignoring poisoning (a panicking test thread must not hide the original failure).
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// One `proxy_log` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    pub worker: usize,
+    /// proxy-wasm log level: 0 trace … 5 critical.
+    pub level: u32,
+    pub message: String,
+}
+
+/// A request that reached the upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpstreamCall {
+    pub worker: usize,
+    pub context: u32,
+    pub method: String,
+    pub path: String,
+    /// The `idempotency-key` header as forwarded (if any).
+    pub key: Option<String>,
+    pub at_ms: u64,
+}
+
+#[derive(Debug)]
+struct Shared {
+    shared_data: Mutex<SharedData>,
+    clock: Clock,
+    metrics: Mutex<Metrics>,
+    logs: Mutex<Vec<LogLine>>,
+    entropy: Mutex<Entropy>,
+    faults: Mutex<Faults>,
+    upstream: Mutex<Vec<UpstreamCall>>,
+    anomalies: Mutex<Vec<String>>,
+    echo_logs: bool,
+}
+
+/// Cheap to clone: every worker holds one.
+#[derive(Debug, Clone)]
+pub struct World(Arc<Shared>);
+
+impl World {
+    pub fn new(seed: u64) -> Self {
+        World(Arc::new(Shared {
+            shared_data: Mutex::new(SharedData::default()),
+            clock: Clock::default(),
+            metrics: Mutex::new(Metrics::default()),
+            logs: Mutex::new(Vec::new()),
+            entropy: Mutex::new(Entropy::seeded(seed)),
+            faults: Mutex::new(Faults::default()),
+            upstream: Mutex::new(Vec::new()),
+            anomalies: Mutex::new(Vec::new()),
+            echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
+        }))
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.0.clock
+    }
+
+    pub fn shared_data(&self) -> MutexGuard<'_, SharedData> {
+        lock(&self.0.shared_data)
+    }
+
+    pub fn metrics(&self) -> MutexGuard<'_, Metrics> {
+        lock(&self.0.metrics)
+    }
+
+    pub fn entropy(&self) -> MutexGuard<'_, Entropy> {
+        lock(&self.0.entropy)
+    }
+
+    pub fn faults(&self) -> MutexGuard<'_, Faults> {
+        lock(&self.0.faults)
+    }
+
+    pub fn log(&self, line: LogLine) {
+        if self.0.echo_logs {
+            eprintln!(
+                "[worker {} level {}] {}",
+                line.worker, line.level, line.message
+            );
+        }
+        lock(&self.0.logs).push(line);
+    }
+
+    pub fn logs(&self) -> Vec<LogLine> {
+        lock(&self.0.logs).clone()
+    }
+
+    pub fn record_upstream(&self, call: UpstreamCall) {
+        lock(&self.0.upstream).push(call);
+    }
+
+    pub fn upstream_calls(&self) -> Vec<UpstreamCall> {
+        lock(&self.0.upstream).clone()
+    }
+
+    /// Something the filter did that Envoy would tolerate but that is suspicious (a bad pointer, a
+    /// second local reply, an unknown buffer type): tests assert there are none.
+    pub fn anomaly(&self, what: String) {
+        if self.0.echo_logs {
+            eprintln!("[anomaly] {what}");
+        }
+        lock(&self.0.anomalies).push(what);
+    }
+
+    pub fn anomalies(&self) -> Vec<String> {
+        lock(&self.0.anomalies).clone()
+    }
+}

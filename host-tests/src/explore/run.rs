@@ -1,0 +1,286 @@
+//! One run of a plan under one schedule: every request on its own worker thread, the turnstile
+//! deciding whose host call comes next, then a follow-up request after the lease to prove nothing
+//! is stuck.
+
+use super::chooser::Chooser;
+use super::turnstile::Turnstile;
+use crate::envoy::{Chain, ClientAnswer, Gate, UpstreamCall, VmSetup, Worker, World, Write};
+use crate::error::{HarnessError, Result};
+use crate::runtime::FilterModule;
+use crate::scenario::{Request, Upstream};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to explore: concurrent requests (request `i` on worker `i`), what the upstream does with
+/// each forwarded one, and optionally a clock jump that can land between any two steps.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub config: String,
+    pub chain: Chain,
+    pub requests: Vec<Request>,
+    /// What the upstream does with request `i` if it is forwarded (the last entry repeats).
+    pub upstream: Vec<Upstream>,
+    /// A scheduled step that moves the clock once by this much (e.g. past the lease).
+    pub clock_jump: Option<Duration>,
+    /// The configured lease: the follow-up request is sent after it.
+    pub lease: Duration,
+    /// At most this many requests may reach the upstream in one run.
+    pub max_upstream_calls: usize,
+    pub seed: u64,
+    /// Sets Envoy's global CAS counter first (e.g. just below `u32::MAX`, to reach wrap-around).
+    pub first_cas: Option<u32>,
+}
+
+impl Plan {
+    /// `n` copies of `request` on `n` workers at once; the upstream answers `response`; the default
+    /// configuration (lease 60 s); exactly one may reach the upstream.
+    pub fn concurrent(n: usize, request: Request, response: crate::scenario::Response) -> Plan {
+        Plan {
+            config: String::new(),
+            chain: Chain::default(),
+            requests: vec![request; n],
+            upstream: vec![Upstream::Respond(response)],
+            clock_jump: None,
+            lease: Duration::from_secs(60),
+            max_upstream_calls: 1,
+            seed: 7,
+            first_cas: None,
+        }
+    }
+
+    /// A clock jump past the lease can land between any two steps; one more request may then
+    /// legitimately take over.
+    pub fn with_lease_expiry(mut self) -> Plan {
+        self.clock_jump = Some(self.lease + Duration::from_secs(1));
+        self.max_upstream_calls += 1;
+        self
+    }
+
+    /// What the upstream does with each forwarded request, in order (the last one repeats).
+    pub fn upstream(mut self, upstream: Vec<Upstream>) -> Plan {
+        self.upstream = upstream;
+        self
+    }
+
+    pub fn max_upstream_calls(mut self, n: usize) -> Plan {
+        self.max_upstream_calls = n;
+        self
+    }
+
+    pub fn first_cas(mut self, cas: u32) -> Plan {
+        self.first_cas = Some(cas);
+        self
+    }
+
+    pub fn upstream_for(&self, actor: usize) -> Option<&Upstream> {
+        self.upstream.get(actor).or_else(|| self.upstream.last())
+    }
+}
+
+/// What one request's client saw.
+#[derive(Debug, Clone)]
+pub struct ActorReport {
+    pub actor: usize,
+    /// The request reached the upstream.
+    pub forwarded: bool,
+    pub answer: Option<ClientAnswer>,
+    /// A trap or harness error.
+    pub error: Option<String>,
+}
+
+/// Everything a run produced, for the invariants.
+#[derive(Debug, Clone)]
+pub struct Run {
+    /// The steps in the order they ran.
+    pub trace: Vec<String>,
+    pub actors: Vec<ActorReport>,
+    pub upstream_calls: Vec<UpstreamCall>,
+    pub writes: Vec<Write>,
+    /// The same request as actor 0's, sent after everything ended and the lease passed.
+    pub followup: std::result::Result<Option<ClientAnswer>, String>,
+    pub anomalies: Vec<String>,
+    pub clock_jumped: bool,
+}
+
+/// Marks the actor finished however its thread ends.
+struct Finished<'t>(&'t Turnstile, usize);
+
+impl Drop for Finished<'_> {
+    fn drop(&mut self) {
+        self.0.finish(self.1);
+    }
+}
+
+fn actor(
+    plan: &Plan,
+    module: &FilterModule,
+    world: World,
+    turnstile: Arc<Turnstile>,
+    actor: usize,
+) -> ActorReport {
+    let _finished = Finished(&turnstile, actor);
+    let mut report = ActorReport {
+        actor,
+        forwarded: false,
+        answer: None,
+        error: None,
+    };
+    if let Err(e) = drive(plan, module, world, turnstile.clone(), actor, &mut report) {
+        report.error = Some(e.to_string());
+    }
+    report
+}
+
+fn drive(
+    plan: &Plan,
+    module: &FilterModule,
+    world: World,
+    turnstile: Arc<Turnstile>,
+    actor: usize,
+    report: &mut ActorReport,
+) -> Result<()> {
+    let gate_turnstile = turnstile.clone();
+    let gate: Gate = Arc::new(move |_worker, what| gate_turnstile.park(actor, what));
+    let setup = VmSetup {
+        plugin_config: plan.config.clone().into_bytes(),
+        gate: Some(gate),
+        chain: plan.chain,
+        ..VmSetup::default()
+    };
+    let mut worker = Worker::start(module, world, actor, setup)?;
+    let request = plan
+        .requests
+        .get(actor)
+        .ok_or_else(|| HarnessError::Usage(format!("no request for actor {actor}")))?;
+    // Between shared-data calls a worker only touches its own VM, so the order of that work does
+    // not matter — except for when it reads the clock, which matters only if the clock can jump.
+    let timed = plan.clock_jump.is_some();
+    if timed {
+        turnstile.park(actor, "sends its request");
+    }
+    let context = worker.open(request.stream_properties())?;
+    let chunks = request.chunks();
+    worker.request_headers(context, request.header_map(), chunks.is_empty())?;
+    for (i, chunk) in chunks.iter().enumerate() {
+        worker.request_body(context, chunk, i + 1 == chunks.len())?;
+    }
+    report.forwarded = worker.stream(context).is_some_and(|s| s.upstream_started);
+    if report.forwarded {
+        if let Some(upstream) = plan.upstream_for(actor) {
+            if timed {
+                turnstile.park(actor, "gets the upstream's answer");
+            }
+            crate::scenario::upstream::deliver(&mut worker, context, upstream)?;
+        }
+    }
+    report.answer = worker.stream(context).and_then(|s| s.answer.clone());
+    Ok(())
+}
+
+/// After the run: the lease passes, and actor 0's request is sent again on a fresh worker. It must
+/// not meet a live claim (a 409 here is a lease stuck past its end).
+fn followup(plan: &Plan, module: &FilterModule, world: &World) -> Result<Option<ClientAnswer>> {
+    let Some(request) = plan.requests.first() else {
+        return Ok(None);
+    };
+    world.clock().advance(plan.lease + Duration::from_secs(1));
+    let setup = VmSetup {
+        plugin_config: plan.config.clone().into_bytes(),
+        chain: plan.chain,
+        ..VmSetup::default()
+    };
+    let mut worker = Worker::start(module, world.clone(), plan.requests.len(), setup)?;
+    let context = worker.open(request.stream_properties())?;
+    let chunks = request.chunks();
+    worker.request_headers(context, request.header_map(), chunks.is_empty())?;
+    for (i, chunk) in chunks.iter().enumerate() {
+        worker.request_body(context, chunk, i + 1 == chunks.len())?;
+    }
+    if worker.stream(context).is_some_and(|s| s.upstream_started) {
+        if let Some(Upstream::Respond(response)) = plan.upstream.first() {
+            crate::scenario::upstream::respond(&mut worker, context, response)?;
+        }
+    }
+    Ok(worker.stream(context).and_then(|s| s.answer.clone()))
+}
+
+/// How long the controller waits for a worker to reach its next step before calling it hung.
+const STEP_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Runs `plan` once, in the order `chooser` picks.
+pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Result<Run> {
+    let world = World::new(plan.seed);
+    if let Some(cas) = plan.first_cas {
+        world.shared_data().set_next_cas(cas);
+    }
+    let actors = plan.requests.len();
+    let turnstile = Arc::new(Turnstile::new(actors));
+    let mut trace = Vec::new();
+    let mut jump = plan.clock_jump;
+    let mut hung = false;
+    let reports = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..actors)
+            .map(|i| {
+                let (world, turnstile) = (world.clone(), turnstile.clone());
+                scope.spawn(move || actor(plan, module, world, turnstile, i))
+            })
+            .collect();
+        loop {
+            let Some(parked) = turnstile.settle(STEP_TIMEOUT) else {
+                hung = true;
+                turnstile.open();
+                break;
+            };
+            if parked.is_empty() {
+                break;
+            }
+            let mut options: Vec<String> = parked
+                .iter()
+                .map(|(a, what)| format!("w{a} {what}"))
+                .collect();
+            if let Some(by) = jump {
+                options.push(format!("clock +{}s", by.as_secs()));
+            }
+            let pick = chooser.choose(&options);
+            trace.push(options.get(pick).cloned().unwrap_or_default());
+            match parked.get(pick) {
+                Some((who, _)) => turnstile.grant(*who),
+                None => {
+                    if let Some(by) = jump.take() {
+                        world.clock().advance(by);
+                    }
+                }
+            }
+        }
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(i, h)| {
+                h.join().unwrap_or_else(|_| ActorReport {
+                    actor: i,
+                    forwarded: false,
+                    answer: None,
+                    error: Some("the actor thread panicked".into()),
+                })
+            })
+            .collect::<Vec<_>>()
+    });
+    if hung {
+        return Err(HarnessError::Usage(format!(
+            "a worker did not reach its next step in {STEP_TIMEOUT:?}; trace: {trace:?}"
+        )));
+    }
+    let upstream_calls = world.upstream_calls();
+    let writes = world.shared_data().log().to_vec();
+    let clock_jumped = plan.clock_jump.is_some() && jump.is_none();
+    let followup = followup(plan, module, &world).map_err(|e| e.to_string());
+    Ok(Run {
+        trace,
+        actors: reports,
+        upstream_calls,
+        writes,
+        followup,
+        anomalies: world.anomalies(),
+        clock_jumped,
+    })
+}

@@ -1,0 +1,13 @@
+//! Tests that read like stories: "two workers, one key, the first upstream answer is slow".
+
+mod exchange;
+mod proxy;
+mod request;
+mod response;
+pub mod upstream;
+
+pub use exchange::Exchange;
+pub use proxy::{Envoy, EnvoyBuilder, WorkerHandle};
+pub use request::Request;
+pub use response::{Failure, Response};
+pub use upstream::Upstream;

@@ -1,0 +1,132 @@
+//! What the upstream does with a forwarded request, as the test scripts it: answer (status,
+//! headers, body in chunks, possibly cut off), or fail the way Envoy reports upstream failures.
+
+use crate::envoy::HeaderMap;
+use std::time::Duration;
+
+/// An upstream answer.
+#[derive(Debug, Clone)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    pub splits: Vec<usize>,
+    /// The answer starts after this much simulated time.
+    pub delay: Duration,
+    /// The upstream resets the stream after this many body bytes (a truncated body).
+    pub cut_after: Option<usize>,
+}
+
+impl Response {
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Vec::new(),
+            splits: Vec::new(),
+            delay: Duration::ZERO,
+            cut_after: None,
+        }
+    }
+
+    pub fn header(mut self, name: &str, value: impl AsRef<[u8]>) -> Self {
+        self.headers
+            .push((name.to_ascii_lowercase(), value.as_ref().to_vec()));
+        self
+    }
+
+    pub fn json(self, body: &str) -> Self {
+        self.header("content-type", "application/json").body(body)
+    }
+
+    pub fn body(mut self, body: impl AsRef<[u8]>) -> Self {
+        self.body = body.as_ref().to_vec();
+        self
+    }
+
+    pub fn chunked_at(mut self, offsets: &[usize]) -> Self {
+        let mut offsets: Vec<usize> = offsets
+            .iter()
+            .copied()
+            .filter(|o| *o > 0 && *o < self.body.len())
+            .collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        self.splits = offsets;
+        self
+    }
+
+    /// The upstream takes this long to answer (the clock moves before the answer arrives).
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
+    /// The connection is reset after `bytes` of the body went out: the client never gets the end.
+    pub fn cut_off_after(mut self, bytes: usize) -> Self {
+        self.cut_after = Some(bytes);
+        self
+    }
+
+    pub fn header_map(&self) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in &self.headers {
+            map.add(name, value);
+        }
+        if self.cut_after.is_none() && !self.headers.iter().any(|(n, _)| n == "content-length") {
+            map.add("content-length", self.body.len().to_string().as_bytes());
+        }
+        map
+    }
+
+    /// The body chunks to deliver (up to the cut, if any).
+    pub fn chunks(&self) -> Vec<&[u8]> {
+        let end = self
+            .cut_after
+            .unwrap_or(self.body.len())
+            .min(self.body.len());
+        let mut parts = Vec::new();
+        let mut start = 0;
+        for &split in self.splits.iter().filter(|s| **s < end) {
+            parts.push(&self.body[start..split]);
+            start = split;
+        }
+        if start < end {
+            parts.push(&self.body[start..end]);
+        }
+        parts
+    }
+}
+
+/// Upstream failures, as Envoy reports them to the filter chain (status, `response.code_details`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The connection could not be made: the request never reached the upstream.
+    ConnectionFailure,
+    /// No healthy host in the cluster: never reached.
+    NoHealthyUpstream,
+    /// The upstream reset the stream before answering: the outcome is in doubt.
+    ResetBeforeResponse,
+    /// The route timeout fired: in doubt.
+    Timeout,
+}
+
+impl Failure {
+    /// Status, `response.code_details` and body of the reply Envoy makes itself.
+    pub fn envoy_reply(self) -> (u16, &'static str, &'static str) {
+        match self {
+            Failure::ConnectionFailure => (
+                503,
+                "upstream_reset_before_response_started{connection_failure}",
+                "upstream connect error or disconnect/reset before headers. reset reason: connection failure",
+            ),
+            Failure::NoHealthyUpstream => (503, "no_healthy_upstream", "no healthy upstream"),
+            Failure::ResetBeforeResponse => (
+                503,
+                "upstream_reset_before_response_started{remote_reset}",
+                "upstream connect error or disconnect/reset before headers. reset reason: remote reset",
+            ),
+            Failure::Timeout => (504, "response_timeout", "upstream request timeout"),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Host failure injection: the host's calls fail or answer unexpectedly, and the filter must follow
+//! its configured failure mode — never trap, never answer from the wrong record.
+
+use crate::support::{created, order};
+use idemgate_host_tests::abi::Status;
+use idemgate_host_tests::envoy::{BufferFault, ClientAnswer, Effect, SharedOp};
+use idemgate_host_tests::scenario::{Envoy, Request};
+use std::time::Duration;
+
+const CELLS: &str = "idemgate/";
+
+fn code(answer: &ClientAnswer) -> String {
+    let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap_or_default();
+    body["code"].as_str().unwrap_or_default().to_string()
+}
+
+fn rejected_by_store(answer: &ClientAnswer) {
+    assert_eq!(answer.status, 503, "{}", answer.body_text());
+    assert!(code(answer).starts_with("store_"), "{}", answer.body_text());
+    assert!(answer.header("retry-after").is_some());
+}
+
+#[test]
+fn cas_mismatches_from_concurrent_writers_are_retried() {
+    let envoy = Envoy::builder().workers(2).start().unwrap();
+    envoy
+        .faults()
+        .add(SharedOp::Set, CELLS, Effect::ConcurrentRewrite, 3);
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    assert!(first.reached_upstream(), "three lost races, then the claim");
+    envoy
+        .faults()
+        .add(SharedOp::Get, CELLS, Effect::ConcurrentRewrite, 2);
+    first.respond(created()).unwrap();
+    assert_eq!(envoy.faults().fired(), 5, "every injected race was met");
+    assert_eq!(
+        envoy.metric("idemgate.stored"),
+        Some(1),
+        "two lost races, then the completion"
+    );
+    let replay = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+}
+
+#[test]
+fn endless_cas_mismatches_apply_the_store_error_mode() {
+    let envoy = Envoy::builder().start().unwrap();
+    envoy
+        .faults()
+        .add(SharedOp::Set, CELLS, Effect::ConcurrentRewrite, usize::MAX);
+    let answer = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+    rejected_by_store(&answer);
+    assert_eq!(code(&answer), "store_contention");
+
+    let open = Envoy::builder()
+        .config(r#"{"on_store_error":"pass_through"}"#)
+        .start()
+        .unwrap();
+    open.faults()
+        .add(SharedOp::Set, CELLS, Effect::ConcurrentRewrite, usize::MAX);
+    assert!(open.worker(0).send(order("k")).unwrap().reached_upstream());
+    assert_eq!(open.metric("idemgate.passthrough"), Some(1));
+}
+
+#[test]
+#[ignore = "finding: the filter traps (the proxy-wasm SDK panics) when get_shared_data answers a status other than Ok/NotFound"]
+fn failing_shared_data_reads_apply_the_store_error_mode() {
+    for status in [
+        Status::InvalidMemoryAccess,
+        Status::InternalFailure,
+        Status::BadArgument,
+    ] {
+        let envoy = Envoy::builder().start().unwrap();
+        envoy
+            .faults()
+            .add(SharedOp::Get, CELLS, Effect::Fail(status), usize::MAX);
+        let exchange = envoy
+            .worker(0)
+            .send(order("k"))
+            .unwrap_or_else(|e| panic!("{status:?}: {e}"));
+        rejected_by_store(&exchange.answer().unwrap());
+        assert!(envoy.upstream_calls().is_empty());
+    }
+}
+
+#[test]
+#[ignore = "finding: the filter traps (the proxy-wasm SDK panics) when set_shared_data answers a status other than Ok/CasMismatch"]
+fn failing_shared_data_writes_apply_the_store_error_mode() {
+    for status in [Status::InvalidMemoryAccess, Status::InternalFailure] {
+        let envoy = Envoy::builder().start().unwrap();
+        envoy
+            .faults()
+            .add(SharedOp::Set, CELLS, Effect::Fail(status), usize::MAX);
+        let exchange = envoy
+            .worker(0)
+            .send(order("k"))
+            .unwrap_or_else(|e| panic!("{status:?}: {e}"));
+        rejected_by_store(&exchange.answer().unwrap());
+    }
+}
+
+#[test]
+fn a_failing_completion_leaves_the_claim_to_its_lease() {
+    let envoy = Envoy::builder().workers(2).start().unwrap();
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    envoy
+        .faults()
+        .add(SharedOp::Set, CELLS, Effect::ConcurrentRewrite, usize::MAX);
+    first.respond(created()).unwrap();
+    assert_eq!(
+        first.answer().unwrap().status,
+        201,
+        "the client still gets the upstream's answer"
+    );
+    let faults_fired = envoy.faults().fired();
+    assert!(faults_fired > 0);
+    envoy.advance(Duration::from_secs(61)).unwrap();
+    let mut faults = envoy.faults();
+    *faults = Default::default();
+    drop(faults);
+    assert!(
+        envoy.worker(1).send(order("k")).unwrap().reached_upstream(),
+        "the lease ended"
+    );
+}
+
+#[test]
+fn missing_code_details_count_as_in_doubt() {
+    let envoy = Envoy::builder().workers(2).start().unwrap();
+    envoy.faults().hide_property("response.code_details");
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    first.respond(created()).unwrap();
+    assert_eq!(first.answer().unwrap().status, 201);
+    assert_eq!(
+        envoy
+            .worker(1)
+            .send(order("k"))
+            .unwrap()
+            .answer()
+            .unwrap()
+            .status,
+        409
+    );
+    assert_eq!(envoy.metric("idemgate.in_doubt"), Some(1));
+}
+
+#[test]
+#[ignore = "finding: without `source.address` and without the scope header, every client falls into one namespace"]
+fn a_missing_peer_address_never_merges_clients() {
+    let envoy = Envoy::builder().workers(2).start().unwrap();
+    envoy.faults().hide_property("source.address");
+    let anonymous = |peer: &str| {
+        Request::post("/orders")
+            .key("k")
+            .json(r#"{"sku":"A1"}"#)
+            .peer(peer)
+    };
+    envoy
+        .worker(0)
+        .send(anonymous("10.0.0.1:1000"))
+        .unwrap()
+        .respond(created())
+        .unwrap();
+    let other = envoy.worker(1).send(anonymous("10.9.9.9:2000")).unwrap();
+    let replayed = other
+        .answer()
+        .is_some_and(|a| a.header("idempotent-replayed").is_some());
+    assert!(
+        !replayed,
+        "another client got a replay of the first client's answer"
+    );
+}
+
+#[test]
+fn truncated_and_absent_body_reads_never_trap() {
+    for fault in [BufferFault::Truncate(2), BufferFault::Absent] {
+        for kind in [0, 1] {
+            let envoy = Envoy::builder().start().unwrap();
+            envoy.faults().buffer(kind, fault, 1);
+            let first = envoy
+                .worker(0)
+                .send(order("k").chunked_at(&[5]))
+                .unwrap_or_else(|e| panic!("{fault:?}/{kind}: {e}"));
+            if first.reached_upstream() {
+                first
+                    .respond(created().chunked_at(&[3]))
+                    .unwrap_or_else(|e| panic!("{fault:?}/{kind}: {e}"));
+            }
+            assert!(first.answer().is_some(), "{fault:?} on buffer {kind}");
+            assert!(envoy.anomalies().is_empty());
+        }
+    }
+}
+
+#[test]
+fn the_clock_going_backwards_neither_traps_nor_frees_a_live_claim() {
+    let envoy = Envoy::builder().workers(2).start().unwrap();
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    envoy.clock().rewind(Duration::from_secs(3600));
+    let second = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
+    assert_eq!(second.status, 409);
+    let retry_after: u64 = second.header("retry-after").unwrap().parse().unwrap();
+    assert!(retry_after >= 1);
+    first.respond(created()).unwrap();
+    let replay = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    // Time reads as the epoch (a host clock that is not set).
+    envoy.clock().set_ms(0);
+    let at_epoch = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+    assert_eq!(at_epoch.header("idempotent-replayed"), Some("true"));
+    let fresh = envoy.worker(0).send(order("k-new")).unwrap();
+    assert!(fresh.reached_upstream());
+}

@@ -1,0 +1,9 @@
+//! The harness's tests, in one binary so the filter is compiled once per run.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod abi;
+mod failures;
+mod interleavings;
+mod scenarios;
+mod support;
+mod vectors;
