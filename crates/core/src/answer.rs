@@ -40,6 +40,9 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
+    /// No configured scope source identified the client (not even the peer address): guarding the
+    /// request would put it in a namespace shared with other clients, so it is not guarded.
+    ScopeUnavailable,
     Token(&'a TokenError),
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
@@ -130,6 +133,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             e.code(),
             "Idempotency store unavailable",
             "the idempotency store could not be reached; retry later",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::ScopeUnavailable => problem(
+            503,
+            "scope_unavailable",
+            "Client identity unavailable",
+            "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::Token(e) => {
