@@ -35,7 +35,7 @@ use std::rc::Rc;
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
     key: StorageKey,
-    fingerprint: FingerprintBuilder<'static>,
+    fingerprint: FingerprintBuilder,
     seen: u64,
     client: ClientIdentity,
     /// The one-time token the request carries, on routes that require one.
@@ -80,6 +80,14 @@ impl Facts for HeaderFacts<'_> {
     fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
         host::property(path)
     }
+}
+
+/// The first value of a header, if it is UTF-8.
+fn header_text<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    headers
+        .iter()
+        .find(|(n, _)| n == name)
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
 }
 
 fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u8]> {
@@ -193,21 +201,22 @@ impl Filter {
 
     fn start(&mut self, end_of_stream: bool) -> Action {
         let policy = self.policy();
+        // One host call: the pseudo-headers come with the rest (a guarded request needs them all).
+        let headers = host::headers(MapType::HttpRequestHeaders);
         let (Some(method), Some(path)) = (
-            host::request_header(":method"),
-            host::request_header(":path"),
+            header_text(&headers, ":method"),
+            header_text(&headers, ":path"),
         ) else {
             return Action::Continue;
         };
         let token_issue = policy
             .token
             .as_ref()
-            .is_some_and(|token| token_endpoint::is_issue_request(token, &method, &path));
-        let route = policy.route_for(&method, &path);
+            .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
+        let route = policy.route_for(method, path);
         if route.is_none() && !token_issue {
             return Action::Continue;
         }
-        let headers = host::headers(MapType::HttpRequestHeaders);
         if token_issue {
             return self.issue_token(&headers);
         }
@@ -248,11 +257,11 @@ impl Filter {
             return Action::Continue;
         };
         let storage_key =
-            StorageKey::derive(client.scope(), &method, path_without_query(&path), &key);
+            StorageKey::derive(client.scope(), method, path_without_query(path), &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
-            &method,
-            &path,
+            method,
+            path,
             headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
@@ -437,12 +446,19 @@ impl Filter {
         };
         match classify(host::property_text(&["response", "code_details"]).as_deref()) {
             Origin::Upstream => {
-                let status = host::response_header(":status")
-                    .and_then(|s| s.parse::<u16>().ok())
-                    .unwrap_or(0);
+                // One host call for the status and the headers (`:status` is in the map).
+                let mut status = 0;
                 let headers = host::headers(MapType::HttpResponseHeaders)
                     .into_iter()
-                    .filter(|(name, _)| policy.replays_header(name))
+                    .filter(|(name, value)| {
+                        if name == ":status" {
+                            status = std::str::from_utf8(value)
+                                .ok()
+                                .and_then(|s| s.parse::<u16>().ok())
+                                .unwrap_or(0);
+                        }
+                        policy.replays_header(name)
+                    })
                     .filter_map(|(name, value)| String::from_utf8(value).ok().map(|v| (name, v)))
                     .collect();
                 forwarded.answer = Some(Capture {
@@ -521,6 +537,11 @@ impl HttpContext for Filter {
     }
 
     fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        #[cfg(feature = "test-panic")] // Test-only build (tests/envoy/faults.rs): kill the VM.
+        #[allow(clippy::panic)]
+        if host::response_header("x-idemgate-test-panic").is_some() {
+            panic!("test-panic")
+        }
         self.response_headers(end_of_stream)
     }
 

@@ -7,7 +7,6 @@ use crate::metrics::Metrics;
 use crate::shared_store::{HostSharedData, SharedStore};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::Bucket;
-use idemgate_core::scope::StorageKey;
 use idemgate_core::store::{Expect, Layout, Store};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -115,9 +114,7 @@ impl RootContext for Root {
 
 /// The core's name of cell `index` (a key whose first four bytes are the index lands there).
 fn cell_name(layout: &Layout, index: u32) -> String {
-    let mut key = [0u8; 32];
-    key[..4].copy_from_slice(&index.to_be_bytes());
-    layout.cell_name(&StorageKey(key))
+    layout.cell_name_at(index)
 }
 
 /// Rewrites a cell without its expired records, if it has any (conditional: a concurrent request
@@ -140,6 +137,7 @@ fn sweep<S: Store>(store: &mut S, cell: &str, now: idemgate_core::time::UnixMill
 mod tests {
     use super::*;
     use idemgate_core::policy::Capacity;
+    use idemgate_core::scope::StorageKey;
 
     #[test]
     fn cell_names_cover_the_layout() {
