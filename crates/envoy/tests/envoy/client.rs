@@ -130,7 +130,7 @@ impl Request {
 }
 
 /// Reads a whole HTTP/1.1 response (content-length, chunked, or until close).
-pub fn read_response(stream: TcpStream) -> Result<Response, String> {
+pub fn read_response(stream: impl Read) -> Result<Response, String> {
     let mut reader = BufReader::new(stream);
     let mut line = String::new();
     reader.read_line(&mut line).map_err(|e| e.to_string())?;
@@ -186,6 +186,11 @@ pub fn read_response(stream: TcpStream) -> Result<Response, String> {
         headers,
         body,
     })
+}
+
+/// Parses a whole answer already read (`None` if it is not a complete HTTP/1.1 response).
+pub fn read_response_bytes(raw: &[u8]) -> Option<Response> {
+    read_response(raw).ok()
 }
 
 /// Sends a raw GET to an admin endpoint.

@@ -82,6 +82,15 @@ pub struct Setup {
     pub buffer_max: u64,
     /// Variables passed to Envoy's process and made visible to the VM.
     pub vm_env: Vec<(String, String)>,
+    /// Envoy's `--concurrency` (worker threads, each with its own VM).
+    pub concurrency: u32,
+    /// Extra YAML lines of the plugin's `config` (e.g. `failure_policy: FAIL_RELOAD`).
+    pub plugin_extra: String,
+    /// Another build of the filter (default: [`filter_wasm`]).
+    pub wasm: Option<PathBuf>,
+    /// Serve the listener through file-based LDS (`lds.yaml`, rewritable with
+    /// [`Envoy::reload_listener`]) on this fixed port, instead of a static listener on port 0.
+    pub lds_port: Option<u16>,
 }
 
 impl Setup {
@@ -92,6 +101,10 @@ impl Setup {
             route_timeout: "15s",
             buffer_max: 4 * 1024 * 1024,
             vm_env: Vec::new(),
+            concurrency: 2,
+            plugin_extra: String::new(),
+            wasm: None,
+            lds_port: None,
         }
     }
 }
@@ -101,68 +114,118 @@ fn indent(text: &str, spaces: usize) -> String {
     text.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// The YAML of a test Envoy: the wasm filter, then the buffer filter, then the router.
-pub fn yaml(setup: &Setup, wasm: &Path) -> String {
+/// The listener (a YAML mapping at column 0): the wasm filter, then the buffer filter, then the
+/// router.
+pub fn listener_yaml(setup: &Setup, wasm: &Path, port: u16) -> String {
     let env_keys: Vec<String> = setup
         .vm_env
         .iter()
         .map(|(k, _)| format!("\"{k}\""))
         .collect();
-    let filter = indent(&setup.filter, 20);
+    let filter = indent(&setup.filter, 16);
+    let extra = indent(&setup.plugin_extra, 12);
+    format!(
+        r#"name: main
+address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
+filter_chains:
+- filters:
+  - name: envoy.filters.network.http_connection_manager
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: ingress
+      route_config:
+        virtual_hosts:
+        - name: app
+          domains: ["*"]
+          routes:
+          - match: {{ prefix: "/unguarded" }}
+            route: {{ cluster: app }}
+            typed_per_filter_config:
+              envoy.filters.http.wasm:
+                "@type": type.googleapis.com/envoy.config.route.v3.FilterConfig
+                disabled: true
+          - match: {{ prefix: "/direct" }}
+            direct_response: {{ status: 200, body: {{ inline_string: "direct" }} }}
+          - match: {{ prefix: "/empty" }}
+            route: {{ cluster: empty }}
+          - match: {{ prefix: "/" }}
+            route: {{ cluster: app, timeout: {timeout} }}
+      http_filters:
+      - name: envoy.filters.http.wasm
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
+          config:
+            name: idemgate
+            root_id: idemgate
+{extra}            vm_config:
+              vm_id: idemgate
+              runtime: envoy.wasm.runtime.v8
+              code: {{ local: {{ filename: "{wasm}" }} }}
+              environment_variables: {{ host_env_keys: [{env_keys}] }}
+            configuration:
+              "@type": type.googleapis.com/google.protobuf.StringValue
+              value: |
+{filter}
+      - name: envoy.filters.http.buffer
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
+          max_request_bytes: {buffer_max}
+      - name: envoy.filters.http.router
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+"#,
+        timeout = setup.route_timeout,
+        wasm = wasm.display(),
+        env_keys = env_keys.join(", "),
+        buffer_max = setup.buffer_max,
+    )
+}
+
+/// The LDS file serving `listener` (file-based dynamic listeners).
+pub fn lds_yaml(listener: &str) -> String {
+    let mut out = String::from("resources:\n");
+    for (i, line) in listener.lines().enumerate() {
+        if i == 0 {
+            out.push_str("- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n");
+        }
+        out.push_str("  ");
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The YAML of a test Envoy: a static listener on port 0 (or, with `lds_port`, file-based LDS
+/// reading `lds_path`), the admin on port 0, and the clusters.
+pub fn yaml(setup: &Setup, wasm: &Path) -> String {
+    bootstrap(setup, wasm, None)
+}
+
+fn bootstrap(setup: &Setup, wasm: &Path, lds_path: Option<&Path>) -> String {
+    let listeners = match lds_path {
+        Some(_) => String::new(),
+        None => {
+            let mut out = String::from("  listeners:\n");
+            for (i, line) in listener_yaml(setup, wasm, 0).lines().enumerate() {
+                out.push_str(if i == 0 { "  - " } else { "    " });
+                out.push_str(line);
+                out.push('\n');
+            }
+            out
+        }
+    };
+    let dynamic = match lds_path {
+        Some(path) => format!(
+            "node: {{ id: idemgate-test, cluster: idemgate-test }}\ndynamic_resources:\n  lds_config:\n    resource_api_version: V3\n    path_config_source: {{ path: \"{}\" }}\n",
+            path.display()
+        ),
+        None => String::new(),
+    };
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-static_resources:
-  listeners:
-  - name: main
-    address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
-    filter_chains:
-    - filters:
-      - name: envoy.filters.network.http_connection_manager
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
-          stat_prefix: ingress
-          route_config:
-            virtual_hosts:
-            - name: app
-              domains: ["*"]
-              routes:
-              - match: {{ prefix: "/unguarded" }}
-                route: {{ cluster: app }}
-                typed_per_filter_config:
-                  envoy.filters.http.wasm:
-                    "@type": type.googleapis.com/envoy.config.route.v3.FilterConfig
-                    disabled: true
-              - match: {{ prefix: "/direct" }}
-                direct_response: {{ status: 200, body: {{ inline_string: "direct" }} }}
-              - match: {{ prefix: "/empty" }}
-                route: {{ cluster: empty }}
-              - match: {{ prefix: "/" }}
-                route: {{ cluster: app, timeout: {timeout} }}
-          http_filters:
-          - name: envoy.filters.http.wasm
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
-              config:
-                name: idemgate
-                root_id: idemgate
-                vm_config:
-                  vm_id: idemgate
-                  runtime: envoy.wasm.runtime.v8
-                  code: {{ local: {{ filename: "{wasm}" }} }}
-                  environment_variables: {{ host_env_keys: [{env_keys}] }}
-                configuration:
-                  "@type": type.googleapis.com/google.protobuf.StringValue
-                  value: |
-{filter}
-          - name: envoy.filters.http.buffer
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
-              max_request_bytes: {buffer_max}
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-  clusters:
+{dynamic}static_resources:
+{listeners}  clusters:
   - name: app
     connect_timeout: 1s
     type: STATIC
@@ -176,10 +239,6 @@ static_resources:
     type: STATIC
     load_assignment: {{ cluster_name: empty }}
 "#,
-        timeout = setup.route_timeout,
-        wasm = wasm.display(),
-        env_keys = env_keys.join(", "),
-        buffer_max = setup.buffer_max,
         port = setup.upstream_port,
     )
 }
@@ -219,17 +278,24 @@ pub struct Envoy {
 impl Envoy {
     pub fn start(setup: &Setup) -> Envoy {
         let binary = envoy_binary();
-        let wasm = filter_wasm();
+        let wasm = setup.wasm.clone().unwrap_or_else(filter_wasm);
         let dir = TempDir::new();
         let config = dir.0.join("envoy.yaml");
-        std::fs::write(&config, yaml(setup, &wasm)).expect("write envoy.yaml");
+        let lds = dir.0.join("lds.yaml");
+        if let Some(port) = setup.lds_port {
+            std::fs::write(&lds, lds_yaml(&listener_yaml(setup, &wasm, port))).expect("lds.yaml");
+        }
+        let lds_path = setup.lds_port.map(|_| lds.as_path());
+        std::fs::write(&config, bootstrap(setup, &wasm, lds_path)).expect("write envoy.yaml");
         let admin_path = dir.0.join("admin-address");
         let log = dir.0.join("envoy.log");
         let log_file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(binary)
             .arg("-c")
             .arg(&config)
-            .args(["--concurrency", "2", "--disable-hot-restart", "-l", "warn"])
+            .arg("--concurrency")
+            .arg(setup.concurrency.to_string())
+            .args(["--disable-hot-restart", "-l", "warn", "--drain-time-s", "5"])
             .args(["--component-log-level", "wasm:info"])
             .arg("--admin-address-path")
             .arg(&admin_path)
@@ -247,6 +313,30 @@ impl Envoy {
         };
         envoy.wait_ready(&admin_path);
         envoy
+    }
+
+    /// Rewrites the LDS file (atomically: write, then rename over it, which Envoy watches) with
+    /// this setup's listener.
+    pub fn reload_listener(&self, setup: &Setup) {
+        let port = setup.lds_port.expect("an LDS setup");
+        let wasm = setup.wasm.clone().unwrap_or_else(filter_wasm);
+        let next = self._dir.0.join("lds.next.yaml");
+        std::fs::write(&next, lds_yaml(&listener_yaml(setup, &wasm, port))).expect("write");
+        std::fs::rename(&next, self._dir.0.join("lds.yaml")).expect("rename lds.yaml");
+    }
+
+    /// Envoy's log so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Any stat at the admin `/stats` (counters and gauges), by its full name.
+    pub fn stat(&self, name: &str) -> Option<u64> {
+        let stats = get(self.admin, "/stats").ok()?.text();
+        let prefix = format!("{name}: ");
+        stats
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix)?.trim().parse().ok())
     }
 
     pub fn pid(&self) -> u32 {

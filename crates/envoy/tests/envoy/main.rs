@@ -11,7 +11,10 @@ mod upstream;
 
 mod config;
 mod exactly_once;
+mod faults;
 mod memory;
 mod requests;
 mod responses;
+mod soak;
+mod threats;
 mod tokens;

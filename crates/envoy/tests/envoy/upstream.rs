@@ -2,7 +2,9 @@
 //! requests it received per path and per `Idempotency-Key`. Each request says what to do through an
 //! `x-script` header (Envoy forwards it), e.g. `status=503`, `delay=1500`, `body=40000`,
 //! `reset` (read the request, close without answering), `cut` (headers and half the body, then
-//! close), `header=set-cookie:a=b`. The response body names the request's sequence number, so a
+//! close), `stall=800` (headers and half the body, then wait before the rest — or before closing,
+//! with `cut`), `header=set-cookie:a=b`, `raw=NAME` (a header line of raw bytes from [`RAW_HEADERS`],
+//! e.g. one that smuggles CR or LF). The response body names the request's sequence number, so a
 //! replay can be told from a fresh execution.
 
 use std::collections::HashMap;
@@ -118,6 +120,18 @@ impl Drop for Upstream {
     }
 }
 
+/// Hostile header lines the upstream can be told to send (`raw=NAME`).
+pub const RAW_HEADERS: &[(&str, &[u8])] = &[
+    ("cr", b"etag: \"a\"\rset-cookie: injected=cr"),
+    ("lf", b"etag: \"a\"\nset-cookie: injected=lf"),
+    ("fold", b"etag: \"a\"\r\n set-cookie: injected=fold"),
+    ("nul", b"etag: \"a\"\x00set-cookie: injected=nul"),
+    (
+        "split",
+        b"location: /a\r\n\r\nHTTP/1.1 200 OK\r\nset-cookie: injected=split",
+    ),
+];
+
 struct Request {
     path: String,
     headers: Vec<(String, String)>,
@@ -218,6 +232,8 @@ fn respond(writer: &mut TcpStream, request: &Request, sequence: usize) -> bool {
     let mut extra: Vec<String> = Vec::new();
     let mut reset = false;
     let mut cut = false;
+    let mut stall = 0u64;
+    let mut raw: Vec<&[u8]> = Vec::new();
     for directive in script.split(';').map(str::trim).filter(|d| !d.is_empty()) {
         let (name, value) = directive.split_once('=').unwrap_or((directive, ""));
         match name {
@@ -227,6 +243,13 @@ fn respond(writer: &mut TcpStream, request: &Request, sequence: usize) -> bool {
             "header" => extra.push(value.replacen(':', ": ", 1)),
             "reset" => reset = true,
             "cut" => cut = true,
+            "stall" => stall = value.parse().unwrap_or(0),
+            "raw" => raw.extend(
+                RAW_HEADERS
+                    .iter()
+                    .filter(|(n, _)| *n == value)
+                    .map(|(_, b)| *b),
+            ),
             _ => {}
         }
     }
@@ -252,8 +275,28 @@ fn respond(writer: &mut TcpStream, request: &Request, sequence: usize) -> bool {
         head.push_str(header);
         head.push_str("\r\n");
     }
-    head.push_str("\r\n");
     let mut bytes = head.into_bytes();
+    for line in raw {
+        bytes.extend_from_slice(line);
+        bytes.extend_from_slice(b"\r\n");
+    }
+    bytes.extend_from_slice(b"\r\n");
+    if stall > 0 {
+        bytes.extend_from_slice(&body.as_bytes()[..body.len() / 2]);
+        if writer
+            .write_all(&bytes)
+            .and_then(|()| writer.flush())
+            .is_err()
+        {
+            return false;
+        }
+        thread::sleep(Duration::from_millis(stall));
+        if cut {
+            return false;
+        }
+        return writer.write_all(&body.as_bytes()[body.len() / 2..]).is_ok()
+            && writer.flush().is_ok();
+    }
     if cut {
         bytes.extend_from_slice(&body.as_bytes()[..body.len() / 2]);
         let _ = writer.write_all(&bytes);
