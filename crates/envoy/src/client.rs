@@ -32,8 +32,10 @@ pub trait Facts {
     fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
 }
 
-/// The identity from the first configured source that is present, else the peer's address.
-pub fn identify(policy: &Policy, facts: &dyn Facts) -> ClientIdentity {
+/// The identity from the first configured source that is present, else the peer's address; `None`
+/// when not even that is known — the caller must then not guard the request in a namespace shared
+/// with other clients (semantics §2).
+pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
     for source in &policy.scope {
         let value = match source {
             ScopeSource::Header(name) => {
@@ -52,22 +54,23 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> ClientIdentity {
             ScopeSource::Peer => peer(facts),
         };
         if let Some(value) = value {
-            return ClientIdentity {
+            return Some(ClientIdentity {
                 source: source.label(),
                 value,
-            };
+            });
         }
     }
-    ClientIdentity {
+    peer(facts).map(|value| ClientIdentity {
         source: FALLBACK_SOURCE.into(),
-        value: peer(facts).unwrap_or_default(),
-    }
+        value,
+    })
 }
 
 fn peer(facts: &dyn Facts) -> Option<Vec<u8>> {
     let address = facts.property(&["source", "address"])?;
     let text = String::from_utf8_lossy(&address);
-    Some(peer_host(&text).as_bytes().to_vec())
+    let host = peer_host(&text);
+    (!host.is_empty()).then(|| host.as_bytes().to_vec())
 }
 
 /// `10.0.0.1:5678` → `10.0.0.1`, `[::1]:5678` → `[::1]`; anything else unchanged.
@@ -122,12 +125,12 @@ mod tests {
     #[test]
     fn first_present_source_wins() {
         let policy = Policy::defaults(); // authorization, then peer
-        let id = identify(&policy, &fake(&[("authorization", "Bearer a")]));
+        let id = identify(&policy, &fake(&[("authorization", "Bearer a")])).unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("header:authorization", &b"Bearer a"[..])
         );
-        let id = identify(&policy, &fake(&[]));
+        let id = identify(&policy, &fake(&[])).unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("peer", &b"10.1.2.3"[..])
@@ -137,11 +140,23 @@ mod tests {
     #[test]
     fn missing_sources_fall_back_to_the_peer() {
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
-        let id = identify(&policy, &fake(&[]));
+        let id = identify(&policy, &fake(&[])).unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             (FALLBACK_SOURCE, &b"10.1.2.3"[..])
         );
+    }
+
+    #[test]
+    fn no_source_and_no_peer_is_no_identity() {
+        let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
+        let mut facts = fake(&[]);
+        facts.properties.clear();
+        assert_eq!(identify(&policy, &facts), None);
+        facts
+            .properties
+            .insert("source.address".into(), b"".to_vec());
+        assert_eq!(identify(&policy, &facts), None);
     }
 
     #[test]
@@ -152,7 +167,7 @@ mod tests {
         facts
             .properties
             .insert("metadata.sub".into(), b"alice".to_vec());
-        let id = identify(&policy, &facts);
+        let id = identify(&policy, &facts).unwrap();
         assert_eq!(id.value, b"alice");
         assert!(id.source.starts_with("property:"));
     }

@@ -106,8 +106,9 @@ impl Filter {
         }
     }
 
-    fn policy(&self) -> &'static Policy {
-        self.shared.policy
+    /// The compiled policy, shared (a reference-count bump, never a copy or a re-parse).
+    fn policy(&self) -> Rc<Policy> {
+        Rc::clone(&self.shared.policy)
     }
 
     fn count(&self, counter: Counter) {
@@ -138,7 +139,9 @@ impl Filter {
         let Some(token) = &policy.token else {
             return Action::Continue;
         };
-        let client = identify(policy, &HeaderFacts { headers });
+        let Some(client) = identify(&policy, &HeaderFacts { headers }) else {
+            return self.unscoped(&policy);
+        };
         let http = token_endpoint::issue_answer(
             token,
             client.scope(),
@@ -156,8 +159,14 @@ impl Filter {
         let mut store = SharedStore {
             data: HostSharedData,
         };
-        match token_endpoint::consume(&mut store, policy, token, text, client.scope(), host::now())
-        {
+        match token_endpoint::consume(
+            &mut store,
+            &policy,
+            token,
+            text,
+            client.scope(),
+            host::now(),
+        ) {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -185,6 +194,14 @@ impl Filter {
     fn store_failed(&self, e: &ProtocolError) {
         self.count(Counter::StoreError);
         host::log(LogLevel::Warn, &format!("store failed: {e}"));
+    }
+
+    /// No identity to scope the key to: the store-error failure mode applies (503, or forward
+    /// unprotected) rather than a namespace shared with other clients.
+    fn unscoped(&mut self, policy: &Policy) -> Action {
+        self.count(Counter::ScopeUnavailable);
+        self.failure(policy.on_store_error, &EdgeAnswer::ScopeUnavailable)
+            .unwrap_or(Action::Continue)
     }
 
     /// Applies a failure mode: reject with the core's answer, or forward unprotected.
@@ -230,7 +247,7 @@ impl Filter {
                 return self.reply(&EdgeAnswer::InvalidKey(&e));
             }
         };
-        let client = identify(policy, &HeaderFacts { headers: &headers });
+        let client = identify(&policy, &HeaderFacts { headers: &headers });
         let token_text = match (route.token, &policy.token) {
             (TokenRequirement::Required, Some(token)) => Some(
                 header_values(&headers, &token.header)
@@ -249,12 +266,18 @@ impl Filter {
             }
             // Optional key, none given: no idempotency, but a required token still applies.
             if let Some(text) = &token_text {
-                if let Some(action) = self.check_token(&client, text.as_deref()) {
+                let Some(client) = &client else {
+                    return self.unscoped(&policy);
+                };
+                if let Some(action) = self.check_token(client, text.as_deref()) {
                     return action;
                 }
             }
             self.count(Counter::Passthrough);
             return Action::Continue;
+        };
+        let Some(client) = client else {
+            return self.unscoped(&policy);
         };
         let storage_key =
             StorageKey::derive(client.scope(), method, path_without_query(path), &key);
@@ -329,7 +352,7 @@ impl Filter {
         };
         let mut engine = Engine {
             store: &mut store,
-            policy,
+            policy: &policy,
         };
         let owner = OwnerToken(crate::entropy::random16());
         let outcome = engine.claim(key, fingerprint, owner, host::now());
@@ -398,7 +421,7 @@ impl Filter {
         };
         let mut engine = Engine {
             store: &mut store,
-            policy,
+            policy: &policy,
         };
         match engine.finish(key, owner, Some(facts), host::now()) {
             Ok(FinishOutcome::Stored) => {

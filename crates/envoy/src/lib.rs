@@ -19,6 +19,7 @@ pub mod host;
 pub mod metrics;
 pub mod origin;
 pub mod root;
+pub mod shared_data_abi;
 pub mod shared_store;
 pub mod token_endpoint;
 

@@ -32,6 +32,8 @@ pub enum Counter {
     StoreFull,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,
+    /// No scope source identified the client: the failure mode applied (never a shared namespace).
+    ScopeUnavailable,
     TokenIssued,
     TokenConsumed,
     TokenRejected,
@@ -45,7 +47,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 18] = [
+    pub const ALL: [Counter; 19] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -58,6 +60,7 @@ impl Counter {
         Counter::InDoubt,
         Counter::StoreFull,
         Counter::StoreError,
+        Counter::ScopeUnavailable,
         Counter::TokenIssued,
         Counter::TokenConsumed,
         Counter::TokenRejected,
@@ -80,6 +83,7 @@ impl Counter {
             Counter::InDoubt => "idemgate.in_doubt",
             Counter::StoreFull => "idemgate.store_full",
             Counter::StoreError => "idemgate.store_error",
+            Counter::ScopeUnavailable => "idemgate.scope_unavailable",
             Counter::TokenIssued => "idemgate.token_issued",
             Counter::TokenConsumed => "idemgate.token_consumed",
             Counter::TokenRejected => "idemgate.token_rejected",

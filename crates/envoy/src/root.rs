@@ -7,7 +7,7 @@ use crate::metrics::Metrics;
 use crate::shared_store::{HostSharedData, SharedStore};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::Bucket;
-use idemgate_core::store::{Expect, Layout, Store};
+use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 /// What every request context of a VM shares, by reference.
 pub struct Shared {
-    pub policy: &'static Policy,
+    pub policy: Rc<Policy>,
     pub metrics: Metrics,
     /// Cached host log level (refreshed on every tick), so no debug line is formatted for nothing.
     pub debug: Cell<bool>,
@@ -56,13 +56,10 @@ impl RootContext for Root {
                 return false;
             }
         };
-        // Leaked once per configuration of this VM (a few KB): request contexts borrow it for as
-        // long as they live, and the core's `FingerprintBuilder` keeps a `&'s FingerprintSpec`
-        // across body callbacks, which a reference-counted policy inside the same context could not
-        // lend without self-reference.
-        let policy: &'static Policy = Box::leak(Box::new(policy));
+        // Compiled once per configuration; every request context shares it by reference count.
+        let policy = Rc::new(policy);
         self.shared = Some(Rc::new(Shared {
-            policy,
+            policy: Rc::clone(&policy),
             metrics: Metrics::define(),
             debug: Cell::new(host::debug_enabled()),
         }));
@@ -73,11 +70,20 @@ impl RootContext for Root {
             0,
             0,
         ]);
+        let layout = Layout {
+            capacity: policy.capacity,
+        };
+        let created = precreate_cells(
+            &mut SharedStore {
+                data: HostSharedData,
+            },
+            &layout,
+        );
         let _ = hostcalls::set_tick_period(TICK);
         host::log(
             LogLevel::Info,
             &format!(
-                "configured: {} route(s), capacity {} records in {} cells",
+                "configured: {} route(s), capacity {} records in {} cells ({created} created now)",
                 policy.routes.len(),
                 policy.capacity.records(),
                 policy.capacity.cells
@@ -115,6 +121,26 @@ impl RootContext for Root {
 /// The core's name of cell `index` (a key whose first four bytes are the index lands there).
 fn cell_name(layout: &Layout, index: u32) -> String {
     layout.cell_name_at(index)
+}
+
+/// Creates every cell that does not exist yet (empty), so requests never find a cell absent and
+/// never have to *create* one. Creation is the one write Envoy's shared data cannot make exactly
+/// atomic (a `set` with CAS `u32::MAX`; see `shared_store`): a request that read "absent" could,
+/// in a microsecond window, replace a cell whose CAS the global counter had just made `u32::MAX`.
+/// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
+/// reload that adds cells, only those new cells are created while traffic flows. Returns how many
+/// cells this call created; an existing cell is left untouched.
+pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> u32 {
+    let mut created = 0;
+    for index in 0..layout.capacity.cells {
+        let cell = cell_name(layout, index);
+        if let Ok(None) = store.read(&cell) {
+            if let Ok(WriteOutcome::Written) = store.write(&cell, &[], Expect::Absent) {
+                created += 1;
+            }
+        }
+    }
+    created
 }
 
 /// Rewrites a cell without its expired records, if it has any (conditional: a concurrent request

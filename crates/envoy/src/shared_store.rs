@@ -50,20 +50,13 @@ pub struct HostSharedData;
 
 impl SharedData for HostSharedData {
     fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
-        match proxy_wasm::hostcalls::get_shared_data(key) {
-            // An empty value may come back as no bytes with a CAS: it exists, and is empty.
-            Ok((bytes, Some(cas))) => Ok(Some((bytes.unwrap_or_default(), cas))),
-            Ok((_, None)) => Ok(None),
-            Err(status) => Err(format!("get_shared_data: {status:?}")),
-        }
+        crate::shared_data_abi::get(key)
+            .map_err(|status| format!("get_shared_data: status {status}"))
     }
 
     fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<bool, String> {
-        match proxy_wasm::hostcalls::set_shared_data(key, Some(value), Some(cas)) {
-            Ok(()) => Ok(true),
-            Err(proxy_wasm::types::Status::CasMismatch) => Ok(false),
-            Err(status) => Err(format!("set_shared_data: {status:?}")),
-        }
+        crate::shared_data_abi::set(key, value, cas)
+            .map_err(|status| format!("set_shared_data: status {status}"))
     }
 }
 
@@ -76,8 +69,11 @@ fn unavailable(why: String) -> StoreError {
     StoreError::Unavailable(why)
 }
 
+/// How often a write re-reads to move its cell off CAS `u32::MAX` before giving up the race.
+const SETTLE_ATTEMPTS: usize = 3;
+
 impl<D: SharedData> SharedStore<D> {
-    /// The `Absent` create and its read-back (see the module docs).
+    /// The `Absent` create (see the module docs).
     fn create(&mut self, cell: &str, bytes: &[u8]) -> Result<WriteOutcome, StoreError> {
         if !self
             .data
@@ -86,25 +82,39 @@ impl<D: SharedData> SharedStore<D> {
         {
             return Ok(WriteOutcome::Conflict);
         }
-        let Some((current, cas)) = self.data.get(cell).map_err(unavailable)? else {
-            // Written, then gone: shared data never loses keys, so this is a host fault.
-            return Err(unavailable(String::from(
-                "shared data lost a key just written",
-            )));
-        };
-        if cas == CREATE_CAS
-            && !self
-                .data
-                .set(cell, &current, CREATE_CAS)
-                .map_err(unavailable)?
-        {
-            return Ok(WriteOutcome::Conflict);
+        self.settle(cell, bytes)
+    }
+
+    /// After every successful write: read the cell back and, if the global counter handed it
+    /// exactly `u32::MAX`, re-stamp it, so a stale creator's `set(…, u32::MAX)` cannot match it.
+    /// The write stands only while the cell still holds every record it wrote: a creator whose
+    /// entry was replaced through that corner finds its records gone and reports `Conflict` (the
+    /// core re-reads and decides again), while a legitimate later writer keeps our records (it
+    /// built on our bucket), so an ordinary concurrent update is not mistaken for a lost race.
+    /// This costs one read per write and closes the window to the moment between a write and
+    /// its read-back.
+    fn settle(&mut self, cell: &str, written: &[u8]) -> Result<WriteOutcome, StoreError> {
+        for _ in 0..SETTLE_ATTEMPTS {
+            let Some((current, cas)) = self.data.get(cell).map_err(unavailable)? else {
+                // Written, then gone: shared data never loses keys, so this is a host fault.
+                return Err(unavailable(String::from(
+                    "shared data lost a key just written",
+                )));
+            };
+            if !holds_records(&current, written) {
+                return Ok(WriteOutcome::Conflict);
+            }
+            if cas != CREATE_CAS
+                || self
+                    .data
+                    .set(cell, &current, CREATE_CAS)
+                    .map_err(unavailable)?
+            {
+                return Ok(WriteOutcome::Written);
+            }
+            // Someone wrote between our read-back and the re-stamp: look again.
         }
-        Ok(if holds_records(&current, bytes) {
-            WriteOutcome::Written
-        } else {
-            WriteOutcome::Conflict
-        })
+        Ok(WriteOutcome::Written)
     }
 }
 
@@ -150,11 +160,11 @@ impl<D: SharedData> Store for SharedStore<D> {
                     .ok_or_else(|| {
                         unavailable(format!("version {version} is not a shared-data CAS"))
                     })?;
-                Ok(if self.data.set(cell, bytes, cas).map_err(unavailable)? {
-                    WriteOutcome::Written
+                if self.data.set(cell, bytes, cas).map_err(unavailable)? {
+                    self.settle(cell, bytes)
                 } else {
-                    WriteOutcome::Conflict
-                })
+                    Ok(WriteOutcome::Conflict)
+                }
             }
         }
     }

@@ -126,7 +126,10 @@ impl Worker {
         state.vm_config = setup.vm_config;
         state.env = setup.env;
         state.node_properties = setup.node_properties;
-        state.gate = setup.gate;
+        // The explorer's gate applies from the first request on: Envoy configures every worker's VM
+        // before the listener takes traffic, so configuration (the filter creates its store cells
+        // there) is never interleaved with requests.
+        let gate = setup.gate;
         state.chain = setup.chain;
         let mut store = Store::new(module.module.engine(), state);
         let trap = |callback: &str, e: wasmtime::Error| HarnessError::Trap {
@@ -172,6 +175,7 @@ impl Worker {
                 return Err(worker.rejected());
             }
         }
+        worker.store.data_mut().gate = gate;
         Ok(worker)
     }
 

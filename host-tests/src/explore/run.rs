@@ -33,10 +33,11 @@ pub struct Plan {
 
 impl Plan {
     /// `n` copies of `request` on `n` workers at once; the upstream answers `response`; the default
-    /// configuration (lease 60 s); exactly one may reach the upstream.
+    /// configuration (lease 60 s) but a small store — every schedule starts fresh VMs, and each
+    /// creates its store's cells when configured; exactly one may reach the upstream.
     pub fn concurrent(n: usize, request: Request, response: crate::scenario::Response) -> Plan {
         Plan {
-            config: String::new(),
+            config: String::from(r#"{"capacity": 64}"#),
             chain: Chain::default(),
             requests: vec![request; n],
             upstream: vec![Upstream::Respond(response)],
@@ -210,10 +211,23 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Runs `plan` once, in the order `chooser` picks.
 pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Result<Run> {
     let world = World::new(plan.seed);
+    let actors = plan.requests.len();
+    // Envoy configures its VMs before the listener takes traffic, so the store's cells (which the
+    // filter creates when configured) exist before the first request. A VM configured here first
+    // makes that so before the CAS counter is set: the forced values then land on request writes.
+    Worker::start(
+        module,
+        world.clone(),
+        actors + 1,
+        VmSetup {
+            plugin_config: plan.config.clone().into_bytes(),
+            chain: plan.chain,
+            ..VmSetup::default()
+        },
+    )?;
     if let Some(cas) = plan.first_cas {
         world.shared_data().set_next_cas(cas);
     }
-    let actors = plan.requests.len();
     let turnstile = Arc::new(Turnstile::new(actors));
     let mut trace = Vec::new();
     let mut jump = plan.clock_jump;

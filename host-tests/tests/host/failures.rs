@@ -63,7 +63,6 @@ fn endless_cas_mismatches_apply_the_store_error_mode() {
 }
 
 #[test]
-#[ignore = "finding: the filter traps (the proxy-wasm SDK panics) when get_shared_data answers a status other than Ok/NotFound"]
 fn failing_shared_data_reads_apply_the_store_error_mode() {
     for status in [
         Status::InvalidMemoryAccess,
@@ -84,7 +83,6 @@ fn failing_shared_data_reads_apply_the_store_error_mode() {
 }
 
 #[test]
-#[ignore = "finding: the filter traps (the proxy-wasm SDK panics) when set_shared_data answers a status other than Ok/CasMismatch"]
 fn failing_shared_data_writes_apply_the_store_error_mode() {
     for status in [Status::InvalidMemoryAccess, Status::InternalFailure] {
         let envoy = Envoy::builder().start().unwrap();
@@ -145,8 +143,10 @@ fn missing_code_details_count_as_in_doubt() {
 }
 
 #[test]
-#[ignore = "finding: without `source.address` and without the scope header, every client falls into one namespace"]
 fn a_missing_peer_address_never_merges_clients() {
+    // No scope header and no `source.address`: there is no identity to scope the key to, so the
+    // filter applies its store-error failure mode (default: reject with 503 scope_unavailable)
+    // instead of guarding both clients in one shared namespace.
     let envoy = Envoy::builder().workers(2).start().unwrap();
     envoy.faults().hide_property("source.address");
     let anonymous = |peer: &str| {
@@ -155,20 +155,22 @@ fn a_missing_peer_address_never_merges_clients() {
             .json(r#"{"sku":"A1"}"#)
             .peer(peer)
     };
-    envoy
-        .worker(0)
-        .send(anonymous("10.0.0.1:1000"))
-        .unwrap()
-        .respond(created())
-        .unwrap();
-    let other = envoy.worker(1).send(anonymous("10.9.9.9:2000")).unwrap();
-    let replayed = other
-        .answer()
-        .is_some_and(|a| a.header("idempotent-replayed").is_some());
-    assert!(
-        !replayed,
-        "another client got a replay of the first client's answer"
-    );
+    for (worker, peer) in [(0, "10.0.0.1:1000"), (1, "10.9.9.9:2000")] {
+        let flight = envoy.worker(worker).send(anonymous(peer)).unwrap();
+        assert!(
+            !flight.reached_upstream(),
+            "an unscoped request was guarded (and forwarded) in a shared namespace"
+        );
+        let answer = flight
+            .answer()
+            .expect("the edge answers an unscoped request itself");
+        assert_eq!(answer.status, 503);
+        assert!(answer
+            .body_text()
+            .contains("urn:idemgate:problem:scope_unavailable"));
+        assert!(answer.header("idempotent-replayed").is_none());
+    }
+    assert_eq!(envoy.metric("idemgate.scope_unavailable"), Some(2));
 }
 
 #[test]

@@ -66,8 +66,6 @@ fn two_requests_creating_the_cell_as_the_cas_counter_wraps() {
 }
 
 #[test]
-#[ignore = "finding: an update handed CAS u32::MAX lets a stale creator replace the record (the corner \
-            documented in crates/envoy/src/shared_store.rs); run with --ignored to see the schedule"]
 fn two_requests_when_an_update_lands_on_cas_u32_max() {
     // The claim gets u32::MAX − 1, so the completion is handed exactly u32::MAX while the second
     // request still holds its "absent" read: its create (CAS u32::MAX) then matches.

@@ -133,8 +133,13 @@ fn keys_are_checked_before_anything_is_stored() {
         .send(Request::get("/orders/7").key("k"))
         .unwrap();
     assert!(get.reached_upstream(), "GET passes through untouched");
+    // The filter creates its (empty) store cells when configured; none may hold a record.
     assert_eq!(
-        envoy.shared_data().entries().count(),
+        envoy
+            .shared_data()
+            .entries()
+            .filter(|(_, entry)| !entry.value.is_empty())
+            .count(),
         0,
         "nothing was stored"
     );
