@@ -56,7 +56,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
