@@ -104,7 +104,7 @@ impl RootContext for Root {
         };
         for _ in 0..SWEEP_CELLS_PER_TICK.min(layout.capacity.cells) {
             self.sweep_cursor = self.sweep_cursor.wrapping_add(1) % layout.capacity.cells.max(1);
-            sweep(&mut store, &cell_name(&layout, self.sweep_cursor), now);
+            sweep(&mut store, &layout.cell_name_at(self.sweep_cursor), now);
         }
     }
 
@@ -118,11 +118,6 @@ impl RootContext for Root {
     }
 }
 
-/// The core's name of cell `index` (a key whose first four bytes are the index lands there).
-fn cell_name(layout: &Layout, index: u32) -> String {
-    layout.cell_name_at(index)
-}
-
 /// Creates every cell that does not exist yet (empty), so requests never find a cell absent and
 /// never have to *create* one. Creation is the one write Envoy's shared data cannot make exactly
 /// atomic (a `set` with CAS `u32::MAX`; see `shared_store`): a request that read "absent" could,
@@ -133,7 +128,7 @@ fn cell_name(layout: &Layout, index: u32) -> String {
 pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> u32 {
     let mut created = 0;
     for index in 0..layout.capacity.cells {
-        let cell = cell_name(layout, index);
+        let cell = layout.cell_name_at(index);
         if let Ok(None) = store.read(&cell) {
             if let Ok(WriteOutcome::Written) = store.write(&cell, &[], Expect::Absent) {
                 created += 1;
@@ -173,7 +168,7 @@ mod tests {
                 per_cell: 8,
             },
         };
-        let names: Vec<String> = (0..5).map(|i| cell_name(&layout, i)).collect();
+        let names: Vec<String> = (0..5).map(|i| layout.cell_name_at(i)).collect();
         let mut unique = names.clone();
         unique.sort();
         unique.dedup();

@@ -121,7 +121,8 @@ impl WebVectors {
             (None, None) => Vec::new(),
             _ => return Ok(None),
         };
-        let Some(chunks) = split(&body, input.get("chunks")) else {
+        let Ok(chunks) = idemgate_core::conformance::split_chunks(&body, input.get("chunks"))
+        else {
             return Ok(None);
         };
         let spec = &policy.fingerprint;
@@ -300,26 +301,4 @@ impl WebVectors {
             },
         ))))
     }
-}
-
-/// The body split at `chunks` offsets, as the core's vector evaluator splits it.
-fn split<'b>(body: &'b [u8], chunks: Option<&Value>) -> Option<Vec<&'b [u8]>> {
-    let mut offsets: Vec<usize> = match chunks {
-        None => Vec::new(),
-        Some(list) => list
-            .as_array()?
-            .iter()
-            .map(|o| o.as_u64().map(|o| o as usize))
-            .collect::<Option<_>>()?,
-    };
-    offsets.retain(|&o| o <= body.len());
-    offsets.sort_unstable();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for offset in offsets {
-        parts.push(&body[start..offset]);
-        start = offset;
-    }
-    parts.push(&body[start..]);
-    Some(parts)
 }

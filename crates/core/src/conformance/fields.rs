@@ -85,3 +85,28 @@ pub fn header_pairs(input: &Value, name: &str) -> Result<Vec<(String, String)>, 
         })
         .collect()
 }
+
+/// Splits `body` at the offsets in a vector's `chunks` (absent → one chunk), so every host feeds
+/// an incremental API the same pieces.
+pub fn split_chunks<'b>(body: &'b [u8], chunks: Option<&Value>) -> Result<Vec<&'b [u8]>, String> {
+    let mut offsets: Vec<usize> = match chunks {
+        None => Vec::new(),
+        Some(list) => list
+            .as_array()
+            .ok_or("vector_bad_input:chunks")?
+            .iter()
+            .map(|o| o.as_u64().map(|o| o as usize))
+            .collect::<Option<_>>()
+            .ok_or("vector_bad_input:chunks")?,
+    };
+    offsets.retain(|&o| o <= body.len());
+    offsets.sort_unstable();
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for offset in offsets {
+        parts.push(&body[start..offset]);
+        start = offset;
+    }
+    parts.push(&body[start..]);
+    Ok(parts)
+}

@@ -17,7 +17,7 @@ pub fn eval(input: &Value) -> Outcome {
         str_field(input, "path")?,
         headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
     );
-    for chunk in super::json::split(&body, input.get("chunks"))? {
+    for chunk in crate::conformance::split_chunks(&body, input.get("chunks"))? {
         builder.update(chunk).map_err(|e| e.code().to_string())?;
     }
     builder

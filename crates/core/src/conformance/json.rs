@@ -2,7 +2,7 @@
 //! "max_number_len"?: n, "chunks"?: [offsets]}`;
 //! output the canonical digest (hex) of the document, or of the selected fields.
 
-use crate::conformance::{bytes_field, Outcome};
+use crate::conformance::{bytes_field, split_chunks, Outcome};
 use crate::hash::to_hex;
 use crate::json::{JsonHasher, JsonLimits, JsonPointer};
 use alloc::string::{String, ToString};
@@ -33,35 +33,11 @@ pub fn eval(input: &Value) -> Outcome {
         ),
     };
     let mut hasher = JsonHasher::new(limits, pointers.as_deref());
-    for chunk in split(&body, input.get("chunks"))? {
+    for chunk in split_chunks(&body, input.get("chunks"))? {
         hasher.update(chunk).map_err(|e| e.code().to_string())?;
     }
     hasher
         .finish()
         .map(|digest| Value::String(to_hex(&digest)))
         .map_err(|e| e.code().to_string())
-}
-
-/// Splits `body` at the offsets in `chunks` (absent → one chunk).
-pub fn split<'b>(body: &'b [u8], chunks: Option<&Value>) -> Result<Vec<&'b [u8]>, String> {
-    let mut offsets: Vec<usize> = match chunks {
-        None => Vec::new(),
-        Some(list) => list
-            .as_array()
-            .ok_or("vector_bad_input:chunks")?
-            .iter()
-            .map(|o| o.as_u64().map(|o| o as usize))
-            .collect::<Option<_>>()
-            .ok_or("vector_bad_input:chunks")?,
-    };
-    offsets.retain(|&o| o <= body.len());
-    offsets.sort_unstable();
-    let mut parts = Vec::new();
-    let mut start = 0;
-    for offset in offsets {
-        parts.push(&body[start..offset]);
-        start = offset;
-    }
-    parts.push(&body[start..]);
-    Ok(parts)
 }

@@ -10,7 +10,8 @@ mod fields;
 mod groups;
 
 pub use fields::{
-    bytes_field, fingerprint_label, header_pairs, opt_str_field, policy_field, str_field, u64_field,
+    bytes_field, fingerprint_label, header_pairs, opt_str_field, policy_field, split_chunks,
+    str_field, u64_field,
 };
 
 /// `Ok(value)` is compared with a vector's `{"ok": value}`, `Err(code)` with `{"error": code}`.
