@@ -113,31 +113,33 @@ class Parser:
     # -- grammar ---------------------------------------------------------------------------------
     def document(self):
         self.skip_ws()
-        digest = self.value((), 0)
+        encoding = self.value((), 0)
         self.skip_ws()
         if self.pos < len(self.b):
             raise self.misplaced("json_trailing_data")
-        return digest
+        return encoding
+
+    # Each grammar method returns the value's canonical encoding E (see crates/core/src/json.rs).
 
     def value(self, path, depth):
         c = self.peek()
         if c == ord("{"):
-            digest = self.obj(path, depth)
+            encoding = self.obj(path, depth)
         elif c == ord("["):
-            digest = self.arr(path, depth)
+            encoding = self.arr(path, depth)
         elif c == ord('"'):
-            digest = sha(b"s", self.string())
+            encoding = encode_string(self.string())
         elif c == ord("-") or c in DIGITS:
-            digest = self.number()
+            encoding = self.number()
         elif c in b"tfn":
-            digest = self.literal()
+            encoding = self.literal()
         else:
             raise self.misplaced("json_syntax")
         if self.pointers is not None:
             for idx, tokens in enumerate(self.pointers):
                 if len(tokens) == len(path) and all(map(token_matches, tokens, path)):
-                    self.found[idx] = digest
-        return digest
+                    self.found[idx] = sha(encoding)
+        return encoding
 
     def arr(self, path, depth):
         if depth >= self.max_depth:
@@ -147,7 +149,7 @@ class Parser:
         self.skip_ws()
         if self.peek() == ord("]"):
             self.pos += 1
-            return sha(b"a")
+            return b"a]"
         index = 0
         while True:
             self.skip_ws()
@@ -159,7 +161,7 @@ class Parser:
                 self.pos += 1
             elif c == ord("]"):
                 self.pos += 1
-                return sha(*parts)
+                return b"".join(parts) + b"]"
             else:
                 raise self.misplaced("json_syntax")
 
@@ -171,7 +173,7 @@ class Parser:
         self.skip_ws()
         if self.peek() == ord("}"):
             self.pos += 1
-            return sha(b"o")
+            return b"o}"
         while True:
             self.skip_ws()
             if self.peek() != ord('"'):
@@ -182,7 +184,7 @@ class Parser:
                 raise self.misplaced("json_syntax")
             self.pos += 1
             self.skip_ws()
-            members.append((sha(b"s", key), self.value(path + (key,), depth + 1)))
+            members.append((key, encode_string(key) + self.value(path + (key,), depth + 1)))
             self.skip_ws()
             c = self.peek()
             if c == ord(","):
@@ -193,7 +195,7 @@ class Parser:
                     if first[0] == second[0]:
                         raise JsonError("json_duplicate_key", self.pos)
                 self.pos += 1
-                return sha(b"o", *[k + v for k, v in members])
+                return b"o" + b"".join(m for _, m in members) + b"}"
             else:
                 raise self.misplaced("json_syntax")
 
@@ -203,7 +205,7 @@ class Parser:
             if self.peek() != expected:
                 raise self.misplaced("json_syntax")
             self.pos += 1
-        return sha(word[:1])
+        return word[:1]
 
     def number(self):
         start = self.pos
@@ -242,7 +244,8 @@ class Parser:
             raise JsonError("json_number_out_of_range", start)
         if value == 0.0:
             value = 0.0  # -0 and +0 are one number
-        return sha(b"d", struct.pack(">d", value))
+        bits = struct.pack(">d", value).rstrip(b"\x00")
+        return b"d" + bytes([len(bits)]) + bits
 
     def hex4(self):
         unit = 0
@@ -325,6 +328,11 @@ class Parser:
             self.pos += 1
 
 
+def encode_string(decoded):
+    """s, the UTF-8 with 00 escaped as 00 01, then the 00 00 terminator."""
+    return b"s" + decoded.replace(b"\x00", b"\x00\x01") + b"\x00\x00"
+
+
 def evaluate(body, fields=None, max_depth=64, max_number_len=64):
     """Returns ("ok", hex digest) or ("error", code)."""
     try:
@@ -337,7 +345,7 @@ def evaluate(body, fields=None, max_depth=64, max_number_len=64):
             root = parser.document()
             found = parser.found
         if fields is None:
-            return ("ok", (sha(b"empty") if root is None else root).hex())
+            return ("ok", sha(b"empty" if root is None else root).hex())
         parts = [b"F"]
         for idx, text in enumerate(fields):
             raw = text.encode("utf-8")

@@ -3,22 +3,30 @@
 //! A retry must fingerprint equal to the original when it carries the same JSON document however it
 //! is spelled (member order, whitespace, escapes, number spelling), so the digest is defined over
 //! the decoded value, not its bytes. Bodies arrive in chunks and may be hostile, so [`JsonHasher`]
-//! is a push parser with an explicit stack: it never holds the body, never recurses, never panics,
-//! and keeps O(1) state per open container plus 64 bytes per member of the objects still open
-//! (an object's members can only be ordered once all their key hashes are known).
+//! is a push parser with an explicit stack: it never recurses and never panics. It writes one
+//! canonical encoding `E` of the value and hashes it with a single SHA-256 stream, so the cost is
+//! one compression per 64 canonical bytes, close to hashing the raw body. Only an open object's
+//! members are held (their order is known when it closes); everything before can no longer move
+//! and is hashed and dropped, so memory is the canonical size of the largest top-level object
+//! (about the body's size; fields mode keeps the whole encoding, as a selected value is hashed
+//! when it completes), plus O(1) per open container.
 //!
-//! # Digest (`H` = SHA-256)
-//! - `null`/`true`/`false` → `H("n")`/`H("t")`/`H("f")`.
-//! - number → `H("d" || f64 bits, big-endian)`, correctly rounded, `-0` → `+0`; so `1`, `1.0` and
+//! # Digest (`H` = SHA-256): `H(E(value))`
+//! - `null`/`true`/`false` → `n`/`t`/`f`.
+//! - number → `d`, then `n` (one byte, 0..=8), then the first `n` bytes of the f64's big-endian
+//!   bits, where the remaining bytes are zero; correctly rounded, `-0` → `+0`; so `1`, `1.0` and
 //!   `10e-1` are one value, as numbers compare as doubles in RFC 8785.
-//! - string → `H("s" || decoded UTF-8)`.
-//! - array → `H("a" || h(e1) || h(e2) ...)`.
-//! - object → `H("o" || k1 || v1 || k2 || v2 ...)` with `k = H("s" || key)`, members sorted by `k`.
+//! - string → `s`, the decoded UTF-8 with each `00` byte written `00 01`, then `00 00`.
+//! - array → `a`, `E(e1) E(e2) ...`, then `]`.
+//! - object → `o`, `E(k1) E(v1) E(k2) E(v2) ...` with members in bytewise order of their decoded
+//!   keys (the order of the `E(k)`), then `}`.
 //! - zero-byte body → `H("empty")`, since requests without a body are legitimate.
 //!
+//! Every `E` is self-delimiting, so `E` is injective and equal digests mean equal values.
+//!
 //! Fields mode hashes only the values at chosen [`JsonPointer`]s (clients add volatile fields such
-//! as timestamps): `H("F" || per pointer: u64be(len) || text || (0x00 | 0x01 || value hash))`. The
-//! whole document must still be valid.
+//! as timestamps): `H("F" || per pointer: u64be(len) || text || (0x00 | 0x01 || H(E(value))))`.
+//! The whole document must still be valid.
 //!
 //! # Which error wins
 //! The first offending byte decides, so the answer does not depend on chunking and an independent
@@ -28,7 +36,6 @@
 //! UTF-8 sequence (`json_invalid_utf8`). A lone or mismatched UTF-16 surrogate escape is
 //! `json_invalid_escape`.
 
-mod cache;
 mod hasher;
 mod lexer;
 mod number;

@@ -169,35 +169,53 @@ fn sha(parts: &[&[u8]]) -> [u8; 32] {
 }
 
 fn model(v: &V) -> [u8; 32] {
+    sha(&[&encode(v)])
+}
+
+/// The canonical encoding `E` of the module docs, written from the docs over a decoded value.
+fn encode(v: &V) -> Vec<u8> {
+    fn string(s: &str) -> Vec<u8> {
+        let mut out = vec![b's'];
+        for &b in s.as_bytes() {
+            if b == 0 {
+                out.extend_from_slice(&[0, 1]);
+            } else {
+                out.push(b);
+            }
+        }
+        out.extend_from_slice(&[0, 0]);
+        out
+    }
     match v {
-        V::Null => sha(&[b"n"]),
-        V::Bool(true) => sha(&[b"t"]),
-        V::Bool(false) => sha(&[b"f"]),
-        V::Num(x) => sha(&[
-            b"d",
-            &(if *x == 0.0 { 0.0f64 } else { *x })
+        V::Null => b"n".to_vec(),
+        V::Bool(true) => b"t".to_vec(),
+        V::Bool(false) => b"f".to_vec(),
+        V::Num(x) => {
+            let bits = (if *x == 0.0 { 0.0f64 } else { *x })
                 .to_bits()
-                .to_be_bytes(),
-        ]),
-        V::Str(s) => sha(&[b"s", s.as_bytes()]),
+                .to_be_bytes();
+            let len = bits.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
+            let mut out = vec![b'd', len as u8];
+            out.extend_from_slice(&bits[..len]);
+            out
+        }
+        V::Str(s) => string(s),
         V::Arr(items) => {
-            let hashes: Vec<[u8; 32]> = items.iter().map(model).collect();
-            let mut parts: Vec<&[u8]> = vec![b"a"];
-            parts.extend(hashes.iter().map(|h| &h[..]));
-            sha(&parts)
+            let mut out = b"a".to_vec();
+            items.iter().for_each(|item| out.extend(encode(item)));
+            out.push(b']');
+            out
         }
         V::Obj(members) => {
-            let mut pairs: Vec<([u8; 32], [u8; 32])> = members
-                .iter()
-                .map(|(k, v)| (sha(&[b"s", k.as_bytes()]), model(v)))
-                .collect();
-            pairs.sort();
-            let mut parts: Vec<&[u8]> = vec![b"o"];
-            for (k, v) in &pairs {
-                parts.push(k);
-                parts.push(v);
+            let mut sorted: Vec<&(String, V)> = members.iter().collect();
+            sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+            let mut out = b"o".to_vec();
+            for (k, v) in sorted {
+                out.extend(string(k));
+                out.extend(encode(v));
             }
-            sha(&parts)
+            out.push(b'}');
+            out
         }
     }
 }

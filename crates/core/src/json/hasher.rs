@@ -1,20 +1,50 @@
 //! The push parser: a byte-driven state machine over an explicit container stack, so nesting costs
-//! heap frames bounded by `max_depth` rather than native stack.
+//! heap frames bounded by `max_depth` rather than native stack. It writes the canonical encoding
+//! (module docs) as it goes and hashes it with one SHA-256 stream.
 
 use alloc::vec::Vec;
+use core::cmp::Ordering;
 use sha2::{Digest, Sha256};
 
-use super::cache::HashCache;
-use super::lexer::{Hash, Scan, StrLexer};
+use super::lexer::{Scan, StrLexer};
 use super::number::{NumberLexer, Step};
 use super::pointer::{FieldTracker, JsonPointer, Pointers};
 use super::{misplaced, JsonError, JsonLimits};
 
+/// Canonical bytes are handed to SHA-256 in pieces at least this large, once no open object can
+/// still reorder them.
+pub(super) const FLUSH_AT: usize = 4096;
+
 enum Frame {
-    /// Element hashes are folded in as they complete, so an array costs O(1) however long.
-    Array { hasher: Sha256, next_index: u64 },
-    /// This object's members occupy `JsonHasher::members[start..]` until it closes.
-    Object { start: usize },
+    /// `start`: offset of this array's encoding in `JsonHasher::out`.
+    Array { next_index: u64, start: usize },
+    /// This object's members are `JsonHasher::members[first..]` until it closes.
+    Object { first: usize, start: usize },
+}
+
+/// One member of an open object: its encoding is `out[start..]` up to the next member (or the
+/// object's end); the key's encoding is `out[start..key_end]`.
+#[derive(Clone, Copy)]
+struct Member {
+    start: usize,
+    key_end: usize,
+    end: usize,
+    /// The key's encoding after the `s`, first 8 bytes big-endian, zero-padded: orders most keys
+    /// without looking at `out`. Equal prefixes fall back to the whole encodings (a shorter
+    /// encoding ends in `00 00`, so padding can never make two different keys look equal).
+    prefix: u64,
+}
+
+impl Member {
+    fn key<'o>(&self, out: &'o [u8]) -> &'o [u8] {
+        out.get(self.start..self.key_end).unwrap_or_default()
+    }
+
+    fn order(&self, other: &Member, out: &[u8]) -> Ordering {
+        self.prefix
+            .cmp(&other.prefix)
+            .then_with(|| self.key(out).cmp(other.key(out)))
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -42,17 +72,24 @@ pub struct JsonHasher<'p> {
     limits: JsonLimits,
     state: State,
     stack: Vec<Frame>,
-    /// `key hash || value hash` of every member of the open objects; members must wait here
-    /// because their order in the digest is only known once the object closes.
-    members: Vec<[u8; 64]>,
+    /// Open objects on `stack`: while there is none, `out` can no longer be reordered.
+    open_objects: usize,
+    /// Members of the open objects; their order is only known once the object closes.
+    members: Vec<Member>,
+    /// Canonical encoding not yet handed to `sink`.
+    out: Vec<u8>,
+    /// Reused when an object's members must be reordered.
+    scratch: Vec<u8>,
+    sink: Sha256,
+    /// Offset in `out` where the string or number being lexed began.
+    token_start: usize,
     in_key: bool,
     text: StrLexer,
     number: NumberLexer,
     literal: &'static [u8],
     literal_pos: usize,
     fields: Option<FieldTracker<'p>>,
-    cache: HashCache,
-    root: Option<Hash>,
+    done: bool,
     /// Body offset of the first byte of the next chunk.
     consumed: u64,
     error: Option<JsonError>,
@@ -71,15 +108,19 @@ impl<'p> JsonHasher<'p> {
             limits,
             state: State::Value,
             stack: Vec::new(),
+            open_objects: 0,
             members: Vec::new(),
+            out: Vec::new(),
+            scratch: Vec::new(),
+            sink: Sha256::new(),
+            token_start: 0,
             in_key: false,
             text: StrLexer::new(),
             number: NumberLexer::new(limits.max_number_len),
             literal: b"",
             literal_pos: 0,
             fields: fields.map(FieldTracker::new),
-            cache: HashCache::new(),
-            root: None,
+            done: false,
             consumed: 0,
             error: None,
         }
@@ -112,19 +153,22 @@ impl<'p> JsonHasher<'p> {
         }
         match self.state {
             State::Num if self.number.is_complete() => {
-                let hash = self.number.digest(&mut self.cache)?;
-                self.complete_value(hash);
+                self.number.encode(&mut self.out)?;
+                self.complete_value(self.token_start);
             }
             State::Str => return Err(self.text.eof_error(self.consumed)),
             _ => {}
         }
-        match (self.state, self.root) {
-            (State::Done, Some(root)) => Ok(match &self.fields {
-                Some(tracker) => tracker.digest(),
-                None => root,
-            }),
-            _ => Err(JsonError::UnexpectedEnd),
+        if self.state != State::Done || !self.done {
+            return Err(JsonError::UnexpectedEnd);
         }
+        Ok(match &self.fields {
+            Some(tracker) => tracker.digest(),
+            None => {
+                self.sink.update(&self.out);
+                self.sink.finalize().into()
+            }
+        })
     }
 
     fn run(&mut self, buf: &[u8]) -> Result<(), JsonError> {
@@ -138,7 +182,7 @@ impl<'p> JsonHasher<'p> {
                     } else {
                         None
                     };
-                    match self.text.scan(buf, i, base, key)? {
+                    match self.text.scan(buf, i, base, &mut self.out, key)? {
                         Scan::More => return Ok(()),
                         Scan::Done(next) => {
                             i = next;
@@ -154,7 +198,9 @@ impl<'p> JsonHasher<'p> {
                     self.literal_pos += 1;
                     i += 1;
                     if self.literal_pos == self.literal.len() {
-                        self.complete_value(literal_hash(self.literal));
+                        let start = self.out.len();
+                        self.out.push(self.literal.first().copied().unwrap_or(b'n'));
+                        self.complete_value(start);
                     }
                 }
                 _ => {
@@ -174,8 +220,8 @@ impl<'p> JsonHasher<'p> {
                 Step::Take => i += 1,
                 Step::End => {
                     // The terminating byte is left for the structural states to judge.
-                    let hash = self.number.digest(&mut self.cache)?;
-                    self.complete_value(hash);
+                    self.number.encode(&mut self.out)?;
+                    self.complete_value(self.token_start);
                     return Ok(i);
                 }
             }
@@ -230,24 +276,28 @@ impl<'p> JsonHasher<'p> {
                         max: self.limits.max_depth,
                     });
                 }
+                let start = self.out.len();
                 if b == b'[' {
-                    let mut hasher = Sha256::new();
-                    hasher.update(b"a");
+                    self.out.push(b'a');
                     self.stack.push(Frame::Array {
-                        hasher,
                         next_index: 0,
+                        start,
                     });
                     self.state = State::ArrayFirst;
                 } else {
+                    self.out.push(b'o');
                     self.stack.push(Frame::Object {
-                        start: self.members.len(),
+                        first: self.members.len(),
+                        start,
                     });
+                    self.open_objects += 1;
                     self.state = State::ObjectFirst;
                 }
             }
             b'"' => self.begin_string(false),
             b'-' | b'0'..=b'9' => {
                 self.number.begin(b, at)?;
+                self.token_start = self.out.len();
                 self.state = State::Num;
             }
             b't' => self.begin_literal(b"true"),
@@ -267,7 +317,16 @@ impl<'p> JsonHasher<'p> {
     fn begin_string(&mut self, key: bool) {
         self.in_key = key;
         self.text.begin();
+        self.token_start = self.out.len();
+        self.out.push(b's');
         if key {
+            let start = self.token_start;
+            self.members.push(Member {
+                start,
+                key_end: start,
+                end: start,
+                prefix: 0,
+            });
             if let Some(tracker) = self.fields.as_mut() {
                 tracker.key_begin(self.stack.len());
             }
@@ -276,144 +335,158 @@ impl<'p> JsonHasher<'p> {
     }
 
     fn end_string(&mut self) {
-        let hash = self.text.digest(&mut self.cache);
         if self.in_key {
-            let mut member = [0u8; 64];
-            member[..32].copy_from_slice(&hash);
-            self.members.push(member);
+            if let Some(member) = self.members.last_mut() {
+                member.key_end = self.out.len();
+                let mut prefix = [0u8; 8];
+                let key = self.out.get(member.start + 1..member.key_end);
+                for (dst, src) in prefix.iter_mut().zip(key.unwrap_or_default()) {
+                    *dst = *src;
+                }
+                member.prefix = u64::from_be_bytes(prefix);
+            }
             if let Some(tracker) = self.fields.as_mut() {
                 tracker.key_end();
             }
             self.state = State::Colon;
         } else {
-            self.complete_value(hash);
+            self.complete_value(self.token_start);
         }
     }
 
-    fn complete_value(&mut self, hash: Hash) {
+    /// The value whose encoding is `out[start..]` is complete.
+    fn complete_value(&mut self, start: usize) {
         if let Some(tracker) = self.fields.as_mut() {
-            tracker.leave(self.stack.len(), &hash);
+            let encoding = self.out.get(start..).unwrap_or_default();
+            tracker.leave(self.stack.len(), || Sha256::digest(encoding).into());
         }
         match self.stack.last_mut() {
             None => {
-                self.root = Some(hash);
+                self.done = true;
                 self.state = State::Done;
             }
-            Some(Frame::Array { hasher, next_index }) => {
-                hasher.update(hash);
+            Some(Frame::Array { next_index, .. }) => {
                 *next_index = next_index.saturating_add(1);
                 self.state = State::After;
             }
-            Some(Frame::Object { .. }) => {
-                if let Some(member) = self.members.last_mut() {
-                    member[32..].copy_from_slice(&hash);
-                }
-                self.state = State::After;
-            }
+            Some(Frame::Object { .. }) => self.state = State::After,
+        }
+        // Nothing before the end of `out` can move any more: hash it and forget it (fields mode
+        // keeps it, as a selected value's hash needs its bytes).
+        if self.open_objects == 0 && self.fields.is_none() && self.out.len() >= FLUSH_AT {
+            self.sink.update(&self.out);
+            self.out.clear();
         }
     }
 
     fn close_array(&mut self, at: u64) -> Result<(), JsonError> {
         match self.stack.pop() {
-            Some(Frame::Array { hasher, .. }) => {
-                self.complete_value(hasher.finalize().into());
+            Some(Frame::Array { start, .. }) => {
+                self.out.push(b']');
+                self.complete_value(start);
                 Ok(())
             }
             _ => Err(JsonError::Syntax { offset: at }),
         }
     }
 
+    /// Puts the members in key order (bytewise on the decoded keys, which is the order of their
+    /// encodings) and refuses a repeated key.
     fn close_object(&mut self, at: u64) -> Result<(), JsonError> {
-        let Some(Frame::Object { start }) = self.stack.pop() else {
+        let Some(Frame::Object { first, start }) = self.stack.pop() else {
             return Err(JsonError::Syntax { offset: at });
         };
-        let members = self.members.get_mut(start..).unwrap_or_default();
-        heap_sort(members);
-        if members
-            .windows(2)
-            .any(|pair| key_order(&pair[0]) == key_order(&pair[1]))
-        {
-            return Err(JsonError::DuplicateKey { offset: at });
+        self.open_objects = self.open_objects.saturating_sub(1);
+        let end = self.out.len();
+        let members = self.members.get_mut(first..).unwrap_or_default();
+        let mut next = end;
+        for member in members.iter_mut().rev() {
+            member.end = next;
+            next = member.start;
         }
-        let mut hasher = Sha256::new();
-        hasher.update(b"o");
-        hasher.update(members.as_flattened());
-        self.members.truncate(start);
-        self.complete_value(hasher.finalize().into());
+        let out = &self.out;
+        let mut sorted = true;
+        for pair in members.windows(2) {
+            match pair[0].order(&pair[1], out) {
+                Ordering::Less => {}
+                Ordering::Equal => return Err(JsonError::DuplicateKey { offset: at }),
+                Ordering::Greater => sorted = false,
+            }
+        }
+        if !sorted {
+            sort(members, |a, b| a.order(b, out) == Ordering::Less);
+            if members
+                .windows(2)
+                .any(|pair| pair[0].order(&pair[1], out) == Ordering::Equal)
+            {
+                return Err(JsonError::DuplicateKey { offset: at });
+            }
+            self.scratch.clear();
+            for member in members.iter() {
+                self.scratch
+                    .extend_from_slice(out.get(member.start..member.end).unwrap_or_default());
+            }
+            let region = start + 1;
+            if let Some(dst) = self.out.get_mut(region..end) {
+                dst.copy_from_slice(&self.scratch);
+            }
+        }
+        self.members.truncate(first);
+        self.out.push(b'}');
+        self.complete_value(start);
         Ok(())
     }
 }
 
-/// `H("n")`, `H("t")`, `H("f")`: fixed, so not worth a compression per literal.
-pub(super) const NULL_HASH: Hash =
-    hex32("1b16b1df538ba12dc3f97edbb85caa7050d46c148134290feba80f8236c83db9");
-pub(super) const TRUE_HASH: Hash =
-    hex32("e3b98a4da31a127d4bde6e43033f66ba274cab0eb7eb1c70ec41402bf6273dd8");
-pub(super) const FALSE_HASH: Hash =
-    hex32("252f10c83610ebca1a059c0bae8255eba2f95be4d1d7bcfa89d7248a82d9f111");
-
-fn literal_hash(literal: &[u8]) -> Hash {
-    match literal.first() {
-        Some(b't') => TRUE_HASH,
-        Some(b'f') => FALSE_HASH,
-        _ => NULL_HASH,
-    }
-}
-
-const fn hex32(text: &str) -> Hash {
-    const fn nibble(c: u8) -> u8 {
-        match c {
-            b'0'..=b'9' => c - b'0',
-            b'a'..=b'f' => c - b'a' + 10,
-            _ => 0,
-        }
-    }
-    let bytes = text.as_bytes();
-    let mut out = [0u8; 32];
-    let mut i = 0;
-    while i < 32 {
-        out[i] = (nibble(bytes[2 * i]) << 4) | nibble(bytes[2 * i + 1]);
-        i += 1;
-    }
-    out
-}
-
-/// A member's key hash as two big-endian integers: bytewise order, compared without memcmp calls.
-/// Sorts members by key hash. A plain heapsort rather than the standard library's sort: in place,
-/// O(n log n) worst case, no recursion, and about 15 KB smaller in the browser's `.wasm`.
-fn heap_sort(members: &mut [[u8; 64]]) {
-    fn sift_down(members: &mut [[u8; 64]], mut root: usize, end: usize) {
-        loop {
-            let mut child = 2 * root + 1;
-            if child >= end {
-                return;
+/// In place and without recursion: insertion sort for the small objects most bodies are made of,
+/// a heapsort (O(n log n) worst case) beyond. About 15 KB smaller in the browser's `.wasm` than
+/// the standard library's sort.
+fn sort<T: Copy>(items: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    if items.len() <= 16 {
+        for i in 1..items.len() {
+            let mut j = i;
+            while j > 0
+                && matches!((items.get(j - 1), items.get(j)), (Some(a), Some(b)) if less(b, a))
+            {
+                items.swap(j - 1, j);
+                j -= 1;
             }
-            if child + 1 < end && key_order(&members[child]) < key_order(&members[child + 1]) {
+        }
+    } else {
+        heap_sort(items, less);
+    }
+}
+
+fn heap_sort<T: Copy>(items: &mut [T], less: impl Fn(&T, &T) -> bool) {
+    let sift_down = |items: &mut [T], mut root: usize, end: usize| loop {
+        let mut child = 2 * root + 1;
+        let (Some(c), Some(r)) = (items.get(child), items.get(root)) else {
+            return;
+        };
+        if child >= end {
+            return;
+        }
+        let mut c = *c;
+        if let Some(right) = items.get(child + 1) {
+            if child + 1 < end && less(&c, right) {
                 child += 1;
+                c = *right;
             }
-            if key_order(&members[root]) >= key_order(&members[child]) {
-                return;
-            }
-            members.swap(root, child);
-            root = child;
         }
-    }
-    let n = members.len();
+        if !less(r, &c) {
+            return;
+        }
+        items.swap(root, child);
+        root = child;
+    };
+    let n = items.len();
     for root in (0..n / 2).rev() {
-        sift_down(members, root, n);
+        sift_down(items, root, n);
     }
     for end in (1..n).rev() {
-        members.swap(0, end);
-        sift_down(members, 0, end);
+        items.swap(0, end);
+        sift_down(items, 0, end);
     }
-}
-
-fn key_order(member: &[u8; 64]) -> (u128, u128) {
-    let mut high = [0u8; 16];
-    let mut low = [0u8; 16];
-    high.copy_from_slice(&member[..16]);
-    low.copy_from_slice(&member[16..32]);
-    (u128::from_be_bytes(high), u128::from_be_bytes(low))
 }
 
 fn syntax(offset: u64) -> JsonError {

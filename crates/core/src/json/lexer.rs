@@ -1,10 +1,8 @@
 //! String lexer that survives chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
 //! surrogate pair) keeps its partial state here instead of looking ahead in the buffer.
 
-use core::convert::Infallible;
-use sha2::{Digest, Sha256};
+use alloc::vec::Vec;
 
-use super::cache::{HashCache, SHORT};
 use super::pointer::FieldTracker;
 use super::{misplaced, JsonError};
 
@@ -21,14 +19,9 @@ enum Mode {
     PairU,
 }
 
-/// Decodes string content straight into the string's running hash, so no string is ever held
-/// (only its first `SHORT` bytes, until it proves too long for the short-token cache).
+/// Decodes string content straight into the canonical encoding (see the module docs): decoded
+/// UTF-8 with `00` written as `00 01`, so the `00 00` terminator can never occur inside.
 pub(super) struct StrLexer {
-    hasher: Sha256,
-    short: [u8; SHORT],
-    short_len: usize,
-    /// The string outgrew `short`; its bytes now go to `hasher`.
-    spilled: bool,
     mode: Mode,
     /// Continuation bytes still owed by the current UTF-8 sequence.
     need: u8,
@@ -51,10 +44,6 @@ pub(super) enum Scan {
 impl StrLexer {
     pub(super) fn new() -> Self {
         StrLexer {
-            hasher: Sha256::new(),
-            short: [0; SHORT],
-            short_len: 0,
-            spilled: false,
             mode: Mode::Plain,
             need: 0,
             lo: 0x80,
@@ -67,32 +56,9 @@ impl StrLexer {
 
     /// Starts a string (the opening quote has been consumed).
     pub(super) fn begin(&mut self) {
-        self.short_len = 0;
-        self.spilled = false;
         self.mode = Mode::Plain;
         self.need = 0;
         self.high = 0;
-    }
-
-    /// The value hash of the string just ended.
-    pub(super) fn digest(&mut self, cache: &mut HashCache) -> Hash {
-        if self.spilled {
-            return core::mem::take(&mut self.hasher).finalize().into();
-        }
-        let text = self.short.get(..self.short_len).unwrap_or_default();
-        let hashed = cache.get(b's', text, || {
-            Ok::<Hash, Infallible>(
-                Sha256::new()
-                    .chain_update(b"s")
-                    .chain_update(text)
-                    .finalize()
-                    .into(),
-            )
-        });
-        match hashed {
-            Ok(hash) => hash,
-            Err(never) => match never {},
-        }
     }
 
     /// What a body ending inside this string means.
@@ -104,13 +70,15 @@ impl StrLexer {
         }
     }
 
-    /// Consumes string content from `buf[i..]`; `base` is the body offset of `buf[0]`. `key`
-    /// receives the decoded bytes too when the string is an object key watched by field pointers.
+    /// Consumes string content from `buf[i..]` into `out`; `base` is the body offset of `buf[0]`.
+    /// `key` receives the decoded bytes too when the string is an object key watched by field
+    /// pointers. The closing quote writes the `00 00` terminator.
     pub(super) fn scan(
         &mut self,
         buf: &[u8],
         mut i: usize,
         base: u64,
+        out: &mut Vec<u8>,
         mut key: Option<&mut FieldTracker<'_>>,
     ) -> Result<Scan, JsonError> {
         loop {
@@ -123,12 +91,15 @@ impl StrLexer {
                     let start = i;
                     i = self.plain_run(buf, i, base)?;
                     let run = buf.get(start..i).unwrap_or_default();
-                    self.emit(run, key.as_deref_mut());
+                    emit(out, run, key.as_deref_mut());
                     let Some(&b) = buf.get(i) else {
                         return Ok(Scan::More);
                     };
                     match b {
-                        b'"' => return Ok(Scan::Done(i + 1)),
+                        b'"' => {
+                            out.extend_from_slice(&[0, 0]);
+                            return Ok(Scan::Done(i + 1));
+                        }
                         b'\\' => self.mode = Mode::Escape,
                         _ => {
                             return Err(JsonError::ControlCharacter {
@@ -154,7 +125,7 @@ impl StrLexer {
                         }
                         _ => return Err(misplaced(b, at, invalid_escape)),
                     };
-                    self.emit(&[decoded], key.as_deref_mut());
+                    emit(out, &[decoded], key.as_deref_mut());
                     self.mode = Mode::Plain;
                 }
                 Mode::Hex => {
@@ -167,7 +138,7 @@ impl StrLexer {
                     self.hex = (self.hex << 4) | u32::from(digit);
                     self.hex_len += 1;
                     if self.hex_len == 4 {
-                        self.code_unit(at, key.as_deref_mut())?;
+                        self.code_unit(at, out, key.as_deref_mut())?;
                     }
                 }
                 Mode::PairBackslash | Mode::PairU => {
@@ -237,7 +208,12 @@ impl StrLexer {
     }
 
     /// Handles a complete `\uXXXX` code unit, pairing surrogates.
-    fn code_unit(&mut self, at: u64, key: Option<&mut FieldTracker<'_>>) -> Result<(), JsonError> {
+    fn code_unit(
+        &mut self,
+        at: u64,
+        out: &mut Vec<u8>,
+        key: Option<&mut FieldTracker<'_>>,
+    ) -> Result<(), JsonError> {
         let unit = self.hex;
         let scalar = if self.high != 0 {
             if !(0xDC00..=0xDFFF).contains(&unit) {
@@ -257,34 +233,26 @@ impl StrLexer {
             return Err(JsonError::InvalidEscape { offset: at });
         };
         let mut utf8 = [0u8; 4];
-        self.emit(ch.encode_utf8(&mut utf8).as_bytes(), key);
+        let decoded = ch.encode_utf8(&mut utf8).as_bytes();
+        if ch == '\0' {
+            // The only way a 00 byte reaches a string: escaped so the terminator stays unique.
+            out.extend_from_slice(&[0, 1]);
+            if let Some(tracker) = key {
+                tracker.key_bytes(decoded);
+            }
+        } else {
+            emit(out, decoded, key);
+        }
         self.mode = Mode::Plain;
         Ok(())
     }
+}
 
-    fn emit(&mut self, bytes: &[u8], key: Option<&mut FieldTracker<'_>>) {
-        if bytes.is_empty() {
-            return;
-        }
-        if self.spilled {
-            self.hasher.update(bytes);
-        } else {
-            let end = self.short_len + bytes.len();
-            if let Some(dst) = self.short.get_mut(self.short_len..end) {
-                dst.copy_from_slice(bytes);
-                self.short_len = end;
-            } else {
-                self.spilled = true;
-                self.hasher = Sha256::new();
-                self.hasher.update(b"s");
-                self.hasher
-                    .update(self.short.get(..self.short_len).unwrap_or_default());
-                self.hasher.update(bytes);
-            }
-        }
-        if let Some(tracker) = key {
-            tracker.key_bytes(bytes);
-        }
+/// Appends decoded bytes that hold no 00 (raw controls are refused, `\u0000` is handled apart).
+fn emit(out: &mut Vec<u8>, bytes: &[u8], key: Option<&mut FieldTracker<'_>>) {
+    out.extend_from_slice(bytes);
+    if let Some(tracker) = key {
+        tracker.key_bytes(bytes);
     }
 }
 

@@ -198,9 +198,11 @@ impl<'p> FieldTracker<'p> {
         }
     }
 
-    /// The value at path length `depth` completed with `hash`: record it for pointers naming
-    /// exactly this path, then step the path back to the parent.
-    pub(super) fn leave(&mut self, depth: usize, hash: &Hash) {
+    /// The value at path length `depth` completed; `hash` gives its value hash, asked for only
+    /// when a pointer names exactly this path (and then once). The path steps back to the parent.
+    pub(super) fn leave(&mut self, depth: usize, hash: impl FnOnce() -> Hash) {
+        let mut hash = Some(hash);
+        let mut value = None;
         for p in 0..self.pointers.len() {
             if self.matched.get(p) != Some(&depth) {
                 continue;
@@ -210,8 +212,11 @@ impl<'p> FieldTracker<'p> {
                 .get(p)
                 .is_some_and(|ptr| ptr.tokens.len() == depth)
             {
+                if value.is_none() {
+                    value = hash.take().map(|f| f());
+                }
                 if let Some(slot) = self.found.get_mut(p) {
-                    *slot = Some(*hash);
+                    *slot = value;
                 }
             }
             if depth > 0 {

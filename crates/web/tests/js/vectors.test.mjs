@@ -130,7 +130,7 @@ const groups = {
 function expected(group, testCase) {
   if (group !== 'json' || !('ok' in testCase.expect)) return testCase.expect;
   const mode = testCase.input.fields ? 'fields' : 'json';
-  return { ok: partsHash(['idemgate-fingerprint-v1', mode, 'POST', '/', hex(testCase.expect.ok)]) };
+  return { ok: partsHash(['idemgate-fingerprint-v2', mode, 'POST', '/', hex(testCase.expect.ok)]) };
 }
 
 for (const [group, run] of Object.entries(groups)) {
