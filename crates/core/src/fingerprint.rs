@@ -1,7 +1,8 @@
 //! Is a retry the *same* request? (semantics §3.) The fingerprint is a SHA-256 over the method, the
 //! path with its query, the configured headers and a digest of the body in the configured mode. It
-//! is fed body chunks as they arrive and never keeps the body: `raw` hashes bytes as they stream,
-//! `json` and `fields` run the streaming canonical hasher of [`crate::json`].
+//! is fed body chunks as they arrive: `raw` hashes bytes as they stream and keeps none, `json` and
+//! `fields` run the streaming canonical hasher of [`crate::json`] (which holds only the objects
+//! still open).
 
 use crate::hash::PartsHasher;
 use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};

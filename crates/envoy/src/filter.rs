@@ -16,7 +16,6 @@ use crate::host;
 use crate::metrics::Counter;
 use crate::origin::{classify, Origin};
 use crate::root::Shared;
-use crate::shared_store::{HostSharedData, SharedStore};
 use crate::token_endpoint::{self, TokenCheck};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::decision::ResponseFacts;
@@ -156,9 +155,7 @@ impl Filter {
     fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
         let policy = self.policy();
         let token = policy.token.as_ref()?;
-        let mut store = SharedStore {
-            data: HostSharedData,
-        };
+        let mut store = self.shared.store();
         match token_endpoint::consume(
             &mut store,
             &policy,
@@ -347,14 +344,12 @@ impl Filter {
                 return self.reply(&EdgeAnswer::InvalidBody(&e));
             }
         };
-        let mut store = SharedStore {
-            data: HostSharedData,
-        };
+        let mut store = self.shared.store();
         let mut engine = Engine {
             store: &mut store,
             policy: &policy,
         };
-        let owner = OwnerToken(crate::entropy::random16());
+        let owner = self.shared.owners.next();
         let outcome = engine.claim(key, fingerprint, owner, host::now());
         match outcome {
             Ok(ClaimOutcome::Forward { owner, takeover }) => {
@@ -416,9 +411,7 @@ impl Filter {
     /// Completes, releases or keeps the claim, as the core decides from `facts`.
     fn finish_claim(&mut self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) {
         let policy = self.policy();
-        let mut store = SharedStore {
-            data: HostSharedData,
-        };
+        let mut store = self.shared.store();
         let mut engine = Engine {
             store: &mut store,
             policy: &policy,

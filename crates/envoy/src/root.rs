@@ -6,7 +6,7 @@ use crate::host;
 use crate::metrics::Metrics;
 use crate::shared_store::{HostSharedData, SharedStore};
 use idemgate_core::policy::Policy;
-use idemgate_core::record::Bucket;
+use idemgate_core::record::{Bucket, OwnerToken};
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -21,6 +21,50 @@ pub struct Shared {
     pub metrics: Metrics,
     /// Cached host log level (refreshed on every tick), so no debug line is formatted for nothing.
     pub debug: Cell<bool>,
+    /// Whether writes must be read back (`SharedStore::settle_updates`): only if some cell of the
+    /// layout could not be created at configure time.
+    pub settle_updates: bool,
+    pub owners: OwnerTokens,
+}
+
+impl Shared {
+    /// The store requests use.
+    pub fn store(&self) -> SharedStore<HostSharedData> {
+        SharedStore {
+            data: HostSharedData,
+            settle_updates: self.settle_updates,
+        }
+    }
+}
+
+/// Owner tokens (the fencing token of a claim) need to be unique, not secret: they never leave
+/// the store. A random 8-byte prefix drawn once per VM and a counter make them unique across VMs
+/// and restarts without one `random_get` host call per request.
+pub struct OwnerTokens {
+    prefix: [u8; 8],
+    next: Cell<u64>,
+}
+
+impl OwnerTokens {
+    pub fn new(seed: [u8; 16]) -> Self {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&seed[..8]);
+        OwnerTokens {
+            prefix,
+            next: Cell::new(u64::from_le_bytes([
+                seed[8], seed[9], seed[10], seed[11], seed[12], seed[13], seed[14], seed[15],
+            ])),
+        }
+    }
+
+    pub fn next(&self) -> OwnerToken {
+        let count = self.next.get();
+        self.next.set(count.wrapping_add(1));
+        let mut token = [0u8; 16];
+        token[..8].copy_from_slice(&self.prefix);
+        token[8..].copy_from_slice(&count.to_be_bytes());
+        OwnerToken(token)
+    }
 }
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).
@@ -58,35 +102,34 @@ impl RootContext for Root {
         };
         // Compiled once per configuration; every request context shares it by reference count.
         let policy = Rc::new(policy);
+        let layout = Layout {
+            capacity: policy.capacity,
+        };
+        let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
             metrics: Metrics::define(),
             debug: Cell::new(host::debug_enabled()),
+            settle_updates: !precreated.all_exist,
+            owners: OwnerTokens::new(crate::entropy::random16()),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
-        self.sweep_cursor = u32::from_le_bytes([
-            crate::entropy::random16()[0],
-            crate::entropy::random16()[1],
-            0,
-            0,
-        ]);
-        let layout = Layout {
-            capacity: policy.capacity,
-        };
-        let created = precreate_cells(
-            &mut SharedStore {
-                data: HostSharedData,
-            },
-            &layout,
-        );
+        let seed = crate::entropy::random16();
+        self.sweep_cursor = u32::from_le_bytes([seed[0], seed[1], 0, 0]);
         let _ = hostcalls::set_tick_period(TICK);
         host::log(
             LogLevel::Info,
             &format!(
-                "configured: {} route(s), capacity {} records in {} cells ({created} created now)",
+                "configured: {} route(s), capacity {} records in {} cells ({} created now{})",
                 policy.routes.len(),
                 policy.capacity.records(),
-                policy.capacity.cells
+                policy.capacity.cells,
+                precreated.created,
+                if precreated.all_exist {
+                    ""
+                } else {
+                    "; some could not be created: every write is read back"
+                }
             ),
         );
         true
@@ -99,9 +142,7 @@ impl RootContext for Root {
             capacity: shared.policy.capacity,
         };
         let now = host::now();
-        let mut store = SharedStore {
-            data: HostSharedData,
-        };
+        let mut store = shared.store();
         for _ in 0..SWEEP_CELLS_PER_TICK.min(layout.capacity.cells) {
             self.sweep_cursor = self.sweep_cursor.wrapping_add(1) % layout.capacity.cells.max(1);
             sweep(&mut store, &layout.cell_name_at(self.sweep_cursor), now);
@@ -125,17 +166,39 @@ impl RootContext for Root {
 /// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
 /// reload that adds cells, only those new cells are created while traffic flows. Returns how many
 /// cells this call created; an existing cell is left untouched.
-pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> u32 {
-    let mut created = 0;
+pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> Precreated {
+    let mut done = Precreated {
+        created: 0,
+        all_exist: true,
+    };
     for index in 0..layout.capacity.cells {
         let cell = layout.cell_name_at(index);
-        if let Ok(None) = store.read(&cell) {
-            if let Ok(WriteOutcome::Written) = store.write(&cell, &[], Expect::Absent) {
-                created += 1;
-            }
-        }
+        let exists = match store.read(&cell) {
+            Ok(Some(_)) => true,
+            Ok(None) => match store.write(&cell, &[], Expect::Absent) {
+                Ok(WriteOutcome::Written) => {
+                    done.created += 1;
+                    true
+                }
+                // Another VM created it between our read and our write.
+                Ok(WriteOutcome::Conflict) => true,
+                Err(_) => false,
+            },
+            Err(_) => false,
+        };
+        done.all_exist &= exists;
     }
-    created
+    done
+}
+
+/// What [`precreate_cells`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Precreated {
+    /// Cells this call created.
+    pub created: u32,
+    /// Every cell of the layout exists now: requests will never create one, so their updates need
+    /// no read-back (`SharedStore::settle_updates`).
+    pub all_exist: bool,
 }
 
 /// Rewrites a cell without its expired records, if it has any (conditional: a concurrent request
@@ -159,6 +222,20 @@ mod tests {
     use super::*;
     use idemgate_core::policy::Capacity;
     use idemgate_core::scope::StorageKey;
+
+    #[test]
+    fn owner_tokens_are_unique_per_vm_and_differ_across_vms() {
+        let a = OwnerTokens::new([1; 16]);
+        let b = OwnerTokens::new([2; 16]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..1000 {
+            assert!(seen.insert(a.next()));
+            assert!(seen.insert(b.next()));
+        }
+        // The counter wraps instead of overflowing.
+        let edge = OwnerTokens::new([0xFF; 16]);
+        assert_ne!(edge.next(), edge.next());
+    }
 
     #[test]
     fn cell_names_cover_the_layout() {

@@ -23,6 +23,12 @@
 //!     our record (it read our bucket before modifying it), so an ordinary concurrent update is not
 //!     mistaken for a lost race.
 //!
+//! Updates need the same read-back only while a stale creator can exist, i.e. while some cell may
+//! be absent: every VM creates its layout's cells when configured (`root::precreate_cells`), and a
+//! VM that saw them all exist skips it (`SharedStore::settle_updates`), saving a host call per
+//! write. The one creator left is a VM configuring concurrently, between its read and its `set`
+//! of a cell that another VM created and updated onto `u32::MAX` in those microseconds.
+//!
 //! What remains is a corner inside the corner, documented rather than hidden: two creators writing
 //! byte-identical records (only a one-time token consumed twice at the same instant can) where the
 //! first got CAS `u32::MAX`; or an update landing on exactly `u32::MAX` within the microseconds in
@@ -63,6 +69,22 @@ impl SharedData for HostSharedData {
 /// The core's store over shared data.
 pub struct SharedStore<D: SharedData> {
     pub data: D,
+    /// Read back after updates too, not only after creates. An update needs it only while some
+    /// request may still *create* a cell (a stale creator could match an update that landed on
+    /// `u32::MAX`); once this VM has seen every cell of its layout exist at configure time
+    /// (`root::precreate_cells`), no request of any VM can find one of those cells absent, and the
+    /// read-back (one host call per write) is skipped.
+    pub settle_updates: bool,
+}
+
+impl<D: SharedData> SharedStore<D> {
+    /// A store that reads back after every write: for cells that may not all exist yet.
+    pub fn new(data: D) -> Self {
+        SharedStore {
+            data,
+            settle_updates: true,
+        }
+    }
 }
 
 fn unavailable(why: String) -> StoreError {
@@ -85,8 +107,9 @@ impl<D: SharedData> SharedStore<D> {
         self.settle(cell, bytes)
     }
 
-    /// After every successful write: read the cell back and, if the global counter handed it
-    /// exactly `u32::MAX`, re-stamp it, so a stale creator's `set(…, u32::MAX)` cannot match it.
+    /// After a successful create (and after updates while `settle_updates`): read the cell back
+    /// and, if the global counter handed it exactly `u32::MAX`, re-stamp it, so a stale creator's
+    /// `set(…, u32::MAX)` cannot match it.
     /// The write stands only while the cell still holds every record it wrote: a creator whose
     /// entry was replaced through that corner finds its records gone and reports `Conflict` (the
     /// core re-reads and decides again), while a legitimate later writer keeps our records (it
@@ -160,10 +183,12 @@ impl<D: SharedData> Store for SharedStore<D> {
                     .ok_or_else(|| {
                         unavailable(format!("version {version} is not a shared-data CAS"))
                     })?;
-                if self.data.set(cell, bytes, cas).map_err(unavailable)? {
+                if !self.data.set(cell, bytes, cas).map_err(unavailable)? {
+                    Ok(WriteOutcome::Conflict)
+                } else if self.settle_updates {
                     self.settle(cell, bytes)
                 } else {
-                    Ok(WriteOutcome::Conflict)
+                    Ok(WriteOutcome::Written)
                 }
             }
         }
@@ -234,9 +259,7 @@ mod tests {
 
     #[test]
     fn create_is_insert_if_absent() {
-        let mut store = SharedStore {
-            data: EnvoyModel::default(),
-        };
+        let mut store = SharedStore::new(EnvoyModel::default());
         assert_eq!(store.read("c").unwrap(), None);
         let a = bucket_with(1, 1);
         let b = bucket_with(1, 2);
@@ -263,12 +286,10 @@ mod tests {
 
     #[test]
     fn a_create_handed_u32_max_is_restamped() {
-        let mut store = SharedStore {
-            data: EnvoyModel {
-                next_cas: u32::MAX,
-                ..Default::default()
-            },
-        };
+        let mut store = SharedStore::new(EnvoyModel {
+            next_cas: u32::MAX,
+            ..Default::default()
+        });
         let a = bucket_with(1, 1);
         assert_eq!(
             store.write("c", &a, Expect::Absent),
@@ -299,12 +320,56 @@ mod tests {
             data.set("c", &b, CREATE_CAS).unwrap(),
             "the corner: B's create matches A's CAS"
         );
-        let mut store = SharedStore { data };
+        let mut store = SharedStore::new(data);
         // A's read-back (the tail of `create`).
         let (current, cas) = store.data.get("c").unwrap().unwrap();
         assert_ne!(cas, CREATE_CAS);
         assert!(!holds_records(&current, &a));
         assert!(holds_records(&current, &b));
+    }
+
+    /// Counts the host calls a store makes.
+    struct Counting {
+        model: EnvoyModel,
+        gets: usize,
+    }
+
+    impl SharedData for Counting {
+        fn get(&mut self, key: &str) -> Result<Option<(Vec<u8>, u32)>, String> {
+            self.gets += 1;
+            self.model.get(key)
+        }
+        fn set(&mut self, key: &str, value: &[u8], cas: u32) -> Result<bool, String> {
+            self.model.set(key, value, cas)
+        }
+    }
+
+    #[test]
+    fn updates_read_back_only_while_cells_may_be_missing() {
+        for (settle_updates, gets) in [(true, 1), (false, 0)] {
+            let mut store = SharedStore {
+                data: Counting {
+                    model: EnvoyModel::default(),
+                    gets: 0,
+                },
+                settle_updates,
+            };
+            assert!(store.data.set("c", &[], CREATE_CAS).unwrap());
+            let (_, cas) = store.data.get("c").unwrap().unwrap();
+            store.data.gets = 0;
+            assert_eq!(
+                store.write("c", &bucket_with(1, 1), Expect::Version(u64::from(cas))),
+                Ok(WriteOutcome::Written)
+            );
+            assert_eq!(store.data.gets, gets, "settle_updates = {settle_updates}");
+            // Creates always read back, whatever the setting.
+            store.data.gets = 0;
+            assert_eq!(
+                store.write("d", &bucket_with(2, 1), Expect::Absent),
+                Ok(WriteOutcome::Written)
+            );
+            assert_eq!(store.data.gets, 1);
+        }
     }
 
     #[test]
@@ -321,12 +386,10 @@ mod tests {
     #[test]
     fn the_protocol_claims_once_over_the_model() {
         let policy = Policy::defaults();
-        let mut store = SharedStore {
-            data: EnvoyModel {
-                next_cas: u32::MAX - 3,
-                ..Default::default()
-            },
-        };
+        let mut store = SharedStore::new(EnvoyModel {
+            next_cas: u32::MAX - 3,
+            ..Default::default()
+        });
         let mut engine = Engine {
             store: &mut store,
             policy: &policy,
