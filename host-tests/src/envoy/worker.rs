@@ -252,7 +252,10 @@ impl Worker {
             }
         };
         self.store.set_fuel(FUEL_PER_CALL).map_err(trap)?;
-        func.call(&mut self.store, params).map_err(trap)
+        let result = func.call(&mut self.store, params).map_err(trap);
+        let left = self.store.get_fuel().unwrap_or(FUEL_PER_CALL);
+        world.record_work(name, FUEL_PER_CALL.saturating_sub(left));
+        result
     }
 
     // ---------------------------------------------------------------------------------------

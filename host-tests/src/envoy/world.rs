@@ -47,6 +47,8 @@ struct Shared {
     faults: Mutex<Faults>,
     upstream: Mutex<Vec<UpstreamCall>>,
     anomalies: Mutex<Vec<String>>,
+    /// Per callback name: (calls, wasm fuel used) — deterministic work counts for `make bench`.
+    work: Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
     echo_logs: bool,
 }
 
@@ -65,6 +67,7 @@ impl World {
             faults: Mutex::new(Faults::default()),
             upstream: Mutex::new(Vec::new()),
             anomalies: Mutex::new(Vec::new()),
+            work: Mutex::new(std::collections::BTreeMap::new()),
             echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
         }))
     }
@@ -122,5 +125,21 @@ impl World {
 
     pub fn anomalies(&self) -> Vec<String> {
         lock(&self.0.anomalies).clone()
+    }
+
+    /// Adds one callback's fuel (wasm operators executed) to the ledger.
+    pub fn record_work(&self, callback: &str, fuel: u64) {
+        let mut work = lock(&self.0.work);
+        let entry = work.entry(callback.to_string()).or_insert((0, 0));
+        entry.0 += 1;
+        entry.1 += fuel;
+    }
+
+    /// (callback, calls, fuel) for every callback run so far.
+    pub fn work(&self) -> Vec<(String, u64, u64)> {
+        lock(&self.0.work)
+            .iter()
+            .map(|(name, (calls, fuel))| (name.clone(), *calls, *fuel))
+            .collect()
     }
 }

@@ -208,6 +208,12 @@ impl Envoy {
     pub fn anomalies(&self) -> Vec<String> {
         self.world.anomalies()
     }
+
+    /// (callback, calls, wasm fuel) of every callback so far: what the filter's own code costs,
+    /// counted in wasm operators (deterministic, unlike time on a shared machine).
+    pub fn work(&self) -> Vec<(String, u64, u64)> {
+        self.world.work()
+    }
 }
 
 impl WorkerHandle {

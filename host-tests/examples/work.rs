@@ -1,0 +1,126 @@
+//! What the filter's own code costs per request, counted in wasm operators (wasmtime fuel) on the
+//! shipped `.wasm`: deterministic, so an optimisation shows up as a number that does not drift
+//! with the load of a shared machine. `make bench` records it in BENCHMARKS.md; run by hand with
+//! `cargo run -p idemgate-host-tests --example work` (the `.wasm` from `make build-filter`).
+//!
+//! Per mode it sends `REQUESTS` keyed POSTs of the benchmark's 1 KB order body with fresh keys
+//! (claim, forward, store), then replays each, then sends one key twice while in flight (409), and
+//! prints `WORK <figure> <fuel per request>` lines plus the split by callback.
+
+use idemgate_host_tests::scenario::{Envoy, Request, Response};
+use std::collections::BTreeMap;
+
+const REQUESTS: u64 = 200;
+
+/// The same order body as the Envoy benchmark (crates/envoy/bench/bench.py `json_body`), ≈1 KB.
+fn body() -> String {
+    let mut s = String::from(r#"{"currency":"EUR","customer":"c-12345","items":["#);
+    let mut i = 0;
+    while s.len() + 80 < 1024 {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            r#"{{"sku":"sku-{i:06}","name":"Item number {i}","qty":{},"price":{}.{:02}}}"#,
+            i % 7 + 1,
+            i * 3 % 500,
+            i % 100
+        ));
+        i += 1;
+    }
+    s.push_str(r#"],"note":"leave at the door"}"#);
+    s
+}
+
+fn request(key: &str, body: &str) -> Request {
+    Request::post("/orders")
+        .key(key)
+        .header("authorization", "Bearer bench")
+        .header("content-type", "application/json")
+        .header("user-agent", "wrk")
+        .header("accept", "*/*")
+        .body(body.as_bytes())
+}
+
+fn totals(envoy: &Envoy) -> BTreeMap<String, u64> {
+    envoy
+        .work()
+        .into_iter()
+        .map(|(name, _, fuel)| (name, fuel))
+        .collect()
+}
+
+fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(name, fuel)| (name.clone(), fuel - before.get(name).copied().unwrap_or(0)))
+        .filter(|(_, fuel)| *fuel > 0)
+        .collect()
+}
+
+fn report(figure: &str, work: &BTreeMap<String, u64>, requests: u64) {
+    let total: u64 = work.values().sum();
+    println!("WORK {figure} {}", total / requests);
+    for (name, fuel) in work {
+        println!("  {name:<28} {:>9}", fuel / requests);
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let body = body();
+    for mode in ["raw", "json"] {
+        let config = format!(
+            r#"{{"routes":[{{"prefix":"/orders","methods":["POST"],"key":"required"}}],
+                "scope":[{{"header":"authorization"}},"peer"],
+                "fingerprint":{{"mode":"{mode}","headers":["content-type"]}},
+                "capacity":100000}}"#
+        );
+        let envoy = Envoy::builder().workers(1).config(&config).start()?;
+        let worker = envoy.worker(0);
+        // Warm-up outside the figures: the first request pays one-time allocations.
+        worker
+            .send(request("warm", &body))?
+            .respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
+
+        let before = totals(&envoy);
+        for i in 0..REQUESTS {
+            let exchange = worker.send(request(&format!("k-{mode}-{i}"), &body))?;
+            exchange.respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
+            assert_eq!(exchange.expect_answer()?.status, 201);
+        }
+        let fresh = totals(&envoy);
+        report(
+            &format!("{mode}_fresh_key"),
+            &delta(&fresh, &before),
+            REQUESTS,
+        );
+
+        for i in 0..REQUESTS {
+            let answer = worker
+                .send(request(&format!("k-{mode}-{i}"), &body))?
+                .expect_answer()?;
+            assert_eq!(answer.header("idempotent-replayed"), Some("true"));
+        }
+        let replayed = totals(&envoy);
+        report(
+            &format!("{mode}_replay"),
+            &delta(&replayed, &fresh),
+            REQUESTS,
+        );
+
+        let _held = worker.send(request(&format!("held-{mode}"), &body))?;
+        for _ in 0..REQUESTS {
+            let answer = worker
+                .send(request(&format!("held-{mode}"), &body))?
+                .expect_answer()?;
+            assert_eq!(answer.status, 409);
+        }
+        report(
+            &format!("{mode}_409"),
+            &delta(&totals(&envoy), &replayed),
+            REQUESTS,
+        );
+        assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
+    }
+    Ok(())
+}
