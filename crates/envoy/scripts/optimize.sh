@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Shrinks the filter .wasm in place with binaryen's wasm-opt -Oz (npm binaryen, pinned in
+# crates/web/package.json): about 16 % smaller and no more work per request (host-tests' `work`
+# example counts it). Cargo puts its own output back on every build, so the optimised file is
+# cached next to it with the hash of the cargo output it came from: wasm-opt runs only when cargo
+# produced new code.
+# Usage: optimize.sh <filter.wasm>
+set -euo pipefail
+wasm="$1"
+root="$(cd "$(dirname "$0")/../../.." && pwd)"
+wasm_opt="$root/crates/web/node_modules/.bin/wasm-opt"
+cache="$wasm.oz"
+source_hash="$cache.source"
+current="$(sha256sum <"$wasm")"
+if [[ -f "$cache" && -f "$source_hash" ]]; then
+  if [[ "$current" == "$(sha256sum <"$cache")" ]]; then
+    exit 0 # already the optimised file
+  fi
+  if [[ "$current" == "$(cat "$source_hash")" ]]; then
+    cp "$cache" "$wasm.tmp" && mv "$wasm.tmp" "$wasm"
+    exit 0
+  fi
+fi
+before=$(stat -c %s "$wasm")
+# The link step strips custom sections (build.rs), target_features included, so the features the
+# module uses (rustc's wasm32 defaults) are named here.
+"$wasm_opt" -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
+  --enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types \
+  "$wasm" -o "$cache"
+echo "$current" >"$source_hash"
+cp "$cache" "$wasm.tmp" && mv "$wasm.tmp" "$wasm"
+echo "wasm-opt -Oz: $wasm $before -> $(stat -c %s "$wasm") bytes"
