@@ -103,6 +103,8 @@ setup-bench: setup-envoy
 bench-tools: setup-rust ## the bench's no-op filter and core bench (native and wasm32-wasip1)
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example core_bench
 	$(CARGO) build -p idemgate-envoy --release --example core_bench
+	$(CARGO) build -p idemgate-envoy --release --example core_bench --features bench-portable-sha256 \
+	  --target-dir $${CARGO_TARGET_DIR:-target}/bench-portable
 
 bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 	python3 crates/envoy/bench/bench.py
