@@ -5,8 +5,10 @@
 //!
 //! Per mode it sends `REQUESTS` keyed POSTs of the benchmark's 1 KB order body with fresh keys
 //! (claim, forward, store), then replays each, then sends one key twice while in flight (409), and
-//! prints `WORK <figure> <fuel per request>` lines plus the split by callback.
+//! prints `WORK <figure> <wasm operators per request> <host calls per request>` lines plus the
+//! split by callback.
 
+use idemgate_host_tests::envoy::world::Work;
 use idemgate_host_tests::scenario::{Envoy, Request, Response};
 use std::collections::BTreeMap;
 
@@ -42,27 +44,39 @@ fn request(key: &str, body: &str) -> Request {
         .body(body.as_bytes())
 }
 
-fn totals(envoy: &Envoy) -> BTreeMap<String, u64> {
-    envoy
-        .work()
-        .into_iter()
-        .map(|(name, _, fuel)| (name, fuel))
-        .collect()
-}
+type Ledger = BTreeMap<String, Work>;
 
-fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+fn delta(after: &Ledger, before: &Ledger) -> Ledger {
     after
         .iter()
-        .map(|(name, fuel)| (name.clone(), fuel - before.get(name).copied().unwrap_or(0)))
-        .filter(|(_, fuel)| *fuel > 0)
+        .map(|(name, w)| {
+            let b = before.get(name).copied().unwrap_or_default();
+            let d = Work {
+                calls: w.calls - b.calls,
+                fuel: w.fuel - b.fuel,
+                host_calls: w.host_calls - b.host_calls,
+            };
+            (name.clone(), d)
+        })
+        .filter(|(_, w)| w.calls > 0)
         .collect()
 }
 
-fn report(figure: &str, work: &BTreeMap<String, u64>, requests: u64) {
-    let total: u64 = work.values().sum();
-    println!("WORK {figure} {}", total / requests);
-    for (name, fuel) in work {
-        println!("  {name:<28} {:>9}", fuel / requests);
+/// `WORK <figure> <wasm operators per request> <host calls per request>`, then the split.
+fn report(figure: &str, work: &Ledger, requests: u64) {
+    let fuel: u64 = work.values().map(|w| w.fuel).sum();
+    let host: u64 = work.values().map(|w| w.host_calls).sum();
+    println!(
+        "WORK {figure} {} {:.1}",
+        fuel / requests,
+        host as f64 / requests as f64
+    );
+    for (name, w) in work {
+        println!(
+            "  {name:<28} {:>9} ops {:>5.1} host calls",
+            w.fuel / requests,
+            w.host_calls as f64 / requests as f64
+        );
     }
 }
 
@@ -82,13 +96,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .send(request("warm", &body))?
             .respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
 
-        let before = totals(&envoy);
+        let before = envoy.work();
         for i in 0..REQUESTS {
             let exchange = worker.send(request(&format!("k-{mode}-{i}"), &body))?;
             exchange.respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
             assert_eq!(exchange.expect_answer()?.status, 201);
         }
-        let fresh = totals(&envoy);
+        let fresh = envoy.work();
         report(
             &format!("{mode}_fresh_key"),
             &delta(&fresh, &before),
@@ -101,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .expect_answer()?;
             assert_eq!(answer.header("idempotent-replayed"), Some("true"));
         }
-        let replayed = totals(&envoy);
+        let replayed = envoy.work();
         report(
             &format!("{mode}_replay"),
             &delta(&replayed, &fresh),
@@ -117,7 +131,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         report(
             &format!("{mode}_409"),
-            &delta(&totals(&envoy), &replayed),
+            &delta(&envoy.work(), &replayed),
             REQUESTS,
         );
         assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());

@@ -65,6 +65,8 @@ pub struct VmState {
     /// Log level reported by `proxy_get_log_level`.
     pub log_level: u32,
     pub chain: Chain,
+    /// Host calls the guest made so far (counted by a wasmtime call hook).
+    pub host_calls: u64,
 }
 
 impl VmState {
@@ -87,6 +89,7 @@ impl VmState {
             node_properties: BTreeMap::new(),
             log_level: 0,
             chain: Chain::default(),
+            host_calls: 0,
         }
     }
 

@@ -132,6 +132,12 @@ impl Worker {
         let gate = setup.gate;
         state.chain = setup.chain;
         let mut store = Store::new(module.module.engine(), state);
+        store.call_hook(|mut store, hook| {
+            if matches!(hook, wasmtime::CallHook::CallingHost) {
+                store.data_mut().host_calls += 1;
+            }
+            Ok(())
+        });
         let trap = |callback: &str, e: wasmtime::Error| HarnessError::Trap {
             worker: index,
             callback: callback.to_string(),
@@ -252,9 +258,11 @@ impl Worker {
             }
         };
         self.store.set_fuel(FUEL_PER_CALL).map_err(trap)?;
+        let calls_before = self.store.data().host_calls;
         let result = func.call(&mut self.store, params).map_err(trap);
         let left = self.store.get_fuel().unwrap_or(FUEL_PER_CALL);
-        world.record_work(name, FUEL_PER_CALL.saturating_sub(left));
+        let host_calls = self.store.data().host_calls - calls_before;
+        world.record_work(name, FUEL_PER_CALL.saturating_sub(left), host_calls);
         result
     }
 

@@ -47,8 +47,8 @@ struct Shared {
     faults: Mutex<Faults>,
     upstream: Mutex<Vec<UpstreamCall>>,
     anomalies: Mutex<Vec<String>>,
-    /// Per callback name: (calls, wasm fuel used) — deterministic work counts for `make bench`.
-    work: Mutex<std::collections::BTreeMap<String, (u64, u64)>>,
+    /// Per callback name: what it cost, summed (deterministic work counts).
+    work: Mutex<std::collections::BTreeMap<String, Work>>,
     echo_logs: bool,
 }
 
@@ -127,19 +127,27 @@ impl World {
         lock(&self.0.anomalies).clone()
     }
 
-    /// Adds one callback's fuel (wasm operators executed) to the ledger.
-    pub fn record_work(&self, callback: &str, fuel: u64) {
+    /// Adds one callback's cost to the ledger.
+    pub fn record_work(&self, callback: &str, fuel: u64, host_calls: u64) {
         let mut work = lock(&self.0.work);
-        let entry = work.entry(callback.to_string()).or_insert((0, 0));
-        entry.0 += 1;
-        entry.1 += fuel;
+        let entry = work.entry(callback.to_string()).or_default();
+        entry.calls += 1;
+        entry.fuel += fuel;
+        entry.host_calls += host_calls;
     }
 
-    /// (callback, calls, fuel) for every callback run so far.
-    pub fn work(&self) -> Vec<(String, u64, u64)> {
-        lock(&self.0.work)
-            .iter()
-            .map(|(name, (calls, fuel))| (name.clone(), *calls, *fuel))
-            .collect()
+    /// Every callback run so far, by name.
+    pub fn work(&self) -> std::collections::BTreeMap<String, Work> {
+        lock(&self.0.work).clone()
     }
+}
+
+/// What the filter's callbacks of one name cost, summed over their calls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    pub calls: u64,
+    /// wasmtime fuel: wasm operators executed.
+    pub fuel: u64,
+    /// Host calls (proxy-wasm and WASI imports) the guest made.
+    pub host_calls: u64,
 }

@@ -209,9 +209,9 @@ impl Envoy {
         self.world.anomalies()
     }
 
-    /// (callback, calls, wasm fuel) of every callback so far: what the filter's own code costs,
-    /// counted in wasm operators (deterministic, unlike time on a shared machine).
-    pub fn work(&self) -> Vec<(String, u64, u64)> {
+    /// What every callback so far cost, by callback name: wasm operators executed and host calls
+    /// made (deterministic, unlike time on a shared machine).
+    pub fn work(&self) -> std::collections::BTreeMap<String, crate::envoy::world::Work> {
         self.world.work()
     }
 }
