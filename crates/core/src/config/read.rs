@@ -73,9 +73,7 @@ impl Config {
                         )
                     })?
                 }
-                "release_statuses" => {
-                    c.release_statuses = opt(value, |v| list(at, v, |p, v| integer(p, v)))?
-                }
+                "release_statuses" => c.release_statuses = opt(value, |v| list(at, v, integer))?,
                 "max_request_body" => c.max_request_body = opt(value, |v| size(at, v))?,
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
