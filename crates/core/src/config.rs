@@ -1,6 +1,10 @@
 //! Plugin configuration as operators write it (JSON), validated once into a [`Policy`]. Unknown
 //! fields are refused (a typo must not silently become a default); every error names the field and
 //! the reason, so Envoy's log line for a rejected config is enough to fix it.
+//!
+//! The document is read with [`crate::json::Value`] and mapped field by field (no serde): the
+//! shipped filter stays free of serde's code size, and the mapping is where the unknown-field and
+//! type checks live, each naming the field's path (`routes[1].methods`).
 
 use crate::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::json::{JsonLimits, JsonPointer};
@@ -15,11 +19,11 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
-use serde::Deserialize;
+
+mod read;
 
 /// The configuration document. Every field is optional; see the README for defaults.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     pub header: Option<String>,
     pub routes: Option<Vec<RouteConfig>>,
@@ -39,8 +43,7 @@ pub struct Config {
     pub token: Option<TokenConfig>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct RouteConfig {
     pub prefix: String,
     pub methods: Option<Vec<String>>,
@@ -48,30 +51,26 @@ pub struct RouteConfig {
     pub token: Option<TokenRequirementConfig>,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy)]
 pub enum KeyConfig {
     Required,
     Optional,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy)]
 pub enum TokenRequirementConfig {
     None,
     Required,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub enum ScopeConfig {
     Header(String),
     Property(Vec<String>),
     Peer,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct FingerprintConfig {
     pub mode: Option<ModeConfig>,
     pub headers: Option<Vec<String>>,
@@ -79,8 +78,7 @@ pub struct FingerprintConfig {
     pub max_depth: Option<u16>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeConfig {
     Raw,
     Json,
@@ -88,25 +86,20 @@ pub enum ModeConfig {
     None,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Debug, Clone, Copy)]
 pub enum StoreConfig {
-    #[serde(rename = "not_done")]
     NotDone,
-    #[serde(rename = "all")]
     All,
-    #[serde(rename = "2xx")]
     Success,
 }
 
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy)]
 pub enum FailureConfig {
     Reject,
     PassThrough,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone)]
 pub struct TokenConfig {
     pub secret: Option<String>,
     pub secret_env: Option<String>,
@@ -116,8 +109,7 @@ pub struct TokenConfig {
 }
 
 /// A byte size: a number of bytes, or a string such as `"64KiB"`, `"1MiB"`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone)]
 pub enum Size {
     Bytes(u64),
     Text(String),
@@ -143,8 +135,8 @@ pub mod defaults {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// Not JSON, or not of the document's shape (unknown field, wrong type); `message` is the
-    /// parser's, which names the field and position.
+    /// Not JSON, or not of the document's shape (unknown field, wrong type, missing `prefix`);
+    /// `message` names the byte offset (not JSON) or the field's path and what was expected.
     Syntax { message: String },
     /// A field holds a value the rules refuse.
     Invalid { field: String, reason: String },
@@ -192,12 +184,10 @@ impl Policy {
         text: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Policy, ConfigError> {
-        let config: Config = if text.trim().is_empty() {
+        let config = if text.trim().is_empty() {
             Config::default()
         } else {
-            serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
-                message: e.to_string(),
-            })?
+            Config::from_json(text)?
         };
         config.compile(env)
     }

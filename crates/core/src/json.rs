@@ -35,7 +35,12 @@
 //! closes (offset of the `}`). Input ending inside a value is `json_unexpected_end`, except inside a
 //! UTF-8 sequence (`json_invalid_utf8`). A lone or mismatched UTF-16 surrogate escape is
 //! `json_invalid_escape`.
+//!
+//! # Documents
+//! The configuration and the conformance vectors are small JSON documents read whole; [`document`]
+//! parses them into a [`Value`] tree (and writes vector answers back out) without serde.
 
+pub mod document;
 mod hasher;
 mod lexer;
 mod number;
@@ -43,6 +48,7 @@ mod pointer;
 #[cfg(test)]
 mod tests;
 
+pub use document::{DocumentError, Number, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
 

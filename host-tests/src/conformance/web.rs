@@ -121,10 +121,16 @@ impl WebVectors {
             (None, None) => Vec::new(),
             _ => return Ok(None),
         };
-        let Ok(chunks) = idemgate_core::conformance::split_chunks(&body, input.get("chunks"))
-        else {
+        let offsets: Option<Vec<u64>> = match input.get("chunks") {
+            None => Some(Vec::new()),
+            Some(list) => list
+                .as_array()
+                .and_then(|l| l.iter().map(Value::as_u64).collect()),
+        };
+        let Some(offsets) = offsets else {
             return Ok(None);
         };
+        let chunks = idemgate_core::conformance::split_at_offsets(&body, offsets);
         let spec = &policy.fingerprint;
         let handle = match self
             .web

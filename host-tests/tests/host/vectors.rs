@@ -28,7 +28,7 @@ fn native_core_answers_every_vector_as_expected() {
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {
-            let got = native(case);
+            let got = native(case).unwrap_or_else(|e| panic!("{}: {e}", case.label()));
             (got != case.expect).then(|| {
                 format!(
                     "{}: expected {}, core says {got}",
@@ -55,7 +55,7 @@ fn filter_wasm_answers_every_vector_like_the_native_core() {
             let wasm = vectors
                 .answer(case)
                 .unwrap_or_else(|e| panic!("{}: {e}", case.label()));
-            let core = native(case);
+            let core = native(case).unwrap_or_else(|e| panic!("{}: {e}", case.label()));
             (wasm != core).then(|| format!("{}: core {core}, filter .wasm {wasm}", case.label()))
         })
         .collect();
@@ -81,7 +81,7 @@ fn browser_wasm_answers_its_groups_like_the_native_core() {
             continue;
         };
         *checked.entry(case.group.as_str()).or_default() += 1;
-        let core = native(case);
+        let core = native(case).unwrap_or_else(|e| panic!("{}: {e}", case.label()));
         if wasm != core {
             failures.push(format!(
                 "{}: core {core}, browser .wasm {wasm}",

@@ -6,10 +6,10 @@
 
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{complete, Completion, ResponseFacts};
+use crate::json::Value;
 use crate::record::{InFlight, OwnerToken, StoredBody};
 use crate::time::UnixMillis;
 use alloc::string::String;
-use serde_json::{json, Value};
 
 pub fn eval(input: &Value) -> Outcome {
     let policy = policy_field(input)?;
@@ -36,14 +36,14 @@ pub fn eval(input: &Value) -> Outcome {
         _ => return Err(String::from("vector_bad_input:facts")),
     };
     Ok(match complete(&claim, facts, now, &policy) {
-        Completion::Store(done) => json!({
-            "completion": "store",
-            "status": done.response.status,
-            "headers": done.response.headers,
-            "body_kept": matches!(done.response.body, StoredBody::Kept(_)),
-            "expires_at": done.expires_at.0,
-        }),
-        Completion::Release => json!({ "completion": "release" }),
-        Completion::KeepInFlight => json!({ "completion": "keep_in_flight" }),
+        Completion::Store(done) => object! {
+            "completion" => "store",
+            "status" => done.response.status,
+            "headers" => done.response.headers,
+            "body_kept" => matches!(done.response.body, StoredBody::Kept(_)),
+            "expires_at" => done.expires_at.0,
+        },
+        Completion::Release => object! { "completion" => "release" },
+        Completion::KeepInFlight => object! { "completion" => "keep_in_flight" },
     })
 }

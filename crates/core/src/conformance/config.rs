@@ -3,13 +3,13 @@
 
 use crate::conformance::Outcome;
 use crate::fingerprint::FingerprintMode;
+use crate::json::Value;
 use crate::policy::{
     FailureMode, KeyRequirement, Policy, ScopeSource, StoreRule, TokenRequirement,
 };
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use serde_json::{json, Value};
 
 pub fn eval(input: &Value) -> Outcome {
     let text = match input.get("config") {
@@ -31,18 +31,18 @@ fn summary(p: &Policy) -> Value {
         .routes
         .iter()
         .map(|r| {
-            json!({
-                "prefix": r.prefix, "methods": r.methods,
-                "key": if r.key == KeyRequirement::Required { "required" } else { "optional" },
-                "token": if r.token == TokenRequirement::Required { "required" } else { "none" },
-            })
+            object! {
+                "prefix" => r.prefix.as_str(), "methods" => r.methods.as_slice(),
+                "key" => if r.key == KeyRequirement::Required { "required" } else { "optional" },
+                "token" => if r.token == TokenRequirement::Required { "required" } else { "none" },
+            }
         })
         .collect();
     let scope: Vec<String> = p.scope.iter().map(ScopeSource::label).collect();
     let store = match &p.store_rule {
-        StoreRule::ReleaseStatuses(list) => json!({ "release": list }),
-        StoreRule::StoreAll => json!("all"),
-        StoreRule::SuccessOnly => json!("2xx"),
+        StoreRule::ReleaseStatuses(list) => object! { "release" => list.as_slice() },
+        StoreRule::StoreAll => Value::from("all"),
+        StoreRule::SuccessOnly => Value::from("2xx"),
     };
     let fields: Vec<String> = match &p.fingerprint.mode {
         FingerprintMode::Fields(ptrs) => ptrs.iter().map(|p| p.as_str().to_string()).collect(),
@@ -55,21 +55,30 @@ fn summary(p: &Policy) -> Value {
             "pass_through"
         }
     };
-    json!({
-        "header": p.header,
-        "routes": routes,
-        "scope": scope,
-        "fingerprint": { "mode": p.fingerprint.mode.name(), "headers": p.fingerprint.headers, "fields": fields, "max_depth": p.fingerprint.json_limits.max_depth },
-        "ttl_ms": p.ttl.as_millis(),
-        "lease_ms": p.lease.as_millis(),
-        "replay_headers": p.replay_headers,
-        "store": store,
-        "max_request_body": p.max_request_body,
-        "max_response_body": p.max_response_body,
-        "cells": p.capacity.cells,
-        "per_cell": p.capacity.per_cell,
-        "on_store_full": mode(p.on_store_full),
-        "on_store_error": mode(p.on_store_error),
-        "token": p.token.as_ref().map(|t| json!({ "ttl_ms": t.ttl.as_millis(), "issue_path": t.issue_path, "header": t.header })),
-    })
+    object! {
+        "header" => p.header.as_str(),
+        "routes" => routes,
+        "scope" => scope,
+        "fingerprint" => object! {
+            "mode" => p.fingerprint.mode.name(),
+            "headers" => p.fingerprint.headers.as_slice(),
+            "fields" => fields,
+            "max_depth" => p.fingerprint.json_limits.max_depth,
+        },
+        "ttl_ms" => p.ttl.as_millis(),
+        "lease_ms" => p.lease.as_millis(),
+        "replay_headers" => p.replay_headers.as_slice(),
+        "store" => store,
+        "max_request_body" => p.max_request_body,
+        "max_response_body" => p.max_response_body,
+        "cells" => p.capacity.cells,
+        "per_cell" => p.capacity.per_cell,
+        "on_store_full" => mode(p.on_store_full),
+        "on_store_error" => mode(p.on_store_error),
+        "token" => p.token.as_ref().map(|t| object! {
+            "ttl_ms" => t.ttl.as_millis(),
+            "issue_path" => t.issue_path.as_str(),
+            "header" => t.header.as_str(),
+        }),
+    }
 }

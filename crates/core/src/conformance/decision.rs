@@ -8,10 +8,11 @@
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{decide, Decision};
+use crate::json::Value;
 use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::time::UnixMillis;
 use alloc::string::String;
-use serde_json::{json, Map, Value};
+use alloc::vec::Vec;
 
 pub fn eval(input: &Value) -> Outcome {
     let policy = policy_field(input)?;
@@ -23,45 +24,46 @@ pub fn eval(input: &Value) -> Outcome {
     };
     let owner = OwnerToken([7; 16]);
     let out = match decide(record.as_ref(), fingerprint, owner, now, &policy) {
-        Decision::Claim { claim, takeover } => json!({
-            "decision": "claim",
-            "takeover": takeover,
-            "lease_until": claim.lease_until.0,
-            "expires_at": claim.expires_at.0,
-        }),
-        Decision::Conflict { retry_after } => json!({
-            "decision": "conflict",
-            "retry_after_ms": retry_after.as_millis(),
-            "http": http(&answer(&EdgeAnswer::Conflict { retry_after })),
-        }),
-        Decision::Replay(stored) => json!({
-            "decision": "replay",
-            "http": http(&answer(&EdgeAnswer::Replay(&stored))),
-        }),
-        Decision::Mismatch => json!({
-            "decision": "mismatch",
-            "http": http(&answer(&EdgeAnswer::Mismatch)),
-        }),
+        Decision::Claim { claim, takeover } => object! {
+            "decision" => "claim",
+            "takeover" => takeover,
+            "lease_until" => claim.lease_until.0,
+            "expires_at" => claim.expires_at.0,
+        },
+        Decision::Conflict { retry_after } => object! {
+            "decision" => "conflict",
+            "retry_after_ms" => retry_after.as_millis(),
+            "http" => http(&answer(&EdgeAnswer::Conflict { retry_after })),
+        },
+        Decision::Replay(stored) => object! {
+            "decision" => "replay",
+            "http" => http(&answer(&EdgeAnswer::Replay(&stored))),
+        },
+        Decision::Mismatch => object! {
+            "decision" => "mismatch",
+            "http" => http(&answer(&EdgeAnswer::Mismatch)),
+        },
     };
     Ok(out)
 }
 
 /// The parts of an HTTP answer a vector pins down.
 pub fn http(answer: &HttpAnswer) -> Value {
-    let mut out = Map::new();
-    out.insert("status".into(), answer.status.into());
+    let mut out: Vec<(String, Value)> = Vec::new();
+    let mut insert = |key: &str, value: Value| out.push((key.into(), value));
+    insert("status", answer.status.into());
     if let Some(ct) = answer.header("content-type") {
-        out.insert("content_type".into(), ct.into());
+        insert("content_type", ct.into());
     }
     if ct_is_problem(answer) {
-        let body: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-        out.insert(
-            "type".into(),
-            body.get("type").cloned().unwrap_or(Value::Null),
-        );
+        let body = core::str::from_utf8(&answer.body)
+            .ok()
+            .and_then(|text| Value::parse(text).ok())
+            .unwrap_or_default();
+        insert("type", body.get("type").cloned().unwrap_or_default());
     } else {
-        out.insert(
-            "body".into(),
+        insert(
+            "body",
             String::from_utf8_lossy(&answer.body).into_owned().into(),
         );
     }
@@ -72,7 +74,7 @@ pub fn http(answer: &HttpAnswer) -> Value {
         ("location", "location"),
     ] {
         if let Some(value) = answer.header(name) {
-            out.insert(key.into(), value.into());
+            insert(key, value.into());
         }
     }
     Value::Object(out)

@@ -2,9 +2,9 @@
 
 use crate::conformance::str_field;
 use crate::conformance::Outcome;
+use crate::json::Value;
 use crate::time::Span;
 use alloc::string::String;
-use serde_json::Value;
 
 pub fn eval(input: &Value) -> Outcome {
     let text = str_field(input, "text")?;

@@ -1,9 +1,9 @@
 //! Reading typed fields out of a vector's `input`, with `vector_*` error codes for malformed inputs.
 
+use crate::json::Value;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use serde_json::Value;
 
 /// A required string field.
 pub fn str_field<'a>(input: &'a Value, name: &str) -> Result<&'a str, String> {
@@ -79,7 +79,7 @@ pub fn header_pairs(input: &Value, name: &str) -> Result<Vec<(String, String)>, 
     list.as_array()
         .ok_or_else(|| format!("vector_bad_input:{name}"))?
         .iter()
-        .map(|pair| match pair.as_array().map(Vec::as_slice) {
+        .map(|pair| match pair.as_array() {
             Some([Value::String(n), Value::String(v)]) => Ok((n.clone(), v.clone())),
             _ => Err(format!("vector_bad_input:{name}")),
         })
@@ -89,24 +89,34 @@ pub fn header_pairs(input: &Value, name: &str) -> Result<Vec<(String, String)>, 
 /// Splits `body` at the offsets in a vector's `chunks` (absent → one chunk), so every host feeds
 /// an incremental API the same pieces.
 pub fn split_chunks<'b>(body: &'b [u8], chunks: Option<&Value>) -> Result<Vec<&'b [u8]>, String> {
-    let mut offsets: Vec<usize> = match chunks {
+    let offsets: Vec<u64> = match chunks {
         None => Vec::new(),
         Some(list) => list
             .as_array()
             .ok_or("vector_bad_input:chunks")?
             .iter()
-            .map(|o| o.as_u64().map(|o| o as usize))
+            .map(Value::as_u64)
             .collect::<Option<_>>()
             .ok_or("vector_bad_input:chunks")?,
     };
-    offsets.retain(|&o| o <= body.len());
+    Ok(split_at_offsets(body, offsets))
+}
+
+/// Splits `body` at `offsets` (any order; offsets past the end are ignored, repeated ones give
+/// empty chunks). Hosts that read `chunks` with their own JSON library call this directly.
+pub fn split_at_offsets(body: &[u8], offsets: impl IntoIterator<Item = u64>) -> Vec<&[u8]> {
+    let mut offsets: Vec<usize> = offsets
+        .into_iter()
+        .filter_map(|o| usize::try_from(o).ok())
+        .filter(|&o| o <= body.len())
+        .collect();
     offsets.sort_unstable();
     let mut parts = Vec::new();
     let mut start = 0;
     for offset in offsets {
-        parts.push(&body[start..offset]);
+        parts.push(body.get(start..offset).unwrap_or_default());
         start = offset;
     }
-    parts.push(&body[start..]);
-    Ok(parts)
+    parts.push(body.get(start..).unwrap_or_default());
+    parts
 }

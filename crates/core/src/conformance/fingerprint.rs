@@ -4,8 +4,8 @@
 use crate::conformance::{bytes_field, header_pairs, policy_field, str_field, Outcome};
 use crate::fingerprint::FingerprintBuilder;
 use crate::hash::to_hex;
+use crate::json::Value;
 use alloc::string::{String, ToString};
-use serde_json::Value;
 
 pub fn eval(input: &Value) -> Outcome {
     let policy = policy_field(input)?;

@@ -2,8 +2,8 @@
 //! one, named after the group.
 
 use super::Outcome;
+use crate::json::Value;
 use alloc::format;
-use serde_json::Value;
 
 #[path = "completion.rs"]
 mod completion;

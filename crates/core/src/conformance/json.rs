@@ -4,10 +4,10 @@
 
 use crate::conformance::{bytes_field, split_chunks, Outcome};
 use crate::hash::to_hex;
+use crate::json::Value;
 use crate::json::{JsonHasher, JsonLimits, JsonPointer};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use serde_json::Value;
 
 pub fn eval(input: &Value) -> Outcome {
     let body = bytes_field(input, "body")?.ok_or("vector_bad_input:body")?;

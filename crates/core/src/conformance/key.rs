@@ -2,10 +2,10 @@
 //! occurrence of the header in one request; output the parsed key, `null` when absent.
 
 use crate::conformance::Outcome;
+use crate::json::Value;
 use crate::key::IdempotencyKey;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
-use serde_json::Value;
 
 pub fn eval(input: &Value) -> Outcome {
     let values: Vec<Vec<u8>> = if let Some(list) = input.get("values_hex") {

@@ -3,15 +3,23 @@
 //! browser module's JS tests all call this same evaluator, so "the same answer everywhere" is checked
 //! against one definition of what each group means (format: `vectors/README.md`).
 
+use crate::json::Value;
 use alloc::string::{String, ToString};
-use serde_json::Value;
+
+/// `object! { "key" => value, ... }`: an answer object, members in the order written, each value
+/// converted with `Value::from` (what serde_json's `json!` did for these flat shapes).
+macro_rules! object {
+    ($($key:literal => $value:expr),+ $(,)?) => {
+        $crate::json::Value::object([$(($key, $crate::json::Value::from($value))),+])
+    };
+}
 
 mod fields;
 mod groups;
 
 pub use fields::{
-    bytes_field, fingerprint_label, header_pairs, opt_str_field, policy_field, split_chunks,
-    str_field, u64_field,
+    bytes_field, fingerprint_label, header_pairs, opt_str_field, policy_field, split_at_offsets,
+    split_chunks, str_field, u64_field,
 };
 
 /// `Ok(value)` is compared with a vector's `{"ok": value}`, `Err(code)` with `{"error": code}`.
@@ -30,7 +38,7 @@ pub fn evaluate(group: &str, input: &Value) -> Outcome {
 /// text `{"ok":..}` or `{"error":..}`. This string-in, string-out form is what the `.wasm` exports
 /// wrap, so a harness needs no knowledge of Rust types.
 pub fn evaluate_json(case: &str) -> String {
-    let outcome = match serde_json::from_str::<Value>(case) {
+    let outcome = match Value::parse(case) {
         Ok(case) => match case.get("group").and_then(Value::as_str) {
             Some(group) => evaluate(group, case.get("input").unwrap_or(&Value::Null)),
             None => Err("vector_missing_group".to_string()),
@@ -38,8 +46,8 @@ pub fn evaluate_json(case: &str) -> String {
         Err(_) => Err("vector_not_json".to_string()),
     };
     let wrapped = match outcome {
-        Ok(value) => serde_json::json!({ "ok": value }),
-        Err(code) => serde_json::json!({ "error": code }),
+        Ok(value) => object! { "ok" => value },
+        Err(code) => object! { "error" => code },
     };
     wrapped.to_string()
 }

@@ -4,10 +4,10 @@
 
 use crate::conformance::{bytes_field, Outcome};
 use crate::hash::to_hex;
+use crate::json::Value;
 use crate::record::{Bucket, Record, StoredBody};
 use alloc::string::String;
 use alloc::vec::Vec;
-use serde_json::{json, Value};
 
 pub fn eval(input: &Value) -> Outcome {
     let bytes = bytes_field(input, "bytes")?.ok_or("vector_bad_input:bytes_hex")?;
@@ -19,23 +19,23 @@ pub fn eval(input: &Value) -> Outcome {
         .entries
         .iter()
         .map(|(key, record)| match record {
-            Record::InFlight(r) => json!({
-                "key": key.to_hex(), "state": "in_flight",
-                "fingerprint": to_hex(&r.fingerprint.0), "owner": to_hex(&r.owner.0),
-                "lease_until": r.lease_until.0, "expires_at": r.expires_at.0,
-            }),
-            Record::Completed(r) => json!({
-                "key": key.to_hex(), "state": "completed",
-                "fingerprint": to_hex(&r.fingerprint.0), "expires_at": r.expires_at.0,
-                "status": r.response.status, "headers": r.response.headers,
-                "body": match &r.response.body {
+            Record::InFlight(r) => object! {
+                "key" => key.to_hex(), "state" => "in_flight",
+                "fingerprint" => to_hex(&r.fingerprint.0), "owner" => to_hex(&r.owner.0),
+                "lease_until" => r.lease_until.0, "expires_at" => r.expires_at.0,
+            },
+            Record::Completed(r) => object! {
+                "key" => key.to_hex(), "state" => "completed",
+                "fingerprint" => to_hex(&r.fingerprint.0), "expires_at" => r.expires_at.0,
+                "status" => r.response.status, "headers" => r.response.headers.as_slice(),
+                "body" => match &r.response.body {
                     StoredBody::Kept(body) => Value::String(String::from_utf8_lossy(body).into_owned()),
                     StoredBody::NotKept => Value::Null,
                 },
-            }),
-            Record::TokenUsed { expires_at } => json!({
-                "key": key.to_hex(), "state": "token_used", "expires_at": expires_at.0,
-            }),
+            },
+            Record::TokenUsed { expires_at } => object! {
+                "key" => key.to_hex(), "state" => "token_used", "expires_at" => expires_at.0,
+            },
         })
         .collect();
     Ok(Value::Array(entries))

@@ -5,11 +5,11 @@
 //! `{"final": "<reason code>"}`.
 
 use crate::conformance::{opt_str_field, u64_field, Outcome};
+use crate::json::Value;
 use crate::retry::{next, AttemptOutcome, RetryDecision, RetryPolicy};
 use crate::time::{Span, UnixMillis};
 use alloc::format;
 use alloc::string::String;
-use serde_json::{json, Value};
 
 fn small<T: TryFrom<u64>>(input: &Value, name: &str) -> Result<T, String> {
     T::try_from(u64_field(input, name)?).map_err(|_| format!("vector_bad_input:{name}"))
@@ -21,7 +21,7 @@ fn policy(input: Option<&Value>) -> Result<RetryPolicy, String> {
         return Ok(policy);
     };
     let obj = overrides.as_object().ok_or("vector_bad_input:policy")?;
-    for name in obj.keys() {
+    for (name, _) in obj {
         match name.as_str() {
             "max_attempts" => policy.max_attempts = small(overrides, name)?,
             "base_delay_ms" => policy.base_delay = Span(u64_field(overrides, name)?),
@@ -56,7 +56,7 @@ pub fn eval(input: &Value) -> Outcome {
         small(input, "random")?,
     );
     Ok(match decision {
-        RetryDecision::Retry { delay } => json!({ "retry_ms": delay.as_millis() }),
-        RetryDecision::Final(reason) => json!({ "final": reason.code() }),
+        RetryDecision::Retry { delay } => object! { "retry_ms" => delay.as_millis() },
+        RetryDecision::Final(reason) => object! { "final" => reason.code() },
     })
 }

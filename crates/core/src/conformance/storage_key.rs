@@ -2,10 +2,10 @@
 //! "key"}` (`key` is a raw header value, parsed first); output the storage key (hex).
 
 use crate::conformance::{bytes_field, str_field, Outcome};
+use crate::json::Value;
 use crate::key::IdempotencyKey;
 use crate::scope::{Scope, StorageKey};
 use alloc::string::String;
-use serde_json::Value;
 
 pub fn eval(input: &Value) -> Outcome {
     let source = str_field(input, "scope_source")?;

@@ -6,11 +6,11 @@
 
 use crate::conformance::{bytes_field, str_field, u64_field, Outcome};
 use crate::hash::to_hex;
+use crate::json::Value;
 use crate::time::{Span, UnixMillis};
 use crate::token::{issue, verify, TokenSecret};
 use alloc::format;
 use alloc::string::String;
-use serde_json::{json, Value};
 
 fn fixed<const N: usize>(input: &Value, name: &str) -> Result<[u8; N], String> {
     bytes_field(input, name)?
@@ -29,16 +29,16 @@ pub fn eval(input: &Value) -> Outcome {
                 .parse()
                 .map_err(|_| String::from("vector_bad_input:ttl"))?;
             let issued = issue(&secret, &scope, now, ttl, fixed(input, "nonce")?);
-            Ok(json!({ "token": issued.text, "expires_at": issued.claims.expires_at.0 }))
+            Ok(object! { "token" => issued.text, "expires_at" => issued.claims.expires_at.0 })
         }
         "verify" => {
             let claims = verify(&secret, str_field(input, "token")?, &scope, now)
                 .map_err(|e| String::from(e.code()))?;
-            Ok(json!({
-                "issued_at": claims.issued_at.0,
-                "expires_at": claims.expires_at.0,
-                "nonce_hex": to_hex(&claims.nonce),
-            }))
+            Ok(object! {
+                "issued_at" => claims.issued_at.0,
+                "expires_at" => claims.expires_at.0,
+                "nonce_hex" => to_hex(&claims.nonce),
+            })
         }
         _ => Err(String::from("vector_bad_input:op")),
     }

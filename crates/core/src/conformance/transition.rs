@@ -5,11 +5,11 @@
 //! - `{"op":"version","expected":n,"current":n}` → `true` or the precondition code.
 
 use crate::conformance::{opt_str_field, str_field, u64_field, Outcome};
+use crate::json::Value;
 use crate::transition::{
     check_if_match, check_version, Transition, ORDER_LIFECYCLE, RECORD_LIFECYCLE, SUBMIT_LIFECYCLE,
 };
 use alloc::string::String;
-use serde_json::{json, Value};
 
 pub fn eval(input: &Value) -> Outcome {
     let checked = match opt_str_field(input, "op")? {
@@ -36,7 +36,7 @@ fn on(input: &Value) -> Outcome {
         _ => return Err(String::from("vector_bad_input:table")),
     };
     match table.on(str_field(input, "state")?, str_field(input, "event")?) {
-        Transition::Apply { to } => Ok(json!({ "apply": to })),
+        Transition::Apply { to } => Ok(object! { "apply" => to }),
         Transition::AlreadyApplied => Ok(Value::from("already_applied")),
         Transition::Reject(e) => Err(String::from(e.code())),
     }

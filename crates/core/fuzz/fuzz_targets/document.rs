@@ -1,0 +1,77 @@
+//! `json::Value::parse` (the configuration and vector reader) on arbitrary UTF-8, with serde_json
+//! as an independent oracle.
+//!
+//! Checks: never panics; error offsets lie inside the text; whatever the core accepts serde_json
+//! accepts too (except numbers beyond f64 range, which the core keeps as text) and reads as the
+//! same value, integers included; whatever serde_json accepts the core accepts too, except
+//! duplicate keys and nesting deeper than `MAX_DEPTH` (refused on purpose); and writing a parsed
+//! value back out parses to the same value.
+#![no_main]
+
+use idemgate_core::json::document::MAX_DEPTH;
+use idemgate_core::json::{DocumentError, Value};
+use libfuzzer_sys::fuzz_target;
+
+/// The core's value and serde_json's agree, member order aside.
+fn agree(ours: &Value, theirs: &serde_json::Value) -> bool {
+    use serde_json::Value as S;
+    match (ours, theirs) {
+        (Value::Null, S::Null) => true,
+        (Value::Bool(a), S::Bool(b)) => a == b,
+        (Value::String(a), S::String(b)) => a == b,
+        // Integers exactly (how `-0` is stored is serde_json's business), everything as f64.
+        (Value::Number(a), S::Number(b)) => {
+            (a.as_u64() == b.as_u64() || a.as_str().starts_with('-'))
+                && a.as_str().parse::<f64>().ok() == b.as_f64()
+        }
+        (Value::Array(a), S::Array(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| agree(x, y))
+        }
+        (Value::Object(a), S::Object(b)) => {
+            a.len() == b.len()
+                && a.iter()
+                    .all(|(k, v)| b.get(k).is_some_and(|theirs| agree(v, theirs)))
+        }
+        _ => false,
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let ours = Value::parse(text);
+    let theirs = serde_json::from_str::<serde_json::Value>(text);
+    match (&ours, &theirs) {
+        (Ok(value), Ok(oracle)) => {
+            assert!(agree(value, oracle), "{text:?}: {value:?} vs {oracle:?}");
+            let written = value.to_string();
+            assert_eq!(
+                Value::parse(&written).as_ref(),
+                Ok(value),
+                "round trip through {written:?}"
+            );
+            let reread: serde_json::Value =
+                serde_json::from_str(&written).expect("serde_json reads what the core writes");
+            assert_eq!(&reread, oracle, "{written:?}");
+        }
+        (Ok(_), Err(e)) => assert!(
+            e.to_string().contains("number out of range"),
+            "core accepts what serde_json refuses ({e}): {text:?}"
+        ),
+        (Err(e), Ok(_)) => assert!(
+            matches!(
+                e,
+                DocumentError::DuplicateKey { .. } | DocumentError::TooDeep { .. }
+            ),
+            "core refuses what serde_json accepts ({e}): {text:?}"
+        ),
+        (Err(_), Err(_)) => {}
+    }
+    if let Err(e) = &ours {
+        assert!(e.offset() <= text.len(), "{e:?} outside {} bytes", text.len());
+        if let DocumentError::TooDeep { offset } = e {
+            assert!(*offset >= MAX_DEPTH);
+        }
+    }
+});
