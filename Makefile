@@ -83,6 +83,12 @@ test-web: build-web ## the browser module in Node and headless Chromium
 
 test-host: build-filter build-web ## both .wasm files under wasmtime
 	$(CARGO) test -p idemgate-host-tests
+	python3 crates/envoy/bench/work.py --smoke
+
+# The filter's work per request, counted (wasm operators, host calls): deterministic, unlike time.
+.PHONY: bench-work
+bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
+	python3 crates/envoy/bench/work.py
 
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)

@@ -73,7 +73,8 @@ fn report(figure: &str, work: &Ledger, requests: u64) {
     );
     for (name, w) in work {
         println!(
-            "  {name:<28} {:>9} ops {:>5.1} host calls",
+            "  {name:<28} {:>4.1} calls {:>9} ops {:>5.1} host calls",
+            w.calls as f64 / requests as f64,
             w.fuel / requests,
             w.host_calls as f64 / requests as f64
         );
