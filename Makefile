@@ -48,7 +48,7 @@ build-core-wasm: setup-rust
 	$(CARGO) build -p idemgate-core --release --target wasm32-unknown-unknown
 	$(CARGO) build -p idemgate-core --release --target wasm32-wasip1 --no-default-features
 
-build-filter: setup-rust setup-npm ## the Envoy filter .wasm (cargo, then wasm-opt -Oz)
+build-filter: setup-rust setup-npm ## the Envoy filter .wasm (cargo, then wasm-opt -O3)
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1
 	crates/envoy/scripts/optimize.sh $(FILTER_WASM)
 

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Shrinks the filter .wasm in place with binaryen's wasm-opt -Oz (npm binaryen, pinned in
-# crates/web/package.json): about 16 % smaller and no more work per request (host-tests' `work`
-# example counts it). Cargo puts its own output back on every build, so the optimised file is
-# cached next to it with the hash of the cargo output it came from: wasm-opt runs only when cargo
-# produced new code.
+# Optimises the filter .wasm in place with binaryen's wasm-opt -O3 (npm binaryen, pinned in
+# crates/web/package.json): about 14 % smaller than cargo's output. Not -Oz: only 2 % smaller
+# still, but in alternating runs in Envoy it was 6-18 % slower than cargo's output on json keyed
+# POSTs, and -O3 was 9-12 % faster than -Oz (BENCHMARKS.md). Cargo puts its own output back on
+# every build, so the optimised file is cached next to it with the hash of the cargo output it
+# came from: wasm-opt runs only when cargo produced new code.
 # Usage: optimize.sh <filter.wasm>
 set -euo pipefail
 wasm="$1"
 root="$(cd "$(dirname "$0")/../../.." && pwd)"
 wasm_opt="$root/crates/web/node_modules/.bin/wasm-opt"
-cache="$wasm.oz"
+cache="$wasm.opt"
 source_hash="$cache.source"
 current="$(sha256sum <"$wasm")"
 if [[ -f "$cache" && -f "$source_hash" ]]; then
@@ -24,9 +25,9 @@ fi
 before=$(stat -c %s "$wasm")
 # The link step strips custom sections (build.rs), target_features included, so the features the
 # module uses (rustc's wasm32 defaults) are named here.
-"$wasm_opt" -Oz --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
+"$wasm_opt" -O3 --enable-bulk-memory --enable-sign-ext --enable-mutable-globals \
   --enable-nontrapping-float-to-int --enable-multivalue --enable-reference-types \
   "$wasm" -o "$cache"
 echo "$current" >"$source_hash"
 cp "$cache" "$wasm.tmp" && mv "$wasm.tmp" "$wasm"
-echo "wasm-opt -Oz: $wasm $before -> $(stat -c %s "$wasm") bytes"
+echo "wasm-opt -O3: $wasm $before -> $(stat -c %s "$wasm") bytes"
