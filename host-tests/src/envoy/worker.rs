@@ -23,6 +23,9 @@ pub struct VmSetup {
     pub node_properties: BTreeMap<String, Vec<u8>>,
     pub gate: Option<Gate>,
     pub chain: Chain,
+    /// What `proxy_get_log_level` answers (proxy-wasm levels, 0 trace … 5 critical); `None`: trace,
+    /// so tests see every debug line. Envoy's default is info (2).
+    pub log_level: Option<u32>,
 }
 
 type Cb1 = TypedFunc<i32, ()>;
@@ -131,6 +134,9 @@ impl Worker {
         // there) is never interleaved with requests.
         let gate = setup.gate;
         state.chain = setup.chain;
+        if let Some(level) = setup.log_level {
+            state.log_level = level;
+        }
         let mut store = Store::new(module.module.engine(), state);
         store.call_hook(|mut store, hook| {
             if matches!(hook, wasmtime::CallHook::CallingHost) {

@@ -38,9 +38,16 @@ pub struct EnvoyBuilder {
     env: Vec<(String, String)>,
     node_properties: BTreeMap<String, Vec<u8>>,
     chain: Chain,
+    log_level: Option<u32>,
 }
 
 impl EnvoyBuilder {
+    /// The log level the filter sees (proxy-wasm levels; default trace). Envoy's default is info (2).
+    pub fn log_level(mut self, level: u32) -> Self {
+        self.log_level = Some(level);
+        self
+    }
+
     /// What follows the filter in the chain (default: a buffer filter, as shipped).
     pub fn chain(mut self, chain: Chain) -> Self {
         self.chain = chain;
@@ -96,6 +103,7 @@ impl EnvoyBuilder {
             node_properties: self.node_properties,
             gate: None,
             chain: self.chain,
+            log_level: self.log_level,
         };
         let mut workers = Vec::with_capacity(self.workers);
         for index in 0..self.workers {
@@ -135,6 +143,7 @@ impl Envoy {
             env: Vec::new(),
             node_properties: BTreeMap::new(),
             chain: Chain::default(),
+            log_level: None,
         }
     }
 
