@@ -448,6 +448,13 @@ def fmt_ms(x):
     return f"{x * 1000:.0f} µs" if x < 1 else f"{x:.2f} ms"
 
 
+def paired(results, name, ref, field="rps", op=lambda x, y: x / y if y else 0.0):
+    """Median over repetitions of `op(variant, reference)` taken within each repetition: variants
+    alternate inside a repetition, so pairing cancels the machine's drift between repetitions."""
+    pairs = [op(a[field], b[field]) for a, b in zip(results.get(name, []), results.get(ref, []))]
+    return med(pairs) if pairs else 0.0
+
+
 def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     L = []
     w = L.append
@@ -462,15 +469,16 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     w("")
     # Envoy end to end.
     base_rps = {k: med([r["rps"] for r in results[k]]) for k in results}
-    base_p50 = {k: med([r["p50"] for r in results[k]]) for k in results}
     w(f"### Envoy end to end ({args.reps} alternating repetitions × {args.duration} s per variant)")
     w("")
     w(f"Each run starts a fresh main Envoy (`--concurrency 2`) and measures with "
       f"`wrk -t2 -c20 -d{args.duration}s --latency -s crates/envoy/bench/fresh.lua` after a {args.warmup} s warm-up; "
       "the upstream is one Envoy (`--concurrency 1`, buffer + `direct_response` 201 with a 35-byte JSON body). "
-      "Median over the repetitions, [min–max] in brackets. Ratio = median req/s ÷ median req/s of the "
-      "matching (a) (GET to GET, POST to POST of the same size); the `1 connection` rows (`wrk -t1 -c1`: "
-      "unloaded latency, what a request pays) are compared to the no-op filter at 1 connection.")
+      "Median over the repetitions, [min–max] in brackets. Ratio = the median over the repetitions of "
+      "(req/s ÷ req/s of the matching (a) in the same repetition; GET to GET, POST to POST of the same "
+      "size): the variants alternate within a repetition, so pairing them cancels the machine's drift "
+      "between repetitions. The `1 connection` rows (`wrk -t1 -c1`: unloaded latency, what a request "
+      "pays) are compared to the no-op filter at 1 connection.")
     w("")
     w("| variant | req/s | p50 | p99 | ratio to (a) | non-2xx |")
     w("|---|---|---|---|---|---|")
@@ -486,7 +494,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
         if not base_rps.get(ref):
             continue
         w(f"| {desc} | {med(rps):.0f} [{lo:.0f}–{hi:.0f}] | {fmt_ms(med(p50))} [{fmt_ms(min(p50))}–{fmt_ms(max(p50))}] "
-          f"| {fmt_ms(med(p99))} [{fmt_ms(min(p99))}–{fmt_ms(max(p99))}] | {med(rps) / base_rps[ref]:.3f} "
+          f"| {fmt_ms(med(p99))} [{fmt_ms(min(p99))}–{fmt_ms(max(p99))}] | {paired(results, name, ref):.3f} "
           f"| {sum(r['non2xx'] for r in rs)} of {sum(r['requests'] for r in rs)} |")
     w("")
     w("Startup (spawn → `/ready` LIVE), median: " + ", ".join(
@@ -529,23 +537,24 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
         w(f"| {label} | {raw / 1024:.1f} KiB ({raw} B) | {gz / 1024:.1f} KiB |")
     w("")
     # Goals.
-    def r(k):
-        return base_rps.get(k, 0.0)
+    def ratio(k, ref):
+        return paired(results, k, ref)
     w("### Goals (issue 7)")
     w("")
     w("| goal | measured | met |")
     w("|---|---|---|")
     goals = []
-    b = r("b_get") / r("a_get") if r("a_get") else 0
+    b = ratio("b_get", "a_get")
     goals.append(("(b) unguarded route ≥ 0.97 × (a)", f"{b:.3f}", b >= 0.97))
-    c1 = r("c_json1k") / r("n_post1k") if r("n_post1k") else 0
-    c1r = r("c_raw1k") / r("n_post1k") if r("n_post1k") else 0
+    c1 = ratio("c_json1k", "n_post1k")
+    c1r = ratio("c_raw1k", "n_post1k")
     goals.append(("(c) 1 KB ≥ 0.90 × (a′)", f"json {c1:.3f}, raw {c1r:.3f}", min(c1, c1r) >= 0.90))
-    add = (base_p50.get("c_json1k_c1", 0) - base_p50.get("n_post1k_c1", 0)) * 1000
-    addr = (base_p50.get("c_raw1k_c1", 0) - base_p50.get("n_post1k_c1", 0)) * 1000
+    minus = lambda x, y: x - y  # noqa: E731
+    add = paired(results, "c_json1k_c1", "n_post1k_c1", "p50", minus) * 1000
+    addr = paired(results, "c_raw1k_c1", "n_post1k_c1", "p50", minus) * 1000
     goals.append(("(c) 1 KB ≤ 50 µs added p50 over (a′) (1 connection, unloaded)",
                   f"json {add:+.0f} µs, raw {addr:+.0f} µs", max(add, addr) <= 50))
-    rp = r("d_replay1k") / r("c_json1k") if r("c_json1k") else 0
+    rp = ratio("d_replay1k", "c_json1k")
     goals.append(("(d) replay ≥ 1.8 × the upstream POST path (c json 1 KB)", f"{rp:.2f}×", rp >= 1.8))
     raw_w = core_r["wasm"].get("fingerprint_raw_64k", 0.0)
     goals.append(("raw fingerprint ≥ 400 MB/s in wasm (64 KB)", f"{raw_w:.0f} MB/s", raw_w >= 400))
