@@ -164,6 +164,21 @@ impl fmt::Display for JsonError {
     }
 }
 
+/// Appends a few bytes to the canonical encoding. Most pieces are a handful of bytes (a short
+/// string run, a terminator, a number's bits), and in wasm `extend_from_slice` becomes a
+/// `memory.copy` whose fixed cost in V8 dwarfs such copies, so short pieces are pushed one by one.
+#[inline]
+fn append(out: &mut alloc::vec::Vec<u8>, bytes: &[u8]) {
+    if bytes.len() <= 16 {
+        out.reserve(bytes.len());
+        for &b in bytes {
+            out.push(b);
+        }
+    } else {
+        out.extend_from_slice(bytes);
+    }
+}
+
 /// Classifies a byte the grammar rejects: one that can never occur in UTF-8 is reported as such,
 /// so a binary body reads as "not text" rather than as a misplaced token.
 fn misplaced(byte: u8, offset: u64, grammar: fn(u64) -> JsonError) -> JsonError {

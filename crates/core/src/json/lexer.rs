@@ -4,7 +4,7 @@
 use alloc::vec::Vec;
 
 use super::pointer::FieldTracker;
-use super::{misplaced, JsonError};
+use super::{append, misplaced, JsonError};
 
 pub(super) type Hash = [u8; 32];
 
@@ -97,7 +97,7 @@ impl StrLexer {
                     };
                     match b {
                         b'"' => {
-                            out.extend_from_slice(&[0, 0]);
+                            append(out, &[0, 0]);
                             return Ok(Scan::Done(i + 1));
                         }
                         b'\\' => self.mode = Mode::Escape,
@@ -236,7 +236,7 @@ impl StrLexer {
         let decoded = ch.encode_utf8(&mut utf8).as_bytes();
         if ch == '\0' {
             // The only way a 00 byte reaches a string: escaped so the terminator stays unique.
-            out.extend_from_slice(&[0, 1]);
+            append(out, &[0, 1]);
             if let Some(tracker) = key {
                 tracker.key_bytes(decoded);
             }
@@ -250,7 +250,7 @@ impl StrLexer {
 
 /// Appends decoded bytes that hold no 00 (raw controls are refused, `\u0000` is handled apart).
 fn emit(out: &mut Vec<u8>, bytes: &[u8], key: Option<&mut FieldTracker<'_>>) {
-    out.extend_from_slice(bytes);
+    append(out, bytes);
     if let Some(tracker) = key {
         tracker.key_bytes(bytes);
     }

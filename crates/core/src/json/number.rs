@@ -3,7 +3,7 @@
 
 use alloc::vec::Vec;
 
-use super::{misplaced, JsonError};
+use super::{append, misplaced, JsonError};
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NumState {
@@ -100,9 +100,8 @@ impl NumberLexer {
         // -0 and +0 are one number when numbers compare as doubles.
         let bits = if value == 0.0 { 0 } else { value.to_bits() };
         let len = 8 - (bits.trailing_zeros() / 8) as usize;
-        out.push(b'd');
-        out.push(len as u8);
-        out.extend_from_slice(bits.to_be_bytes().get(..len).unwrap_or_default());
+        append(out, &[b'd', len as u8]);
+        append(out, bits.to_be_bytes().get(..len).unwrap_or_default());
         Ok(())
     }
 

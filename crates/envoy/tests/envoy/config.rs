@@ -27,7 +27,7 @@ fn bad_configurations_are_rejected_naming_the_field() {
             "`routes[0].prefix`",
         ),
         ("order", r#"{ "ttl": "1h", "lease": "2h" }"#, "`lease`"),
-        ("unknown", r#"{ "leese": "1s" }"#, "unknown field `leese`"),
+        ("unknown", r#"{ "leese": "1s" }"#, "`leese`: unknown field"),
         (
             "secret",
             r#"{ "token": { "secret_env": "IDEMGATE_NOT_SET" } }"#,
