@@ -106,8 +106,9 @@ setup-bench: setup-envoy
 	@command -v node >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; }
 	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
 
-bench-tools: setup-rust ## the bench's no-op filter and core bench (native and wasm32-wasip1)
+bench-tools: setup-rust ## the bench's no-op filter, core bench (native, wasm32-wasip1) and wasmtime runner
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example core_bench
+	$(CARGO) build -p idemgate-host-tests --example wasi_run
 	$(CARGO) build -p idemgate-envoy --release --example core_bench
 	$(CARGO) build -p idemgate-envoy --release --example core_bench --features bench-portable-sha256 \
 	  --target-dir $${CARGO_TARGET_DIR:-target}/bench-portable
