@@ -14,25 +14,9 @@ use std::collections::BTreeMap;
 
 const REQUESTS: u64 = 200;
 
-/// The same order body as the Envoy benchmark (crates/envoy/bench/bench.py `json_body`), ≈1 KB.
-fn body() -> String {
-    let mut s = String::from(r#"{"currency":"EUR","customer":"c-12345","items":["#);
-    let mut i = 0;
-    while s.len() + 80 < 1024 {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&format!(
-            r#"{{"sku":"sku-{i:06}","name":"Item number {i}","qty":{},"price":{}.{:02}}}"#,
-            i % 7 + 1,
-            i * 3 % 500,
-            i % 100
-        ));
-        i += 1;
-    }
-    s.push_str(r#"],"note":"leave at the door"}"#);
-    s
-}
+/// The Envoy benchmark's order body (one definition, shared with the core bench).
+#[path = "../../crates/envoy/bench/order_body.rs"]
+mod order_body;
 
 fn request(key: &str, body: &str) -> Request {
     Request::post("/orders")
@@ -82,7 +66,7 @@ fn report(figure: &str, work: &Ledger, requests: u64) {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let body = body();
+    let body = String::from_utf8(order_body::json_body(1024))?;
     for mode in ["raw", "json"] {
         let config = format!(
             r#"{{"routes":[{{"prefix":"/orders","methods":["POST"],"key":"required"}}],

@@ -8,6 +8,8 @@
 //! ≈2 ms (≈0.2 ms in smoke mode): on a shared machine the best batch is the one nobody interrupted.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod order_body;
+
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::key::IdempotencyKey;
@@ -71,29 +73,6 @@ fn report(name: &str, value: f64, unit: &str) {
     println!("BENCH {name} {value:.3} {unit}");
 }
 
-/// A JSON order of about `size` bytes (an array of line items).
-fn json_body(size: usize) -> Vec<u8> {
-    let mut s = String::from(r#"{"currency":"EUR","customer":"c-12345","items":["#);
-    let mut i = 0;
-    while s.len() + 80 < size {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&format!(
-            r#"{{"sku":"sku-{i:06}","name":"Item number {i}","qty":{},"price":{}.{:02}}}"#,
-            i % 7 + 1,
-            i * 3 % 500,
-            i % 100
-        ));
-        i += 1;
-    }
-    s.push_str(r#"],"note":"leave at the door"}"#);
-    while s.len() < size {
-        s.insert(s.len() - 1, ' ');
-    }
-    s.into_bytes()
-}
-
 fn fingerprint(spec: &FingerprintSpec, body: &[u8], chunk: usize) -> [u8; 32] {
     let headers = [("content-type", &b"application/json"[..])];
     let mut builder = FingerprintBuilder::new(spec, "POST", "/orders", headers.iter().copied());
@@ -122,7 +101,7 @@ fn main() {
 
     // Fingerprints per mode and size, fed in 16 KiB chunks (Envoy's usual body slices).
     for size in [1024usize, 65536] {
-        let body = json_body(size);
+        let body = order_body::json_body(size);
         for mode in [FingerprintMode::Raw, FingerprintMode::Json] {
             let spec = FingerprintSpec {
                 mode: mode.clone(),
