@@ -7,9 +7,10 @@
 //! `IDEMGATE_BENCH_SMOKE` is passed through.
 //! Usage: `cargo run -p idemgate-host-tests --example wasi_run -- prog.wasm`
 
+use idemgate_host_tests::abi::memory::{gather, write, write_u32, write_u64};
 use std::io::Write;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use wasmtime::{Caller, Config, Engine, Extern, Linker, Module, OptLevel, Store};
+use wasmtime::{Caller, Config, Engine, Linker, Module, OptLevel, Store};
 
 const WASI: &str = "wasi_snapshot_preview1";
 const SUCCESS: i32 = 0;
@@ -21,35 +22,6 @@ struct Host {
     env: Vec<Vec<u8>>,
     started: Instant,
     exit: Option<i32>,
-}
-
-fn memory<'a>(caller: &'a mut Caller<'_, Host>) -> Option<&'a mut [u8]> {
-    match caller.get_export("memory") {
-        Some(Extern::Memory(memory)) => Some(memory.data_mut(caller)),
-        _ => None,
-    }
-}
-
-/// `bytes` at guest address `at`, or `false` if it does not fit in memory.
-fn put(caller: &mut Caller<'_, Host>, at: i32, bytes: &[u8]) -> bool {
-    let Some(mem) = memory(caller) else {
-        return false;
-    };
-    let start = at as u32 as usize;
-    match mem.get_mut(start..start.saturating_add(bytes.len())) {
-        Some(dst) => {
-            dst.copy_from_slice(bytes);
-            true
-        }
-        None => false,
-    }
-}
-
-fn get(caller: &mut Caller<'_, Host>, at: i32, len: i32) -> Option<Vec<u8>> {
-    let mem = memory(caller)?;
-    let start = at as u32 as usize;
-    mem.get(start..start.checked_add(len as u32 as usize)?)
-        .map(<[u8]>::to_vec)
 }
 
 fn errno(ok: bool) -> i32 {
@@ -69,10 +41,7 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<Host>> {
             let env = &caller.data().env;
             let n = env.len() as u32;
             let bytes: u32 = env.iter().map(|e| e.len() as u32 + 1).sum();
-            errno(
-                put(&mut caller, count, &n.to_le_bytes())
-                    && put(&mut caller, size, &bytes.to_le_bytes()),
-            )
+            errno(write_u32(&mut caller, count, n) && write_u32(&mut caller, size, bytes))
         },
     )?;
     linker.func_wrap(
@@ -84,11 +53,8 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<Host>> {
             for (i, entry) in env.iter().enumerate() {
                 let mut text = entry.clone();
                 text.push(0);
-                if !put(
-                    &mut caller,
-                    pointers + 4 * i as i32,
-                    &(at as u32).to_le_bytes(),
-                ) || !put(&mut caller, at, &text)
+                if !write_u32(&mut caller, pointers + 4 * i as i32, at as u32)
+                    || !write(&mut caller, at, &text)
                 {
                     return FAULT;
                 }
@@ -108,7 +74,7 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<Host>> {
                 1..=3 => caller.data().started.elapsed().as_nanos() as u64,
                 _ => return INVAL,
             };
-            errno(put(&mut caller, ret, &nanos.to_le_bytes()))
+            errno(write_u64(&mut caller, ret, nanos))
         },
     )?;
     linker.func_wrap(
@@ -118,18 +84,9 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<Host>> {
             if fd != 1 && fd != 2 {
                 return BADF;
             }
-            let mut text = Vec::new();
-            for i in 0..iovs_len.max(0) {
-                let Some(iov) = get(&mut caller, iovs + 8 * i, 8) else {
-                    return FAULT;
-                };
-                let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
-                let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
-                let Some(bytes) = get(&mut caller, ptr, len) else {
-                    return FAULT;
-                };
-                text.extend_from_slice(&bytes);
-            }
+            let Some(text) = gather(&mut caller, iovs, iovs_len) else {
+                return FAULT;
+            };
             let result = if fd == 1 {
                 std::io::stdout().write_all(&text)
             } else {
@@ -138,11 +95,7 @@ fn linker(engine: &Engine) -> wasmtime::Result<Linker<Host>> {
             if result.is_err() {
                 return FAULT;
             }
-            errno(put(
-                &mut caller,
-                written,
-                &(text.len() as u32).to_le_bytes(),
-            ))
+            errno(write_u32(&mut caller, written, text.len() as u32))
         },
     )?;
     linker.func_wrap(

@@ -6,7 +6,7 @@ use super::Status;
 use crate::envoy::VmState;
 use wasmtime::{Caller, Extern, Memory};
 
-fn memory(caller: &mut Caller<'_, VmState>) -> Option<Memory> {
+fn memory<T>(caller: &mut Caller<'_, T>) -> Option<Memory> {
     caller.get_export("memory").and_then(Extern::into_memory)
 }
 
@@ -15,7 +15,7 @@ fn range(ptr: i32, len: i32) -> (usize, usize) {
 }
 
 /// The guest's bytes at `ptr..ptr+len`, or `None` if out of bounds.
-pub fn read(caller: &mut Caller<'_, VmState>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+pub fn read<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<Vec<u8>> {
     let (start, len) = range(ptr, len);
     let memory = memory(caller)?;
     let data = memory.data(&*caller);
@@ -23,11 +23,11 @@ pub fn read(caller: &mut Caller<'_, VmState>, ptr: i32, len: i32) -> Option<Vec<
 }
 
 /// The guest's text at `ptr..ptr+len` (lossy UTF-8), or `None` if out of bounds.
-pub fn read_text(caller: &mut Caller<'_, VmState>, ptr: i32, len: i32) -> Option<String> {
+pub fn read_text<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<String> {
     read(caller, ptr, len).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-pub fn write(caller: &mut Caller<'_, VmState>, ptr: i32, bytes: &[u8]) -> bool {
+pub fn write<T>(caller: &mut Caller<'_, T>, ptr: i32, bytes: &[u8]) -> bool {
     let Some(memory) = memory(caller) else {
         return false;
     };
@@ -36,12 +36,25 @@ pub fn write(caller: &mut Caller<'_, VmState>, ptr: i32, bytes: &[u8]) -> bool {
         .is_ok()
 }
 
-pub fn write_u32(caller: &mut Caller<'_, VmState>, ptr: i32, value: u32) -> bool {
+pub fn write_u32<T>(caller: &mut Caller<'_, T>, ptr: i32, value: u32) -> bool {
     write(caller, ptr, &value.to_le_bytes())
 }
 
-pub fn write_u64(caller: &mut Caller<'_, VmState>, ptr: i32, value: u64) -> bool {
+pub fn write_u64<T>(caller: &mut Caller<'_, T>, ptr: i32, value: u64) -> bool {
     write(caller, ptr, &value.to_le_bytes())
+}
+
+/// The bytes of a WASI `ciovec` list (`iovs_len` entries of pointer and length at `iovs`),
+/// concatenated, or `None` if any part is out of bounds.
+pub fn gather<T>(caller: &mut Caller<'_, T>, iovs: i32, iovs_len: i32) -> Option<Vec<u8>> {
+    let mut bytes = Vec::new();
+    for i in 0..iovs_len.max(0) {
+        let iov = read(caller, iovs.wrapping_add(i * 8), 8)?;
+        let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
+        let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
+        bytes.extend_from_slice(&read(caller, ptr, len)?);
+    }
+    Some(bytes)
 }
 
 /// Allocates `len` bytes in the guest through its allocator export.

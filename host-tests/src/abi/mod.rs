@@ -10,7 +10,7 @@ mod control;
 mod headers;
 mod logging;
 pub(crate) mod maps;
-pub(crate) mod memory;
+pub mod memory;
 mod metrics;
 mod properties;
 mod shared_data;

@@ -2,7 +2,7 @@
 //! answers them: no arguments, the VM's configured environment, the simulated clocks, the test's
 //! entropy, stdout/stderr into the log, no files, and `proc_exit` ends the VM (a trap here).
 
-use super::memory::{read, write, write_u32, write_u64};
+use super::memory::{gather, write, write_u32, write_u64};
 use super::WASI;
 use crate::envoy::{LogLine, VmState};
 use wasmtime::{Caller, Linker};
@@ -44,18 +44,9 @@ fn fd_write(
     if fd != 1 && fd != 2 {
         return BADF;
     }
-    let mut text = Vec::new();
-    for i in 0..iovs_len.max(0) {
-        let Some(iov) = read(&mut caller, iovs.wrapping_add(i * 8), 8) else {
-            return FAULT;
-        };
-        let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
-        let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
-        let Some(bytes) = read(&mut caller, ptr, len) else {
-            return FAULT;
-        };
-        text.extend_from_slice(&bytes);
-    }
+    let Some(text) = gather(&mut caller, iovs, iovs_len) else {
+        return FAULT;
+    };
     let state = caller.data();
     state.world.log(LogLine {
         worker: state.worker,
