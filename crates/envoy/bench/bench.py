@@ -34,6 +34,8 @@ from pathlib import Path
 
 import yaml
 
+from sections import write_section
+
 ROOT = Path(__file__).resolve().parents[3]
 BENCH = Path(__file__).resolve().parent
 BEGIN, END = "<!-- bench:begin (written by make bench) -->", "<!-- bench:end -->"
@@ -642,13 +644,7 @@ def main():
         "token_issue", "token_verify") if not core_r[l].get(k)]
     if not mem.get("rest") or not mem.get("claimed"):
         missing.append("memory")
-    out = Path(args.out)
-    old = out.read_text() if out.is_file() else "# Benchmarks\n\n" + BEGIN + "\n" + END + "\n"
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + section + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip() + "\n\n" + section + "\n"
-    out.write_text(new)
+    out = write_section(args.out, BEGIN, END, section)
     log(f"wrote {out}")
     if missing:
         raise SystemExit(f"bench produced no figure for: {', '.join(missing)}")

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from sections import write_section
+
 ROOT = Path(__file__).resolve().parents[3]
 BEGIN, END = "<!-- work:begin (written by make bench-work) -->", "<!-- work:end -->"
 FIGURES = ["raw_fresh_key", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409"]
@@ -54,13 +56,7 @@ def main():
         lines.append(f"| {f.replace('_', ' ')} | {ops:,} | {host:g} | {parts} |")
     lines += ["", END]
     section = "\n".join(lines)
-    out = Path(args.out)
-    old = out.read_text()
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + section + old[old.index(END) + len(END):]
-    else:
-        new = old.rstrip() + "\n\n## Work per request (counted)\n\n" + section + "\n"
-    out.write_text(new)
+    out = write_section(args.out, BEGIN, END, section, heading="## Work per request (counted)\n\n")
     print(f"wrote {out}")
 
 
