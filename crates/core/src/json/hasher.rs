@@ -89,7 +89,6 @@ pub struct JsonHasher<'p> {
     literal: &'static [u8],
     literal_pos: usize,
     fields: Option<FieldTracker<'p>>,
-    done: bool,
     /// Body offset of the first byte of the next chunk.
     consumed: u64,
     error: Option<JsonError>,
@@ -120,7 +119,6 @@ impl<'p> JsonHasher<'p> {
             literal: b"",
             literal_pos: 0,
             fields: fields.map(FieldTracker::new),
-            done: false,
             consumed: 0,
             error: None,
         }
@@ -159,7 +157,7 @@ impl<'p> JsonHasher<'p> {
             State::Str => return Err(self.text.eof_error(self.consumed)),
             _ => {}
         }
-        if self.state != State::Done || !self.done {
+        if self.state != State::Done {
             return Err(JsonError::UnexpectedEnd);
         }
         Ok(match &self.fields {
@@ -361,10 +359,7 @@ impl<'p> JsonHasher<'p> {
             tracker.leave(self.stack.len(), || Sha256::digest(encoding).into());
         }
         match self.stack.last_mut() {
-            None => {
-                self.done = true;
-                self.state = State::Done;
-            }
+            None => self.state = State::Done,
             Some(Frame::Array { next_index, .. }) => {
                 *next_index = next_index.saturating_add(1);
                 self.state = State::After;
