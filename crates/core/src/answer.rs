@@ -44,6 +44,9 @@ pub enum EdgeAnswer<'a> {
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     Token(&'a TokenError),
+    /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a
+    /// route requiring a token guards: tokens are bound to one route and method.
+    TokenRouteUnknown,
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
         token: &'a str,
@@ -141,6 +144,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "Client identity unavailable",
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::TokenRouteUnknown => problem(
+            400,
+            "token_route_unknown",
+            "No token route",
+            "ask for a token with the method and path of the request it is for (`?method=POST&path=/payments`); that request must be guarded by a route that requires a token",
+            None,
         ),
         EdgeAnswer::Token(e) => {
             let status = if e.code() == "token_used" { 409 } else { 403 };

@@ -49,6 +49,7 @@ pub struct RouteConfig {
     pub methods: Option<Vec<String>>,
     pub key: Option<KeyConfig>,
     pub token: Option<TokenRequirementConfig>,
+    pub case_sensitive: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -401,6 +402,7 @@ impl Config {
                 methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
+                case_sensitive: false,
             }]);
         };
         let mut routes = Vec::new();
@@ -439,8 +441,16 @@ impl Config {
                     out
                 }
             };
+            // Stored in the form requests are compared in (see `crate::path`).
+            let case_sensitive = route.case_sensitive.unwrap_or(false);
+            let prefix = crate::path::normalize(&route.prefix);
             routes.push(Route {
-                prefix: route.prefix.clone(),
+                prefix: if case_sensitive {
+                    prefix
+                } else {
+                    prefix.to_ascii_lowercase()
+                },
+                case_sensitive,
                 methods,
                 key: match route.key {
                     Some(KeyConfig::Required) => KeyRequirement::Required,

@@ -54,9 +54,44 @@ pub fn scope_hash(scope: Scope<'_>) -> [u8; 32] {
     hasher.finish()
 }
 
+/// What a one-time token is bound to (issue 14, finding 7): the client's scope, the route rule it
+/// was issued for (its prefix) and the method. The token's MAC covers this hash, so a token used
+/// by another client, on another route or with another method fails like a forged one
+/// (`token_bad_signature`) — and none of the three is ever written into the token in clear.
+pub fn token_audience(scope: Scope<'_>, route_prefix: &str, method: &str) -> [u8; 32] {
+    let mut hasher = PartsHasher::new("idemgate-token-audience-v1");
+    hasher
+        .part(&scope_hash(scope))
+        .part(route_prefix.as_bytes())
+        .part(method.as_bytes());
+    hasher.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_audience_binds_scope_route_and_method() {
+        let alice = Scope {
+            source: "header:authorization",
+            value: b"alice",
+        };
+        let bob = Scope {
+            value: b"bob",
+            ..alice
+        };
+        let base = token_audience(alice, "/pay", "POST");
+        assert_ne!(base, token_audience(bob, "/pay", "POST"));
+        assert_ne!(base, token_audience(alice, "/transfer", "POST"));
+        assert_ne!(base, token_audience(alice, "/pay", "PATCH"));
+        // Length-prefixed parts: moving a byte across the boundary is another audience.
+        assert_ne!(
+            token_audience(alice, "/payP", "OST"),
+            token_audience(alice, "/pay", "POST")
+        );
+        assert_eq!(base, token_audience(alice, "/pay", "POST"));
+    }
 
     fn key(s: &str) -> IdempotencyKey {
         IdempotencyKey::parse(s.as_bytes()).unwrap()

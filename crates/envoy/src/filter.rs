@@ -21,12 +21,11 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::key::IdempotencyKey;
-use idemgate_core::policy::{
-    path_without_query, FailureMode, KeyRequirement, Policy, TokenRequirement,
-};
+use idemgate_core::policy::{FailureMode, KeyRequirement, Policy, Route, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
+use idemgate_core::token::TokenClaims;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
 use std::rc::Rc;
@@ -36,9 +35,8 @@ struct Hashing {
     key: StorageKey,
     fingerprint: FingerprintBuilder,
     seen: u64,
-    client: ClientIdentity,
-    /// The one-time token the request carries, on routes that require one.
-    token: Option<Option<String>>,
+    /// The one-time token the request carries, verified, on routes that require one.
+    token: Option<TokenClaims>,
 }
 
 /// A forwarded request that holds a claim.
@@ -133,7 +131,7 @@ impl Filter {
         Action::Pause
     }
 
-    fn issue_token(&mut self, headers: &[(String, Vec<u8>)]) -> Action {
+    fn issue_token(&mut self, headers: &[(String, Vec<u8>)], path: &str) -> Action {
         let policy = self.policy();
         let Some(token) = &policy.token else {
             return Action::Continue;
@@ -142,28 +140,56 @@ impl Filter {
             return self.unscoped(&policy);
         };
         let http = token_endpoint::issue_answer(
+            &policy,
             token,
+            path,
             client.scope(),
             host::now(),
             crate::entropy::random16(),
         );
-        self.count(Counter::TokenIssued);
+        if http.status == 200 {
+            self.count(Counter::TokenIssued);
+        }
         self.send(&http)
     }
 
-    /// Checks and consumes the one-time token; `None` means go on, `Some(action)` was answered.
-    fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
+    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
+    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    fn verify_token(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        route: &Route,
+        method: &str,
+        headers: &[(String, Vec<u8>)],
+    ) -> Result<Option<TokenClaims>, Action> {
         let policy = self.policy();
-        let token = policy.token.as_ref()?;
+        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+            return Ok(None);
+        };
+        let Some(client) = client else {
+            // A token is bound to a client: without one it cannot be checked, so never forward.
+            self.count(Counter::ScopeUnavailable);
+            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
+        };
+        let text = header_values(headers, &token.header)
+            .first()
+            .and_then(|v| std::str::from_utf8(v).ok());
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
+            Ok(claims) => Ok(Some(claims)),
+            Err(e) => {
+                self.count(Counter::TokenRejected);
+                Err(self.reply(&EdgeAnswer::Token(&e)))
+            }
+        }
+    }
+
+    /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
+    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
+    /// could be used again.
+    fn consume_token(&mut self, claims: &TokenClaims) -> Option<Action> {
+        let policy = self.policy();
         let mut store = self.shared.store();
-        match token_endpoint::consume(
-            &mut store,
-            &policy,
-            token,
-            text,
-            client.scope(),
-            host::now(),
-        ) {
+        match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -172,18 +198,13 @@ impl Filter {
                 self.count(Counter::TokenRejected);
                 Some(self.reply(&EdgeAnswer::Token(&e)))
             }
-            TokenCheck::StoreFull => {
+            TokenCheck::StoreFull { retry_after } => {
                 self.count(Counter::StoreFull);
-                self.failure(
-                    policy.on_store_full,
-                    &EdgeAnswer::StoreFull {
-                        retry_after: policy.lease,
-                    },
-                )
+                Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
             }
             TokenCheck::StoreFailed(e) => {
                 self.store_failed(&e);
-                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
             }
         }
     }
@@ -227,15 +248,18 @@ impl Filter {
             .token
             .as_ref()
             .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
-        let route = policy.route_for(method, path);
-        if route.is_none() && !token_issue {
-            return Action::Continue;
-        }
         if token_issue {
-            return self.issue_token(&headers);
+            return self.issue_token(&headers, path);
         }
-        let Some(route) = route else {
+        // Matched on the normalised path; `guarded` is the spelling the storage key and the
+        // fingerprint use, so every spelling of one path is one request (issue 14).
+        let Some(matched) = policy.match_request(method, path) else {
             return Action::Continue;
+        };
+        let route = matched.route;
+        let guarded = match path.find(['?', '#']) {
+            Some(query) => format!("{}{}", matched.path, &path[query..]),
+            None => matched.path.clone(),
         };
         let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
             Ok(key) => key,
@@ -245,14 +269,9 @@ impl Filter {
             }
         };
         let client = identify(&policy, &HeaderFacts { headers: &headers });
-        let token_text = match (route.token, &policy.token) {
-            (TokenRequirement::Required, Some(token)) => Some(
-                header_values(&headers, &token.header)
-                    .first()
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .map(str::to_owned),
-            ),
-            _ => None,
+        let token = match self.verify_token(client.as_ref(), route, method, &headers) {
+            Ok(token) => token,
+            Err(action) => return action,
         };
         let Some(key) = key else {
             if route.key == KeyRequirement::Required {
@@ -262,11 +281,8 @@ impl Filter {
                 });
             }
             // Optional key, none given: no idempotency, but a required token still applies.
-            if let Some(text) = &token_text {
-                let Some(client) = &client else {
-                    return self.unscoped(&policy);
-                };
-                if let Some(action) = self.check_token(client, text.as_deref()) {
+            if let Some(claims) = &token {
+                if let Some(action) = self.consume_token(claims) {
                     return action;
                 }
             }
@@ -276,12 +292,11 @@ impl Filter {
         let Some(client) = client else {
             return self.unscoped(&policy);
         };
-        let storage_key =
-            StorageKey::derive(client.scope(), method, path_without_query(path), &key);
+        let storage_key = StorageKey::derive(client.scope(), method, &matched.path, &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
-            path,
+            &guarded,
             headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
@@ -290,8 +305,7 @@ impl Filter {
             key: storage_key,
             fingerprint,
             seen: 0,
-            client,
-            token: token_text,
+            token,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -333,7 +347,6 @@ impl Filter {
         let Hashing {
             key,
             fingerprint,
-            client,
             token,
             ..
         } = *hashing;
@@ -365,8 +378,8 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                if let Some(text) = &token {
-                    if let Some(action) = self.check_token(&client, text.as_deref()) {
+                if let Some(claims) = &token {
+                    if let Some(action) = self.consume_token(claims) {
                         // Not forwarded after all: the upstream never saw it, so release the key.
                         self.finish_claim(key, owner, ResponseFacts::NeverReached);
                         return action;
@@ -398,14 +411,21 @@ impl Filter {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
             Err(e) => {
                 self.store_failed(&e);
                 self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
         }
+    }
+
+    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
+    fn unprotected(&mut self, token: Option<&TokenClaims>) -> Option<Action> {
+        token.and_then(|claims| self.consume_token(claims))
     }
 
     /// Completes, releases or keeps the claim, as the core decides from `facts`.

@@ -33,7 +33,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "on_store_error",
     "token",
 ];
-const ROUTE_FIELDS: &[&str] = &["prefix", "methods", "key", "token"];
+const ROUTE_FIELDS: &[&str] = &["prefix", "methods", "key", "token", "case_sensitive"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
@@ -93,6 +93,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut methods = None;
     let mut key_rule = None;
     let mut token_rule = None;
+    let mut case_sensitive = None;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         match key.as_str() {
@@ -122,6 +123,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                     )
                 })?
             }
+            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
         }
     }
@@ -130,6 +132,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         methods,
         key: key_rule,
         token: token_rule,
+        case_sensitive,
     })
 }
 
@@ -298,6 +301,15 @@ fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Co
     value
         .as_object()
         .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+}
+
+fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
+    value.as_bool().ok_or_else(|| {
+        shape(
+            path,
+            format!("expected true or false, found {}", value.kind()),
+        )
+    })
 }
 
 fn string(path: &str, value: &Value) -> Result<String, ConfigError> {
