@@ -40,6 +40,11 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
+    /// The client already holds its share of the store (issue 14): its own records must expire
+    /// first. Its own doing, so 429 and never the store's failure mode.
+    QuotaExceeded {
+        retry_after: Span,
+    },
     /// No configured scope source identified the client (not even the peer address): guarding the
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
@@ -129,6 +134,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "store_full",
             "Idempotency store full",
             "the idempotency store has no room for another request right now; retry later",
+            Some(*retry_after),
+        ),
+        EdgeAnswer::QuotaExceeded { retry_after } => problem(
+            429,
+            "scope_quota_exceeded",
+            "Idempotency quota exceeded",
+            "this client holds its whole share of the idempotency store; retry when its earlier keys have expired (Retry-After)",
             Some(*retry_after),
         ),
         EdgeAnswer::StoreFailed(e) => problem(

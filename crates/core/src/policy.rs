@@ -174,6 +174,26 @@ impl Capacity {
     }
 }
 
+/// How many live records one scope may hold in one cell: its share of every cell (issue 14). A
+/// cell is the unit the store changes atomically, so the share is checked in the same
+/// compare-and-set that adds a record; over all cells a scope holds at most `cells × share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// For clients identified by a configured header or property.
+    pub identified: u16,
+    /// For clients identified only by their address.
+    pub peer: u16,
+}
+
+impl Quota {
+    pub fn per_cell(&self, class: crate::scope::QuotaClass) -> u16 {
+        match class {
+            crate::scope::QuotaClass::Identified => self.identified,
+            crate::scope::QuotaClass::Peer => self.peer,
+        }
+    }
+}
+
 /// One-time token settings.
 #[derive(Clone)]
 pub struct TokenPolicy {
@@ -214,6 +234,7 @@ pub struct Policy {
     pub max_request_body: u64,
     pub max_response_body: u64,
     pub capacity: Capacity,
+    pub quota: Quota,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,

@@ -16,7 +16,7 @@ use crate::host;
 use crate::metrics::Counter;
 use crate::origin::{classify, Origin};
 use crate::root::Shared;
-use crate::token_endpoint::{self, TokenCheck};
+use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
@@ -25,7 +25,6 @@ use idemgate_core::policy::{FailureMode, KeyRequirement, Policy, Route, TokenReq
 use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
-use idemgate_core::token::TokenClaims;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
 use std::rc::Rc;
@@ -36,7 +35,7 @@ struct Hashing {
     fingerprint: FingerprintBuilder,
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
-    token: Option<TokenClaims>,
+    token: Option<VerifiedToken>,
 }
 
 /// A forwarded request that holds a claim.
@@ -161,7 +160,7 @@ impl Filter {
         route: &Route,
         method: &str,
         headers: &[(String, Vec<u8>)],
-    ) -> Result<Option<TokenClaims>, Action> {
+    ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
         let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
             return Ok(None);
@@ -186,7 +185,7 @@ impl Filter {
     /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
     /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
     /// could be used again.
-    fn consume_token(&mut self, claims: &TokenClaims) -> Option<Action> {
+    fn consume_token(&mut self, claims: &VerifiedToken) -> Option<Action> {
         let policy = self.policy();
         let mut store = self.shared.store();
         match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
@@ -201,6 +200,10 @@ impl Filter {
             TokenCheck::StoreFull { retry_after } => {
                 self.count(Counter::StoreFull);
                 Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
+            }
+            TokenCheck::QuotaExceeded { retry_after } => {
+                self.count(Counter::QuotaExceeded);
+                Some(self.reply(&EdgeAnswer::QuotaExceeded { retry_after }))
             }
             TokenCheck::StoreFailed(e) => {
                 self.store_failed(&e);
@@ -407,6 +410,11 @@ impl Filter {
                 self.debug(&key, "other payload: 422");
                 self.reply(&EdgeAnswer::Mismatch)
             }
+            Ok(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                self.count(Counter::QuotaExceeded);
+                self.debug(&key, "scope over its quota: 429");
+                self.reply(&EdgeAnswer::QuotaExceeded { retry_after })
+            }
             Ok(ClaimOutcome::StoreFull { retry_after }) => {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
@@ -424,7 +432,7 @@ impl Filter {
     }
 
     /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
-    fn unprotected(&mut self, token: Option<&TokenClaims>) -> Option<Action> {
+    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Option<Action> {
         token.and_then(|claims| self.consume_token(claims))
     }
 

@@ -30,6 +30,8 @@ pub enum Counter {
     InDoubt,
     /// The store had no room: the configured failure mode applied.
     StoreFull,
+    /// 429: the client already held its share of the store (`scope_quota` / `peer_quota`).
+    QuotaExceeded,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,
     /// No scope source identified the client: the failure mode applied (never a shared namespace).
@@ -47,7 +49,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 19] = [
+    pub const ALL: [Counter; 20] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -59,6 +61,7 @@ impl Counter {
         Counter::TakenOver,
         Counter::InDoubt,
         Counter::StoreFull,
+        Counter::QuotaExceeded,
         Counter::StoreError,
         Counter::ScopeUnavailable,
         Counter::TokenIssued,
@@ -82,6 +85,7 @@ impl Counter {
             Counter::TakenOver => "idemgate.taken_over",
             Counter::InDoubt => "idemgate.in_doubt",
             Counter::StoreFull => "idemgate.store_full",
+            Counter::QuotaExceeded => "idemgate.quota_exceeded",
             Counter::StoreError => "idemgate.store_error",
             Counter::ScopeUnavailable => "idemgate.scope_unavailable",
             Counter::TokenIssued => "idemgate.token_issued",

@@ -5,10 +5,10 @@
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::policy::{Policy, Route, TokenPolicy, TokenRequirement};
 use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
-use idemgate_core::scope::{token_audience, Scope, StorageKey};
+use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use idemgate_core::store::Store;
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::token::{issue, verify, TokenClaims, TokenError};
+use idemgate_core::token::{issue, verify, TokenError};
 
 /// Whether `path` (query allowed) and `method` ask the issuing endpoint for a token.
 pub fn is_issue_request(token: &TokenPolicy, method: &str, path: &str) -> bool {
@@ -88,7 +88,19 @@ pub enum TokenCheck {
     StoreFull {
         retry_after: Span,
     },
+    /// The client holds its share of the store.
+    QuotaExceeded {
+        retry_after: Span,
+    },
     StoreFailed(ProtocolError),
+}
+
+/// A token whose signature, binding and time are good, and the store key of its single use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifiedToken {
+    pub expires_at: UnixMillis,
+    /// Named by the nonce, tagged with the client's scope: the use counts against its share.
+    pub use_key: StorageKey,
 }
 
 /// Verifies `text` for this client, route rule and method — no store involved, so this runs
@@ -100,26 +112,31 @@ pub fn verify_for(
     route: &Route,
     method: &str,
     now: UnixMillis,
-) -> Result<TokenClaims, TokenError> {
+) -> Result<VerifiedToken, TokenError> {
     let text = text.ok_or(TokenError::Missing)?;
     let audience = token_audience(scope, &route.prefix, method);
-    verify(&token.secret, text.trim(), &audience, now)
+    let claims = verify(&token.secret, text.trim(), &audience, now)?;
+    Ok(VerifiedToken {
+        expires_at: claims.expires_at,
+        use_key: StorageKey::tagged(claims.consumption_key(), QuotaTag::of(scope)),
+    })
 }
 
 /// Marks a verified token used, exactly once.
 pub fn consume<S: Store + ?Sized>(
     store: &mut S,
     policy: &Policy,
-    claims: &TokenClaims,
+    token: &VerifiedToken,
     now: UnixMillis,
 ) -> TokenCheck {
     let mut engine = Engine { store, policy };
-    match engine.consume(StorageKey(claims.consumption_key()), claims.expires_at, now) {
+    match engine.consume(token.use_key, token.expires_at, now) {
         Ok(ConsumeOutcome::Consumed) => TokenCheck::Consumed,
         Ok(ConsumeOutcome::AlreadyUsed) => TokenCheck::Rejected(TokenError::AlreadyUsed),
-        Ok(ConsumeOutcome::StoreFull) => TokenCheck::StoreFull {
-            retry_after: policy.lease,
-        },
+        Ok(ConsumeOutcome::StoreFull { retry_after }) => TokenCheck::StoreFull { retry_after },
+        Ok(ConsumeOutcome::QuotaExceeded { retry_after }) => {
+            TokenCheck::QuotaExceeded { retry_after }
+        }
         Err(e) => TokenCheck::StoreFailed(e),
     }
 }
@@ -165,14 +182,14 @@ mod tests {
         let check = |scope, method| verify_for(token, Some(&text), scope, route, method, now);
         assert_eq!(check(bob, "POST"), Err(TokenError::BadSignature));
         assert_eq!(check(alice, "PATCH"), Err(TokenError::BadSignature));
-        let claims = check(alice, "POST").unwrap();
+        let verified = check(alice, "POST").unwrap();
         let mut store = MemoryStore::new();
         assert_eq!(
-            consume(&mut store, &policy, &claims, now),
+            consume(&mut store, &policy, &verified, now),
             TokenCheck::Consumed
         );
         assert_eq!(
-            consume(&mut store, &policy, &claims, now),
+            consume(&mut store, &policy, &verified, now),
             TokenCheck::Rejected(TokenError::AlreadyUsed)
         );
         assert_eq!(

@@ -290,3 +290,60 @@ fn a_token_works_only_on_its_route_and_method() {
         .send(port);
     assert_eq!(nowhere.status, 400, "{}", nowhere.text());
 }
+/// Finding 2: one client filling the store with fresh keys used to make every other client's
+/// keyed request a 503 `store_full` (for the records' whole TTL). Now each client may hold only its
+/// share of every cell; the rest stays free for others, and the answer says when room comes back.
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn one_client_cannot_fill_the_store_for_everyone() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(
+        r#"{ "routes": [{ "prefix": "/" }], "capacity": 64, "records_per_cell": 16,
+             "ttl": "1h", "lease": "5s" }"#,
+        upstream.port,
+    ));
+    let port = envoy.port;
+    // The attacker: anonymous (peer-scoped), 300 fresh keys.
+    let mut refused = None;
+    let mut accepted = 0;
+    for n in 0..300 {
+        let response = Request::post("/o", &format!("flood-{n}"))
+            .from(ALICE)
+            .send(port);
+        match response.status {
+            201 => accepted += 1,
+            _ => refused = Some(response),
+        }
+    }
+    let refused = refused.expect("the flood was stopped at some point");
+    eprintln!(
+        "flood: {accepted} of 300 accepted; refused with {} {} retry-after {:?}",
+        refused.status,
+        refused.text(),
+        refused.header("retry-after")
+    );
+    // The answer's Retry-After is when the client's own records free space: the TTL, not the lease.
+    let retry_after: u64 = refused
+        .header("retry-after")
+        .and_then(|v| v.parse().ok())
+        .expect("a Retry-After");
+    assert!(
+        retry_after > 3000,
+        "Retry-After {retry_after} s, but records live 1 h"
+    );
+    // Everyone else still gets protection.
+    // 4 cells of 16, half of each held by the flood: Bob (identified, no share by default) and
+    // another anonymous client (a share of 8 per cell) fit whichever cells their keys hash to.
+    for (who, from, keys) in [("Bearer bob", BOB, 8), ("", Ipv4Addr::new(127, 0, 0, 4), 4)] {
+        for n in 0..keys {
+            let key = format!("other-{from}-{n}");
+            let mut request = Request::post("/o", &key).from(from);
+            if !who.is_empty() {
+                request = request.header("authorization", who);
+            }
+            let response = request.send(port);
+            assert_eq!(response.status, 201, "{who:?} {n}: {}", response.text());
+        }
+    }
+    assert!(envoy.counter("quota_exceeded") > 0);
+}
