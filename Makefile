@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-deploy ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -138,3 +138,21 @@ fuzz: ## fuzz each core target for FUZZ_SECONDS (default 60) and print execution
 test-fuzz: ## fuzz smoke: FUZZ_SMOKE_SECONDS (default 10) per core target, fails on any crash
 	@$(FUZZ_SETUP)
 	crates/core/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
+# ---------------------------------------------------------------------------------------------
+# Deploy (issue 17): the filter as a "compat" Wasm OCI image (what Istio's WasmPlugin and Envoy
+# Gateway's EnvoyExtensionPolicy pull), the Kubernetes examples, the deploy path tested for real.
+IMAGE_TAG    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE_LAYOUT := target/oci/idemgate-envoy
+.PHONY: image setup-deploy test-deploy
+
+image: build-filter ## the filter's compat OCI image (reproducible) in target/oci/; prints the digest for `sha256`
+	python3 crates/envoy/scripts/oci_image.py --wasm $(FILTER_WASM) --out $(IMAGE_LAYOUT) --tag $(IMAGE_TAG)
+
+setup-deploy: setup-envoy
+	@command -v skopeo >/dev/null && command -v docker-registry >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq skopeo docker-registry >/dev/null; }
+
+# image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
+test-deploy: setup-deploy image ## the OCI image through a local registry into a real Envoy
+	python3 crates/envoy/tests/deploy/deploy_test.py --layout $(IMAGE_LAYOUT) --tag $(IMAGE_TAG) --wasm $(FILTER_WASM)
