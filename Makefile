@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-deploy ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-examples test-deploy ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -152,6 +152,24 @@ image: build-filter ## the filter's compat OCI image (reproducible) in target/oc
 setup-deploy: setup-envoy
 	@command -v skopeo >/dev/null && command -v docker-registry >/dev/null || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq skopeo docker-registry >/dev/null; }
+
+# The manifest digest of the built image (hex), read from its OCI layout.
+IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(IMAGE_LAYOUT)/index.json)
+# Validators of the Kubernetes examples, pinned: check-jsonschema (PyPI) for the hand-written
+# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm).
+CHECK_JSONSCHEMA_VERSION := 0.39.0
+K8S_MODELS     := target/k8s-models
+K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 yaml@2.9.1
+.PHONY: setup-examples test-examples
+setup-examples:
+	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
+	  pip install --quiet "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"
+	@stamp="$(K8S_MODELS)/installed-$$(echo $(K8S_MODELS_NPM) | tr ' /@' '_+-')"; test -f "$$stamp" || { \
+	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
+	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
+
+test-examples: setup-examples image ## the Istio and Envoy Gateway manifests against their CRD schemas (offline)
+	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
 test-deploy: setup-deploy image ## the OCI image through a local registry into a real Envoy
