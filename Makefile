@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-examples test-deploy ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-examples test-deploy test-access-log ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -174,3 +174,8 @@ test-examples: setup-examples image ## the Istio and Envoy Gateway manifests aga
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
 test-deploy: setup-deploy image ## the OCI image through a local registry into a real Envoy
 	python3 crates/envoy/tests/deploy/deploy_test.py --layout $(IMAGE_LAYOUT) --tag $(IMAGE_TAG) --wasm $(FILTER_WASM)
+
+# examples/envoy/envoy.yaml in a real Envoy: each decision's access-log line, the Prometheus names.
+.PHONY: test-access-log
+test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
+	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)

@@ -91,10 +91,10 @@ def _die_with_parent():
         pass
 
 
-def start(cmd, log_path, **kw):
+def start(cmd, log_path, stdout_path=None, **kw):
     proc = subprocess.Popen(
         cmd,
-        stdout=subprocess.DEVNULL,
+        stdout=open(stdout_path, "w") if stdout_path else subprocess.DEVNULL,
         stderr=open(log_path, "w"),
         preexec_fn=_die_with_parent,
         **kw,
