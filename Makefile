@@ -179,3 +179,25 @@ test-deploy: setup-deploy image ## the OCI image through a local registry into a
 .PHONY: test-access-log
 test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
 	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
+
+# Release artifacts (ignored by git). `cargo package` verifies each publishable crate (idemgate-web
+# and host-tests are publish = false) by building it from its packaged sources. It refuses a
+# dirty tree unless ALLOW_DIRTY=1.
+DIST := dist
+.PHONY: dist
+dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layout, npm tarball, crates, K8s manifests
+	rm -rf $(DIST) && mkdir -p $(DIST)/npm $(DIST)/crates
+	cp $(FILTER_WASM) $(DIST)/idemgate_envoy.wasm
+	cd $(DIST) && sha256sum idemgate_envoy.wasm > idemgate_envoy.wasm.sha256
+	cp -a $(IMAGE_LAYOUT) $(DIST)/oci
+	echo "sha256:$(IMAGE_DIGEST)" > $(DIST)/oci.digest
+	for dir in istio envoy-gateway; do mkdir -p $(DIST)/examples/$$dir; \
+	  cp examples/$$dir/README.md $(DIST)/examples/$$dir/; \
+	  for f in examples/$$dir/*.yaml; do \
+	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
+	npm pack ./crates/web/pkg --pack-destination $(DIST)/npm --loglevel=error
+	$(CARGO) package -p idemgate-core -p idemgate-envoy $(if $(ALLOW_DIRTY),--allow-dirty)
+	cp $${CARGO_TARGET_DIR:-target}/package/idemgate-core-$(IMAGE_TAG).crate \
+	   $${CARGO_TARGET_DIR:-target}/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
+	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest)"
