@@ -134,8 +134,10 @@ impl Filter {
         Rc::clone(&self.shared.policy)
     }
 
+    /// Counts a decision and writes it for the access log ([`crate::access_log`]).
     fn count(&self, counter: Counter) {
         self.shared.metrics.bump(counter);
+        crate::access_log::record(counter);
     }
 
     fn debug(&self, key: &StorageKey, what: &str) {
