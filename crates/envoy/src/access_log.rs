@@ -54,9 +54,9 @@ pub fn record(counter: Counter) {
     }
 }
 
-/// Writes what became of a claim. [`crate::settle`] calls it where it settles: on the router
-/// path that is the stream's own context; a detached exchange settles on the root context (where
-/// it fails), so the relay writes it again once the stream's context is current.
+/// Writes what became of a claim. [`crate::settle`] calls it where it settles, which on the
+/// router path is the stream's own context; a detached exchange settles on the root context
+/// (where the write fails), so the relay writes it again once the stream is effective.
 pub fn record_outcome(outcome: FinishOutcome) {
     let counter = match outcome {
         FinishOutcome::Stored => Counter::Stored,

@@ -187,7 +187,7 @@ pub struct Relay {
     pub answer: HttpAnswer,
     /// The upstream's own answer (else a problem answer the edge made).
     pub from_upstream: bool,
-    /// What became of the claim (for the access log; `None` if the store failed).
+    /// What the core did with the key (`None`: the store failed), for the stream's access log.
     pub outcome: Option<FinishOutcome>,
 }
 

@@ -509,7 +509,6 @@ impl Filter {
     /// the root context's callout answer, with this stream made the effective context.
     pub fn relay(&mut self, relay: &Relay) {
         self.stage = Stage::Idle;
-        // The claim was settled on the root context: now this stream's access log can have it.
         if let Some(outcome) = relay.outcome {
             crate::access_log::record_outcome(outcome);
         }
