@@ -224,6 +224,20 @@ def run(mode, wasm, tmp, tally):
             else:
                 tally.fail(f"{mode}_prometheus_{metric}",
                            f"want {value}, got {m.group(0) if m else 'no such metric'}")
+        # Every row of that table names a stat Envoy really has, under both names.
+        readme = (ROOT / "crates/envoy/README.md").read_text()
+        rows = re.findall(r"^\| `(wasmcustom\.idemgate\.[\w.]+)` \| `(idemgate_\w+)` \|", readme, re.M)
+        stats = request(admin + "/stats")[2].decode()
+        missing = [
+            f"{plain} / {prom_name}"
+            for plain, prom_name in rows
+            if not re.search(rf"^{re.escape(plain)}: \d+$", stats, re.M)
+            or not re.search(rf"^{prom_name}\{{\}} \d+$", prom, re.M)
+        ]
+        if rows and not missing:
+            tally.ok(f"{mode}_readme_stats_table_names_exist ({len(rows)} rows)")
+        else:
+            tally.fail(f"{mode}_readme_stats_table_names_exist", f"not in Envoy: {missing or 'no rows'}")
     finally:
         upstream.release.set()
         if proc is not None:
