@@ -79,7 +79,7 @@ def fingerprint(inp):
     wanted = [h.lower() for h in fp.get("headers", ["content-type"])]
     parts = [mode.encode()]
     if mode == "none":
-        return parts_hash("idemgate-fingerprint-v2", parts).hex()
+        return parts_hash("idemgate-fingerprint-v3", parts).hex()
     parts += [inp["method"].encode(), inp["path"].encode()]
     headers = inp.get("headers", [])
     for name in wanted:
@@ -100,7 +100,7 @@ def fingerprint(inp):
             return {"error": value}
         digest = bytes.fromhex(value)
     parts.append(digest)
-    return parts_hash("idemgate-fingerprint-v2", parts).hex()
+    return parts_hash("idemgate-fingerprint-v3", parts).hex()
 
 
 def expected(group, inp):
