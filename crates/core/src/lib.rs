@@ -53,6 +53,7 @@ pub mod key;
 pub mod policy;
 pub mod protocol;
 pub mod record;
+pub mod remote;
 pub mod retry;
 pub mod scope;
 pub mod store;
