@@ -215,6 +215,14 @@ fn garbage_gets_typed_errors() {
     let n = zero_ttl.len();
     zero_ttl[n - 8..].fill(0);
     assert_eq!(Request::decode(&zero_ttl), Err(WireError::ZeroTtl));
+    let mut huge_ttl = good.clone();
+    huge_ttl[n - 8..].fill(0xff);
+    assert_eq!(Request::decode(&huge_ttl), Err(WireError::OutOfRange));
+    let far = Request::Consume {
+        key: skey(1),
+        expires_at: UnixMillis(u64::MAX / 2),
+    };
+    assert_eq!(Request::decode(&far.encode()), Err(WireError::OutOfRange));
     // A response is not a request, and the other way round.
     assert_eq!(
         Request::decode(&Response::Failed(Failure::Timeout).encode()),

@@ -142,7 +142,7 @@ impl Request {
                 key: StorageKey(r.array()?),
                 fingerprint: Fingerprint(r.array()?),
                 owner: OwnerToken(r.array()?),
-                lease: Span(r.u64()?),
+                lease: span(&mut r)?,
                 ttl: ttl(&mut r)?,
             },
             OP_FINISH => Request::Finish {
@@ -157,7 +157,10 @@ impl Request {
             },
             OP_CONSUME => Request::Consume {
                 key: StorageKey(r.array()?),
-                expires_at: UnixMillis(r.u64()?),
+                expires_at: match r.u64()? {
+                    ms if ms <= MAX_INSTANT_MS => UnixMillis(ms),
+                    _ => return Err(WireError::OutOfRange),
+                },
             },
             op => return Err(WireError::UnknownOp(op)),
         };
@@ -166,11 +169,24 @@ impl Request {
     }
 }
 
+/// Longest lease or TTL a request may carry: 100 years. Engines bound expiry times (Redis refuses
+/// a `PXAT` past 2^63 ms), so an absurd value is refused here instead of failing there.
+pub const MAX_SPAN_MS: u64 = 100 * 366 * 86_400_000;
+/// Latest instant a request may carry: the last millisecond of the year 9999.
+pub const MAX_INSTANT_MS: u64 = 253_402_300_799_999;
+
+fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
+    match r.u64()? {
+        ms if ms <= MAX_SPAN_MS => Ok(Span(ms)),
+        _ => Err(WireError::OutOfRange),
+    }
+}
+
 /// A TTL of zero would write a record that is expired as it lands: refused as malformed.
 fn ttl(r: &mut Reader<'_>) -> Result<Span, WireError> {
-    match r.u64()? {
-        0 => Err(WireError::ZeroTtl),
-        ms => Ok(Span(ms)),
+    match span(r)? {
+        Span(0) => Err(WireError::ZeroTtl),
+        ttl => Ok(ttl),
     }
 }
 
@@ -477,6 +493,8 @@ pub enum WireError {
     InvalidStatus(u16),
     InvalidHeader,
     ZeroTtl,
+    /// A lease, TTL or expiry beyond [`MAX_SPAN_MS`] / [`MAX_INSTANT_MS`].
+    OutOfRange,
     TrailingBytes,
     /// A stored value names another storage key than the one it is stored under.
     KeyMismatch,
@@ -504,6 +522,7 @@ impl WireError {
             WireError::InvalidStatus(_) => "wire_invalid_status",
             WireError::InvalidHeader => "wire_invalid_header",
             WireError::ZeroTtl => "wire_zero_ttl",
+            WireError::OutOfRange => "wire_out_of_range",
             WireError::TrailingBytes => "wire_trailing_bytes",
             WireError::KeyMismatch => "wire_key_mismatch",
             WireError::Record(e) => e.code(),
@@ -522,6 +541,7 @@ impl fmt::Display for WireError {
             WireError::InvalidStatus(s) => write!(f, "invalid status {s} in store message"),
             WireError::InvalidHeader => f.write_str("unsafe or malformed header in store message"),
             WireError::ZeroTtl => f.write_str("a record TTL of zero"),
+            WireError::OutOfRange => f.write_str("a time beyond what a record can hold"),
             WireError::TrailingBytes => f.write_str("store message has trailing bytes"),
             WireError::KeyMismatch => f.write_str("stored value belongs to another key"),
             WireError::Record(e) => write!(f, "{e}"),
