@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e test-store ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -89,6 +89,18 @@ test-host: build-filter build-web ## both .wasm files under wasmtime
 .PHONY: bench-work
 bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/work.py
+
+# The fleet's record store (issue 13): crates/store against a real redis-server and a real
+# three-primary Redis Cluster that its tests start on free ports (and kill by PID).
+.PHONY: setup-redis build-store test-store
+setup-redis:
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+build-store: setup-rust ## the store service binary (target/release/idemgate-store)
+	$(CARGO) build -p idemgate-store --release
+
+test-store: setup-rust setup-redis ## the store service against real Redis and Redis Cluster
+	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
 
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
