@@ -14,7 +14,8 @@
 //!   [`crate::decision::decide_with`] as the local store), and writes the result with a
 //!   compare-and-set on the value's [`stored::ValueVersion`], re-reading on a lost race
 //!   ([`exchange::Exchange`] is that loop, sans-IO);
-//! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns.
+//! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns
+//!   ([`client`] holds both of the filter's steps).
 //!
 //! Time: the service decides on the *engine's* clock (Redis `TIME`, read in the same script as the
 //! record), never on its own or the filter's. Each key lives on one Redis node, so every decision
@@ -22,6 +23,7 @@
 //! enforces the key's expiry (`PXAT`), so a record the core calls live is one Redis still holds.
 //! Service replicas with skewed clocks therefore cannot disagree about a lease.
 
+pub mod client;
 pub mod exchange;
 pub mod stored;
 pub mod wire;

@@ -4,11 +4,12 @@
 //! it gives the same outcomes as the local protocol for any sequence of operations.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::decision::{verdict, ResponseFacts, Verdict};
+use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::policy::Policy;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
 use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
+use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{
     Exchange, Failure, Need, Request, Response, Step, StoredValue, ValueVersion, WireError, Write,
@@ -378,7 +379,8 @@ fn a_token_is_used_once_and_remembered_past_its_expiry_by_the_skew() {
 }
 
 /// What the filter does at the end of a forwarded request with a remote store: the policy half
-/// locally, the record half through the service; a kept-in-flight outcome sends nothing.
+/// locally ([`client::finish`]), the record half through the service; a kept-in-flight outcome
+/// sends nothing.
 fn remote_finish(
     engine: &mut ModelEngine,
     policy: &Policy,
@@ -387,18 +389,88 @@ fn remote_finish(
     facts: ResponseFacts,
     now: UnixMillis,
 ) -> FinishOutcome {
-    let end = match verdict(facts, policy) {
-        Verdict::Store(response) => End::Store(response),
-        Verdict::Release => End::Release,
-        Verdict::KeepInFlight => return FinishOutcome::KeptInFlight,
-    };
-    let request = Request::Finish {
-        key,
-        owner,
-        ttl: policy.ttl,
-        end,
-    };
-    engine.run(request, now).into_finish().unwrap()
+    match client::finish(key, owner, facts, policy) {
+        None => FinishOutcome::KeptInFlight,
+        Some(request) => {
+            let response = engine.run(request, now);
+            let body = response.encode();
+            let status = if matches!(response, Response::Failed(_)) {
+                503
+            } else {
+                200
+            };
+            client::finish_outcome(Answer {
+                status: Some(status),
+                body: &body,
+            })
+            .unwrap()
+        }
+    }
+}
+
+#[test]
+fn callout_answers_are_decoded_or_refused() {
+    let ok = Response::Claim(ClaimOutcome::Mismatch).encode();
+    let failed = Response::Failed(Failure::Timeout).encode();
+    let answer = |status, body| client::claim_outcome(Answer { status, body });
+    assert_eq!(answer(Some(200), &ok), Ok(ClaimOutcome::Mismatch));
+    // No answer, a proxy's error page, a truncated body: store errors for the failure mode.
+    assert_eq!(answer(None, &ok).unwrap_err().code(), "store_unavailable");
+    assert_eq!(
+        answer(Some(503), b"upstream connect error")
+            .unwrap_err()
+            .code(),
+        "store_unavailable"
+    );
+    assert_eq!(
+        answer(Some(200), &ok[..ok.len() - 1]).unwrap_err().code(),
+        "store_unavailable"
+    );
+    assert_eq!(
+        answer(Some(503), &failed).unwrap_err().to_string(),
+        "store unavailable: remote_timeout"
+    );
+    // A status that contradicts the body is not trusted either way.
+    assert_eq!(
+        answer(Some(503), &ok).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+    assert_eq!(
+        answer(Some(200), &failed).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+    // An answer to another operation.
+    let finish = Response::Finish(FinishOutcome::Stored).encode();
+    assert_eq!(
+        answer(Some(200), &finish).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+}
+
+#[test]
+fn an_outcome_in_doubt_sends_nothing() {
+    let policy = Policy::defaults();
+    assert_eq!(
+        client::finish(
+            skey(1),
+            OwnerToken([1; 16]),
+            ResponseFacts::InDoubt,
+            &policy
+        ),
+        None
+    );
+    assert!(matches!(
+        client::finish(
+            skey(1),
+            OwnerToken([1; 16]),
+            ResponseFacts::NeverReached,
+            &policy
+        ),
+        Some(Request::Finish {
+            end: End::Release,
+            ..
+        })
+    ));
 }
 
 #[derive(Debug, Clone)]
