@@ -99,7 +99,7 @@ bench-work: build-filter ## wasm operators and host calls per request; writes it
 
 # The fleet's record store (issue 13): crates/store against a real redis-server and a real
 # three-primary Redis Cluster that its tests start on free ports (and kill by PID).
-.PHONY: setup-redis build-store test-store
+.PHONY: setup-redis build-store test-store bench-store
 setup-redis:
 	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
@@ -108,6 +108,10 @@ build-store: setup-rust ## the store service binary (target/release/idemgate-sto
 
 test-store: setup-rust setup-redis ## the store service against real Redis and Redis Cluster
 	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
+
+bench-store: setup-rust setup-redis ## store operation latency and throughput over h2c (prints figures; LOAD_OPS, default 5000)
+	$(CARGO) build -p idemgate-store --release --bin idemgate-store --example load
+	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store $${CARGO_TARGET_DIR:-target}/release/examples/load
 
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
