@@ -56,6 +56,7 @@ pub mod path;
 pub mod policy;
 pub mod protocol;
 pub mod record;
+pub mod remote;
 pub mod retry;
 pub mod scope;
 mod sort;
