@@ -225,6 +225,19 @@ pub struct PendingCallout {
     pub from_context: u32,
 }
 
+impl PendingCallout {
+    /// The callout has a timeout and it passed before `now_ms` — unless its fault answers at once
+    /// (a connection failure, a status), which happened before the deadline.
+    pub fn deadline_passed(&self, now_ms: u64) -> bool {
+        let immediate = matches!(
+            self.fault,
+            Some(CalloutFault::ConnectionFailure | CalloutFault::Status(_))
+        );
+        let timeout = u64::from(self.request.timeout_ms);
+        !immediate && timeout > 0 && now_ms > self.request.sent_at_ms.saturating_add(timeout)
+    }
+}
+
 /// A callout that was answered (or failed), for the test and the invariants.
 #[derive(Debug, Clone)]
 pub struct CalloutRecord {

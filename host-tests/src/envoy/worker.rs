@@ -3,7 +3,7 @@
 //! turned into errors, its timer, its outgoing calls and its conformance export. The stream flow
 //! around the HTTP callbacks is in `flow.rs`.
 
-use super::callouts::{resolve, CalloutRecord, CalloutRequest, Delivery};
+use super::callouts::{resolve, CalloutFault, CalloutRecord, CalloutRequest, Delivery};
 use super::stream::{Phase, StreamState};
 use super::vm::{Chain, Gate, HttpCallResponse, VmState};
 use super::world::World;
@@ -320,8 +320,13 @@ impl Worker {
             let what = format!("callout {token} reaches {}", pending.request.cluster);
             self.store.data().pass_gate(&what);
         }
-        let (reached, delay, delivery) = resolve(service.as_deref(), &pending);
         let clock = self.world().clock().clone();
+        let mut pending = pending;
+        if pending.deadline_passed(clock.now_ms()) {
+            // Envoy's timer fired at the deadline, before this (late) delivery.
+            pending.fault = Some(CalloutFault::Timeout);
+        }
+        let (reached, delay, delivery) = resolve(service.as_deref(), &pending);
         let due = pending
             .request
             .sent_at_ms

@@ -3,6 +3,7 @@
 
 mod abi;
 mod callouts;
+mod detached;
 mod failures;
 mod interleavings;
 mod scenarios;
