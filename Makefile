@@ -219,8 +219,12 @@ dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI
 	  for f in examples/$$dir/*.yaml; do \
 	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
 	npm pack ./crates/web/pkg --pack-destination $(DIST)/npm --loglevel=error
-	$(CARGO) package -p idemgate-core -p idemgate-envoy $(if $(ALLOW_DIRTY),--allow-dirty)
-	cp $${CARGO_TARGET_DIR:-target}/package/idemgate-core-$(IMAGE_TAG).crate \
-	   $${CARGO_TARGET_DIR:-target}/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
+	@# Verifying idemgate-envoy takes the just-packaged idemgate-core from a local registry, but
+	@# cargo treats a registry crate of the same name and version as unchanged and reuses an
+	@# earlier unpacking and build of it: drop the unpacking, and build in a fresh target dir.
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-core-$(IMAGE_TAG) target/dist-package
+	$(CARGO) package -p idemgate-core -p idemgate-envoy --target-dir target/dist-package $(if $(ALLOW_DIRTY),--allow-dirty)
+	cp target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
+	   target/dist-package/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
 	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest)"
