@@ -207,7 +207,9 @@ pub enum Failure {
     Full,
     /// The service could not decode the request.
     BadRequest,
-    /// The service is shutting down and takes no new operations.
+    /// The service is shutting down and takes no new operations. Reserved: `idemgate-store`
+    /// finishes every operation it accepted and lets HTTP/2 GOAWAY turn new ones away, so it
+    /// does not send this today; a filter treats it like any other failure.
     ShuttingDown,
 }
 
