@@ -10,8 +10,8 @@ use crate::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::json::{JsonLimits, JsonPointer};
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
-    StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
-    NEVER_REPLAYED,
+    StoreKind, StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES,
+    DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::time::Span;
 use crate::token::TokenSecret;
@@ -45,6 +45,15 @@ pub struct Config {
     pub on_store_error: Option<FailureConfig>,
     pub token: Option<TokenConfig>,
     pub upstream: Option<UpstreamConfig>,
+    pub store: Option<StoreBackendConfig>,
+}
+
+/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …}`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreBackendConfig {
+    pub kind: Option<String>,
+    pub cluster: Option<String>,
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -249,6 +258,7 @@ impl Policy {
                 on_store_full: FailureMode::Reject,
                 on_store_error: FailureMode::Reject,
                 token: None,
+                store: StoreKind::Local,
             },
         }
     }
@@ -449,7 +459,43 @@ impl Config {
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
+            store: self.compile_store()?,
         })
+    }
+
+    /// The `store` section: local (the default) or the remote store service.
+    fn compile_store(&self) -> Result<StoreKind, ConfigError> {
+        let Some(store) = &self.store else {
+            return Ok(StoreKind::Local);
+        };
+        match store.kind.as_deref() {
+            None | Some("local") => {
+                if store.cluster.is_some() || store.timeout.is_some() {
+                    return Err(invalid(
+                        "store.cluster",
+                        "only applies when `kind` is \"remote\"",
+                    ));
+                }
+                Ok(StoreKind::Local)
+            }
+            Some("remote") => {
+                let cluster = match store.cluster.as_deref() {
+                    Some(c) if !c.is_empty() => c.to_owned(),
+                    _ => {
+                        return Err(invalid(
+                            "store.cluster",
+                            "a remote store needs the Envoy cluster of the store service",
+                        ))
+                    }
+                };
+                let timeout = span("store.timeout", store.timeout.as_deref(), "250ms")?;
+                if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
+                    return Err(invalid("store.timeout", "must be between 1ms and 60s"));
+                }
+                Ok(StoreKind::Remote { cluster, timeout })
+            }
+            Some(_) => Err(invalid("store.kind", "expected \"local\" or \"remote\"")),
+        }
     }
 
     fn compile_routes(&self, lease: Span) -> Result<Vec<Route>, ConfigError> {

@@ -263,6 +263,23 @@ pub struct Policy {
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,
+    /// Where records and token uses live (`store`).
+    pub store: StoreKind,
+}
+
+/// Where the filter keeps its records (`store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Envoy's shared data: one Envoy process (every worker), forgotten on restart.
+    Local,
+    /// The remote store service (`idemgate-store`), reached through an Envoy cluster: every Envoy
+    /// sharing it behaves as one. Every claim, finish and token use is one `POST /v1/op`.
+    Remote {
+        /// The Envoy cluster of the store service.
+        cluster: String,
+        /// How long one operation may take; no answer by then is a store failure.
+        timeout: Span,
+    },
 }
 
 impl Policy {

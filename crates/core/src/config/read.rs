@@ -8,8 +8,8 @@
 
 use super::{
     Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
-    RouteConfig, ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
-    UpstreamConfig,
+    RouteConfig, ScopeConfig, Size, StoreBackendConfig, StoreConfig, TokenConfig,
+    TokenRequirementConfig, UpstreamConfig,
 };
 use crate::json::Value;
 use alloc::format;
@@ -36,7 +36,9 @@ const CONFIG_FIELDS: &[&str] = &[
     "on_store_error",
     "token",
     "upstream",
+    "store",
 ];
+const STORE_FIELDS: &[&str] = &["kind", "cluster", "timeout"];
 const ROUTE_FIELDS: &[&str] = &[
     "prefix",
     "methods",
@@ -98,6 +100,7 @@ impl Config {
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
                 "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
+                "store" => c.store = opt(value, |v| store_backend(at, v))?,
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
             }
         }
@@ -185,6 +188,20 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
         }
     }
     Ok(u)
+}
+
+fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, ConfigError> {
+    let mut s = StoreBackendConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match key.as_str() {
+            "kind" => s.kind = opt(value, |v| string(&at, v))?,
+            "cluster" => s.cluster = opt(value, |v| string(&at, v))?,
+            "timeout" => s.timeout = opt(value, |v| string(&at, v))?,
+            _ => return Err(unknown(path, key, STORE_FIELDS)),
+        }
+    }
+    Ok(s)
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
