@@ -65,7 +65,7 @@ test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients tes
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test-envoy: build-filter ## the filter in a real Envoy
+test-envoy: build-filter build-store setup-redis ## the filter in a real Envoy (fleet tests: with the store service and redis-server)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
 
 # Client SDKs written by others (npm `stripe`, plain fetch) against the filter in a real Envoy

@@ -27,6 +27,7 @@ pub mod filter;
 pub mod host;
 pub mod metrics;
 pub mod origin;
+pub mod remote_store;
 pub mod root;
 pub mod settle;
 pub mod shared_data_abi;
