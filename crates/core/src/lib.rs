@@ -50,6 +50,7 @@ pub mod fingerprint;
 pub mod hash;
 pub mod json;
 pub mod key;
+pub mod path;
 pub mod policy;
 pub mod protocol;
 pub mod record;
