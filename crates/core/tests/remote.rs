@@ -172,7 +172,15 @@ fn sample_responses() -> Vec<Response> {
         Response::Finish(FinishOutcome::NotOwner),
         Response::Consume(ConsumeOutcome::Consumed),
         Response::Consume(ConsumeOutcome::AlreadyUsed),
-        Response::Consume(ConsumeOutcome::StoreFull),
+        Response::Consume(ConsumeOutcome::StoreFull {
+            retry_after: Span(5000),
+        }),
+        Response::Claim(ClaimOutcome::QuotaExceeded {
+            retry_after: Span(7),
+        }),
+        Response::Consume(ConsumeOutcome::QuotaExceeded {
+            retry_after: Span(8),
+        }),
         Response::Failed(Failure::Timeout),
         Response::Failed(Failure::Corrupt),
     ]

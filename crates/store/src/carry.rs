@@ -105,7 +105,9 @@ pub fn outcome_name(response: &Response) -> &'static str {
         Response::Finish(FinishOutcome::NotOwner) => "not_owner",
         Response::Consume(ConsumeOutcome::Consumed) => "consumed",
         Response::Consume(ConsumeOutcome::AlreadyUsed) => "already_used",
-        Response::Consume(ConsumeOutcome::StoreFull) => "store_full",
+        Response::Consume(ConsumeOutcome::StoreFull { .. }) => "store_full",
+        Response::Claim(ClaimOutcome::QuotaExceeded { .. })
+        | Response::Consume(ConsumeOutcome::QuotaExceeded { .. }) => "quota_exceeded",
         Response::Failed(failure) => failure.code(),
         _ => "other",
     }

@@ -428,3 +428,68 @@ async fn a_redis_cluster_gives_the_same_exactly_once_result() {
     let client = Client::connect(service.addr).await;
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn two_service_replicas_share_one_redis_and_forward_once() {
+    let redis = Redis::start(false);
+    let a = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    let b = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    // Two connections to each replica, claims alternating between them.
+    let clients = vec![
+        Client::connect(a.addr).await,
+        Client::connect(b.addr).await,
+        Client::connect(a.addr).await,
+        Client::connect(b.addr).await,
+    ];
+    let keys = ["replicas-1", "replicas-2", "replicas-3"];
+    let counts = concurrent_claims(&clients, &keys, 300).await;
+    assert_eq!(counts, vec![(1, 299); 3]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn a_service_killed_during_a_claim_then_restarted_forwards_once() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", "10s"]);
+    let client = Client::connect(service.addr).await;
+    let key = skey("killed-mid-claim");
+    // The claim reaches the service and waits on a stopped Redis; the service dies under it.
+    redis.stop();
+    let lost = {
+        let client = client.clone();
+        tokio::spawn(async move {
+            let request = claim(key, 1, 1).encode();
+            let mut send = client;
+            send.try_post("/v1/op", request).await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(service); // SIGKILL, by PID
+    redis.cont();
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    // The filter that sent it got no answer: for it, a store failure (its failure mode answers).
+    assert!(lost.await.unwrap().is_err(), "the killed service answered");
+    // Retries through the new service. The lost claim never wrote (its read was still queued in
+    // the stopped Redis when the service died), so exactly one retry forwards — once, in three
+    // rounds of 50 concurrent retries (the 30 s lease keeps a take-over out of this test).
+    let client = Client::connect(service.addr).await;
+    let mut forwards = 0;
+    for round in 0..3u32 {
+        let mut tasks = Vec::new();
+        for i in 0..50u32 {
+            let client = client.clone();
+            tasks.push(tokio::spawn(async move {
+                client.op(&claim(key, 1, 100 + round * 100 + i)).await
+            }));
+        }
+        for task in tasks {
+            match task.await.unwrap() {
+                (StatusCode::OK, Response::Claim(ClaimOutcome::Forward { .. })) => forwards += 1,
+                (StatusCode::OK, Response::Claim(ClaimOutcome::Conflict { .. })) => {}
+                other => panic!("retry: {other:?}"),
+            }
+        }
+    }
+    assert_eq!(forwards, 1);
+}

@@ -94,15 +94,21 @@ pub fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
         .max(now.after(Span(1)))
 }
 
+/// How long a client is told to wait when the engine is out of memory: the engine frees memory as
+/// keys expire, and there is no one record whose expiry to point at.
+pub const FULL_RETRY_AFTER: Span = Span::from_secs(5);
+
 /// The answer when the engine refuses a write for lack of memory: claims and token uses are told
 /// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
 /// flight until its lease ends, as for any finish that cannot land).
 pub fn full(request: &Request) -> Response {
     match request {
-        Request::Claim { lease, .. } => Response::Claim(ClaimOutcome::StoreFull {
-            retry_after: *lease,
+        Request::Claim { .. } => Response::Claim(ClaimOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
         }),
-        Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull),
+        Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
         Request::Finish { .. } => Response::Failed(Failure::Full),
     }
 }

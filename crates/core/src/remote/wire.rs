@@ -207,7 +207,9 @@ pub enum Failure {
     Full,
     /// The service could not decode the request.
     BadRequest,
-    /// The service is shutting down and takes no new operations.
+    /// The service is shutting down and takes no new operations. Reserved: `idemgate-store`
+    /// finishes every operation it accepted and lets HTTP/2 GOAWAY turn new ones away, so it
+    /// does not send this today; a filter treats it like any other failure.
     ShuttingDown,
 }
 
@@ -276,7 +278,7 @@ pub enum Response {
     Failed(Failure),
 }
 
-/// Response tags: claim outcomes 1–5, finish outcomes 16–19, consume outcomes 32–34, failure 48.
+/// Response tags: claim outcomes 1–6, finish outcomes 16–19, consume outcomes 32–35, failure 48.
 struct Tag;
 impl Tag {
     const FORWARD: u8 = 1;
@@ -284,6 +286,7 @@ impl Tag {
     const REPLAY: u8 = 3;
     const MISMATCH: u8 = 4;
     const CLAIM_FULL: u8 = 5;
+    const CLAIM_QUOTA: u8 = 6;
     const STORED: u8 = 16;
     const RELEASED: u8 = 17;
     const KEPT_IN_FLIGHT: u8 = 18;
@@ -291,6 +294,7 @@ impl Tag {
     const CONSUMED: u8 = 32;
     const ALREADY_USED: u8 = 33;
     const CONSUME_FULL: u8 = 34;
+    const CONSUME_QUOTA: u8 = 35;
     const FAILED: u8 = 48;
 }
 
@@ -324,11 +328,20 @@ impl Response {
                 FinishOutcome::KeptInFlight => Tag::KEPT_IN_FLIGHT,
                 FinishOutcome::NotOwner => Tag::NOT_OWNER,
             }),
-            Response::Consume(outcome) => w.u8(match outcome {
-                ConsumeOutcome::Consumed => Tag::CONSUMED,
-                ConsumeOutcome::AlreadyUsed => Tag::ALREADY_USED,
-                ConsumeOutcome::StoreFull => Tag::CONSUME_FULL,
-            }),
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                w.u8(Tag::CLAIM_QUOTA);
+                w.u64(retry_after.0);
+            }
+            Response::Consume(ConsumeOutcome::Consumed) => w.u8(Tag::CONSUMED),
+            Response::Consume(ConsumeOutcome::AlreadyUsed) => w.u8(Tag::ALREADY_USED),
+            Response::Consume(ConsumeOutcome::StoreFull { retry_after }) => {
+                w.u8(Tag::CONSUME_FULL);
+                w.u64(retry_after.0);
+            }
+            Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after }) => {
+                w.u8(Tag::CONSUME_QUOTA);
+                w.u64(retry_after.0);
+            }
             Response::Failed(failure) => {
                 w.u8(Tag::FAILED);
                 w.u8(failure.byte());
@@ -363,7 +376,15 @@ impl Response {
             Tag::NOT_OWNER => Response::Finish(FinishOutcome::NotOwner),
             Tag::CONSUMED => Response::Consume(ConsumeOutcome::Consumed),
             Tag::ALREADY_USED => Response::Consume(ConsumeOutcome::AlreadyUsed),
-            Tag::CONSUME_FULL => Response::Consume(ConsumeOutcome::StoreFull),
+            Tag::CLAIM_QUOTA => Response::Claim(ClaimOutcome::QuotaExceeded {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::CONSUME_FULL => Response::Consume(ConsumeOutcome::StoreFull {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::CONSUME_QUOTA => Response::Consume(ConsumeOutcome::QuotaExceeded {
+                retry_after: Span(r.u64()?),
+            }),
             Tag::FAILED => {
                 let byte = r.u8()?;
                 Response::Failed(Failure::from_byte(byte).ok_or(WireError::UnknownTag(byte))?)

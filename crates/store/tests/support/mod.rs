@@ -361,6 +361,23 @@ impl Client {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
+    /// A POST that may get no answer (the service died): the error instead of a panic.
+    pub async fn try_post(
+        &mut self,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<StatusCode, hyper::Error> {
+        let request = Request::post(format!("http://{}{path}", self.authority))
+            .header("content-type", remote::CONTENT_TYPE)
+            .body(Full::new(Bytes::from(body)))
+            .expect("request");
+        self.send.ready().await?;
+        let response = self.send.send_request(request).await?;
+        let status = response.status();
+        response.into_body().collect().await?;
+        Ok(status)
+    }
+
     async fn send(&self, request: Request<Full<Bytes>>) -> (StatusCode, Vec<u8>) {
         let mut send = self.send.clone();
         send.ready().await.expect("connection ready");
