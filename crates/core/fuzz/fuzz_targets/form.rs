@@ -41,7 +41,9 @@ fn decode(piece: &[u8], at: usize) -> Result<Vec<u8>, FormError> {
     while i < piece.len() {
         match piece[i] {
             b'%' => {
-                let pair = piece.get(i + 1..i + 3).and_then(|h| Some((hex(h[0])?, hex(h[1])?)));
+                let pair = piece
+                    .get(i + 1..i + 3)
+                    .and_then(|h| Some((hex(h[0])?, hex(h[1])?)));
                 let Some((hi, lo)) = pair else {
                     return Err(FormError::InvalidEscape {
                         offset: (at + i) as u64,
@@ -112,8 +114,16 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(whole, digest(&chunks(body, &cuts)), "cut at {cuts:?}");
     if body.len() <= BYTEWISE_MAX {
         let bytewise: Vec<&[u8]> = body.chunks(1).collect();
-        assert_eq!(whole, digest(&bytewise), "bytewise feeding changed the result");
+        assert_eq!(
+            whole,
+            digest(&bytewise),
+            "bytewise feeding changed the result"
+        );
     }
-    assert_eq!(whole, digest(&[b"", body, b""]), "empty chunks changed the result");
+    assert_eq!(
+        whole,
+        digest(&[b"", body, b""]),
+        "empty chunks changed the result"
+    );
     assert_eq!(whole, model(body), "differs from the split-and-sort model");
 });
