@@ -40,16 +40,42 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
+    /// The client already holds its share of the store (issue 14): its own records must expire
+    /// first. Its own doing, so 429 and never the store's failure mode.
+    QuotaExceeded {
+        retry_after: Span,
+    },
     /// No configured scope source identified the client (not even the peer address): guarding the
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     Token(&'a TokenError),
+    /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a
+    /// route requiring a token guards: tokens are bound to one route and method.
+    TokenRouteUnknown,
+    /// A detached exchange (the edge sent the claimed request itself) could not give the client
+    /// the upstream's answer.
+    Relay(RelayProblem),
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
         token: &'a str,
         expires_at_ms: u64,
         header: &'a str,
     },
+}
+
+/// Why a detached exchange has no upstream answer to relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayProblem {
+    /// The request could not be sent (e.g. the configured cluster does not exist); the claim was
+    /// released, so a retry is safe.
+    NotSent,
+    /// Sent, but no answer came back (reset, upstream timeout): the outcome is in doubt and the key
+    /// stays in flight until its lease ends.
+    NoAnswer { retry_after: Span },
+    /// The upstream answered, but its body is over the relay limit: the outcome is recorded under
+    /// the key (status and headers), only this client's copy of the body is lost.
+    TooLarge { limit: u64 },
 }
 
 /// Status, headers (lowercase names) and body, ready for the host to send.
@@ -128,6 +154,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "the idempotency store has no room for another request right now; retry later",
             Some(*retry_after),
         ),
+        EdgeAnswer::QuotaExceeded { retry_after } => problem(
+            429,
+            "scope_quota_exceeded",
+            "Idempotency quota exceeded",
+            "this client holds its whole share of the idempotency store; retry when its earlier keys have expired (Retry-After)",
+            Some(*retry_after),
+        ),
         EdgeAnswer::StoreFailed(e) => problem(
             503,
             e.code(),
@@ -141,6 +174,34 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "Client identity unavailable",
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::TokenRouteUnknown => problem(
+            400,
+            "token_route_unknown",
+            "No token route",
+            "ask for a token with the method and path of the request it is for (`?method=POST&path=/payments`); that request must be guarded by a route that requires a token",
+            None,
+        ),
+        EdgeAnswer::Relay(RelayProblem::NotSent) => problem(
+            503,
+            "upstream_not_sent",
+            "Upstream unavailable",
+            "the request could not be sent to the upstream; it was not executed, so a retry with the same Idempotency-Key is safe",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }) => problem(
+            504,
+            "upstream_no_answer",
+            "No answer from the upstream",
+            "the request was sent but no answer came back, so it may have been executed; retries with the same Idempotency-Key get 409 until the key's lease ends",
+            Some(*retry_after),
+        ),
+        EdgeAnswer::Relay(RelayProblem::TooLarge { limit }) => problem(
+            502,
+            "relay_too_large",
+            "Upstream answer too large to relay",
+            &format!("the upstream executed the request and answered, but its body is over the {limit}-byte relay limit; the outcome is recorded under this Idempotency-Key and a retry gets its status and headers"),
+            None,
         ),
         EdgeAnswer::Token(e) => {
             let status = if e.code() == "token_used" { 409 } else { 403 };

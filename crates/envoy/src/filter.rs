@@ -7,28 +7,34 @@
 //! end of its body; `envoy.filters.http.buffer` placed *after* this filter holds the request until
 //! then, so the upstream is never contacted before the claim is won (see `examples/envoy`).
 //!
+//! Detached routes (the default where a cluster is configured): the request is kept (headers and
+//! the hashed body) and, once claimed, sent by the edge itself on an exchange that outlives the
+//! client ([`crate::detached`]); the stream stays paused and is answered with the relayed answer.
+//!
 //! Response: only an answer that came from the upstream (`response.code_details == via_upstream`) is
 //! captured and, at the end of the whole response, completed through the core; anything else is
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
+use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
+use crate::callout::Pending;
 use crate::client::{identify, ClientIdentity, Facts};
+use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::{classify, Origin};
+use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
 use crate::root::Shared;
-use crate::token_endpoint::{self, TokenCheck};
-use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::settle::settle;
+use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::key::IdempotencyKey;
 use idemgate_core::policy::{
-    path_without_query, FailureMode, KeyRequirement, Policy, TokenRequirement,
+    FailureMode, Forward, KeyRequirement, Policy, Route, TokenRequirement,
 };
-use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
+use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
 use std::rc::Rc;
 
 /// A guarded request whose body is being fingerprinted.
@@ -36,9 +42,19 @@ struct Hashing {
     key: StorageKey,
     fingerprint: FingerprintBuilder,
     seen: u64,
-    client: ClientIdentity,
-    /// The one-time token the request carries, on routes that require one.
-    token: Option<Option<String>>,
+    /// The one-time token the request carries, verified, on routes that require one.
+    token: Option<VerifiedToken>,
+    /// On a detached route: the request as it will be sent upstream.
+    held: Option<Held>,
+}
+
+/// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
+/// `max_request_body`, like the hashing).
+struct Held {
+    /// Index of the route in the policy (its `Forward::Detached` settings).
+    route: usize,
+    headers: Headers,
+    body: Vec<u8>,
 }
 
 /// A forwarded request that holds a claim.
@@ -61,11 +77,17 @@ enum Stage {
     Idle,
     Hashing(Box<Hashing>),
     Forwarded(Forwarded),
+    /// The claimed request is on a detached exchange (callout `token`); the stream waits, paused.
+    Detached {
+        token: u32,
+    },
 }
 
 pub struct Filter {
     shared: Rc<Shared>,
     stage: Stage,
+    /// This HTTP context's id (the exchange's answer is relayed to it, if it still exists).
+    context_id: u32,
 }
 
 struct HeaderFacts<'a> {
@@ -98,10 +120,11 @@ fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u
 }
 
 impl Filter {
-    pub fn new(shared: Rc<Shared>) -> Filter {
+    pub fn new(shared: Rc<Shared>, context_id: u32) -> Filter {
         Filter {
             shared,
             stage: Stage::Idle,
+            context_id,
         }
     }
 
@@ -110,8 +133,10 @@ impl Filter {
         Rc::clone(&self.shared.policy)
     }
 
+    /// Counts a decision and writes it for the access log ([`crate::access_log`]).
     fn count(&self, counter: Counter) {
         self.shared.metrics.bump(counter);
+        crate::access_log::record(counter);
     }
 
     fn debug(&self, key: &StorageKey, what: &str) {
@@ -133,7 +158,7 @@ impl Filter {
         Action::Pause
     }
 
-    fn issue_token(&mut self, headers: &[(String, Vec<u8>)]) -> Action {
+    fn issue_token(&mut self, headers: &[(String, Vec<u8>)], path: &str) -> Action {
         let policy = self.policy();
         let Some(token) = &policy.token else {
             return Action::Continue;
@@ -142,28 +167,56 @@ impl Filter {
             return self.unscoped(&policy);
         };
         let http = token_endpoint::issue_answer(
+            &policy,
             token,
+            path,
             client.scope(),
             host::now(),
             crate::entropy::random16(),
         );
-        self.count(Counter::TokenIssued);
+        if http.status == 200 {
+            self.count(Counter::TokenIssued);
+        }
         self.send(&http)
     }
 
-    /// Checks and consumes the one-time token; `None` means go on, `Some(action)` was answered.
-    fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
+    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
+    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    fn verify_token(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        route: &Route,
+        method: &str,
+        headers: &[(String, Vec<u8>)],
+    ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
-        let token = policy.token.as_ref()?;
+        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+            return Ok(None);
+        };
+        let Some(client) = client else {
+            // A token is bound to a client: without one it cannot be checked, so never forward.
+            self.count(Counter::ScopeUnavailable);
+            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
+        };
+        let text = header_values(headers, &token.header)
+            .first()
+            .and_then(|v| std::str::from_utf8(v).ok());
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
+            Ok(claims) => Ok(Some(claims)),
+            Err(e) => {
+                self.count(Counter::TokenRejected);
+                Err(self.reply(&EdgeAnswer::Token(&e)))
+            }
+        }
+    }
+
+    /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
+    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
+    /// could be used again.
+    fn consume_token(&mut self, claims: &VerifiedToken) -> Option<Action> {
+        let policy = self.policy();
         let mut store = self.shared.store();
-        match token_endpoint::consume(
-            &mut store,
-            &policy,
-            token,
-            text,
-            client.scope(),
-            host::now(),
-        ) {
+        match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -172,18 +225,17 @@ impl Filter {
                 self.count(Counter::TokenRejected);
                 Some(self.reply(&EdgeAnswer::Token(&e)))
             }
-            TokenCheck::StoreFull => {
+            TokenCheck::StoreFull { retry_after } => {
                 self.count(Counter::StoreFull);
-                self.failure(
-                    policy.on_store_full,
-                    &EdgeAnswer::StoreFull {
-                        retry_after: policy.lease,
-                    },
-                )
+                Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
+            }
+            TokenCheck::QuotaExceeded { retry_after } => {
+                self.count(Counter::QuotaExceeded);
+                Some(self.reply(&EdgeAnswer::QuotaExceeded { retry_after }))
             }
             TokenCheck::StoreFailed(e) => {
                 self.store_failed(&e);
-                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
             }
         }
     }
@@ -227,15 +279,18 @@ impl Filter {
             .token
             .as_ref()
             .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
-        let route = policy.route_for(method, path);
-        if route.is_none() && !token_issue {
-            return Action::Continue;
-        }
         if token_issue {
-            return self.issue_token(&headers);
+            return self.issue_token(&headers, path);
         }
-        let Some(route) = route else {
+        // Matched on the normalised path; `guarded` is the spelling the storage key and the
+        // fingerprint use, so every spelling of one path is one request (issue 14).
+        let Some(matched) = policy.match_request(method, path) else {
             return Action::Continue;
+        };
+        let route = matched.route;
+        let guarded = match path.find(['?', '#']) {
+            Some(query) => format!("{}{}", matched.path, &path[query..]),
+            None => matched.path.clone(),
         };
         let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
             Ok(key) => key,
@@ -245,14 +300,9 @@ impl Filter {
             }
         };
         let client = identify(&policy, &HeaderFacts { headers: &headers });
-        let token_text = match (route.token, &policy.token) {
-            (TokenRequirement::Required, Some(token)) => Some(
-                header_values(&headers, &token.header)
-                    .first()
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .map(str::to_owned),
-            ),
-            _ => None,
+        let token = match self.verify_token(client.as_ref(), route, method, &headers) {
+            Ok(token) => token,
+            Err(action) => return action,
         };
         let Some(key) = key else {
             if route.key == KeyRequirement::Required {
@@ -262,11 +312,8 @@ impl Filter {
                 });
             }
             // Optional key, none given: no idempotency, but a required token still applies.
-            if let Some(text) = &token_text {
-                let Some(client) = &client else {
-                    return self.unscoped(&policy);
-                };
-                if let Some(action) = self.check_token(client, text.as_deref()) {
+            if let Some(claims) = &token {
+                if let Some(action) = self.consume_token(claims) {
                     return action;
                 }
             }
@@ -276,22 +323,33 @@ impl Filter {
         let Some(client) = client else {
             return self.unscoped(&policy);
         };
-        let storage_key =
-            StorageKey::derive(client.scope(), method, path_without_query(path), &key);
+        let storage_key = StorageKey::derive(client.scope(), method, &matched.path, &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
-            path,
+            &guarded,
             headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
         );
+        let held = match &route.forward {
+            Forward::Detached(_) => policy
+                .routes
+                .iter()
+                .position(|r| std::ptr::eq(r, route))
+                .map(|route| Held {
+                    route,
+                    headers,
+                    body: Vec::new(),
+                }),
+            Forward::Router => None,
+        };
         let hashing = Box::new(Hashing {
             key: storage_key,
             fingerprint,
             seen: 0,
-            client,
-            token: token_text,
+            token,
+            held,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -318,6 +376,9 @@ impl Filter {
             self.count(Counter::InvalidBody);
             return self.reply(&EdgeAnswer::InvalidBody(&e));
         }
+        if let Some(held) = &mut hashing.held {
+            held.body.extend_from_slice(&chunk);
+        }
         if !end_of_stream {
             return Action::Continue;
         }
@@ -333,8 +394,8 @@ impl Filter {
         let Hashing {
             key,
             fingerprint,
-            client,
             token,
+            held,
             ..
         } = *hashing;
         let fingerprint = match fingerprint.finish() {
@@ -365,12 +426,20 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                if let Some(text) = &token {
-                    if let Some(action) = self.check_token(&client, text.as_deref()) {
+                if let Some(claims) = &token {
+                    if let Some(action) = self.consume_token(claims) {
                         // Not forwarded after all: the upstream never saw it, so release the key.
-                        self.finish_claim(key, owner, ResponseFacts::NeverReached);
+                        self.finish_claim(
+                            key,
+                            owner,
+                            ResponseFacts::NeverReached,
+                            DoubtCause::Other,
+                        );
                         return action;
                     }
+                }
+                if let Some(held) = held {
+                    return self.detach(key, owner, held);
                 }
                 self.stage = Stage::Forwarded(Forwarded {
                     key,
@@ -394,47 +463,101 @@ impl Filter {
                 self.debug(&key, "other payload: 422");
                 self.reply(&EdgeAnswer::Mismatch)
             }
+            Ok(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                self.count(Counter::QuotaExceeded);
+                self.debug(&key, "scope over its quota: 429");
+                self.reply(&EdgeAnswer::QuotaExceeded { retry_after })
+            }
             Ok(ClaimOutcome::StoreFull { retry_after }) => {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
             Err(e) => {
                 self.store_failed(&e);
                 self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
         }
     }
 
-    /// Completes, releases or keeps the claim, as the core decides from `facts`.
-    fn finish_claim(&mut self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) {
+    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
+    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Option<Action> {
+        token.and_then(|claims| self.consume_token(claims))
+    }
+
+    /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
+    /// paused until its answer is relayed. If it cannot be sent, the upstream never saw it: the
+    /// claim is released and the client told so.
+    fn detach(&mut self, key: StorageKey, owner: OwnerToken, held: Held) -> Action {
         let policy = self.policy();
-        let mut store = self.shared.store();
-        let mut engine = Engine {
-            store: &mut store,
-            policy: &policy,
+        let Some(Forward::Detached(route)) = policy.routes.get(held.route).map(|r| &r.forward)
+        else {
+            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
         };
-        match engine.finish(key, owner, Some(facts), host::now()) {
-            Ok(FinishOutcome::Stored) => {
-                self.count(Counter::Stored);
-                self.debug(&key, "answer stored");
+        match detached::send(route, &held.headers, &held.body) {
+            Ok(token) => {
+                let exchange = Exchange {
+                    shared: Rc::clone(&self.shared),
+                    key,
+                    owner,
+                    stream: self.context_id,
+                    claimed_at: host::now(),
+                };
+                if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
+                    table.insert(token, Pending::Detached(exchange));
+                }
+                self.count(Counter::Detached);
+                self.debug(&key, "sent on a detached exchange");
+                self.stage = Stage::Detached { token };
+                Action::Pause
             }
-            Ok(FinishOutcome::Released) => {
-                self.count(Counter::Released);
-                self.debug(&key, "released");
-            }
-            Ok(FinishOutcome::KeptInFlight) => {
-                self.count(Counter::InDoubt);
-                self.debug(
-                    &key,
-                    "outcome in doubt: kept in flight until the lease ends",
+            Err(status) => {
+                host::log(
+                    LogLevel::Warn,
+                    &format!(
+                        "could not send to cluster `{}` (status {}): released",
+                        route.cluster, status.0
+                    ),
                 );
+                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent))
             }
-            Ok(FinishOutcome::NotOwner) => self.debug(&key, "no longer the owner: nothing written"),
-            Err(e) => self.store_failed(&e),
         }
+    }
+
+    /// Whether this stream waits for the detached exchange `token`.
+    pub fn awaits(&self, token: u32) -> bool {
+        matches!(self.stage, Stage::Detached { token: t } if t == token)
+    }
+
+    /// Gives the client its detached exchange's outcome (the key is settled already). Called on
+    /// the root context's callout answer, with this stream made the effective context.
+    pub fn relay(&mut self, relay: &Relay) {
+        self.stage = Stage::Idle;
+        if let Some(outcome) = relay.outcome {
+            crate::access_log::record_outcome(outcome);
+        }
+        if relay.from_upstream {
+            host::send_with_details(&relay.answer, RELAY_DETAILS);
+        } else {
+            host::send(&relay.answer);
+        }
+    }
+
+    /// Completes, releases or keeps the claim, as the core decides from `facts`.
+    fn finish_claim(
+        &mut self,
+        key: StorageKey,
+        owner: OwnerToken,
+        facts: ResponseFacts,
+        cause: DoubtCause,
+    ) {
+        settle(&self.shared, key, owner, facts, cause);
     }
 
     /// Ends the forwarded request with what is known now (response complete, or the stream is over).
@@ -442,17 +565,25 @@ impl Filter {
         let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
-        let facts = match (complete, forwarded.answer) {
-            (true, Some(capture)) => ResponseFacts::Upstream {
-                status: capture.status,
-                headers: capture.headers,
-                body: capture.body,
-            },
+        let (facts, cause) = match (complete, forwarded.answer) {
+            (true, Some(capture)) => (
+                ResponseFacts::Upstream {
+                    status: capture.status,
+                    headers: capture.headers,
+                    body: capture.body,
+                },
+                DoubtCause::Other,
+            ),
             // The stream ended without a complete upstream answer: what the final details say.
-            (_, _) => classify(host::property_text(&["response", "code_details"]).as_deref())
-                .facts_without_answer(),
+            (_, _) => {
+                let details = host::property_text(&["response", "code_details"]);
+                (
+                    classify(details.as_deref()).facts_without_answer(),
+                    doubt_cause(details.as_deref()),
+                )
+            }
         };
-        self.finish_claim(forwarded.key, forwarded.owner, facts);
+        self.finish_claim(forwarded.key, forwarded.owner, facts, cause);
     }
 
     fn response_headers(&mut self, end_of_stream: bool) -> Action {
@@ -460,7 +591,8 @@ impl Filter {
         let Stage::Forwarded(forwarded) = &mut self.stage else {
             return Action::Continue;
         };
-        match classify(host::property_text(&["response", "code_details"]).as_deref()) {
+        let details = host::property_text(&["response", "code_details"]);
+        match classify(details.as_deref()) {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
                 let mut status = 0;
@@ -496,6 +628,7 @@ impl Filter {
                     forwarded.key,
                     forwarded.owner,
                     origin.facts_without_answer(),
+                    doubt_cause(details.as_deref()),
                 );
             }
         }
@@ -525,23 +658,23 @@ impl Filter {
     }
 }
 
-impl Context for Filter {
-    fn on_done(&mut self) -> bool {
+/// The stream callbacks, as [`crate::dispatch`] calls them.
+impl Filter {
+    pub fn on_done(&mut self) {
+        // A detached exchange is not ended here: it belongs to the key and settles it when it
+        // answers (see `crate::detached`).
         self.end(false);
-        true
     }
-}
 
-impl HttpContext for Filter {
-    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         self.start(end_of_stream)
     }
 
-    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         self.hash_chunk(size, end_of_stream)
     }
 
-    fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
+    pub fn on_request_trailers(&mut self, _trailers: usize) -> Action {
         // Trailers end the request: the body is complete.
         match std::mem::replace(&mut self.stage, Stage::Idle) {
             Stage::Hashing(hashing) => self.claim(hashing),
@@ -552,7 +685,7 @@ impl HttpContext for Filter {
         }
     }
 
-    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         #[cfg(feature = "test-panic")] // Test-only build (tests/envoy/faults.rs): kill the VM.
         #[allow(clippy::panic)]
         if host::response_header("x-idemgate-test-panic").is_some() {
@@ -561,16 +694,16 @@ impl HttpContext for Filter {
         self.response_headers(end_of_stream)
     }
 
-    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         self.response_body(size, end_of_stream)
     }
 
-    fn on_http_response_trailers(&mut self, _trailers: usize) -> Action {
+    pub fn on_response_trailers(&mut self, _trailers: usize) -> Action {
         self.end(true);
         Action::Continue
     }
 
-    fn on_log(&mut self) {
+    pub fn on_log(&mut self) {
         self.end(false);
     }
 }

@@ -1,6 +1,8 @@
 //! The plugin's root context: compiles the configuration once per VM (`on_configure`), hands every
 //! request context a reference to it, and reclaims expired records in the background (`on_tick`).
 
+use crate::abi::{self, LogLevel};
+use crate::callout::CalloutTable;
 use crate::filter::Filter;
 use crate::host;
 use crate::metrics::Metrics;
@@ -8,10 +10,7 @@ use crate::shared_store::{HostSharedData, SharedStore};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::{Bucket, OwnerToken};
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
-use proxy_wasm::hostcalls;
-use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -25,6 +24,9 @@ pub struct Shared {
     /// layout could not be created at configure time.
     pub settle_updates: bool,
     pub owners: OwnerTokens,
+    /// The root context's pending callouts (detached exchanges): a request context registers its
+    /// call here, and the answer is routed from here even after that context is gone.
+    pub callouts: Rc<RefCell<CalloutTable>>,
 }
 
 impl Shared {
@@ -75,17 +77,14 @@ const TICK: Duration = Duration::from_secs(1);
 pub struct Root {
     shared: Option<Rc<Shared>>,
     sweep_cursor: u32,
+    /// Kept across reconfigurations: a callout made under the old configuration still finds its
+    /// entry (which carries the configuration it was made under).
+    pub callouts: Rc<RefCell<CalloutTable>>,
 }
 
-impl Context for Root {}
-
-impl RootContext for Root {
-    fn on_configure(&mut self, _size: usize) -> bool {
-        let text = hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let Ok(text) = String::from_utf8(text) else {
+impl Root {
+    pub fn on_configure(&mut self, _size: usize) -> bool {
+        let Some(text) = host::plugin_configuration() else {
             host::log(
                 LogLevel::Error,
                 "configuration is not valid: not UTF-8 text",
@@ -105,6 +104,10 @@ impl RootContext for Root {
         let layout = Layout {
             capacity: policy.capacity,
         };
+        if let Err(refusal) = claim_layout(&mut SharedStore::new(HostSharedData), &layout) {
+            host::log(LogLevel::Error, &format!("rejected: {refusal}"));
+            return false;
+        }
         let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
@@ -112,11 +115,12 @@ impl RootContext for Root {
             debug: Cell::new(host::debug_enabled()),
             settle_updates: !precreated.all_exist,
             owners: OwnerTokens::new(crate::entropy::random16()),
+            callouts: Rc::clone(&self.callouts),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();
         self.sweep_cursor = u32::from_le_bytes([seed[0], seed[1], 0, 0]);
-        let _ = hostcalls::set_tick_period(TICK);
+        let _ = abi::set_tick_period(TICK);
         host::log(
             LogLevel::Info,
             &format!(
@@ -135,7 +139,7 @@ impl RootContext for Root {
         true
     }
 
-    fn on_tick(&mut self) {
+    pub fn on_tick(&mut self) {
         let Some(shared) = &self.shared else { return };
         shared.debug.set(host::debug_enabled());
         let layout = Layout {
@@ -149,13 +153,10 @@ impl RootContext for Root {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    /// A request context, once the root is configured (before that, requests pass untouched).
+    pub fn create_http_context(&self, context_id: u32) -> Option<Filter> {
         let shared = self.shared.clone()?;
-        Some(Box::new(Filter::new(shared)))
-    }
-
-    fn get_type(&self) -> Option<ContextType> {
-        Some(ContextType::HttpContext)
+        Some(Filter::new(shared, context_id))
     }
 }
 
@@ -189,6 +190,46 @@ pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> Precreated {
         done.all_exist &= exists;
     }
     done
+}
+
+/// The shared-data name of the layout every VM of this `vm_id` uses.
+const LAYOUT_CELL: &str = "idemgate/layout";
+
+/// Records the store's layout in shared data, or refuses a configuration whose layout differs from
+/// the one already in use (issue 14, finding 6). Records live in the cell their key hashes to
+/// *under the layout*: another cell count or records per cell would remap every key, so stored
+/// answers, claims in flight and token uses would vanish, and the old cells would stay allocated
+/// but unaddressed. Envoy keeps serving the previous configuration; a restart (new process, empty
+/// shared data) takes the new layout.
+pub fn claim_layout<S: Store>(store: &mut S, layout: &Layout) -> Result<(), String> {
+    let wanted = format!(
+        "{} cells x {} records",
+        layout.capacity.cells, layout.capacity.per_cell
+    );
+    for _ in 0..4 {
+        let current = match store.read(LAYOUT_CELL) {
+            Ok(current) => current,
+            // Unreadable: nothing to compare with; cells are checked as they are used.
+            Err(_) => return Ok(()),
+        };
+        match current {
+            Some(snapshot) if snapshot.bytes == wanted.as_bytes() => return Ok(()),
+            Some(snapshot) => {
+                return Err(format!(
+                    "the store layout would change from {} to {wanted} (`capacity` / \
+                     `records_per_cell`): every stored record would become unreachable. Keep the \
+                     layout, or restart Envoy to start an empty store with the new one",
+                    String::from_utf8_lossy(&snapshot.bytes)
+                ))
+            }
+            None => match store.write(LAYOUT_CELL, wanted.as_bytes(), Expect::Absent) {
+                Ok(WriteOutcome::Written) | Err(_) => return Ok(()),
+                // Another VM wrote it first: compare with what it wrote.
+                Ok(WriteOutcome::Conflict) => continue,
+            },
+        }
+    }
+    Ok(())
 }
 
 /// What [`precreate_cells`] did.
@@ -235,6 +276,20 @@ mod tests {
         // The counter wraps instead of overflowing.
         let edge = OwnerTokens::new([0xFF; 16]);
         assert_ne!(edge.next(), edge.next());
+    }
+
+    #[test]
+    fn a_changed_layout_is_refused() {
+        use idemgate_core::store::MemoryStore;
+        let layout = |cells, per_cell| Layout {
+            capacity: Capacity { cells, per_cell },
+        };
+        let mut store = MemoryStore::new();
+        assert_eq!(claim_layout(&mut store, &layout(8, 8)), Ok(()));
+        assert_eq!(claim_layout(&mut store, &layout(8, 8)), Ok(()));
+        let refusal = claim_layout(&mut store, &layout(16, 8)).unwrap_err();
+        assert!(refusal.contains("from 8 cells x 8 records to 16 cells x 8 records"));
+        assert!(claim_layout(&mut store, &layout(8, 4)).is_err());
     }
 
     #[test]

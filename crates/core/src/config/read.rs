@@ -7,8 +7,9 @@
 //! Envoy's log through a type error.
 
 use super::{
-    Config, ConfigError, FailureConfig, FingerprintConfig, KeyConfig, ModeConfig, RouteConfig,
-    ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
+    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
+    RouteConfig, ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
+    UpstreamConfig,
 };
 use crate::json::Value;
 use alloc::format;
@@ -29,11 +30,24 @@ const CONFIG_FIELDS: &[&str] = &[
     "max_response_body",
     "capacity",
     "records_per_cell",
+    "scope_quota",
+    "peer_quota",
     "on_store_full",
     "on_store_error",
     "token",
+    "upstream",
 ];
-const ROUTE_FIELDS: &[&str] = &["prefix", "methods", "key", "token"];
+const ROUTE_FIELDS: &[&str] = &[
+    "prefix",
+    "methods",
+    "key",
+    "token",
+    "forward",
+    "cluster",
+    "upstream_timeout",
+    "case_sensitive",
+];
+const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
@@ -78,9 +92,12 @@ impl Config {
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
                 "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
+                "scope_quota" => c.scope_quota = opt(value, |v| integer(at, v))?,
+                "peer_quota" => c.peer_quota = opt(value, |v| integer(at, v))?,
                 "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
+                "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
             }
         }
@@ -93,6 +110,10 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut methods = None;
     let mut key_rule = None;
     let mut token_rule = None;
+    let mut case_sensitive = None;
+    let mut forward = None;
+    let mut cluster = None;
+    let mut upstream_timeout = None;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         match key.as_str() {
@@ -122,6 +143,21 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                     )
                 })?
             }
+            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
+            "forward" => {
+                forward = opt(value, |v| {
+                    choice(
+                        &at,
+                        v,
+                        &[
+                            ("detached", ForwardConfig::Detached),
+                            ("router", ForwardConfig::Router),
+                        ],
+                    )
+                })?
+            }
+            "cluster" => cluster = opt(value, |v| string(&at, v))?,
+            "upstream_timeout" => upstream_timeout = opt(value, |v| string(&at, v))?,
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
         }
     }
@@ -130,7 +166,25 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         methods,
         key: key_rule,
         token: token_rule,
+        case_sensitive,
+        forward,
+        cluster,
+        upstream_timeout,
     })
+}
+
+fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
+    let mut u = UpstreamConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match key.as_str() {
+            "cluster" => u.cluster = opt(value, |v| string(&at, v))?,
+            "timeout" => u.timeout = opt(value, |v| string(&at, v))?,
+            "max_body" => u.max_body = opt(value, |v| size(&at, v))?,
+            _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
+        }
+    }
+    Ok(u)
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
@@ -300,6 +354,15 @@ fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Co
     value
         .as_object()
         .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+}
+
+fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
+    value.as_bool().ok_or_else(|| {
+        shape(
+            path,
+            format!("expected true or false, found {}", value.kind()),
+        )
+    })
 }
 
 fn string(path: &str, value: &Value) -> Result<String, ConfigError> {

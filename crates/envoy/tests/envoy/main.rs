@@ -10,8 +10,10 @@ mod harness;
 mod upstream;
 
 mod config;
+mod detached;
 mod exactly_once;
 mod faults;
+mod hardening;
 mod memory;
 mod requests;
 mod responses;
