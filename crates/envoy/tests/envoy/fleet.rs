@@ -37,27 +37,69 @@ fn signal(pid: u32, sig: &str) {
 struct Redis {
     child: Child,
     port: u16,
-    _dir: TempDir,
+    args: Vec<String>,
+    dir: TempDir,
 }
 
 impl Redis {
     fn start() -> Redis {
+        Redis::start_with(free_port(), &["--appendonly", "no"])
+    }
+
+    /// A node of a Redis Cluster (its bus port, port + 10000, must be free too).
+    fn start_cluster_node() -> Redis {
+        let port = (0..200)
+            .map(|_| free_port())
+            .find(|p| *p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok())
+            .expect("a free port with a free bus port");
+        let args = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--appendonly",
+            "no",
+        ];
+        Redis::start_with(port, &args)
+    }
+
+    fn start_with(port: u16, args: &[&str]) -> Redis {
         let dir = TempDir::new();
-        let port = free_port();
-        let child = Command::new("redis-server")
+        let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        let child = Redis::spawn(port, &args, &dir);
+        let redis = Redis {
+            child,
+            port,
+            args,
+            dir,
+        };
+        redis.wait_pong();
+        redis
+    }
+
+    fn spawn(port: u16, args: &[String], dir: &TempDir) -> Child {
+        Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--protected-mode", "no"])
+            .args(["--save", "", "--protected-mode", "no"])
+            .args(args)
             .arg("--dir")
             .arg(&dir.0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("redis-server starts (make setup-redis)");
-        let redis = Redis {
-            child,
-            port,
-            _dir: dir,
-        };
+            .expect("redis-server starts (make setup-redis)")
+    }
+
+    /// SIGKILL (only what the AOF holds survives), then the same server on the same port and dir.
+    fn crash_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.child = Redis::spawn(self.port, &self.args, &self.dir);
+        self.wait_pong();
+    }
+
+    fn wait_pong(&self) {
+        let port = self.port;
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {
             if let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) {
@@ -67,7 +109,7 @@ impl Redis {
                     && s.read(&mut reply)
                         .is_ok_and(|n| reply[..n].starts_with(b"+PONG"))
                 {
-                    return redis;
+                    return;
                 }
             }
             assert!(
@@ -114,14 +156,20 @@ struct Store {
     child: Option<Child>,
     port: u16,
     redis: String,
+    cluster: bool,
 }
 
 impl Store {
     fn start(redis: &Redis) -> Store {
+        Store::start_on(redis.url(), false)
+    }
+
+    fn start_on(redis: String, cluster: bool) -> Store {
         let mut store = Store {
             child: None,
             port: free_port(),
-            redis: redis.url(),
+            redis,
+            cluster,
         };
         store.spawn();
         store
@@ -131,6 +179,11 @@ impl Store {
         let mut child = Command::new(store_binary())
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(["--redis", &self.redis, "--op-timeout", "300ms"])
+            .args(if self.cluster {
+                &["--cluster"][..]
+            } else {
+                &[]
+            })
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -284,6 +337,81 @@ fn two_envoys_sharing_the_store_run_each_key_once_and_replay_it_identically() {
     eprintln!("{}", report.join("\n"));
 }
 
+/// Three Redis Cluster primaries with every slot assigned (`redis-cli --cluster create`).
+fn redis_cluster() -> Vec<Redis> {
+    let nodes: Vec<Redis> = (0..3).map(|_| Redis::start_cluster_node()).collect();
+    let out = Command::new("redis-cli")
+        .args(["--cluster", "create"])
+        .args(nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)))
+        .args(["--cluster-replicas", "0", "--cluster-yes"])
+        .output()
+        .expect("redis-cli runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !nodes.iter().all(|n| {
+        Command::new("redis-cli")
+            .args(["-p", &n.port.to_string(), "cluster", "info"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+    }) {
+        assert!(Instant::now() < deadline, "cluster never reached state ok");
+        thread::sleep(Duration::from_millis(100));
+    }
+    nodes
+}
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn two_envoys_on_a_redis_cluster_run_each_key_once() {
+    let nodes = redis_cluster();
+    let urls: Vec<String> = nodes.iter().map(Redis::url).collect();
+    let store = Store::start_on(urls.join(","), true);
+    let upstream = Upstream::start();
+    let filter = config("");
+    let (a, _) = envoy(&filter, &upstream, &store);
+    let (b, _) = envoy(&filter, &upstream, &store);
+    // Keys spread over the cluster's slots (each record is one Redis key).
+    for round in 0..6 {
+        let key = format!("fleet-cluster-{round}");
+        let request = Request::post("/pay", &key).script("delay=300");
+        let answers = burst(&request, &[a.port, b.port], 200, 10);
+        let executed: Vec<&Response> = answers
+            .iter()
+            .filter(|r| r.status == 201 && !r.replayed())
+            .collect();
+        let other: Vec<_> = answers
+            .iter()
+            .filter(|r| !matches!(r.status, 201 | 409 | 503))
+            .map(|r| (r.status, r.text()))
+            .take(3)
+            .collect();
+        assert!(other.is_empty(), "unexpected answers: {other:?}");
+        upstream.wait_finished(upstream.total());
+        assert_eq!(upstream.hits(&key), 1, "key {key}: upstream calls");
+        assert_eq!(executed.len(), 1, "key {key}");
+        for port in [b.port, a.port] {
+            let again = replay(&request, port);
+            assert!(again.replayed(), "{}", again.text());
+            assert_eq!(again.body, executed[0].body);
+        }
+    }
+    // The records are spread over the primaries.
+    let holding = nodes
+        .iter()
+        .filter(|n| {
+            Command::new("redis-cli")
+                .args(["-p", &n.port.to_string(), "dbsize"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() != "0")
+        })
+        .count();
+    assert!(holding >= 2, "records on {holding} of 3 primaries");
+}
+
 #[test]
 #[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
 fn a_one_time_token_is_usable_once_across_the_fleet() {
@@ -368,6 +496,45 @@ fn an_envoy_restarted_between_a_request_and_its_retry_replays() {
     assert!(retry.replayed(), "{}", retry.text());
     assert_eq!((retry.status, &retry.body), (first.status, &first.body));
     assert_eq!(upstream.hits("restart-1"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn records_survive_a_redis_crash_with_aof() {
+    let mut redis = Redis::start_with(
+        free_port(),
+        &["--appendonly", "yes", "--appendfsync", "always"],
+    );
+    let store = Store::start(&redis);
+    let upstream = Upstream::start();
+    let filter = config("");
+    let (a, _) = envoy(&filter, &upstream, &store);
+    let (b, _) = envoy(&filter, &upstream, &store);
+    let first = Request::post("/pay", "aof-1").send(a.port);
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.counter("stored") < 1 {
+        assert!(Instant::now() < deadline, "the finish never landed");
+        thread::sleep(Duration::from_millis(10));
+    }
+    redis.crash_and_restart();
+    // The service reconnects by itself; until then the answer is 503, never a second run.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let retry = loop {
+        let answer = Request::post("/pay", "aof-1").send(b.port);
+        if answer.status != 503 || Instant::now() > deadline {
+            break answer;
+        }
+        thread::sleep(Duration::from_millis(100));
+    };
+    assert!(retry.replayed(), "{} {}", retry.status, retry.text());
+    assert_eq!((retry.status, &retry.body), (first.status, &first.body));
+    assert_eq!(upstream.hits("aof-1"), 1);
 }
 
 #[test]
