@@ -414,6 +414,42 @@ fn two_envoys_on_a_redis_cluster_run_each_key_once() {
 
 #[test]
 #[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn detached_routes_on_the_remote_store_run_each_key_once() {
+    let redis = Redis::start();
+    let store = Store::start(&redis);
+    let upstream = Upstream::start();
+    let filter = config(r#", "upstream": { "cluster": "app", "timeout": "5s" }"#);
+    let (a, _) = envoy(&filter, &upstream, &store);
+    let (b, _) = envoy(&filter, &upstream, &store);
+    for round in 0..3 {
+        let key = format!("fleet-detached-{round}");
+        let request = Request::post("/pay", &key).script("delay=300");
+        let answers = burst(&request, &[a.port, b.port], 200, 10);
+        let executed: Vec<&Response> = answers
+            .iter()
+            .filter(|r| r.status == 201 && !r.replayed())
+            .collect();
+        let other: Vec<_> = answers
+            .iter()
+            .filter(|r| !matches!(r.status, 201 | 409 | 503))
+            .map(|r| (r.status, r.text()))
+            .take(3)
+            .collect();
+        assert!(other.is_empty(), "unexpected answers: {other:?}");
+        upstream.wait_finished(upstream.total());
+        assert_eq!(upstream.hits(&key), 1, "key {key}: upstream calls");
+        assert_eq!(executed.len(), 1, "key {key}");
+        for port in [b.port, a.port] {
+            let again = replay(&request, port);
+            assert!(again.replayed(), "{}", again.text());
+            assert_eq!(again.body, executed[0].body);
+        }
+    }
+    assert!(a.counter("detached") + b.counter("detached") >= 3);
+}
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
 fn a_one_time_token_is_usable_once_across_the_fleet() {
     let redis = Redis::start();
     let store = Store::start(&redis);
