@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-demo-fleet ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -116,6 +116,15 @@ bench-store: setup-rust setup-redis ## store operation latency and throughput ov
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
+
+# The same checkout stack with two Envoys sharing Redis through the store service (issue 13).
+.PHONY: demo-fleet
+demo-fleet: setup build-filter build-web build-store setup-redis ## the checkout demo behind two Envoys sharing one Redis: A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
+	python3 examples/checkout/demo_fleet.py
+
+.PHONY: test-demo-fleet
+test-demo-fleet: build-filter build-web build-store setup-redis ## demo-fleet's contract: a request to Envoy A and its retry to B are one request
+	python3 examples/checkout/demo_fleet_test.py
 
 test-e2e: build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
 	node --test examples/checkout/e2e.test.mjs
