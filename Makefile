@@ -148,8 +148,15 @@ bench-tools: setup-rust ## the bench's no-op filter, core bench (native, wasm32-
 bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 	python3 crates/envoy/bench/bench.py
 
-test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no timing assertions)
+test-bench: setup-bench build-filter bench-tools build-store setup-redis ## benchmark smoke (seconds, no timing assertions)
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
+	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
+
+# The fleet (issue 13): the remote store (idemgate-store + redis-server) against the local store,
+# same run; writes its section of BENCHMARKS.md (about 4 minutes).
+.PHONY: bench-fleet
+bench-fleet: setup-bench build-filter build-store setup-redis ## fleet vs local store through Envoy; writes its section of BENCHMARKS.md
+	python3 crates/envoy/bench/fleet.py
 
 # ---------------------------------------------------------------------------------------------
 # fuzzing: crates/core/fuzz is a cargo-fuzz project (its own workspace, nightly). Seeds come from
