@@ -645,3 +645,27 @@ fn a_store_that_stops_answering_gives_the_failure_mode_then_recovers() {
     }
     assert!(a.counter("store_error") + b.counter("store_error") >= 4);
 }
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn pass_through_forwards_unprotected_while_the_store_is_down() {
+    let redis = Redis::start();
+    let mut store = Store::start(&redis);
+    let upstream = Upstream::start();
+    let filter = config(r#", "on_store_error": "pass_through""#);
+    let (a, _) = envoy(&filter, &upstream, &store);
+    store.kill();
+    // Unsafe by design (the README says so): every attempt runs, none is recorded.
+    for _ in 0..2 {
+        let answer = Request::post("/pay", "unprotected").send(a.port);
+        assert_eq!(
+            (answer.status, answer.replayed()),
+            (201, false),
+            "{}",
+            answer.text()
+        );
+    }
+    assert_eq!(upstream.hits("unprotected"), 2);
+    assert_eq!(a.counter("passthrough"), 2);
+    assert_eq!(a.counter("store_error"), 2);
+}
