@@ -6,6 +6,7 @@ use crate::fingerprint::FingerprintError;
 use crate::key::KeyError;
 use crate::protocol::ProtocolError;
 use crate::record::{StoredBody, StoredResponse};
+use crate::signature::SignatureError;
 use crate::time::Span;
 use crate::token::TokenError;
 use alloc::format;
@@ -44,6 +45,12 @@ pub enum EdgeAnswer<'a> {
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     Token(&'a TokenError),
+    /// A route that requires a key found none; `sources` says where it looked.
+    KeyNotFound {
+        sources: &'a str,
+    },
+    /// A callback delivery without a valid provider signature.
+    Signature(&'a SignatureError),
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
         token: &'a str,
@@ -99,6 +106,14 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             &format!("this endpoint requires an {header} header; send a unique key per operation and reuse it for retries"),
             None,
         ),
+        EdgeAnswer::KeyNotFound { sources } => problem(
+            400,
+            "key_missing",
+            "Idempotency key required",
+            &format!("this endpoint requires an idempotency key in {sources}"),
+            None,
+        ),
+        EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
         EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
         EdgeAnswer::BodyTooLarge { limit } => problem(
             413,

@@ -39,6 +39,7 @@
 
 extern crate alloc;
 
+pub mod admission;
 pub mod answer;
 mod codec;
 #[cfg(feature = "config")]
@@ -50,11 +51,13 @@ pub mod fingerprint;
 pub mod hash;
 pub mod json;
 pub mod key;
+pub mod key_source;
 pub mod policy;
 pub mod protocol;
 pub mod record;
 pub mod retry;
 pub mod scope;
+pub mod signature;
 pub mod store;
 pub mod time;
 pub mod token;
