@@ -60,13 +60,21 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-bench test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
 test-envoy: build-filter ## the filter in a real Envoy
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
+
+# Client libraries written by others (npm `stripe`, `@octokit/webhooks`, pinned in package.json and
+# package-lock.json) driving the filter in a real Envoy; each test file starts its own Envoy and
+# upstream on free ports and kills them by PID.
+.PHONY: test-clients
+test-clients: build-filter ## real client SDKs and signed webhooks through the filter in a real Envoy
+	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
+	node --test crates/envoy/tests/clients/
 
 # The soak: unique keys at full speed through Envoy with a small store for SOAK_SECONDS; samples
 # time, Envoy's RSS and the filter's counters every SOAK_SAMPLE_SECONDS (table in target/soak.csv).

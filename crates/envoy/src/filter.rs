@@ -17,13 +17,11 @@ use crate::metrics::Counter;
 use crate::origin::{classify, Origin};
 use crate::root::Shared;
 use crate::token_endpoint::{self, TokenCheck};
+use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::key::IdempotencyKey;
-use idemgate_core::policy::{
-    path_without_query, FailureMode, KeyRequirement, Policy, TokenRequirement,
-};
+use idemgate_core::policy::{path_without_query, FailureMode, Policy, RouteKind, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
@@ -33,7 +31,7 @@ use std::rc::Rc;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
-    key: StorageKey,
+    key: KeyState,
     fingerprint: FingerprintBuilder,
     seen: u64,
     client: ClientIdentity,
@@ -56,6 +54,17 @@ struct Capture {
     body: Option<Vec<u8>>,
 }
 
+/// The storage key, or what still decides it at the end of the body (a body key source, a
+/// provider signature).
+enum KeyState {
+    Known(StorageKey),
+    Pending {
+        admission: Box<Admission>,
+        method: String,
+        path: String,
+    },
+}
+
 enum Stage {
     /// Nothing (more) to do for this request.
     Idle,
@@ -66,6 +75,8 @@ enum Stage {
 pub struct Filter {
     shared: Rc<Shared>,
     stage: Stage,
+    /// The guarded route's kind: it decides which answers count as the outcome (core).
+    kind: RouteKind,
 }
 
 struct HeaderFacts<'a> {
@@ -102,6 +113,7 @@ impl Filter {
         Filter {
             shared,
             stage: Stage::Idle,
+            kind: RouteKind::Api,
         }
     }
 
@@ -237,14 +249,24 @@ impl Filter {
         let Some(route) = route else {
             return Action::Continue;
         };
-        let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
-            Ok(key) => key,
-            Err(e) => {
-                self.count(Counter::InvalidKey);
-                return self.reply(&EdgeAnswer::InvalidKey(&e));
-            }
+        self.kind = route.kind;
+        // What the request must show, and in which order, is the core's call.
+        let admission = match admit(
+            route,
+            &|name: &str| header_values(&headers, name),
+            host::now(),
+        ) {
+            Ok(admission) => admission,
+            Err(refusal) => return self.refuse(&refusal),
         };
-        let client = identify(&policy, &HeaderFacts { headers: &headers });
+        // A callback route is its own scope (the provider is the client).
+        let client = match route.own_scope() {
+            Some(scope) => Some(ClientIdentity {
+                source: scope.source.to_owned(),
+                value: scope.value.to_vec(),
+            }),
+            None => identify(&policy, &HeaderFacts { headers: &headers }),
+        };
         let token_text = match (route.token, &policy.token) {
             (TokenRequirement::Required, Some(token)) => Some(
                 header_values(&headers, &token.header)
@@ -254,30 +276,30 @@ impl Filter {
             ),
             _ => None,
         };
-        let Some(key) = key else {
-            if route.key == KeyRequirement::Required {
-                self.count(Counter::MissingKey);
-                return self.reply(&EdgeAnswer::MissingKey {
-                    header: &policy.header,
-                });
+        let key = if admission.needs_body() {
+            KeyState::Pending {
+                admission: Box::new(admission),
+                method: method.to_owned(),
+                path: path.to_owned(),
             }
-            // Optional key, none given: no idempotency, but a required token still applies.
-            if let Some(text) = &token_text {
-                let Some(client) = &client else {
-                    return self.unscoped(&policy);
-                };
-                if let Some(action) = self.check_token(client, text.as_deref()) {
-                    return action;
-                }
-            }
-            self.count(Counter::Passthrough);
-            return Action::Continue;
+        } else {
+            let Some(key) = admission.key_now() else {
+                // Optional key, none given: no idempotency, but a required token still applies.
+                return self.unguarded(client.as_ref(), token_text.as_ref());
+            };
+            let Some(client) = &client else {
+                return self.unscoped(&policy);
+            };
+            KeyState::Known(StorageKey::derive(
+                client.scope(),
+                method,
+                path_without_query(path),
+                key,
+            ))
         };
         let Some(client) = client else {
             return self.unscoped(&policy);
         };
-        let storage_key =
-            StorageKey::derive(client.scope(), method, path_without_query(path), &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
@@ -287,7 +309,7 @@ impl Filter {
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
         );
         let hashing = Box::new(Hashing {
-            key: storage_key,
+            key,
             fingerprint,
             seen: 0,
             client,
@@ -314,6 +336,9 @@ impl Filter {
             });
         }
         let chunk = host::body(BufferType::HttpRequestBody, size);
+        if let KeyState::Pending { admission, .. } = &mut hashing.key {
+            admission.update(&chunk);
+        }
         if let Err(e) = hashing.fingerprint.update(&chunk) {
             self.count(Counter::InvalidBody);
             return self.reply(&EdgeAnswer::InvalidBody(&e));
@@ -337,6 +362,25 @@ impl Filter {
             token,
             ..
         } = *hashing;
+        let key = match key {
+            KeyState::Known(key) => key,
+            KeyState::Pending {
+                admission,
+                method,
+                path,
+            } => {
+                let Some(route) = policy.route_for(&method, &path) else {
+                    return Action::Continue;
+                };
+                match admission.finish(route) {
+                    Err(refusal) => return self.refuse(&refusal),
+                    Ok(None) => return self.unguarded(Some(&client), token.as_ref()),
+                    Ok(Some(key)) => {
+                        StorageKey::derive(client.scope(), &method, path_without_query(&path), &key)
+                    }
+                }
+            }
+        };
         let fingerprint = match fingerprint.finish() {
             Ok(fingerprint) => fingerprint,
             Err(e) => {
@@ -408,8 +452,39 @@ impl Filter {
         }
     }
 
+    /// Refuses a request before its claim, with the core's answer.
+    fn refuse(&mut self, refusal: &Refusal) -> Action {
+        self.count(match refusal {
+            Refusal::Signature(_) => Counter::SignatureRejected,
+            Refusal::MissingKey { .. } => Counter::MissingKey,
+            _ => Counter::InvalidKey,
+        });
+        self.send(&refusal.answer())
+    }
+
+    /// No key and none required: forwarded without idempotency, but a required token still applies.
+    fn unguarded(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        token_text: Option<&Option<String>>,
+    ) -> Action {
+        if let Some(text) = token_text {
+            let Some(client) = client else {
+                let policy = self.policy();
+                return self.unscoped(&policy);
+            };
+            if let Some(action) = self.check_token(client, text.as_deref()) {
+                return action;
+            }
+        }
+        self.stage = Stage::Idle;
+        self.count(Counter::Passthrough);
+        Action::Continue
+    }
+
     /// Completes, releases or keeps the claim, as the core decides from `facts`.
     fn finish_claim(&mut self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) {
+        let facts = self.kind.screen(facts);
         let policy = self.policy();
         let mut store = self.shared.store();
         let mut engine = Engine {

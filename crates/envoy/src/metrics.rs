@@ -44,10 +44,12 @@ pub enum Counter {
     BodyTooLarge,
     /// 400: the body could not be fingerprinted (e.g. invalid JSON in `json` mode).
     InvalidBody,
+    /// 403: a callback delivery without a valid provider signature (never forwarded).
+    SignatureRejected,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 19] = [
+    pub const ALL: [Counter; 20] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -67,6 +69,7 @@ impl Counter {
         Counter::Passthrough,
         Counter::BodyTooLarge,
         Counter::InvalidBody,
+        Counter::SignatureRejected,
     ];
 
     pub fn name(self) -> &'static str {
@@ -90,6 +93,7 @@ impl Counter {
             Counter::Passthrough => "idemgate.passthrough",
             Counter::BodyTooLarge => "idemgate.body_too_large",
             Counter::InvalidBody => "idemgate.invalid_body",
+            Counter::SignatureRejected => "idemgate.signature_rejected",
         }
     }
 }
