@@ -371,6 +371,27 @@ mod tests {
         );
     }
 
+    /// The README's copyable example is a valid configuration, and means what it says.
+    #[test]
+    fn readme_example_compiles() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
+        let start = section.find("```json\n").unwrap() + "```json\n".len();
+        let json = &section[start..start + section[start..].find("```").unwrap()];
+        let policy = Policy::from_json(json, &|name| {
+            name.ends_with("_WEBHOOK_SECRET")
+                .then(|| String::from(SECRET))
+        })
+        .unwrap();
+        let kinds: Vec<RouteKind> = policy.routes.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [RouteKind::Callback, RouteKind::Callback, RouteKind::Api]
+        );
+        assert!(policy.routes[..2].iter().all(|r| r.signature.is_some()));
+        assert_eq!(policy.routes[2].key_from.len(), 2);
+    }
+
     #[test]
     fn configuration_errors() {
         let field = |routes: &str| policy(routes).unwrap_err().field().map(String::from);
