@@ -12,6 +12,7 @@ mod upstream;
 mod config;
 mod exactly_once;
 mod faults;
+mod key_sources;
 mod memory;
 mod requests;
 mod responses;
