@@ -12,6 +12,7 @@
 
 use crate::json::{JsonPointer, Value};
 use crate::key::{IdempotencyKey, KeyError};
+use crate::media_type::BodyKind;
 use alloc::format;
 use alloc::string::String;
 use alloc::sync::Arc;
@@ -106,24 +107,17 @@ pub fn start<'h>(
     if !body_first {
         return Ok(KeyStart::Decided(None));
     }
-    let form = header("content-type")
-        .first()
-        .is_some_and(|value| is_form(value));
+    // The same classification as the `auto` fingerprint (one Content-Type field, its essence).
+    let form = matches!(
+        header("content-type").as_slice(),
+        [value] if BodyKind::of_content_type(value) == BodyKind::Form
+    );
     Ok(KeyStart::Body(KeySearch {
         sources: Arc::clone(sources),
         slots,
         form,
         body: Vec::new(),
     }))
-}
-
-fn is_form(content_type: &[u8]) -> bool {
-    let essence = content_type
-        .split(|b| *b == b';')
-        .next()
-        .unwrap_or_default();
-    let trimmed = essence.trim_ascii();
-    trimmed.eq_ignore_ascii_case(b"application/x-www-form-urlencoded")
 }
 
 impl KeySearch {
