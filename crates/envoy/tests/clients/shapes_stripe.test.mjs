@@ -71,13 +71,16 @@ test('the Stripe SDK creates objects through the default configuration; a retry 
   assert.equal(a.lastResponse.headers['idempotent-replayed'], undefined);
   assert.equal(created.length, 2);
 
-  // The same key with a changed parameter: 422, which the SDK throws as an idempotency error.
+  // The same key with a changed parameter: 422, which the SDK throws (it maps errors by status:
+  // a 422 becomes a StripeAPIError; the problem's `error` member gives its code and type).
   await assert.rejects(
     stripe.customers.create({ email: 'grace@example.com', name: 'Grace Hopper' }, { idempotencyKey: 'signup-grace-1' }),
     (err) => {
+      assert.ok(err instanceof Stripe.errors.StripeError, `${err}`);
       assert.equal(err.statusCode, 422);
-      assert.equal(err.type, 'StripeIdempotencyError');
       assert.equal(err.code, 'key_reused');
+      assert.equal(err.rawType, 'idempotency_error');
+      assert.match(err.message, /different payload/);
       return true;
     },
   );
