@@ -103,9 +103,9 @@ test('a double and a triple click on Pay make one order each', async () => {
 });
 
 test('a lost response: the page retries with the same key and still one order', async () => {
-  // The order service answers 2.5 s after committing; the page gives up after 1 s. The page's retry
-  // gets 409 while the key is in flight, then takes over after the lease (5 s); the service's own
-  // unique key returns the order it already made. One order, the page shows success.
+  // The order service answers 2.5 s after committing; the page gives up after 1 s. The edge's
+  // detached exchange still receives and stores that answer: the page's retries get 409 while it
+  // runs, then the replay of the created order. One order, one request received, success.
   const page = await openPage('?delay=2500&timeout=1000');
   const before = await orders();
   await page.click('#pay');
@@ -113,9 +113,8 @@ test('a lost response: the page retries with the same key and still one order', 
   assert.equal(done.state, 'succeeded', done.text);
   const after = await orders();
   assert.equal(after.count, before.count + 1, 'still one order');
-  // The first attempt, then exactly one take-over after the lease: every retry in between got 409
-  // from the edge and never reached the service.
-  assert.equal(after.received, before.received + 2, 'the service saw the first request and one take-over');
+  // Only the first attempt reached the service: every retry got 409 from the edge, then the replay.
+  assert.equal(after.received, before.received + 1, 'the service received the order exactly once');
   // From now on the stored answer is replayed to any retry of that payment.
   const replay = await page.evaluate(async (key) => {
     const res = await fetch('/api/orders', {
@@ -214,4 +213,32 @@ test('a payment event delivered again and again marks the order paid once; every
     assert.equal(res.status, 404, `attempt ${attempt}: a failed delivery is released, never replayed`);
     assert.equal(problem.title, 'no_such_order');
   }
+});
+
+test('the page lists every attempt with the edge\'s decision for it', async () => {
+  const attempts = (page) => page.evaluate(() => [...document.querySelectorAll('#attempts li')]
+    .map((li) => ({ status: li.dataset.status, decision: li.dataset.decision, text: li.textContent })));
+  // A double click: one request, claimed and forwarded.
+  const page = await openPage();
+  await page.click('#pay', { clickCount: 2 });
+  assert.equal((await outcome(page)).state, 'succeeded');
+  const clicked = await attempts(page);
+  assert.deepEqual(clicked.map((a) => [a.status, a.decision]), [['201', 'claimed']], JSON.stringify(clicked));
+  assert.match(clicked[0].text, /edge: claimed the key/);
+  await page.close();
+  // A lost response: no answer, then 409s while the first runs, then the take-over after the lease.
+  const lost = await openPage('?delay=2500&timeout=1000');
+  await lost.click('#pay');
+  assert.equal((await outcome(lost)).state, 'succeeded');
+  const seen = await attempts(lost);
+  const story = JSON.stringify(seen, null, 1);
+  assert.equal(seen[0].status, 'none', story);
+  assert.match(seen[0].text, /no answer: the page gave up/, story);
+  assert.deepEqual(seen.at(-1).decision, 'taken_over', story);
+  assert.equal(seen.at(-1).status, '201', story);
+  const between = seen.slice(1, -1);
+  assert.ok(between.length >= 1, `at least one 409 while the first attempt ran: ${story}`);
+  for (const a of between) assert.ok(a.decision === 'conflict' || a.status === 'none', story);
+  assert.ok(between.some((a) => a.status === '409' && a.decision === 'conflict'), story);
+  await lost.close();
 });

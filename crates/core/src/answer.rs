@@ -45,6 +45,9 @@ pub enum EdgeAnswer<'a> {
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     Token(&'a TokenError),
+    /// A detached exchange (the edge sent the claimed request itself) could not give the client
+    /// the upstream's answer.
+    Relay(RelayProblem),
     /// A route that requires a key found none; `sources` says where it looked.
     KeyNotFound {
         sources: &'a str,
@@ -57,6 +60,21 @@ pub enum EdgeAnswer<'a> {
         expires_at_ms: u64,
         header: &'a str,
     },
+}
+
+/// Why a detached exchange has no upstream answer to relay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RelayProblem {
+    /// The request could not be sent (e.g. the configured cluster does not exist); the claim was
+    /// released, so a retry is safe.
+    NotSent,
+    /// Sent, but no answer came back (reset, upstream timeout): the outcome is in doubt and the key
+    /// stays in flight until its lease ends.
+    NoAnswer { retry_after: Span },
+    /// The upstream answered, but its body is over the relay limit: the outcome is recorded under
+    /// the key (status and headers), only this client's copy of the body is lost.
+    TooLarge { limit: u64 },
 }
 
 /// Status, headers (lowercase names) and body, ready for the host to send.
@@ -106,14 +124,6 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             &format!("this endpoint requires an {header} header; send a unique key per operation and reuse it for retries"),
             None,
         ),
-        EdgeAnswer::KeyNotFound { sources } => problem(
-            400,
-            "key_missing",
-            "Idempotency key required",
-            &format!("this endpoint requires an idempotency key in {sources}"),
-            None,
-        ),
-        EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
         EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
         EdgeAnswer::BodyTooLarge { limit } => problem(
             413,
@@ -156,6 +166,35 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "Client identity unavailable",
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::KeyNotFound { sources } => problem(
+            400,
+            "key_missing",
+            "Idempotency key required",
+            &format!("this endpoint requires an idempotency key in {sources}"),
+            None,
+        ),
+        EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
+        EdgeAnswer::Relay(RelayProblem::NotSent) => problem(
+            503,
+            "upstream_not_sent",
+            "Upstream unavailable",
+            "the request could not be sent to the upstream; it was not executed, so a retry with the same Idempotency-Key is safe",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }) => problem(
+            504,
+            "upstream_no_answer",
+            "No answer from the upstream",
+            "the request was sent but no answer came back, so it may have been executed; retries with the same Idempotency-Key get 409 until the key's lease ends",
+            Some(*retry_after),
+        ),
+        EdgeAnswer::Relay(RelayProblem::TooLarge { limit }) => problem(
+            502,
+            "relay_too_large",
+            "Upstream answer too large to relay",
+            &format!("the upstream executed the request and answered, but its body is over the {limit}-byte relay limit; the outcome is recorded under this Idempotency-Key and a retry gets its status and headers"),
+            None,
         ),
         EdgeAnswer::Token(e) => {
             let status = if e.code() == "token_used" { 409 } else { 403 };

@@ -11,8 +11,9 @@ use crate::json::{JsonLimits, JsonPointer};
 use crate::key_source::KeySource;
 use crate::policy::RouteKind;
 use crate::policy::{
-    Capacity, FailureMode, KeyRequirement, Policy, Route, ScopeSource, StoreRule, TokenPolicy,
-    TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
+    Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Route, ScopeSource,
+    StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
+    NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::time::Span;
@@ -45,6 +46,7 @@ pub struct Config {
     pub on_store_full: Option<FailureConfig>,
     pub on_store_error: Option<FailureConfig>,
     pub token: Option<TokenConfig>,
+    pub upstream: Option<UpstreamConfig>,
 }
 
 #[derive(Debug, Clone)]
@@ -53,6 +55,9 @@ pub struct RouteConfig {
     pub methods: Option<Vec<String>>,
     pub key: Option<KeyConfig>,
     pub token: Option<TokenRequirementConfig>,
+    pub forward: Option<ForwardConfig>,
+    pub cluster: Option<String>,
+    pub upstream_timeout: Option<String>,
     pub kind: Option<RouteKindConfig>,
     pub key_from: Option<Vec<KeySourceConfig>>,
     pub signature: Option<SignatureConfig>,
@@ -84,6 +89,21 @@ pub struct SignatureConfig {
     pub secret: Option<String>,
     pub secret_env: Option<String>,
     pub tolerance: Option<String>,
+}
+
+/// `routes[i].forward`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardConfig {
+    Detached,
+    Router,
+}
+
+/// The `upstream` section: where detached exchanges go by default.
+#[derive(Debug, Clone, Default)]
+pub struct UpstreamConfig {
+    pub cluster: Option<String>,
+    pub timeout: Option<String>,
+    pub max_body: Option<Size>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -166,6 +186,9 @@ pub mod defaults {
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
     pub const METHODS: &[&str] = &["POST", "PATCH"];
+    /// Envoy's own default route timeout.
+    pub const UPSTREAM_TIMEOUT: &str = "15s";
+    pub const MAX_RELAY_BODY: u64 = 1024 * 1024;
 }
 
 /// Why a configuration was refused.
@@ -246,6 +269,7 @@ impl Policy {
                 store_rule: StoreRule::StoreAll,
                 max_request_body: defaults::MAX_REQUEST_BODY,
                 max_response_body: defaults::MAX_RESPONSE_BODY,
+                max_relay_body: defaults::MAX_RELAY_BODY,
                 capacity: Capacity {
                     cells: 1,
                     per_cell: 1,
@@ -318,7 +342,6 @@ impl Config {
     /// Validates into a [`Policy`].
     pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
         let header = header_name("header", self.header.as_deref().unwrap_or(defaults::HEADER))?;
-        let routes = self.compile_routes(&header, env)?;
         let scope = self.compile_scope()?;
         let fingerprint = self.compile_fingerprint()?;
         let ttl = span("ttl", self.ttl.as_deref(), defaults::TTL)?;
@@ -332,6 +355,7 @@ impl Config {
                 "must be longer than zero and not longer than `ttl`",
             ));
         }
+        let routes = self.compile_routes(lease, &header, env)?;
         let replay_headers = match &self.replay_headers {
             None => DEFAULT_REPLAY_HEADERS
                 .iter()
@@ -385,6 +409,14 @@ impl Config {
         if max_response_body > u64::from(u32::MAX) {
             return Err(invalid("max_response_body", "must be below 4 GiB"));
         }
+        let max_relay_body = size(
+            "upstream.max_body",
+            self.upstream.as_ref().and_then(|u| u.max_body.as_ref()),
+            defaults::MAX_RELAY_BODY,
+        )?;
+        if max_relay_body > u64::from(u32::MAX) {
+            return Err(invalid("upstream.max_body", "must be below 4 GiB"));
+        }
         let records = self.capacity.unwrap_or(defaults::CAPACITY);
         let per_cell = self.records_per_cell.unwrap_or(defaults::RECORDS_PER_CELL);
         if records == 0 {
@@ -424,6 +456,7 @@ impl Config {
             store_rule,
             max_request_body,
             max_response_body,
+            max_relay_body,
             capacity,
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
@@ -433,6 +466,7 @@ impl Config {
 
     fn compile_routes(
         &self,
+        lease: Span,
         header: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Vec<Route>, ConfigError> {
@@ -444,6 +478,7 @@ impl Config {
                 methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
+                forward: self.compile_forward(None, lease)?,
                 kind: RouteKind::Api,
                 key_from: default_key_from,
                 signature: None,
@@ -528,9 +563,77 @@ impl Config {
                     Some(TokenRequirementConfig::Required) => TokenRequirement::Required,
                     Some(TokenRequirementConfig::None) | None => TokenRequirement::None,
                 },
+                forward: self.compile_forward(Some((i, route)), lease)?,
             });
         }
         Ok(routes)
+    }
+
+    /// A route's [`Forward`]: detached wherever a cluster is known (the route's or
+    /// `upstream.cluster`), unless the route opts back into `"router"`; without any cluster the
+    /// router path is the only one possible. The upstream timeout must be shorter than the lease.
+    fn compile_forward(
+        &self,
+        route: Option<(usize, &RouteConfig)>,
+        lease: Span,
+    ) -> Result<Forward, ConfigError> {
+        let upstream = self.upstream.clone().unwrap_or_default();
+        let at = |field: &str| match route {
+            Some((i, _)) => format!("routes[{i}].{field}"),
+            None => format!("upstream.{field}"),
+        };
+        let (forward, cluster, timeout) = match route {
+            Some((_, r)) => (r.forward, r.cluster.as_ref(), r.upstream_timeout.as_ref()),
+            None => (None, None, None),
+        };
+        if forward == Some(ForwardConfig::Router) {
+            if cluster.is_some() || timeout.is_some() {
+                return Err(invalid(
+                    at(if cluster.is_some() {
+                        "cluster"
+                    } else {
+                        "upstream_timeout"
+                    }),
+                    "only applies when `forward` is \"detached\"",
+                ));
+            }
+            return Ok(Forward::Router);
+        }
+        let cluster_field = if cluster.is_some() {
+            at("cluster")
+        } else {
+            "upstream.cluster".into()
+        };
+        let Some(cluster) = cluster.or(upstream.cluster.as_ref()) else {
+            if forward == Some(ForwardConfig::Detached) {
+                return Err(invalid(
+                    at("cluster"),
+                    "a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`",
+                ));
+            }
+            return Ok(Forward::Router);
+        };
+        if cluster.is_empty() {
+            return Err(invalid(cluster_field, "must name an Envoy cluster"));
+        }
+        let (timeout_field, timeout) = match timeout {
+            Some(t) => (at("upstream_timeout"), Some(t.as_str())),
+            None => ("upstream.timeout".into(), upstream.timeout.as_deref()),
+        };
+        let timeout = span(&timeout_field, timeout, defaults::UPSTREAM_TIMEOUT)?;
+        if timeout.as_millis() == 0 || timeout >= lease {
+            return Err(invalid(
+                timeout_field,
+                format!(
+                    "must be longer than zero and shorter than `lease` ({} ms): a retry must never take over a key whose upstream exchange may still answer",
+                    lease.as_millis()
+                ),
+            ));
+        }
+        Ok(Forward::Detached(Detached {
+            cluster: cluster.clone(),
+            timeout,
+        }))
     }
 
     fn compile_scope(&self) -> Result<Vec<ScopeSource>, ConfigError> {

@@ -53,6 +53,8 @@ pub struct Route {
     pub methods: Vec<String>,
     pub key: KeyRequirement,
     pub token: TokenRequirement,
+    /// How a request that claims its key reaches the upstream.
+    pub forward: Forward,
     /// An API route (clients send keys) or a provider's callback route (issue 15).
     pub kind: RouteKind,
     /// Where the key comes from, in order; the first source present wins (default: the key
@@ -71,6 +73,27 @@ pub enum RouteKind {
     /// route is the scope (the provider is the client), and only a 2xx is stored — anything else
     /// releases the claim, so a forged or failing delivery can never pre-empt the real one.
     Callback,
+}
+
+/// How a claimed request reaches the upstream (issue 12: answers outlive the client).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Forward {
+    /// Envoy's router, on the client's stream: if the client goes away, Envoy resets the upstream
+    /// request and the outcome is in doubt (the key stays in flight until its lease ends).
+    Router,
+    /// The edge sends the request itself, on an exchange that belongs to the key, and relays the
+    /// answer: the answer is stored even if the client has gone.
+    Detached(Detached),
+}
+
+/// Where and how long a detached exchange runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detached {
+    /// The Envoy cluster the request is sent to.
+    pub cluster: String,
+    /// The upstream timeout; always shorter than the lease (checked at configuration), so a retry
+    /// never takes over a key whose exchange may still answer.
+    pub timeout: Span,
 }
 
 impl Route {
@@ -203,6 +226,8 @@ pub struct Policy {
     pub store_rule: StoreRule,
     pub max_request_body: u64,
     pub max_response_body: u64,
+    /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
+    pub max_relay_body: u64,
     pub capacity: Capacity,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,

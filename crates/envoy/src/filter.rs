@@ -7,26 +7,34 @@
 //! end of its body; `envoy.filters.http.buffer` placed *after* this filter holds the request until
 //! then, so the upstream is never contacted before the claim is won (see `examples/envoy`).
 //!
+//! Detached routes (the default where a cluster is configured): the request is kept (headers and
+//! the hashed body) and, once claimed, sent by the edge itself on an exchange that outlives the
+//! client ([`crate::detached`]); the stream stays paused and is answered with the relayed answer.
+//!
 //! Response: only an answer that came from the upstream (`response.code_details == via_upstream`) is
 //! captured and, at the end of the whole response, completed through the core; anything else is
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
+use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
+use crate::callout::Pending;
 use crate::client::{identify, ClientIdentity, Facts};
+use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::{classify, Origin};
+use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
 use crate::root::Shared;
+use crate::settle::settle;
 use crate::token_endpoint::{self, TokenCheck};
 use idemgate_core::admission::{admit, Admission, Refusal};
-use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::policy::{path_without_query, FailureMode, Policy, RouteKind, TokenRequirement};
-use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome, ProtocolError};
+use idemgate_core::policy::{
+    path_without_query, FailureMode, Forward, Policy, RouteKind, TokenRequirement,
+};
+use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
-use proxy_wasm::traits::{Context, HttpContext};
-use proxy_wasm::types::{Action, BufferType, LogLevel, MapType};
 use std::rc::Rc;
 
 /// A guarded request whose body is being fingerprinted.
@@ -37,6 +45,17 @@ struct Hashing {
     client: ClientIdentity,
     /// The one-time token the request carries, on routes that require one.
     token: Option<Option<String>>,
+    /// On a detached route: the request as it will be sent upstream.
+    held: Option<Held>,
+}
+
+/// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
+/// `max_request_body`, like the hashing).
+struct Held {
+    /// Index of the route in the policy (its `Forward::Detached` settings).
+    route: usize,
+    headers: Headers,
+    body: Vec<u8>,
 }
 
 /// A forwarded request that holds a claim.
@@ -70,11 +89,17 @@ enum Stage {
     Idle,
     Hashing(Box<Hashing>),
     Forwarded(Forwarded),
+    /// The claimed request is on a detached exchange (callout `token`); the stream waits, paused.
+    Detached {
+        token: u32,
+    },
 }
 
 pub struct Filter {
     shared: Rc<Shared>,
     stage: Stage,
+    /// This HTTP context's id (the exchange's answer is relayed to it, if it still exists).
+    context_id: u32,
     /// The guarded route's kind: it decides which answers count as the outcome (core).
     kind: RouteKind,
 }
@@ -109,10 +134,11 @@ fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u
 }
 
 impl Filter {
-    pub fn new(shared: Rc<Shared>) -> Filter {
+    pub fn new(shared: Rc<Shared>, context_id: u32) -> Filter {
         Filter {
             shared,
             stage: Stage::Idle,
+            context_id,
             kind: RouteKind::Api,
         }
     }
@@ -122,8 +148,10 @@ impl Filter {
         Rc::clone(&self.shared.policy)
     }
 
+    /// Counts a decision and writes it for the access log ([`crate::access_log`]).
     fn count(&self, counter: Counter) {
         self.shared.metrics.bump(counter);
+        crate::access_log::record(counter);
     }
 
     fn debug(&self, key: &StorageKey, what: &str) {
@@ -308,12 +336,25 @@ impl Filter {
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
         );
+        let held = match &route.forward {
+            Forward::Detached(_) => policy
+                .routes
+                .iter()
+                .position(|r| std::ptr::eq(r, route))
+                .map(|route| Held {
+                    route,
+                    headers,
+                    body: Vec::new(),
+                }),
+            Forward::Router => None,
+        };
         let hashing = Box::new(Hashing {
             key,
             fingerprint,
             seen: 0,
             client,
             token: token_text,
+            held,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -343,6 +384,9 @@ impl Filter {
             self.count(Counter::InvalidBody);
             return self.reply(&EdgeAnswer::InvalidBody(&e));
         }
+        if let Some(held) = &mut hashing.held {
+            held.body.extend_from_slice(&chunk);
+        }
         if !end_of_stream {
             return Action::Continue;
         }
@@ -360,6 +404,7 @@ impl Filter {
             fingerprint,
             client,
             token,
+            held,
             ..
         } = *hashing;
         let key = match key {
@@ -412,9 +457,17 @@ impl Filter {
                 if let Some(text) = &token {
                     if let Some(action) = self.check_token(&client, text.as_deref()) {
                         // Not forwarded after all: the upstream never saw it, so release the key.
-                        self.finish_claim(key, owner, ResponseFacts::NeverReached);
+                        self.finish_claim(
+                            key,
+                            owner,
+                            ResponseFacts::NeverReached,
+                            DoubtCause::Other,
+                        );
                         return action;
                     }
+                }
+                if let Some(held) = held {
+                    return self.detach(key, owner, held);
                 }
                 self.stage = Stage::Forwarded(Forwarded {
                     key,
@@ -452,6 +505,64 @@ impl Filter {
         }
     }
 
+    /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
+    /// paused until its answer is relayed. If it cannot be sent, the upstream never saw it: the
+    /// claim is released and the client told so.
+    fn detach(&mut self, key: StorageKey, owner: OwnerToken, held: Held) -> Action {
+        let policy = self.policy();
+        let Some(Forward::Detached(route)) = policy.routes.get(held.route).map(|r| &r.forward)
+        else {
+            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
+        };
+        match detached::send(route, &held.headers, &held.body) {
+            Ok(token) => {
+                let exchange = Exchange {
+                    shared: Rc::clone(&self.shared),
+                    key,
+                    owner,
+                    stream: self.context_id,
+                    claimed_at: host::now(),
+                    kind: self.kind,
+                };
+                if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
+                    table.insert(token, Pending::Detached(exchange));
+                }
+                self.count(Counter::Detached);
+                self.debug(&key, "sent on a detached exchange");
+                self.stage = Stage::Detached { token };
+                Action::Pause
+            }
+            Err(status) => {
+                host::log(
+                    LogLevel::Warn,
+                    &format!(
+                        "could not send to cluster `{}` (status {}): released",
+                        route.cluster, status.0
+                    ),
+                );
+                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent))
+            }
+        }
+    }
+
+    /// Whether this stream waits for the detached exchange `token`.
+    pub fn awaits(&self, token: u32) -> bool {
+        matches!(self.stage, Stage::Detached { token: t } if t == token)
+    }
+
+    /// Gives the client its detached exchange's outcome (the key is settled already). Called on
+    /// the root context's callout answer, with this stream made the effective context.
+    pub fn relay(&mut self, relay: &Relay) {
+        self.stage = Stage::Idle;
+        if relay.from_upstream {
+            host::send_with_details(&relay.answer, RELAY_DETAILS);
+        } else {
+            host::send(&relay.answer);
+        }
+    }
+
     /// Refuses a request before its claim, with the core's answer.
     fn refuse(&mut self, refusal: &Refusal) -> Action {
         self.count(match refusal {
@@ -482,34 +593,16 @@ impl Filter {
         Action::Continue
     }
 
-    /// Completes, releases or keeps the claim, as the core decides from `facts`.
-    fn finish_claim(&mut self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) {
-        let facts = self.kind.screen(facts);
-        let policy = self.policy();
-        let mut store = self.shared.store();
-        let mut engine = Engine {
-            store: &mut store,
-            policy: &policy,
-        };
-        match engine.finish(key, owner, Some(facts), host::now()) {
-            Ok(FinishOutcome::Stored) => {
-                self.count(Counter::Stored);
-                self.debug(&key, "answer stored");
-            }
-            Ok(FinishOutcome::Released) => {
-                self.count(Counter::Released);
-                self.debug(&key, "released");
-            }
-            Ok(FinishOutcome::KeptInFlight) => {
-                self.count(Counter::InDoubt);
-                self.debug(
-                    &key,
-                    "outcome in doubt: kept in flight until the lease ends",
-                );
-            }
-            Ok(FinishOutcome::NotOwner) => self.debug(&key, "no longer the owner: nothing written"),
-            Err(e) => self.store_failed(&e),
-        }
+    /// Completes, releases or keeps the claim, as the core decides from `facts` (screened by the
+    /// route's kind: on a callback route only a 2xx is the outcome).
+    fn finish_claim(
+        &mut self,
+        key: StorageKey,
+        owner: OwnerToken,
+        facts: ResponseFacts,
+        cause: DoubtCause,
+    ) {
+        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
     }
 
     /// Ends the forwarded request with what is known now (response complete, or the stream is over).
@@ -517,17 +610,25 @@ impl Filter {
         let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
-        let facts = match (complete, forwarded.answer) {
-            (true, Some(capture)) => ResponseFacts::Upstream {
-                status: capture.status,
-                headers: capture.headers,
-                body: capture.body,
-            },
+        let (facts, cause) = match (complete, forwarded.answer) {
+            (true, Some(capture)) => (
+                ResponseFacts::Upstream {
+                    status: capture.status,
+                    headers: capture.headers,
+                    body: capture.body,
+                },
+                DoubtCause::Other,
+            ),
             // The stream ended without a complete upstream answer: what the final details say.
-            (_, _) => classify(host::property_text(&["response", "code_details"]).as_deref())
-                .facts_without_answer(),
+            (_, _) => {
+                let details = host::property_text(&["response", "code_details"]);
+                (
+                    classify(details.as_deref()).facts_without_answer(),
+                    doubt_cause(details.as_deref()),
+                )
+            }
         };
-        self.finish_claim(forwarded.key, forwarded.owner, facts);
+        self.finish_claim(forwarded.key, forwarded.owner, facts, cause);
     }
 
     fn response_headers(&mut self, end_of_stream: bool) -> Action {
@@ -535,7 +636,8 @@ impl Filter {
         let Stage::Forwarded(forwarded) = &mut self.stage else {
             return Action::Continue;
         };
-        match classify(host::property_text(&["response", "code_details"]).as_deref()) {
+        let details = host::property_text(&["response", "code_details"]);
+        match classify(details.as_deref()) {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
                 let mut status = 0;
@@ -571,6 +673,7 @@ impl Filter {
                     forwarded.key,
                     forwarded.owner,
                     origin.facts_without_answer(),
+                    doubt_cause(details.as_deref()),
                 );
             }
         }
@@ -600,23 +703,23 @@ impl Filter {
     }
 }
 
-impl Context for Filter {
-    fn on_done(&mut self) -> bool {
+/// The stream callbacks, as [`crate::dispatch`] calls them.
+impl Filter {
+    pub fn on_done(&mut self) {
+        // A detached exchange is not ended here: it belongs to the key and settles it when it
+        // answers (see `crate::detached`).
         self.end(false);
-        true
     }
-}
 
-impl HttpContext for Filter {
-    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         self.start(end_of_stream)
     }
 
-    fn on_http_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_request_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         self.hash_chunk(size, end_of_stream)
     }
 
-    fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
+    pub fn on_request_trailers(&mut self, _trailers: usize) -> Action {
         // Trailers end the request: the body is complete.
         match std::mem::replace(&mut self.stage, Stage::Idle) {
             Stage::Hashing(hashing) => self.claim(hashing),
@@ -627,7 +730,7 @@ impl HttpContext for Filter {
         }
     }
 
-    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         #[cfg(feature = "test-panic")] // Test-only build (tests/envoy/faults.rs): kill the VM.
         #[allow(clippy::panic)]
         if host::response_header("x-idemgate-test-panic").is_some() {
@@ -636,16 +739,16 @@ impl HttpContext for Filter {
         self.response_headers(end_of_stream)
     }
 
-    fn on_http_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
+    pub fn on_response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
         self.response_body(size, end_of_stream)
     }
 
-    fn on_http_response_trailers(&mut self, _trailers: usize) -> Action {
+    pub fn on_response_trailers(&mut self, _trailers: usize) -> Action {
         self.end(true);
         Action::Continue
     }
 
-    fn on_log(&mut self) {
+    pub fn on_log(&mut self) {
         self.end(false);
     }
 }

@@ -5,30 +5,33 @@
 //! decisions out. Build with `make build-filter`; configuration, behaviour table and metrics are in
 //! this crate's README.
 //!
-//! Modules, one concept each: [`root`] (configuration, background reclaim), [`filter`] (one request),
+//! Modules, one concept each: [`abi`] (the proxy-wasm host calls, without panics) and [`dispatch`]
+//! (the exports: the filter has its own thin ABI layer instead of the `proxy-wasm` SDK, so that
+//! callout answers can be routed by the root context — see [`abi`] for why), [`callout`] (the root
+//! context's pending callouts), [`detached`] (a claimed request's exchange that outlives its
+//! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
 //! [`host`] (host calls without panics), [`entropy`], and the conformance export for the wasmtime
-//! harness.
+//! harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
 #![deny(unsafe_code)]
 
+pub mod abi;
+pub mod access_log;
+pub mod callout;
 pub mod client;
+pub mod detached;
+pub mod dispatch;
 pub mod entropy;
 pub mod filter;
 pub mod host;
 pub mod metrics;
 pub mod origin;
 pub mod root;
+pub mod settle;
 pub mod shared_data_abi;
 pub mod shared_store;
 pub mod token_endpoint;
-
-proxy_wasm::main! {{
-    proxy_wasm::set_log_level(proxy_wasm::types::LogLevel::Trace);
-    proxy_wasm::set_root_context(|_context_id| -> Box<dyn proxy_wasm::traits::RootContext> {
-        Box::new(root::Root::default())
-    });
-}}
 
 /// Conformance vectors through the shipped `.wasm` (for the wasmtime harness): reads the UTF-8 JSON
 /// case `{"group":..,"input":..}` at `ptr..ptr+len` (memory the harness obtained from the exported

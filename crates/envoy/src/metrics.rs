@@ -2,8 +2,7 @@
 //! metrics under the `wasmcustom.` prefix at the admin `/stats`). Defined once per VM in
 //! `on_configure`; a counter Envoy refused to define is skipped, never a panic.
 
-use proxy_wasm::hostcalls;
-use proxy_wasm::types::MetricType;
+use crate::abi;
 
 /// Every counter the filter keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +25,22 @@ pub enum Counter {
     Released,
     /// An expired lease was taken over by a retry.
     TakenOver,
-    /// The outcome was in doubt: the claim stays in flight until its lease ends.
+    /// The outcome was in doubt: the claim stays in flight until its lease ends (every cause).
     InDoubt,
+    /// In doubt because the upstream reset or closed the exchange after the request was sent.
+    InDoubtUpstreamReset,
+    /// In doubt because the upstream timeout fired.
+    InDoubtUpstreamTimeout,
+    /// In doubt because the client went away (router path only: a detached exchange outlives it).
+    InDoubtClientGone,
+    /// In doubt for another or an unknown reason.
+    InDoubtOther,
+    /// A claimed request was sent on a detached exchange (the edge's own call to the cluster).
+    Detached,
+    /// A detached exchange answered after its client had gone: settled all the same.
+    DetachedClientGone,
+    /// A detached exchange's answer was over `upstream.max_body`: recorded, not relayed.
+    RelayTooLarge,
     /// The store had no room: the configured failure mode applied.
     StoreFull,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
@@ -49,7 +62,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 20] = [
+    pub const ALL: [Counter; 27] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -60,6 +73,13 @@ impl Counter {
         Counter::Released,
         Counter::TakenOver,
         Counter::InDoubt,
+        Counter::InDoubtUpstreamReset,
+        Counter::InDoubtUpstreamTimeout,
+        Counter::InDoubtClientGone,
+        Counter::InDoubtOther,
+        Counter::Detached,
+        Counter::DetachedClientGone,
+        Counter::RelayTooLarge,
         Counter::StoreFull,
         Counter::StoreError,
         Counter::ScopeUnavailable,
@@ -84,6 +104,13 @@ impl Counter {
             Counter::Released => "idemgate.released",
             Counter::TakenOver => "idemgate.taken_over",
             Counter::InDoubt => "idemgate.in_doubt",
+            Counter::InDoubtUpstreamReset => "idemgate.in_doubt.upstream_reset",
+            Counter::InDoubtUpstreamTimeout => "idemgate.in_doubt.upstream_timeout",
+            Counter::InDoubtClientGone => "idemgate.in_doubt.client_gone",
+            Counter::InDoubtOther => "idemgate.in_doubt.other",
+            Counter::Detached => "idemgate.detached",
+            Counter::DetachedClientGone => "idemgate.detached_client_gone",
+            Counter::RelayTooLarge => "idemgate.relay_too_large",
             Counter::StoreFull => "idemgate.store_full",
             Counter::StoreError => "idemgate.store_error",
             Counter::ScopeUnavailable => "idemgate.scope_unavailable",
@@ -109,7 +136,7 @@ impl Metrics {
     pub fn define() -> Metrics {
         let mut metrics = Metrics::default();
         for (slot, counter) in metrics.ids.iter_mut().zip(Counter::ALL) {
-            *slot = hostcalls::define_metric(MetricType::Counter, counter.name()).ok();
+            *slot = abi::define_counter(counter.name()).ok();
         }
         metrics
     }
@@ -118,7 +145,7 @@ impl Metrics {
         let index = Counter::ALL.iter().position(|c| *c == counter);
         if let Some(id) = index.and_then(|i| self.ids.get(i).copied().flatten()) {
             // A failed increment only loses a count.
-            let _ = hostcalls::increment_metric(id, 1);
+            let _ = abi::increment_metric(id, 1);
         }
     }
 }

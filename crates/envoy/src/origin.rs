@@ -11,6 +11,7 @@
 //! Anything unknown is *in doubt*: the cost of that mistake is a 409 until the lease ends, while the
 //! cost of wrongly saying "never reached" is a second execution.
 
+use crate::metrics::Counter;
 use idemgate_core::decision::ResponseFacts;
 
 /// The detail Envoy gives an answer that came from the upstream.
@@ -64,7 +65,7 @@ const NEVER_REACHED_DETAILS: &[&str] = &[
 /// Reset reasons (inside `upstream_reset_before_response_started{…}`) that prove the request was not
 /// processed: the connection never came up, a circuit breaker refused it, or an HTTP/2 peer refused
 /// the stream (REFUSED_STREAM guarantees no processing, RFC 9113 §8.7).
-const NEVER_REACHED_RESETS: &[&str] = &[
+pub const NEVER_REACHED_RESETS: &[&str] = &[
     "connection_failure",
     "connection failure",
     "overflow",
@@ -100,9 +101,68 @@ pub fn classify(details: Option<&str>) -> Origin {
     Origin::InDoubt
 }
 
+/// Why an outcome is in doubt (the in-doubt metric is split by it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DoubtCause {
+    /// The upstream reset or closed the exchange after the request may have been sent.
+    UpstreamReset,
+    /// The upstream timeout fired.
+    UpstreamTimeout,
+    /// The client went away and Envoy reset the upstream request (router path only).
+    ClientGone,
+    /// Anything else, or no details at all.
+    Other,
+}
+
+impl DoubtCause {
+    pub fn counter(self) -> Counter {
+        match self {
+            DoubtCause::UpstreamReset => Counter::InDoubtUpstreamReset,
+            DoubtCause::UpstreamTimeout => Counter::InDoubtUpstreamTimeout,
+            DoubtCause::ClientGone => Counter::InDoubtClientGone,
+            DoubtCause::Other => Counter::InDoubtOther,
+        }
+    }
+}
+
+/// The cause of an in-doubt outcome, told by `response.code_details`.
+pub fn doubt_cause(details: Option<&str>) -> DoubtCause {
+    let details = details.unwrap_or("");
+    if details == "response_timeout"
+        || details == "upstream_per_try_timeout"
+        || details == "upstream_max_stream_duration_reached"
+    {
+        DoubtCause::UpstreamTimeout
+    } else if details.starts_with("downstream_") || details.contains("downstream_remote_disconnect")
+    {
+        DoubtCause::ClientGone
+    } else if details.starts_with("upstream_reset_") {
+        DoubtCause::UpstreamReset
+    } else {
+        DoubtCause::Other
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn doubt_causes() {
+        assert_eq!(
+            doubt_cause(Some("response_timeout")),
+            DoubtCause::UpstreamTimeout
+        );
+        assert_eq!(
+            doubt_cause(Some("downstream_remote_disconnect")),
+            DoubtCause::ClientGone
+        );
+        assert_eq!(
+            doubt_cause(Some("upstream_reset_before_response_started{remote_reset}")),
+            DoubtCause::UpstreamReset
+        );
+        assert_eq!(doubt_cause(None), DoubtCause::Other);
+    }
 
     #[test]
     fn upstream_answers() {

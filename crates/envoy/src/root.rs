@@ -1,6 +1,8 @@
 //! The plugin's root context: compiles the configuration once per VM (`on_configure`), hands every
 //! request context a reference to it, and reclaims expired records in the background (`on_tick`).
 
+use crate::abi::{self, LogLevel};
+use crate::callout::CalloutTable;
 use crate::filter::Filter;
 use crate::host;
 use crate::metrics::Metrics;
@@ -8,10 +10,7 @@ use crate::shared_store::{HostSharedData, SharedStore};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::{Bucket, OwnerToken};
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
-use proxy_wasm::hostcalls;
-use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -25,6 +24,9 @@ pub struct Shared {
     /// layout could not be created at configure time.
     pub settle_updates: bool,
     pub owners: OwnerTokens,
+    /// The root context's pending callouts (detached exchanges): a request context registers its
+    /// call here, and the answer is routed from here even after that context is gone.
+    pub callouts: Rc<RefCell<CalloutTable>>,
 }
 
 impl Shared {
@@ -75,17 +77,14 @@ const TICK: Duration = Duration::from_secs(1);
 pub struct Root {
     shared: Option<Rc<Shared>>,
     sweep_cursor: u32,
+    /// Kept across reconfigurations: a callout made under the old configuration still finds its
+    /// entry (which carries the configuration it was made under).
+    pub callouts: Rc<RefCell<CalloutTable>>,
 }
 
-impl Context for Root {}
-
-impl RootContext for Root {
-    fn on_configure(&mut self, _size: usize) -> bool {
-        let text = hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX)
-            .ok()
-            .flatten()
-            .unwrap_or_default();
-        let Ok(text) = String::from_utf8(text) else {
+impl Root {
+    pub fn on_configure(&mut self, _size: usize) -> bool {
+        let Some(text) = host::plugin_configuration() else {
             host::log(
                 LogLevel::Error,
                 "configuration is not valid: not UTF-8 text",
@@ -112,11 +111,12 @@ impl RootContext for Root {
             debug: Cell::new(host::debug_enabled()),
             settle_updates: !precreated.all_exist,
             owners: OwnerTokens::new(crate::entropy::random16()),
+            callouts: Rc::clone(&self.callouts),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();
         self.sweep_cursor = u32::from_le_bytes([seed[0], seed[1], 0, 0]);
-        let _ = hostcalls::set_tick_period(TICK);
+        let _ = abi::set_tick_period(TICK);
         host::log(
             LogLevel::Info,
             &format!(
@@ -135,7 +135,7 @@ impl RootContext for Root {
         true
     }
 
-    fn on_tick(&mut self) {
+    pub fn on_tick(&mut self) {
         let Some(shared) = &self.shared else { return };
         shared.debug.set(host::debug_enabled());
         let layout = Layout {
@@ -149,13 +149,10 @@ impl RootContext for Root {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    /// A request context, once the root is configured (before that, requests pass untouched).
+    pub fn create_http_context(&self, context_id: u32) -> Option<Filter> {
         let shared = self.shared.clone()?;
-        Some(Box::new(Filter::new(shared)))
-    }
-
-    fn get_type(&self) -> Option<ContextType> {
-        Some(ContextType::HttpContext)
+        Some(Filter::new(shared, context_id))
     }
 }
 

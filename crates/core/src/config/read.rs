@@ -7,8 +7,9 @@
 //! Envoy's log through a type error.
 
 use super::{
-    Config, ConfigError, FailureConfig, FingerprintConfig, KeyConfig, ModeConfig, RouteConfig,
-    ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
+    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
+    RouteConfig, ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
+    UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
@@ -33,17 +34,22 @@ const CONFIG_FIELDS: &[&str] = &[
     "on_store_full",
     "on_store_error",
     "token",
+    "upstream",
 ];
 const ROUTE_FIELDS: &[&str] = &[
     "prefix",
     "methods",
     "key",
     "token",
+    "forward",
+    "cluster",
+    "upstream_timeout",
     "kind",
     "key_from",
     "signature",
 ];
 const SIGNATURE_FIELDS: &[&str] = &["scheme", "secret", "secret_env", "tolerance"];
+const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
@@ -91,6 +97,7 @@ impl Config {
                 "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
+                "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
             }
         }
@@ -103,6 +110,9 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut methods = None;
     let mut key_rule = None;
     let mut token_rule = None;
+    let mut forward = None;
+    let mut cluster = None;
+    let mut upstream_timeout = None;
     let mut kind = None;
     let mut key_from = None;
     let mut signature_rule = None;
@@ -135,6 +145,20 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                     )
                 })?
             }
+            "forward" => {
+                forward = opt(value, |v| {
+                    choice(
+                        &at,
+                        v,
+                        &[
+                            ("detached", ForwardConfig::Detached),
+                            ("router", ForwardConfig::Router),
+                        ],
+                    )
+                })?
+            }
+            "cluster" => cluster = opt(value, |v| string(&at, v))?,
+            "upstream_timeout" => upstream_timeout = opt(value, |v| string(&at, v))?,
             "kind" => {
                 kind = opt(value, |v| {
                     choice(
@@ -160,7 +184,24 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         methods,
         key: key_rule,
         token: token_rule,
+        forward,
+        cluster,
+        upstream_timeout,
     })
+}
+
+fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
+    let mut u = UpstreamConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match key.as_str() {
+            "cluster" => u.cluster = opt(value, |v| string(&at, v))?,
+            "timeout" => u.timeout = opt(value, |v| string(&at, v))?,
+            "max_body" => u.max_body = opt(value, |v| size(&at, v))?,
+            _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
+        }
+    }
+    Ok(u)
 }
 
 /// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.

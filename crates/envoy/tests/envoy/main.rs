@@ -10,6 +10,7 @@ mod harness;
 mod upstream;
 
 mod config;
+mod detached;
 mod exactly_once;
 mod faults;
 mod key_sources;

@@ -1,0 +1,52 @@
+//! Callouts the root context owns: every `proxy_http_call` the filter makes is registered here
+//! under its token, and its answer (`proxy_on_http_call_response(root_context_id, token, ..)`) is
+//! routed from here — whether or not the stream that made the call still exists.
+//!
+//! Why the root and not the stream: in proxy-wasm-cpp-host an HTTP call belongs to the root
+//! context, and Envoy keeps it running when the client's stream is destroyed. What a pending call
+//! needs to finish its work therefore lives in the table entry, never in the stream: a detached
+//! exchange carries its key, owner token and shared state; the stream, if it still exists when the
+//! answer comes, is only told what to send to its client. Tokens are per root context, so each
+//! root has its own table.
+//!
+//! Kinds of callouts are variants of [`Pending`]; a new kind (e.g. a remote store request) adds a
+//! variant and its arm in [`crate::dispatch`]'s `proxy_on_http_call_response`.
+
+use crate::detached::Exchange;
+use std::collections::HashMap;
+
+/// A callout waiting for its answer.
+#[non_exhaustive]
+pub enum Pending {
+    /// A claimed request sent upstream by the edge itself ([`crate::detached`]).
+    Detached(Exchange),
+}
+
+/// The pending callouts of one root context, by token.
+#[derive(Default)]
+pub struct CalloutTable {
+    pending: HashMap<u32, Pending>,
+}
+
+impl CalloutTable {
+    /// Registers a callout the host accepted under `token`. A token the host reuses while its
+    /// first use is pending (it never does) replaces the older entry, which is returned.
+    pub fn insert(&mut self, token: u32, pending: Pending) -> Option<Pending> {
+        self.pending.insert(token, pending)
+    }
+
+    /// Removes and returns the callout answered under `token`; `None` for a token this table
+    /// never registered (e.g. made before a reconfiguration by another root).
+    pub fn take(&mut self, token: u32) -> Option<Pending> {
+        self.pending.remove(&token)
+    }
+
+    /// Callouts in flight (for memory accounting and tests).
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}

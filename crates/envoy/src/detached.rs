@@ -1,0 +1,410 @@
+//! Detached execution (issue 12): the upstream exchange of a claimed request belongs to the key,
+//! not to the client's connection.
+//!
+//! On a route whose `forward` is `detached`, the filter keeps the request (headers and the body it
+//! hashes, within `max_request_body`), and once the claim is won it sends the request itself with
+//! `proxy_http_call` to the route's Envoy cluster, with the route's upstream timeout, instead of
+//! letting the stream continue to the router (the stream stays paused; the router never starts).
+//! That call belongs to the root context: if the client goes away, Envoy destroys the stream but
+//! the call runs to its end, and its answer comes to the root context's
+//! `proxy_on_http_call_response`, where [`crate::callout`] finds this module's [`Exchange`]:
+//!
+//! 1. the answer is classified ([`classify_answer`]): the upstream's own answer, a reply Envoy's
+//!    async client made because the request never reached an upstream, or no answer (reset,
+//!    upstream timeout: in doubt);
+//! 2. the claim is settled through the core under the usual rules ([`crate::settle`]): release set,
+//!    header allow-list, `max_response_body`;
+//! 3. if the client's stream still exists, it gets the answer: the upstream's status, headers
+//!    (without hop-by-hop headers, `content-length`, `date`, `server` and `x-envoy-*`, which Envoy
+//!    sets itself) and body, as a local reply with `response.code_details` =
+//!    [`RELAY_DETAILS`]; a clear problem answer otherwise ([`RelayProblem`]). The stream's own
+//!    response callbacks see that reply and leave it alone (stage `Detached`/`Idle`).
+//!
+//! What the request carries upstream is what the router would forward: method, path and query,
+//! `:authority`, `:scheme`, every end-to-end header (`x-request-id`, `x-forwarded-for`, ...), and
+//! the body, with `content-length` set; never hop-by-hop headers (RFC 9110 §7.6.1) or those the
+//! `connection` header names.
+//!
+//! Differences from the router path (the README lists them): no per-try timeout or retry policy of
+//! the route applies (the request is sent once; the cluster's circuit breakers and outlier
+//! detection still do); the answer is buffered whole (up to `upstream.max_body`) before the client
+//! gets any of it, so nothing streams; an answer over `upstream.max_body` is recorded (status,
+//! headers, no body) but the client gets a `relay_too_large` problem.
+
+use crate::abi::{self, BufferType, Headers, LogLevel, MapType, Status};
+use crate::host;
+use crate::metrics::Counter;
+use crate::origin::{DoubtCause, NEVER_REACHED_RESETS};
+use crate::root::Shared;
+use crate::settle::settle;
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::policy::{Detached, RouteKind};
+use idemgate_core::protocol::FinishOutcome;
+use idemgate_core::record::OwnerToken;
+use idemgate_core::scope::StorageKey;
+use idemgate_core::time::UnixMillis;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// `response.code_details` of a relayed answer (in access logs).
+pub const RELAY_DETAILS: &str = "idemgate_relayed";
+
+/// The header Envoy's router adds to every answer that came from an upstream (and never to the
+/// replies it makes itself); it tells the upstream's answer from the async client's own.
+pub const UPSTREAM_MARK: &str = "x-envoy-upstream-service-time";
+
+/// Request headers never forwarded: hop-by-hop (RFC 9110 §7.6.1) and the length, which the edge
+/// sets for the body it sends.
+const NOT_FORWARDED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "content-length",
+];
+
+/// Answer headers never relayed: hop-by-hop ones, and those Envoy sets on the reply itself.
+const NOT_RELAYED: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "content-length",
+    "date",
+    "server",
+];
+
+/// A detached exchange in flight: everything needed to settle its key when the answer comes, with
+/// or without the stream that started it.
+pub struct Exchange {
+    pub shared: Rc<Shared>,
+    pub key: StorageKey,
+    pub owner: OwnerToken,
+    /// The stream (HTTP context id) waiting for the answer, if it still exists then.
+    pub stream: u32,
+    pub claimed_at: UnixMillis,
+    /// The route's kind: on a callback route only a 2xx answer settles the key (core).
+    pub kind: RouteKind,
+}
+
+/// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
+/// headers included), with `content_length` for its body.
+pub fn forward_headers<'a>(
+    headers: &'a Headers,
+    content_length: &'a str,
+) -> Vec<(&'a str, &'a [u8])> {
+    let named_by_connection: Vec<String> = headers
+        .iter()
+        .filter(|(name, _)| name == "connection")
+        .flat_map(|(_, value)| {
+            String::from_utf8_lossy(value)
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .filter(|t| !t.is_empty())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut out: Vec<(&str, &[u8])> = headers
+        .iter()
+        .filter(|(name, _)| {
+            let name = name.as_str();
+            if let Some(pseudo) = name.strip_prefix(':') {
+                return matches!(pseudo, "method" | "path" | "authority" | "scheme");
+            }
+            !NOT_FORWARDED.contains(&name) && !named_by_connection.iter().any(|n| n == name)
+        })
+        .map(|(name, value)| (name.as_str(), value.as_slice()))
+        .collect();
+    out.push(("content-length", content_length.as_bytes()));
+    out
+}
+
+/// Sends the claimed request on a detached exchange; the token names the callout.
+pub fn send(detached: &Detached, headers: &Headers, body: &[u8]) -> Result<u32, Status> {
+    let length = body.len().to_string();
+    let forwarded = forward_headers(headers, &length);
+    abi::http_call(
+        &detached.cluster,
+        &forwarded,
+        body,
+        Duration::from_millis(detached.timeout.as_millis()),
+    )
+}
+
+/// Where a callout's answer came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CalloutOrigin {
+    /// The upstream answered: its status, headers and body are the result.
+    Upstream,
+    /// Envoy's async client answered because the request never reached an upstream (no healthy
+    /// upstream, connection refused): a retry is safe.
+    NeverReached,
+    /// No answer from the upstream after the request may have been sent.
+    InDoubt(DoubtCause),
+}
+
+/// Classifies a callout's answer. The upstream's answers carry [`UPSTREAM_MARK`]; the replies
+/// Envoy's router makes itself (inside the async client) do not, and say why in their body.
+/// An unmarked answer that is none of the known replies is in doubt: wrongly calling it "never
+/// reached" could cost a second execution, wrongly calling it in doubt only a 409 until the lease
+/// ends.
+pub fn classify_answer(status: u16, headers: &Headers, body: &[u8]) -> CalloutOrigin {
+    if headers.iter().any(|(name, _)| name == UPSTREAM_MARK) {
+        return CalloutOrigin::Upstream;
+    }
+    let text = std::str::from_utf8(body).unwrap_or("");
+    const RESET: &str = "upstream connect error or disconnect/reset before headers. ";
+    if status == 503 && text == "no healthy upstream" {
+        return CalloutOrigin::NeverReached;
+    }
+    if let Some(rest) = text.strip_prefix(RESET) {
+        let reason = rest
+            .split("reset reason: ")
+            .nth(1)
+            .and_then(|r| r.split(',').next())
+            .unwrap_or("")
+            .trim();
+        if NEVER_REACHED_RESETS.iter().any(|r| reason.starts_with(r)) {
+            return CalloutOrigin::NeverReached;
+        }
+        return CalloutOrigin::InDoubt(DoubtCause::UpstreamReset);
+    }
+    if status == 504 && text == "upstream request timeout" {
+        return CalloutOrigin::InDoubt(DoubtCause::UpstreamTimeout);
+    }
+    CalloutOrigin::InDoubt(DoubtCause::Other)
+}
+
+/// What the client's stream is sent when the exchange ends.
+pub struct Relay {
+    pub answer: HttpAnswer,
+    /// The upstream's own answer (else a problem answer the edge made).
+    pub from_upstream: bool,
+}
+
+/// The exchange's answer has come (`num_headers == 0`: the call failed without one). Reads it,
+/// settles the key, and returns what the client gets if its stream still exists. Must run before
+/// any `set_effective_context`: the answer's headers and body belong to the root context.
+pub fn answered(
+    exchange: Exchange,
+    num_headers: usize,
+    body_size: usize,
+    client_waits: bool,
+) -> Relay {
+    let Exchange {
+        shared,
+        key,
+        owner,
+        claimed_at,
+        kind,
+        ..
+    } = exchange;
+    let policy = Rc::clone(&shared.policy);
+    if !client_waits {
+        shared.metrics.bump(Counter::DetachedClientGone);
+    }
+    let no_answer = |shared: &Shared, cause: DoubtCause| {
+        let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause);
+        let answer = match outcome {
+            Some(FinishOutcome::Released) => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
+            _ => {
+                let now = host::now();
+                let retry_after = now.until(claimed_at.after(policy.lease));
+                answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }))
+            }
+        };
+        Relay {
+            answer,
+            from_upstream: false,
+        }
+    };
+    if num_headers == 0 {
+        return no_answer(&shared, DoubtCause::UpstreamReset);
+    }
+    let headers = host::headers(MapType::HttpCallResponseHeaders);
+    let status = headers
+        .iter()
+        .find(|(name, _)| name == ":status")
+        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|s| s.parse::<u16>().ok())
+        .unwrap_or(0);
+    let relay_limit = usize::try_from(policy.max_relay_body).unwrap_or(usize::MAX);
+    let body = if body_size <= relay_limit {
+        Some(host::body(BufferType::HttpCallResponseBody, body_size))
+    } else {
+        None
+    };
+    if shared.debug.get() {
+        host::log(
+            LogLevel::Debug,
+            &format!(
+                "key {} detached answer: status {status}, {body_size} body bytes, upstream mark: {}",
+                key.log_label(),
+                headers.iter().any(|(n, _)| n == UPSTREAM_MARK)
+            ),
+        );
+    }
+    match classify_answer(status, &headers, body.as_deref().unwrap_or(&[])) {
+        CalloutOrigin::NeverReached => {
+            settle(
+                &shared,
+                key,
+                owner,
+                ResponseFacts::NeverReached,
+                DoubtCause::Other,
+            );
+            Relay {
+                answer: answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
+                from_upstream: false,
+            }
+        }
+        CalloutOrigin::InDoubt(cause) => no_answer(&shared, cause),
+        CalloutOrigin::Upstream => {
+            let stored_headers = headers
+                .iter()
+                .filter(|(name, _)| policy.replays_header(name))
+                .filter_map(|(name, value)| {
+                    String::from_utf8(value.clone())
+                        .ok()
+                        .map(|v| (name.clone(), v))
+                })
+                .collect();
+            let stored_body = body
+                .as_ref()
+                .filter(|b| b.len() as u64 <= policy.max_response_body)
+                .cloned();
+            // On a callback route only a 2xx settles the key (the core's screen); else released.
+            settle(
+                &shared,
+                key,
+                owner,
+                kind.screen(ResponseFacts::Upstream {
+                    status,
+                    headers: stored_headers,
+                    body: stored_body,
+                }),
+                DoubtCause::Other,
+            );
+            let Some(body) = body else {
+                shared.metrics.bump(Counter::RelayTooLarge);
+                return Relay {
+                    answer: answer(&EdgeAnswer::Relay(RelayProblem::TooLarge {
+                        limit: policy.max_relay_body,
+                    })),
+                    from_upstream: false,
+                };
+            };
+            let relayed = headers
+                .into_iter()
+                .filter(|(name, _)| {
+                    !name.starts_with(':')
+                        && !NOT_RELAYED.contains(&name.as_str())
+                        && !name.starts_with("x-envoy-")
+                })
+                .filter_map(|(name, value)| String::from_utf8(value).ok().map(|v| (name, v)))
+                .collect();
+            Relay {
+                answer: HttpAnswer {
+                    status,
+                    headers: relayed,
+                    body,
+                },
+                from_upstream: true,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(pairs: &[(&str, &str)]) -> Headers {
+        pairs
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn forwards_end_to_end_headers_only() {
+        let headers = h(&[
+            (":method", "POST"),
+            (":path", "/orders?x=1"),
+            (":authority", "shop"),
+            (":scheme", "http"),
+            (":protocol", "websocket"),
+            ("connection", "keep-alive, x-private"),
+            ("keep-alive", "timeout=5"),
+            ("x-private", "1"),
+            ("transfer-encoding", "chunked"),
+            ("content-length", "99"),
+            ("x-request-id", "abc"),
+            ("idempotency-key", "k"),
+            ("content-type", "application/json"),
+        ]);
+        let forwarded = forward_headers(&headers, "12");
+        let names: Vec<&str> = forwarded.iter().map(|(n, _)| *n).collect();
+        assert_eq!(
+            names,
+            [
+                ":method",
+                ":path",
+                ":authority",
+                ":scheme",
+                "x-request-id",
+                "idempotency-key",
+                "content-type",
+                "content-length"
+            ]
+        );
+        assert_eq!(forwarded.last().map(|(_, v)| *v), Some(b"12".as_slice()));
+    }
+
+    #[test]
+    fn tells_the_upstream_from_the_async_clients_own_replies() {
+        let marked = h(&[(":status", "503"), (UPSTREAM_MARK, "3")]);
+        let local = h(&[(":status", "503"), ("content-type", "text/plain")]);
+        assert_eq!(
+            classify_answer(503, &marked, b"no healthy upstream"),
+            CalloutOrigin::Upstream
+        );
+        assert_eq!(
+            classify_answer(503, &local, b"no healthy upstream"),
+            CalloutOrigin::NeverReached
+        );
+        assert_eq!(
+            classify_answer(
+                503,
+                &local,
+                b"upstream connect error or disconnect/reset before headers. reset reason: connection failure, transport failure reason: delayed connect error: Connection refused"
+            ),
+            CalloutOrigin::NeverReached
+        );
+        assert_eq!(
+            classify_answer(
+                503,
+                &local,
+                b"upstream connect error or disconnect/reset before headers. reset reason: connection termination"
+            ),
+            CalloutOrigin::InDoubt(DoubtCause::UpstreamReset)
+        );
+        assert_eq!(
+            classify_answer(504, &local, b"upstream request timeout"),
+            CalloutOrigin::InDoubt(DoubtCause::UpstreamTimeout)
+        );
+        assert_eq!(
+            classify_answer(200, &local, b"{}"),
+            CalloutOrigin::InDoubt(DoubtCause::Other)
+        );
+    }
+}

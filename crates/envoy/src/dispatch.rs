@@ -1,0 +1,210 @@
+//! The proxy-wasm exports: the host calls these, and they route each call to the root context or
+//! the HTTP context it names. One table per VM (wasm is single-threaded; each Envoy worker has
+//! its own VM). Envoy never re-enters the module from inside a host call except through
+//! `proxy_on_memory_allocate` (local replies and callout answers are delivered after the current
+//! callback returns), so holding the table across a callback is sound; even so every borrow is a
+//! `try_borrow_mut`, and a call that finds the table busy is answered with `Continue`, never a
+//! panic.
+//!
+//! Callout answers (`proxy_on_http_call_response`) arrive on the *root* context that owns the
+//! call; the root's [`CalloutTable`] says what the token was for, and the stream that asked is
+//! looked up here — it may be gone, which is the point of [`crate::detached`].
+#![allow(unsafe_code)]
+
+use crate::abi::{self, Action, LogLevel};
+use crate::callout::Pending;
+use crate::detached;
+use crate::filter::Filter;
+use crate::root::Root;
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+#[derive(Default)]
+struct Vm {
+    roots: HashMap<u32, Root>,
+    streams: HashMap<u32, Filter>,
+}
+
+thread_local! {
+    static VM: RefCell<Vm> = RefCell::new(Vm::default());
+}
+
+fn with_vm<T>(fallback: T, f: impl FnOnce(&mut Vm) -> T) -> T {
+    VM.with(|vm| match vm.try_borrow_mut() {
+        Ok(mut vm) => f(&mut vm),
+        Err(_) => fallback,
+    })
+}
+
+fn stream<T: Copy>(context_id: u32, fallback: T, f: impl FnOnce(&mut Filter) -> T) -> T {
+    with_vm(fallback, |vm| match vm.streams.get_mut(&context_id) {
+        Some(filter) => f(filter),
+        None => fallback,
+    })
+}
+
+fn action(a: Action) -> u32 {
+    a as u32
+}
+
+#[cfg(target_os = "wasi")]
+extern "C" {
+    fn __wasm_call_ctors();
+}
+
+/// WASI reactor start: runs the module's constructors once, before any other export.
+#[no_mangle]
+pub extern "C" fn _initialize() {
+    #[cfg(target_os = "wasi")]
+    // SAFETY: called once by the host before any other export, as WASI reactors require.
+    unsafe {
+        __wasm_call_ctors();
+    }
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_abi_version_0_2_1() {}
+
+/// Memory the host fills (host call results, configuration): a `Vec<u8>` of capacity `size`,
+/// leaked here and taken back exactly once by [`crate::abi`] (or by `shared_data_abi`).
+#[no_mangle]
+pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
+    let mut buffer: Vec<u8> = Vec::with_capacity(size);
+    let ptr = buffer.as_mut_ptr();
+    std::mem::forget(buffer);
+    ptr
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_context_create(context_id: u32, parent_id: u32) {
+    with_vm((), |vm| {
+        if parent_id == 0 {
+            vm.roots.insert(context_id, Root::default());
+        } else if let Some(filter) = vm
+            .roots
+            .get(&parent_id)
+            .and_then(|root| root.create_http_context(context_id))
+        {
+            vm.streams.insert(context_id, filter);
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_vm_start(_context_id: u32, _size: usize) -> u32 {
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_configure(context_id: u32, size: usize) -> u32 {
+    with_vm(0, |vm| match vm.roots.get_mut(&context_id) {
+        Some(root) => u32::from(root.on_configure(size)),
+        None => 0,
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_tick(context_id: u32) {
+    with_vm((), |vm| {
+        if let Some(root) = vm.roots.get_mut(&context_id) {
+            root.on_tick();
+        }
+    })
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_headers(context_id: u32, headers: usize, eos: u32) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_request_headers(headers, eos != 0)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_body(context_id: u32, size: usize, eos: u32) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_request_body(size, eos != 0)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_request_trailers(context_id: u32, trailers: usize) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_request_trailers(trailers)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_headers(context_id: u32, headers: usize, eos: u32) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_response_headers(headers, eos != 0)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_body(context_id: u32, size: usize, eos: u32) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_response_body(size, eos != 0)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_response_trailers(context_id: u32, trailers: usize) -> u32 {
+    action(stream(context_id, Action::Continue, |f| {
+        f.on_response_trailers(trailers)
+    }))
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_log(context_id: u32) {
+    stream(context_id, (), |f| f.on_log())
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_done(context_id: u32) -> u32 {
+    stream(context_id, (), |f| f.on_done());
+    1
+}
+
+#[no_mangle]
+pub extern "C" fn proxy_on_delete(context_id: u32) {
+    with_vm((), |vm| {
+        if vm.streams.remove(&context_id).is_none() {
+            vm.roots.remove(&context_id);
+        }
+    })
+}
+
+/// The answer to a callout, on the root context that owns it (see [`crate::callout`]).
+#[no_mangle]
+pub extern "C" fn proxy_on_http_call_response(
+    context_id: u32,
+    token: u32,
+    num_headers: usize,
+    body_size: usize,
+    _num_trailers: usize,
+) {
+    with_vm((), |vm| {
+        let pending = vm
+            .roots
+            .get(&context_id)
+            .and_then(|root| root.callouts.try_borrow_mut().ok())
+            .and_then(|mut table| table.take(token));
+        match pending {
+            Some(Pending::Detached(exchange)) => {
+                let stream_id = exchange.stream;
+                let waits = vm.streams.get(&stream_id).is_some_and(|f| f.awaits(token));
+                // Reads the answer (it belongs to the root context) and settles the key first.
+                let relay = detached::answered(exchange, num_headers, body_size, waits);
+                if waits && abi::set_effective_context(stream_id).is_ok() {
+                    if let Some(filter) = vm.streams.get_mut(&stream_id) {
+                        filter.relay(&relay);
+                    }
+                }
+            }
+            None => abi::log(
+                LogLevel::Debug,
+                "an HTTP call answered that this root context does not know",
+            ),
+        }
+    })
+}

@@ -1,0 +1,61 @@
+//! Settling a claim: completes, releases or keeps it in flight, as the core decides from the
+//! response facts — one function for the router path (the stream's own response) and the
+//! detached path (a callout's answer, possibly after the stream is gone).
+
+use crate::abi::LogLevel;
+use crate::host;
+use crate::metrics::Counter;
+use crate::origin::DoubtCause;
+use crate::root::Shared;
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::protocol::{Engine, FinishOutcome};
+use idemgate_core::record::OwnerToken;
+use idemgate_core::scope::StorageKey;
+
+/// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
+/// it in flight (in doubt). Returns what the core did (`None` if the store failed).
+pub fn settle(
+    shared: &Shared,
+    key: StorageKey,
+    owner: OwnerToken,
+    facts: ResponseFacts,
+    cause: DoubtCause,
+) -> Option<FinishOutcome> {
+    let policy = &shared.policy;
+    let mut store = shared.store();
+    let mut engine = Engine {
+        store: &mut store,
+        policy,
+    };
+    let debug = |what: &str| {
+        if shared.debug.get() {
+            host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
+        }
+    };
+    match engine.finish(key, owner, Some(facts), host::now()) {
+        Ok(outcome) => {
+            match outcome {
+                FinishOutcome::Stored => {
+                    shared.metrics.bump(Counter::Stored);
+                    debug("answer stored");
+                }
+                FinishOutcome::Released => {
+                    shared.metrics.bump(Counter::Released);
+                    debug("released");
+                }
+                FinishOutcome::KeptInFlight => {
+                    shared.metrics.bump(Counter::InDoubt);
+                    shared.metrics.bump(cause.counter());
+                    debug("outcome in doubt: kept in flight until the lease ends");
+                }
+                FinishOutcome::NotOwner => debug("no longer the owner: nothing written"),
+            }
+            Some(outcome)
+        }
+        Err(e) => {
+            shared.metrics.bump(Counter::StoreError);
+            host::log(LogLevel::Warn, &format!("store failed: {e}"));
+            None
+        }
+    }
+}

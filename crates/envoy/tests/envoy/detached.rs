@@ -1,0 +1,196 @@
+//! Issue 12: a claimed request's upstream exchange belongs to the key, not to the client's
+//! connection. With `upstream.cluster` configured, guarded routes are detached: the filter sends
+//! the claimed request itself (an HTTP call owned by the root context) and relays the answer.
+
+use crate::client::{read_response, Request, Response};
+use crate::harness::{filter_wasm, validate, yaml, Envoy, Setup, TempDir};
+use crate::upstream::Upstream;
+use std::time::{Duration, Instant};
+
+/// Detached on every route (to the test cluster `app`), upstream timeout 5 s, lease 10 s.
+const DETACHED: &str = r#"{ "routes": [{ "prefix": "/slow", "upstream_timeout": "1s" },
+                                       { "prefix": "/empty", "cluster": "empty" },
+                                       { "prefix": "/" }],
+                           "upstream": { "cluster": "app", "timeout": "5s", "max_body": 2000 },
+                           "lease": "10s" }"#;
+
+/// Sends `request` and gives up (closes the connection) after `patience`, as a client timeout
+/// does; returns whether an answer came before that.
+fn send_and_give_up(request: &Request, port: u16, patience: Duration) -> bool {
+    let mut stream = request.open(port);
+    stream.set_read_timeout(Some(patience)).expect("timeout");
+    request.write(&mut stream);
+    read_response(&mut stream).is_ok()
+}
+
+/// Retries until the answer is not a 409 (bounded: 5 s), as a client honouring Retry-After would.
+fn retry_past_conflicts(request: &Request, port: u16) -> Response {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = request.send(port);
+        if answer.status != 409 || Instant::now() > deadline {
+            return answer;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_client_that_gives_up_still_gets_the_created_object_on_its_retry() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let port = envoy.port;
+    let order = Request::post("/orders", "gave-up").script("delay=2500");
+
+    // The client times out at 1 s, the upstream answers at 2.5 s.
+    assert!(!send_and_give_up(&order, port, Duration::from_secs(1)));
+    // Its retry while the exchange runs: 409, not a second execution.
+    let during = order.send(port);
+    assert_eq!(during.status, 409, "{}", during.text());
+    assert_eq!(during.problem_code(), "request_in_flight");
+    assert!(during.has_header("retry-after"));
+    // After it: the replay of what the upstream created, though nobody was there to receive it.
+    upstream.wait_finished(1);
+    let after = retry_past_conflicts(&order, port);
+    assert_eq!(after.status, 201, "{}", after.text());
+    assert!(after.replayed());
+    assert_eq!(
+        after.json()["seq"],
+        1,
+        "the object the first execution created"
+    );
+    assert_eq!(after.header("location"), Some("/orders/1"));
+    assert_eq!(
+        upstream.hits("gave-up"),
+        1,
+        "exactly one upstream execution"
+    );
+    assert_eq!(envoy.counter("detached_client_gone"), 1);
+    assert_eq!(envoy.counter("stored"), 1);
+    assert_eq!(envoy.counter("in_doubt"), 0);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn the_upstream_answer_is_relayed_and_replayed() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let port = envoy.port;
+    let order = Request::post("/orders?src=test", "relayed")
+        .header("x-request-id", "rid-1")
+        .script("header=set-cookie:s=1");
+    let first = order.send(port);
+    assert_eq!(first.status, 201, "{}", first.text());
+    assert!(!first.replayed());
+    assert_eq!(first.json()["seq"], 1);
+    // Relayed: every end-to-end header of the upstream's answer, cookies included.
+    assert_eq!(first.header("location"), Some("/orders/1"));
+    assert_eq!(first.header("x-upstream-only"), Some("yes"));
+    assert_eq!(first.header("set-cookie"), Some("s=1"));
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    for name in [
+        "content-type",
+        "content-length",
+        "date",
+        "server",
+        "location",
+    ] {
+        let count = first
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .count();
+        assert!(
+            count <= 1,
+            "{name} given {count} times: {:?}",
+            first.headers
+        );
+    }
+    assert!(
+        !first.headers.iter().any(|(n, _)| n.starts_with("x-envoy-")),
+        "{:?}",
+        first.headers
+    );
+    // Method, path and query reached the upstream as sent.
+    assert_eq!(upstream.path_hits("/orders?src=test"), 1);
+    // Replayed: only the allow-listed headers.
+    let again = order.send(port);
+    assert_eq!((again.status, again.replayed()), (201, true));
+    assert_eq!(again.json()["seq"], 1);
+    assert!(!again.has_header("set-cookie"));
+    assert!(!again.has_header("x-upstream-only"));
+    assert_eq!(upstream.hits("relayed"), 1);
+    // Requests without a key and unguarded methods take the router path, untouched.
+    let plain = Request::new("POST", "/orders").json("{}").send(port);
+    assert_eq!(plain.status, 201);
+    let get = Request::new("GET", "/orders/1").send(port);
+    assert_eq!(get.status, 201);
+    assert_eq!(envoy.counter("detached"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn exchanges_without_an_answer_keep_the_key_and_unsent_ones_release_it() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let port = envoy.port;
+
+    // The upstream timeout (1 s on /slow) fires: in doubt, the key stays in flight.
+    let slow = Request::post("/slow", "timeout").script("delay=2000");
+    let answer = slow.send(port);
+    assert_eq!(answer.status, 504, "{}", answer.text());
+    assert_eq!(answer.problem_code(), "upstream_no_answer");
+    assert!(answer.has_header("retry-after"));
+    assert_eq!(slow.send(port).status, 409);
+    assert_eq!(envoy.counter("in_doubt.upstream_timeout"), 1);
+
+    // The upstream closes without answering: in doubt as well.
+    let reset = Request::post("/orders", "reset").script("reset");
+    let answer = reset.send(port);
+    assert_eq!(answer.status, 504, "{}", answer.text());
+    assert_eq!(answer.problem_code(), "upstream_no_answer");
+    assert_eq!(reset.send(port).status, 409);
+    assert_eq!(upstream.hits("reset"), 1);
+    assert_eq!(envoy.counter("in_doubt.upstream_reset"), 1);
+    assert_eq!(envoy.counter("in_doubt"), 2);
+
+    // A cluster without endpoints: never sent, released, a retry is free to run.
+    let empty = Request::post("/empty", "empty");
+    let answer = empty.send(port);
+    assert_eq!(answer.status, 503, "{}", answer.text());
+    assert_eq!(answer.problem_code(), "upstream_not_sent");
+    assert_eq!(empty.send(port).problem_code(), "upstream_not_sent");
+    assert_eq!(envoy.counter("released"), 2);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn an_answer_over_the_relay_limit_is_recorded_and_the_client_told() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let port = envoy.port;
+    let big = Request::post("/orders", "big").script("body=5000");
+    let answer = big.send(port);
+    assert_eq!(answer.status, 502, "{}", answer.text());
+    assert_eq!(answer.problem_code(), "relay_too_large");
+    // The outcome is recorded: the retry gets its status and headers, never a second execution.
+    let again = big.send(port);
+    assert_eq!((again.status, again.replayed()), (201, true));
+    assert_eq!(again.header("idempotent-body-omitted"), Some("true"));
+    assert_eq!(again.header("location"), Some("/orders/1"));
+    assert_eq!(upstream.hits("big"), 1);
+    assert_eq!(envoy.counter("relay_too_large"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn an_upstream_timeout_not_shorter_than_the_lease_is_refused() {
+    let dir = TempDir::new();
+    let path = dir.0.join("envoy.yaml");
+    let filter = r#"{ "upstream": { "cluster": "app", "timeout": "60s" }, "lease": "60s" }"#;
+    std::fs::write(&path, yaml(&Setup::new(filter, 9), &filter_wasm())).expect("write");
+    let (ok, log) = validate(&path, &[]);
+    assert!(!ok, "must be refused");
+    assert!(log.contains("`upstream.timeout`"), "{log}");
+}
