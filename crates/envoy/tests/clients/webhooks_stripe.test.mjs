@@ -117,10 +117,14 @@ test('forged, unsigned and stale Stripe deliveries are refused at the edge and c
   assert.deepEqual(processed, ['evt_forged_first']);
 });
 
-test('a delivery the handler fails is released: the next delivery of the event runs and is stored', async (t) => {
+// Both ways a claimed delivery reaches the upstream: Envoy's router, and the filter's own detached
+// exchange (`upstream.cluster`), where the answer is settled outside the client's stream.
+const DETACHED = JSON.stringify({ ...JSON.parse(FILTER), upstream: { cluster: 'app' } });
+
+for (const [how, filter] of [['router', FILTER], ['detached exchange', DETACHED]]) test(`a delivery the handler fails is released: the next delivery of the event runs and is stored (${how})`, async (t) => {
   const processed = [];
   const { envoy, upstream } = await startStack(t, {
-    filter: FILTER,
+    filter,
     handler: handler(processed, { failFirst: new Set(['evt_fails_once']), delayMs: 0 }),
     env: { STRIPE_WEBHOOK_SECRET: SECRET },
   });
@@ -135,4 +139,5 @@ test('a delivery the handler fails is released: the next delivery of the event r
   assert.deepEqual(processed, ['evt_fails_once']);
   assert.equal(upstream.requests.length, 2);
   assert.equal(await envoy.counter('released'), 1);
+  assert.equal(await envoy.counter('detached'), how === 'router' ? 0 : 2);
 });
