@@ -18,6 +18,7 @@
 //! by forwarding anyway is `passthrough`. A failed write only loses a log field.
 
 use crate::metrics::Counter;
+use idemgate_core::protocol::FinishOutcome;
 
 /// The property (and, prefixed with `wasm.`, the filter-state key) of the request's decision.
 pub const DECISION: &str = "idemgate.decision";
@@ -51,6 +52,18 @@ pub fn record(counter: Counter) {
         // Fails only outside a stream (e.g. after it was destroyed): the log field is lost.
         let _ = crate::abi::set_property(&[slot], label.as_bytes());
     }
+}
+
+/// Writes what became of a claim settled outside the stream's own callbacks (a detached
+/// exchange's answer, relayed once the stream is the effective context again).
+pub fn record_outcome(outcome: FinishOutcome) {
+    let counter = match outcome {
+        FinishOutcome::Stored => Counter::Stored,
+        FinishOutcome::Released => Counter::Released,
+        FinishOutcome::KeptInFlight => Counter::InDoubt,
+        FinishOutcome::NotOwner => return,
+    };
+    record(counter);
 }
 
 #[cfg(test)]

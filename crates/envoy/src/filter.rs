@@ -556,6 +556,9 @@ impl Filter {
     /// the root context's callout answer, with this stream made the effective context.
     pub fn relay(&mut self, relay: &Relay) {
         self.stage = Stage::Idle;
+        if let Some(outcome) = relay.outcome {
+            crate::access_log::record_outcome(outcome);
+        }
         if relay.from_upstream {
             host::send_with_details(&relay.answer, RELAY_DETAILS);
         } else {

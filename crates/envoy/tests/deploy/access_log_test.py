@@ -160,7 +160,7 @@ def main():
             ("-", 400, "missing_key", "-"),
             ("x" * 300, 400, "invalid_key", "-"),
             ("unavailable-1", 503, "claimed", "released"),
-            ("hangup-1", 503, "claimed", "in_doubt"),
+            ("hangup-1", 504, "claimed", "in_doubt"),  # detached: upstream_no_answer
             ("hold-1", 409, "conflict", "-"),
             ("hold-1", 201, "claimed", "stored"),
             ("-", 200, "-", "-"),
