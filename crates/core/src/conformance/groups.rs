@@ -25,6 +25,8 @@ mod key;
 mod record;
 #[path = "retry.rs"]
 mod retry;
+#[path = "signature.rs"]
+mod signature;
 #[path = "storage_key.rs"]
 mod storage_key;
 #[path = "token.rs"]
@@ -46,6 +48,7 @@ pub const NAMES: &[&str] = &[
     "retry",
     "config",
     "duration",
+    "signature",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -63,6 +66,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "retry" => retry::eval(input),
         "config" => config::eval(input),
         "duration" => duration::eval(input),
+        "signature" => signature::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }
