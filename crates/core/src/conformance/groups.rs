@@ -21,6 +21,8 @@ mod form;
 mod json;
 #[path = "key.rs"]
 mod key;
+#[path = "key_source.rs"]
+mod key_source;
 #[path = "record.rs"]
 mod record;
 #[path = "retry.rs"]
@@ -49,6 +51,7 @@ pub const NAMES: &[&str] = &[
     "config",
     "duration",
     "signature",
+    "key_source",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -67,6 +70,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "config" => config::eval(input),
         "duration" => duration::eval(input),
         "signature" => signature::eval(input),
+        "key_source" => key_source::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }
