@@ -60,7 +60,11 @@ def storage_key(inp):
     value = inp["scope_value"].encode() if "scope_value" in inp else bytes.fromhex(inp["scope_value_hex"])
     parts = [inp["scope_source"].encode(), value, inp["method"].encode(), inp["route"].encode(),
              unquote_key(inp["key"]).encode()]
-    return parts_hash("idemgate-storage-key-v1", parts).hex()
+    key = bytearray(parts_hash("idemgate-storage-key-v2", parts))
+    # Bytes 4..8: the quota tag, 3 bytes of the scope's hash and its class (1 = peer).
+    scope = parts_hash("idemgate-scope-v1", parts[:2])
+    key[4:8] = scope[:3] + bytes([1 if inp["scope_source"] == "peer" else 0])
+    return bytes(key).hex()
 
 
 def body_of(inp):
@@ -79,7 +83,7 @@ def fingerprint(inp):
     wanted = [h.lower() for h in fp.get("headers", ["content-type"])]
     parts = [mode.encode()]
     if mode == "none":
-        return parts_hash("idemgate-fingerprint-v2", parts).hex()
+        return parts_hash("idemgate-fingerprint-v3", parts).hex()
     parts += [inp["method"].encode(), inp["path"].encode()]
     headers = inp.get("headers", [])
     for name in wanted:
@@ -100,7 +104,7 @@ def fingerprint(inp):
             return {"error": value}
         digest = bytes.fromhex(value)
     parts.append(digest)
-    return parts_hash("idemgate-fingerprint-v2", parts).hex()
+    return parts_hash("idemgate-fingerprint-v3", parts).hex()
 
 
 def expected(group, inp):

@@ -24,14 +24,12 @@ use crate::metrics::Counter;
 use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
 use crate::root::Shared;
 use crate::settle::settle;
-use crate::token_endpoint::{self, TokenCheck};
+use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
 use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::policy::{
-    path_without_query, FailureMode, Forward, Policy, RouteKind, TokenRequirement,
-};
+use idemgate_core::policy::{FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
@@ -42,11 +40,25 @@ struct Hashing {
     key: KeyState,
     fingerprint: FingerprintBuilder,
     seen: u64,
-    client: ClientIdentity,
-    /// The one-time token the request carries, on routes that require one.
-    token: Option<Option<String>>,
+    /// The one-time token the request carries, verified, on routes that require one.
+    token: Option<VerifiedToken>,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
+}
+
+/// The storage key, or what still decides it at the end of the body (a body key source, a
+/// provider signature).
+enum KeyState {
+    Known(StorageKey),
+    Pending {
+        admission: Box<Admission>,
+        client: ClientIdentity,
+        method: String,
+        /// The normalised path the storage key uses.
+        path: String,
+        /// Index of the route in the policy.
+        route: usize,
+    },
 }
 
 /// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
@@ -71,17 +83,6 @@ struct Capture {
     headers: Vec<(String, String)>,
     /// `None` once the body went over `max_response_body` (passed on, not kept).
     body: Option<Vec<u8>>,
-}
-
-/// The storage key, or what still decides it at the end of the body (a body key source, a
-/// provider signature).
-enum KeyState {
-    Known(StorageKey),
-    Pending {
-        admission: Box<Admission>,
-        method: String,
-        path: String,
-    },
 }
 
 enum Stage {
@@ -173,7 +174,7 @@ impl Filter {
         Action::Pause
     }
 
-    fn issue_token(&mut self, headers: &[(String, Vec<u8>)]) -> Action {
+    fn issue_token(&mut self, headers: &[(String, Vec<u8>)], path: &str) -> Action {
         let policy = self.policy();
         let Some(token) = &policy.token else {
             return Action::Continue;
@@ -182,28 +183,56 @@ impl Filter {
             return self.unscoped(&policy);
         };
         let http = token_endpoint::issue_answer(
+            &policy,
             token,
+            path,
             client.scope(),
             host::now(),
             crate::entropy::random16(),
         );
-        self.count(Counter::TokenIssued);
+        if http.status == 200 {
+            self.count(Counter::TokenIssued);
+        }
         self.send(&http)
     }
 
-    /// Checks and consumes the one-time token; `None` means go on, `Some(action)` was answered.
-    fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
+    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
+    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    fn verify_token(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        route: &Route,
+        method: &str,
+        headers: &[(String, Vec<u8>)],
+    ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
-        let token = policy.token.as_ref()?;
+        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+            return Ok(None);
+        };
+        let Some(client) = client else {
+            // A token is bound to a client: without one it cannot be checked, so never forward.
+            self.count(Counter::ScopeUnavailable);
+            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
+        };
+        let text = header_values(headers, &token.header)
+            .first()
+            .and_then(|v| std::str::from_utf8(v).ok());
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
+            Ok(claims) => Ok(Some(claims)),
+            Err(e) => {
+                self.count(Counter::TokenRejected);
+                Err(self.reply(&EdgeAnswer::Token(&e)))
+            }
+        }
+    }
+
+    /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
+    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
+    /// could be used again.
+    fn consume_token(&mut self, claims: &VerifiedToken) -> Option<Action> {
+        let policy = self.policy();
         let mut store = self.shared.store();
-        match token_endpoint::consume(
-            &mut store,
-            &policy,
-            token,
-            text,
-            client.scope(),
-            host::now(),
-        ) {
+        match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -212,18 +241,17 @@ impl Filter {
                 self.count(Counter::TokenRejected);
                 Some(self.reply(&EdgeAnswer::Token(&e)))
             }
-            TokenCheck::StoreFull => {
+            TokenCheck::StoreFull { retry_after } => {
                 self.count(Counter::StoreFull);
-                self.failure(
-                    policy.on_store_full,
-                    &EdgeAnswer::StoreFull {
-                        retry_after: policy.lease,
-                    },
-                )
+                Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
+            }
+            TokenCheck::QuotaExceeded { retry_after } => {
+                self.count(Counter::QuotaExceeded);
+                Some(self.reply(&EdgeAnswer::QuotaExceeded { retry_after }))
             }
             TokenCheck::StoreFailed(e) => {
                 self.store_failed(&e);
-                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
             }
         }
     }
@@ -267,15 +295,18 @@ impl Filter {
             .token
             .as_ref()
             .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
-        let route = policy.route_for(method, path);
-        if route.is_none() && !token_issue {
-            return Action::Continue;
-        }
         if token_issue {
-            return self.issue_token(&headers);
+            return self.issue_token(&headers, path);
         }
-        let Some(route) = route else {
+        // Matched on the normalised path; `guarded` is the spelling the storage key and the
+        // fingerprint use, so every spelling of one path is one request (issue 14).
+        let Some(matched) = policy.match_request(method, path) else {
             return Action::Continue;
+        };
+        let route = matched.route;
+        let guarded = match path.find(['?', '#']) {
+            Some(query) => format!("{}{}", matched.path, &path[query..]),
+            None => matched.path.clone(),
         };
         self.kind = route.kind;
         // What the request must show, and in which order, is the core's call.
@@ -295,25 +326,28 @@ impl Filter {
             }),
             None => identify(&policy, &HeaderFacts { headers: &headers }),
         };
-        let token_text = match (route.token, &policy.token) {
-            (TokenRequirement::Required, Some(token)) => Some(
-                header_values(&headers, &token.header)
-                    .first()
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .map(str::to_owned),
-            ),
-            _ => None,
+        let token = match self.verify_token(client.as_ref(), route, method, &headers) {
+            Ok(token) => token,
+            Err(action) => return action,
         };
         let key = if admission.needs_body() {
+            let Some(client) = client else {
+                return self.unscoped(&policy);
+            };
+            let Some(index) = policy.routes.iter().position(|r| std::ptr::eq(r, route)) else {
+                return Action::Continue;
+            };
             KeyState::Pending {
                 admission: Box::new(admission),
+                client,
                 method: method.to_owned(),
-                path: path.to_owned(),
+                path: matched.path.clone(),
+                route: index,
             }
         } else {
             let Some(key) = admission.key_now() else {
                 // Optional key, none given: no idempotency, but a required token still applies.
-                return self.unguarded(client.as_ref(), token_text.as_ref());
+                return self.unguarded(token.as_ref());
             };
             let Some(client) = &client else {
                 return self.unscoped(&policy);
@@ -321,17 +355,14 @@ impl Filter {
             KeyState::Known(StorageKey::derive(
                 client.scope(),
                 method,
-                path_without_query(path),
+                &matched.path,
                 key,
             ))
-        };
-        let Some(client) = client else {
-            return self.unscoped(&policy);
         };
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
-            path,
+            &guarded,
             headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
@@ -352,8 +383,7 @@ impl Filter {
             key,
             fingerprint,
             seen: 0,
-            client,
-            token: token_text,
+            token,
             held,
         });
         if end_of_stream {
@@ -402,7 +432,6 @@ impl Filter {
         let Hashing {
             key,
             fingerprint,
-            client,
             token,
             held,
             ..
@@ -411,18 +440,18 @@ impl Filter {
             KeyState::Known(key) => key,
             KeyState::Pending {
                 admission,
+                client,
                 method,
                 path,
+                route,
             } => {
-                let Some(route) = policy.route_for(&method, &path) else {
+                let Some(route) = policy.routes.get(route) else {
                     return Action::Continue;
                 };
                 match admission.finish(route) {
                     Err(refusal) => return self.refuse(&refusal),
-                    Ok(None) => return self.unguarded(Some(&client), token.as_ref()),
-                    Ok(Some(key)) => {
-                        StorageKey::derive(client.scope(), &method, path_without_query(&path), &key)
-                    }
+                    Ok(None) => return self.unguarded(token.as_ref()),
+                    Ok(Some(key)) => StorageKey::derive(client.scope(), &method, &path, &key),
                 }
             }
         };
@@ -454,8 +483,8 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                if let Some(text) = &token {
-                    if let Some(action) = self.check_token(&client, text.as_deref()) {
+                if let Some(claims) = &token {
+                    if let Some(action) = self.consume_token(claims) {
                         // Not forwarded after all: the upstream never saw it, so release the key.
                         self.finish_claim(
                             key,
@@ -491,18 +520,30 @@ impl Filter {
                 self.debug(&key, "other payload: 422");
                 self.reply(&EdgeAnswer::Mismatch)
             }
+            Ok(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                self.count(Counter::QuotaExceeded);
+                self.debug(&key, "scope over its quota: 429");
+                self.reply(&EdgeAnswer::QuotaExceeded { retry_after })
+            }
             Ok(ClaimOutcome::StoreFull { retry_after }) => {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
             Err(e) => {
                 self.store_failed(&e);
                 self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
         }
+    }
+
+    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
+    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Option<Action> {
+        token.and_then(|claims| self.consume_token(claims))
     }
 
     /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
@@ -566,6 +607,17 @@ impl Filter {
         }
     }
 
+    /// Completes, releases or keeps the claim, as the core decides from `facts`.
+    fn finish_claim(
+        &mut self,
+        key: StorageKey,
+        owner: OwnerToken,
+        facts: ResponseFacts,
+        cause: DoubtCause,
+    ) {
+        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
+    }
+
     /// Refuses a request before its claim, with the core's answer.
     fn refuse(&mut self, refusal: &Refusal) -> Action {
         self.count(match refusal {
@@ -577,35 +629,15 @@ impl Filter {
     }
 
     /// No key and none required: forwarded without idempotency, but a required token still applies.
-    fn unguarded(
-        &mut self,
-        client: Option<&ClientIdentity>,
-        token_text: Option<&Option<String>>,
-    ) -> Action {
-        if let Some(text) = token_text {
-            let Some(client) = client else {
-                let policy = self.policy();
-                return self.unscoped(&policy);
-            };
-            if let Some(action) = self.check_token(client, text.as_deref()) {
+    fn unguarded(&mut self, token: Option<&VerifiedToken>) -> Action {
+        if let Some(claims) = token {
+            if let Some(action) = self.consume_token(claims) {
                 return action;
             }
         }
         self.stage = Stage::Idle;
         self.count(Counter::Passthrough);
         Action::Continue
-    }
-
-    /// Completes, releases or keeps the claim, as the core decides from `facts` (screened by the
-    /// route's kind: on a callback route only a 2xx is the outcome).
-    fn finish_claim(
-        &mut self,
-        key: StorageKey,
-        owner: OwnerToken,
-        facts: ResponseFacts,
-        cause: DoubtCause,
-    ) {
-        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
     }
 
     /// Ends the forwarded request with what is known now (response complete, or the stream is over).

@@ -159,6 +159,10 @@ export interface TokenOptions {
   endpoint?: string;
   /** Default `POST`. */
   method?: string;
+  /** The method of the request the token is for (tokens are bound to one route and method). */
+  requestMethod?: string;
+  /** The path of the request the token is for. */
+  requestPath?: string;
   headers?: HeadersLike;
   credentials?: RequestCredentials;
   signal?: AbortSignal;
@@ -195,6 +199,10 @@ export interface GuardOptions {
   url?: string | ((element: Element) => string);
   /** Default `POST`. */
   method?: string;
+  /** The method of the request the token is for (tokens are bound to one route and method). */
+  requestMethod?: string;
+  /** The path of the request the token is for. */
+  requestPath?: string;
   headers?: HeadersLike;
   /** Reads the payload at each submit; default: the form's fields as JSON (FormData if it has files). */
   payload?: (element: Element) => Payload;

@@ -31,6 +31,8 @@ const CONFIG_FIELDS: &[&str] = &[
     "max_response_body",
     "capacity",
     "records_per_cell",
+    "scope_quota",
+    "peer_quota",
     "on_store_full",
     "on_store_error",
     "token",
@@ -44,6 +46,7 @@ const ROUTE_FIELDS: &[&str] = &[
     "forward",
     "cluster",
     "upstream_timeout",
+    "case_sensitive",
     "kind",
     "key_from",
     "signature",
@@ -94,6 +97,8 @@ impl Config {
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
                 "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
+                "scope_quota" => c.scope_quota = opt(value, |v| integer(at, v))?,
+                "peer_quota" => c.peer_quota = opt(value, |v| integer(at, v))?,
                 "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
@@ -110,6 +115,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut methods = None;
     let mut key_rule = None;
     let mut token_rule = None;
+    let mut case_sensitive = None;
     let mut forward = None;
     let mut cluster = None;
     let mut upstream_timeout = None;
@@ -145,6 +151,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                     )
                 })?
             }
+            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
             "forward" => {
                 forward = opt(value, |v| {
                     choice(
@@ -184,6 +191,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         methods,
         key: key_rule,
         token: token_rule,
+        case_sensitive,
         forward,
         cluster,
         upstream_timeout,
@@ -422,6 +430,15 @@ fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Co
     value
         .as_object()
         .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+}
+
+fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
+    value.as_bool().ok_or_else(|| {
+        shape(
+            path,
+            format!("expected true or false, found {}", value.kind()),
+        )
+    })
 }
 
 fn string(path: &str, value: &Value) -> Result<String, ConfigError> {

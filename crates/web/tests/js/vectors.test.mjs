@@ -136,7 +136,7 @@ const groups = {
 };
 
 /** The fingerprint tag of vectors/fingerprint.json's preimage. */
-const FINGERPRINT_TAG = 'idemgate-fingerprint-v2';
+const FINGERPRINT_TAG = 'idemgate-fingerprint-v3';
 
 function expected(group, testCase) {
   if (!['json', 'form'].includes(group) || !('ok' in testCase.expect)) return testCase.expect;
