@@ -12,6 +12,9 @@
 //! - every completed execution's answer is what later retries get: each completed record holds an
 //!   execution's answer, and every replay (during the run, and the follow-up after it) is that
 //!   record's answer;
+//! - with detached execution, every execution the upstream answered (with an answer that is
+//!   stored, not released) completed the record with that answer, whether or not its client
+//!   stayed (the answer belongs to the key) — unless a later execution legitimately took over;
 //! - with detached execution (callouts), a client that stayed gets its execution's answer relayed
 //!   (or the edge's problem answer when that execution had no answer), and a client that went
 //!   away gets nothing.
@@ -19,6 +22,7 @@
 use super::run::{Plan, Run};
 use crate::envoy::{ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
+use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
 use idemgate_core::record::{Bucket, Record, StoredBody};
 use std::collections::HashMap;
 
@@ -55,6 +59,7 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
     let completed = completed_responses(&run.writes)?;
     no_execution_after_completion(&run.writes, &executions)?;
     completed_answers_are_executions(plan, run, &completed)?;
+    answered_executions_are_recorded(plan, run, &completed)?;
     for actor in &run.actors {
         if let Some(answer) = &actor.answer {
             replay_is_the_record(answer, &completed)
@@ -255,6 +260,50 @@ fn completed_answers_are_executions(
                 "write #{n} completed the record with {status} {:?}, which no execution answered",
                 body.as_ref()
                     .map(|b| String::from_utf8_lossy(b).into_owned())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The answer belongs to the key, not to the client's connection: every detached execution the
+/// upstream answered with a storable answer (not one of the release statuses) completed the
+/// record with that answer — also when its client had gone away — unless a later execution took
+/// the key over (its lease ended before the answer was written: the stale owner is fenced out).
+fn answered_executions_are_recorded(
+    plan: &Plan,
+    run: &Run,
+    completed: &[Stored],
+) -> Result<(), String> {
+    let Some((origin, _)) = &plan.callouts else {
+        return Ok(());
+    };
+    let origin_calls = || run.callouts.iter().filter(|c| c.request.cluster == *origin);
+    for record in origin_calls() {
+        let taken_over = origin_calls().any(|later| {
+            later.reached && later.request.writes_before > record.request.writes_before
+        });
+        if taken_over {
+            continue;
+        }
+        let Delivery::Response { headers, body, .. } = &record.delivery else {
+            continue;
+        };
+        let Some(status) = record.delivery.status() else {
+            continue;
+        };
+        if headers.get(UPSTREAM_MARK).is_none() || DEFAULT_RELEASE_STATUSES.contains(&status) {
+            continue;
+        }
+        let kept = completed
+            .iter()
+            .any(|(s, b, _)| *s == status && b.as_ref().is_none_or(|b| b == body));
+        if !kept {
+            return Err(format!(
+                "worker {}'s execution was answered {status} {} (client gone: {}) but no completed record holds that answer: the answer was lost",
+                record.request.worker,
+                String::from_utf8_lossy(body),
+                record.stream_gone
             ));
         }
     }

@@ -164,3 +164,11 @@ fn three_detached_requests_with_clients_leaving_sampled() {
         300,
     );
 }
+
+#[test]
+fn two_detached_requests_when_the_first_is_reset_mid_answer_with_the_lease_expiring_anywhere() {
+    let plan = Plan::detached(2, detached_order())
+        .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
+        .with_lease_expiry();
+    all(&plan);
+}
