@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -97,6 +97,22 @@ test-host: build-filter build-web ## both .wasm files under wasmtime
 bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/work.py
 
+# The fleet's record store (issue 13): crates/store against a real redis-server and a real
+# three-primary Redis Cluster that its tests start on free ports (and kill by PID).
+.PHONY: setup-redis build-store test-store bench-store
+setup-redis:
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+build-store: setup-rust ## the store service binary (target/release/idemgate-store)
+	$(CARGO) build -p idemgate-store --release
+
+test-store: setup-rust setup-redis ## the store service against real Redis and Redis Cluster
+	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
+
+bench-store: setup-rust setup-redis ## store operation latency and throughput over h2c (prints figures; LOAD_OPS, default 5000)
+	$(CARGO) build -p idemgate-store --release --bin idemgate-store --example load
+	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store $${CARGO_TARGET_DIR:-target}/release/examples/load
+
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
@@ -132,7 +148,7 @@ test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no
 CARGO_FUZZ_VERSION := 0.13.2
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS       ?= key json fingerprint record config token decision
+FUZZ_TARGETS       ?= key json fingerprint record config token decision remote
 FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; \
 	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)
@@ -145,3 +161,70 @@ fuzz: ## fuzz each core target for FUZZ_SECONDS (default 60) and print execution
 test-fuzz: ## fuzz smoke: FUZZ_SMOKE_SECONDS (default 10) per core target, fails on any crash
 	@$(FUZZ_SETUP)
 	crates/core/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
+# ---------------------------------------------------------------------------------------------
+# Deploy (issue 17): the filter as a "compat" Wasm OCI image (what Istio's WasmPlugin and Envoy
+# Gateway's EnvoyExtensionPolicy pull), the Kubernetes examples, the deploy path tested for real.
+IMAGE_TAG    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE_LAYOUT := target/oci/idemgate-envoy
+.PHONY: image setup-deploy test-deploy
+
+image: build-filter ## the filter's compat OCI image (reproducible) in target/oci/; prints the digest for `sha256`
+	python3 crates/envoy/scripts/oci_image.py --wasm $(FILTER_WASM) --out $(IMAGE_LAYOUT) --tag $(IMAGE_TAG)
+
+setup-deploy: setup-envoy
+	@command -v skopeo >/dev/null && command -v docker-registry >/dev/null || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq skopeo docker-registry >/dev/null; }
+
+# The manifest digest of the built image (hex), read from its OCI layout.
+IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(IMAGE_LAYOUT)/index.json)
+# Validators of the Kubernetes examples, pinned: check-jsonschema (PyPI) for the hand-written
+# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm).
+CHECK_JSONSCHEMA_VERSION := 0.39.0
+K8S_MODELS     := target/k8s-models
+K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 yaml@2.9.1
+.PHONY: setup-examples test-examples
+setup-examples:
+	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
+	  pip install --quiet "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"
+	@stamp="$(K8S_MODELS)/installed-$$(echo $(K8S_MODELS_NPM) | tr ' /@' '_+-')"; test -f "$$stamp" || { \
+	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
+	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
+
+test-examples: setup-examples image ## the Istio and Envoy Gateway manifests against their CRD schemas (offline)
+	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --out target/examples
+
+# image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
+test-deploy: setup-deploy image ## the OCI image through a local registry into a real Envoy
+	python3 crates/envoy/tests/deploy/deploy_test.py --layout $(IMAGE_LAYOUT) --tag $(IMAGE_TAG) --wasm $(FILTER_WASM)
+
+# examples/envoy/envoy.yaml in a real Envoy: each decision's access-log line, the Prometheus names.
+.PHONY: test-access-log
+test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
+	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
+
+# Release artifacts (ignored by git). `cargo package` verifies each publishable crate (idemgate-web
+# and host-tests are publish = false) by building it from its packaged sources. It refuses a
+# dirty tree unless ALLOW_DIRTY=1.
+DIST := dist
+.PHONY: dist
+dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layout, npm tarball, crates, K8s manifests
+	rm -rf $(DIST) && mkdir -p $(DIST)/npm $(DIST)/crates
+	cp $(FILTER_WASM) $(DIST)/idemgate_envoy.wasm
+	cd $(DIST) && sha256sum idemgate_envoy.wasm > idemgate_envoy.wasm.sha256
+	cp -a $(IMAGE_LAYOUT) $(DIST)/oci
+	echo "sha256:$(IMAGE_DIGEST)" > $(DIST)/oci.digest
+	for dir in istio envoy-gateway; do mkdir -p $(DIST)/examples/$$dir; \
+	  cp examples/$$dir/README.md $(DIST)/examples/$$dir/; \
+	  for f in examples/$$dir/*.yaml; do \
+	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
+	npm pack ./crates/web/pkg --pack-destination $(DIST)/npm --loglevel=error
+	@# Verifying idemgate-envoy takes the just-packaged idemgate-core from a local registry, but
+	@# cargo treats a registry crate of the same name and version as unchanged and reuses an
+	@# earlier unpacking and build of it: drop the unpacking, and build in a fresh target dir.
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-core-$(IMAGE_TAG) target/dist-package
+	$(CARGO) package -p idemgate-core -p idemgate-envoy --target-dir target/dist-package $(if $(ALLOW_DIRTY),--allow-dirty)
+	cp target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
+	   target/dist-package/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
+	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest)"

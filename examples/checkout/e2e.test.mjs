@@ -147,3 +147,31 @@ test('a changed cart is a new intent: a new key and a new order', async () => {
   assert.equal(after.orders.at(-1).total_cents, 2400 + 8900);
   await page.close();
 });
+
+test('the page lists every attempt with the edge\'s decision for it', async () => {
+  const attempts = (page) => page.evaluate(() => [...document.querySelectorAll('#attempts li')]
+    .map((li) => ({ status: li.dataset.status, decision: li.dataset.decision, text: li.textContent })));
+  // A double click: one request, claimed and forwarded.
+  const page = await openPage();
+  await page.click('#pay', { clickCount: 2 });
+  assert.equal((await outcome(page)).state, 'succeeded');
+  const clicked = await attempts(page);
+  assert.deepEqual(clicked.map((a) => [a.status, a.decision]), [['201', 'claimed']], JSON.stringify(clicked));
+  assert.match(clicked[0].text, /edge: claimed the key/);
+  await page.close();
+  // A lost response: no answer, then 409s while the edge's detached exchange runs, then the replay.
+  const lost = await openPage('?delay=2500&timeout=1000');
+  await lost.click('#pay');
+  assert.equal((await outcome(lost)).state, 'succeeded');
+  const seen = await attempts(lost);
+  const story = JSON.stringify(seen, null, 1);
+  assert.equal(seen[0].status, 'none', story);
+  assert.match(seen[0].text, /no answer: the page gave up/, story);
+  assert.equal(seen.at(-1).decision, 'replayed', story);
+  assert.equal(seen.at(-1).status, '201', story);
+  const between = seen.slice(1, -1);
+  assert.ok(between.length >= 1, `at least one 409 while the first attempt ran: ${story}`);
+  for (const a of between) assert.ok(a.decision === 'conflict' || a.status === 'none', story);
+  assert.ok(between.some((a) => a.status === '409' && a.decision === 'conflict'), story);
+  await lost.close();
+});

@@ -40,10 +40,18 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
+    /// The client already holds its share of the store (issue 14): its own records must expire
+    /// first. Its own doing, so 429 and never the store's failure mode.
+    QuotaExceeded {
+        retry_after: Span,
+    },
     /// No configured scope source identified the client (not even the peer address): guarding the
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     Token(&'a TokenError),
+    /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a
+    /// route requiring a token guards: tokens are bound to one route and method.
+    TokenRouteUnknown,
     /// A detached exchange (the edge sent the claimed request itself) could not give the client
     /// the upstream's answer.
     Relay(RelayProblem),
@@ -146,6 +154,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "the idempotency store has no room for another request right now; retry later",
             Some(*retry_after),
         ),
+        EdgeAnswer::QuotaExceeded { retry_after } => problem(
+            429,
+            "scope_quota_exceeded",
+            "Idempotency quota exceeded",
+            "this client holds its whole share of the idempotency store; retry when its earlier keys have expired (Retry-After)",
+            Some(*retry_after),
+        ),
         EdgeAnswer::StoreFailed(e) => problem(
             503,
             e.code(),
@@ -159,6 +174,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "Client identity unavailable",
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::TokenRouteUnknown => problem(
+            400,
+            "token_route_unknown",
+            "No token route",
+            "ask for a token with the method and path of the request it is for (`?method=POST&path=/payments`); that request must be guarded by a route that requires a token",
+            None,
         ),
         EdgeAnswer::Relay(RelayProblem::NotSent) => problem(
             503,

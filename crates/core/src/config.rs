@@ -9,7 +9,7 @@
 use crate::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::json::{JsonLimits, JsonPointer};
 use crate::policy::{
-    Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Route, ScopeSource,
+    Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
     StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
     NEVER_REPLAYED,
 };
@@ -39,6 +39,8 @@ pub struct Config {
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
+    pub scope_quota: Option<u16>,
+    pub peer_quota: Option<u16>,
     pub on_store_full: Option<FailureConfig>,
     pub on_store_error: Option<FailureConfig>,
     pub token: Option<TokenConfig>,
@@ -51,6 +53,7 @@ pub struct RouteConfig {
     pub methods: Option<Vec<String>>,
     pub key: Option<KeyConfig>,
     pub token: Option<TokenRequirementConfig>,
+    pub case_sensitive: Option<bool>,
     pub forward: Option<ForwardConfig>,
     pub cluster: Option<String>,
     pub upstream_timeout: Option<String>,
@@ -100,8 +103,10 @@ pub struct FingerprintConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeConfig {
+    Auto,
     Raw,
     Json,
+    Form,
     Fields,
     None,
 }
@@ -236,6 +241,10 @@ impl Policy {
                 capacity: Capacity {
                     cells: 1,
                     per_cell: 1,
+                },
+                quota: Quota {
+                    identified: 1,
+                    peer: 1,
                 },
                 on_store_full: FailureMode::Reject,
                 on_store_error: FailureMode::Reject,
@@ -392,6 +401,21 @@ impl Config {
             cells: records.div_ceil(u32::from(per_cell)),
             per_cell,
         };
+        let quota = |field: &str, value: Option<u16>, default: u16| match value {
+            None => Ok(default.max(1)),
+            Some(n) if (1..=per_cell).contains(&n) => Ok(n),
+            Some(_) => Err(invalid(
+                field,
+                format!("must be between 1 and `records_per_cell` ({per_cell})"),
+            )),
+        };
+        let quota = Quota {
+            // Header identities are the client's own choice unless something authenticated them
+            // before this filter: no share by default (set one with verified identities). An
+            // address is the one identity a client cannot vary cheaply: half of every cell.
+            identified: quota("scope_quota", self.scope_quota, per_cell)?,
+            peer: quota("peer_quota", self.peer_quota, per_cell / 2)?,
+        };
         let failure = |value: Option<FailureConfig>| match value {
             Some(FailureConfig::PassThrough) => FailureMode::PassThrough,
             Some(FailureConfig::Reject) | None => FailureMode::Reject,
@@ -421,6 +445,7 @@ impl Config {
             max_response_body,
             max_relay_body,
             capacity,
+            quota,
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
@@ -434,6 +459,7 @@ impl Config {
                 methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
+                case_sensitive: false,
                 forward: self.compile_forward(None, lease)?,
             }]);
         };
@@ -473,8 +499,16 @@ impl Config {
                     out
                 }
             };
+            // Stored in the form requests are compared in (see `crate::path`).
+            let case_sensitive = route.case_sensitive.unwrap_or(false);
+            let prefix = crate::path::normalize(&route.prefix);
             routes.push(Route {
-                prefix: route.prefix.clone(),
+                prefix: if case_sensitive {
+                    prefix
+                } else {
+                    prefix.to_ascii_lowercase()
+                },
+                case_sensitive,
                 methods,
                 key: match route.key {
                     Some(KeyConfig::Required) => KeyRequirement::Required,
@@ -603,7 +637,7 @@ impl Config {
             }
             limits.max_depth = depth;
         }
-        let mode = match (fp.mode.unwrap_or(ModeConfig::Json), &fp.fields) {
+        let mode = match (fp.mode.unwrap_or(ModeConfig::Auto), &fp.fields) {
             (ModeConfig::Fields, None) => {
                 return Err(invalid(
                     "fingerprint.fields",
@@ -625,8 +659,10 @@ impl Config {
                     "only applies to mode \"fields\"",
                 ))
             }
+            (ModeConfig::Auto, None) => FingerprintMode::Auto,
             (ModeConfig::Raw, None) => FingerprintMode::Raw,
             (ModeConfig::Json, None) => FingerprintMode::Json,
+            (ModeConfig::Form, None) => FingerprintMode::Form,
             (ModeConfig::None, None) => FingerprintMode::None,
         };
         let headers = match &fp.headers {

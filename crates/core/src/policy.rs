@@ -47,12 +47,16 @@ pub const DEFAULT_RELEASE_STATUSES: &[u16] = &[408, 425, 429, 502, 503, 504];
 /// A method-and-path rule that says the filter guards these requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// Path prefix, matched against the path without its query.
+    /// Path prefix, matched against the normalised path without its query ([`crate::path`]);
+    /// stored normalised, and in lower case when the route is not case-sensitive.
     pub prefix: String,
     /// Upper-case methods guarded on this route.
     pub methods: Vec<String>,
     pub key: KeyRequirement,
     pub token: TokenRequirement,
+    /// Whether `/Payments` is another path than `/payments` (default: no, as in most upstreams'
+    /// routers; a rule that matches more spellings can only add protection).
+    pub case_sensitive: bool,
     /// How a request that claims its key reaches the upstream.
     pub forward: Forward,
 }
@@ -79,9 +83,33 @@ pub struct Detached {
 }
 
 impl Route {
-    fn matches(&self, method: &str, path: &str) -> bool {
-        path.starts_with(self.prefix.as_str()) && self.methods.iter().any(|m| m == method)
+    /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.
+    fn path_for(&self, normalized: &str) -> String {
+        if self.case_sensitive {
+            normalized.into()
+        } else {
+            normalized.to_ascii_lowercase()
+        }
     }
+
+    fn matches(&self, method: &str, normalized: &str) -> bool {
+        self.methods.iter().any(|m| m == method)
+            && match self.case_sensitive {
+                true => normalized.starts_with(self.prefix.as_str()),
+                false => normalized
+                    .get(..self.prefix.len())
+                    .is_some_and(|head| head.eq_ignore_ascii_case(&self.prefix)),
+            }
+    }
+}
+
+/// A request matched to the rule that guards it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Matched<'p> {
+    pub route: &'p Route,
+    /// The path the rules use — for the storage key and the fingerprint — without its query:
+    /// normalised, lower-cased on a case-insensitive route. Every spelling of one path gives one.
+    pub path: String,
 }
 
 /// Whether a guarded request must carry a key.
@@ -169,6 +197,26 @@ impl Capacity {
     }
 }
 
+/// How many live records one scope may hold in one cell: its share of every cell (issue 14). A
+/// cell is the unit the store changes atomically, so the share is checked in the same
+/// compare-and-set that adds a record; over all cells a scope holds at most `cells × share`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// For clients identified by a configured header or property.
+    pub identified: u16,
+    /// For clients identified only by their address.
+    pub peer: u16,
+}
+
+impl Quota {
+    pub fn per_cell(&self, class: crate::scope::QuotaClass) -> u16 {
+        match class {
+            crate::scope::QuotaClass::Identified => self.identified,
+            crate::scope::QuotaClass::Peer => self.peer,
+        }
+    }
+}
+
 /// One-time token settings.
 #[derive(Clone)]
 pub struct TokenPolicy {
@@ -211,6 +259,7 @@ pub struct Policy {
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,
     pub capacity: Capacity,
+    pub quota: Quota,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,
@@ -219,8 +268,21 @@ pub struct Policy {
 impl Policy {
     /// The first route guarding this request, if any. `path` may include a query.
     pub fn route_for(&self, method: &str, path: &str) -> Option<&Route> {
-        let path = path_without_query(path);
-        self.routes.iter().find(|route| route.matches(method, path))
+        self.match_request(method, path).map(|m| m.route)
+    }
+
+    /// The first route guarding this request and the path its rules use. `path` is the raw
+    /// request path (a query allowed); it is normalised first ([`crate::path::normalize`]).
+    pub fn match_request(&self, method: &str, path: &str) -> Option<Matched<'_>> {
+        let normalized = crate::path::normalize(path_without_query(path));
+        let route = self
+            .routes
+            .iter()
+            .find(|route| route.matches(method, &normalized))?;
+        Some(Matched {
+            route,
+            path: route.path_for(&normalized),
+        })
     }
 
     /// Whether a response header is stored for replay.

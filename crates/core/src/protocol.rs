@@ -10,7 +10,7 @@
 
 use crate::decision::{complete, decide, Completion, Decision, ResponseFacts};
 use crate::fingerprint::Fingerprint;
-use crate::policy::Policy;
+use crate::policy::{Policy, Quota};
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
 use crate::scope::StorageKey;
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
@@ -221,10 +221,48 @@ pub enum ClaimOutcome {
     },
     Replay(StoredResponse),
     Mismatch,
-    /// The cell holds as many live records as it may: the failure mode applies.
+    /// The cell holds as many live records as it may: the failure mode applies. `retry_after` is
+    /// when the cell's first record frees its space.
     StoreFull {
         retry_after: Span,
     },
+    /// This client already holds its share of the cell (issue 14): 429, never the failure mode.
+    /// `retry_after` is when the first of its own records there frees its space.
+    QuotaExceeded {
+        retry_after: Span,
+    },
+}
+
+/// Why a new record was not added to a cell.
+enum NoRoom {
+    Quota(Span),
+    Full(Span),
+}
+
+/// Checks that `key` may add a record to `bucket` (issue 14): its scope holds less than its share
+/// of the cell, and the cell has room — made, if needed, by dropping claims whose lease has ended.
+fn make_room(
+    bucket: &mut Bucket,
+    key: &StorageKey,
+    per_cell: u16,
+    quota: Quota,
+    now: UnixMillis,
+) -> Result<(), NoRoom> {
+    let tag = key.quota_tag();
+    let share = quota.per_cell(tag.class());
+    let (held, first_free) = bucket.held_by(tag, now);
+    // A share of the whole cell is no quota: the cell being full is then the reason.
+    if share < per_cell && held >= usize::from(share) {
+        return Err(NoRoom::Quota(now.until(first_free.unwrap_or(now))));
+    }
+    if bucket.entries.len() >= usize::from(per_cell) {
+        bucket.evict_lapsed_claims(now);
+    }
+    if bucket.entries.len() >= usize::from(per_cell) {
+        let first_free = bucket.first_free_at().unwrap_or(now);
+        return Err(NoRoom::Full(now.until(first_free)));
+    }
+    Ok(())
 }
 
 /// Claims `key` for a request with `fingerprint` (semantics §4).
@@ -243,10 +281,24 @@ impl Mutation for Claim<'_> {
         let is_new = existing.is_none();
         match decide(existing, self.fingerprint, self.owner, now, self.policy) {
             Decision::Claim { claim, takeover } => {
-                if is_new && bucket.entries.len() >= usize::from(self.policy.capacity.per_cell) {
-                    return Apply::Keep(ClaimOutcome::StoreFull {
-                        retry_after: self.policy.lease,
-                    });
+                if is_new {
+                    let policy = self.policy;
+                    let room = make_room(
+                        bucket,
+                        &self.key,
+                        policy.capacity.per_cell,
+                        policy.quota,
+                        now,
+                    );
+                    match room {
+                        Ok(()) => {}
+                        Err(NoRoom::Quota(retry_after)) => {
+                            return Apply::Keep(ClaimOutcome::QuotaExceeded { retry_after })
+                        }
+                        Err(NoRoom::Full(retry_after)) => {
+                            return Apply::Keep(ClaimOutcome::StoreFull { retry_after })
+                        }
+                    }
                 }
                 bucket.put(self.key, Record::InFlight(claim));
                 Apply::Write(ClaimOutcome::Forward {
@@ -311,25 +363,40 @@ impl Mutation for Finish<'_> {
 pub enum ConsumeOutcome {
     Consumed,
     AlreadyUsed,
-    StoreFull,
+    /// No room to record the use; `retry_after` as in [`ClaimOutcome::StoreFull`].
+    StoreFull {
+        retry_after: Span,
+    },
+    /// The client holds its share of the cell, as in [`ClaimOutcome::QuotaExceeded`].
+    QuotaExceeded {
+        retry_after: Span,
+    },
 }
 
-/// Marks a one-time token used, exactly once (semantics §7).
+/// Marks a one-time token used, exactly once (semantics §7). The key carries the token's scope
+/// ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
 pub struct Consume {
     pub key: StorageKey,
     pub expires_at: UnixMillis,
     pub per_cell: u16,
+    pub quota: Quota,
 }
 
 impl Mutation for Consume {
     type Outcome = ConsumeOutcome;
 
-    fn apply(&mut self, bucket: &mut Bucket, _now: UnixMillis) -> Apply<ConsumeOutcome> {
+    fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<ConsumeOutcome> {
         if bucket.get(&self.key).is_some() {
             return Apply::Keep(ConsumeOutcome::AlreadyUsed);
         }
-        if bucket.entries.len() >= usize::from(self.per_cell) {
-            return Apply::Keep(ConsumeOutcome::StoreFull);
+        match make_room(bucket, &self.key, self.per_cell, self.quota, now) {
+            Ok(()) => {}
+            Err(NoRoom::Quota(retry_after)) => {
+                return Apply::Keep(ConsumeOutcome::QuotaExceeded { retry_after })
+            }
+            Err(NoRoom::Full(retry_after)) => {
+                return Apply::Keep(ConsumeOutcome::StoreFull { retry_after })
+            }
         }
         bucket.put(
             self.key,
@@ -407,6 +474,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
     ) -> Result<ConsumeOutcome, ProtocolError> {
         let cell = self.layout().cell_name(&key);
         let per_cell = self.policy.capacity.per_cell;
+        let quota = self.policy.quota;
         run(
             self.store,
             cell,
@@ -414,6 +482,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 key,
                 expires_at,
                 per_cell,
+                quota,
             },
             now,
         )

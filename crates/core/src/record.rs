@@ -5,7 +5,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::fingerprint::Fingerprint;
-use crate::scope::StorageKey;
+use crate::scope::{QuotaTag, StorageKey};
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -78,6 +78,16 @@ impl Record {
     pub fn is_expired(&self, now: UnixMillis) -> bool {
         now >= self.expires_at()
     }
+
+    /// Until when the record takes space another record cannot have (issue 14): a claim only
+    /// until its lease ends — after that a retry may take it over anyway, so under pressure its
+    /// space is given to a new claim — anything else until it expires.
+    pub fn holds_space_until(&self) -> UnixMillis {
+        match self {
+            Record::InFlight(r) => r.lease_until.min(r.expires_at),
+            other => other.expires_at(),
+        }
+    }
 }
 
 /// The records that share one store cell.
@@ -100,6 +110,30 @@ impl Bucket {
     /// Drops expired records: the moment a cell is rewritten is when its space is reclaimed.
     pub fn reclaim(&mut self, now: UnixMillis) {
         self.entries.retain(|(_, record)| !record.is_expired(now));
+    }
+
+    /// Drops claims whose lease has ended, to make room (see [`Record::holds_space_until`]).
+    pub fn evict_lapsed_claims(&mut self, now: UnixMillis) {
+        self.entries
+            .retain(|(_, record)| now < record.holds_space_until());
+    }
+
+    /// How many records `tag`'s scope holds here, and when the first of them frees its space.
+    pub fn held_by(&self, tag: QuotaTag, now: UnixMillis) -> (usize, Option<UnixMillis>) {
+        let mine = self
+            .entries
+            .iter()
+            .filter(|(key, record)| key.quota_tag() == tag && now < record.holds_space_until());
+        let count = mine.clone().count();
+        (count, mine.map(|(_, r)| r.holds_space_until()).min())
+    }
+
+    /// When the first record here frees its space.
+    pub fn first_free_at(&self) -> Option<UnixMillis> {
+        self.entries
+            .iter()
+            .map(|(_, r)| r.holds_space_until())
+            .min()
     }
 
     pub fn remove(&mut self, key: &StorageKey) {

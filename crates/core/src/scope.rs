@@ -7,8 +7,9 @@ use crate::hash::{to_hex, PartsHasher};
 use crate::key::IdempotencyKey;
 use alloc::string::String;
 
-/// Version tag of the storage-key preimage; bump it if the part list ever changes.
-pub const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v1";
+/// Version tag of the storage-key preimage; bump it if the part list or the layout ever changes.
+/// v2 (issue 14): bytes 4..8 carry the [`QuotaTag`].
+pub const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v2";
 
 /// Who the request is from, as the configured scope source saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,43 @@ pub struct Scope<'a> {
 }
 
 /// The 32-byte name of a record in the store.
+///
+/// Bytes 0..4 choose the record's cell ([`crate::store::Layout`]); bytes 4..8 are the
+/// [`QuotaTag`] of the scope that owns it, so the protocol can count a scope's records in a cell
+/// within the same compare-and-set that adds one (issue 14: one client may hold only its share of
+/// every cell). The other 28 bytes (224 bits) of SHA-256 keep keys collision-free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StorageKey(pub [u8; 32]);
+
+/// Who pays for a record's space: 3 bytes of the scope's hash and its [`QuotaClass`]. Two scopes
+/// share a tag with chance 2⁻²⁴, and then only share a quota in the cells they both use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QuotaTag(pub [u8; 4]);
+
+/// Whose share applies: clients identified by a configured header or property, or only by their
+/// address (the peer), whose share is smaller by default — many clients can sit behind one address,
+/// but one address is also the cheapest identity an attacker has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaClass {
+    Identified,
+    Peer,
+}
+
+impl QuotaTag {
+    /// The tag of `scope`.
+    pub fn of(scope: Scope<'_>) -> QuotaTag {
+        let hash = scope_hash(scope);
+        let class = u8::from(scope.source == "peer");
+        QuotaTag([hash[0], hash[1], hash[2], class])
+    }
+
+    pub fn class(self) -> QuotaClass {
+        match self.0[3] {
+            1 => QuotaClass::Peer,
+            _ => QuotaClass::Identified,
+        }
+    }
+}
 
 impl StorageKey {
     /// Derives the storage key from its five parts (plus the version tag).
@@ -34,7 +70,18 @@ impl StorageKey {
             .part(method.as_bytes())
             .part(route.as_bytes())
             .part(key.as_str().as_bytes());
-        StorageKey(hasher.finish())
+        StorageKey::tagged(hasher.finish(), QuotaTag::of(scope))
+    }
+
+    /// A hash with bytes 4..8 replaced by `tag`.
+    pub fn tagged(mut hash: [u8; 32], tag: QuotaTag) -> StorageKey {
+        hash[4..8].copy_from_slice(&tag.0);
+        StorageKey(hash)
+    }
+
+    /// The scope that owns this record's space.
+    pub fn quota_tag(&self) -> QuotaTag {
+        QuotaTag([self.0[4], self.0[5], self.0[6], self.0[7]])
     }
 
     pub fn to_hex(&self) -> String {
@@ -54,9 +101,44 @@ pub fn scope_hash(scope: Scope<'_>) -> [u8; 32] {
     hasher.finish()
 }
 
+/// What a one-time token is bound to (issue 14, finding 7): the client's scope, the route rule it
+/// was issued for (its prefix) and the method. The token's MAC covers this hash, so a token used
+/// by another client, on another route or with another method fails like a forged one
+/// (`token_bad_signature`) — and none of the three is ever written into the token in clear.
+pub fn token_audience(scope: Scope<'_>, route_prefix: &str, method: &str) -> [u8; 32] {
+    let mut hasher = PartsHasher::new("idemgate-token-audience-v1");
+    hasher
+        .part(&scope_hash(scope))
+        .part(route_prefix.as_bytes())
+        .part(method.as_bytes());
+    hasher.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_token_audience_binds_scope_route_and_method() {
+        let alice = Scope {
+            source: "header:authorization",
+            value: b"alice",
+        };
+        let bob = Scope {
+            value: b"bob",
+            ..alice
+        };
+        let base = token_audience(alice, "/pay", "POST");
+        assert_ne!(base, token_audience(bob, "/pay", "POST"));
+        assert_ne!(base, token_audience(alice, "/transfer", "POST"));
+        assert_ne!(base, token_audience(alice, "/pay", "PATCH"));
+        // Length-prefixed parts: moving a byte across the boundary is another audience.
+        assert_ne!(
+            token_audience(alice, "/payP", "OST"),
+            token_audience(alice, "/pay", "POST")
+        );
+        assert_eq!(base, token_audience(alice, "/pay", "POST"));
+    }
 
     fn key(s: &str) -> IdempotencyKey {
         IdempotencyKey::parse(s.as_bytes()).unwrap()
@@ -101,5 +183,27 @@ mod tests {
             base,
             StorageKey::derive(scope, "POST", "/orders", &key("\"k1\""))
         );
+    }
+
+    #[test]
+    fn the_quota_tag_names_the_scope_and_its_class() {
+        let alice = Scope {
+            source: "header:authorization",
+            value: b"Bearer a",
+        };
+        let peer = Scope {
+            source: "peer",
+            value: b"10.0.0.1",
+        };
+        let a1 = StorageKey::derive(alice, "POST", "/orders", &key("k1"));
+        let a2 = StorageKey::derive(alice, "PATCH", "/other", &key("k2"));
+        assert_eq!(a1.quota_tag(), a2.quota_tag());
+        assert_eq!(a1.quota_tag(), QuotaTag::of(alice));
+        assert_eq!(a1.quota_tag().class(), QuotaClass::Identified);
+        let p = StorageKey::derive(peer, "POST", "/orders", &key("k1"));
+        assert_eq!(p.quota_tag().class(), QuotaClass::Peer);
+        assert_ne!(p.quota_tag(), a1.quota_tag());
+        // Cells are still chosen by the key's own hash, not by the scope.
+        assert_ne!(a1.0[..4], a2.0[..4]);
     }
 }

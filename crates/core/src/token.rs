@@ -13,6 +13,10 @@
 //!                            || len||expires_at || len||nonce)          (len = u64be byte count)
 //! ```
 //!
+//! `scope` is the 32-byte hash a host binds the token to: the Envoy filter passes
+//! [`crate::scope::token_audience`] (the client's scope, the route rule and the method), so a token
+//! works only for the client, route and method it was issued for (issue 14).
+//!
 //! The scope is not in the token: it is bound through the MAC only. So a token issued for scope A
 //! presented in scope B fails with `token_bad_signature`, exactly like a forged one — the verifier
 //! cannot (and need not) tell "wrong scope" from "tampered".

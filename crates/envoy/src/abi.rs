@@ -190,6 +190,12 @@ mod raw {
             token: *mut u32,
         ) -> u32;
         pub fn proxy_set_effective_context(context_id: u32) -> u32;
+        pub fn proxy_set_property(
+            path: *const u8,
+            path_size: usize,
+            value: *const u8,
+            value_size: usize,
+        ) -> u32;
         pub fn proxy_define_metric(
             kind: u32,
             name: *const u8,
@@ -454,6 +460,22 @@ pub fn set_effective_context(context_id: u32) -> Result<(), Status> {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let _ = context_id;
+        Err(Status::NO_HOST)
+    }
+}
+
+/// Sets a property of the current stream (Envoy keeps it as filter state `wasm.<path>`, which
+/// access logs can print).
+pub fn set_property(path: &[&str], value: &[u8]) -> Result<(), Status> {
+    let path = serialize_path(path);
+    #[cfg(target_arch = "wasm32")]
+    // SAFETY: both are live borrows for the duration of the call; the host copies them.
+    return status(unsafe {
+        raw::proxy_set_property(path.as_ptr(), path.len(), value.as_ptr(), value.len())
+    });
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = (path, value);
         Err(Status::NO_HOST)
     }
 }

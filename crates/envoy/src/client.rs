@@ -1,13 +1,15 @@
 //! Who is asking, and the request facts the filter keeps: the client identity for the storage key's
 //! scope (semantics §2), taken from the configured sources in order, and the peer's address without
 //! its port (a retry over a new connection comes from another port but is the same client).
+//!
+//! Only configured sources count: a source that is not in the list is never used as a fallback,
+//! and an empty or whitespace-only value is absent (an empty `Authorization:` would otherwise be
+//! one namespace shared by every client that sends it). The peer address is Envoy's
+//! `source.address`, which is the connection's only with `use_remote_address: true` (see
+//! `examples/envoy/envoy.yaml`); without it Envoy takes it from `X-Forwarded-For`.
 
 use idemgate_core::policy::{Policy, ScopeSource};
 use idemgate_core::scope::Scope;
-
-/// The scope label used when no configured source gives a value: the peer address. It is never
-/// one global namespace, so a missing header can not make one client's key find another's record.
-pub const FALLBACK_SOURCE: &str = "peer";
 
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,38 +34,37 @@ pub trait Facts {
     fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
 }
 
-/// The identity from the first configured source that is present, else the peer's address; `None`
-/// when not even that is known — the caller must then not guard the request in a namespace shared
-/// with other clients (semantics §2).
+/// The identity from the first configured source that is present; `None` when none is — the
+/// caller must then not guard the request in a namespace shared with other clients (semantics §2).
+/// Never a source that is not configured.
 pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
-    for source in &policy.scope {
+    policy.scope.iter().find_map(|source| {
         let value = match source {
             ScopeSource::Header(name) => {
-                let values = facts.header_values(name);
-                if values.is_empty() {
-                    None
-                } else {
-                    // Every value counts: `a` then `b` is another client than `a` alone.
-                    Some(values.join(&b"\n"[..]))
-                }
+                let values: Vec<&[u8]> = facts
+                    .header_values(name)
+                    .into_iter()
+                    .filter(|v| !is_blank(v))
+                    .collect();
+                // Every value counts: `a` then `b` is another client than `a` alone.
+                (!values.is_empty()).then(|| values.join(&b"\n"[..]))
             }
             ScopeSource::Property(path) => {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                facts.property(&path).filter(|v| !v.is_empty())
+                facts.property(&path).filter(|v| !is_blank(v))
             }
             ScopeSource::Peer => peer(facts),
-        };
-        if let Some(value) = value {
-            return Some(ClientIdentity {
-                source: source.label(),
-                value,
-            });
-        }
-    }
-    peer(facts).map(|value| ClientIdentity {
-        source: FALLBACK_SOURCE.into(),
-        value,
+        }?;
+        Some(ClientIdentity {
+            source: source.label(),
+            value,
+        })
     })
+}
+
+/// Empty or only whitespace: no identity at all.
+fn is_blank(value: &[u8]) -> bool {
+    value.iter().all(u8::is_ascii_whitespace)
 }
 
 fn peer(facts: &dyn Facts) -> Option<Vec<u8>> {
@@ -138,13 +139,33 @@ mod tests {
     }
 
     #[test]
-    fn missing_sources_fall_back_to_the_peer() {
+    fn a_source_that_is_not_configured_is_never_used() {
+        // Before issue 14 this fell back to the peer address.
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
-        let id = identify(&policy, &fake(&[])).unwrap();
-        assert_eq!(
-            (id.source.as_str(), id.value.as_slice()),
-            (FALLBACK_SOURCE, &b"10.1.2.3"[..])
-        );
+        assert_eq!(identify(&policy, &fake(&[])), None);
+    }
+
+    #[test]
+    fn blank_values_are_absent() {
+        let policy = Policy::defaults(); // authorization, then peer
+        for blank in ["", " ", "\t  "] {
+            let id = identify(&policy, &fake(&[("authorization", blank)])).unwrap();
+            assert_eq!(id.source, "peer", "{blank:?}");
+        }
+        // A blank value next to a real one is dropped, the real one counts.
+        let id = identify(
+            &policy,
+            &fake(&[("authorization", ""), ("authorization", "b")]),
+        )
+        .unwrap();
+        assert_eq!(id.value, b"b");
+        let policy =
+            Policy::from_json(r#"{"scope":[{"property":["metadata","sub"]}]}"#, &|_| None).unwrap();
+        let mut facts = fake(&[]);
+        facts
+            .properties
+            .insert("metadata.sub".into(), b"  ".to_vec());
+        assert_eq!(identify(&policy, &facts), None);
     }
 
     #[test]

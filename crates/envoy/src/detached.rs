@@ -187,6 +187,8 @@ pub struct Relay {
     pub answer: HttpAnswer,
     /// The upstream's own answer (else a problem answer the edge made).
     pub from_upstream: bool,
+    /// What the core did with the key (`None`: the store failed), for the stream's access log.
+    pub outcome: Option<FinishOutcome>,
 }
 
 /// The exchange's answer has come (`num_headers == 0`: the call failed without one). Reads it,
@@ -222,6 +224,7 @@ pub fn answered(
         Relay {
             answer,
             from_upstream: false,
+            outcome,
         }
     };
     if num_headers == 0 {
@@ -252,7 +255,7 @@ pub fn answered(
     }
     match classify_answer(status, &headers, body.as_deref().unwrap_or(&[])) {
         CalloutOrigin::NeverReached => {
-            settle(
+            let outcome = settle(
                 &shared,
                 key,
                 owner,
@@ -262,6 +265,7 @@ pub fn answered(
             Relay {
                 answer: answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
                 from_upstream: false,
+                outcome,
             }
         }
         CalloutOrigin::InDoubt(cause) => no_answer(&shared, cause),
@@ -279,7 +283,7 @@ pub fn answered(
                 .as_ref()
                 .filter(|b| b.len() as u64 <= policy.max_response_body)
                 .cloned();
-            settle(
+            let outcome = settle(
                 &shared,
                 key,
                 owner,
@@ -297,6 +301,7 @@ pub fn answered(
                         limit: policy.max_relay_body,
                     })),
                     from_upstream: false,
+                    outcome,
                 };
             };
             let relayed = headers
@@ -315,6 +320,7 @@ pub fn answered(
                     body,
                 },
                 from_upstream: true,
+                outcome,
             }
         }
     }

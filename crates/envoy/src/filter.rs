@@ -24,13 +24,13 @@ use crate::metrics::Counter;
 use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
 use crate::root::Shared;
 use crate::settle::settle;
-use crate::token_endpoint::{self, TokenCheck};
+use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::key::IdempotencyKey;
 use idemgate_core::policy::{
-    path_without_query, FailureMode, Forward, KeyRequirement, Policy, TokenRequirement,
+    FailureMode, Forward, KeyRequirement, Policy, Route, TokenRequirement,
 };
 use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
@@ -42,9 +42,8 @@ struct Hashing {
     key: StorageKey,
     fingerprint: FingerprintBuilder,
     seen: u64,
-    client: ClientIdentity,
-    /// The one-time token the request carries, on routes that require one.
-    token: Option<Option<String>>,
+    /// The one-time token the request carries, verified, on routes that require one.
+    token: Option<VerifiedToken>,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
 }
@@ -134,8 +133,10 @@ impl Filter {
         Rc::clone(&self.shared.policy)
     }
 
+    /// Counts a decision and writes it for the access log ([`crate::access_log`]).
     fn count(&self, counter: Counter) {
         self.shared.metrics.bump(counter);
+        crate::access_log::record(counter);
     }
 
     fn debug(&self, key: &StorageKey, what: &str) {
@@ -157,7 +158,7 @@ impl Filter {
         Action::Pause
     }
 
-    fn issue_token(&mut self, headers: &[(String, Vec<u8>)]) -> Action {
+    fn issue_token(&mut self, headers: &[(String, Vec<u8>)], path: &str) -> Action {
         let policy = self.policy();
         let Some(token) = &policy.token else {
             return Action::Continue;
@@ -166,28 +167,56 @@ impl Filter {
             return self.unscoped(&policy);
         };
         let http = token_endpoint::issue_answer(
+            &policy,
             token,
+            path,
             client.scope(),
             host::now(),
             crate::entropy::random16(),
         );
-        self.count(Counter::TokenIssued);
+        if http.status == 200 {
+            self.count(Counter::TokenIssued);
+        }
         self.send(&http)
     }
 
-    /// Checks and consumes the one-time token; `None` means go on, `Some(action)` was answered.
-    fn check_token(&mut self, client: &ClientIdentity, text: Option<&str>) -> Option<Action> {
+    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
+    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    fn verify_token(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        route: &Route,
+        method: &str,
+        headers: &[(String, Vec<u8>)],
+    ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
-        let token = policy.token.as_ref()?;
+        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+            return Ok(None);
+        };
+        let Some(client) = client else {
+            // A token is bound to a client: without one it cannot be checked, so never forward.
+            self.count(Counter::ScopeUnavailable);
+            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
+        };
+        let text = header_values(headers, &token.header)
+            .first()
+            .and_then(|v| std::str::from_utf8(v).ok());
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
+            Ok(claims) => Ok(Some(claims)),
+            Err(e) => {
+                self.count(Counter::TokenRejected);
+                Err(self.reply(&EdgeAnswer::Token(&e)))
+            }
+        }
+    }
+
+    /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
+    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
+    /// could be used again.
+    fn consume_token(&mut self, claims: &VerifiedToken) -> Option<Action> {
+        let policy = self.policy();
         let mut store = self.shared.store();
-        match token_endpoint::consume(
-            &mut store,
-            &policy,
-            token,
-            text,
-            client.scope(),
-            host::now(),
-        ) {
+        match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -196,18 +225,17 @@ impl Filter {
                 self.count(Counter::TokenRejected);
                 Some(self.reply(&EdgeAnswer::Token(&e)))
             }
-            TokenCheck::StoreFull => {
+            TokenCheck::StoreFull { retry_after } => {
                 self.count(Counter::StoreFull);
-                self.failure(
-                    policy.on_store_full,
-                    &EdgeAnswer::StoreFull {
-                        retry_after: policy.lease,
-                    },
-                )
+                Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
+            }
+            TokenCheck::QuotaExceeded { retry_after } => {
+                self.count(Counter::QuotaExceeded);
+                Some(self.reply(&EdgeAnswer::QuotaExceeded { retry_after }))
             }
             TokenCheck::StoreFailed(e) => {
                 self.store_failed(&e);
-                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
             }
         }
     }
@@ -251,15 +279,18 @@ impl Filter {
             .token
             .as_ref()
             .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
-        let route = policy.route_for(method, path);
-        if route.is_none() && !token_issue {
-            return Action::Continue;
-        }
         if token_issue {
-            return self.issue_token(&headers);
+            return self.issue_token(&headers, path);
         }
-        let Some(route) = route else {
+        // Matched on the normalised path; `guarded` is the spelling the storage key and the
+        // fingerprint use, so every spelling of one path is one request (issue 14).
+        let Some(matched) = policy.match_request(method, path) else {
             return Action::Continue;
+        };
+        let route = matched.route;
+        let guarded = match path.find(['?', '#']) {
+            Some(query) => format!("{}{}", matched.path, &path[query..]),
+            None => matched.path.clone(),
         };
         let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
             Ok(key) => key,
@@ -269,14 +300,9 @@ impl Filter {
             }
         };
         let client = identify(&policy, &HeaderFacts { headers: &headers });
-        let token_text = match (route.token, &policy.token) {
-            (TokenRequirement::Required, Some(token)) => Some(
-                header_values(&headers, &token.header)
-                    .first()
-                    .and_then(|v| std::str::from_utf8(v).ok())
-                    .map(str::to_owned),
-            ),
-            _ => None,
+        let token = match self.verify_token(client.as_ref(), route, method, &headers) {
+            Ok(token) => token,
+            Err(action) => return action,
         };
         let Some(key) = key else {
             if route.key == KeyRequirement::Required {
@@ -286,11 +312,8 @@ impl Filter {
                 });
             }
             // Optional key, none given: no idempotency, but a required token still applies.
-            if let Some(text) = &token_text {
-                let Some(client) = &client else {
-                    return self.unscoped(&policy);
-                };
-                if let Some(action) = self.check_token(client, text.as_deref()) {
+            if let Some(claims) = &token {
+                if let Some(action) = self.consume_token(claims) {
                     return action;
                 }
             }
@@ -300,12 +323,11 @@ impl Filter {
         let Some(client) = client else {
             return self.unscoped(&policy);
         };
-        let storage_key =
-            StorageKey::derive(client.scope(), method, path_without_query(path), &key);
+        let storage_key = StorageKey::derive(client.scope(), method, &matched.path, &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
-            path,
+            &guarded,
             headers
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_slice())),
@@ -326,8 +348,7 @@ impl Filter {
             key: storage_key,
             fingerprint,
             seen: 0,
-            client,
-            token: token_text,
+            token,
             held,
         });
         if end_of_stream {
@@ -373,7 +394,6 @@ impl Filter {
         let Hashing {
             key,
             fingerprint,
-            client,
             token,
             held,
             ..
@@ -406,8 +426,8 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                if let Some(text) = &token {
-                    if let Some(action) = self.check_token(&client, text.as_deref()) {
+                if let Some(claims) = &token {
+                    if let Some(action) = self.consume_token(claims) {
                         // Not forwarded after all: the upstream never saw it, so release the key.
                         self.finish_claim(
                             key,
@@ -443,18 +463,30 @@ impl Filter {
                 self.debug(&key, "other payload: 422");
                 self.reply(&EdgeAnswer::Mismatch)
             }
+            Ok(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                self.count(Counter::QuotaExceeded);
+                self.debug(&key, "scope over its quota: 429");
+                self.reply(&EdgeAnswer::QuotaExceeded { retry_after })
+            }
             Ok(ClaimOutcome::StoreFull { retry_after }) => {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
             Err(e) => {
                 self.store_failed(&e);
                 self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
+                    .or_else(|| self.unprotected(token.as_ref()))
                     .unwrap_or(Action::Continue)
             }
         }
+    }
+
+    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
+    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Option<Action> {
+        token.and_then(|claims| self.consume_token(claims))
     }
 
     /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
@@ -507,6 +539,9 @@ impl Filter {
     /// the root context's callout answer, with this stream made the effective context.
     pub fn relay(&mut self, relay: &Relay) {
         self.stage = Stage::Idle;
+        if let Some(outcome) = relay.outcome {
+            crate::access_log::record_outcome(outcome);
+        }
         if relay.from_upstream {
             host::send_with_details(&relay.answer, RELAY_DETAILS);
         } else {

@@ -13,10 +13,11 @@
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
 //! [`host`] (host calls without panics), [`entropy`], and the conformance export for the wasmtime
-//! harness.
+//! harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
 #![deny(unsafe_code)]
 
 pub mod abi;
+pub mod access_log;
 pub mod callout;
 pub mod client;
 pub mod detached;

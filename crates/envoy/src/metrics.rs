@@ -43,6 +43,8 @@ pub enum Counter {
     RelayTooLarge,
     /// The store had no room: the configured failure mode applied.
     StoreFull,
+    /// 429: the client already held its share of the store (`scope_quota` / `peer_quota`).
+    QuotaExceeded,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,
     /// No scope source identified the client: the failure mode applied (never a shared namespace).
@@ -60,7 +62,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 26] = [
+    pub const ALL: [Counter; 27] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -79,6 +81,7 @@ impl Counter {
         Counter::DetachedClientGone,
         Counter::RelayTooLarge,
         Counter::StoreFull,
+        Counter::QuotaExceeded,
         Counter::StoreError,
         Counter::ScopeUnavailable,
         Counter::TokenIssued,
@@ -109,6 +112,7 @@ impl Counter {
             Counter::DetachedClientGone => "idemgate.detached_client_gone",
             Counter::RelayTooLarge => "idemgate.relay_too_large",
             Counter::StoreFull => "idemgate.store_full",
+            Counter::QuotaExceeded => "idemgate.quota_exceeded",
             Counter::StoreError => "idemgate.store_error",
             Counter::ScopeUnavailable => "idemgate.scope_unavailable",
             Counter::TokenIssued => "idemgate.token_issued",

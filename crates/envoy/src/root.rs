@@ -104,6 +104,10 @@ impl Root {
         let layout = Layout {
             capacity: policy.capacity,
         };
+        if let Err(refusal) = claim_layout(&mut SharedStore::new(HostSharedData), &layout) {
+            host::log(LogLevel::Error, &format!("rejected: {refusal}"));
+            return false;
+        }
         let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
@@ -188,6 +192,46 @@ pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> Precreated {
     done
 }
 
+/// The shared-data name of the layout every VM of this `vm_id` uses.
+const LAYOUT_CELL: &str = "idemgate/layout";
+
+/// Records the store's layout in shared data, or refuses a configuration whose layout differs from
+/// the one already in use (issue 14, finding 6). Records live in the cell their key hashes to
+/// *under the layout*: another cell count or records per cell would remap every key, so stored
+/// answers, claims in flight and token uses would vanish, and the old cells would stay allocated
+/// but unaddressed. Envoy keeps serving the previous configuration; a restart (new process, empty
+/// shared data) takes the new layout.
+pub fn claim_layout<S: Store>(store: &mut S, layout: &Layout) -> Result<(), String> {
+    let wanted = format!(
+        "{} cells x {} records",
+        layout.capacity.cells, layout.capacity.per_cell
+    );
+    for _ in 0..4 {
+        let current = match store.read(LAYOUT_CELL) {
+            Ok(current) => current,
+            // Unreadable: nothing to compare with; cells are checked as they are used.
+            Err(_) => return Ok(()),
+        };
+        match current {
+            Some(snapshot) if snapshot.bytes == wanted.as_bytes() => return Ok(()),
+            Some(snapshot) => {
+                return Err(format!(
+                    "the store layout would change from {} to {wanted} (`capacity` / \
+                     `records_per_cell`): every stored record would become unreachable. Keep the \
+                     layout, or restart Envoy to start an empty store with the new one",
+                    String::from_utf8_lossy(&snapshot.bytes)
+                ))
+            }
+            None => match store.write(LAYOUT_CELL, wanted.as_bytes(), Expect::Absent) {
+                Ok(WriteOutcome::Written) | Err(_) => return Ok(()),
+                // Another VM wrote it first: compare with what it wrote.
+                Ok(WriteOutcome::Conflict) => continue,
+            },
+        }
+    }
+    Ok(())
+}
+
 /// What [`precreate_cells`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Precreated {
@@ -232,6 +276,20 @@ mod tests {
         // The counter wraps instead of overflowing.
         let edge = OwnerTokens::new([0xFF; 16]);
         assert_ne!(edge.next(), edge.next());
+    }
+
+    #[test]
+    fn a_changed_layout_is_refused() {
+        use idemgate_core::store::MemoryStore;
+        let layout = |cells, per_cell| Layout {
+            capacity: Capacity { cells, per_cell },
+        };
+        let mut store = MemoryStore::new();
+        assert_eq!(claim_layout(&mut store, &layout(8, 8)), Ok(()));
+        assert_eq!(claim_layout(&mut store, &layout(8, 8)), Ok(()));
+        let refusal = claim_layout(&mut store, &layout(16, 8)).unwrap_err();
+        assert!(refusal.contains("from 8 cells x 8 records to 16 cells x 8 records"));
+        assert!(claim_layout(&mut store, &layout(8, 4)).is_err());
     }
 
     #[test]

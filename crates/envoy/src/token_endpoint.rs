@@ -3,11 +3,11 @@
 //! together for the filter.
 
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
-use idemgate_core::policy::{Policy, TokenPolicy};
+use idemgate_core::policy::{Policy, Route, TokenPolicy, TokenRequirement};
 use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
-use idemgate_core::scope::{scope_hash, Scope, StorageKey};
+use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use idemgate_core::store::Store;
-use idemgate_core::time::UnixMillis;
+use idemgate_core::time::{Span, UnixMillis};
 use idemgate_core::token::{issue, verify, TokenError};
 
 /// Whether `path` (query allowed) and `method` ask the issuing endpoint for a token.
@@ -16,14 +16,30 @@ pub fn is_issue_request(token: &TokenPolicy, method: &str, path: &str) -> bool {
         && matches!(method, "GET" | "POST")
 }
 
-/// The answer of the issuing endpoint: a fresh token bound to the client's scope.
+/// The answer of the issuing endpoint: a fresh token bound to the client's scope and to the route
+/// and method the request names (`?method=POST&path=/payments`) — a 400 problem if they name no
+/// route that requires a token.
 pub fn issue_answer(
+    policy: &Policy,
     token: &TokenPolicy,
+    request_path: &str,
     scope: Scope<'_>,
     now: UnixMillis,
     nonce: [u8; 16],
 ) -> HttpAnswer {
-    let issued = issue(&token.secret, &scope_hash(scope), now, token.ttl, nonce);
+    let method = query_value(request_path, "method").map(|m| m.to_ascii_uppercase());
+    let path = query_value(request_path, "path");
+    let route = match (&method, &path) {
+        (Some(method), Some(path)) => policy
+            .route_for(method, path)
+            .filter(|route| route.token == TokenRequirement::Required),
+        _ => None,
+    };
+    let (Some(route), Some(method)) = (route, method) else {
+        return answer(&EdgeAnswer::TokenRouteUnknown);
+    };
+    let audience = token_audience(scope, &route.prefix, &method);
+    let issued = issue(&token.secret, &audience, now, token.ttl, nonce);
     answer(&EdgeAnswer::TokenIssued {
         token: &issued.text,
         expires_at_ms: issued.claims.expires_at.0,
@@ -31,39 +47,96 @@ pub fn issue_answer(
     })
 }
 
+/// The percent-decoded value of `name` in the query of `path`, if present and not empty.
+fn query_value(path: &str, name: &str) -> Option<String> {
+    let (_, query) = path.split_once('?')?;
+    let query = query.split('#').next().unwrap_or_default();
+    let raw = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |at: usize| bytes.get(at).and_then(|c| char::from(*c).to_digit(16));
+        match (b, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok().filter(|v| !v.is_empty())
+}
+
 /// How a token check ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TokenCheck {
     /// Valid and now used: forward.
     Consumed,
-    /// Missing, forged, expired, for another client, or used before.
+    /// Missing, forged, expired, for another client, route or method, or used before.
     Rejected(TokenError),
-    /// No room to remember the use: the configured failure mode applies.
-    StoreFull,
+    /// No room to remember the use: refused (a use that cannot be recorded could be repeated).
+    StoreFull {
+        retry_after: Span,
+    },
+    /// The client holds its share of the store.
+    QuotaExceeded {
+        retry_after: Span,
+    },
     StoreFailed(ProtocolError),
 }
 
-/// Verifies `text` against the client's scope and marks it used, exactly once.
-pub fn consume<S: Store + ?Sized>(
-    store: &mut S,
-    policy: &Policy,
+/// A token whose signature, binding and time are good, and the store key of its single use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifiedToken {
+    pub expires_at: UnixMillis,
+    /// Named by the nonce, tagged with the client's scope: the use counts against its share.
+    pub use_key: StorageKey,
+}
+
+/// Verifies `text` for this client, route rule and method — no store involved, so this runs
+/// before any store decision and on every path (issue 14, finding 3).
+pub fn verify_for(
     token: &TokenPolicy,
     text: Option<&str>,
     scope: Scope<'_>,
+    route: &Route,
+    method: &str,
+    now: UnixMillis,
+) -> Result<VerifiedToken, TokenError> {
+    let text = text.ok_or(TokenError::Missing)?;
+    let audience = token_audience(scope, &route.prefix, method);
+    let claims = verify(&token.secret, text.trim(), &audience, now)?;
+    Ok(VerifiedToken {
+        expires_at: claims.expires_at,
+        use_key: StorageKey::tagged(claims.consumption_key(), QuotaTag::of(scope)),
+    })
+}
+
+/// Marks a verified token used, exactly once.
+pub fn consume<S: Store + ?Sized>(
+    store: &mut S,
+    policy: &Policy,
+    token: &VerifiedToken,
     now: UnixMillis,
 ) -> TokenCheck {
-    let Some(text) = text else {
-        return TokenCheck::Rejected(TokenError::Missing);
-    };
-    let claims = match verify(&token.secret, text.trim(), &scope_hash(scope), now) {
-        Ok(claims) => claims,
-        Err(e) => return TokenCheck::Rejected(e),
-    };
     let mut engine = Engine { store, policy };
-    match engine.consume(StorageKey(claims.consumption_key()), claims.expires_at, now) {
+    match engine.consume(token.use_key, token.expires_at, now) {
         Ok(ConsumeOutcome::Consumed) => TokenCheck::Consumed,
         Ok(ConsumeOutcome::AlreadyUsed) => TokenCheck::Rejected(TokenError::AlreadyUsed),
-        Ok(ConsumeOutcome::StoreFull) => TokenCheck::StoreFull,
+        Ok(ConsumeOutcome::StoreFull { retry_after }) => TokenCheck::StoreFull { retry_after },
+        Ok(ConsumeOutcome::QuotaExceeded { retry_after }) => {
+            TokenCheck::QuotaExceeded { retry_after }
+        }
         Err(e) => TokenCheck::StoreFailed(e),
     }
 }
@@ -75,7 +148,7 @@ mod tests {
 
     fn policy() -> Policy {
         Policy::from_json(
-            r#"{"token":{"secret":"0123456789abcdef0123"},"routes":[{"prefix":"/pay","token":"required"}]}"#,
+            r#"{"token":{"secret":"0123456789abcdef0123"},"routes":[{"prefix":"/pay","token":"required"},{"prefix":"/"}]}"#,
             &|_| None,
         )
         .unwrap()
@@ -90,6 +163,7 @@ mod tests {
     fn issue_then_use_once() {
         let policy = policy();
         let token = policy.token.as_ref().unwrap();
+        let route = policy.route_for("POST", "/pay").unwrap();
         assert!(is_issue_request(token, "GET", "/.idemgate/token?x=1"));
         assert!(!is_issue_request(token, "DELETE", "/.idemgate/token"));
         let alice = Scope {
@@ -101,25 +175,56 @@ mod tests {
             value: b"bob",
         };
         let now = UnixMillis(1_700_000_000_000);
-        let issued = issue_answer(token, alice, now, [9; 16]);
+        let for_pay = "/.idemgate/token?method=post&path=%2Fpay%2F1";
+        let issued = issue_answer(&policy, token, for_pay, alice, now, [9; 16]);
         assert_eq!(issued.status, 200);
         let text = token_text(&issued);
+        let check = |scope, method| verify_for(token, Some(&text), scope, route, method, now);
+        assert_eq!(check(bob, "POST"), Err(TokenError::BadSignature));
+        assert_eq!(check(alice, "PATCH"), Err(TokenError::BadSignature));
+        let verified = check(alice, "POST").unwrap();
         let mut store = MemoryStore::new();
         assert_eq!(
-            consume(&mut store, &policy, token, Some(&text), bob, now),
-            TokenCheck::Rejected(TokenError::BadSignature)
-        );
-        assert_eq!(
-            consume(&mut store, &policy, token, Some(&text), alice, now),
+            consume(&mut store, &policy, &verified, now),
             TokenCheck::Consumed
         );
         assert_eq!(
-            consume(&mut store, &policy, token, Some(&text), alice, now),
+            consume(&mut store, &policy, &verified, now),
             TokenCheck::Rejected(TokenError::AlreadyUsed)
         );
         assert_eq!(
-            consume(&mut store, &policy, token, None, alice, now),
-            TokenCheck::Rejected(TokenError::Missing)
+            verify_for(token, None, alice, route, "POST", now),
+            Err(TokenError::Missing)
         );
+    }
+
+    #[test]
+    fn a_token_is_issued_only_for_a_route_that_requires_one() {
+        let policy = policy();
+        let token = policy.token.as_ref().unwrap();
+        let alice = Scope {
+            source: "peer",
+            value: b"10.0.0.1",
+        };
+        let now = UnixMillis(1_700_000_000_000);
+        for path in [
+            "/.idemgate/token",
+            "/.idemgate/token?method=POST",
+            "/.idemgate/token?path=/pay",
+            "/.idemgate/token?method=POST&path=/elsewhere",
+            "/.idemgate/token?method=GET&path=/pay",
+            "/.idemgate/token?method=POST&path=",
+        ] {
+            let answer = issue_answer(&policy, token, path, alice, now, [1; 16]);
+            assert_eq!(answer.status, 400, "{path}");
+        }
+    }
+
+    #[test]
+    fn query_values() {
+        assert_eq!(query_value("/t?a=1&b=%2Fx+y", "b").as_deref(), Some("/x y"));
+        assert_eq!(query_value("/t?ab=1", "a"), None);
+        assert_eq!(query_value("/t?a=1#b=2", "b"), None);
+        assert_eq!(query_value("/t", "a"), None);
     }
 }

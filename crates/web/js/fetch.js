@@ -109,7 +109,13 @@ export async function idempotentFetch(url, init = {}, options = {}) {
     let sendInit = base;
     if (tokenOptions) {
       if (!tokenIsFresh(currentToken)) {
-        currentToken = await fetchToken({ fetch: fetchImpl, signal, ...tokenOptions });
+        currentToken = await fetchToken({
+          fetch: fetchImpl,
+          signal,
+          requestMethod: method,
+          requestPath: new URL(String(target), globalThis.location?.href ?? 'http://localhost/').pathname,
+          ...tokenOptions,
+        });
       }
       sendInit = attachToken(base, currentToken);
     }

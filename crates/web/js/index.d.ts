@@ -30,11 +30,11 @@ export declare function newKey(): string;
 export declare function parseKey(value: string | BufferSource): string;
 export declare function parseKey(values: Array<string | BufferSource>): string | null;
 
-export type FingerprintMode = 'raw' | 'json' | 'fields' | 'none';
+export type FingerprintMode = 'auto' | 'raw' | 'json' | 'form' | 'fields' | 'none';
 
 /** The edge's fingerprint configuration. */
 export interface FingerprintSpec {
-  /** Default `json`. */
+  /** Default `auto`: by `Content-Type`, JSON types canonically, form bodies canonically, the rest raw. */
   mode?: FingerprintMode;
   /** JSON pointers (RFC 6901), `fields` mode only. */
   fields?: string[];
@@ -159,6 +159,10 @@ export interface TokenOptions {
   endpoint?: string;
   /** Default `POST`. */
   method?: string;
+  /** The method of the request the token is for (tokens are bound to one route and method). */
+  requestMethod?: string;
+  /** The path of the request the token is for. */
+  requestPath?: string;
   headers?: HeadersLike;
   credentials?: RequestCredentials;
   signal?: AbortSignal;
@@ -195,6 +199,10 @@ export interface GuardOptions {
   url?: string | ((element: Element) => string);
   /** Default `POST`. */
   method?: string;
+  /** The method of the request the token is for (tokens are bound to one route and method). */
+  requestMethod?: string;
+  /** The path of the request the token is for. */
+  requestPath?: string;
   headers?: HeadersLike;
   /** Reads the payload at each submit; default: the form's fields as JSON (FormData if it has files). */
   payload?: (element: Element) => Payload;

@@ -12,17 +12,26 @@ const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  * `attachToken` as the header it names. Rejects with `token_unavailable` (no answer or a non-2xx
  * status, with `status`) or `token_invalid_response` (not the documented JSON).
  *
- * @param {object} [options] `{ endpoint, method, headers, credentials, signal, fetch }`
+ * A token is bound to the method and path of the request it is for (the edge refuses it on any
+ * other route or method): `requestMethod` and `requestPath` name them, sent as
+ * `?method=…&path=…`. `idempotentFetch` fills them in.
+ *
+ * @param {object} [options] `{ endpoint, method, requestMethod, requestPath, headers, credentials, signal, fetch }`
  */
 export async function fetchToken(options = {}) {
   const {
-    endpoint = TOKEN_ENDPOINT,
+    endpoint: base = TOKEN_ENDPOINT,
     method = 'POST',
+    requestMethod,
+    requestPath,
     headers,
     credentials = 'same-origin',
     signal,
     fetch: fetchImpl = globalThis.fetch,
   } = options;
+  const endpoint = requestMethod && requestPath
+    ? `${base}${base.includes('?') ? '&' : '?'}method=${encodeURIComponent(requestMethod)}&path=${encodeURIComponent(requestPath)}`
+    : base;
   let response;
   try {
     response = await fetchImpl(endpoint, { method, headers, credentials, signal, cache: 'no-store' });

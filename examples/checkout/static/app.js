@@ -36,6 +36,50 @@ function say(state, text) {
   status.textContent = text;
 }
 
+// The live list of attempts: every request the page sends, and what the edge decided for it. The
+// demo's Envoy copies idemgate's decision (the filter state its access logs print) into the
+// response header `x-idemgate-decision`; a request whose answer never came has no decision to show.
+const attempts = document.getElementById('attempts');
+const EDGE = {
+  claimed: 'claimed the key, forwarded to the order service',
+  taken_over: 'lease over: took the key over, forwarded to the order service',
+  replayed: 'replayed the stored answer; the order service was not called',
+  conflict: 'the first attempt is still in flight: 409, retry later',
+  mismatch: 'key reused for another cart: 422',
+};
+let attemptCount = 0;
+
+function clock() {
+  return new Date().toISOString().slice(11, 23);
+}
+
+async function observedFetch(url, init = {}) {
+  const key = new Headers(init.headers).get('idempotency-key') ?? '—';
+  const item = document.createElement('li');
+  attemptCount += 1;
+  item.dataset.status = 'pending';
+  item.textContent = `#${attemptCount} ${clock()} key …${key.slice(-8)}: sent…`;
+  attempts.append(item);
+  const settle = (status, decision, text) => {
+    item.dataset.status = status;
+    item.dataset.decision = decision;
+    item.textContent = `${item.textContent.replace(/sent…$/, '')}${text}`;
+  };
+  try {
+    const res = await fetch(url, init);
+    const decision = res.headers.get('x-idemgate-decision') ?? '';
+    const said = EDGE[decision] ?? (decision || 'no decision (not guarded)');
+    settle(String(res.status), decision, `HTTP ${res.status} — edge: ${said}`);
+    return res;
+  } catch (error) {
+    const lost = error?.name === 'AbortError'
+      ? 'no answer: the page gave up waiting (the edge lets the order service finish)'
+      : `no answer: ${error?.message ?? error}`;
+    settle('none', '', lost);
+    throw error;
+  }
+}
+
 const headers = { authorization: 'Bearer demo-user' };
 if (delay) headers['x-demo-delay-ms'] = delay;
 
@@ -45,6 +89,7 @@ guardSubmit(form, {
   payload: cart,
   fetchOptions: {
     timeoutMs,
+    fetch: observedFetch,
     onRetry: ({ attempt, status: code, outcome, key }) => {
       keyView.textContent = key;
       say('in_flight', `Retrying (attempt ${attempt + 1}) after ${code ?? outcome}…`);

@@ -741,6 +741,10 @@ impl<'p> World<'p> {
                             "store full with {neighbours} live records"
                         );
                     }
+                    // Issue 14: the key's scope already holds its share of the cell.
+                    (ClaimOutcome::QuotaExceeded { retry_after }, None) => {
+                        assert!(retry_after.as_millis() > 0);
+                    }
                     (o, f) => panic!("claim outcome {o:?} on {f:?} at {at:?}"),
                 }
             }
@@ -884,10 +888,12 @@ impl<'p> World<'p> {
                     live(pre.0.as_ref(), now),
                 ) {
                     (ConsumeOutcome::AlreadyUsed, Some(_)) => assert_eq!(post, pre),
-                    (ConsumeOutcome::StoreFull, None) => {
+                    (ConsumeOutcome::StoreFull { retry_after }, None) => {
                         assert_eq!(post, pre);
+                        assert!(retry_after.as_millis() > 0);
                         assert!(neighbours >= usize::from(policy.capacity.per_cell));
                     }
+                    (ConsumeOutcome::QuotaExceeded { .. }, None) => assert_eq!(post, pre),
                     (ConsumeOutcome::Consumed, None) => {
                         assert_eq!(post.0, Some(Record::TokenUsed { expires_at }))
                     }

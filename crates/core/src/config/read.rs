@@ -30,6 +30,8 @@ const CONFIG_FIELDS: &[&str] = &[
     "max_response_body",
     "capacity",
     "records_per_cell",
+    "scope_quota",
+    "peer_quota",
     "on_store_full",
     "on_store_error",
     "token",
@@ -43,6 +45,7 @@ const ROUTE_FIELDS: &[&str] = &[
     "forward",
     "cluster",
     "upstream_timeout",
+    "case_sensitive",
 ];
 const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
@@ -89,6 +92,8 @@ impl Config {
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
                 "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
+                "scope_quota" => c.scope_quota = opt(value, |v| integer(at, v))?,
+                "peer_quota" => c.peer_quota = opt(value, |v| integer(at, v))?,
                 "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
@@ -105,6 +110,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut methods = None;
     let mut key_rule = None;
     let mut token_rule = None;
+    let mut case_sensitive = None;
     let mut forward = None;
     let mut cluster = None;
     let mut upstream_timeout = None;
@@ -137,6 +143,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                     )
                 })?
             }
+            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
             "forward" => {
                 forward = opt(value, |v| {
                     choice(
@@ -159,6 +166,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         methods,
         key: key_rule,
         token: token_rule,
+        case_sensitive,
         forward,
         cluster,
         upstream_timeout,
@@ -220,8 +228,10 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
                         &at,
                         v,
                         &[
+                            ("auto", ModeConfig::Auto),
                             ("raw", ModeConfig::Raw),
                             ("json", ModeConfig::Json),
+                            ("form", ModeConfig::Form),
                             ("fields", ModeConfig::Fields),
                             ("none", ModeConfig::None),
                         ],
@@ -344,6 +354,15 @@ fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Co
     value
         .as_object()
         .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+}
+
+fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
+    value.as_bool().ok_or_else(|| {
+        shape(
+            path,
+            format!("expected true or false, found {}", value.kind()),
+        )
+    })
 }
 
 fn string(path: &str, value: &Value) -> Result<String, ConfigError> {

@@ -1,8 +1,42 @@
 //! A small HTTP/1.1 client over std `TcpStream`: one request per connection (`connection: close`).
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::net::{Ipv4Addr, TcpStream};
+use std::os::fd::FromRawFd;
 use std::time::Duration;
+
+/// A TCP connection to `127.0.0.1:port` from the local address `from` (bind, then connect: std
+/// cannot choose the source address, so this goes through libc).
+fn connect_from(from: Ipv4Addr, port: u16) -> TcpStream {
+    let address = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let local = address(from, 0);
+    let remote = address(Ipv4Addr::LOCALHOST, port);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: plain socket calls on a descriptor this function owns; the addresses outlive them.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        // From here on the descriptor is owned (and closed on a failed assertion).
+        let stream = TcpStream::from_raw_fd(fd);
+        let bound = libc::bind(fd, (&raw const local).cast(), len);
+        assert_eq!(bound, 0, "bind {from}: {}", std::io::Error::last_os_error());
+        let connected = libc::connect(fd, (&raw const remote).cast(), len);
+        assert_eq!(
+            connected,
+            0,
+            "connect from {from}: {}",
+            std::io::Error::last_os_error()
+        );
+        stream
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct Response {
@@ -56,6 +90,8 @@ pub struct Request {
     pub path: String,
     pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
+    /// The local address to connect from (another loopback address is another peer to Envoy).
+    pub from: Option<Ipv4Addr>,
 }
 
 impl Request {
@@ -65,7 +101,14 @@ impl Request {
             path: path.into(),
             headers: Vec::new(),
             body: Vec::new(),
+            from: None,
         }
+    }
+
+    /// Connects from this loopback address (e.g. `127.0.0.2`): another client to Envoy.
+    pub fn from(mut self, address: Ipv4Addr) -> Request {
+        self.from = Some(address);
+        self
     }
 
     pub fn post(path: &str, key: &str) -> Request {
@@ -116,7 +159,10 @@ impl Request {
     }
 
     pub fn open(&self, port: u16) -> TcpStream {
-        let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to Envoy");
+        let stream = match self.from {
+            None => TcpStream::connect(("127.0.0.1", port)).expect("connect to Envoy"),
+            Some(from) => connect_from(from, port),
+        };
         let _ = stream.set_nodelay(true);
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))

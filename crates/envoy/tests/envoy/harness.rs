@@ -133,6 +133,11 @@ filter_chains:
     typed_config:
       "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
       stat_prefix: ingress
+      # The listener settings of examples/envoy/envoy.yaml (issue 14).
+      use_remote_address: true
+      normalize_path: true
+      merge_slashes: true
+      path_with_escaped_slashes_action: UNESCAPE_AND_REDIRECT
       route_config:
         virtual_hosts:
         - name: app

@@ -13,6 +13,7 @@ mod config;
 mod detached;
 mod exactly_once;
 mod faults;
+mod hardening;
 mod memory;
 mod requests;
 mod responses;

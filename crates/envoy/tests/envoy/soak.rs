@@ -51,7 +51,7 @@ fn soak_unique_keys_at_full_speed() {
     let upstream = Upstream::start();
     let config = format!(
         r#"{{ "routes": [{{ "prefix": "/" }}], "capacity": {CAPACITY}, "records_per_cell": 8,
-             "ttl": "{TTL_S}s", "lease": "5s", "max_response_body": "8KiB" }}"#
+             "peer_quota": 8, "ttl": "{TTL_S}s", "lease": "5s", "max_response_body": "8KiB" }}"#
     );
     let envoy = Envoy::start(&Setup::new(&config, upstream.port));
     let port = envoy.port;

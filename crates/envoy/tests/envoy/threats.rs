@@ -210,7 +210,7 @@ fn configuration_secrets_never_reach_the_log() {
     let envoy = Envoy::start(&setup);
     admin_post(envoy.admin, "/logging?wasm=debug");
     let identity = "Bearer IDENTITY-alice-9f8e7d";
-    let token = Request::new("POST", "/.idemgate/token")
+    let token = Request::new("POST", "/.idemgate/token?method=POST&path=/pay")
         .header("authorization", identity)
         .send(envoy.port)
         .json()["token"]

@@ -12,7 +12,7 @@ const CONFIG: &str = r#"{
 }"#;
 
 fn token_for(port: u16, who: &str) -> (String, String) {
-    let issued = Request::new("POST", "/.idemgate/token")
+    let issued = Request::new("POST", "/.idemgate/token?method=POST&path=/pay")
         .header("authorization", who)
         .send(port);
     assert_eq!(issued.status, 200, "{}", issued.text());
