@@ -180,7 +180,7 @@ type Stored = (u16, Option<Vec<u8>>, usize);
 /// Every distinct completed answer written, in write order.
 fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
     let mut found = Vec::new();
-    for (n, write) in writes.iter().enumerate() {
+    for (n, write) in writes.iter().enumerate().filter(|(_, w)| is_cell(w)) {
         for (_, record) in decode(&write.value)?.entries {
             if let Record::Completed(done) = record {
                 let body = match &done.response.body {
@@ -204,11 +204,12 @@ fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
 /// far shorter than its TTL).
 fn no_execution_after_completion(writes: &[Write], executions: &[Execution]) -> Result<(), String> {
     let first_completion = writes.iter().position(|w| {
-        decode(&w.value).is_ok_and(|b| {
-            b.entries
-                .iter()
-                .any(|(_, r)| matches!(r, Record::Completed(_)))
-        })
+        is_cell(w)
+            && decode(&w.value).is_ok_and(|b| {
+                b.entries
+                    .iter()
+                    .any(|(_, r)| matches!(r, Record::Completed(_)))
+            })
     });
     if let Some(at) = first_completion {
         if let Some(late) = executions.iter().find(|e| e.writes_before > at) {
@@ -375,6 +376,14 @@ fn detached_answers(plan: &Plan, run: &Run) -> Result<(), String> {
 /// The header Envoy's router adds to an upstream's answer (never to its own replies).
 const UPSTREAM_MARK: &str = "x-envoy-upstream-service-time";
 
+/// Records live in the store's cells; other shared-data keys (the layout marker the filter writes
+/// when configured) are not buckets.
+const CELL_PREFIX: &str = "idemgate/c/";
+
+fn is_cell(write: &Write) -> bool {
+    write.key.starts_with(CELL_PREFIX)
+}
+
 fn decode(bytes: &[u8]) -> Result<Bucket, String> {
     Bucket::decode(bytes).map_err(|e| format!("a cell holds bytes that are not a bucket: {e:?}"))
 }
@@ -385,7 +394,7 @@ fn decode(bytes: &[u8]) -> Result<Bucket, String> {
 /// forwarded may not, while its lease lives.
 pub fn transitions(writes: &[Write], forwarded: &[usize]) -> Result<(), String> {
     let mut owners: HashMap<[u8; 16], usize> = HashMap::new();
-    for (n, write) in writes.iter().enumerate() {
+    for (n, write) in writes.iter().enumerate().filter(|(_, w)| is_cell(w)) {
         let before = decode(write.before.as_deref().unwrap_or_default())?;
         let after = decode(&write.value)?;
         let at = idemgate_core::time::UnixMillis(write.at_ms);
