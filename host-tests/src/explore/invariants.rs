@@ -20,7 +20,7 @@
 //!   away gets nothing.
 
 use super::run::{Plan, Run};
-use crate::envoy::{ClientAnswer, Delivery, Write};
+use crate::envoy::{CalloutFault, ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
 use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
 use idemgate_core::record::{Bucket, Record, StoredBody};
@@ -108,6 +108,10 @@ fn is_replay_of(answer: &ClientAnswer, response: &Response) -> bool {
     answer.header("idempotent-replayed") == Some("true")
         && answer.status == response.status
         && answer.body == response.body
+}
+
+fn is_problem(answer: &ClientAnswer) -> bool {
+    answer.header("content-type") == Some("application/problem+json")
 }
 
 fn is_conflict(answer: &ClientAnswer) -> bool {
@@ -357,7 +361,13 @@ fn detached_answers(plan: &Plan, run: &Run) -> Result<(), String> {
                 }
             },
             (Some(answer), None) => {
-                is_conflict(answer) || answer.header("idempotent-replayed") == Some("true")
+                let dispatch_failed = plan
+                    .callout_faults
+                    .iter()
+                    .any(|(f, _)| *f == CalloutFault::DispatchFails);
+                is_conflict(answer)
+                    || answer.header("idempotent-replayed") == Some("true")
+                    || (dispatch_failed && answer.status == 503 && is_problem(answer))
             }
         };
         if !ok {

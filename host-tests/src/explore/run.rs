@@ -5,8 +5,8 @@
 use super::chooser::Chooser;
 use super::turnstile::Turnstile;
 use crate::envoy::{
-    CalloutRecord, Chain, ClientAnswer, Gate, Outcome, Phase, UpstreamCall, VmSetup, Worker, World,
-    Write,
+    CalloutFault, CalloutRecord, Chain, ClientAnswer, Gate, Outcome, Phase, UpstreamCall, VmSetup,
+    Worker, World, Write,
 };
 use crate::error::{HarnessError, Result};
 use crate::runtime::FilterModule;
@@ -39,6 +39,9 @@ pub struct Plan {
     /// Before each body chunk and each callout answer while its stream lives, a client may go
     /// away instead: the explorer tries both.
     pub client_may_leave: bool,
+    /// Callout faults for the plan's cluster, in dispatch order (whichever worker dispatches
+    /// first gets the first).
+    pub callout_faults: Vec<(CalloutFault, usize)>,
 }
 
 impl Plan {
@@ -58,6 +61,7 @@ impl Plan {
             first_cas: None,
             callouts: None,
             client_may_leave: false,
+            callout_faults: Vec::new(),
         }
     }
 
@@ -78,6 +82,12 @@ impl Plan {
         if let Some((_, by_worker)) = self.callouts.as_mut() {
             *by_worker = outcomes;
         }
+        self
+    }
+
+    /// The next `times` callouts to the plan's cluster fail so (see [`CalloutFault`]).
+    pub fn callout_fault(mut self, fault: CalloutFault, times: usize) -> Plan {
+        self.callout_faults.push((fault, times));
         self
     }
 
@@ -286,6 +296,9 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
     let world = World::new(plan.seed);
     if let Some((cluster, outcomes)) = &plan.callouts {
         world.add_cluster(cluster, Arc::new(Orders::with_outcomes(outcomes.clone())));
+        for (fault, times) in &plan.callout_faults {
+            world.faults().callout(cluster, *fault, *times);
+        }
     }
     let actors = plan.requests.len();
     // Envoy configures its VMs before the listener takes traffic, so the store's cells (which the

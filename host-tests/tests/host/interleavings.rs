@@ -3,7 +3,7 @@
 //! `IDEMGATE_EXPLORE_RUNS` to sample more.
 
 use crate::support::{created, filter, order};
-use idemgate_host_tests::envoy::Outcome;
+use idemgate_host_tests::envoy::{CalloutFault, Outcome};
 use idemgate_host_tests::explore::{every_schedule, sampled_schedules, Coverage, Plan};
 use idemgate_host_tests::scenario::{Failure, Response, Upstream};
 
@@ -171,4 +171,15 @@ fn two_detached_requests_when_the_first_is_reset_mid_answer_with_the_lease_expir
         .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
         .with_lease_expiry();
     all(&plan);
+}
+
+#[test]
+fn two_detached_requests_when_the_first_dispatch_fails_or_never_connects() {
+    for fault in [CalloutFault::DispatchFails, CalloutFault::ConnectionFailure] {
+        let plan = Plan::detached(2, detached_order())
+            .callout_fault(fault, 1)
+            .clients_may_leave();
+        let coverage = all(&plan);
+        println!("{fault:?}: {coverage:?}");
+    }
 }
