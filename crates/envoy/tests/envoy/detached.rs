@@ -248,3 +248,42 @@ fn concurrent_duplicates_reach_the_upstream_once_through_detached_exchanges() {
         );
     }
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_chunked_request_body_is_sent_whole_with_its_length() {
+    use std::io::Write;
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let send = || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", envoy.port)).expect("connect");
+        stream
+            .write_all(
+                b"POST /orders HTTP/1.1\r\nhost: test\r\nconnection: close\r\nidempotency-key: chunked\r\n\
+                  content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+                  5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
+            )
+            .expect("write");
+        read_response(stream).expect("an answer")
+    };
+    let first = send();
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
+    let again = send();
+    assert_eq!(
+        (again.status, again.replayed()),
+        (201, true),
+        "{}",
+        again.text()
+    );
+    assert_eq!(upstream.hits("chunked"), 1);
+    // The same payload with a declared length is the same request (same fingerprint).
+    let same = Request::post("/orders", "chunked")
+        .json("{\"a\":1}")
+        .send(envoy.port);
+    assert!(same.replayed(), "{} {}", same.status, same.text());
+}
