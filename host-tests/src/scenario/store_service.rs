@@ -198,4 +198,31 @@ mod tests {
         .unwrap();
         assert_eq!(decoded, remote::Response::Failed(Failure::BadRequest));
     }
+
+    #[test]
+    fn a_lost_reply_to_a_claim_still_claims() {
+        use crate::envoy::callouts::{resolve, CalloutFault, Delivery, PendingCallout};
+        let store = StoreService::new(Clock::default());
+        let policy = Policy::defaults();
+        let key = StorageKey([9; 32]);
+        let claim =
+            |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+        for fault in [CalloutFault::ResetAfterHeaders, CalloutFault::Timeout] {
+            let lost = PendingCallout {
+                request: post(0, claim(1).encode()),
+                fault: Some(fault),
+                from_context: 2,
+            };
+            let (reached, _, delivery) = resolve(Some(&store), &lost);
+            assert!(reached, "{fault:?}");
+            assert!(
+                delivery == Delivery::Failure || delivery.status() == Some(504),
+                "{fault:?}: the filter gets no outcome"
+            );
+        }
+        // The store acted on the first claim whose reply was lost: the key is held.
+        assert!(matches!(store.record(&key), Some(Record::InFlight(_))));
+        let other = call(&store, 1, &claim(2)).into_claim().unwrap();
+        assert!(matches!(other, ClaimOutcome::Conflict { .. }), "{other:?}");
+    }
 }
