@@ -214,7 +214,7 @@ dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI
 	cd $(DIST) && sha256sum idemgate_envoy.wasm > idemgate_envoy.wasm.sha256
 	cp -a $(IMAGE_LAYOUT) $(DIST)/oci
 	echo "sha256:$(IMAGE_DIGEST)" > $(DIST)/oci.digest
-	for dir in istio envoy-gateway; do mkdir -p $(DIST)/examples/$$dir; \
+	for dir in istio envoy-gateway store; do mkdir -p $(DIST)/examples/$$dir; \
 	  cp examples/$$dir/README.md $(DIST)/examples/$$dir/; \
 	  for f in examples/$$dir/*.yaml; do \
 	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
