@@ -139,6 +139,8 @@ def main():
         env = dict(os.environ)
         # One secret for both Envoys: a token issued by A is verified by B.
         env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+        # The payment provider's webhook signing secret (Stripe-style `whsec_…`), as in demo.py.
+        env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
         urls = []
         admins = []
         for name, port, admin_port, base in (("a", args.port, args.admin_port, 0),
@@ -172,7 +174,8 @@ def main():
             with open(args.ready_file + ".tmp", "w") as f:
                 json.dump({"url": urls[0], "url_b": urls[1], "admin": admins[0],
                            "admin_b": admins[1], "orders": orders_port,
-                           "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid()}, f)
+                           "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid(),
+                           "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"]}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         if not args.quiet:
             a, b = urls

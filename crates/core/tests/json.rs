@@ -522,6 +522,8 @@ fn vectors_agree_with_the_python_references() {
         ("json_reference.py", Some("json.json")),
         ("form_reference.py", Some("form.json")),
         ("core_reference.py", None),
+        ("signature_reference.py", Some("signature.json")),
+        ("key_source_reference.py", Some("key_source.json")),
     ] {
         let mut command = std::process::Command::new("python3");
         command

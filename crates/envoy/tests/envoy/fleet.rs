@@ -526,6 +526,13 @@ fn an_envoy_restarted_between_a_request_and_its_retry_replays() {
         "{}",
         first.text()
     );
+    // The finish is sent once the client has its answer: let it land before the kill (a finish
+    // lost with its Envoy leaves the key in flight until the lease ends; the README says so).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while first_envoy.counter("stored") < 1 {
+        assert!(Instant::now() < deadline, "the finish never landed");
+        thread::sleep(Duration::from_millis(10));
+    }
     drop(first_envoy); // killed by PID: its shared data is gone with it
     let restarted = Envoy::start(&setup);
     let retry = replay(&Request::post("/pay", "restart-1"), restarted.port);

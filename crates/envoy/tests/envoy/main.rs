@@ -15,6 +15,7 @@ mod exactly_once;
 mod faults;
 mod fleet;
 mod hardening;
+mod key_sources;
 mod memory;
 mod requests;
 mod responses;
