@@ -676,3 +676,41 @@ fn pass_through_forwards_unprotected_while_the_store_is_down() {
     assert_eq!(a.counter("passthrough"), 2);
     assert_eq!(a.counter("store_error"), 2);
 }
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn a_claim_won_for_a_client_that_left_is_released() {
+    let redis = Redis::start();
+    let store = Store::start(&redis);
+    let upstream = Upstream::start();
+    // The service waits on Redis longer than the client: the claim lands after the client left.
+    let filter = config("");
+    let (a, _) = envoy(&filter, &upstream, &store);
+    signal(redis.child.id(), "-STOP");
+    let request = Request::post("/pay", "left-early");
+    let mut stream = request.open(a.port);
+    request.write(&mut stream);
+    thread::sleep(Duration::from_millis(100));
+    drop(stream); // the client gives up while its claim waits on the store
+    thread::sleep(Duration::from_millis(100));
+    signal(redis.child.id(), "-CONT");
+    // The claim, if it landed, is released by the root context (the request was never sent):
+    // a retry runs at once instead of waiting 409s for the lease.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let retry = loop {
+        let answer = request.send(a.port);
+        if answer.status != 409 || Instant::now() > deadline {
+            break answer;
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(
+        (retry.status, retry.replayed()),
+        (201, false),
+        "{}",
+        retry.text()
+    );
+    assert_eq!(upstream.hits("left-early"), 1);
+    // The claim did land for the client that left, and was released (not merely never made).
+    assert_eq!(a.counter("released"), 1);
+}
