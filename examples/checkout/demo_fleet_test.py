@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """`make test-demo-fleet`: starts `demo_fleet.py` on free ports and checks its contract — a request
 sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy (one order, the
-retry is the replay, byte for byte), a one-time token issued by A is used once across both — then
+retry is the replay, byte for byte), a one-time token issued by A is used once across both, a
+signed payment event (its key taken from the body) delivered to A and B is applied once — then
 stops it with SIGTERM and checks that it exited and removed its work dir. Bounded: fails after 90 s.
 """
 import glob
+import hashlib
+import hmac
 import json
 import os
 import shutil
@@ -78,7 +81,36 @@ def main():
         check(r1[0] != 409 and r1[0] < 500, f"first use through B: {r1[0]} {r1[2]!r}")
         r2 = request("POST", a + "/api/vouchers/redeem", redeem, voucher)
         check(r2[0] == 409 and b"token_used" in r2[2], f"reuse through A: {r2[0]} {r2[2]!r}")
-        print("demo-fleet: A→B retry replayed, one order; token used once across A and B")
+
+        # A payment event (a callback route: the key is the event's `id`, from the body) delivered
+        # to A, then again to B: applied once, B's delivery is the replay.
+        order_id = json.loads(b1)["id"]
+        event = json.dumps({"id": f"evt_fleet_{order_id}_{int(time.time())}",
+                            "type": "payment_succeeded", "data": {"order": order_id}}).encode()
+
+        def deliver(url):
+            t = str(int(time.time()))
+            v1 = hmac.new(info["webhook_secret"].encode(), f"{t}.".encode() + event,
+                          hashlib.sha256).hexdigest()
+            for _ in range(50):
+                got = request("POST", url + "/api/webhooks/payments",
+                              {"content-type": "application/json",
+                               "stripe-signature": f"t={t},v1={v1}"}, event)
+                if got[0] != 409:
+                    return got
+                time.sleep(0.1)
+            return got
+
+        _, _, listed = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
+        e1 = deliver(a)
+        e2 = deliver(b)
+        check(e1[0] == 200 and e2[0] == 200, f"deliveries: {e1[0]} {e1[2]!r} / {e2[0]} {e2[2]!r}")
+        check(e2[1].get("idempotent-replayed") == "true", f"B's delivery is the replay: {e2[1]}")
+        _, _, after = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
+        applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
+        check(applied == 1, f"the event was applied {applied} times")
+        print("demo-fleet: A→B retry replayed, one order; token used once across A and B; "
+              "a payment event delivered to A and B applied once")
     finally:
         if demo.poll() is None:
             demo.send_signal(signal.SIGTERM)
