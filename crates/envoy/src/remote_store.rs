@@ -98,13 +98,24 @@ pub fn call(
             status.0
         )))
     })?;
-    register(shared, token, pending(token));
+    if !register(shared, token, pending(token)) {
+        // Never expected (the table is not held across callbacks); if it happens, the answer
+        // would find no entry and the request would wait for nothing: fail it now instead.
+        return Err(ProtocolError::Store(StoreError::Unavailable(String::from(
+            "the callout table was busy",
+        ))));
+    }
     Ok(token)
 }
 
-fn register(shared: &Shared, token: u32, call: StoreCall) {
-    if let Ok(mut table) = shared.callouts.try_borrow_mut() {
-        table.insert(token, Pending::Store(call));
+/// Registers a callout the host accepted; `false` if the table could not be borrowed.
+fn register(shared: &Shared, token: u32, call: StoreCall) -> bool {
+    match shared.callouts.try_borrow_mut() {
+        Ok(mut table) => {
+            table.insert(token, Pending::Store(call));
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -181,7 +192,13 @@ fn send_finish(finish: Finish) {
     match send(&finish.shared, &finish.body) {
         Ok(token) => {
             let shared = Rc::clone(&finish.shared);
-            register(&shared, token, StoreCall::Finish(finish));
+            if !register(&shared, token, StoreCall::Finish(finish)) {
+                shared.metrics.bump(Counter::StoreError);
+                host::log(
+                    LogLevel::Warn,
+                    "could not register a finish callout: its answer will not be read",
+                );
+            }
         }
         Err(status) => {
             finish.shared.metrics.bump(Counter::StoreError);
