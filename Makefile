@@ -60,7 +60,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -97,6 +97,22 @@ test-host: build-filter build-web ## both .wasm files under wasmtime
 bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/work.py
 
+# The fleet's record store (issue 13): crates/store against a real redis-server and a real
+# three-primary Redis Cluster that its tests start on free ports (and kill by PID).
+.PHONY: setup-redis build-store test-store bench-store
+setup-redis:
+	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+build-store: setup-rust ## the store service binary (target/release/idemgate-store)
+	$(CARGO) build -p idemgate-store --release
+
+test-store: setup-rust setup-redis ## the store service against real Redis and Redis Cluster
+	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
+
+bench-store: setup-rust setup-redis ## store operation latency and throughput over h2c (prints figures; LOAD_OPS, default 5000)
+	$(CARGO) build -p idemgate-store --release --bin idemgate-store --example load
+	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store $${CARGO_TARGET_DIR:-target}/release/examples/load
+
 # ---------------------------------------------------------------------------------------------
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
@@ -132,7 +148,7 @@ test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no
 CARGO_FUZZ_VERSION := 0.13.2
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS       ?= key json fingerprint record config token decision
+FUZZ_TARGETS       ?= key json fingerprint record config token decision remote
 FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; \
 	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)
@@ -203,8 +219,12 @@ dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI
 	  for f in examples/$$dir/*.yaml; do \
 	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
 	npm pack ./crates/web/pkg --pack-destination $(DIST)/npm --loglevel=error
-	$(CARGO) package -p idemgate-core -p idemgate-envoy $(if $(ALLOW_DIRTY),--allow-dirty)
-	cp $${CARGO_TARGET_DIR:-target}/package/idemgate-core-$(IMAGE_TAG).crate \
-	   $${CARGO_TARGET_DIR:-target}/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
+	@# Verifying idemgate-envoy takes the just-packaged idemgate-core from a local registry, but
+	@# cargo treats a registry crate of the same name and version as unchanged and reuses an
+	@# earlier unpacking and build of it: drop the unpacking, and build in a fresh target dir.
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-core-$(IMAGE_TAG) target/dist-package
+	$(CARGO) package -p idemgate-core -p idemgate-envoy --target-dir target/dist-package $(if $(ALLOW_DIRTY),--allow-dirty)
+	cp target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
+	   target/dist-package/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
 	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest)"

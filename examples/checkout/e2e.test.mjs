@@ -159,7 +159,7 @@ test('the page lists every attempt with the edge\'s decision for it', async () =
   assert.deepEqual(clicked.map((a) => [a.status, a.decision]), [['201', 'claimed']], JSON.stringify(clicked));
   assert.match(clicked[0].text, /edge: claimed the key/);
   await page.close();
-  // A lost response: no answer, then 409s while the first runs, then the take-over after the lease.
+  // A lost response: no answer, then 409s while the edge's detached exchange runs, then the replay.
   const lost = await openPage('?delay=2500&timeout=1000');
   await lost.click('#pay');
   assert.equal((await outcome(lost)).state, 'succeeded');
@@ -167,7 +167,7 @@ test('the page lists every attempt with the edge\'s decision for it', async () =
   const story = JSON.stringify(seen, null, 1);
   assert.equal(seen[0].status, 'none', story);
   assert.match(seen[0].text, /no answer: the page gave up/, story);
-  assert.deepEqual(seen.at(-1).decision, 'taken_over', story);
+  assert.equal(seen.at(-1).decision, 'replayed', story);
   assert.equal(seen.at(-1).status, '201', story);
   const between = seen.slice(1, -1);
   assert.ok(between.length >= 1, `at least one 409 while the first attempt ran: ${story}`);

@@ -10,12 +10,33 @@ expected values in vectors/*.json are not copies of the Rust implementation's ou
 import hashlib
 import json
 import os
+import re
 import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import json_reference  # noqa: E402  (the JSON canonical digest reference)
+import form_reference  # noqa: E402  (the form canonical digest reference)
+
+TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
+
+
+def auto_mode(headers):
+    """The mode `auto` picks: from exactly one content-type field's essence (before ';', trimmed,
+    case-insensitive): application/json or a +json suffix -> json, the form type -> form, else raw."""
+    values = [v.encode() for (n, v) in headers if n.lower() == "content-type"]
+    if len(values) != 1:
+        return "raw"
+    essence = values[0].split(b";")[0].strip(b" \t").lower()
+    kind, slash, subtype = essence.partition(b"/")
+    if not slash or not TOKEN.match(kind) or not TOKEN.match(subtype):
+        return "raw"
+    if essence == b"application/json" or (subtype.endswith(b"+json") and len(subtype) > 5):
+        return "json"
+    if essence == b"application/x-www-form-urlencoded":
+        return "form"
+    return "raw"
 
 
 def parts_hash(tag, parts):
@@ -56,11 +77,13 @@ def body_of(inp):
 
 def fingerprint(inp):
     fp = (inp.get("policy") or {}).get("fingerprint") or {}
-    mode = fp.get("mode", "json")
+    mode = fp.get("mode", "auto")
+    if mode == "auto":
+        mode = auto_mode(inp.get("headers", []))
     wanted = [h.lower() for h in fp.get("headers", ["content-type"])]
     parts = [mode.encode()]
     if mode == "none":
-        return parts_hash("idemgate-fingerprint-v2", parts).hex()
+        return parts_hash("idemgate-fingerprint-v3", parts).hex()
     parts += [inp["method"].encode(), inp["path"].encode()]
     headers = inp.get("headers", [])
     for name in wanted:
@@ -69,6 +92,11 @@ def fingerprint(inp):
     body = body_of(inp)
     if mode == "raw":
         digest = hashlib.sha256(body).digest()
+    elif mode == "form":
+        kind, value = form_reference.evaluate(body)
+        if kind == "error":
+            return {"error": value}
+        digest = bytes.fromhex(value)
     else:
         fields = fp.get("fields") if mode == "fields" else None
         kind, value = json_reference.evaluate(body, fields=fields, max_depth=fp.get("max_depth", 64))
@@ -76,7 +104,7 @@ def fingerprint(inp):
             return {"error": value}
         digest = bytes.fromhex(value)
     parts.append(digest)
-    return parts_hash("idemgate-fingerprint-v2", parts).hex()
+    return parts_hash("idemgate-fingerprint-v3", parts).hex()
 
 
 def expected(group, inp):

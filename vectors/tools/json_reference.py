@@ -20,6 +20,7 @@ json_invalid_escape.
 import argparse
 import hashlib
 import json
+import re
 import struct
 import sys
 
@@ -239,13 +240,7 @@ class Parser:
             if self.peek() in b"+-":
                 take()
             digits_required()
-        value = float(self.b[start:self.pos].decode("ascii"))
-        if value in (float("inf"), float("-inf")) or value != value:
-            raise JsonError("json_number_out_of_range", start)
-        if value == 0.0:
-            value = 0.0  # -0 and +0 are one number
-        bits = struct.pack(">d", value).rstrip(b"\x00")
-        return b"d" + bytes([len(bits)]) + bits
+        return encode_number(self.b[start:self.pos].decode("ascii"), start)
 
     def hex4(self):
         unit = 0
@@ -326,6 +321,29 @@ class Parser:
                 raise JsonError("json_invalid_utf8", self.pos)
             out.append(byte)
             self.pos += 1
+
+
+MAX_MAGNITUDE = 9999
+NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
+
+
+def encode_number(text, offset):
+    """d, the exact decimal value as canonical text, then ';' (crates/core/src/json.rs): '0' for
+    any zero, else an optional '-', the significant digits without leading or trailing zeros, 'e'
+    and the exponent E with value = digits * 10**E. Non-zero values whose order of magnitude
+    (E + len(digits) - 1) is beyond +-9999 are json_number_out_of_range. The grammar was checked
+    by the parser; this works on the whole token with Python's unbounded ints (no float)."""
+    m = NUMBER.fullmatch(text)
+    sign, integer, fraction, exponent = m.group(1), m.group(2), m.group(3) or "", m.group(4) or "0"
+    digits = (integer + fraction).lstrip("0")
+    if not digits:
+        return b"d0;"
+    power = int(exponent) - len(fraction)
+    stripped = digits.rstrip("0")
+    power += len(digits) - len(stripped)
+    if abs(power + len(stripped) - 1) > MAX_MAGNITUDE:
+        raise JsonError("json_number_out_of_range", offset)
+    return b"d" + f"{sign}{stripped}e{power}".encode("ascii") + b";"
 
 
 def encode_string(decoded):

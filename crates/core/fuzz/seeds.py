@@ -99,6 +99,7 @@ SEEDS = {
     "config": config_seeds,
     "token": token_seeds,
     "decision": lambda: iter(()),
+    "remote": lambda: iter(()),
 }
 
 

@@ -104,8 +104,10 @@ pub struct FingerprintConfig {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModeConfig {
+    Auto,
     Raw,
     Json,
+    Form,
     Fields,
     None,
 }
@@ -650,7 +652,7 @@ impl Config {
             }
             limits.max_depth = depth;
         }
-        let mode = match (fp.mode.unwrap_or(ModeConfig::Json), &fp.fields) {
+        let mode = match (fp.mode.unwrap_or(ModeConfig::Auto), &fp.fields) {
             (ModeConfig::Fields, None) => {
                 return Err(invalid(
                     "fingerprint.fields",
@@ -672,8 +674,10 @@ impl Config {
                     "only applies to mode \"fields\"",
                 ))
             }
+            (ModeConfig::Auto, None) => FingerprintMode::Auto,
             (ModeConfig::Raw, None) => FingerprintMode::Raw,
             (ModeConfig::Json, None) => FingerprintMode::Json,
+            (ModeConfig::Form, None) => FingerprintMode::Form,
             (ModeConfig::None, None) => FingerprintMode::None,
         };
         let headers = match &fp.headers {

@@ -31,8 +31,21 @@ pub fn decide(
     now: UnixMillis,
     policy: &Policy,
 ) -> Decision {
+    decide_with(existing, fingerprint, owner, now, policy.lease, policy.ttl)
+}
+
+/// [`decide`] with only the two policy values it needs: the remote store service decides on the
+/// lease and TTL the filter sent, without the filter's whole policy.
+pub fn decide_with(
+    existing: Option<&Record>,
+    fingerprint: Fingerprint,
+    owner: OwnerToken,
+    now: UnixMillis,
+    lease: Span,
+    ttl: Span,
+) -> Decision {
     let fresh_claim = |takeover| Decision::Claim {
-        claim: new_claim(fingerprint, owner, now, policy),
+        claim: claim_with(fingerprint, owner, now, lease, ttl),
         takeover,
     };
     let record = match existing {
@@ -61,11 +74,22 @@ pub fn new_claim(
     now: UnixMillis,
     policy: &Policy,
 ) -> InFlight {
-    let expires_at = now.after(policy.ttl);
+    claim_with(fingerprint, owner, now, policy.lease, policy.ttl)
+}
+
+/// [`new_claim`] with only the lease and TTL.
+pub fn claim_with(
+    fingerprint: Fingerprint,
+    owner: OwnerToken,
+    now: UnixMillis,
+    lease: Span,
+    ttl: Span,
+) -> InFlight {
+    let expires_at = now.after(ttl);
     InFlight {
         fingerprint,
         owner,
-        lease_until: now.after(policy.lease).min(expires_at),
+        lease_until: now.after(lease).min(expires_at),
         expires_at,
     }
 }
@@ -108,16 +132,38 @@ pub fn complete(
     now: UnixMillis,
     policy: &Policy,
 ) -> Completion {
+    match verdict(facts, policy) {
+        Verdict::Store(response) => {
+            Completion::Store(completed_record(claim, response, now, policy.ttl))
+        }
+        Verdict::Release => Completion::Release,
+        Verdict::KeepInFlight => Completion::KeepInFlight,
+    }
+}
+
+/// [`Completion`] before the claim is known: what the policy makes of how the request ended. The
+/// filter decides this half; with a remote store the service applies it to the record it reads
+/// ([`completed_record`]), so every policy rule stays on the side that holds the policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Store this answer (already filtered: allow-listed headers, body within the limit).
+    Store(StoredResponse),
+    Release,
+    KeepInFlight,
+}
+
+/// The policy half of [`complete`].
+pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
     match facts {
-        ResponseFacts::NeverReached => Completion::Release,
-        ResponseFacts::InDoubt => Completion::KeepInFlight,
+        ResponseFacts::NeverReached => Verdict::Release,
+        ResponseFacts::InDoubt => Verdict::KeepInFlight,
         // Not an HTTP status the record can hold (a host bug or a hostile upstream): whether the
         // upstream acted is unknown, so this is an outcome in doubt, never a poisoned record.
         ResponseFacts::Upstream { status, .. } if !crate::record::is_storable_status(status) => {
-            Completion::KeepInFlight
+            Verdict::KeepInFlight
         }
         ResponseFacts::Upstream { status, .. } if !policy.store_rule.stores(status) => {
-            Completion::Release
+            Verdict::Release
         }
         ResponseFacts::Upstream {
             status,
@@ -136,18 +182,27 @@ pub fn complete(
                 }
                 _ => StoredBody::NotKept,
             };
-            // The record lives its TTL from completion; the claim's TTL bounded only the lease.
-            let expires_at = now.after(policy.ttl).max(claim.expires_at);
-            Completion::Store(Completed {
-                fingerprint: claim.fingerprint,
-                response: StoredResponse {
-                    status,
-                    headers,
-                    body,
-                },
-                expires_at,
+            Verdict::Store(StoredResponse {
+                status,
+                headers,
+                body,
             })
         }
+    }
+}
+
+/// The record a claim becomes when its answer is stored.
+pub fn completed_record(
+    claim: &InFlight,
+    response: StoredResponse,
+    now: UnixMillis,
+    ttl: Span,
+) -> Completed {
+    // The record lives its TTL from completion; the claim's TTL bounded only the lease.
+    Completed {
+        fingerprint: claim.fingerprint,
+        response,
+        expires_at: now.after(ttl).max(claim.expires_at),
     }
 }
 

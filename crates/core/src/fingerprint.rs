@@ -2,10 +2,20 @@
 //! path with its query, the configured headers and a digest of the body in the configured mode. It
 //! is fed body chunks as they arrive: `raw` hashes bytes as they stream and keeps none, `json` and
 //! `fields` run the streaming canonical hasher of [`crate::json`] (which holds only the objects
-//! still open).
+//! still open), `form` the canonical form hasher of [`crate::form`] (which holds the decoded pairs
+//! until it can sort them). `auto`, the default, picks `json`, `form` or `raw` from the request's
+//! `Content-Type` ([`crate::media_type`]), so JSON and Stripe-style form APIs both work as they are.
+//!
+//! # Preimage
+//! Parts (length-prefixed, [`PartsHasher`]): the tag, the mode that hashed the body (`auto`
+//! writes the mode it picked, so an `auto` fingerprint equals the explicit mode's), then — except in
+//! `none` mode — the method, the path with query, per configured header its name, the count of its
+//! occurrences and their values, and the body digest.
 
+use crate::form::{FormError, FormHasher};
 use crate::hash::PartsHasher;
 use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};
+use crate::media_type::BodyKind;
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -13,16 +23,21 @@ use core::fmt;
 use sha2::{Digest, Sha256};
 
 /// Version tag of the fingerprint preimage.
-pub const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v2";
+pub const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v3";
 
 /// How the body takes part in the fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FingerprintMode {
+    /// By the body's `Content-Type`: JSON types as `Json`, form bodies as `Form`, the rest `Raw`.
+    Auto,
     /// The body bytes exactly.
     Raw,
     /// Canonical JSON: member order and insignificant whitespace do not matter.
     Json,
+    /// Canonical `application/x-www-form-urlencoded`: decoded pairs, order of distinct names
+    /// irrelevant.
+    Form,
     /// Only these JSON fields, for clients that add volatile fields (timestamps, trace ids).
     /// Shared, so every request's fingerprint uses the policy's pointers without copying them.
     Fields(Arc<[JsonPointer]>),
@@ -33,8 +48,10 @@ pub enum FingerprintMode {
 impl FingerprintMode {
     pub fn name(&self) -> &'static str {
         match self {
+            FingerprintMode::Auto => "auto",
             FingerprintMode::Raw => "raw",
             FingerprintMode::Json => "json",
+            FingerprintMode::Form => "form",
             FingerprintMode::Fields(_) => "fields",
             FingerprintMode::None => "none",
         }
@@ -53,7 +70,7 @@ pub struct FingerprintSpec {
 impl Default for FingerprintSpec {
     fn default() -> Self {
         FingerprintSpec {
-            mode: FingerprintMode::Json,
+            mode: FingerprintMode::Auto,
             headers: alloc::vec![String::from("content-type")],
             json_limits: JsonLimits::default(),
         }
@@ -68,6 +85,7 @@ enum BodyDigest {
     Raw(Sha256),
     // Boxed: the JSON hasher's stack is large and only json/fields modes need it.
     Json(alloc::boxed::Box<JsonHasher<'static>>),
+    Form(FormHasher),
     Ignored,
 }
 
@@ -91,9 +109,17 @@ impl FingerprintBuilder {
     where
         I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
     {
+        let mode = match &spec.mode {
+            FingerprintMode::Auto => match BodyKind::of_headers(headers.clone()) {
+                BodyKind::Json => &FingerprintMode::Json,
+                BodyKind::Form => &FingerprintMode::Form,
+                _ => &FingerprintMode::Raw,
+            },
+            explicit => explicit,
+        };
         let mut head = PartsHasher::new(FINGERPRINT_TAG);
-        head.part(spec.mode.name().as_bytes());
-        if spec.mode == FingerprintMode::None {
+        head.part(mode.name().as_bytes());
+        if *mode == FingerprintMode::None {
             return FingerprintBuilder {
                 head,
                 body: BodyDigest::Ignored,
@@ -113,12 +139,12 @@ impl FingerprintBuilder {
                 head.part(value);
             }
         }
-        let body = match &spec.mode {
-            FingerprintMode::Raw => BodyDigest::Raw(Sha256::new()),
+        let body = match mode {
             FingerprintMode::Json => BodyDigest::Json(alloc::boxed::Box::new(JsonHasher::new(
                 spec.json_limits,
                 None,
             ))),
+            FingerprintMode::Form => BodyDigest::Form(FormHasher::new()),
             FingerprintMode::Fields(pointers) => {
                 BodyDigest::Json(alloc::boxed::Box::new(JsonHasher::with_pointers(
                     spec.json_limits,
@@ -126,6 +152,8 @@ impl FingerprintBuilder {
                 )))
             }
             FingerprintMode::None => BodyDigest::Ignored,
+            // `Auto` was resolved above to one of the others.
+            FingerprintMode::Raw | FingerprintMode::Auto => BodyDigest::Raw(Sha256::new()),
         };
         FingerprintBuilder { head, body }
     }
@@ -135,6 +163,7 @@ impl FingerprintBuilder {
         match &mut self.body {
             BodyDigest::Raw(hasher) => hasher.update(chunk),
             BodyDigest::Json(hasher) => hasher.update(chunk).map_err(FingerprintError::Json)?,
+            BodyDigest::Form(hasher) => hasher.update(chunk).map_err(FingerprintError::Form)?,
             BodyDigest::Ignored => {}
         }
         Ok(())
@@ -152,6 +181,10 @@ impl FingerprintBuilder {
                 let digest = hasher.finish().map_err(FingerprintError::Json)?;
                 head.part(&digest);
             }
+            BodyDigest::Form(hasher) => {
+                let digest = hasher.finish().map_err(FingerprintError::Form)?;
+                head.part(&digest);
+            }
             BodyDigest::Ignored => {}
         }
         Ok(Fingerprint(head.finish()))
@@ -162,14 +195,17 @@ impl FingerprintBuilder {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FingerprintError {
-    /// The body is not acceptable JSON in `json`/`fields` mode.
+    /// The body is not acceptable JSON in `json`/`fields` mode (or `auto` with a JSON type).
     Json(JsonError),
+    /// The body is not a well-formed form in `form` mode (or `auto` with the form type).
+    Form(FormError),
 }
 
 impl FingerprintError {
     pub fn code(&self) -> &'static str {
         match self {
             FingerprintError::Json(e) => e.code(),
+            FingerprintError::Form(e) => e.code(),
         }
     }
 }
@@ -178,6 +214,9 @@ impl fmt::Display for FingerprintError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FingerprintError::Json(e) => write!(f, "the request body is not valid JSON: {e}"),
+            FingerprintError::Form(e) => {
+                write!(f, "the request body is not a valid form (urlencoded): {e}")
+            }
         }
     }
 }

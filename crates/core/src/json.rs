@@ -13,9 +13,14 @@
 //!
 //! # Digest (`H` = SHA-256): `H(E(value))`
 //! - `null`/`true`/`false` → `n`/`t`/`f`.
-//! - number → `d`, then `n` (one byte, 0..=8), then the first `n` bytes of the f64's big-endian
-//!   bits, where the remaining bytes are zero; correctly rounded, `-0` → `+0`; so `1`, `1.0` and
-//!   `10e-1` are one value, as numbers compare as doubles in RFC 8785.
+//! - number → `d`, its exact decimal value as canonical text, then `;`. The text is `0` for zero
+//!   (`-0` included); otherwise an optional `-`, the significant digits without leading or trailing
+//!   zeros, `e`, and the decimal exponent (with `-` when negative) such that value = digits ×
+//!   10^exponent. So `1`, `1.0`, `1e0` and `10e-1` are all `1e0`, `-0.250` is `-25e-2`, and
+//!   `9007199254740993` ≠ `9007199254740992` (unlike RFC 8785, which compares numbers as doubles:
+//!   a changed id or amount must not fingerprint as the old one). No float is ever parsed. A
+//!   non-zero number whose order of magnitude (`a` in `d.dd… × 10^a`) is beyond ±9999 is
+//!   refused (`json_number_out_of_range`); the token length is bounded by `max_number_len`.
 //! - string → `s`, the decoded UTF-8 with each `00` byte written `00 01`, then `00 00`.
 //! - array → `a`, `E(e1) E(e2) ...`, then `]`.
 //! - object → `o`, `E(k1) E(v1) E(k2) E(v2) ...` with members in bytewise order of their decoded
@@ -94,7 +99,7 @@ pub enum JsonError {
     ControlCharacter { offset: u64 },
     /// The number starting at `offset` is longer than `max_number_len`.
     NumberTooLong { offset: u64 },
-    /// The number starting at `offset` is not finite as an f64 (e.g. `1e400`).
+    /// The non-zero number starting at `offset` is beyond 10^±9999 in magnitude (e.g. `1e10000`).
     NumberOutOfRange { offset: u64 },
     /// A field selector is not an RFC 6901 JSON pointer.
     PointerInvalid,
@@ -155,7 +160,10 @@ impl fmt::Display for JsonError {
                 write!(f, "JSON number at byte {offset} exceeds the length limit")
             }
             JsonError::NumberOutOfRange { offset } => {
-                write!(f, "JSON number at byte {offset} is not a finite double")
+                write!(
+                    f,
+                    "JSON number at byte {offset} is beyond 10^±9999 in magnitude"
+                )
             }
             JsonError::PointerInvalid => {
                 f.write_str("field selector is not a valid JSON pointer (RFC 6901)")

@@ -156,7 +156,9 @@ fn depth_bomb_and_huge_number_are_typed_errors() {
 enum V {
     Null,
     Bool(bool),
-    Num(f64),
+    /// An exact decimal: sign, significant digits without leading or trailing zeros (empty for
+    /// zero) and exponent, value = ± digits × 10^exp.
+    Num(bool, String, i32),
     Str(String),
     Arr(Vec<V>),
     Obj(Vec<(String, V)>),
@@ -190,14 +192,10 @@ fn encode(v: &V) -> Vec<u8> {
         V::Null => b"n".to_vec(),
         V::Bool(true) => b"t".to_vec(),
         V::Bool(false) => b"f".to_vec(),
-        V::Num(x) => {
-            let bits = (if *x == 0.0 { 0.0f64 } else { *x })
-                .to_bits()
-                .to_be_bytes();
-            let len = bits.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-            let mut out = vec![b'd', len as u8];
-            out.extend_from_slice(&bits[..len]);
-            out
+        V::Num(_, digits, _) if digits.is_empty() => b"d0;".to_vec(),
+        V::Num(negative, digits, exp) => {
+            let sign = if *negative { "-" } else { "" };
+            format!("d{sign}{digits}e{exp};").into_bytes()
         }
         V::Str(s) => string(s),
         V::Arr(items) => {
@@ -271,13 +269,49 @@ fn write_str(s: &str, out: &mut String, rng: &mut Rng) {
     out.push('"');
 }
 
-fn write_num(x: f64, out: &mut String, rng: &mut Rng) {
-    let integral = x.fract() == 0.0 && x.abs() < 1e15;
-    match rng.below(3) {
-        0 if integral => out.push_str(&format!("{}", x as i64)),
-        1 if integral => out.push_str(&format!("{}.0", x as i64)),
-        1 => out.push_str(&format!("{x:E}")),
-        _ => out.push_str(&format!("{x:e}")),
+/// One of the many spellings of an exact decimal: extra trailing zeros, the point anywhere,
+/// leading zeros after `0.`, `e`/`E`, `+` or not, `-0` for zero.
+fn write_num(negative: bool, digits: &str, exp: i32, out: &mut String, rng: &mut Rng) {
+    if negative && (!digits.is_empty() || rng.below(2) == 0) {
+        out.push('-');
+    }
+    if digits.is_empty() {
+        out.push('0');
+        if rng.below(2) == 0 {
+            out.push_str(".00");
+        }
+        if rng.below(2) == 0 {
+            out.push_str(&format!("e{exp}"));
+        }
+        return;
+    }
+    let zeros = rng.below(3) as usize;
+    let spelled = format!("{digits}{}", "0".repeat(zeros));
+    let mut written = i64::from(exp) - zeros as i64;
+    let point = rng.below(spelled.len() as u64 + 1) as usize;
+    let (int, frac) = spelled.split_at(point);
+    let lead = if int.is_empty() {
+        rng.below(3) as usize
+    } else {
+        0
+    };
+    written += (frac.len() + lead) as i64;
+    out.push_str(if int.is_empty() { "0" } else { int });
+    if !frac.is_empty() || lead > 0 {
+        out.push('.');
+        out.push_str(&"0".repeat(lead));
+        out.push_str(frac);
+        if frac.is_empty() {
+            out.push('0');
+            written += 1;
+        }
+    }
+    if written != 0 || rng.below(2) == 0 {
+        out.push(if rng.below(2) == 0 { 'e' } else { 'E' });
+        if written >= 0 && rng.below(2) == 0 {
+            out.push('+');
+        }
+        out.push_str(&written.to_string());
     }
 }
 
@@ -287,7 +321,7 @@ fn write(v: &V, out: &mut String, rng: &mut Rng) {
     match v {
         V::Null => out.push_str("null"),
         V::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        V::Num(x) => write_num(*x, out, rng),
+        V::Num(negative, digits, exp) => write_num(*negative, digits, *exp, out, rng),
         V::Str(s) => write_str(s, out, rng),
         V::Arr(items) => {
             out.push('[');
@@ -337,10 +371,8 @@ fn value() -> impl Strategy<Value = V> {
     let leaf = prop_oneof![
         Just(V::Null),
         any::<bool>().prop_map(V::Bool),
-        (-1000i32..1000).prop_map(|n| V::Num(f64::from(n))),
-        any::<f64>()
-            .prop_filter("finite", |x| x.is_finite())
-            .prop_map(V::Num),
+        (any::<bool>(), "([1-9]([0-9]{0,20}[1-9])?)?", -40i32..40)
+            .prop_map(|(negative, digits, exp)| V::Num(negative, digits, exp)),
         any::<String>().prop_map(|s| V::Str(s.chars().take(12).collect())),
     ];
     leaf.prop_recursive(5, 48, 6, |inner| {

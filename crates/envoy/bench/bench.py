@@ -206,10 +206,12 @@ def noop_config(up):
                                  "clusters": [cluster("app", up)]}}
 
 
-def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None):
+def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, detached=False):
     """examples/envoy/envoy.yaml as shipped, patched: ports, .wasm path, capacity (so that a run's
     fresh keys never fill the store), fingerprint mode, and a /hold route whose upstream accepts
-    and never answers (its 0.3 s timeout leaves the key in doubt: kept in flight, so retries get 409)."""
+    and never answers (its 0.3 s timeout leaves the key in doubt: kept in flight, so retries get 409).
+    `detached`: claimed requests take the filter's detached exchange (issue 12, as shipped);
+    otherwise the router path (the example's `upstream` section removed)."""
     config = yaml.safe_load((ROOT / "examples/envoy/envoy.yaml").read_text())
     res = config["static_resources"]
     lst = res["listeners"][0]
@@ -222,6 +224,10 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None):
     core = json.loads(wasm["configuration"]["value"])
     core["capacity"] = capacity
     core["fingerprint"]["mode"] = mode
+    if detached:
+        core["routes"].insert(0, {"prefix": "/hold", "cluster": "hold", "upstream_timeout": "300ms"})
+    else:
+        core.pop("upstream", None)
     wasm["configuration"]["value"] = json.dumps(core)
     res["clusters"] = [cluster("app", up), cluster("hold", hold)]
     return config
@@ -293,6 +299,9 @@ VARIANTS = [
     ("n_post1k_c1", "noop", "(a′) no-op, POST 1 KB, 1 connection (unloaded latency)", "POST", "/orders", 1024, "fresh", False),
     ("c_json1k_c1", "idemgate", "(c) idemgate json, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
     ("c_raw1k_c1", "idemgate-raw", "(c) idemgate raw, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
+    ("f_json1k", "idemgate-detached", "(f) idemgate json, detached exchange, fresh key, POST 1 KB", "POST", "/orders", 1024, "fresh", False),
+    ("f_json64k", "idemgate-detached", "(f) idemgate json, detached exchange, fresh key, POST 64 KB", "POST", "/orders", 65536, "fresh", False),
+    ("f_json1k_c1", "idemgate-detached", "(f) idemgate json, detached, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
     ("d_replay1k", "idemgate", "(d) idemgate json, replay of completed keys, POST 1 KB", "POST", "/orders", 1024, "cycle", False),
     ("e_409", "idemgate", "(e) idemgate json, key in flight: 409, POST 1 KB", "POST", "/hold", 1024, "fixed", True),
 ]
@@ -314,7 +323,8 @@ def start_main(shape, up, hold):
         return Envoy(noop_config(up), name="noop")
     before = shape.startswith("before")
     return Envoy(idemgate_config(up, hold, mode="raw" if shape.endswith("raw") else "json",
-                                 wasm_file=BEFORE_WASM if before else None), name="idemgate")
+                                 wasm_file=BEFORE_WASM if before else None,
+                                 detached=shape.endswith("detached")), name="idemgate")
 
 
 def prime(envoy, variant, body, prefix):
@@ -362,7 +372,7 @@ def run_envoy(args, up, hold, bodies):
     return results, startups
 
 
-def memory(args, up, hold, bodies):
+def memory(args, up, hold, bodies, hold_server):
     """RSS at rest for each shape, and idemgate as shipped (capacity 10000) after unique keys."""
     out = {}
     for shape in ("plain", "noop", "idemgate"):
@@ -380,6 +390,55 @@ def memory(args, up, hold, bodies):
         out["store_full"] = envoy.counter("store_full")
     finally:
         envoy.stop()
+    out["inflight"] = inflight_memory(up, hold_server, bodies)
+    return out
+
+
+INFLIGHT = 500  # under Envoy's default circuit breakers (1024 requests per cluster)
+
+
+def inflight_memory(up, hold_server, bodies, n=INFLIGHT):
+    """Envoy's RSS per in-flight claimed request (1 KB body), router path vs detached exchange:
+    `n` requests with fresh keys to /hold, whose upstream accepts and never answers (30 s timeout),
+    held open at once; (RSS with them in flight − RSS before) / n."""
+    out = {}
+    body = bodies[1024].read_bytes()
+    for label, detached in (("router", False), ("detached", True)):
+        hold = hold_server
+        config = idemgate_config(up, hold.port, capacity=10000, detached=detached)
+        tc = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+        for route in tc["route_config"]["virtual_hosts"][0]["routes"]:
+            if route["match"].get("prefix") == "/hold":
+                route["route"]["timeout"] = "30s"
+        wasm = tc["http_filters"][0]["typed_config"]["config"]
+        core = json.loads(wasm["configuration"]["value"])
+        for r in core["routes"]:
+            if r["prefix"] == "/hold":
+                r["upstream_timeout"] = "30s"
+        wasm["configuration"]["value"] = json.dumps(core)
+        envoy = Envoy(config, name=f"inflight-{label}")
+        socks = []
+        try:
+            time.sleep(0.5)
+            before = envoy.rss_kib()
+            held_before = len(hold.conns)
+            for i in range(n):
+                sock = socket.create_connection(("127.0.0.1", envoy.port))
+                sock.sendall(b"POST /hold HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\n"
+                             + f"idempotency-key: inflight-{label}-{os.getpid()}-{i}\r\n".encode()
+                             + f"content-length: {len(body)}\r\n\r\n".encode() + body)
+                socks.append(sock)
+            deadline = time.monotonic() + 20
+            while len(hold.conns) - held_before < n and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.5)
+            out[label] = {"held": len(hold.conns) - held_before,
+                          "per_request_kib": (envoy.rss_kib() - before) / n,
+                          "detached": envoy.counter("detached")}
+        finally:
+            for sock in socks:
+                sock.close()
+            envoy.stop()
     return out
 
 
@@ -503,6 +562,23 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
           f"| {fmt_ms(med(p99))} [{fmt_ms(min(p99))}–{fmt_ms(max(p99))}] | {paired(results, name, ref):.3f} "
           f"| {sum(r['non2xx'] for r in rs)} of {sum(r['requests'] for r in rs)} |")
     w("")
+    if results.get("f_json1k") and results.get("c_json1k") and results.get("n_post1k"):
+        minus = lambda x, y: x - y  # noqa: E731
+        det = paired(results, "f_json1k", "n_post1k")
+        rtr = paired(results, "c_json1k", "n_post1k")
+        line = (f"Detached execution (issue 12), same run, as ratios to the no-op floor (a′): 1 KB throughput "
+                f"detached {det:.3f} vs router path {rtr:.3f} (detached ÷ router {paired(results, 'f_json1k', 'c_json1k'):.3f})")
+        if results.get("f_json64k") and results.get("c_json64k"):
+            line += (f"; 64 KB {paired(results, 'f_json64k', 'n_post64k'):.3f} vs "
+                     f"{paired(results, 'c_json64k', 'n_post64k'):.3f}")
+        if results.get("f_json1k_c1") and results.get("c_json1k_c1"):
+            line += (f"; p50 added over (a′) at 1 connection: detached "
+                     f"{paired(results, 'f_json1k_c1', 'n_post1k_c1', 'p50', minus) * 1000:+.0f} µs, router "
+                     f"{paired(results, 'c_json1k_c1', 'n_post1k_c1', 'p50', minus) * 1000:+.0f} µs; p99 ratio "
+                     f"detached {paired(results, 'f_json1k_c1', 'n_post1k_c1', 'p99'):.2f}, router "
+                     f"{paired(results, 'c_json1k_c1', 'n_post1k_c1', 'p99'):.2f}")
+        w(line + ".")
+        w("")
     w("Startup (spawn → `/ready` LIVE), median: " + ", ".join(
         f"{shape} {med(v):.2f} s" for shape, v in startups.items()) + ".")
     w("")
@@ -514,6 +590,14 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
           f"{mem['after'] / 1024:.0f} MiB after {args.mem_duration} s of fresh keys (1 KB POST): {mem['claimed']} claimed, "
           f"{mem['store_full']} answered `store_full` (503) once the capacity was reached — memory is bounded by `capacity`.")
         w("")
+        inf = mem.get("inflight", {})
+        if inf:
+            w(f"Per in-flight claimed request (1 KB body, {INFLIGHT} held at once on an upstream that never answers; "
+              "RSS delta ÷ requests): " + ", ".join(
+                  f"{label} {v['per_request_kib']:.1f} KiB ({v['held']} reached the upstream)" for label, v in inf.items())
+              + ". The detached path keeps the request in the filter (and the buffer filter) and an async-client "
+              "stream instead of the router's upstream request.")
+            w("")
     # Core.
     w("### The core (`crates/envoy/bench/core_bench.rs`): native, and wasm32-wasip1 in V8 and in wasmtime")
     w("")
@@ -628,7 +712,7 @@ def main():
     try:
         results, startups = run_envoy(args, up.port, hold.port, bodies)
         log("memory")
-        mem = memory(args, up.port, hold.port, bodies)
+        mem = memory(args, up.port, hold.port, bodies, hold)
     finally:
         up.stop()
         for p in children:

@@ -54,8 +54,9 @@ pub fn record(counter: Counter) {
     }
 }
 
-/// Writes what became of a claim settled outside the stream's own callbacks (a detached
-/// exchange's answer, relayed once the stream is the effective context again).
+/// Writes what became of a claim. [`crate::settle`] calls it where it settles, which on the
+/// router path is the stream's own context; a detached exchange settles on the root context
+/// (where the write fails), so the relay writes it again once the stream is effective.
 pub fn record_outcome(outcome: FinishOutcome) {
     let counter = match outcome {
         FinishOutcome::Stored => Counter::Stored,

@@ -50,3 +50,52 @@ impl CalloutTable {
         self.pending.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::Metrics;
+    use crate::root::{OwnerTokens, Shared};
+    use idemgate_core::policy::Policy;
+    use idemgate_core::scope::StorageKey;
+    use idemgate_core::time::UnixMillis;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    fn exchange(shared: &Rc<Shared>, stream: u32) -> Pending {
+        Pending::Detached(Exchange {
+            shared: Rc::clone(shared),
+            key: StorageKey([stream as u8; 32]),
+            owner: shared.owners.next(),
+            stream,
+            claimed_at: UnixMillis(0),
+        })
+    }
+
+    #[test]
+    fn answers_are_found_by_token_once_whatever_became_of_the_stream() {
+        let shared = Rc::new(Shared {
+            policy: Rc::new(Policy::defaults()),
+            metrics: Metrics::default(),
+            debug: Cell::new(false),
+            settle_updates: false,
+            owners: OwnerTokens::new([7; 16]),
+            callouts: Rc::new(RefCell::new(CalloutTable::default())),
+        });
+        let mut table = CalloutTable::default();
+        assert!(table.insert(1, exchange(&shared, 10)).is_none());
+        assert!(table.insert(2, exchange(&shared, 11)).is_none());
+        assert_eq!(table.len(), 2);
+        // The entry carries the stream id; whether that stream still exists is the dispatcher's
+        // question, not the table's: the entry is there either way.
+        let Some(Pending::Detached(first)) = table.take(1) else {
+            panic!("token 1 is pending")
+        };
+        assert_eq!(first.stream, 10);
+        assert!(table.take(1).is_none(), "an answer is routed once");
+        assert!(table.take(99).is_none(), "an unknown token finds nothing");
+        assert_eq!(table.len(), 1);
+        assert!(table.take(2).is_some());
+        assert!(table.is_empty());
+    }
+}

@@ -65,14 +65,13 @@ pub extern "C" fn _initialize() {
 #[no_mangle]
 pub extern "C" fn proxy_abi_version_0_2_1() {}
 
-/// Memory the host fills (host call results, configuration): a `Vec<u8>` of capacity `size`,
-/// leaked here and taken back exactly once by [`crate::abi`] (or by `shared_data_abi`).
+/// Memory the host fills (host call results, configuration): exactly `size` bytes (a boxed slice,
+/// so the allocation's layout is that of a `Vec<u8>` of capacity `size`), leaked here and taken
+/// back exactly once by [`crate::abi`] (or by `shared_data_abi`) with `Vec::from_raw_parts`.
 #[no_mangle]
 pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let mut buffer: Vec<u8> = Vec::with_capacity(size);
-    let ptr = buffer.as_mut_ptr();
-    std::mem::forget(buffer);
-    ptr
+    let buffer: Box<[std::mem::MaybeUninit<u8>]> = Box::new_uninit_slice(size);
+    Box::into_raw(buffer).cast::<u8>()
 }
 
 #[no_mangle]

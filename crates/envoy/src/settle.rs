@@ -50,6 +50,7 @@ pub fn settle(
                 }
                 FinishOutcome::NotOwner => debug("no longer the owner: nothing written"),
             }
+            crate::access_log::record_outcome(outcome);
             Some(outcome)
         }
         Err(e) => {

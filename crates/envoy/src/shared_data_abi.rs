@@ -1,9 +1,9 @@
-//! Envoy's shared-data host calls, without the SDK's panics. `proxy_wasm::hostcalls` panics on any
-//! status but Ok, NotFound and CasMismatch, and a panic kills the worker's VM (every request on it
-//! then fails, or bypasses the filter). Here every other status is an error value, which the store
-//! turns into the configured failure mode. The only `unsafe` of the filter besides the conformance
-//! export: raw imports and taking ownership of the buffer the host allocated through the SDK's
-//! `proxy_on_memory_allocate` — exactly as the SDK does it.
+//! Envoy's shared-data host calls, without panics (written when the filter still used the SDK,
+//! whose `hostcalls` panic on any status but Ok, NotFound and CasMismatch; a panic kills the
+//! worker's VM). Every other status is an error value, which the store turns into the configured
+//! failure mode. Raw imports, and taking ownership of the buffer the host allocated through the
+//! filter's `proxy_on_memory_allocate` (`crate::dispatch`: a `Vec<u8>` of capacity `size`), like
+//! the rest of the filter's own ABI layer (`crate::abi`).
 #![allow(unsafe_code)]
 
 #[cfg(target_arch = "wasm32")]

@@ -27,7 +27,7 @@ export function parseKey(value) {
 }
 
 /** The edge's default fingerprint configuration. */
-export const DEFAULT_FINGERPRINT = Object.freeze({ mode: 'json', headers: ['content-type'], fields: [] });
+export const DEFAULT_FINGERPRINT = Object.freeze({ mode: 'auto', headers: ['content-type'], fields: [] });
 
 /**
  * An incremental fingerprint: the edge's SHA-256 over method, path and query, the configured
@@ -42,7 +42,7 @@ export class Fingerprinter {
    * @param {object} [request] `{ method, url, headers }`
    */
   constructor(spec = {}, request = {}) {
-    const { mode = 'json', fields = [], headers = DEFAULT_FINGERPRINT.headers, maxDepth = 64, maxNumberLen = 64 } = spec;
+    const { mode = DEFAULT_FINGERPRINT.mode, fields = [], headers = DEFAULT_FINGERPRINT.headers, maxDepth = 64, maxNumberLen = 64 } = spec;
     const inner = new wasm.Fingerprinter(mode);
     try {
       for (const field of fields) inner.addField(field);
@@ -89,7 +89,7 @@ export class Fingerprinter {
 /**
  * The fingerprint of a request, as the edge computes it. `request` is `{ method, url, headers,
  * body }` or a `Request`; the body may be a string, BufferSource, Blob, URLSearchParams or
- * ReadableStream. `spec` is the edge's fingerprint configuration (default: json mode over
+ * ReadableStream. `spec` is the edge's fingerprint configuration (default: auto mode over
  * `content-type`).
  */
 export async function fingerprint(request, spec = DEFAULT_FINGERPRINT) {

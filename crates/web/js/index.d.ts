@@ -30,11 +30,11 @@ export declare function newKey(): string;
 export declare function parseKey(value: string | BufferSource): string;
 export declare function parseKey(values: Array<string | BufferSource>): string | null;
 
-export type FingerprintMode = 'raw' | 'json' | 'fields' | 'none';
+export type FingerprintMode = 'auto' | 'raw' | 'json' | 'form' | 'fields' | 'none';
 
 /** The edge's fingerprint configuration. */
 export interface FingerprintSpec {
-  /** Default `json`. */
+  /** Default `auto`: by `Content-Type`, JSON types canonically, form bodies canonically, the rest raw. */
   mode?: FingerprintMode;
   /** JSON pointers (RFC 6901), `fields` mode only. */
   fields?: string[];

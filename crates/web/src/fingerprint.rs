@@ -28,7 +28,7 @@ enum State {
 /// Incremental fingerprint. In JS:
 ///
 /// ```js
-/// const fp = new Fingerprinter("json");          // "raw" | "json" | "fields" | "none"
+/// const fp = new Fingerprinter("auto");          // "auto" | "raw" | "json" | "form" | "fields" | "none"
 /// fp.addHeaderName("content-type");              // the edge's configured header list, in order
 /// fp.setRequest("POST", "/orders?x=1");
 /// fp.addHeader("content-type", bytes);           // every request header occurrence
@@ -107,15 +107,17 @@ impl Fingerprinter {
 impl Fingerprinter {
     pub fn with_mode(mode: &str) -> Result<Fingerprinter, CodedError> {
         let mode = match mode {
+            "auto" => FingerprintMode::Auto,
             "raw" => FingerprintMode::Raw,
             "json" => FingerprintMode::Json,
+            "form" => FingerprintMode::Form,
             "fields" => FingerprintMode::Fields(Vec::new().into()),
             "none" => FingerprintMode::None,
             other => {
                 return Err(CodedError::new(
                     INVALID_ARGUMENT,
                     alloc::format!(
-                        "unknown fingerprint mode \"{other}\": use raw, json, fields or none"
+                        "unknown fingerprint mode \"{other}\": use auto, raw, json, form, fields or none"
                     ),
                 ))
             }

@@ -7,9 +7,9 @@
 //! recorded on the stream and acted on when the callback returns (see [`crate::envoy::Worker`]).
 
 use super::maps;
-use super::memory::{read, read_text, write_u32, write_u64};
+use super::memory::{copy_out, read, read_text, write_u32, write_u64};
 use super::{Status, ENV};
-use crate::envoy::{HeaderMap, HttpCall, LocalReply, VmState};
+use crate::envoy::{HeaderMap, LocalReply, VmState};
 use wasmtime::{Caller, Linker};
 
 #[allow(clippy::too_many_arguments)]
@@ -56,6 +56,8 @@ fn local_response(
     Status::Ok.code()
 }
 
+/// `proxy_http_call`: as proxy-wasm-cpp-host, the token slot is checked (written 0) before the
+/// call starts and written again after it, 0 when the call failed.
 #[allow(clippy::too_many_arguments)]
 fn http_call(
     mut caller: Caller<'_, VmState>,
@@ -65,37 +67,38 @@ fn http_call(
     headers_len: i32,
     body_ptr: i32,
     body_len: i32,
-    _trailers_ptr: i32,
-    _trailers_len: i32,
+    trailers_ptr: i32,
+    trailers_len: i32,
     timeout_ms: i32,
     ret_token: i32,
 ) -> i32 {
-    let (Some(upstream), Some(headers), Some(body)) = (
+    let (Some(upstream), Some(headers), Some(body), Some(trailers)) = (
         read_text(&mut caller, upstream_ptr, upstream_len),
         read(&mut caller, headers_ptr, headers_len),
         read(&mut caller, body_ptr, body_len),
+        read(&mut caller, trailers_ptr, trailers_len),
     ) else {
         return Status::InvalidMemoryAccess.code();
     };
-    let Some(headers) = maps::decode(&headers) else {
+    let (Some(headers), Some(trailers)) = (maps::decode(&headers), maps::decode(&trailers)) else {
         return Status::ParseFailure.code();
     };
-    let state = caller.data_mut();
-    let token = state.http_calls.len() as u32 + 1;
-    let context = state.context();
-    state.http_calls.push(HttpCall {
-        token,
-        context,
-        upstream,
-        headers,
-        body,
-        timeout_ms: timeout_ms as u32,
-    });
-    if write_u32(&mut caller, ret_token, token) {
-        Status::Ok.code()
-    } else {
-        Status::InvalidMemoryAccess.code()
+    if !write_u32(&mut caller, ret_token, 0) {
+        return Status::InvalidMemoryAccess.code();
     }
+    let map = |pairs: Vec<(String, Vec<u8>)>| {
+        HeaderMap::from_pairs(pairs.iter().map(|(n, v)| (n.as_str(), v.as_slice())))
+    };
+    let result =
+        caller
+            .data_mut()
+            .dispatch_callout(upstream, map(headers), body, map(trailers), timeout_ms);
+    let (token, status) = match result {
+        Ok(token) => (token, Status::Ok),
+        Err(status) => (0, status),
+    };
+    write_u32(&mut caller, ret_token, token);
+    status.code()
 }
 
 pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
@@ -154,15 +157,12 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
         ENV,
         "proxy_get_status",
         |mut caller: Caller<'_, VmState>, ret_code: i32, ret_ptr: i32, ret_len: i32| {
-            // Only meaningful for gRPC calls, which the harness does not emulate: "OK, no message".
-            let ok = write_u32(&mut caller, ret_code, 0)
-                && write_u32(&mut caller, ret_ptr, 0)
-                && write_u32(&mut caller, ret_len, 0);
-            if ok {
-                Status::Ok.code()
-            } else {
-                Status::InvalidMemoryAccess.code()
+            // The root context's status: `BrokenConnection` / "reset" after a failed callout.
+            let (code, message) = caller.data().root_status.clone();
+            if !write_u32(&mut caller, ret_code, code) {
+                return Ok(Status::InvalidMemoryAccess.code());
             }
+            copy_out(&mut caller, message.as_bytes(), ret_ptr, ret_len).map(Status::code)
         },
     )?;
     linker.func_wrap(
@@ -171,7 +171,8 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
         |mut caller: Caller<'_, VmState>, context: i32| {
             let state = caller.data_mut();
             let context = context as u32;
-            if context != state.root_context && !state.streams.contains_key(&context) {
+            let live = state.streams.get(&context).is_some_and(|s| !s.deleted);
+            if context != state.root_context && !live {
                 return Status::BadArgument.code();
             }
             state.effective = Some(context);

@@ -1,6 +1,8 @@
 //! Header map calls: get/replace/add/remove one header, get/set all pairs. Map types 0–3 are the
-//! stream's request/response headers/trailers, 6–7 the response of an outgoing HTTP call. A map
-//! that does not exist (yet) answers `BadArgument`, as Envoy's `getMap` returning null does.
+//! stream's request/response headers/trailers, 6–7 the answer of an HTTP callout (readable, from
+//! any context, only while `proxy_on_http_call_response` runs). A map that does not exist (yet)
+//! answers `BadArgument` to every call but `proxy_get_header_map_pairs`, which reads it as empty —
+//! as Envoy's `getMap`/`getConstMap` returning null do.
 
 use super::maps;
 use super::memory::{copy_out, read, read_text};
@@ -51,9 +53,14 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
         ENV,
         "proxy_get_header_map_pairs",
         |mut caller: Caller<'_, VmState>, kind: i32, ret_ptr: i32, ret_len: i32| {
-            let Some(pairs) = map(caller.data(), kind).map(|m| maps::encode(m.pairs())) else {
+            if !(0..=7).contains(&kind) {
                 return Ok(Status::BadArgument.code());
-            };
+            }
+            // Envoy hands an absent or empty map over as "" (null pointer, size 0).
+            let pairs = map(caller.data(), kind)
+                .filter(|m| !m.pairs().is_empty())
+                .map(|m| maps::encode(m.pairs()))
+                .unwrap_or_default();
             copy_out(&mut caller, &pairs, ret_ptr, ret_len).map(Status::code)
         },
     )?;

@@ -33,6 +33,7 @@ pub enum Status {
     Empty = 7,
     CasMismatch = 8,
     InternalFailure = 10,
+    BrokenConnection = 11,
     Unimplemented = 12,
 }
 

@@ -1,7 +1,8 @@
-//! Host failure injection: rules the simulated Envoy consults before answering a shared-data call
-//! or a property read. A test adds rules; each fires on the calls it matches, a given number of
+//! Host failure injection: rules the simulated Envoy consults before answering a shared-data call,
+//! a property read, a body read or an HTTP callout. A test adds rules; each fires on the calls it matches, a given number of
 //! times, and the harness counts how often each fired so a test can prove it was exercised.
 
+use super::callouts::CalloutFault;
 use crate::abi::Status;
 
 /// Which host call a rule intercepts.
@@ -48,6 +49,8 @@ pub struct Faults {
     hidden_properties: Vec<String>,
     /// Buffer type → fault and remaining firings.
     buffers: Vec<(i32, BufferFault, usize)>,
+    /// Cluster → callout fault, remaining firings, firings so far.
+    callouts: Vec<(String, CalloutFault, usize, usize)>,
 }
 
 impl Faults {
@@ -95,6 +98,27 @@ impl Faults {
             .find(|(k, _, left)| *k == kind && *left > 0)?;
         slot.2 -= 1;
         Some(slot.1)
+    }
+
+    /// Makes the next `times` callouts to `cluster` fail so (in dispatch order, across workers).
+    pub fn callout(&mut self, cluster: &str, fault: CalloutFault, times: usize) {
+        self.callouts.push((cluster.to_string(), fault, times, 0));
+    }
+
+    /// The fault for a callout to `cluster` being dispatched now, if a rule matches.
+    pub fn take_callout(&mut self, cluster: &str) -> Option<CalloutFault> {
+        let slot = self
+            .callouts
+            .iter_mut()
+            .find(|(c, _, left, _)| c == cluster && *left > 0)?;
+        slot.2 -= 1;
+        slot.3 += 1;
+        Some(slot.1)
+    }
+
+    /// How many callout faults fired.
+    pub fn callouts_fired(&self) -> usize {
+        self.callouts.iter().map(|c| c.3).sum()
     }
 
     pub fn is_hidden(&self, path: &str) -> bool {

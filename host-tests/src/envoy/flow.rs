@@ -379,6 +379,7 @@ impl Worker {
         if let Some(f) = self.exports.on_delete.clone() {
             self.call("proxy_on_delete", context, &f, ctx)?;
         }
+        self.stream_mut(context)?.deleted = true;
         Ok(())
     }
 }

@@ -1,6 +1,7 @@
 //! The simulated Envoy: workers (filter VMs), what they share, and the stream flow around the
 //! filter's callbacks.
 
+pub mod callouts;
 pub mod clock;
 pub mod entropy;
 pub mod faults;
@@ -13,12 +14,15 @@ pub mod vm;
 pub mod worker;
 pub mod world;
 
+pub use callouts::{
+    Answer, CalloutFault, CalloutRecord, CalloutRequest, Cluster, Delivery, Outcome, Service,
+};
 pub use clock::Clock;
 pub use faults::{BufferFault, Effect, Faults, SharedOp};
 pub use headers::HeaderMap;
 pub use metrics::{Metric, MetricKind, Metrics};
 pub use shared_data::{SharedData, Write};
 pub use stream::{ClientAnswer, Forwarded, LocalReply, Phase, StreamState};
-pub use vm::{Chain, Gate, HttpCall, HttpCallResponse, VmState};
+pub use vm::{Chain, Gate, HttpCallResponse, VmState};
 pub use worker::{VmSetup, Worker};
 pub use world::{LogLine, UpstreamCall, World};

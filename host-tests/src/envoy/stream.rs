@@ -86,6 +86,9 @@ pub struct StreamState {
     pub answer: Option<ClientAnswer>,
     /// Response headers the filter let through (the client has them).
     pub response_headers_sent: bool,
+    /// `proxy_on_delete` ran: the context no longer exists for the filter (the harness keeps the
+    /// state so the test can read what happened).
+    pub deleted: bool,
 }
 
 impl StreamState {
@@ -112,6 +115,7 @@ impl StreamState {
             upstream_started: false,
             answer: None,
             response_headers_sent: false,
+            deleted: false,
         }
     }
 }

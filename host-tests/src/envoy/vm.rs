@@ -2,8 +2,11 @@
 //! contexts and streams, its configuration, its metric ids, and the hook through which the
 //! interleaving explorer pauses it before every shared-data call.
 
+use super::callouts::{CalloutRequest, PendingCallout};
+use super::headers::HeaderMap;
 use super::stream::StreamState;
 use super::world::World;
+use crate::abi::Status;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -22,23 +25,13 @@ pub enum Chain {
     Streaming,
 }
 
-/// The response of an outgoing `proxy_http_call`, while `proxy_on_http_call_response` runs.
+/// The answer of an HTTP callout, while `proxy_on_http_call_response` runs (Envoy keeps it on the
+/// root context and drops it when the callback returns).
 #[derive(Debug, Clone, Default)]
 pub struct HttpCallResponse {
     pub headers: super::headers::HeaderMap,
     pub body: Vec<u8>,
     pub trailers: super::headers::HeaderMap,
-}
-
-/// An outgoing `proxy_http_call` the filter made.
-#[derive(Debug, Clone)]
-pub struct HttpCall {
-    pub token: u32,
-    pub context: u32,
-    pub upstream: String,
-    pub headers: Vec<(String, Vec<u8>)>,
-    pub body: Vec<u8>,
-    pub timeout_ms: u32,
 }
 
 pub struct VmState {
@@ -58,8 +51,13 @@ pub struct VmState {
     /// Metric names by id (id = index + 1).
     pub metric_ids: Vec<String>,
     pub gate: Option<Gate>,
-    pub http_calls: Vec<HttpCall>,
+    /// Callouts dispatched and not answered yet, in dispatch order.
+    pub callouts: Vec<PendingCallout>,
+    /// The last callout token handed out (tokens go 4, 8, 12, … per VM).
+    pub last_callout_token: u32,
     pub http_call_response: Option<HttpCallResponse>,
+    /// What `proxy_get_status` answers (the root context's status code and message).
+    pub root_status: (u32, String),
     /// Envoy node/listener properties every stream sees (e.g. `plugin_root_id`).
     pub node_properties: BTreeMap<String, Vec<u8>>,
     /// Log level reported by `proxy_get_log_level`.
@@ -84,8 +82,10 @@ impl VmState {
             effective: None,
             metric_ids: Vec::new(),
             gate: None,
-            http_calls: Vec::new(),
+            callouts: Vec::new(),
+            last_callout_token: 0,
             http_call_response: None,
+            root_status: (0, String::new()),
             node_properties: BTreeMap::new(),
             log_level: 0,
             chain: Chain::default(),
@@ -113,10 +113,112 @@ impl VmState {
         self.streams.get_mut(&context)
     }
 
+    /// `proxy_http_call`, as Envoy checks and starts it (see [`super::callouts`]): the token, or the
+    /// status the call answers.
+    pub fn dispatch_callout(
+        &mut self,
+        cluster: String,
+        headers: HeaderMap,
+        body: Vec<u8>,
+        trailers: HeaderMap,
+        timeout_ms: i32,
+    ) -> Result<u32, Status> {
+        let Ok(timeout_ms) = u32::try_from(timeout_ms) else {
+            return Err(Status::BadArgument);
+        };
+        if self.world.cluster(&cluster).is_none() {
+            return Err(Status::BadArgument);
+        }
+        if [":path", ":method", ":authority"]
+            .iter()
+            .any(|name| headers.get(name).is_none())
+        {
+            return Err(Status::BadArgument);
+        }
+        let fault = self.world.faults().take_callout(&cluster);
+        self.last_callout_token = self.last_callout_token.wrapping_add(4);
+        let token = self.last_callout_token;
+        if fault == Some(super::callouts::CalloutFault::DispatchFails) {
+            return Err(Status::InternalFailure);
+        }
+        let request = CalloutRequest {
+            worker: self.worker,
+            token,
+            cluster,
+            headers,
+            body,
+            trailers,
+            timeout_ms,
+            sent_at_ms: self.world.clock().now_ms(),
+        };
+        self.callouts.push(PendingCallout {
+            request,
+            fault,
+            from_context: self.context(),
+        });
+        Ok(token)
+    }
+
     /// Passes the explorer's gate, if any.
     pub fn pass_gate(&self, what: &str) {
         if let Some(gate) = &self.gate {
             gate(self.worker, what);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envoy::callouts::{Answer, Outcome};
+
+    fn state() -> VmState {
+        let world = World::new(1);
+        world.add_cluster(
+            "upstream",
+            Arc::new(|_: &CalloutRequest| Outcome::Answer(Answer::new(200))),
+        );
+        VmState::new(0, world)
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        HeaderMap::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_bytes())))
+    }
+
+    #[test]
+    fn dispatch_checks_what_envoy_checks() {
+        let full = headers(&[(":method", "POST"), (":path", "/"), (":authority", "a")]);
+        let mut vm = state();
+        let call = |vm: &mut VmState, cluster: &str, h: &HeaderMap, timeout: i32| {
+            vm.dispatch_callout(
+                cluster.into(),
+                h.clone(),
+                Vec::new(),
+                HeaderMap::new(),
+                timeout,
+            )
+        };
+        assert_eq!(
+            call(&mut vm, "upstream", &full, -1),
+            Err(Status::BadArgument)
+        );
+        assert_eq!(
+            call(&mut vm, "elsewhere", &full, 100),
+            Err(Status::BadArgument)
+        );
+        for missing in [":method", ":path", ":authority"] {
+            let mut partial = full.clone();
+            partial.remove(missing);
+            assert_eq!(
+                call(&mut vm, "upstream", &partial, 100),
+                Err(Status::BadArgument),
+                "{missing}"
+            );
+        }
+        assert!(vm.callouts.is_empty());
+        assert_eq!(call(&mut vm, "upstream", &full, 0), Ok(4));
+        assert_eq!(call(&mut vm, "upstream", &full, 100), Ok(8));
+        assert_eq!(vm.callouts.len(), 2);
+        assert_eq!(vm.callouts[0].request.timeout_ms, 0, "0: no timeout");
     }
 }

@@ -3,10 +3,11 @@
 //! turned into errors, its timer, its outgoing calls and its conformance export. The stream flow
 //! around the HTTP callbacks is in `flow.rs`.
 
-use super::headers::HeaderMap;
-use super::stream::StreamState;
+use super::callouts::{resolve, CalloutFault, CalloutRecord, CalloutRequest, Delivery};
+use super::stream::{Phase, StreamState};
 use super::vm::{Chain, Gate, HttpCallResponse, VmState};
 use super::world::World;
+use crate::abi::Status;
 use crate::error::{HarnessError, Result};
 use crate::runtime::{FilterModule, FUEL_PER_CALL};
 use std::collections::BTreeMap;
@@ -288,37 +289,125 @@ impl Worker {
         if let Some(f) = self.exports.on_tick.clone() {
             self.call("proxy_on_tick", root, &f, root as i32)?;
         }
+        self.after_root_callback()?;
         Ok(true)
     }
 
-    /// Answers the outgoing HTTP call `token` (from the filter's `proxy_http_call`).
-    pub fn answer_http_call(
-        &mut self,
-        token: u32,
-        headers: HeaderMap,
-        body: Vec<u8>,
-    ) -> Result<()> {
-        let call = self
+    /// The callouts this worker's VM dispatched that were not answered yet, in dispatch order.
+    pub fn pending_callouts(&self) -> Vec<CalloutRequest> {
+        self.store
+            .data()
+            .callouts
+            .iter()
+            .map(|c| c.request.clone())
+            .collect()
+    }
+
+    /// Callout `token` reaches its cluster's upstream and the answer (or failure) comes back, as
+    /// Envoy delivers it: the clock moves to when it arrives, `proxy_on_http_call_response` runs
+    /// on the root context (whether or not the stream that made the call still exists), then what
+    /// it asked of streams (a local reply, a resume) is carried out.
+    pub fn deliver_callout(&mut self, token: u32) -> Result<CalloutRecord> {
+        let state = self.store.data_mut();
+        let at = state
+            .callouts
+            .iter()
+            .position(|c| c.request.token == token)
+            .ok_or_else(|| HarnessError::Usage(format!("no pending callout with token {token}")))?;
+        let pending = state.callouts.remove(at);
+        let service = self.world().cluster(&pending.request.cluster);
+        if service.as_ref().is_some_and(|s| s.shared_state()) {
+            let what = format!("callout {token} reaches {}", pending.request.cluster);
+            self.store.data().pass_gate(&what);
+        }
+        let clock = self.world().clock().clone();
+        let mut pending = pending;
+        if pending.deadline_passed(clock.now_ms()) {
+            // Envoy's timer fired at the deadline, before this (late) delivery.
+            pending.fault = Some(CalloutFault::Timeout);
+        }
+        let (reached, delay, delivery) = resolve(service.as_deref(), &pending);
+        let due = pending
+            .request
+            .sent_at_ms
+            .saturating_add(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+        if due > clock.now_ms() {
+            clock.advance(std::time::Duration::from_millis(due - clock.now_ms()));
+        }
+        let root = self.root_context();
+        let stream_gone = pending.from_context != root
+            && self
+                .stream(pending.from_context)
+                .is_none_or(|s| s.phase == Phase::Done);
+        let record = CalloutRecord {
+            request: pending.request,
+            reached,
+            delivery: delivery.clone(),
+            delivered_at_ms: clock.now_ms(),
+            stream_gone,
+        };
+        self.world().record_callout(record.clone());
+        let args = match delivery {
+            Delivery::Response {
+                headers,
+                body,
+                trailers,
+            } => {
+                let args = (
+                    root as i32,
+                    token as i32,
+                    headers.pairs().len() as i32,
+                    body.len() as i32,
+                    trailers.pairs().len() as i32,
+                );
+                self.store.data_mut().http_call_response = Some(HttpCallResponse {
+                    headers,
+                    body,
+                    trailers,
+                });
+                args
+            }
+            Delivery::Failure => {
+                self.store.data_mut().root_status =
+                    (Status::BrokenConnection.code() as u32, "reset".into());
+                (root as i32, token as i32, 0, 0, 0)
+            }
+        };
+        let result = match self.exports.on_http_call_response.clone() {
+            Some(f) => self.call("proxy_on_http_call_response", root, &f, args),
+            None => Ok(()),
+        };
+        let state = self.store.data_mut();
+        state.http_call_response = None;
+        state.root_status.1.clear();
+        result?;
+        self.after_root_callback()?;
+        Ok(record)
+    }
+
+    /// Answers every pending callout (and those their callbacks dispatch), in dispatch order.
+    pub fn deliver_all_callouts(&mut self) -> Result<Vec<CalloutRecord>> {
+        let mut records = Vec::new();
+        while let Some(token) = self.store.data().callouts.first().map(|c| c.request.token) {
+            records.push(self.deliver_callout(token)?);
+        }
+        Ok(records)
+    }
+
+    /// After a root-context callback: what it asked of streams through
+    /// `proxy_set_effective_context` (a local reply, a resume, a reset) is carried out, as Envoy
+    /// runs its deferred after-VM-call actions.
+    pub(super) fn after_root_callback(&mut self) -> Result<()> {
+        let live: Vec<u32> = self
             .store
             .data()
-            .http_calls
+            .streams
             .iter()
-            .find(|c| c.token == token)
-            .cloned()
-            .ok_or_else(|| HarnessError::Usage(format!("no HTTP call with token {token}")))?;
-        let (count, size) = (headers.pairs().len() as i32, body.len() as i32);
-        self.store.data_mut().http_call_response = Some(HttpCallResponse {
-            headers,
-            body,
-            trailers: HeaderMap::new(),
-        });
-        if let Some(f) = self.exports.on_http_call_response.clone() {
-            let args = (call.context as i32, token as i32, count, size, 0);
-            self.call("proxy_on_http_call_response", call.context, &f, args)?;
-        }
-        self.store.data_mut().http_call_response = None;
-        if self.store.data().streams.contains_key(&call.context) {
-            self.after_any_callback(call.context)?;
+            .filter(|(_, s)| s.phase != Phase::Done)
+            .map(|(c, _)| *c)
+            .collect();
+        for context in live {
+            self.after_any_callback(context)?;
         }
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! What the workers of one simulated Envoy share: the shared-data map of their `vm_id`, the clock,
-//! the stats store, the log, the entropy source, the fault plan and the record of upstream calls.
+//! the stats store, the log, the entropy source, the fault plan, the record of upstream calls, and
+//! the clusters HTTP callouts reach (with the record of every callout answered).
 //! One `World` per test: nothing here is global, so tests run in parallel.
 
+use super::callouts::{CalloutRecord, Cluster, Clusters};
 use super::clock::Clock;
 use super::entropy::Entropy;
 use super::faults::Faults;
@@ -46,6 +48,8 @@ struct Shared {
     entropy: Mutex<Entropy>,
     faults: Mutex<Faults>,
     upstream: Mutex<Vec<UpstreamCall>>,
+    clusters: Mutex<Clusters>,
+    callouts: Mutex<Vec<CalloutRecord>>,
     anomalies: Mutex<Vec<String>>,
     /// Per callback name: what it cost, summed (deterministic work counts).
     work: Mutex<std::collections::BTreeMap<String, Work>>,
@@ -66,6 +70,8 @@ impl World {
             entropy: Mutex::new(Entropy::seeded(seed)),
             faults: Mutex::new(Faults::default()),
             upstream: Mutex::new(Vec::new()),
+            clusters: Mutex::new(Clusters::default()),
+            callouts: Mutex::new(Vec::new()),
             anomalies: Mutex::new(Vec::new()),
             work: Mutex::new(std::collections::BTreeMap::new()),
             echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
@@ -112,6 +118,25 @@ impl World {
 
     pub fn upstream_calls(&self) -> Vec<UpstreamCall> {
         lock(&self.0.upstream).clone()
+    }
+
+    /// Makes `name` a cluster Envoy knows, served by `service` (callouts to any other name answer
+    /// `BadArgument`, as Envoy's do for a cluster it does not know).
+    pub fn add_cluster(&self, name: &str, service: Cluster) {
+        lock(&self.0.clusters).0.insert(name.to_string(), service);
+    }
+
+    pub fn cluster(&self, name: &str) -> Option<Cluster> {
+        lock(&self.0.clusters).0.get(name).cloned()
+    }
+
+    pub fn record_callout(&self, record: CalloutRecord) {
+        lock(&self.0.callouts).push(record);
+    }
+
+    /// Every callout answered (or failed) so far, in order.
+    pub fn callouts(&self) -> Vec<CalloutRecord> {
+        lock(&self.0.callouts).clone()
     }
 
     /// Something the filter did that Envoy would tolerate but that is suspicious (a bad pointer, a

@@ -48,9 +48,22 @@ impl Exchange {
         Ok(true)
     }
 
-    /// Sends every remaining body chunk.
+    /// Sends every remaining body chunk — or, if the request says so, goes away at its abort
+    /// point (see [`super::Abort`]).
     pub fn send_rest(&mut self) -> Result<()> {
-        while self.send_next_chunk()? {}
+        use super::request::Abort;
+        let leave = |exchange: &Exchange| exchange.client_disconnects();
+        if self.chunks_sent == 0 && self.request.abort == Some(Abort::AfterHeaders) {
+            return leave(self);
+        }
+        while self.send_next_chunk()? {
+            if self.request.abort == Some(Abort::AfterChunk(self.chunks_sent)) {
+                return leave(self);
+            }
+        }
+        if self.request.abort == Some(Abort::AfterRequest) && !self.is_done() {
+            return leave(self);
+        }
         Ok(())
     }
 

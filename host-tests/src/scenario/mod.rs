@@ -4,10 +4,12 @@ mod exchange;
 mod proxy;
 mod request;
 mod response;
+mod services;
 pub mod upstream;
 
 pub use exchange::Exchange;
 pub use proxy::{Envoy, EnvoyBuilder, WorkerHandle};
-pub use request::Request;
+pub use request::{Abort, Request};
 pub use response::{Failure, Response};
+pub use services::{Orders, Scripted};
 pub use upstream::Upstream;

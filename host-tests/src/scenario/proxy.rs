@@ -17,7 +17,8 @@ use super::exchange::Exchange;
 use super::request::Request;
 use crate::artifacts;
 use crate::envoy::{
-    Chain, Clock, Faults, LogLine, SharedData, UpstreamCall, VmSetup, Worker, World,
+    CalloutRecord, CalloutRequest, Chain, Clock, Cluster, Faults, LogLine, Service, SharedData,
+    UpstreamCall, VmSetup, Worker, World,
 };
 use crate::error::Result;
 use crate::runtime::{filter_module, FilterModule};
@@ -39,9 +40,22 @@ pub struct EnvoyBuilder {
     node_properties: BTreeMap<String, Vec<u8>>,
     chain: Chain,
     log_level: Option<u32>,
+    clusters: Vec<(String, Cluster)>,
 }
 
 impl EnvoyBuilder {
+    /// A cluster the filter's callouts can reach, served by `service` (an upstream model).
+    pub fn cluster(self, name: &str, service: impl Service + 'static) -> Self {
+        self.shared_cluster(name, Arc::new(service))
+    }
+
+    /// A cluster served by a model this test keeps a handle on (to read its state, or to share
+    /// it with another simulated Envoy).
+    pub fn shared_cluster(mut self, name: &str, service: Cluster) -> Self {
+        self.clusters.push((name.to_string(), service));
+        self
+    }
+
     /// The log level the filter sees (proxy-wasm levels; default trace). Envoy's default is info (2).
     pub fn log_level(mut self, level: u32) -> Self {
         self.log_level = Some(level);
@@ -96,6 +110,9 @@ impl EnvoyBuilder {
         };
         let module = filter_module(&path)?;
         let world = World::new(self.seed);
+        for (name, service) in self.clusters {
+            world.add_cluster(&name, service);
+        }
         let setup = VmSetup {
             plugin_config: self.config.into_bytes(),
             vm_config: Vec::new(),
@@ -144,6 +161,7 @@ impl Envoy {
             node_properties: BTreeMap::new(),
             chain: Chain::default(),
             log_level: None,
+            clusters: Vec::new(),
         }
     }
 
@@ -196,6 +214,20 @@ impl Envoy {
         self.world.upstream_calls()
     }
 
+    /// Every callout answered (or failed) so far, on every worker, in order.
+    pub fn callouts(&self) -> Vec<CalloutRecord> {
+        self.world.callouts()
+    }
+
+    /// Answers every pending callout of every worker (and the ones their answers dispatch).
+    pub fn answer_callouts(&self) -> Result<Vec<CalloutRecord>> {
+        let mut records = Vec::new();
+        for worker in &self.workers {
+            records.extend(worker.borrow_mut().deliver_all_callouts()?);
+        }
+        Ok(records)
+    }
+
     /// A counter's or gauge's value by name (summed over every worker, as Envoy's stats are).
     pub fn metric(&self, name: &str) -> Option<i64> {
         self.world.metrics().get(name).map(|m| m.value)
@@ -241,6 +273,21 @@ impl WorkerHandle {
             .borrow_mut()
             .request_headers(context, request.header_map(), no_body)?;
         Ok(Exchange::new(self.worker.clone(), context, request))
+    }
+
+    /// The callouts this worker dispatched that were not answered yet.
+    pub fn pending_callouts(&self) -> Vec<CalloutRequest> {
+        self.worker.borrow().pending_callouts()
+    }
+
+    /// Callout `token` is answered (or fails) as its cluster and the fault plan say.
+    pub fn answer_callout(&self, token: u32) -> Result<CalloutRecord> {
+        self.worker.borrow_mut().deliver_callout(token)
+    }
+
+    /// Answers every pending callout of this worker, in dispatch order.
+    pub fn answer_callouts(&self) -> Result<Vec<CalloutRecord>> {
+        self.worker.borrow_mut().deliver_all_callouts()
     }
 
     /// Direct access to the worker (for host-level tests).

@@ -4,6 +4,18 @@
 use crate::envoy::HeaderMap;
 use std::collections::BTreeMap;
 
+/// When the client goes away (Envoy resets the stream: the filter's context is logged, done and
+/// deleted; its later callbacks never come).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Abort {
+    /// Once the headers went out.
+    AfterHeaders,
+    /// Once body chunk `n` (1-based) went out.
+    AfterChunk(usize),
+    /// Once the whole request went out, before any answer (the answer comes too late).
+    AfterRequest,
+}
+
 #[derive(Debug, Clone)]
 pub struct Request {
     pub method: String,
@@ -15,6 +27,8 @@ pub struct Request {
     pub peer: String,
     /// Extra stream properties (dotted path → bytes), e.g. a JWT claim in metadata.
     pub properties: BTreeMap<String, Vec<u8>>,
+    /// The client goes away at this point (`None`: it waits for its answer).
+    pub abort: Option<Abort>,
 }
 
 impl Request {
@@ -27,6 +41,7 @@ impl Request {
             splits: Vec::new(),
             peer: "10.0.0.7:51234".to_string(),
             properties: BTreeMap::new(),
+            abort: None,
         }
     }
 
@@ -79,6 +94,12 @@ impl Request {
             .take_while(|o| *o < self.body.len())
             .collect();
         self.chunked_at(&offsets)
+    }
+
+    /// The client goes away at `when` (see [`Abort`]).
+    pub fn abort_after(mut self, when: Abort) -> Self {
+        self.abort = Some(when);
+        self
     }
 
     pub fn peer(mut self, address: &str) -> Self {

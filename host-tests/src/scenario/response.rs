@@ -1,7 +1,7 @@
 //! What the upstream does with a forwarded request, as the test scripts it: answer (status,
 //! headers, body in chunks, possibly cut off), or fail the way Envoy reports upstream failures.
 
-use crate::envoy::HeaderMap;
+use crate::envoy::{Answer, HeaderMap, Outcome};
 use std::time::Duration;
 
 /// An upstream answer.
@@ -77,6 +77,21 @@ impl Response {
             map.add("content-length", self.body.len().to_string().as_bytes());
         }
         map
+    }
+
+    /// This answer as a callout's upstream gives it (a cut-off body is a reset after the response
+    /// started: a failure for the filter).
+    pub fn outcome(&self) -> Outcome {
+        if self.cut_after.is_some() {
+            return Outcome::ResetAfterHeaders;
+        }
+        Outcome::Answer(Answer {
+            status: self.status,
+            headers: self.headers.clone(),
+            body: self.body.clone(),
+            trailers: Vec::new(),
+            delay: self.delay,
+        })
     }
 
     /// The body chunks to deliver (up to the cut, if any).

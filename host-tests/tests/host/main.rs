@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod abi;
+mod callouts;
+mod detached;
 mod failures;
 mod interleavings;
 mod scenarios;

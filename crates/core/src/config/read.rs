@@ -230,8 +230,10 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
                         &at,
                         v,
                         &[
+                            ("auto", ModeConfig::Auto),
                             ("raw", ModeConfig::Raw),
                             ("json", ModeConfig::Json),
+                            ("form", ModeConfig::Form),
                             ("fields", ModeConfig::Fields),
                             ("none", ModeConfig::None),
                         ],

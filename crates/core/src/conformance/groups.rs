@@ -15,6 +15,8 @@ mod decision;
 mod duration;
 #[path = "fingerprint.rs"]
 mod fingerprint;
+#[path = "form.rs"]
+mod form;
 #[path = "json.rs"]
 mod json;
 #[path = "key.rs"]
@@ -34,6 +36,7 @@ pub const NAMES: &[&str] = &[
     "key",
     "storage_key",
     "json",
+    "form",
     "fingerprint",
     "record",
     "decision",
@@ -50,6 +53,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "key" => key::eval(input),
         "storage_key" => storage_key::eval(input),
         "json" => json::eval(input),
+        "form" => form::eval(input),
         "fingerprint" => fingerprint::eval(input),
         "record" => record::eval(input),
         "decision" => decision::eval(input),

@@ -1,9 +1,24 @@
-//! Number tokens. Unlike strings they are buffered (up to `max_number_len`), because correct
-//! rounding needs the whole token; the bound keeps that O(1).
+//! Number tokens, kept as their exact decimal value: no float parsing, so `9007199254740993` and
+//! `9007199254740992` stay two numbers while `1`, `1.0`, `1e0` and `10e-1` are one.
+//!
+//! A token is read digit by digit into a sign, its significant digits (leading zeros dropped as
+//! they come, trailing ones at the end) and a decimal exponent, so that value = ± digits × 10^exp.
+//! Only the significant digits are held, bounded by `max_number_len` (the token's length); the
+//! written exponent is accumulated as an integer that saturates far beyond the accepted range.
 
 use alloc::vec::Vec;
 
 use super::{append, misplaced, JsonError};
+
+/// Largest accepted magnitude of a non-zero number's order of magnitude (its exponent in
+/// scientific notation, `d.ddd × 10^a`): numbers from 1e-9999 to 9.99…e9999 (and zero, however
+/// written) are accepted, beyond that `json_number_out_of_range`. No API sends such numbers; the
+/// bound keeps the canonical exponent a small integer.
+pub const MAX_MAGNITUDE: i64 = 9999;
+
+/// The written exponent stops growing here: far beyond any accepted value even after shifting by
+/// the digits of a `u16`-bounded token, so saturation cannot change a verdict.
+const EXPONENT_CAP: u64 = 1_000_000_000;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum NumState {
@@ -19,17 +34,25 @@ enum NumState {
 
 /// What the next byte does to a number token.
 pub(super) enum Step {
-    /// Part of the token (already buffered).
+    /// Part of the token (already taken in).
     Take,
     /// Not part of the token; the token is complete and the byte belongs to what follows.
     End,
 }
 
-/// Buffers one number token (bounded by `max_number_len`) so it can be parsed with correct
-/// rounding by `core`'s float parser, which needs the whole token.
+/// Reads one number token into its exact decimal value.
 pub(super) struct NumberLexer {
     state: NumState,
-    text: Vec<u8>,
+    negative: bool,
+    /// Significant digits (ASCII) from the first non-zero one on.
+    digits: Vec<u8>,
+    /// Digits written after the `.` (leading zeros included).
+    fraction_digits: u64,
+    exponent_negative: bool,
+    /// The written exponent's magnitude, saturated at `EXPONENT_CAP`.
+    exponent: u64,
+    /// Token bytes so far, bounded by `max_len`.
+    len: usize,
     start: u64,
     max_len: usize,
 }
@@ -38,7 +61,12 @@ impl NumberLexer {
     pub(super) fn new(max_len: u16) -> Self {
         NumberLexer {
             state: NumState::Int,
-            text: Vec::new(),
+            negative: false,
+            digits: Vec::new(),
+            fraction_digits: 0,
+            exponent_negative: false,
+            exponent: 0,
+            len: 0,
             start: 0,
             max_len: usize::from(max_len),
         }
@@ -46,14 +74,19 @@ impl NumberLexer {
 
     /// Starts a token with its first byte (`-` or a digit).
     pub(super) fn begin(&mut self, b: u8, at: u64) -> Result<(), JsonError> {
-        self.text.clear();
+        self.digits.clear();
+        self.negative = b == b'-';
+        self.fraction_digits = 0;
+        self.exponent_negative = false;
+        self.exponent = 0;
+        self.len = 0;
         self.start = at;
         self.state = match b {
             b'-' => NumState::Minus,
             b'0' => NumState::Zero,
             _ => NumState::Int,
         };
-        self.push(b)
+        self.take(b)
     }
 
     pub(super) fn step(&mut self, b: u8, at: u64) -> Result<Step, JsonError> {
@@ -70,7 +103,7 @@ impl NumberLexer {
             (Minus | Dot | Exp | ExpSign, _) => return Err(misplaced(b, at, syntax)),
         };
         self.state = next;
-        self.push(b)?;
+        self.take(b)?;
         Ok(Step::Take)
     }
 
@@ -82,72 +115,83 @@ impl NumberLexer {
         )
     }
 
-    /// Appends the canonical encoding of the completed token: `d`, then the f64's big-endian
-    /// bits without trailing zero bytes, after their count (so `0` is 2 bytes and `1` is 4: the
-    /// encoding of a number array stays about the size of its text).
-    pub(super) fn encode(&self, out: &mut Vec<u8>) -> Result<(), JsonError> {
-        let out_of_range = JsonError::NumberOutOfRange { offset: self.start };
-        let value = match fast_value(&self.text) {
-            Some(value) => value,
-            None => {
-                let text = core::str::from_utf8(&self.text).map_err(|_| out_of_range.clone())?;
-                text.parse().map_err(|_| out_of_range.clone())?
-            }
-        };
-        if !value.is_finite() {
-            return Err(out_of_range);
+    /// Appends the canonical encoding of the completed token: `d`, the canonical text, `;`. The
+    /// text is `0` for zero (`-0` included); otherwise an optional `-`, the significant digits
+    /// without leading or trailing zeros, `e` and the exponent in decimal (`-` if negative), with
+    /// value = digits × 10^exponent: `1.0` → `1e0`, `-0.250` → `-25e-2`, `1200` → `12e2`.
+    pub(super) fn encode(&mut self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+        let trailing = self.digits.iter().rev().take_while(|&&d| d == b'0').count();
+        self.digits.truncate(self.digits.len() - trailing);
+        if self.digits.is_empty() {
+            append(out, b"d0;");
+            return Ok(());
         }
-        // -0 and +0 are one number when numbers compare as doubles.
-        let bits = if value == 0.0 { 0 } else { value.to_bits() };
-        let len = 8 - (bits.trailing_zeros() / 8) as usize;
-        append(out, &[b'd', len as u8]);
-        append(out, bits.to_be_bytes().get(..len).unwrap_or_default());
+        // |written| ≤ 1e9, the shifts are at most a u16 each: no overflow in i64.
+        let written = if self.exponent_negative {
+            -(self.exponent as i64)
+        } else {
+            self.exponent as i64
+        };
+        let exponent = written - self.fraction_digits as i64 + trailing as i64;
+        let magnitude = exponent + self.digits.len() as i64 - 1;
+        if !(-MAX_MAGNITUDE..=MAX_MAGNITUDE).contains(&magnitude) {
+            return Err(JsonError::NumberOutOfRange { offset: self.start });
+        }
+        out.push(b'd');
+        if self.negative {
+            out.push(b'-');
+        }
+        out.extend_from_slice(&self.digits);
+        out.push(b'e');
+        if exponent < 0 {
+            out.push(b'-');
+        }
+        write_decimal(out, exponent.unsigned_abs());
+        out.push(b';');
         Ok(())
     }
 
-    fn push(&mut self, b: u8) -> Result<(), JsonError> {
-        if self.text.len() >= self.max_len {
+    /// Takes one byte of the token (already checked by the grammar) into the value.
+    fn take(&mut self, b: u8) -> Result<(), JsonError> {
+        if self.len >= self.max_len {
             return Err(JsonError::NumberTooLong { offset: self.start });
         }
-        self.text.push(b);
+        self.len += 1;
+        match (self.state, b) {
+            (NumState::Int | NumState::Frac, b'0'..=b'9') => {
+                if self.state == NumState::Frac {
+                    self.fraction_digits += 1;
+                }
+                if b != b'0' || !self.digits.is_empty() {
+                    self.digits.push(b);
+                }
+            }
+            (NumState::ExpSign, b'-') => self.exponent_negative = true,
+            (NumState::ExpDigits, b'0'..=b'9') => {
+                self.exponent = (self.exponent * 10 + u64::from(b - b'0')).min(EXPONENT_CAP);
+            }
+            // `-`, the lone `0` of `Zero`, `.`, `e`, `+`: structure, no value of their own.
+            _ => {}
+        }
         Ok(())
     }
 }
 
-/// Exact powers of ten representable as f64.
-const POW10: [f64; 23] = [
-    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
-    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
-];
-
-/// Clinger's fast path for the numbers bodies are made of (`-12`, `19.99`, no exponent): with a
-/// decimal mantissa below 2^53 and at most 22 fraction digits, both operands are exact doubles
-/// and one IEEE multiplication or division rounds correctly. `None` sends the token to `core`'s
-/// general parser.
-fn fast_value(text: &[u8]) -> Option<f64> {
-    let (negative, digits) = match text.split_first() {
-        Some((b'-', rest)) => (true, rest),
-        _ => (false, text),
-    };
-    let mut mantissa: u64 = 0;
-    let mut fraction_digits = 0usize;
-    let mut in_fraction = false;
-    for &b in digits {
-        match b {
-            b'0'..=b'9' => {
-                mantissa = mantissa * 10 + u64::from(b - b'0');
-                if mantissa >= 1 << 53 {
-                    return None;
-                }
-                fraction_digits += usize::from(in_fraction);
-            }
-            b'.' => in_fraction = true,
-            _ => return None,
+/// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`).
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        if let Some(slot) = buf.get_mut(at) {
+            *slot = b'0' + (n % 10) as u8;
+        }
+        n /= 10;
+        if n == 0 || at == 0 {
+            break;
         }
     }
-    let scale = POW10.get(fraction_digits)?;
-    let magnitude = mantissa as f64 / scale;
-    Some(if negative { -magnitude } else { magnitude })
+    append(out, buf.get(at..).unwrap_or_default());
 }
 
 fn syntax(offset: u64) -> JsonError {
@@ -156,61 +200,74 @@ fn syntax(offset: u64) -> JsonError {
 
 #[cfg(test)]
 mod tests {
-    use super::fast_value;
+    #![allow(clippy::unwrap_used)]
+    use super::*;
 
-    /// The fast path must be the correctly rounded value whenever it answers.
-    #[test]
-    fn fast_path_agrees_with_the_general_parser() {
-        let mut tokens: alloc::vec::Vec<alloc::string::String> = [
-            "0",
-            "-0",
-            "0.0",
-            "1",
-            "-1",
-            "0.1",
-            "0.3",
-            "19.99",
-            "123.456",
-            "-2.5",
-            "9007199254740991",
-            "9007199254740992",
-            "900719925474099.1",
-            "0.0000000000000000000001",
-            "0.00000000000000000000001",
-            "1e5",
-            "3.14159265358979",
-            "4503599627370497.5",
-        ]
-        .iter()
-        .map(|t| alloc::string::String::from(*t))
-        .collect();
-        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        for _ in 0..20_000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let digits = alloc::format!("{}", x % 10u64.pow((x % 17) as u32 + 1));
-            let point = (x >> 40) as usize % (digits.len() + 1);
-            let (int, frac) = digits.split_at(point);
-            let int = if int.is_empty() { "0" } else { int };
-            tokens.push(if frac.is_empty() {
-                alloc::string::String::from(int)
-            } else {
-                alloc::format!("{int}.{frac}")
-            });
+    fn canonical(token: &str) -> Result<alloc::string::String, JsonError> {
+        let mut lexer = NumberLexer::new(1024);
+        let mut bytes = token.bytes();
+        lexer.begin(bytes.next().unwrap(), 0)?;
+        for (i, b) in bytes.enumerate() {
+            assert!(
+                matches!(lexer.step(b, i as u64 + 1)?, Step::Take),
+                "{token}"
+            );
         }
-        let mut answered = 0;
-        for token in &tokens {
-            if let Some(fast) = fast_value(token.as_bytes()) {
-                answered += 1;
-                let general: f64 = token.parse().unwrap();
-                assert_eq!(fast.to_bits(), general.to_bits(), "{token}");
+        assert!(lexer.is_complete(), "{token}");
+        let mut out = Vec::new();
+        lexer.encode(&mut out)?;
+        Ok(alloc::string::String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn spellings_of_one_value_are_one_encoding() {
+        for (tokens, want) in [
+            (
+                &["1", "1.0", "1e0", "10e-1", "0.1e1", "1.000E+0", "100e-2"][..],
+                "d1e0;",
+            ),
+            (
+                &["0", "-0", "0.0", "-0.0e5", "0e-99999999999999999999"],
+                "d0;",
+            ),
+            (&["1200", "12e2", "1.2e3", "0.0012e6"], "d12e2;"),
+            (&["-0.250", "-25e-2", "-2.5E-1"], "d-25e-2;"),
+            (&["9007199254740993"], "d9007199254740993e0;"),
+            (&["9007199254740992"], "d9007199254740992e0;"),
+            (&["1e9999", "10e9998"], "d1e9999;"),
+            (&["1e-9999", "0.01e-9997"], "d1e-9999;"),
+            (&["9.5e9999"], "d95e9998;"),
+        ] {
+            for token in tokens {
+                assert_eq!(canonical(token).unwrap(), want, "{token}");
             }
         }
-        assert!(
-            answered > tokens.len() / 2,
-            "{answered} of {}",
-            tokens.len()
-        );
+    }
+
+    #[test]
+    fn absurd_magnitudes_are_refused() {
+        for token in [
+            "1e10000",
+            "10e9999",
+            "1e-10000",
+            "0.1e-9999",
+            "1e99999999999999999999999",
+            "-1e-99999999999999999999999",
+        ] {
+            assert_eq!(
+                canonical(token),
+                Err(JsonError::NumberOutOfRange { offset: 0 }),
+                "{token}"
+            );
+        }
+    }
+
+    #[test]
+    fn decimal_writer() {
+        for n in [0u64, 7, 10, 9999, u64::MAX] {
+            let mut out = Vec::new();
+            write_decimal(&mut out, n);
+            assert_eq!(out, alloc::format!("{n}").into_bytes());
+        }
     }
 }

@@ -46,13 +46,19 @@ fn digest_split(body: &[u8]) -> Result<[u8; 32], JsonError> {
     whole
 }
 
-/// `E(number)`.
-fn num(x: f64) -> Vec<u8> {
-    let bits = x.to_bits().to_be_bytes();
-    let len = bits.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1);
-    let mut out = vec![b'd', len as u8];
-    out.extend_from_slice(&bits[..len]);
-    out
+/// `E(number)` of a canonical number text.
+fn num(canonical: &str) -> Vec<u8> {
+    [b"d", canonical.as_bytes(), b";"].concat()
+}
+
+/// The canonical text of a non-negative integer: digits without trailing zeros, `e`, their count.
+fn int(i: u32) -> Vec<u8> {
+    if i == 0 {
+        return num("0");
+    }
+    let text = alloc::format!("{i}");
+    let digits = text.trim_end_matches('0');
+    num(&alloc::format!("{digits}e{}", text.len() - digits.len()))
 }
 
 /// `E(string)` of decoded bytes.
@@ -75,10 +81,13 @@ fn scalars_follow_the_encoding() {
     assert_eq!(digest_split(b" true "), Ok(h(&[b"t"])));
     assert_eq!(digest_split(b"false"), Ok(h(&[b"f"])));
     assert_eq!(digest_split(b"\"ab\""), Ok(h(&[&s(b"ab")])));
-    assert_eq!(digest_split(b"12.5"), Ok(h(&[&num(12.5)])));
-    assert_eq!(num(0.0), vec![b'd', 0]);
-    assert_eq!(num(1.0), vec![b'd', 2, 0x3F, 0xF0]);
-    assert_eq!(digest_split(b"-0.0"), Ok(h(&[&num(0.0)])));
+    assert_eq!(digest_split(b"12.5"), Ok(h(&[b"d125e-1;"])));
+    assert_eq!(digest_split(b"-1200"), Ok(h(&[b"d-12e2;"])));
+    assert_eq!(digest_split(b"-0.0"), Ok(h(&[b"d0;"])));
+    assert_eq!(
+        digest_split(b"9007199254740993"),
+        Ok(h(&[b"d9007199254740993e0;"]))
+    );
     assert_eq!(digest_split(b""), Ok(h(&[b"empty"])));
 }
 
@@ -88,9 +97,9 @@ fn containers_follow_the_encoding() {
     assert_eq!(digest_split(b"{}"), Ok(h(&[b"o}"])));
     assert_eq!(
         digest_split(b"[1,[]]"),
-        Ok(h(&[b"a", &num(1.0), b"a]", b"]"]))
+        Ok(h(&[b"a", &num("1e0"), b"a]", b"]"]))
     );
-    let expected = h(&[b"o", &s(b"a"), &num(1.0), &s(b"b"), b"n", b"}"]);
+    let expected = h(&[b"o", &s(b"a"), &num("1e0"), &s(b"b"), b"n", b"}"]);
     assert_eq!(digest_split(br#"{"a":1,"b":null}"#), Ok(expected));
     assert_eq!(
         digest_split(b" { \"b\" : null ,\n\"a\"\t:\r1.0 } "),
@@ -104,7 +113,7 @@ fn members_are_reordered_at_every_level() {
     // key: it sorts before "\u0001" and after "" (the escape keeps the terminator unique).
     let body =
         br#"{"b":{"y":1,"x":[{"d":0,"c":"\u0000"}]},"ab":true,"a":"","\u0001":2,"\u0000":3,"":4}"#;
-    let inner = [&b"o"[..], &s(b"c"), &s(b"\0"), &s(b"d"), &num(0.0), b"}"].concat();
+    let inner = [&b"o"[..], &s(b"c"), &s(b"\0"), &s(b"d"), &num("0"), b"}"].concat();
     let b_value = [
         &b"o"[..],
         &s(b"x"),
@@ -112,18 +121,18 @@ fn members_are_reordered_at_every_level() {
         &inner,
         b"]",
         &s(b"y"),
-        &num(1.0),
+        &num("1e0"),
         b"}",
     ]
     .concat();
     let expected = h(&[
         b"o",
         &s(b""),
-        &num(4.0),
+        &num("4e0"),
         &s(b"\0"),
-        &num(3.0),
+        &num("3e0"),
         &s(b"\x01"),
-        &num(2.0),
+        &num("2e0"),
         &s(b"a"),
         &s(b""),
         &s(b"ab"),
@@ -158,7 +167,7 @@ fn long_arrays_are_hashed_as_they_go() {
         encoding.extend(s(b"k"));
         encoding.extend(s(alloc::format!("x{i}").as_bytes()));
         encoding.extend(s(b"v"));
-        encoding.extend(num(f64::from(i)));
+        encoding.extend(int(i));
         encoding.push(b'}');
     }
     body.push(b']');
@@ -170,11 +179,20 @@ fn long_arrays_are_hashed_as_they_go() {
 #[test]
 fn spellings_of_one_value_agree() {
     let zero = digest_split(b"0");
-    for spelling in [&b"-0"[..], b"0.0", b"-0e5", b"0E-3", b"-1e-400"] {
+    for spelling in [&b"-0"[..], b"0.0", b"-0e5", b"0E-3", b"-0.000e-99999"] {
         assert_eq!(digest_split(spelling), zero, "{:?}", spelling);
     }
-    assert_eq!(digest_split(b"10e-1"), digest_split(b"1"));
+    for spelling in [&b"1.0"[..], b"1e0", b"10e-1", b"0.1E+1", b"1.000"] {
+        assert_eq!(digest_split(spelling), digest_split(b"1"), "{:?}", spelling);
+    }
     assert_ne!(digest_split(b"1"), digest_split(b"2"));
+    assert_ne!(digest_split(b"-1e-400"), zero);
+    // Beyond a double's precision, still distinct: exact decimal values.
+    assert_ne!(
+        digest_split(b"9007199254740993"),
+        digest_split(b"9007199254740992")
+    );
+    assert_ne!(digest_split(b"0.1"), digest_split(b"0.10000000000000001"));
     assert_ne!(digest_split(b"1"), digest_split(b"\"1\""));
     let raw = digest_split("\"é😀/\"".as_bytes());
     assert_eq!(digest_split(br#""\u00e9\uD83D\ude00\/""#), raw);
@@ -224,8 +242,8 @@ fn errors_carry_code_and_offset() {
         (b"\xff", JsonError::InvalidUtf8 { offset: 0 }),
         (b"1 \x80", JsonError::InvalidUtf8 { offset: 2 }),
         (b"\xc3\xa9", JsonError::Syntax { offset: 0 }),
-        (b"1e400", JsonError::NumberOutOfRange { offset: 0 }),
-        (b"[-1e999]", JsonError::NumberOutOfRange { offset: 1 }),
+        (b"1e10000", JsonError::NumberOutOfRange { offset: 0 }),
+        (b"[-1e-99999]", JsonError::NumberOutOfRange { offset: 1 }),
     ];
     for (body, expected) in cases {
         assert_eq!(digest_split(body), Err(expected), "{:?}", body);
@@ -357,12 +375,12 @@ fn fields_select_values_by_path() {
         "/t/0",
     ];
     let expected = fields_preimage(&[
-        ("/amount", Some(h(&[&num(5.0)]))),
+        ("/amount", Some(h(&[&num("5e0")]))),
         ("/items/1/sku", Some(h(&[&s(b"y")]))),
         ("/items/01/sku", None),
         ("/a~1b/~0", Some(h(&[b"t"]))),
         ("/missing", None),
-        ("/items/1/n/1", Some(h(&[&num(2.0)]))),
+        ("/items/1/n/1", Some(h(&[&num("2e0")]))),
         ("/t/0", None),
     ]);
     assert_eq!(fields_digest(body, &ptrs), Ok(expected));
@@ -387,15 +405,15 @@ fn fields_select_values_by_path() {
     assert_eq!(
         escaped,
         Ok(fields_preimage(&[
-            ("/a~1b", Some(h(&[&num(1.0)]))),
-            ("/ab", Some(h(&[&num(2.0)])))
+            ("/a~1b", Some(h(&[&num("1e0")]))),
+            ("/ab", Some(h(&[&num("2e0")])))
         ]))
     );
     assert_eq!(
         fields_digest(br#"[0,[1]]"#, &["/1/0", "/0"]),
         Ok(fields_preimage(&[
-            ("/1/0", Some(h(&[&num(1.0)]))),
-            ("/0", Some(h(&[&num(0.0)])))
+            ("/1/0", Some(h(&[&num("1e0")]))),
+            ("/0", Some(h(&[&num("0")])))
         ]))
     );
 }

@@ -8,7 +8,9 @@ missing key, released (upstream 503), in doubt (upstream closed the connection),
 request — and checks the access log line of each. Then it reads Envoy's `/stats/prometheus` and
 checks the Prometheus names of the counters that the README's stats table lists.
 
-Only ports, the listen address and the .wasm path of the example are rewritten. Envoy is killed
+It runs twice: the example as written (keyed requests take the filter's own detached exchange),
+and without its `upstream` line (Envoy's router carries them). Only that line, ports, the listen
+address and the .wasm path of the example are changed. Envoy is killed
 by PID, also on failure. Prints `N passed, N failed`.
 
     access_log_test.py --wasm FILTER.wasm
@@ -112,16 +114,31 @@ def post(url, key, body=b'{"sku":"book","qty":1}', headers=None):
     return request(url + "/orders", "POST", body, h)[0]
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--wasm", required=True)
-    args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="idemgate-access-log-"))
-    passed = failed = 0
+class Tally:
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def ok(self, name):
+        self.passed += 1
+        print(f"test {name} ... ok", flush=True)
+
+    def fail(self, name, why=""):
+        self.failed += 1
+        print(f"test {name} ... FAILED{': ' + why if why else ''}", flush=True)
+
+
+def run(mode, wasm, tmp, tally):
+    """One Envoy with the example configuration: as written (`detached`: keyed requests take the
+    filter's own upstream exchange), or without its `upstream` line (`router`: Envoy's router)."""
     upstream = Upstream()
+    proc = None
     try:
         port, admin_port = free_port(), free_port()
-        config = example_config(tmp, Path(args.wasm).resolve(), port, admin_port, upstream.port)
+        config = example_config(tmp, wasm, port, admin_port, upstream.port)
+        if mode == "router":
+            text, n = re.subn(r'^\s*"upstream": \{[^\n]*\},\n', "", config.read_text(), flags=re.M)
+            assert n == 1, "examples/envoy/envoy.yaml has no one-line `upstream` setting any more"
+            config.write_text(text)
         out = tmp / "stdout.log"
         proc = start(
             [envoy_binary(), "-c", str(config), "--concurrency", "2", "--disable-hot-restart"],
@@ -134,23 +151,20 @@ def main():
         wait_for("envoy", lambda: request(admin + "/ready", timeout=1)[0] == 200, proc,
                  tmp / "envoy.log")
 
-        statuses = {}
-        statuses["claimed-1"] = post(url, "claimed-1")
-        statuses["replayed"] = post(url, "claimed-1")
-        statuses["mismatch"] = post(url, "claimed-1", body=b'{"sku":"pen","qty":2}')
-        statuses["missing"] = post(url, None)
-        statuses["invalid"] = post(url, "x" * 300)
-        statuses["unavailable-1"] = post(url, "unavailable-1")
-        statuses["hangup-1"] = post(url, "hangup-1")
-        first = {}
-        t = threading.Thread(target=lambda: first.update(s=post(url, "hold-1")))
+        post(url, "claimed-1")
+        post(url, "claimed-1")
+        post(url, "claimed-1", body=b'{"sku":"pen","qty":2}')
+        post(url, None)
+        post(url, "x" * 300)
+        post(url, "unavailable-1")
+        post(url, "hangup-1")
+        t = threading.Thread(target=lambda: post(url, "hold-1"))
         t.start()
         assert upstream.arrived.wait(10), "the held request never reached the upstream"
-        statuses["conflict"] = post(url, "hold-1")
+        post(url, "hold-1")
         upstream.release.set()
         t.join(15)
-        statuses["hold-1"] = first.get("s")
-        statuses["static"] = request(url + "/static/app.js")[0]
+        request(url + "/static/app.js")
 
         # key in the log → (status, decision, outcome) expected, in request order.
         expected = [
@@ -160,7 +174,9 @@ def main():
             ("-", 400, "missing_key", "-"),
             ("x" * 300, 400, "invalid_key", "-"),
             ("unavailable-1", 503, "claimed", "released"),
-            ("hangup-1", 504, "claimed", "in_doubt"),  # detached: upstream_no_answer
+            # No answer from the upstream: the key stays in flight. The detached exchange answers
+            # the edge's 504 problem; on the router path Envoy answers 503 itself.
+            ("hangup-1", 504 if mode == "detached" else 503, "claimed", "in_doubt"),
             ("hold-1", 409, "conflict", "-"),
             ("hold-1", 201, "claimed", "stored"),
             ("-", 200, "-", "-"),
@@ -174,33 +190,24 @@ def main():
             if len(lines) >= len(expected):
                 break
             time.sleep(0.1)
-
-        def check_line(key, status, decision, outcome):
+        shown = "\n".join(m.group(0) for m in lines)
+        for key, status, decision, outcome in expected:
+            name = f"{mode}_access_log_{decision}_{outcome}_{status}"
             found = [
                 m for m in lines
                 if m.group(4) == key and m.group(3) == str(status) and m.group(5) == decision
             ]
-            assert found, (
-                f"no access log line key={key} {status} decision={decision}; lines:\n"
-                + "\n".join(m.group(0) for m in lines)
-            )
-            assert found[0].group(6) == outcome, f"{found[0].group(0)}: outcome should be {outcome}"
-
-        for key, status, decision, outcome in expected:
-            name = f"access_log_{decision}_{outcome}_{status}"
-            try:
-                check_line(key, status, decision, outcome)
-                passed += 1
-                print(f"test {name} ... ok", flush=True)
-            except AssertionError:
-                failed += 1
-                traceback.print_exc()
-                print(f"test {name} ... FAILED", flush=True)
+            if not found:
+                tally.fail(name, f"no line key={key[:20]} {status} decision={decision} in:\n{shown}")
+            elif found[0].group(6) != outcome:
+                tally.fail(name, f"{found[0].group(0)}: outcome should be {outcome}")
+            else:
+                tally.ok(name)
 
         # The stats table in crates/envoy/README.md: these Prometheus names, as Envoy exports them
         # (custom Wasm stats lose their `wasmcustom.` namespace and get no `envoy_` prefix).
         prom = request(admin + "/stats/prometheus")[2].decode()
-        for name, value in [
+        for metric, value in [
             ("idemgate_claimed", 4),
             ("idemgate_replayed", 1),
             ("idemgate_conflict", 1),
@@ -211,34 +218,58 @@ def main():
             ("idemgate_released", 1),
             ("idemgate_in_doubt", 1),
         ]:
-            test = f"prometheus_{name}"
-            m = re.search(rf"^{name}\{{\}} (\d+)$", prom, re.M) or re.search(
-                rf"^{name} (\d+)$", prom, re.M
-            )
+            m = re.search(rf"^{metric}\{{\}} (\d+)$", prom, re.M)
             if m and int(m.group(1)) == value:
-                passed += 1
-                print(f"test {test} ... ok", flush=True)
+                tally.ok(f"{mode}_prometheus_{metric}")
             else:
-                failed += 1
-                print(f"test {test} ... FAILED: want {value}, got "
-                      f"{m.group(0) if m else 'no such metric'}", flush=True)
-        if failed:
-            print("statuses:", statuses, "\n--- /stats/prometheus (idemgate) ---")
-            print("\n".join(line for line in prom.splitlines() if "idemgate" in line))
-    except Exception:
-        failed += 1
-        traceback.print_exc()
+                tally.fail(f"{mode}_prometheus_{metric}",
+                           f"want {value}, got {m.group(0) if m else 'no such metric'}")
+        # Every row of that table names a stat Envoy really has, under both names.
+        readme = (ROOT / "crates/envoy/README.md").read_text()
+        rows = re.findall(r"^\| `(wasmcustom\.idemgate\.[\w.]+)` \| `(idemgate_\w+)` \|", readme, re.M)
+        stats = request(admin + "/stats")[2].decode()
+        missing = [
+            f"{plain} / {prom_name}"
+            for plain, prom_name in rows
+            if not re.search(rf"^{re.escape(plain)}: \d+$", stats, re.M)
+            or not re.search(rf"^{prom_name}\{{\}} \d+$", prom, re.M)
+        ]
+        if rows and not missing:
+            tally.ok(f"{mode}_readme_stats_table_names_exist ({len(rows)} rows)")
+        else:
+            tally.fail(f"{mode}_readme_stats_table_names_exist", f"not in Envoy: {missing or 'no rows'}")
     finally:
         upstream.release.set()
-        for proc in children:
+        if proc is not None:
             kill(proc)
         upstream.served.close()
-    if failed:
-        print(f"kept {tmp}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--wasm", required=True)
+    args = ap.parse_args()
+    wasm = Path(args.wasm).resolve()
+    tally = Tally()
+    root = Path(tempfile.mkdtemp(prefix="idemgate-access-log-"))
+    try:
+        for mode in ["detached", "router"]:
+            tmp = root / mode
+            tmp.mkdir()
+            try:
+                run(mode, wasm, tmp, tally)
+            except Exception:
+                traceback.print_exc()
+                tally.fail(f"{mode}_run")
+    finally:
+        for proc in children:
+            kill(proc)
+    if tally.failed:
+        print(f"kept {root}")
     else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{passed} passed, {failed} failed")
-    sys.exit(1 if failed else 0)
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{tally.passed} passed, {tally.failed} failed")
+    sys.exit(1 if tally.failed else 0)
 
 
 if __name__ == "__main__":

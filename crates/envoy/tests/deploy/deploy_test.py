@@ -189,6 +189,9 @@ def istio_fetch(registry_url, repo, tag):
     manifest_digest = "sha256:" + hashlib.sha256(body).hexdigest()
     assert headers.get("Docker-Content-Digest") == manifest_digest, headers
     manifest = json.loads(body)
+    # The compat variant's marker (the fetcher does not need it; the spec asks for it).
+    variant = manifest.get("annotations", {}).get("module.wasm.image/variant")
+    assert variant == "compat", f"annotation module.wasm.image/variant: {variant}"
     # desc.Image(): a single image manifest, not an index.
     assert "layers" in manifest, f"not an image manifest: {manifest.get('mediaType')}"
     layers = manifest["layers"]

@@ -194,3 +194,96 @@ fn an_upstream_timeout_not_shorter_than_the_lease_is_refused() {
     assert!(!ok, "must be refused");
     assert!(log.contains("`upstream.timeout`"), "{log}");
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn concurrent_duplicates_reach_the_upstream_once_through_detached_exchanges() {
+    use std::sync::{Arc, Barrier};
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let port = envoy.port;
+    const THREADS: usize = 10;
+    const PER_THREAD: usize = 20;
+    for round in 0..3 {
+        let key = format!("burst-{round}");
+        let request = Request::post("/orders", &key).script("delay=300");
+        let barrier = Arc::new(Barrier::new(THREADS));
+        let workers: Vec<_> = (0..THREADS)
+            .map(|_| {
+                let request = request.clone();
+                let barrier = barrier.clone();
+                std::thread::spawn(move || {
+                    let mut streams: Vec<_> = (0..PER_THREAD).map(|_| request.open(port)).collect();
+                    barrier.wait();
+                    for stream in &mut streams {
+                        request.write(stream);
+                    }
+                    streams
+                        .into_iter()
+                        .map(|s| read_response(s).expect("an answer"))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let answers: Vec<Response> = workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect();
+        let executed = answers
+            .iter()
+            .filter(|r| r.status == 201 && !r.replayed())
+            .count();
+        let other: Vec<_> = answers
+            .iter()
+            .filter(|r| r.status != 201 && r.status != 409)
+            .map(|r| (r.status, r.text()))
+            .take(3)
+            .collect();
+        assert!(other.is_empty(), "unexpected answers: {other:?}");
+        assert_eq!(executed, 1, "round {round}: one relayed execution");
+        assert_eq!(
+            upstream.hits(&key),
+            1,
+            "round {round}: one upstream execution"
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_chunked_request_body_is_sent_whole_with_its_length() {
+    use std::io::Write;
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
+    let send = || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", envoy.port)).expect("connect");
+        stream
+            .write_all(
+                b"POST /orders HTTP/1.1\r\nhost: test\r\nconnection: close\r\nidempotency-key: chunked\r\n\
+                  content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n\
+                  5\r\n{\"a\":\r\n2\r\n1}\r\n0\r\n\r\n",
+            )
+            .expect("write");
+        read_response(stream).expect("an answer")
+    };
+    let first = send();
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
+    let again = send();
+    assert_eq!(
+        (again.status, again.replayed()),
+        (201, true),
+        "{}",
+        again.text()
+    );
+    assert_eq!(upstream.hits("chunked"), 1);
+    // The same payload with a declared length is the same request (same fingerprint).
+    let same = Request::post("/orders", "chunked")
+        .json("{\"a\":1}")
+        .send(envoy.port);
+    assert!(same.replayed(), "{} {}", same.status, same.text());
+}

@@ -82,7 +82,7 @@ const groups = {
   fingerprint: (input) => {
     const f = input.policy?.fingerprint ?? {};
     const spec = {
-      mode: f.mode ?? 'json',
+      mode: f.mode ?? 'auto',
       fields: f.fields ?? [],
       headers: f.headers ?? ['content-type'],
       maxDepth: f.max_depth ?? 64,
@@ -98,6 +98,12 @@ const groups = {
   json: (input) => {
     const mode = input.fields ? 'fields' : 'json';
     const spec = { mode, fields: input.fields ?? [], headers: [], maxDepth: input.max_depth ?? 64, maxNumberLen: input.max_number_len ?? 64 };
+    return fingerprintOf(spec, { method: 'POST', url: '/' }, bytesOf(input, 'body'), input.chunks);
+  },
+
+  // Likewise the canonical form digest: the body part of a form-mode fingerprint.
+  form: (input) => {
+    const spec = { mode: 'form', headers: [] };
     return fingerprintOf(spec, { method: 'POST', url: '/' }, bytesOf(input, 'body'), input.chunks);
   },
 
@@ -127,10 +133,13 @@ const groups = {
   },
 };
 
+/** The fingerprint tag of vectors/fingerprint.json's preimage. */
+const FINGERPRINT_TAG = 'idemgate-fingerprint-v3';
+
 function expected(group, testCase) {
-  if (group !== 'json' || !('ok' in testCase.expect)) return testCase.expect;
-  const mode = testCase.input.fields ? 'fields' : 'json';
-  return { ok: partsHash(['idemgate-fingerprint-v2', mode, 'POST', '/', hex(testCase.expect.ok)]) };
+  if (!['json', 'form'].includes(group) || !('ok' in testCase.expect)) return testCase.expect;
+  const mode = group === 'form' ? 'form' : testCase.input.fields ? 'fields' : 'json';
+  return { ok: partsHash([FINGERPRINT_TAG, mode, 'POST', '/', hex(testCase.expect.ok)]) };
 }
 
 for (const [group, run] of Object.entries(groups)) {

@@ -1,0 +1,104 @@
+//! The filter's half of the remote store: which request each operation sends, and what the
+//! callout's answer means. A host adapter (the Envoy filter, a test model) only moves these bytes:
+//! it sends [`claim`], [`finish`] or [`consume`] as the body of `POST /v1/op` and feeds what came
+//! back — or that nothing came back — to [`answer`], which returns the same outcomes the local
+//! protocol returns, or a [`ProtocolError`] for the configured failure mode.
+
+use super::wire::{End, Request, Response};
+use crate::decision::{verdict, ResponseFacts, Verdict};
+use crate::fingerprint::Fingerprint;
+use crate::policy::Policy;
+use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
+use crate::record::OwnerToken;
+use crate::scope::StorageKey;
+use crate::store::StoreError;
+use crate::time::UnixMillis;
+use alloc::string::String;
+
+/// The path operations are posted to.
+pub const PATH: &str = "/v1/op";
+
+/// How many times a host sends a finish whose answer did not come back before it gives up (the
+/// claim then stays in flight until its lease ends: retries get 409, then take it over).
+pub const FINISH_ATTEMPTS: u32 = 3;
+
+/// The claim a request makes, with the policy's lease and TTL.
+pub fn claim(
+    key: StorageKey,
+    fingerprint: Fingerprint,
+    owner: OwnerToken,
+    policy: &Policy,
+) -> Request {
+    Request::Claim {
+        key,
+        fingerprint,
+        owner,
+        lease: policy.lease,
+        ttl: policy.ttl,
+    }
+}
+
+/// What the end of a forwarded request sends: the policy decides here, on the filter's side,
+/// which answers are stored and how ([`verdict`]). `None` when nothing is to be written (the
+/// outcome is in doubt: the claim stays in flight), so no callout is made.
+pub fn finish(
+    key: StorageKey,
+    owner: OwnerToken,
+    facts: ResponseFacts,
+    policy: &Policy,
+) -> Option<Request> {
+    let end = match verdict(facts, policy) {
+        Verdict::Store(response) => End::Store(response),
+        Verdict::Release => End::Release,
+        Verdict::KeepInFlight => return None,
+    };
+    Some(Request::Finish {
+        key,
+        owner,
+        ttl: policy.ttl,
+        end,
+    })
+}
+
+/// A one-time token's single use.
+pub fn consume(key: StorageKey, expires_at: UnixMillis) -> Request {
+    Request::Consume { key, expires_at }
+}
+
+/// What a callout brought back. `None` when the host got no answer at all (connection refused,
+/// reset, the callout's own timeout).
+pub struct Answer<'a> {
+    pub status: Option<u16>,
+    pub body: &'a [u8],
+}
+
+/// Decodes a callout's answer. No answer, a body that is not a response of this wire version
+/// (a proxy's error page, a truncated body), or a status that does not match the body are all
+/// store errors: the failure mode applies, never a guess.
+pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
+    let unavailable = |why: &str| ProtocolError::Store(StoreError::Unavailable(String::from(why)));
+    let Some(status) = answer.status else {
+        return Err(unavailable("no answer from the store service"));
+    };
+    let response = Response::decode(answer.body).map_err(|e| unavailable(e.code()))?;
+    match (status, &response) {
+        (200, Response::Failed(_)) => Err(ProtocolError::UnexpectedReply),
+        (200, _) | (400 | 503, Response::Failed(_)) => Ok(response),
+        _ => Err(ProtocolError::UnexpectedReply),
+    }
+}
+
+/// [`answer`] for a claim.
+pub fn claim_outcome(reply: Answer<'_>) -> Result<ClaimOutcome, ProtocolError> {
+    answer(reply)?.into_claim()
+}
+
+/// [`answer`] for a finish.
+pub fn finish_outcome(reply: Answer<'_>) -> Result<FinishOutcome, ProtocolError> {
+    answer(reply)?.into_finish()
+}
+
+/// [`answer`] for a token use.
+pub fn consume_outcome(reply: Answer<'_>) -> Result<ConsumeOutcome, ProtocolError> {
+    answer(reply)?.into_consume()
+}

@@ -1,0 +1,219 @@
+//! What an operation does to the record under its key ([`apply`]), and the read → decide →
+//! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
+//! the engine, this module decides.
+
+use super::stored::{StoredValue, ValueVersion};
+use super::wire::{End, Failure, Request, Response};
+use crate::decision::{completed_record, decide_with, Decision};
+use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, MAX_ATTEMPTS};
+use crate::record::Record;
+use crate::store::WriteOutcome;
+use crate::time::{Span, UnixMillis};
+use alloc::vec::Vec;
+
+/// What the operation does to its key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// Nothing to write: the response holds as read.
+    Keep,
+    /// Write this record (its `expires_at` is the key's expiry in the engine).
+    Put(Record),
+    /// Remove the key.
+    Delete,
+}
+
+/// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
+/// on the engine's clock. The same rules as the local protocol: [`decide_with`] for a claim, the
+/// fencing token for a finish, a single use for a token.
+pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
+    let live = current.filter(|record| !record.is_expired(now));
+    match request {
+        Request::Claim {
+            fingerprint,
+            owner,
+            lease,
+            ttl,
+            ..
+        } => match decide_with(live, *fingerprint, *owner, now, *lease, *ttl) {
+            Decision::Claim { claim, takeover } => (
+                Response::Claim(ClaimOutcome::Forward {
+                    owner: *owner,
+                    takeover,
+                }),
+                Change::Put(Record::InFlight(claim)),
+            ),
+            Decision::Conflict { retry_after } => (
+                Response::Claim(ClaimOutcome::Conflict { retry_after }),
+                Change::Keep,
+            ),
+            Decision::Replay(response) => (
+                Response::Claim(ClaimOutcome::Replay(response)),
+                Change::Keep,
+            ),
+            Decision::Mismatch => (Response::Claim(ClaimOutcome::Mismatch), Change::Keep),
+        },
+        Request::Finish {
+            owner, ttl, end, ..
+        } => {
+            let claim = match live {
+                Some(Record::InFlight(claim)) if claim.owner == *owner => claim,
+                _ => return (Response::Finish(FinishOutcome::NotOwner), Change::Keep),
+            };
+            match end {
+                End::Release => (Response::Finish(FinishOutcome::Released), Change::Delete),
+                End::Store(response) => (
+                    Response::Finish(FinishOutcome::Stored),
+                    Change::Put(Record::Completed(completed_record(
+                        claim,
+                        response.clone(),
+                        now,
+                        *ttl,
+                    ))),
+                ),
+            }
+        }
+        Request::Consume { expires_at, .. } => match live {
+            Some(_) => (Response::Consume(ConsumeOutcome::AlreadyUsed), Change::Keep),
+            None => (
+                Response::Consume(ConsumeOutcome::Consumed),
+                Change::Put(Record::TokenUsed {
+                    expires_at: token_hold(*expires_at, now),
+                }),
+            ),
+        },
+    }
+}
+
+/// How long a token's use is remembered: until the token expires plus the clock skew the verifier
+/// tolerates ([`crate::token::CLOCK_SKEW`]). Envoys check expiry on their own clocks, so an Envoy
+/// running behind could still accept the token after the engine's clock has passed its expiry;
+/// the use must outlive that.
+pub fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
+    expires_at
+        .after(crate::token::CLOCK_SKEW)
+        .max(now.after(Span(1)))
+}
+
+/// How long a client is told to wait when the engine is out of memory: the engine frees memory as
+/// keys expire, and there is no one record whose expiry to point at.
+pub const FULL_RETRY_AFTER: Span = Span::from_secs(5);
+
+/// The answer when the engine refuses a write for lack of memory: claims and token uses are told
+/// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
+/// flight until its lease ends, as for any finish that cannot land).
+pub fn full(request: &Request) -> Response {
+    match request {
+        Request::Claim { .. } => Response::Claim(ClaimOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::Finish { .. } => Response::Failed(Failure::Full),
+    }
+}
+
+/// An engine call the exchange needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Read the key's value and the engine's clock, in one atomic step.
+    Read,
+    /// Compare-and-set: write only if the key is still as it was read — absent when `expect` is
+    /// `None`, else holding a value whose first bytes are `expect`.
+    Write {
+        expect: Option<ValueVersion>,
+        write: Write,
+    },
+}
+
+/// The write half of [`Need::Write`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Set the value, expiring at `expires_at` on the engine's clock (Redis `PXAT`).
+    Set {
+        value: Vec<u8>,
+        expires_at: UnixMillis,
+    },
+    Delete,
+}
+
+/// Either another engine call, or the answer to send back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Need(Need),
+    Done(Response),
+}
+
+/// One operation in progress: read → [`apply`] → compare-and-set, re-reading after a lost race
+/// (someone else changed the key, so the decision is made again on what they wrote), at most
+/// [`MAX_ATTEMPTS`] times.
+#[derive(Debug)]
+pub struct Exchange {
+    request: Request,
+    attempts: u32,
+    pending: Option<Response>,
+}
+
+impl Exchange {
+    /// Starts an operation; the first call is always a read.
+    pub fn start(request: Request) -> (Exchange, Need) {
+        let exchange = Exchange {
+            request,
+            attempts: 0,
+            pending: None,
+        };
+        (exchange, Need::Read)
+    }
+
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
+    /// fresh random version for a write (drawn by the host: the core has no entropy).
+    pub fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
+        let key = *self.request.key();
+        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
+            None => None,
+            Some(Ok(stored)) => Some(stored),
+            // Never overwrite what cannot be read: it may be a record of a newer format.
+            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+        };
+        let (response, change) = apply(&self.request, current.as_ref().map(|s| &s.record), now);
+        let expect = current.as_ref().map(|s| s.version);
+        let write = match change {
+            Change::Keep => return Step::Done(response),
+            Change::Delete => Write::Delete,
+            Change::Put(record) => {
+                let expires_at = record.expires_at();
+                let value = StoredValue {
+                    version: fresh,
+                    record,
+                };
+                Write::Set {
+                    value: value.encode(&key),
+                    expires_at,
+                }
+            }
+        };
+        self.pending = Some(response);
+        Step::Need(Need::Write { expect, write })
+    }
+
+    /// Resumes with the compare-and-set's result.
+    pub fn written(&mut self, outcome: WriteOutcome) -> Step {
+        match (outcome, self.pending.take()) {
+            (WriteOutcome::Written, Some(response)) => Step::Done(response),
+            (WriteOutcome::Conflict, Some(_)) => {
+                self.attempts += 1;
+                if self.attempts >= MAX_ATTEMPTS {
+                    Step::Done(Response::Failed(Failure::Contention))
+                } else {
+                    Step::Need(Need::Read)
+                }
+            }
+            // A write result with no write asked for: a host bug, answered as a failure.
+            (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
+        }
+    }
+}

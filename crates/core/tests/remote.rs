@@ -1,0 +1,578 @@
+//! The remote store protocol: the wire codec round-trips and refuses garbage with typed errors,
+//! the read → decide → compare-and-set exchange admits exactly one claim whatever the
+//! interleaving, and over a model of the engine (one value per key, expiry on the engine's clock)
+//! it gives the same outcomes as the local protocol for any sequence of operations.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::fingerprint::Fingerprint;
+use idemgate_core::policy::Policy;
+use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
+use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
+use idemgate_core::remote::client::{self, Answer};
+use idemgate_core::remote::wire::End;
+use idemgate_core::remote::{
+    Exchange, Failure, Need, Request, Response, Step, StoredValue, ValueVersion, WireError, Write,
+};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::{MemoryStore, WriteOutcome};
+use idemgate_core::time::{Span, UnixMillis};
+use proptest::prelude::*;
+use std::collections::BTreeMap;
+
+/// A model of the engine: one value per key, expiring on the engine's clock, compare-and-set on
+/// the value's version prefix — what the service's Lua scripts do in Redis.
+#[derive(Default)]
+struct ModelEngine {
+    keys: BTreeMap<[u8; 32], (Vec<u8>, UnixMillis)>,
+    writes: u64,
+}
+
+impl ModelEngine {
+    fn get(&mut self, key: &StorageKey, now: UnixMillis) -> Option<Vec<u8>> {
+        match self.keys.get(&key.0) {
+            Some((_, at)) if *at <= now => {
+                self.keys.remove(&key.0);
+                None
+            }
+            Some((value, _)) => Some(value.clone()),
+            None => None,
+        }
+    }
+
+    fn cas(
+        &mut self,
+        key: &StorageKey,
+        now: UnixMillis,
+        expect: Option<ValueVersion>,
+        write: &Write,
+    ) -> WriteOutcome {
+        let current = self.get(key, now);
+        let holds = match (expect, &current) {
+            (None, None) => true,
+            (Some(v), Some(bytes)) => bytes.starts_with(&v.0),
+            _ => false,
+        };
+        if !holds {
+            return WriteOutcome::Conflict;
+        }
+        match write {
+            Write::Set { value, expires_at } => {
+                self.keys.insert(key.0, (value.clone(), *expires_at));
+            }
+            Write::Delete => {
+                self.keys.remove(&key.0);
+            }
+        }
+        WriteOutcome::Written
+    }
+
+    fn fresh(&mut self) -> ValueVersion {
+        self.writes += 1;
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&self.writes.to_be_bytes());
+        ValueVersion(v)
+    }
+
+    /// Runs one operation to its end, uninterrupted.
+    fn run(&mut self, request: Request, now: UnixMillis) -> Response {
+        let key = *request.key();
+        let (mut exchange, mut need) = Exchange::start(request);
+        loop {
+            let step = match need {
+                Need::Read => {
+                    let value = self.get(&key, now);
+                    let fresh = self.fresh();
+                    exchange.read(now, value.as_deref(), fresh)
+                }
+                Need::Write { expect, write } => {
+                    let outcome = self.cas(&key, now, expect, &write);
+                    exchange.written(outcome)
+                }
+            };
+            match step {
+                Step::Need(next) => need = next,
+                Step::Done(response) => return response,
+            }
+        }
+    }
+}
+
+fn skey(n: u8) -> StorageKey {
+    StorageKey([n; 32])
+}
+
+fn response(body: &[u8]) -> StoredResponse {
+    StoredResponse {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: StoredBody::Kept(body.to_vec()),
+    }
+}
+
+fn claim(key: u8, fp: u8, owner: u8) -> Request {
+    Request::Claim {
+        key: skey(key),
+        fingerprint: Fingerprint([fp; 32]),
+        owner: OwnerToken([owner; 16]),
+        lease: Span::from_secs(60),
+        ttl: Span::from_secs(86_400),
+    }
+}
+
+fn samples() -> Vec<Request> {
+    vec![
+        claim(1, 2, 3),
+        Request::Finish {
+            key: skey(1),
+            owner: OwnerToken([3; 16]),
+            ttl: Span(5),
+            end: End::Release,
+        },
+        Request::Finish {
+            key: skey(1),
+            owner: OwnerToken([3; 16]),
+            ttl: Span::from_secs(86_400),
+            end: End::Store(response(b"{\"id\":1}")),
+        },
+        Request::Finish {
+            key: skey(1),
+            owner: OwnerToken([3; 16]),
+            ttl: Span(1),
+            end: End::Store(StoredResponse {
+                status: 500,
+                headers: vec![],
+                body: StoredBody::NotKept,
+            }),
+        },
+        Request::Consume {
+            key: skey(9),
+            expires_at: UnixMillis(1_700_000_000_000),
+        },
+    ]
+}
+
+fn sample_responses() -> Vec<Response> {
+    vec![
+        Response::Claim(ClaimOutcome::Forward {
+            owner: OwnerToken([7; 16]),
+            takeover: true,
+        }),
+        Response::Claim(ClaimOutcome::Conflict {
+            retry_after: Span(1234),
+        }),
+        Response::Claim(ClaimOutcome::Replay(response(b"hello"))),
+        Response::Claim(ClaimOutcome::Mismatch),
+        Response::Claim(ClaimOutcome::StoreFull {
+            retry_after: Span(60_000),
+        }),
+        Response::Finish(FinishOutcome::Stored),
+        Response::Finish(FinishOutcome::Released),
+        Response::Finish(FinishOutcome::KeptInFlight),
+        Response::Finish(FinishOutcome::NotOwner),
+        Response::Consume(ConsumeOutcome::Consumed),
+        Response::Consume(ConsumeOutcome::AlreadyUsed),
+        Response::Consume(ConsumeOutcome::StoreFull {
+            retry_after: Span(5000),
+        }),
+        Response::Claim(ClaimOutcome::QuotaExceeded {
+            retry_after: Span(7),
+        }),
+        Response::Consume(ConsumeOutcome::QuotaExceeded {
+            retry_after: Span(8),
+        }),
+        Response::Failed(Failure::Timeout),
+        Response::Failed(Failure::Corrupt),
+    ]
+}
+
+#[test]
+fn messages_round_trip() {
+    for request in samples() {
+        assert_eq!(Request::decode(&request.encode()), Ok(request));
+    }
+    for response in sample_responses() {
+        assert_eq!(Response::decode(&response.encode()), Ok(response));
+    }
+}
+
+#[test]
+fn a_claim_request_is_compact() {
+    // magic 2 + version 1 + op 1 + key 32 + fingerprint 32 + owner 16 + lease 8 + ttl 8
+    assert_eq!(claim(1, 2, 3).encode().len(), 100);
+}
+
+#[test]
+fn garbage_gets_typed_errors() {
+    let good = claim(1, 2, 3).encode();
+    assert_eq!(Request::decode(b""), Err(WireError::Truncated));
+    assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
+    let mut v2 = good.clone();
+    v2[2] = 2;
+    assert_eq!(Request::decode(&v2), Err(WireError::UnsupportedVersion(2)));
+    let mut op = good.clone();
+    op[3] = 99;
+    assert_eq!(Request::decode(&op), Err(WireError::UnknownOp(99)));
+    assert_eq!(
+        Request::decode(&good[..good.len() - 1]),
+        Err(WireError::Truncated)
+    );
+    let mut long = good.clone();
+    long.push(0);
+    assert_eq!(Request::decode(&long), Err(WireError::TrailingBytes));
+    let mut zero_ttl = good.clone();
+    let n = zero_ttl.len();
+    zero_ttl[n - 8..].fill(0);
+    assert_eq!(Request::decode(&zero_ttl), Err(WireError::ZeroTtl));
+    let mut huge_ttl = good.clone();
+    huge_ttl[n - 8..].fill(0xff);
+    assert_eq!(Request::decode(&huge_ttl), Err(WireError::OutOfRange));
+    let far = Request::Consume {
+        key: skey(1),
+        expires_at: UnixMillis(u64::MAX / 2),
+    };
+    assert_eq!(Request::decode(&far.encode()), Err(WireError::OutOfRange));
+    // A response is not a request, and the other way round.
+    assert_eq!(
+        Request::decode(&Response::Failed(Failure::Timeout).encode()),
+        Err(WireError::BadMagic)
+    );
+    assert_eq!(Response::decode(&good), Err(WireError::BadMagic));
+}
+
+#[test]
+fn a_replay_cannot_smuggle_a_header() {
+    let bad = Response::Claim(ClaimOutcome::Replay(StoredResponse {
+        status: 200,
+        headers: vec![("set-cookie".into(), "session=stolen".into())],
+        body: StoredBody::NotKept,
+    }));
+    assert_eq!(
+        Response::decode(&bad.encode()),
+        Err(WireError::InvalidHeader)
+    );
+    let split = Response::Claim(ClaimOutcome::Replay(StoredResponse {
+        status: 200,
+        headers: vec![("location".into(), "/a\r\nx-evil: 1".into())],
+        body: StoredBody::NotKept,
+    }));
+    assert_eq!(
+        Response::decode(&split.encode()),
+        Err(WireError::InvalidHeader)
+    );
+    let status = Response::Claim(ClaimOutcome::Replay(StoredResponse {
+        status: 42,
+        headers: vec![],
+        body: StoredBody::NotKept,
+    }));
+    assert_eq!(
+        Response::decode(&status.encode()),
+        Err(WireError::InvalidStatus(42))
+    );
+}
+
+#[test]
+fn a_failure_is_an_error_for_the_failure_mode() {
+    let err = Response::Failed(Failure::Timeout).into_claim().unwrap_err();
+    assert_eq!(err.code(), "store_unavailable");
+    assert!(err.to_string().contains("remote_timeout"));
+    let confused = Response::Finish(FinishOutcome::Stored).into_claim();
+    assert_eq!(confused.unwrap_err().code(), "store_unexpected_reply");
+}
+
+#[test]
+fn a_stored_value_belongs_to_its_key() {
+    let value = StoredValue {
+        version: ValueVersion([5; 16]),
+        record: Record::TokenUsed {
+            expires_at: UnixMillis(10),
+        },
+    };
+    let bytes = value.encode(&skey(1));
+    assert_eq!(StoredValue::decode(&skey(1), &bytes), Ok(value));
+    assert_eq!(
+        StoredValue::decode(&skey(2), &bytes),
+        Err(WireError::KeyMismatch)
+    );
+    assert_eq!(
+        StoredValue::decode(&skey(1), &bytes[..10]),
+        Err(WireError::Truncated)
+    );
+}
+
+#[test]
+fn an_unreadable_value_is_never_overwritten() {
+    let mut engine = ModelEngine::default();
+    let now = UnixMillis(1000);
+    engine.keys.insert(
+        skey(1).0,
+        (b"not a record at all".to_vec(), UnixMillis(5000)),
+    );
+    assert_eq!(
+        engine.run(claim(1, 1, 1), now),
+        Response::Failed(Failure::Corrupt)
+    );
+    assert_eq!(engine.keys[&skey(1).0].0, b"not a record at all");
+}
+
+/// Every interleaving of N claims' reads and writes: exactly one Forward; the others see the
+/// winner's claim (409) after re-reading.
+#[test]
+fn concurrent_claims_admit_one() {
+    for n in 2..6u8 {
+        let mut engine = ModelEngine::default();
+        let now = UnixMillis(1_000_000);
+        let mut exchanges: Vec<(Exchange, Need)> =
+            (0..n).map(|i| Exchange::start(claim(1, 7, i))).collect();
+        let mut results = vec![None; usize::from(n)];
+        // Round-robin: every exchange makes one engine call per round, so all reads happen before
+        // any write in the first round — the worst case for a check-then-set.
+        while results.iter().any(Option::is_none) {
+            for (i, (exchange, need)) in exchanges.iter_mut().enumerate() {
+                if results[i].is_some() {
+                    continue;
+                }
+                let step = match need.clone() {
+                    Need::Read => {
+                        let value = engine.get(&skey(1), now);
+                        let fresh = engine.fresh();
+                        exchange.read(now, value.as_deref(), fresh)
+                    }
+                    Need::Write { expect, write } => {
+                        let outcome = engine.cas(&skey(1), now, expect, &write);
+                        exchange.written(outcome)
+                    }
+                };
+                match step {
+                    Step::Need(next) => *need = next,
+                    Step::Done(response) => results[i] = Some(response),
+                }
+            }
+        }
+        let forwards = results
+            .iter()
+            .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Forward { .. }))))
+            .count();
+        let conflicts = results
+            .iter()
+            .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Conflict { .. }))))
+            .count();
+        assert_eq!((forwards, conflicts), (1, usize::from(n) - 1));
+    }
+}
+
+#[test]
+fn a_token_is_used_once_and_remembered_past_its_expiry_by_the_skew() {
+    let mut engine = ModelEngine::default();
+    let now = UnixMillis(1_000_000);
+    let consume = Request::Consume {
+        key: skey(3),
+        expires_at: UnixMillis(1_010_000),
+    };
+    assert_eq!(
+        engine.run(consume.clone(), now),
+        Response::Consume(ConsumeOutcome::Consumed)
+    );
+    assert_eq!(
+        engine.run(consume.clone(), now),
+        Response::Consume(ConsumeOutcome::AlreadyUsed)
+    );
+    // An Envoy whose clock runs behind may still accept the token just after its expiry.
+    assert_eq!(
+        engine.run(consume.clone(), UnixMillis(1_010_000 + 30_000)),
+        Response::Consume(ConsumeOutcome::AlreadyUsed)
+    );
+    let expiry = engine.keys[&skey(3).0].1;
+    assert_eq!(expiry, UnixMillis(1_010_000 + 60_000));
+}
+
+/// What the filter does at the end of a forwarded request with a remote store: the policy half
+/// locally ([`client::finish`]), the record half through the service; a kept-in-flight outcome
+/// sends nothing.
+fn remote_finish(
+    engine: &mut ModelEngine,
+    policy: &Policy,
+    key: StorageKey,
+    owner: OwnerToken,
+    facts: ResponseFacts,
+    now: UnixMillis,
+) -> FinishOutcome {
+    match client::finish(key, owner, facts, policy) {
+        None => FinishOutcome::KeptInFlight,
+        Some(request) => {
+            let response = engine.run(request, now);
+            let body = response.encode();
+            let status = if matches!(response, Response::Failed(_)) {
+                503
+            } else {
+                200
+            };
+            client::finish_outcome(Answer {
+                status: Some(status),
+                body: &body,
+            })
+            .unwrap()
+        }
+    }
+}
+
+#[test]
+fn callout_answers_are_decoded_or_refused() {
+    let ok = Response::Claim(ClaimOutcome::Mismatch).encode();
+    let failed = Response::Failed(Failure::Timeout).encode();
+    let answer = |status, body| client::claim_outcome(Answer { status, body });
+    assert_eq!(answer(Some(200), &ok), Ok(ClaimOutcome::Mismatch));
+    // No answer, a proxy's error page, a truncated body: store errors for the failure mode.
+    assert_eq!(answer(None, &ok).unwrap_err().code(), "store_unavailable");
+    assert_eq!(
+        answer(Some(503), b"upstream connect error")
+            .unwrap_err()
+            .code(),
+        "store_unavailable"
+    );
+    assert_eq!(
+        answer(Some(200), &ok[..ok.len() - 1]).unwrap_err().code(),
+        "store_unavailable"
+    );
+    assert_eq!(
+        answer(Some(503), &failed).unwrap_err().to_string(),
+        "store unavailable: remote_timeout"
+    );
+    // A status that contradicts the body is not trusted either way.
+    assert_eq!(
+        answer(Some(503), &ok).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+    assert_eq!(
+        answer(Some(200), &failed).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+    // An answer to another operation.
+    let finish = Response::Finish(FinishOutcome::Stored).encode();
+    assert_eq!(
+        answer(Some(200), &finish).unwrap_err().code(),
+        "store_unexpected_reply"
+    );
+}
+
+#[test]
+fn an_outcome_in_doubt_sends_nothing() {
+    let policy = Policy::defaults();
+    assert_eq!(
+        client::finish(
+            skey(1),
+            OwnerToken([1; 16]),
+            ResponseFacts::InDoubt,
+            &policy
+        ),
+        None
+    );
+    assert!(matches!(
+        client::finish(
+            skey(1),
+            OwnerToken([1; 16]),
+            ResponseFacts::NeverReached,
+            &policy
+        ),
+        Some(Request::Finish {
+            end: End::Release,
+            ..
+        })
+    ));
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Claim { key: u8, fp: u8 },
+    Finish { key: u8, owner: u8, status: u16 },
+    Advance(u64),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0..3u8, 0..2u8).prop_map(|(key, fp)| Op::Claim { key, fp }),
+        (
+            0..3u8,
+            0..6u8,
+            prop_oneof![Just(0u16), Just(201), Just(503), Just(500)]
+        )
+            .prop_map(|(key, owner, status)| Op::Finish { key, owner, status }),
+        prop_oneof![Just(1u64), Just(30_000), Just(61_000), Just(90_000_000)].prop_map(Op::Advance),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Any sequence of claims, finishes and time passing gives the same outcomes through the
+    /// remote protocol as through the local one: the core decides both.
+    #[test]
+    fn remote_and_local_agree(ops in proptest::collection::vec(op(), 1..40)) {
+        let mut policy = Policy::defaults();
+        policy.capacity.cells = 64;
+        policy.capacity.per_cell = 64;
+        let mut local = MemoryStore::new();
+        let mut remote = ModelEngine::default();
+        let mut now = UnixMillis(1_700_000_000_000);
+        let mut next_owner = 0u8;
+        for op in ops {
+            match op {
+                Op::Advance(ms) => now = now.after(Span(ms)),
+                Op::Claim { key, fp } => {
+                    next_owner = next_owner.wrapping_add(1);
+                    let owner = OwnerToken([next_owner % 6; 16]);
+                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, now).unwrap();
+                    let request = Request::Claim {
+                        key: skey(key),
+                        fingerprint: Fingerprint([fp; 32]),
+                        owner,
+                        lease: policy.lease,
+                        ttl: policy.ttl,
+                    };
+                    let r = remote.run(request, now).into_claim().unwrap();
+                    prop_assert_eq!(l, r);
+                }
+                Op::Finish { key, owner, status } => {
+                    let facts = if status == 0 {
+                        ResponseFacts::NeverReached
+                    } else {
+                        ResponseFacts::Upstream {
+                            status,
+                            headers: vec![("content-type".into(), "text/plain".into())],
+                            body: Some(vec![status as u8; 3]),
+                        }
+                    };
+                    let owner = OwnerToken([owner; 16]);
+                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let l = engine.finish(skey(key), owner, Some(facts.clone()), now).unwrap();
+                    let r = remote_finish(&mut remote, &policy, skey(key), owner, facts, now);
+                    prop_assert_eq!(l, r);
+                }
+            }
+        }
+    }
+
+    /// Arbitrary bytes never panic a decoder.
+    #[test]
+    fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let _ = Request::decode(&bytes);
+        let _ = Response::decode(&bytes);
+        let _ = StoredValue::decode(&skey(1), &bytes);
+    }
+
+    /// Damaging any byte of a valid message gives a typed error or another valid message, never a
+    /// panic; cutting it short is always `Truncated`.
+    #[test]
+    fn damaged_messages_fail_cleanly(index in 0usize..100, byte in any::<u8>(), cut in 0usize..100) {
+        for request in samples() {
+            let mut bytes = request.encode();
+            let i = index % bytes.len();
+            bytes[i] = byte;
+            let _ = Request::decode(&bytes);
+            let whole = request.encode();
+            let cut = cut % whole.len();
+            prop_assert_eq!(Request::decode(&whole[..cut]), Err(WireError::Truncated));
+        }
+    }
+}

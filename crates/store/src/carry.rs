@@ -1,0 +1,114 @@
+//! One operation, carried: the core's [`Exchange`] asks for a read or a compare-and-set, Redis
+//! answers, the core decides. Nothing here decides anything about records; it maps engine
+//! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
+
+use crate::engine::{Engine, EngineError};
+use crate::metrics::Metrics;
+use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::remote::exchange::full;
+use idemgate_core::remote::{Exchange, Failure, Need, Request, Response, Step, ValueVersion};
+use idemgate_core::store::WriteOutcome;
+use std::time::{Duration, Instant};
+
+/// Carries `request` to its answer within `timeout`. A timeout answers [`Failure::Timeout`]; a
+/// compare-and-set sent before the timeout may still land, which the protocol tolerates (a claim
+/// that landed holds its lease and then expires or is taken over; a finish that landed is found
+/// by the retry as not-ours-any-more).
+pub async fn carry(
+    engine: &Engine,
+    metrics: &Metrics,
+    request: Request,
+    timeout: Duration,
+) -> Response {
+    let _in_flight = metrics.enter();
+    let started = Instant::now();
+    let op = op_name(&request);
+    let response = match tokio::time::timeout(timeout, exchange(engine, metrics, request)).await {
+        Ok(response) => response,
+        Err(_) => Response::Failed(Failure::Timeout),
+    };
+    metrics.operation(op, outcome_name(&response), started.elapsed());
+    response
+}
+
+async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Response {
+    let key = engine.redis_key(request.key());
+    let (mut exchange, mut need) = Exchange::start(request);
+    loop {
+        let step = match need {
+            Need::Read => match engine.read(&key).await {
+                Ok((now, value)) => match fresh_version() {
+                    Some(fresh) => exchange.read(now, value.as_deref(), fresh),
+                    None => return Response::Failed(Failure::Unavailable),
+                },
+                Err(e) => return failed(&exchange, e),
+            },
+            Need::Write { expect, write } => {
+                match engine.compare_and_set(&key, expect, &write).await {
+                    Ok(outcome) => {
+                        if outcome == WriteOutcome::Conflict {
+                            metrics.cas_conflict();
+                        }
+                        exchange.written(outcome)
+                    }
+                    Err(e) => return failed(&exchange, e),
+                }
+            }
+        };
+        match step {
+            Step::Need(next) => need = next,
+            Step::Done(response) => return response,
+        }
+    }
+}
+
+fn failed(exchange: &Exchange, error: EngineError) -> Response {
+    match error {
+        EngineError::Full => full(exchange.request()),
+        EngineError::Timeout => Response::Failed(Failure::Timeout),
+        EngineError::Unavailable(why) => {
+            eprintln!("idemgate-store: {why}");
+            Response::Failed(Failure::Unavailable)
+        }
+    }
+}
+
+/// A random version for the value about to be written (see the core's `remote::stored`).
+fn fresh_version() -> Option<ValueVersion> {
+    let mut bytes = [0u8; 16];
+    getrandom::fill(&mut bytes).ok()?;
+    Some(ValueVersion(bytes))
+}
+
+pub fn op_name(request: &Request) -> &'static str {
+    match request {
+        Request::Claim { .. } => "claim",
+        Request::Finish { .. } => "finish",
+        Request::Consume { .. } => "consume",
+        _ => "other",
+    }
+}
+
+pub fn outcome_name(response: &Response) -> &'static str {
+    match response {
+        Response::Claim(ClaimOutcome::Forward {
+            takeover: false, ..
+        }) => "forward",
+        Response::Claim(ClaimOutcome::Forward { takeover: true, .. }) => "takeover",
+        Response::Claim(ClaimOutcome::Conflict { .. }) => "conflict",
+        Response::Claim(ClaimOutcome::Replay(_)) => "replay",
+        Response::Claim(ClaimOutcome::Mismatch) => "mismatch",
+        Response::Claim(ClaimOutcome::StoreFull { .. }) => "store_full",
+        Response::Finish(FinishOutcome::Stored) => "stored",
+        Response::Finish(FinishOutcome::Released) => "released",
+        Response::Finish(FinishOutcome::KeptInFlight) => "kept_in_flight",
+        Response::Finish(FinishOutcome::NotOwner) => "not_owner",
+        Response::Consume(ConsumeOutcome::Consumed) => "consumed",
+        Response::Consume(ConsumeOutcome::AlreadyUsed) => "already_used",
+        Response::Consume(ConsumeOutcome::StoreFull { .. }) => "store_full",
+        Response::Claim(ClaimOutcome::QuotaExceeded { .. })
+        | Response::Consume(ConsumeOutcome::QuotaExceeded { .. }) => "quota_exceeded",
+        Response::Failed(failure) => failure.code(),
+        _ => "other",
+    }
+}

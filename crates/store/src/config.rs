@@ -1,0 +1,313 @@
+//! The service's settings, from flags and environment variables (a flag wins over its variable).
+//! Every setting has a default except in cluster mode, where the seed nodes must be named; a bad
+//! value is a typed error that `main` prints before exiting non-zero.
+
+use idemgate_core::time::Span;
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// The usage text (`--help`); the README's table mirrors it.
+pub const USAGE: &str = "\
+idemgate-store: carries the idemgate remote store protocol to Redis or Redis Cluster
+
+usage: idemgate-store [options]
+
+  --listen ADDR          address to serve HTTP/1.1 and h2c on   env IDEMGATE_STORE_LISTEN   default 127.0.0.1:8787
+  --redis URL            Redis URL; repeat (or comma-separate)  env IDEMGATE_STORE_REDIS    default redis://127.0.0.1:6379
+                         for the seed nodes of a cluster
+  --cluster              the URLs are Redis Cluster seed nodes  env IDEMGATE_STORE_CLUSTER  default off
+  --op-timeout DUR       one operation end to end, Redis calls  env IDEMGATE_STORE_OP_TIMEOUT default 250ms
+                         and retries included; then a typed
+                         timeout answer (keep it below the
+                         filter's callout timeout)
+  --connect-timeout DUR  connecting to Redis                    env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
+  --shutdown-grace DUR   SIGTERM/SIGINT: time for in-flight     env IDEMGATE_STORE_SHUTDOWN_GRACE default 10s
+                         operations before exit
+  --key-prefix TEXT      prefix of every Redis key              env IDEMGATE_STORE_KEY_PREFIX default idemgate:
+  --max-body BYTES       largest request body accepted          env IDEMGATE_STORE_MAX_BODY default 16777216
+  --help                 this text
+Durations: 250ms, 2s, 1m. Endpoints: POST /v1/op, GET /healthz, /readyz, /metrics.
+";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub redis: Vec<String>,
+    pub cluster: bool,
+    pub op_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub shutdown_grace: Duration,
+    pub key_prefix: String,
+    pub max_body: usize,
+}
+
+/// What the command line asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Run(Config),
+    Help,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    UnknownFlag(String),
+    MissingValue(&'static str),
+    Invalid { name: &'static str, why: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::UnknownFlag(flag) => write!(f, "unknown option {flag} (see --help)"),
+            ConfigError::MissingValue(name) => write!(f, "{name} needs a value"),
+            ConfigError::Invalid { name, why } => write!(f, "{name}: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Parses `args` (without the program name), reading defaults from `env`.
+pub fn parse(
+    args: impl IntoIterator<Item = String>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Command, ConfigError> {
+    let mut listen = env("IDEMGATE_STORE_LISTEN");
+    let mut redis: Vec<String> = env("IDEMGATE_STORE_REDIS")
+        .map(|v| split_urls(&v))
+        .unwrap_or_default();
+    let mut cluster = match env("IDEMGATE_STORE_CLUSTER") {
+        None => false,
+        Some(v) => flag_value("IDEMGATE_STORE_CLUSTER", &v)?,
+    };
+    let mut op_timeout = env("IDEMGATE_STORE_OP_TIMEOUT");
+    let mut connect_timeout = env("IDEMGATE_STORE_CONNECT_TIMEOUT");
+    let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
+    let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
+    let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
+
+    let mut flag_urls: Vec<String> = Vec::new();
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value.into())),
+            _ => (arg.clone(), None),
+        };
+        let mut value = |name: &'static str| -> Result<String, ConfigError> {
+            match inline.clone() {
+                Some(v) => Ok(v),
+                None => args.next().ok_or(ConfigError::MissingValue(name)),
+            }
+        };
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--listen" => listen = Some(value("--listen")?),
+            "--redis" => flag_urls.extend(split_urls(&value("--redis")?)),
+            "--cluster" => {
+                cluster = match &inline {
+                    Some(v) => flag_value("--cluster", v)?,
+                    None => true,
+                }
+            }
+            "--op-timeout" => op_timeout = Some(value("--op-timeout")?),
+            "--connect-timeout" => connect_timeout = Some(value("--connect-timeout")?),
+            "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
+            "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
+            "--max-body" => max_body = Some(value("--max-body")?),
+            _ => return Err(ConfigError::UnknownFlag(arg)),
+        }
+    }
+    if !flag_urls.is_empty() {
+        redis = flag_urls;
+    }
+    if redis.is_empty() {
+        if cluster {
+            return Err(ConfigError::Invalid {
+                name: "--redis",
+                why: "cluster mode needs the seed nodes' URLs".into(),
+            });
+        }
+        redis.push("redis://127.0.0.1:6379".into());
+    }
+    for url in &redis {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err(ConfigError::Invalid {
+                name: "--redis",
+                why: format!("{url:?} is not a redis:// or rediss:// URL"),
+            });
+        }
+    }
+    if !cluster && redis.len() > 1 {
+        return Err(ConfigError::Invalid {
+            name: "--redis",
+            why: "several URLs are only meaningful with --cluster".into(),
+        });
+    }
+    let listen = listen.unwrap_or_else(|| "127.0.0.1:8787".into());
+    let listen = listen.parse().map_err(|_| ConfigError::Invalid {
+        name: "--listen",
+        why: format!("{listen:?} is not an address such as 127.0.0.1:8787"),
+    })?;
+    let key_prefix = key_prefix.unwrap_or_else(|| "idemgate:".into());
+    let max_body = match max_body {
+        None => 16 * 1024 * 1024,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: "--max-body",
+                    why: format!("{text:?} is not a positive byte count"),
+                })
+            }
+        },
+    };
+    Ok(Command::Run(Config {
+        listen,
+        redis,
+        cluster,
+        op_timeout: duration("--op-timeout", op_timeout, "250ms")?,
+        connect_timeout: duration("--connect-timeout", connect_timeout, "2s")?,
+        shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
+        key_prefix,
+        max_body,
+    }))
+}
+
+fn split_urls(text: &str) -> Vec<String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn flag_value(name: &'static str, text: &str) -> Result<bool, ConfigError> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" | "" => Ok(false),
+        _ => Err(ConfigError::Invalid {
+            name,
+            why: format!("{text:?} is not true or false"),
+        }),
+    }
+}
+
+/// Durations in the core's own syntax (`250ms`, `2s`), as the filter configuration writes them.
+fn duration(
+    name: &'static str,
+    text: Option<String>,
+    default: &str,
+) -> Result<Duration, ConfigError> {
+    let text = text.unwrap_or_else(|| default.into());
+    match text.parse::<Span>() {
+        Ok(span) if span.as_millis() > 0 => Ok(Duration::from_millis(span.as_millis())),
+        Ok(_) => Err(ConfigError::Invalid {
+            name,
+            why: "must be longer than zero".into(),
+        }),
+        Err(e) => Err(ConfigError::Invalid {
+            name,
+            why: format!("{text:?}: {e}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        parse(args.iter().map(|s| s.to_string()), &move |name| {
+            env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+        })
+    }
+
+    fn config(args: &[&str], env: &[(&str, &str)]) -> Config {
+        match run(args, env) {
+            Ok(Command::Run(config)) => config,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults() {
+        let c = config(&[], &[]);
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8787");
+        assert_eq!(c.redis, vec!["redis://127.0.0.1:6379".to_string()]);
+        assert!(!c.cluster);
+        assert_eq!(c.op_timeout, Duration::from_millis(250));
+        assert_eq!(c.key_prefix, "idemgate:");
+    }
+
+    #[test]
+    fn flags_win_over_env() {
+        let c = config(
+            &["--listen=127.0.0.1:9", "--op-timeout", "1s"],
+            &[
+                ("IDEMGATE_STORE_LISTEN", "127.0.0.1:8"),
+                ("IDEMGATE_STORE_OP_TIMEOUT", "5s"),
+                ("IDEMGATE_STORE_KEY_PREFIX", "x:"),
+            ],
+        );
+        assert_eq!(c.listen.to_string(), "127.0.0.1:9");
+        assert_eq!(c.op_timeout, Duration::from_secs(1));
+        assert_eq!(c.key_prefix, "x:");
+    }
+
+    #[test]
+    fn cluster_seeds() {
+        let c = config(
+            &[
+                "--cluster",
+                "--redis",
+                "redis://a:1,redis://b:2",
+                "--redis",
+                "redis://c:3",
+            ],
+            &[],
+        );
+        assert!(c.cluster);
+        assert_eq!(c.redis.len(), 3);
+        let c = config(
+            &[],
+            &[
+                ("IDEMGATE_STORE_CLUSTER", "true"),
+                ("IDEMGATE_STORE_REDIS", "redis://a:1"),
+            ],
+        );
+        assert!(c.cluster);
+    }
+
+    #[test]
+    fn bad_input_is_a_typed_error() {
+        assert_eq!(
+            run(&["--nope"], &[]),
+            Err(ConfigError::UnknownFlag("--nope".into()))
+        );
+        assert_eq!(
+            run(&["--listen"], &[]),
+            Err(ConfigError::MissingValue("--listen"))
+        );
+        for args in [
+            &["--listen", "nowhere"][..],
+            &["--op-timeout", "soon"],
+            &["--op-timeout", "0ms"],
+            &["--redis", "http://x"],
+            &["--redis", "redis://a,redis://b"],
+            &["--cluster"],
+            &["--max-body", "-1"],
+        ] {
+            assert!(
+                matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),
+                "{args:?}"
+            );
+        }
+        assert_eq!(run(&["--help"], &[]), Ok(Command::Help));
+    }
+}

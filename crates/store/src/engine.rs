@@ -1,0 +1,283 @@
+//! Redis, as the two atomic steps the core's exchange needs: *read* (the key's value and Redis's
+//! clock) and *compare-and-set* (write or delete only if the value's version is still the one
+//! read). Both are Lua scripts on one key, so they run atomically on the node that owns the key and
+//! Redis Cluster routes them like any single-key command.
+//!
+//! Scripts are sent by SHA (`EVALSHA`); a node that does not know one yet (first use, restart,
+//! failover) answers `NOSCRIPT` and gets the script once with `EVAL`, which also caches it there.
+//! No `SCRIPT LOAD` fan-out, so the same code serves one Redis and a cluster.
+
+use idemgate_core::remote::{ValueVersion, Write};
+use idemgate_core::store::WriteOutcome;
+use idemgate_core::time::UnixMillis;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
+use redis::{Cmd, ErrorKind, RedisError, Script, Value};
+use std::fmt;
+use std::time::Duration;
+
+/// `{seconds, microseconds, value-or-nil}`: the record and the clock it is judged by, together.
+const READ: &str = r"
+local t = redis.call('TIME')
+return {t[1], t[2], redis.call('GET', KEYS[1])}
+";
+
+/// ARGV: expected version ('' = the key must be absent), 'set' or 'del', value, PXAT milliseconds.
+const CAS: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if ARGV[1] == '' then
+  if cur then return 0 end
+elseif (not cur) or string.sub(cur, 1, #ARGV[1]) ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == 'del' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('SET', KEYS[1], ARGV[3], 'PXAT', ARGV[4])
+end
+return 1
+";
+
+/// Why Redis did not give an answer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Out of memory (`maxmemory` with `noeviction`): a write that cannot land.
+    Full,
+    /// Redis did not answer within the response timeout.
+    Timeout,
+    /// Connection failure, an error reply, or a reply of the wrong shape.
+    Unavailable(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Full => f.write_str("redis is out of memory"),
+            EngineError::Timeout => f.write_str("redis did not answer in time"),
+            EngineError::Unavailable(why) => write!(f, "redis unavailable: {why}"),
+        }
+    }
+}
+
+impl From<RedisError> for EngineError {
+    fn from(e: RedisError) -> Self {
+        if e.code() == Some("OOM") {
+            EngineError::Full
+        } else if e.is_timeout() {
+            EngineError::Timeout
+        } else {
+            EngineError::Unavailable(e.to_string())
+        }
+    }
+}
+
+/// A connection to one Redis or to a cluster: both multiplex every operation over pooled
+/// connections (one per node) that reconnect on their own.
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+#[derive(Clone)]
+pub struct Engine {
+    conn: Conn,
+    prefix: String,
+    read_sha: String,
+    cas_sha: String,
+}
+
+impl Engine {
+    /// Connects (bounded by `connect_timeout`); `response_timeout` bounds each command so a
+    /// stopped Redis cannot hold a connection's pipeline forever.
+    pub async fn connect(
+        urls: &[String],
+        cluster: bool,
+        prefix: String,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Engine, EngineError> {
+        let conn = if cluster {
+            let client = redis::cluster::ClusterClient::builder(urls.to_vec())
+                .connection_timeout(connect_timeout)
+                .response_timeout(response_timeout)
+                .build()?;
+            let connect = client.get_async_connection();
+            match tokio::time::timeout(connect_timeout, connect).await {
+                Ok(conn) => Conn::Cluster(conn?),
+                Err(_) => return Err(EngineError::Unavailable("connect timed out".into())),
+            }
+        } else {
+            let url = urls
+                .first()
+                .ok_or_else(|| EngineError::Unavailable("no Redis URL".into()))?;
+            let client = redis::Client::open(url.as_str())?;
+            let config = ConnectionManagerConfig::new()
+                .set_connection_timeout(connect_timeout)
+                .set_response_timeout(response_timeout)
+                .set_number_of_retries(2);
+            let connect = ConnectionManager::new_with_config(client, config);
+            match tokio::time::timeout(connect_timeout, connect).await {
+                Ok(conn) => Conn::Single(conn?),
+                Err(_) => return Err(EngineError::Unavailable("connect timed out".into())),
+            }
+        };
+        Ok(Engine {
+            conn,
+            prefix,
+            read_sha: Script::new(READ).get_hash().to_string(),
+            cas_sha: Script::new(CAS).get_hash().to_string(),
+        })
+    }
+
+    /// The Redis key of a storage key: the prefix and the storage key in hex (a SHA-256, so keys
+    /// spread evenly over a cluster's slots).
+    pub fn redis_key(&self, key: &idemgate_core::scope::StorageKey) -> String {
+        let mut out = String::with_capacity(self.prefix.len() + 64);
+        out.push_str(&self.prefix);
+        for byte in key.0 {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 15)]));
+        }
+        out
+    }
+
+    /// The key's value and Redis's clock (`TIME`), read in one atomic step.
+    pub async fn read(&self, key: &str) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
+        let reply = self.script(&self.read_sha, READ, key, &[]).await?;
+        parse_read(reply)
+    }
+
+    pub async fn compare_and_set(
+        &self,
+        key: &str,
+        expect: Option<ValueVersion>,
+        write: &Write,
+    ) -> Result<WriteOutcome, EngineError> {
+        let expect: &[u8] = match &expect {
+            Some(version) => &version.0,
+            None => b"",
+        };
+        let pxat;
+        let args: [&[u8]; 4] = match write {
+            Write::Set { value, expires_at } => {
+                pxat = expires_at.0.to_string();
+                [expect, b"set", value, pxat.as_bytes()]
+            }
+            Write::Delete => [expect, b"del", b"", b"0"],
+        };
+        match self.script(&self.cas_sha, CAS, key, &args).await? {
+            Value::Int(1) => Ok(WriteOutcome::Written),
+            Value::Int(0) => Ok(WriteOutcome::Conflict),
+            other => Err(EngineError::Unavailable(format!(
+                "unexpected compare-and-set reply {other:?}"
+            ))),
+        }
+    }
+
+    /// `PING` (every primary of a cluster): what `/readyz` asks.
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        let cmd = redis::cmd("PING");
+        match &self.conn {
+            Conn::Single(conn) => {
+                cmd.query_async::<Value>(&mut conn.clone()).await?;
+            }
+            Conn::Cluster(conn) => {
+                let routing = RoutingInfo::MultiNode((
+                    MultipleNodeRoutingInfo::AllMasters,
+                    Some(ResponsePolicy::AllSucceeded),
+                ));
+                conn.clone()
+                    .route_command(&cmd, routing)
+                    .await?
+                    .extract_error()?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn script(
+        &self,
+        sha: &str,
+        source: &str,
+        key: &str,
+        args: &[&[u8]],
+    ) -> Result<Value, EngineError> {
+        let mut evalsha = redis::cmd("EVALSHA");
+        evalsha.arg(sha).arg(1).arg(key);
+        for arg in args {
+            evalsha.arg(*arg);
+        }
+        match self.query(&evalsha).await {
+            Err(e) if e.kind() == ErrorKind::NoScriptError => {
+                let mut eval = redis::cmd("EVAL");
+                eval.arg(source).arg(1).arg(key);
+                for arg in args {
+                    eval.arg(*arg);
+                }
+                Ok(self.query(&eval).await?)
+            }
+            other => Ok(other?),
+        }
+    }
+
+    async fn query(&self, cmd: &Cmd) -> Result<Value, RedisError> {
+        match &self.conn {
+            Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
+            Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
+        }
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn parse_read(reply: Value) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
+    let bad = |what: &str| EngineError::Unavailable(format!("unexpected read reply: {what}"));
+    let items = match reply {
+        Value::Array(items) => items,
+        other => return Err(bad(&format!("not an array: {other:?}"))),
+    };
+    let [secs, micros, value] = <[Value; 3]>::try_from(items).map_err(|_| bad("length"))?;
+    let number = |v: Value| -> Result<u64, EngineError> {
+        match v {
+            Value::BulkString(bytes) => std::str::from_utf8(&bytes)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("time")),
+            Value::Int(n) => u64::try_from(n).map_err(|_| bad("time")),
+            _ => Err(bad("time")),
+        }
+    };
+    let now = number(secs)?
+        .saturating_mul(1000)
+        .saturating_add(number(micros)? / 1000);
+    let value = match value {
+        Value::Nil => None,
+        // Whatever the bytes are, the core judges them (and calls a stranger's value corrupt).
+        Value::BulkString(bytes) => Some(bytes),
+        _ => return Err(bad("value")),
+    };
+    Ok((UnixMillis(now), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_reply_shapes() {
+        let reply = Value::Array(vec![
+            Value::BulkString(b"1700000000".to_vec()),
+            Value::BulkString(b"123456".to_vec()),
+            Value::Nil,
+        ]);
+        assert_eq!(
+            parse_read(reply).unwrap(),
+            (UnixMillis(1_700_000_000_123), None)
+        );
+        assert!(parse_read(Value::Int(1)).is_err());
+        assert!(parse_read(Value::Array(vec![Value::Nil])).is_err());
+    }
+}

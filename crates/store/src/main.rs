@@ -1,0 +1,81 @@
+//! `idemgate-store`: a stateless service that carries the idemgate core's remote store protocol
+//! to Redis or Redis Cluster, so that a fleet of Envoys shares one record store. It decides
+//! nothing of its own: every decision is the core's ([`idemgate_core::remote`]); this binary
+//! moves bytes between HTTP and Redis. See the crate README.
+#![forbid(unsafe_code)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod carry;
+mod config;
+mod engine;
+mod metrics;
+mod server;
+
+use config::{Command, Config};
+use std::io::Write as _;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let command = match config::parse(std::env::args().skip(1), &|name| std::env::var(name).ok()) {
+        Ok(command) => command,
+        Err(e) => {
+            eprintln!("idemgate-store: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let config = match command {
+        Command::Help => {
+            print!("{}", config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Command::Run(config) => config,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("idemgate-store: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("idemgate-store: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(config: Config) -> Result<(), String> {
+    let engine = engine::Engine::connect(
+        &config.redis,
+        config.cluster,
+        config.key_prefix.clone(),
+        config.connect_timeout,
+        config.op_timeout,
+    )
+    .await
+    .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(",")))?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the listening address: {e}"))?;
+    // The first line on stdout names the address (tests and scripts pass port 0 and read it).
+    println!("idemgate-store: listening on http://{addr}");
+    let _ = std::io::stdout().flush();
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    };
+    server::serve(listener, engine, config, shutdown).await;
+    Ok(())
+}

@@ -1,0 +1,165 @@
+//! HTTP: HTTP/1.1 and h2c (HTTP/2 with prior knowledge, what an Envoy cluster with
+//! `http2_protocol_options` speaks) on one port. `POST /v1/op` carries one operation per round
+//! trip; `/healthz`, `/readyz` and `/metrics` serve orchestration and monitoring.
+//!
+//! Shutdown (SIGTERM, SIGINT): stop accepting, tell every connection to finish (HTTP/2 GOAWAY,
+//! HTTP/1.1 close after the current response), wait for in-flight operations up to the grace
+//! period, then exit.
+
+use crate::carry::carry;
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::metrics::Metrics;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use idemgate_core::remote::{self, Failure};
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+
+struct State {
+    engine: Engine,
+    metrics: Metrics,
+    config: Config,
+}
+
+/// Serves until a shutdown signal, then drains. Returns when every connection has finished or
+/// the grace period is over.
+pub async fn serve(
+    listener: TcpListener,
+    engine: Engine,
+    config: Config,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let state = Arc::new(State {
+        engine,
+        metrics: Metrics::default(),
+        config,
+    });
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        eprintln!("idemgate-store: accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let state = Arc::clone(&state);
+                let service = hyper::service::service_fn(move |req| {
+                    let state = Arc::clone(&state);
+                    async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                });
+                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    drop(listener);
+    eprintln!("idemgate-store: shutting down, finishing in-flight operations");
+    tokio::select! {
+        () = graceful.shutdown() => eprintln!("idemgate-store: all connections finished"),
+        () = tokio::time::sleep(state.config.shutdown_grace) => {
+            eprintln!("idemgate-store: grace period over, exiting with connections open");
+        }
+    }
+}
+
+async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/op") => operation(state, req).await,
+        (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
+        (&Method::GET, "/readyz") => {
+            let ping = tokio::time::timeout(state.config.op_timeout, state.engine.ping()).await;
+            match ping {
+                Ok(Ok(())) => text(StatusCode::OK, "ready\n"),
+                Ok(Err(e)) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("{e}\n")),
+                Err(_) => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "redis did not answer in time\n",
+                ),
+            }
+        }
+        (&Method::GET, "/metrics") => {
+            let mut response = text(StatusCode::OK, &state.metrics.render());
+            response.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4"),
+            );
+            response
+        }
+        (_, "/v1/op" | "/healthz" | "/readyz" | "/metrics") => {
+            text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found\n"),
+    }
+}
+
+async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let body = match Limited::new(req.into_body(), state.config.max_body)
+        .collect()
+        .await
+    {
+        Ok(collected) => collected.to_bytes(),
+        Err(_) => return answer(remote::Response::Failed(Failure::BadRequest)),
+    };
+    let request = match remote::Request::decode(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            eprintln!("idemgate-store: bad request: {e}");
+            state
+                .metrics
+                .operation("invalid", e.code(), std::time::Duration::ZERO);
+            return answer(remote::Response::Failed(Failure::BadRequest));
+        }
+    };
+    let response = carry(
+        &state.engine,
+        &state.metrics,
+        request,
+        state.config.op_timeout,
+    )
+    .await;
+    answer(response)
+}
+
+/// Every answer to `/v1/op` has the binary body; the status says whether it is an outcome (200),
+/// a request the service could not read (400) or a failure to reach a decision (503).
+fn answer(response: remote::Response) -> Response<Full<Bytes>> {
+    let status = match &response {
+        remote::Response::Failed(Failure::BadRequest) => StatusCode::BAD_REQUEST,
+        remote::Response::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::OK,
+    };
+    let mut out = Response::new(Full::new(Bytes::from(response.encode())));
+    *out.status_mut() = status;
+    out.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(remote::CONTENT_TYPE));
+    out
+}
+
+fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
+    let mut out = Response::new(Full::new(Bytes::from(body.to_owned())));
+    *out.status_mut() = status;
+    out.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    out
+}
