@@ -120,6 +120,10 @@ fn decode(bytes: &[u8]) -> Result<Bucket, String> {
 pub fn transitions(writes: &[Write], forwarded: &[usize]) -> Result<(), String> {
     let mut owners: HashMap<[u8; 16], usize> = HashMap::new();
     for (n, write) in writes.iter().enumerate() {
+        // Record cells only: the filter also keeps its store layout (`idemgate/layout`, text).
+        if !write.key.starts_with("idemgate/c/") {
+            continue;
+        }
         let before = decode(write.before.as_deref().unwrap_or_default())?;
         let after = decode(&write.value)?;
         let at = idemgate_core::time::UnixMillis(write.at_ms);
