@@ -68,10 +68,11 @@ test-rust: ## native unit, property and vector tests of the workspace
 test-envoy: build-filter ## the filter in a real Envoy
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
 
-# Client SDKs written by others (npm `stripe`, plain fetch) against the filter in a real Envoy
-# (crates/envoy/tests/clients, node --test; each test starts its own Envoy and upstream).
+# Client SDKs written by others (npm `stripe`, `@octokit/webhooks`, plain fetch; pinned in
+# package.json and package-lock.json) against the filter in a real Envoy (crates/envoy/tests/clients,
+# node --test; each test starts its own Envoy and upstream and kills them by PID).
 .PHONY: test-clients
-test-clients: build-filter setup-npm ## real client SDKs (stripe-node, fetch) against the filter in Envoy
+test-clients: build-filter setup-npm ## real client SDKs and signed webhooks against the filter in Envoy
 	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
 	node --test crates/envoy/tests/clients/
 
@@ -182,7 +183,7 @@ IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])
 # schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm).
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 K8S_MODELS     := target/k8s-models
-K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 yaml@2.9.1
+K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1
 .PHONY: setup-examples test-examples
 setup-examples:
 	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
@@ -191,7 +192,7 @@ setup-examples:
 	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
 	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
 
-test-examples: setup-examples image ## the Istio and Envoy Gateway manifests against their CRD schemas (offline)
+test-examples: setup-examples image ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
 	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
@@ -214,7 +215,7 @@ dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI
 	cd $(DIST) && sha256sum idemgate_envoy.wasm > idemgate_envoy.wasm.sha256
 	cp -a $(IMAGE_LAYOUT) $(DIST)/oci
 	echo "sha256:$(IMAGE_DIGEST)" > $(DIST)/oci.digest
-	for dir in istio envoy-gateway; do mkdir -p $(DIST)/examples/$$dir; \
+	for dir in istio envoy-gateway store; do mkdir -p $(DIST)/examples/$$dir; \
 	  cp examples/$$dir/README.md $(DIST)/examples/$$dir/; \
 	  for f in examples/$$dir/*.yaml; do \
 	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done

@@ -111,6 +111,9 @@ def main():
         admin_file = os.path.join(work, "admin-address")
         env = dict(os.environ)
         env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+        # The payment provider's webhook signing secret (Stripe-style `whsec_…`).
+        env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
+        webhook_secret = env["IDEMGATE_WEBHOOK_SECRET"]
         log = open(os.path.join(work, "envoy.log"), "w")
         proxy = subprocess.Popen(
             [envoy, "-c", config_path, "--concurrency", "2", "--admin-address-path", admin_file,
@@ -131,7 +134,7 @@ def main():
         if args.ready_file:
             with open(args.ready_file + ".tmp", "w") as f:
                 json.dump({"url": url, "admin": f"http://127.0.0.1:{admin}", "orders": orders_port,
-                           "pid": os.getpid()}, f)
+                           "pid": os.getpid(), "webhook_secret": webhook_secret}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         if not args.quiet:
             print(f"""
@@ -147,6 +150,13 @@ def main():
         -d '{{"items":[{{"sku":"beans","qty":1,"price_cents":2400}}]}}'   (run it twice: the
       second answer carries Idempotent-Replayed: true)
     * curl -s {url}/api/orders
+    * a payment provider's event, signed Stripe-style, marks order 1 paid; deliver it as often
+      as you like: every delivery gets 200, the order service applies it once
+      (`events_applied` in /api/orders):
+        body='{{"id":"evt_1","type":"payment_succeeded","data":{{"order":1}}}}'; t=$(date +%s)
+        sig=$(printf '%s' "$t.$body" | openssl dgst -sha256 -hmac '{webhook_secret}' | sed 's/.* //')
+        curl -si -X POST {url}/api/webhooks/payments -H "stripe-signature: t=$t,v1=$sig" \\
+          -H 'content-type: application/json' -d "$body"
 
   Ctrl-C stops it.
 """, flush=True)

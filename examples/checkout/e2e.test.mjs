@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
+import { createHmac } from 'node:crypto';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, '../../crates/web/package.json'));
@@ -146,6 +147,72 @@ test('a changed cart is a new intent: a new key and a new order', async () => {
   assert.equal(after.count, before.count + 2);
   assert.equal(after.orders.at(-1).total_cents, 2400 + 8900);
   await page.close();
+});
+
+/** A Stripe-style signed delivery: `Stripe-Signature: t=<now>,v1=<HMAC-SHA256(secret, "t.body")>`. */
+function deliverEvent(body, secret = stack.webhook_secret) {
+  const t = Math.floor(Date.now() / 1000);
+  const v1 = createHmac('sha256', secret).update(`${t}.${body}`).digest('hex');
+  return fetch(`${stack.url}/api/webhooks/payments`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'stripe-signature': `t=${t},v1=${v1}` },
+    body,
+  });
+}
+
+/** Delivers until acknowledged, as a provider does: a 409 (in flight) is delivered again later. */
+async function deliverUntilAcknowledged(body) {
+  const statuses = [];
+  for (let i = 0; i < 20; i += 1) {
+    const res = await deliverEvent(body);
+    statuses.push(res.status);
+    if (res.status !== 409) return { statuses, res, json: await res.json() };
+    assert.ok(Number(res.headers.get('retry-after')) >= 1, 'a 409 says when to come back');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`never acknowledged: ${statuses}`);
+}
+
+test('a payment event delivered again and again marks the order paid once; every delivery gets 200', async () => {
+  const created = await fetch(`${stack.url}/api/orders`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer webhook-test', 'idempotency-key': `order-${Date.now()}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ items: [{ sku: 'beans', qty: 2, price_cents: 2400 }] }),
+  });
+  assert.equal(created.status, 201);
+  const order = await created.json();
+  const before = await orders();
+  assert.equal(before.orders.find((o) => o.id === order.id).status, 'unpaid');
+
+  const event = JSON.stringify({ id: `evt_${order.id}_${Date.now()}`, type: 'payment_succeeded', data: { order: order.id } });
+  // A forged delivery (wrong secret) is refused at the edge and does not pre-empt the real one.
+  const forged = await deliverEvent(event, 'whsec_not_the_secret');
+  assert.equal(forged.status, 403);
+  assert.equal((await forged.json()).code, 'signature_mismatch');
+  assert.equal((await orders()).events_applied, before.events_applied);
+
+  // Three concurrent deliveries, then a late redelivery of the same event.
+  const concurrent = await Promise.all([1, 2, 3].map(() => deliverUntilAcknowledged(event)));
+  const late = await deliverUntilAcknowledged(event);
+  for (const d of [...concurrent, late]) {
+    assert.deepEqual(d.statuses.at(-1), 200, `acknowledged: ${d.statuses}`);
+    assert.equal(d.json.status, 'paid');
+  }
+  assert.equal(late.res.headers.get('idempotent-replayed'), 'true');
+  const after = await orders();
+  assert.equal(after.events_applied, before.events_applied + 1, 'the event was applied once');
+  assert.equal(after.orders.find((o) => o.id === order.id).status, 'paid');
+
+  // An event for an order that does not exist is not acknowledged (404) and not stored: once
+  // the order exists, the provider's next delivery of the same event is applied.
+  const missing = JSON.stringify({ id: `evt_missing_${Date.now()}`, type: 'payment_succeeded', data: { order: 999999 } });
+  for (const attempt of [1, 2]) {
+    const res = await deliverEvent(missing);
+    // Read to the end, as a provider does, before it delivers again.
+    const problem = await res.json();
+    assert.equal(res.status, 404, `attempt ${attempt}: a failed delivery is released, never replayed`);
+    assert.equal(problem.title, 'no_such_order');
+  }
 });
 
 test('the page lists every attempt with the edge\'s decision for it', async () => {

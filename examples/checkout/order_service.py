@@ -14,6 +14,13 @@ Test hooks (used by the end-to-end tests to play a slow or a failing backend):
   * header `x-demo-fail: 503` — answer 503 without creating an order (the upstream did not act).
 These are read only from requests that reach the service, which Envoy forwards unchanged.
 
+Payment events: `POST /api/webhooks/payments` takes a Stripe-style event
+`{"id": "evt_…", "type": "payment_succeeded", "data": {"order": N}}` and marks order N paid. The
+handler is deliberately naive — every event it receives is applied and counted (`events_applied`
+in `GET /api/orders`) — so a duplicate delivery that slipped past idemgate would show. Envoy's
+callback route keys deliveries by the event's `id` and checks its signature before this service
+sees it.
+
     python3 order_service.py --port 8081 [--db orders.sqlite] [--static DIR] [--pkg DIR]
 """
 import argparse
@@ -37,10 +44,22 @@ class Orders:
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, "
             "created_ms INTEGER NOT NULL, cart TEXT NOT NULL, total_cents INTEGER NOT NULL, "
-            "client TEXT, idempotency_key TEXT, UNIQUE (client, idempotency_key))"
+            "client TEXT, idempotency_key TEXT, status TEXT NOT NULL DEFAULT 'unpaid', "
+            "UNIQUE (client, idempotency_key))"
         )
         self.lock = threading.Lock()
         self.received = 0
+        self.events_applied = 0
+
+    def apply_payment(self, order_id):
+        """Marks an order paid and counts the event; False when there is no such order."""
+        with self.lock:
+            cur = self.db.execute("UPDATE orders SET status = 'paid' WHERE id = ?", (order_id,))
+            self.db.commit()
+            if cur.rowcount == 0:
+                return False
+            self.events_applied += 1
+            return True
 
     def count_request(self):
         with self.lock:
@@ -64,11 +83,12 @@ class Orders:
 
     def get(self, order_id):
         row = self.db.execute(
-            "SELECT id, created_ms, cart, total_cents FROM orders WHERE id = ?", (order_id,)
+            "SELECT id, created_ms, cart, total_cents, status FROM orders WHERE id = ?", (order_id,)
         ).fetchone()
         if row is None:
             return None
-        return {"id": row[0], "created_ms": row[1], "cart": json.loads(row[2]), "total_cents": row[3]}
+        return {"id": row[0], "created_ms": row[1], "cart": json.loads(row[2]), "total_cents": row[3],
+                "status": row[4]}
 
     def all(self):
         with self.lock:
@@ -124,7 +144,8 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/orders":
             orders = self.server.orders.all()
             received = self.server.orders.received
-            return self.send_json(200, {"count": len(orders), "orders": orders, "received": received})
+            return self.send_json(200, {"count": len(orders), "orders": orders, "received": received,
+                                        "events_applied": self.server.orders.events_applied})
         if path.startswith("/api/orders/"):
             order = self.server.orders.get(path.rsplit("/", 1)[-1])
             return self.send_json(200, order) if order else self.problem(404, "not_found", "no such order")
@@ -140,6 +161,8 @@ class Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         if path == "/api/orders":
             return self.create_order(raw)
+        if path == "/api/webhooks/payments":
+            return self.payment_event(raw)
         if path == "/api/vouchers/redeem":
             return self.send_json(200, {"redeemed": True})
         return self.problem(404, "not_found", "no such endpoint")
@@ -160,6 +183,22 @@ class Handler(BaseHTTPRequestHandler):
         if created and delay and delay.isdigit():
             time.sleep(min(int(delay), 30_000) / 1000)
         self.send_json(201, order, [("location", f"/api/orders/{order['id']}")])
+
+    def payment_event(self, raw):
+        """A payment provider's event. Any non-2xx answer tells the provider to deliver it again."""
+        try:
+            event = json.loads(raw or b"null")
+            order_id = event["data"]["order"]
+            kind = event["type"]
+            if not isinstance(event["id"], str) or not isinstance(order_id, int):
+                raise ValueError("`id` must be a string and `data.order` an integer")
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
+            return self.problem(400, "bad_event", f"not a payment event: {err}")
+        if kind != "payment_succeeded":
+            return self.send_json(200, {"received": True, "event": event["id"], "ignored": kind})
+        if not self.server.orders.apply_payment(order_id):
+            return self.problem(404, "no_such_order", f"order {order_id} does not exist")
+        self.send_json(200, {"received": True, "event": event["id"], "order": order_id, "status": "paid"})
 
     def static(self, path):
         if path in ("/", "/index.html"):

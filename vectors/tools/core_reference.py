@@ -24,9 +24,11 @@ TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 
 def auto_mode(headers):
     """The mode `auto` picks: from exactly one content-type field's essence (before ';', trimmed,
-    case-insensitive): application/json or a +json suffix -> json, the form type -> form, else raw."""
+    case-insensitive): application/json or a +json suffix -> json, the form type -> form, else raw;
+    raw whenever a content-encoding other than identity is present."""
     values = [v.encode() for (n, v) in headers if n.lower() == "content-type"]
-    if len(values) != 1:
+    encodings = [v.strip(" \t").lower() for (n, v) in headers if n.lower() == "content-encoding"]
+    if len(values) != 1 or any(e != "identity" for e in encodings):
         return "raw"
     essence = values[0].split(b";")[0].strip(b" \t").lower()
     kind, slash, subtype = essence.partition(b"/")

@@ -14,7 +14,7 @@ seconds="${1:?usage: run.sh SECONDS [TARGET...]}"
 shift
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  targets=(key json document fingerprint record config token decision remote)
+  targets=(key json form document fingerprint record config token decision remote)
 fi
 # Safe Rust (`#![forbid(unsafe_code)]` in the core): no sanitizer, so twice the executions. Debug
 # assertions and overflow checks stay on (cargo-fuzz's default).

@@ -58,12 +58,19 @@ def json_seeds():
         yield bytes([opts]) + splits(body, inp.get("chunks")) + extra + body
 
 
+def form_seeds():
+    for c in cases("form"):
+        inp = c["input"]
+        body = body_of(inp)
+        yield splits(body, inp.get("chunks")) + body
+
+
 def fingerprint_seeds():
-    modes = {"raw": 0, "json": 1, "fields": 2, "none": 3}
+    modes = {"raw": 0, "json": 1, "fields": 2, "none": 3, "auto": 4, "form": 5}
     for c in cases("fingerprint"):
         inp = c["input"]
         body = body_of(inp)
-        mode = modes[((inp.get("policy") or {}).get("fingerprint") or {}).get("mode", "json")]
+        mode = modes[((inp.get("policy") or {}).get("fingerprint") or {}).get("mode", "auto")]
         headers = b"\x1f".join(f"{n}:{v}".encode() for n, v in inp.get("headers", []))
         head = b"\n".join([inp.get("method", "POST").encode(), inp.get("path", "/").encode(), headers])
         yield bytes([mode]) + splits(body, inp.get("chunks")) + head + b"\n" + body
@@ -94,6 +101,7 @@ def token_seeds():
 SEEDS = {
     "key": key_seeds,
     "json": json_seeds,
+    "form": form_seeds,
     "fingerprint": fingerprint_seeds,
     "record": record_seeds,
     "config": config_seeds,

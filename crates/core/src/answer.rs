@@ -6,6 +6,7 @@ use crate::fingerprint::FingerprintError;
 use crate::key::KeyError;
 use crate::protocol::ProtocolError;
 use crate::record::{StoredBody, StoredResponse};
+use crate::signature::SignatureError;
 use crate::time::Span;
 use crate::token::TokenError;
 use alloc::format;
@@ -58,6 +59,12 @@ pub enum EdgeAnswer<'a> {
     /// A detached exchange (the edge sent the claimed request itself) could not give the client
     /// the upstream's answer.
     Relay(RelayProblem),
+    /// A route that requires a key found none; `sources` says where it looked.
+    KeyNotFound {
+        sources: &'a str,
+    },
+    /// A callback delivery without a valid provider signature.
+    Signature(&'a SignatureError),
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
         token: &'a str,
@@ -185,6 +192,14 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
             Some(Span::from_secs(1)),
         ),
+        EdgeAnswer::KeyNotFound { sources } => problem(
+            400,
+            "key_missing",
+            "Idempotency key required",
+            &format!("this endpoint requires an idempotency key in {sources}"),
+            None,
+        ),
+        EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
         EdgeAnswer::TokenRouteUnknown => problem(
             400,
             "token_route_unknown",
@@ -254,13 +269,25 @@ fn problem(
     if let Some(span) = retry_after {
         headers.push(("retry-after".into(), span.retry_after_secs().to_string()));
     }
+    // The `error` extension member repeats the problem in the shape Stripe-style SDKs read
+    // (`{"error": {"type", "code", "message"}}`): they treat a JSON answer without it as a
+    // success, whatever its status, so without it a 422 would reach the caller as an object.
+    let error_type = match (status, code) {
+        (500..=599, _) => "api_error",
+        (_, "key_reused" | "request_in_flight") => "idempotency_error",
+        (_, c) if c.starts_with("key_") => "idempotency_error",
+        _ => "invalid_request_error",
+    };
     let body = format!(
-        "{{\"type\":{},\"title\":{},\"status\":{},\"detail\":{},\"code\":{}}}",
+        "{{\"type\":{},\"title\":{},\"status\":{},\"detail\":{},\"code\":{},\"error\":{{\"type\":{},\"code\":{},\"message\":{}}}}}",
         json_string(&format!("{PROBLEM_TYPE_PREFIX}{code}")),
         json_string(title),
         status,
         json_string(detail),
         json_string(code),
+        json_string(error_type),
+        json_string(code),
+        json_string(detail),
     );
     HttpAnswer {
         status,
@@ -286,4 +313,35 @@ pub fn json_string(text: &str) -> String {
     }
     out.push('"');
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(edge: &EdgeAnswer<'_>) -> serde_json::Value {
+        serde_json::from_slice(&answer(edge).body).unwrap()
+    }
+
+    #[test]
+    fn problems_carry_an_error_member_for_stripe_style_clients() {
+        let mismatch = body(&EdgeAnswer::Mismatch);
+        assert_eq!(mismatch["type"], "urn:idemgate:problem:key_reused");
+        assert_eq!(mismatch["status"], 422);
+        assert_eq!(mismatch["error"]["type"], "idempotency_error");
+        assert_eq!(mismatch["error"]["code"], "key_reused");
+        assert_eq!(mismatch["error"]["message"], mismatch["detail"]);
+        let signature = body(&EdgeAnswer::Signature(&SignatureError::Mismatch));
+        assert_eq!(signature["status"], 403);
+        assert_eq!(signature["error"]["type"], "invalid_request_error");
+        let full = body(&EdgeAnswer::StoreFull {
+            retry_after: Span::from_secs(1),
+        });
+        assert_eq!(full["error"]["type"], "api_error");
+        let missing = body(&EdgeAnswer::KeyNotFound {
+            sources: "the x-github-delivery header",
+        });
+        assert_eq!(missing["code"], "key_missing");
+        assert_eq!(missing["error"]["type"], "idempotency_error");
+    }
 }

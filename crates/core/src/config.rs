@@ -8,16 +8,20 @@
 
 use crate::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::json::{JsonLimits, JsonPointer};
+use crate::key_source::KeySource;
+use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
     StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
     NEVER_REPLAYED,
 };
+use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::time::Span;
 use crate::token::TokenSecret;
 use alloc::borrow::ToOwned;
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
@@ -58,6 +62,37 @@ pub struct RouteConfig {
     pub forward: Option<ForwardConfig>,
     pub cluster: Option<String>,
     pub upstream_timeout: Option<String>,
+    pub kind: Option<RouteKindConfig>,
+    pub key_from: Option<Vec<KeySourceConfig>>,
+    pub signature: Option<SignatureConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKindConfig {
+    Api,
+    Callback,
+}
+
+/// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
+#[derive(Debug, Clone)]
+pub enum KeySourceConfig {
+    Header(String),
+    Json(String),
+    Form(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureSchemeConfig {
+    GitHub,
+    Stripe,
+}
+
+#[derive(Debug, Clone)]
+pub struct SignatureConfig {
+    pub scheme: SignatureSchemeConfig,
+    pub secret: Option<String>,
+    pub secret_env: Option<String>,
+    pub tolerance: Option<String>,
 }
 
 /// `routes[i].forward`.
@@ -330,7 +365,7 @@ impl Config {
                 "must be longer than zero and not longer than `ttl`",
             ));
         }
-        let routes = self.compile_routes(lease)?;
+        let routes = self.compile_routes(lease, &header, env)?;
         let replay_headers = match &self.replay_headers {
             None => DEFAULT_REPLAY_HEADERS
                 .iter()
@@ -467,7 +502,14 @@ impl Config {
         })
     }
 
-    fn compile_routes(&self, lease: Span) -> Result<Vec<Route>, ConfigError> {
+    fn compile_routes(
+        &self,
+        lease: Span,
+        header: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<Route>, ConfigError> {
+        let default_key_from: Arc<[KeySource]> =
+            alloc::vec![KeySource::Header(header.to_owned())].into();
         let Some(list) = &self.routes else {
             return Ok(alloc::vec![Route {
                 prefix: "/".into(),
@@ -476,6 +518,9 @@ impl Config {
                 token: TokenRequirement::None,
                 case_sensitive: false,
                 forward: self.compile_forward(None, lease)?,
+                kind: RouteKind::Api,
+                key_from: default_key_from,
+                signature: None,
             }]);
         };
         let mut routes = Vec::new();
@@ -492,7 +537,12 @@ impl Config {
                     "is matched against the path without its query, so it may not contain `?` or `#`",
                 ));
             }
+            let kind = match route.kind {
+                Some(RouteKindConfig::Callback) => RouteKind::Callback,
+                Some(RouteKindConfig::Api) | None => RouteKind::Api,
+            };
             let methods = match &route.methods {
+                None if kind == RouteKind::Callback => alloc::vec![String::from("POST")],
                 None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 Some(methods) if methods.is_empty() => {
                     return Err(invalid(
@@ -514,6 +564,26 @@ impl Config {
                     out
                 }
             };
+            let key_from = match (&route.key_from, kind) {
+                (None, RouteKind::Api) => Arc::clone(&default_key_from),
+                (None, RouteKind::Callback) => {
+                    return Err(invalid(
+                        format!("routes[{i}].key_from"),
+                        "a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]",
+                    ))
+                }
+                (Some(list), _) => compile_key_from(i, list)?,
+            };
+            let signature = match (&route.signature, kind) {
+                (None, _) => None,
+                (Some(_), RouteKind::Api) => {
+                    return Err(invalid(
+                        format!("routes[{i}].signature"),
+                        "only applies to routes of kind \"callback\"",
+                    ))
+                }
+                (Some(sig), RouteKind::Callback) => Some(compile_signature(i, sig, env)?),
+            };
             // Stored in the form requests are compared in (see `crate::path`).
             let case_sensitive = route.case_sensitive.unwrap_or(false);
             let prefix = crate::path::normalize(&route.prefix);
@@ -525,9 +595,16 @@ impl Config {
                 },
                 case_sensitive,
                 methods,
-                key: match route.key {
-                    Some(KeyConfig::Required) => KeyRequirement::Required,
-                    Some(KeyConfig::Optional) | None => KeyRequirement::Optional,
+                kind,
+                key_from,
+                signature,
+                key: match (route.key, kind) {
+                    (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
+                        KeyRequirement::Required
+                    }
+                    (Some(KeyConfig::Optional), _) | (None, RouteKind::Api) => {
+                        KeyRequirement::Optional
+                    }
                 },
                 token: match route.token {
                     Some(TokenRequirementConfig::Required) => TokenRequirement::Required,
@@ -744,4 +821,75 @@ impl Config {
             )?,
         }))
     }
+}
+
+fn compile_key_from(
+    route: usize,
+    list: &[KeySourceConfig],
+) -> Result<Arc<[KeySource]>, ConfigError> {
+    if list.is_empty() {
+        return Err(invalid(
+            format!("routes[{route}].key_from"),
+            "must name at least one source",
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(j, source)| {
+            let field = format!("routes[{route}].key_from[{j}]");
+            Ok(match source {
+                KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
+                KeySourceConfig::Json(pointer) => KeySource::Json(
+                    JsonPointer::parse(pointer).map_err(|e| invalid(&field, e.to_string()))?,
+                ),
+                KeySourceConfig::Form(name) if name.is_empty() => {
+                    return Err(invalid(field, "the form field name may not be empty"))
+                }
+                KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
+            })
+        })
+        .collect()
+}
+
+fn compile_signature(
+    route: usize,
+    sig: &SignatureConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<SignatureRule, ConfigError> {
+    let at = |name: &str| format!("routes[{route}].signature.{name}");
+    let secret = match (&sig.secret, &sig.secret_env) {
+        (Some(secret), None) => secret.clone(),
+        (None, Some(name)) => env(name).ok_or_else(|| {
+            invalid(
+                at("secret_env"),
+                format!("environment variable `{name}` is not set for the VM"),
+            )
+        })?,
+        _ => {
+            return Err(invalid(
+                at("secret"),
+                "give exactly one of `secret` or `secret_env`",
+            ))
+        }
+    };
+    let scheme = match (sig.scheme, &sig.tolerance) {
+        (SignatureSchemeConfig::GitHub, None) => SignatureScheme::GitHub,
+        (SignatureSchemeConfig::GitHub, Some(_)) => {
+            return Err(invalid(
+                at("tolerance"),
+                "only applies to scheme \"stripe\" (GitHub signs no timestamp)",
+            ))
+        }
+        (SignatureSchemeConfig::Stripe, tolerance) => {
+            let tolerance = match tolerance {
+                None => DEFAULT_TOLERANCE,
+                Some(text) => text
+                    .parse::<Span>()
+                    .map_err(|e| invalid(at("tolerance"), e.to_string()))?,
+            };
+            SignatureScheme::Stripe { tolerance }
+        }
+    };
+    // The error names the rule, never the secret.
+    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| invalid(at("secret"), e.to_string()))
 }

@@ -133,6 +133,8 @@ pub enum KeyError {
     MalformedQuotedString,
     /// The header was sent more than once with different keys.
     Conflicting,
+    /// A body field named as the key source holds an object, array, boolean or null.
+    NotText,
 }
 
 impl KeyError {
@@ -145,6 +147,7 @@ impl KeyError {
             KeyError::NonAscii { .. } => "key_non_ascii",
             KeyError::MalformedQuotedString => "key_malformed_quoted_string",
             KeyError::Conflicting => "key_conflicting",
+            KeyError::NotText => "key_not_text",
         }
     }
 }
@@ -171,6 +174,9 @@ impl fmt::Display for KeyError {
             KeyError::Conflicting => {
                 f.write_str("the Idempotency-Key header was sent more than once with different values")
             }
+            KeyError::NotText => f.write_str(
+                "the body field that carries the idempotency key is not a string or a number",
+            ),
         }
     }
 }

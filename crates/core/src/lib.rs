@@ -39,6 +39,7 @@
 
 extern crate alloc;
 
+pub mod admission;
 pub mod answer;
 mod codec;
 #[cfg(feature = "config")]
@@ -51,6 +52,7 @@ pub mod form;
 pub mod hash;
 pub mod json;
 pub mod key;
+pub mod key_source;
 pub mod media_type;
 pub mod path;
 pub mod policy;
@@ -59,6 +61,7 @@ pub mod record;
 pub mod remote;
 pub mod retry;
 pub mod scope;
+pub mod signature;
 mod sort;
 pub mod store;
 pub mod time;

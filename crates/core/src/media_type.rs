@@ -8,6 +8,9 @@
 //! - anything else (multipart, binary, text, a malformed value), no `Content-Type`, or more than
 //!   one `Content-Type` field → the raw bytes. Raw is the strict choice: any byte that differs
 //!   makes a different fingerprint, so a type the edge cannot read never makes two payloads equal.
+//! - A body with a `Content-Encoding` other than `identity` (e.g. gzip-compressed JSON) is raw
+//!   bytes too, whatever its type: the edge does not decompress, and refusing a compressed upload
+//!   as "not JSON" would turn a valid request into a 400.
 
 /// The canonical form `auto` mode picks for a body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,12 +28,19 @@ impl BodyKind {
     where
         I: IntoIterator<Item = (&'h str, &'h [u8])>,
     {
-        let mut types = headers
-            .into_iter()
-            .filter(|(name, _)| name.eq_ignore_ascii_case("content-type"))
-            .map(|(_, value)| value);
-        match (types.next(), types.next()) {
-            (Some(value), None) => BodyKind::of_content_type(value),
+        let mut content_type = None;
+        let mut types = 0usize;
+        let mut encoded = false;
+        for (name, value) in headers {
+            if name.eq_ignore_ascii_case("content-type") {
+                content_type = Some(value);
+                types += 1;
+            } else if name.eq_ignore_ascii_case("content-encoding") {
+                encoded |= !value.trim_ascii().eq_ignore_ascii_case(b"identity");
+            }
+        }
+        match content_type {
+            Some(value) if types == 1 && !encoded => BodyKind::of_content_type(value),
             _ => BodyKind::Raw,
         }
     }
@@ -120,6 +130,16 @@ mod tests {
         assert_eq!(
             BodyKind::of_headers([("content-type", json), ("content-type", json)]),
             Raw
+        );
+        let gzip = &b"gzip"[..];
+        assert_eq!(
+            BodyKind::of_headers([("content-encoding", gzip), ("content-type", json)]),
+            Raw
+        );
+        let identity = &b" Identity "[..];
+        assert_eq!(
+            BodyKind::of_headers([("content-type", json), ("Content-Encoding", identity)]),
+            Json
         );
     }
 }

@@ -59,6 +59,24 @@ pub struct Route {
     pub case_sensitive: bool,
     /// How a request that claims its key reaches the upstream.
     pub forward: Forward,
+    /// An API route (clients send keys) or a provider's callback route (issue 15).
+    pub kind: RouteKind,
+    /// Where the key comes from, in order; the first source present wins (default: the key
+    /// header).
+    pub key_from: alloc::sync::Arc<[crate::key_source::KeySource]>,
+    /// On callback routes: the provider's signature every delivery must carry.
+    pub signature: Option<crate::signature::SignatureRule>,
+}
+
+/// What kind of traffic a route guards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteKind {
+    /// Clients send their own keys; the scope is the client; the policy's store rule applies.
+    Api,
+    /// At-least-once deliveries from a provider (semantics §11): the delivery id is the key, the
+    /// route is the scope (the provider is the client), and only a 2xx is stored — anything else
+    /// releases the claim, so a forged or failing delivery can never pre-empt the real one.
+    Callback,
 }
 
 /// How a claimed request reaches the upstream (issue 12: answers outlive the client).

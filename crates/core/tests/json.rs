@@ -511,3 +511,36 @@ fn throughput_64k() {
         );
     }
 }
+
+/// The expected values in vectors/ come from independent Python references; they must still agree
+/// with every case (so a hand-edited or stale `expect` fails here, not only on one host).
+#[test]
+fn vectors_agree_with_the_python_references() {
+    let tools = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vectors/tools");
+    let vectors = concat!(env!("CARGO_MANIFEST_DIR"), "/../../vectors");
+    for (script, file) in [
+        ("json_reference.py", Some("json.json")),
+        ("form_reference.py", Some("form.json")),
+        ("core_reference.py", None),
+        ("signature_reference.py", Some("signature.json")),
+        ("key_source_reference.py", Some("key_source.json")),
+    ] {
+        let mut command = std::process::Command::new("python3");
+        command
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .arg(format!("{tools}/{script}"))
+            .arg("--check");
+        if let Some(file) = file {
+            command.arg(format!("{vectors}/{file}"));
+        }
+        let output = command
+            .output()
+            .unwrap_or_else(|e| panic!("python3 {script}: {e} (python3 is needed to test)"));
+        assert!(
+            output.status.success(),
+            "{script} disagrees with the vectors:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}

@@ -69,6 +69,7 @@ mod tests {
             owner: shared.owners.next(),
             stream,
             claimed_at: UnixMillis(0),
+            kind: idemgate_core::policy::RouteKind::Api,
         })
     }
 

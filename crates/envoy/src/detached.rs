@@ -46,7 +46,7 @@ use crate::root::Shared;
 use crate::settle::settle;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Detached;
+use idemgate_core::policy::{Detached, RouteKind};
 use idemgate_core::protocol::FinishOutcome;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
@@ -99,6 +99,8 @@ pub struct Exchange {
     /// The stream (HTTP context id) waiting for the answer, if it still exists then.
     pub stream: u32,
     pub claimed_at: UnixMillis,
+    /// The route's kind: on a callback route only a 2xx answer settles the key (core).
+    pub kind: RouteKind,
 }
 
 /// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
@@ -212,6 +214,7 @@ pub fn answered(
         key,
         owner,
         claimed_at,
+        kind,
         ..
     } = exchange;
     let policy = Rc::clone(&shared.policy);
@@ -290,15 +293,16 @@ pub fn answered(
                 .as_ref()
                 .filter(|b| b.len() as u64 <= policy.max_response_body)
                 .cloned();
+            // On a callback route only a 2xx settles the key (the core's screen); else released.
             let outcome = settle(
                 &shared,
                 key,
                 owner,
-                ResponseFacts::Upstream {
+                kind.screen(ResponseFacts::Upstream {
                     status,
                     headers: stored_headers,
                     body: stored_body,
-                },
+                }),
                 DoubtCause::Other,
             );
             let Some(body) = body else {

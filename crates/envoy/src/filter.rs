@@ -26,13 +26,11 @@ use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
 use crate::root::Shared;
 use crate::settle::settle;
 use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
+use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::key::IdempotencyKey;
-use idemgate_core::policy::{
-    FailureMode, Forward, KeyRequirement, Policy, Route, TokenRequirement,
-};
+use idemgate_core::policy::{FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
@@ -40,7 +38,7 @@ use std::rc::Rc;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
-    key: StorageKey,
+    key: KeyState,
     fingerprint: FingerprintBuilder,
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
@@ -49,6 +47,21 @@ struct Hashing {
     reservation: Reservation,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
+}
+
+/// The storage key, or what still decides it at the end of the body (a body key source, a
+/// provider signature).
+enum KeyState {
+    Known(StorageKey),
+    Pending {
+        admission: Box<Admission>,
+        client: ClientIdentity,
+        method: String,
+        /// The normalised path the storage key uses.
+        path: String,
+        /// Index of the route in the policy.
+        route: usize,
+    },
 }
 
 /// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
@@ -91,6 +104,8 @@ pub struct Filter {
     stage: Stage,
     /// This HTTP context's id (the exchange's answer is relayed to it, if it still exists).
     context_id: u32,
+    /// The guarded route's kind: it decides which answers count as the outcome (core).
+    kind: RouteKind,
 }
 
 struct HeaderFacts<'a> {
@@ -128,6 +143,7 @@ impl Filter {
             shared,
             stage: Stage::Idle,
             context_id,
+            kind: RouteKind::Api,
         }
     }
 
@@ -295,38 +311,57 @@ impl Filter {
             Some(query) => format!("{}{}", matched.path, &path[query..]),
             None => matched.path.clone(),
         };
-        let key = match IdempotencyKey::parse_all(header_values(&headers, &policy.header)) {
-            Ok(key) => key,
-            Err(e) => {
-                self.count(Counter::InvalidKey);
-                return self.reply(&EdgeAnswer::InvalidKey(&e));
-            }
+        self.kind = route.kind;
+        // What the request must show, and in which order, is the core's call.
+        let admission = match admit(
+            route,
+            &|name: &str| header_values(&headers, name),
+            host::now(),
+        ) {
+            Ok(admission) => admission,
+            Err(refusal) => return self.refuse(&refusal),
         };
-        let client = identify(&policy, &HeaderFacts { headers: &headers });
+        // A callback route is its own scope (the provider is the client).
+        let client = match route.own_scope() {
+            Some(scope) => Some(ClientIdentity {
+                source: scope.source.to_owned(),
+                value: scope.value.to_vec(),
+            }),
+            None => identify(&policy, &HeaderFacts { headers: &headers }),
+        };
         let token = match self.verify_token(client.as_ref(), route, method, &headers) {
             Ok(token) => token,
             Err(action) => return action,
         };
-        let Some(key) = key else {
-            if route.key == KeyRequirement::Required {
-                self.count(Counter::MissingKey);
-                return self.reply(&EdgeAnswer::MissingKey {
-                    header: &policy.header,
-                });
+        let key = if admission.needs_body() {
+            let Some(client) = client else {
+                return self.unscoped(&policy);
+            };
+            let Some(index) = policy.routes.iter().position(|r| std::ptr::eq(r, route)) else {
+                return Action::Continue;
+            };
+            KeyState::Pending {
+                admission: Box::new(admission),
+                client,
+                method: method.to_owned(),
+                path: matched.path.clone(),
+                route: index,
             }
-            // Optional key, none given: no idempotency, but a required token still applies.
-            if let Some(claims) = &token {
-                if let Some(action) = self.consume_token(claims) {
-                    return action;
-                }
-            }
-            self.count(Counter::Passthrough);
-            return Action::Continue;
+        } else {
+            let Some(key) = admission.key_now() else {
+                // Optional key, none given: no idempotency, but a required token still applies.
+                return self.unguarded(token.as_ref());
+            };
+            let Some(client) = &client else {
+                return self.unscoped(&policy);
+            };
+            KeyState::Known(StorageKey::derive(
+                client.scope(),
+                method,
+                &matched.path,
+                key,
+            ))
         };
-        let Some(client) = client else {
-            return self.unscoped(&policy);
-        };
-        let storage_key = StorageKey::derive(client.scope(), method, &matched.path, &key);
         let fingerprint = FingerprintBuilder::new(
             &policy.fingerprint,
             method,
@@ -348,7 +383,7 @@ impl Filter {
             Forward::Router => None,
         };
         let hashing = Box::new(Hashing {
-            key: storage_key,
+            key,
             fingerprint,
             seen: 0,
             token,
@@ -380,6 +415,9 @@ impl Filter {
             return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
         let chunk = host::body(BufferType::HttpRequestBody, size);
+        if let KeyState::Pending { admission, .. } = &mut hashing.key {
+            admission.update(&chunk);
+        }
         if let Err(e) = hashing.fingerprint.update(&chunk) {
             self.count(Counter::InvalidBody);
             return self.reply(&EdgeAnswer::InvalidBody(&e));
@@ -406,6 +444,25 @@ impl Filter {
             held,
             ..
         } = *hashing;
+        let key = match key {
+            KeyState::Known(key) => key,
+            KeyState::Pending {
+                admission,
+                client,
+                method,
+                path,
+                route,
+            } => {
+                let Some(route) = policy.routes.get(route) else {
+                    return Action::Continue;
+                };
+                match admission.finish(route) {
+                    Err(refusal) => return self.refuse(&refusal),
+                    Ok(None) => return self.unguarded(token.as_ref()),
+                    Ok(Some(key)) => StorageKey::derive(client.scope(), &method, &path, &key),
+                }
+            }
+        };
         let fingerprint = match fingerprint.finish() {
             Ok(fingerprint) => fingerprint,
             Err(e) => {
@@ -515,6 +572,7 @@ impl Filter {
                     owner,
                     stream: self.context_id,
                     claimed_at: host::now(),
+                    kind: self.kind,
                 };
                 if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
                     table.insert(token, Pending::Detached(exchange));
@@ -565,7 +623,29 @@ impl Filter {
         facts: ResponseFacts,
         cause: DoubtCause,
     ) {
-        settle(&self.shared, key, owner, facts, cause);
+        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
+    }
+
+    /// Refuses a request before its claim, with the core's answer.
+    fn refuse(&mut self, refusal: &Refusal) -> Action {
+        self.count(match refusal {
+            Refusal::Signature(_) => Counter::SignatureRejected,
+            Refusal::MissingKey { .. } => Counter::MissingKey,
+            _ => Counter::InvalidKey,
+        });
+        self.send(&refusal.answer())
+    }
+
+    /// No key and none required: forwarded without idempotency, but a required token still applies.
+    fn unguarded(&mut self, token: Option<&VerifiedToken>) -> Action {
+        if let Some(claims) = token {
+            if let Some(action) = self.consume_token(claims) {
+                return action;
+            }
+        }
+        self.stage = Stage::Idle;
+        self.count(Counter::Passthrough);
+        Action::Continue
     }
 
     /// Ends the forwarded request with what is known now (response complete, or the stream is over).

@@ -61,6 +61,8 @@ pub enum Counter {
     BodyTooLarge,
     /// 400: the body could not be fingerprinted (e.g. invalid JSON in `json` mode).
     InvalidBody,
+    /// 403: a callback delivery without a valid provider signature (never forwarded).
+    SignatureRejected,
 }
 
 impl Counter {
@@ -93,6 +95,7 @@ impl Counter {
         Counter::Passthrough,
         Counter::BodyTooLarge,
         Counter::InvalidBody,
+        Counter::SignatureRejected,
     ];
 
     pub fn name(self) -> &'static str {
@@ -125,6 +128,7 @@ impl Counter {
             Counter::Passthrough => "idemgate.passthrough",
             Counter::BodyTooLarge => "idemgate.body_too_large",
             Counter::InvalidBody => "idemgate.invalid_body",
+            Counter::SignatureRejected => "idemgate.signature_rejected",
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct CalloutRequest {
     /// 0: no timeout.
     pub timeout_ms: u32,
     pub sent_at_ms: u64,
+    /// How many shared-data writes had happened when it was sent (orders it among the writes).
+    pub writes_before: usize,
 }
 
 impl CalloutRequest {
@@ -90,6 +92,11 @@ pub enum Outcome {
     Answer(Answer),
     /// It acts and resets the stream after the response started: a failure for the filter.
     ResetAfterHeaders,
+    /// It receives the request (and may act) and resets before answering: Envoy answers 503.
+    ResetBeforeResponse,
+    /// It receives the request (and may act) and never answers: the callout's timeout fires and
+    /// Envoy answers 504 (a callout without a timeout would hang; the harness answers 504 at once).
+    Silent,
 }
 
 /// A cluster's upstream, as a model: given one callout, it acts (a stateful model — a store —
@@ -279,6 +286,8 @@ pub fn resolve(
             }
         }
         Outcome::ResetAfterHeaders => (true, extra, Delivery::Failure),
+        Outcome::ResetBeforeResponse => (true, extra, Delivery::envoy_reply(503, RESET_BODY)),
+        Outcome::Silent => timed_out(),
     };
     match pending.fault {
         None => answered(serve(), Duration::ZERO),
@@ -328,6 +337,7 @@ mod tests {
                 trailers: HeaderMap::new(),
                 timeout_ms,
                 sent_at_ms: 0,
+                writes_before: 0,
             },
             fault,
             from_context: 2,

@@ -154,6 +154,7 @@ impl Worker {
                 path: headers.get_str(":path").unwrap_or_default().to_string(),
                 key: headers.get_str("idempotency-key").map(str::to_string),
                 at_ms: now,
+                writes_before: self.world().shared_data().log().len(),
             };
             self.world().record_upstream(call);
         }

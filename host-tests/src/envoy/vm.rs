@@ -150,6 +150,7 @@ impl VmState {
             trailers,
             timeout_ms,
             sent_at_ms: self.world.clock().now_ms(),
+            writes_before: self.world.shared_data().log().len(),
         };
         self.callouts.push(PendingCallout {
             request,

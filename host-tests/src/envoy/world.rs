@@ -37,6 +37,8 @@ pub struct UpstreamCall {
     /// The `idempotency-key` header as forwarded (if any).
     pub key: Option<String>,
     pub at_ms: u64,
+    /// How many shared-data writes had happened when it started (orders it among the writes).
+    pub writes_before: usize,
 }
 
 #[derive(Debug)]

@@ -6,12 +6,24 @@
 //! - the records went only through legal transitions (no stale owner overwrote a newer record, no
 //!   live lease was taken over, nothing completed without a claim);
 //! - no lease is stuck: after the lease, the same request is answered (replayed or forwarded), not
-//!   refused with 409; no in-flight record has a lease longer than its TTL.
+//!   refused with 409; no in-flight record has a lease longer than its TTL;
+//! - at most one execution per key while its record lives: none starts once the key's record is
+//!   completed (plans use one key), one more only per lease that legitimately expired;
+//! - every completed execution's answer is what later retries get: each completed record holds an
+//!   execution's answer, and every replay (during the run, and the follow-up after it) is that
+//!   record's answer;
+//! - with detached execution, every execution the upstream answered (with an answer that is
+//!   stored, not released) completed the record with that answer, whether or not its client
+//!   stayed (the answer belongs to the key) — unless a later execution legitimately took over;
+//! - with detached execution (callouts), a client that stayed gets its execution's answer relayed
+//!   (or the edge's problem answer when that execution had no answer), and a client that went
+//!   away gets nothing.
 
 use super::run::{Plan, Run};
-use crate::envoy::{ClientAnswer, Write};
+use crate::envoy::{CalloutFault, ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
-use idemgate_core::record::{Bucket, Record};
+use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
+use idemgate_core::record::{Bucket, Record, StoredBody};
 use std::collections::HashMap;
 
 /// The first invariant that fails, described.
@@ -24,14 +36,19 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
     if !run.anomalies.is_empty() {
         return Err(format!("host anomalies: {:?}", run.anomalies));
     }
-    let calls = run.upstream_calls.len();
-    if calls == 0 || calls > plan.max_upstream_calls {
+    let executions = executions(plan, run);
+    let calls = executions.len();
+    if calls > plan.max_upstream_calls || (calls == 0 && !plan.client_may_leave) {
         return Err(format!(
-            "{calls} requests reached the upstream (allowed: 1..={}): {:?}",
-            plan.max_upstream_calls, run.upstream_calls
+            "{calls} executions reached the upstream (allowed: 1..={}): {:?} {:?}",
+            plan.max_upstream_calls, run.upstream_calls, run.callouts
         ));
     }
-    answers(plan, run)?;
+    if plan.callouts.is_some() {
+        detached_answers(plan, run)?;
+    } else {
+        answers(plan, run)?;
+    }
     let forwarded: Vec<usize> = run
         .actors
         .iter()
@@ -39,6 +56,29 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
         .map(|a| a.actor)
         .collect();
     transitions(&run.writes, &forwarded)?;
+    let completed = completed_responses(&run.writes)?;
+    no_execution_after_completion(&run.writes, &executions)?;
+    completed_answers_are_executions(plan, run, &completed)?;
+    answered_executions_are_recorded(plan, run, &completed)?;
+    for actor in &run.actors {
+        if let Some(answer) = &actor.answer {
+            replay_is_the_record(answer, &completed)
+                .map_err(|e| format!("worker {}: {e}", actor.actor))?;
+        }
+    }
+    if let Ok(Some(answer)) = &run.followup {
+        replay_is_the_record(answer, &completed).map_err(|e| format!("the follow-up: {e}"))?;
+        if let Some(record) = completed.first() {
+            if answer.header("idempotent-replayed") != Some("true") {
+                return Err(format!(
+                    "the key's record was completed ({} …) but the follow-up got {} {}: not its replay",
+                    record.0,
+                    answer.status,
+                    answer.body_text()
+                ));
+            }
+        }
+    }
     match &run.followup {
         Err(e) => return Err(format!("the follow-up request failed: {e}")),
         Ok(Some(answer)) if answer.status == 409 => {
@@ -68,6 +108,10 @@ fn is_replay_of(answer: &ClientAnswer, response: &Response) -> bool {
     answer.header("idempotent-replayed") == Some("true")
         && answer.status == response.status
         && answer.body == response.body
+}
+
+fn is_problem(answer: &ClientAnswer) -> bool {
+    answer.header("content-type") == Some("application/problem+json")
 }
 
 fn is_conflict(answer: &ClientAnswer) -> bool {
@@ -109,6 +153,247 @@ fn answers(plan: &Plan, run: &Run) -> Result<(), String> {
     Ok(())
 }
 
+/// One execution: a request that reached the upstream (the router path, or a callout to the
+/// plan's origin cluster that reached it), with how many shared-data writes preceded it.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub worker: usize,
+    pub writes_before: usize,
+}
+
+fn executions(plan: &Plan, run: &Run) -> Vec<Execution> {
+    let routed = run.upstream_calls.iter().map(|c| Execution {
+        worker: c.worker,
+        writes_before: c.writes_before,
+    });
+    let origin = plan.callouts.as_ref().map(|(cluster, _)| cluster.as_str());
+    let called = run
+        .callouts
+        .iter()
+        .filter(|c| c.reached && Some(c.request.cluster.as_str()) == origin)
+        .map(|c| Execution {
+            worker: c.request.worker,
+            writes_before: c.request.writes_before,
+        });
+    routed.chain(called).collect()
+}
+
+/// A completed record's answer: status, body (`None`: not kept), and the write that first held it.
+type Stored = (u16, Option<Vec<u8>>, usize);
+
+/// Every distinct completed answer written, in write order.
+fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
+    let mut found = Vec::new();
+    for (n, write) in writes.iter().enumerate().filter(|(_, w)| is_cell(w)) {
+        for (_, record) in decode(&write.value)?.entries {
+            if let Record::Completed(done) = record {
+                let body = match &done.response.body {
+                    StoredBody::Kept(body) => Some(body.clone()),
+                    _ => None,
+                };
+                let entry = (done.response.status, body, n);
+                if !found
+                    .iter()
+                    .any(|f: &Stored| f.0 == entry.0 && f.1 == entry.1)
+                {
+                    found.push(entry);
+                }
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// No execution starts once its key's record is completed (while the record lives: the runs are
+/// far shorter than its TTL).
+fn no_execution_after_completion(writes: &[Write], executions: &[Execution]) -> Result<(), String> {
+    let first_completion = writes.iter().position(|w| {
+        is_cell(w)
+            && decode(&w.value).is_ok_and(|b| {
+                b.entries
+                    .iter()
+                    .any(|(_, r)| matches!(r, Record::Completed(_)))
+            })
+    });
+    if let Some(at) = first_completion {
+        if let Some(late) = executions.iter().find(|e| e.writes_before > at) {
+            return Err(format!(
+                "worker {} executed the request after its key's record was completed (write #{at}): a second execution while the record lives",
+                late.worker
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The answers executions produced (status, body), as the upstream gave them.
+fn execution_answers(plan: &Plan, run: &Run) -> Vec<(u16, Vec<u8>)> {
+    let mut answers: Vec<(u16, Vec<u8>)> = run
+        .callouts
+        .iter()
+        .filter_map(|c| match &c.delivery {
+            Delivery::Response { headers, body, .. } if headers.get(UPSTREAM_MARK).is_some() => {
+                c.delivery.status().map(|s| (s, body.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    for actor in run.actors.iter().filter(|a| a.forwarded) {
+        if let Some(Upstream::Respond(r)) = plan.upstream_for(actor.actor) {
+            answers.push((r.status, r.body.clone()));
+        }
+    }
+    if let Some(Upstream::Respond(r)) = plan.upstream.first() {
+        // The follow-up request may have executed too.
+        answers.push((r.status, r.body.clone()));
+    }
+    answers
+}
+
+fn completed_answers_are_executions(
+    plan: &Plan,
+    run: &Run,
+    completed: &[Stored],
+) -> Result<(), String> {
+    let answers = execution_answers(plan, run);
+    for (status, body, n) in completed {
+        let matches = answers
+            .iter()
+            .any(|(s, b)| s == status && body.as_ref().is_none_or(|body| body == b));
+        if !matches {
+            return Err(format!(
+                "write #{n} completed the record with {status} {:?}, which no execution answered",
+                body.as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The answer belongs to the key, not to the client's connection: every detached execution the
+/// upstream answered with a storable answer (not one of the release statuses) completed the
+/// record with that answer — also when its client had gone away — unless a later execution took
+/// the key over (its lease ended before the answer was written: the stale owner is fenced out).
+fn answered_executions_are_recorded(
+    plan: &Plan,
+    run: &Run,
+    completed: &[Stored],
+) -> Result<(), String> {
+    let Some((origin, _)) = &plan.callouts else {
+        return Ok(());
+    };
+    let origin_calls = || run.callouts.iter().filter(|c| c.request.cluster == *origin);
+    for record in origin_calls() {
+        let taken_over = origin_calls().any(|later| {
+            later.reached && later.request.writes_before > record.request.writes_before
+        });
+        if taken_over {
+            continue;
+        }
+        let Delivery::Response { headers, body, .. } = &record.delivery else {
+            continue;
+        };
+        let Some(status) = record.delivery.status() else {
+            continue;
+        };
+        if headers.get(UPSTREAM_MARK).is_none() || DEFAULT_RELEASE_STATUSES.contains(&status) {
+            continue;
+        }
+        let kept = completed
+            .iter()
+            .any(|(s, b, _)| *s == status && b.as_ref().is_none_or(|b| b == body));
+        if !kept {
+            return Err(format!(
+                "worker {}'s execution was answered {status} {} (client gone: {}) but no completed record holds that answer: the answer was lost",
+                record.request.worker,
+                String::from_utf8_lossy(body),
+                record.stream_gone
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A replay must be the completed record's answer.
+fn replay_is_the_record(answer: &ClientAnswer, completed: &[Stored]) -> Result<(), String> {
+    if answer.header("idempotent-replayed") != Some("true") {
+        return Ok(());
+    }
+    let matches = completed.iter().any(|(status, body, _)| {
+        *status == answer.status && body.as_ref().is_none_or(|b| *b == answer.body)
+    });
+    if matches {
+        Ok(())
+    } else {
+        Err(format!(
+            "a replay of {} {} that no completed record holds",
+            answer.status,
+            answer.body_text()
+        ))
+    }
+}
+
+/// Detached execution: a client that stayed gets its own execution's answer relayed (the edge's
+/// problem answer when the execution had no answer of the upstream's), or — without an execution
+/// of its own — a 409 or a replay; a client that went away gets nothing.
+fn detached_answers(plan: &Plan, run: &Run) -> Result<(), String> {
+    let origin = plan.callouts.as_ref().map(|(cluster, _)| cluster.as_str());
+    for actor in &run.actors {
+        let own = run.callouts.iter().rev().find(|c| {
+            c.request.worker == actor.actor && Some(c.request.cluster.as_str()) == origin
+        });
+        let describe = |a: &ClientAnswer| format!("{} {}", a.status, a.body_text());
+        let ok = match (&actor.answer, own) {
+            (None, _) => actor.left,
+            (Some(answer), _) if actor.left => !answer.complete,
+            (Some(answer), Some(record)) => match &record.delivery {
+                Delivery::Response { headers, body, .. }
+                    if headers.get(UPSTREAM_MARK).is_some() =>
+                {
+                    record.delivery.status() == Some(answer.status)
+                        && *body == answer.body
+                        && answer.header("idempotent-replayed").is_none()
+                }
+                _ => {
+                    answer.status >= 500
+                        && answer.header("content-type") == Some("application/problem+json")
+                }
+            },
+            (Some(answer), None) => {
+                let dispatch_failed = plan
+                    .callout_faults
+                    .iter()
+                    .any(|(f, _)| *f == CalloutFault::DispatchFails);
+                is_conflict(answer)
+                    || answer.header("idempotent-replayed") == Some("true")
+                    || (dispatch_failed && answer.status == 503 && is_problem(answer))
+            }
+        };
+        if !ok {
+            return Err(format!(
+                "worker {} (left: {}, callout: {:?}) got {}: not what its execution answered, a replay, nor a 409",
+                actor.actor,
+                actor.left,
+                own.map(|c| c.delivery.status()),
+                actor.answer.as_ref().map(describe).unwrap_or_else(|| "no answer".into())
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The header Envoy's router adds to an upstream's answer (never to its own replies).
+const UPSTREAM_MARK: &str = "x-envoy-upstream-service-time";
+
+/// Records live in the store's cells; other shared-data keys (the layout marker the filter writes
+/// when configured) are not buckets.
+const CELL_PREFIX: &str = "idemgate/c/";
+
+fn is_cell(write: &Write) -> bool {
+    write.key.starts_with(CELL_PREFIX)
+}
+
 fn decode(bytes: &[u8]) -> Result<Bucket, String> {
     Bucket::decode(bytes).map_err(|e| format!("a cell holds bytes that are not a bucket: {e:?}"))
 }
@@ -119,11 +404,7 @@ fn decode(bytes: &[u8]) -> Result<Bucket, String> {
 /// forwarded may not, while its lease lives.
 pub fn transitions(writes: &[Write], forwarded: &[usize]) -> Result<(), String> {
     let mut owners: HashMap<[u8; 16], usize> = HashMap::new();
-    for (n, write) in writes.iter().enumerate() {
-        // Record cells only: the filter also keeps its store layout (`idemgate/layout`, text).
-        if !write.key.starts_with("idemgate/c/") {
-            continue;
-        }
+    for (n, write) in writes.iter().enumerate().filter(|(_, w)| is_cell(w)) {
         let before = decode(write.before.as_deref().unwrap_or_default())?;
         let after = decode(&write.value)?;
         let at = idemgate_core::time::UnixMillis(write.at_ms);
@@ -301,5 +582,45 @@ mod tests {
         assert!(transitions(&nothing, &[3])
             .unwrap_err()
             .contains("no claim"));
+    }
+
+    #[test]
+    fn an_execution_after_the_record_was_completed_is_caught() {
+        let writes = [
+            write(0, None, claim(1), NOW),
+            write(0, Some(claim(1)), completed(), NOW + 1),
+        ];
+        let first = Execution {
+            worker: 0,
+            writes_before: 1,
+        };
+        assert!(no_execution_after_completion(&writes, std::slice::from_ref(&first)).is_ok());
+        let second = Execution {
+            worker: 1,
+            writes_before: 2,
+        };
+        let err = no_execution_after_completion(&writes, &[first, second]).unwrap_err();
+        assert!(err.contains("worker 1"), "{err}");
+    }
+
+    #[test]
+    fn a_replay_that_no_completed_record_holds_is_caught() {
+        let writes = [
+            write(0, None, claim(1), NOW),
+            write(0, Some(claim(1)), completed(), NOW + 1),
+        ];
+        let records = completed_responses(&writes).unwrap();
+        assert_eq!(records, vec![(201, Some(b"ok".to_vec()), 1)]);
+        let mut replay = ClientAnswer {
+            status: 201,
+            body: b"ok".to_vec(),
+            complete: true,
+            ..ClientAnswer::default()
+        };
+        replay.headers.add("idempotent-replayed", b"true");
+        assert!(replay_is_the_record(&replay, &records).is_ok());
+        replay.body = br#"{"id":2}"#.to_vec();
+        assert!(replay_is_the_record(&replay, &records).is_err());
+        assert!(replay_is_the_record(&replay, &[]).is_err());
     }
 }

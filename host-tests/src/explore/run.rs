@@ -4,10 +4,13 @@
 
 use super::chooser::Chooser;
 use super::turnstile::Turnstile;
-use crate::envoy::{Chain, ClientAnswer, Gate, UpstreamCall, VmSetup, Worker, World, Write};
+use crate::envoy::{
+    CalloutFault, CalloutRecord, Chain, ClientAnswer, Gate, Outcome, Phase, UpstreamCall, VmSetup,
+    Worker, World, Write,
+};
 use crate::error::{HarnessError, Result};
 use crate::runtime::FilterModule;
-use crate::scenario::{Request, Upstream};
+use crate::scenario::{Orders, Request, Upstream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,6 +32,16 @@ pub struct Plan {
     pub seed: u64,
     /// Sets Envoy's global CAS counter first (e.g. just below `u32::MAX`, to reach wrap-around).
     pub first_cas: Option<u32>,
+    /// Detached execution: the cluster the filter's callouts reach (served by a fresh
+    /// [`Orders`] model per run), and what each worker's execution does instead of creating an
+    /// order (`None`: it creates one).
+    pub callouts: Option<(String, Vec<Option<Outcome>>)>,
+    /// Before each body chunk and each callout answer while its stream lives, a client may go
+    /// away instead: the explorer tries both.
+    pub client_may_leave: bool,
+    /// Callout faults for the plan's cluster, in dispatch order (whichever worker dispatches
+    /// first gets the first).
+    pub callout_faults: Vec<(CalloutFault, usize)>,
 }
 
 impl Plan {
@@ -46,7 +59,42 @@ impl Plan {
             max_upstream_calls: 1,
             seed: 7,
             first_cas: None,
+            callouts: None,
+            client_may_leave: false,
+            callout_faults: Vec::new(),
         }
+    }
+
+    /// `n` copies of `request` on `n` workers, with detached execution: the filter sends each
+    /// claimed request with a callout to the cluster "upstream", whose model creates one order per
+    /// request it serves; at most one execution.
+    pub fn detached(n: usize, request: Request) -> Plan {
+        let mut plan = Plan::concurrent(n, request, crate::scenario::Response::new(201));
+        plan.config = String::from(
+            r#"{"capacity": 64, "upstream": {"cluster": "upstream", "timeout": "15s"}}"#,
+        );
+        plan.callouts = Some(("upstream".into(), Vec::new()));
+        plan
+    }
+
+    /// What worker `i`'s execution does (`None`: create an order); detached plans only.
+    pub fn outcomes(mut self, outcomes: Vec<Option<Outcome>>) -> Plan {
+        if let Some((_, by_worker)) = self.callouts.as_mut() {
+            *by_worker = outcomes;
+        }
+        self
+    }
+
+    /// The next `times` callouts to the plan's cluster fail so (see [`CalloutFault`]).
+    pub fn callout_fault(mut self, fault: CalloutFault, times: usize) -> Plan {
+        self.callout_faults.push((fault, times));
+        self
+    }
+
+    /// A client may go away before each of its body chunks and while it waits for its callout.
+    pub fn clients_may_leave(mut self) -> Plan {
+        self.client_may_leave = true;
+        self
     }
 
     /// A clock jump past the lease can land between any two steps; one more request may then
@@ -87,6 +135,8 @@ pub struct ActorReport {
     pub answer: Option<ClientAnswer>,
     /// A trap or harness error.
     pub error: Option<String>,
+    /// The client went away before its answer.
+    pub left: bool,
 }
 
 /// Everything a run produced, for the invariants.
@@ -96,6 +146,8 @@ pub struct Run {
     pub trace: Vec<String>,
     pub actors: Vec<ActorReport>,
     pub upstream_calls: Vec<UpstreamCall>,
+    /// Every callout answered (or failed), in order.
+    pub callouts: Vec<CalloutRecord>,
     pub writes: Vec<Write>,
     /// The same request as actor 0's, sent after everything ended and the lease passed.
     pub followup: std::result::Result<Option<ClientAnswer>, String>,
@@ -125,6 +177,7 @@ fn actor(
         forwarded: false,
         answer: None,
         error: None,
+        left: false,
     };
     if let Err(e) = drive(plan, module, world, turnstile.clone(), actor, &mut report) {
         report.error = Some(e.to_string());
@@ -162,11 +215,40 @@ fn drive(
     let context = worker.open(request.stream_properties())?;
     let chunks = request.chunks();
     worker.request_headers(context, request.header_map(), chunks.is_empty())?;
+    let live = |worker: &Worker| {
+        worker
+            .stream(context)
+            .is_some_and(|s| s.phase != Phase::Done)
+    };
     for (i, chunk) in chunks.iter().enumerate() {
+        if plan.client_may_leave && live(&worker) {
+            let next = format!("sends body chunk {}", i + 1);
+            if turnstile.park_choice(actor, &[&next, "client goes away"]) == 1 {
+                worker.reset(context, "downstream_remote_disconnect")?;
+                report.left = true;
+                break;
+            }
+        }
         worker.request_body(context, chunk, i + 1 == chunks.len())?;
     }
-    report.forwarded = worker.stream(context).is_some_and(|s| s.upstream_started);
-    if report.forwarded {
+    // Detached execution: the callouts this request made are answered — possibly after its
+    // client went away (they belong to the root context).
+    while let Some(token) = worker.pending_callouts().first().map(|c| c.token) {
+        if plan.client_may_leave && live(&worker) {
+            if turnstile.park_choice(actor, &["gets its callout's answer", "client goes away"]) == 1
+            {
+                worker.reset(context, "downstream_remote_disconnect")?;
+                report.left = true;
+            }
+        } else if timed || plan.client_may_leave {
+            turnstile.park(actor, "gets its callout's answer");
+        }
+        worker.deliver_callout(token)?;
+        report.forwarded = true;
+    }
+    // The router path: the upstream was contacted when the request passed the filter.
+    if worker.stream(context).is_some_and(|s| s.upstream_started) {
+        report.forwarded = true;
         if let Some(upstream) = plan.upstream_for(actor) {
             if timed {
                 turnstile.park(actor, "gets the upstream's answer");
@@ -202,6 +284,7 @@ fn followup(plan: &Plan, module: &FilterModule, world: &World) -> Result<Option<
             crate::scenario::upstream::respond(&mut worker, context, response)?;
         }
     }
+    worker.deliver_all_callouts()?;
     Ok(worker.stream(context).and_then(|s| s.answer.clone()))
 }
 
@@ -211,6 +294,12 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 /// Runs `plan` once, in the order `chooser` picks.
 pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Result<Run> {
     let world = World::new(plan.seed);
+    if let Some((cluster, outcomes)) = &plan.callouts {
+        world.add_cluster(cluster, Arc::new(Orders::with_outcomes(outcomes.clone())));
+        for (fault, times) in &plan.callout_faults {
+            world.faults().callout(cluster, *fault, *times);
+        }
+    }
     let actors = plan.requests.len();
     // Envoy configures its VMs before the listener takes traffic, so the store's cells (which the
     // filter creates when configured) exist before the first request. A VM configured here first
@@ -248,17 +337,21 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
             if parked.is_empty() {
                 break;
             }
-            let mut options: Vec<String> = parked
-                .iter()
-                .map(|(a, what)| format!("w{a} {what}"))
-                .collect();
+            let mut steps: Vec<(usize, usize)> = Vec::new();
+            let mut options: Vec<String> = Vec::new();
+            for (actor, alternatives) in &parked {
+                for (i, what) in alternatives.iter().enumerate() {
+                    steps.push((*actor, i));
+                    options.push(format!("w{actor} {what}"));
+                }
+            }
             if let Some(by) = jump {
                 options.push(format!("clock +{}s", by.as_secs()));
             }
             let pick = chooser.choose(&options);
             trace.push(options.get(pick).cloned().unwrap_or_default());
-            match parked.get(pick) {
-                Some((who, _)) => turnstile.grant(*who),
+            match steps.get(pick) {
+                Some((who, alternative)) => turnstile.grant(*who, *alternative),
                 None => {
                     if let Some(by) = jump.take() {
                         world.clock().advance(by);
@@ -275,6 +368,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
                     forwarded: false,
                     answer: None,
                     error: Some("the actor thread panicked".into()),
+                    left: false,
                 })
             })
             .collect::<Vec<_>>()
@@ -285,6 +379,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
         )));
     }
     let upstream_calls = world.upstream_calls();
+    let callouts = world.callouts();
     let writes = world.shared_data().log().to_vec();
     let clock_jumped = plan.clock_jump.is_some() && jump.is_none();
     let followup = followup(plan, module, &world).map_err(|e| e.to_string());
@@ -292,6 +387,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
         trace,
         actors: reports,
         upstream_calls,
+        callouts,
         writes,
         followup,
         anomalies: world.anomalies(),

@@ -1,7 +1,9 @@
 //! A turnstile that lets exactly one simulated worker run at a time. Every worker runs on its own
 //! thread (its own `Store`); it parks at each interleaving point (before every shared-data call,
 //! between callbacks) and goes on only when the controller grants it the next step. So the order
-//! of the workers' host calls is exactly the schedule the controller chose.
+//! of the workers' host calls is exactly the schedule the controller chose. A worker may park with
+//! alternatives (e.g. "sends its next body chunk" or "the client goes away"): the controller then
+//! picks the step and the alternative together.
 
 use crate::envoy::world::lock;
 use std::collections::{BTreeMap, BTreeSet};
@@ -10,10 +12,10 @@ use std::time::Duration;
 
 #[derive(Debug, Default)]
 struct Turns {
-    /// The actor allowed to take its next step (cleared as it wakes).
-    granted: Option<usize>,
-    /// Parked actors and what they are about to do.
-    parked: BTreeMap<usize, String>,
+    /// The actor allowed to take its next step, and the alternative it takes (cleared as it wakes).
+    granted: Option<(usize, usize)>,
+    /// Parked actors and what they may do next (one entry: no choice).
+    parked: BTreeMap<usize, Vec<String>>,
     finished: BTreeSet<usize>,
     /// Stop controlling: parks return at once (used when a run is abandoned).
     open: bool,
@@ -37,18 +39,30 @@ impl Turnstile {
 
     /// Called by actor `actor` before its next step: waits for the controller's grant.
     pub fn park(&self, actor: usize, what: &str) {
+        self.park_choice(actor, &[what]);
+    }
+
+    /// Called by actor `actor` before a step that can go several ways: waits for the
+    /// controller's grant and returns the index of the alternative it picked (0 once the run is
+    /// abandoned).
+    pub fn park_choice(&self, actor: usize, alternatives: &[&str]) -> usize {
         let mut turns = lock(&self.turns);
-        turns.parked.insert(actor, what.to_string());
+        let listed = alternatives.iter().map(|a| a.to_string()).collect();
+        turns.parked.insert(actor, listed);
         self.changed.notify_all();
-        while !turns.open && turns.granted != Some(actor) {
+        while !turns.open && turns.granted.is_none_or(|(a, _)| a != actor) {
             turns = self
                 .changed
                 .wait(turns)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         turns.parked.remove(&actor);
-        if turns.granted == Some(actor) {
-            turns.granted = None;
+        match turns.granted {
+            Some((a, choice)) if a == actor => {
+                turns.granted = None;
+                choice.min(alternatives.len().saturating_sub(1))
+            }
+            _ => 0,
         }
     }
 
@@ -61,8 +75,8 @@ impl Turnstile {
     }
 
     /// Waits until no actor is running (each is parked or finished) and returns the parked ones
-    /// with what they are about to do, by actor id; `None` on timeout (an actor hangs).
-    pub fn settle(&self, timeout: Duration) -> Option<Vec<(usize, String)>> {
+    /// with what they may do next, by actor id; `None` on timeout (an actor hangs).
+    pub fn settle(&self, timeout: Duration) -> Option<Vec<(usize, Vec<String>)>> {
         let turns = lock(&self.turns);
         let (turns, result) = self
             .changed
@@ -76,10 +90,10 @@ impl Turnstile {
         Some(turns.parked.iter().map(|(a, w)| (*a, w.clone())).collect())
     }
 
-    /// Lets `actor` take its next step.
-    pub fn grant(&self, actor: usize) {
+    /// Lets `actor` take its next step, the way `alternative` says.
+    pub fn grant(&self, actor: usize, alternative: usize) {
         let mut turns = lock(&self.turns);
-        turns.granted = Some(actor);
+        turns.granted = Some((actor, alternative));
         self.changed.notify_all();
     }
 

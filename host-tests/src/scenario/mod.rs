@@ -5,6 +5,7 @@ mod proxy;
 mod request;
 mod response;
 mod services;
+mod store_service;
 pub mod upstream;
 
 pub use exchange::Exchange;
@@ -12,4 +13,5 @@ pub use proxy::{Envoy, EnvoyBuilder, WorkerHandle};
 pub use request::{Abort, Request};
 pub use response::{Failure, Response};
 pub use services::{Orders, Scripted};
+pub use store_service::StoreService;
 pub use upstream::Upstream;

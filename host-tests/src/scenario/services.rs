@@ -43,12 +43,12 @@ impl Service for Scripted {
 
 /// The checkout upstream: every request it serves creates order N (1, 2, …) and answers
 /// `201 {"id":N}` with `location: /orders/N` — so a test can tell which execution an answer
-/// came from. Requests whose worker has a scripted response answer that instead (still counted).
+/// came from. Requests from a worker given another outcome do that instead (still counted).
 #[derive(Debug, Default)]
 pub struct Orders {
     served: Mutex<Vec<CalloutRequest>>,
-    /// Per worker: what that worker's executions answer instead of creating an order.
-    by_worker: Vec<Option<Response>>,
+    /// Per worker: what that worker's executions do instead of creating an order.
+    by_worker: Vec<Option<Outcome>>,
 }
 
 impl Orders {
@@ -57,7 +57,7 @@ impl Orders {
     }
 
     /// Requests from worker `i` get `by_worker[i]` (if `Some`) instead of a created order.
-    pub fn with_answers(by_worker: Vec<Option<Response>>) -> Self {
+    pub fn with_outcomes(by_worker: Vec<Option<Outcome>>) -> Self {
         Orders {
             served: Mutex::new(Vec::new()),
             by_worker,
@@ -82,7 +82,7 @@ impl Service for Orders {
         let mut served = lock(&self.served);
         served.push(request.clone());
         match self.by_worker.get(request.worker) {
-            Some(Some(response)) => response.outcome(),
+            Some(Some(outcome)) => outcome.clone(),
             _ => Orders::created(served.len()).outcome(),
         }
     }

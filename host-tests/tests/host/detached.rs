@@ -116,6 +116,12 @@ fn a_client_gone_before_its_body_ended_never_executes() {
             .unwrap();
         assert!(gone.is_done(), "{abort:?}");
         assert!(envoy.worker(0).pending_callouts().is_empty(), "{abort:?}");
+        // The stream's later callbacks never come: a chunk that still arrives reaches no filter.
+        let body_calls = |envoy: &Envoy| envoy.work().get("proxy_on_request_body").map(|w| w.calls);
+        let before = body_calls(&envoy);
+        let mut gone = gone;
+        assert!(gone.send_next_chunk().unwrap(), "{abort:?}");
+        assert_eq!(body_calls(&envoy), before, "{abort:?}");
         // Nothing was sent: the retry runs (now, not after a lease).
         let retry = envoy.worker(0).send(order("k")).unwrap();
         envoy.answer_callouts().unwrap();

@@ -3,8 +3,9 @@
 //! `IDEMGATE_EXPLORE_RUNS` to sample more.
 
 use crate::support::{created, filter, order};
+use idemgate_host_tests::envoy::{CalloutFault, Outcome};
 use idemgate_host_tests::explore::{every_schedule, sampled_schedules, Coverage, Plan};
-use idemgate_host_tests::scenario::{Failure, Upstream};
+use idemgate_host_tests::scenario::{Failure, Response, Upstream};
 
 fn seed() -> u64 {
     std::env::var("IDEMGATE_EXPLORE_SEED")
@@ -105,4 +106,80 @@ fn three_requests_with_the_lease_expiring_sampled() {
         &Plan::concurrent(3, order("k").chunked_at(&[6]), created()).with_lease_expiry(),
         1000,
     );
+}
+
+// Detached execution (issue 12): each claimed request goes upstream as a callout that belongs to
+// the root context; its answer may come after the client went away. The upstream model creates
+// one order per request it serves, so every answer says which execution it came from.
+
+fn detached_order() -> idemgate_host_tests::scenario::Request {
+    order("k").chunked_at(&[6])
+}
+
+#[test]
+fn two_detached_requests_one_key_every_interleaving() {
+    let coverage = all(&Plan::detached(2, detached_order()));
+    assert!(coverage.schedules > 10, "{coverage:?}");
+}
+
+#[test]
+fn two_detached_requests_with_clients_leaving_at_every_step() {
+    let coverage = all(&Plan::detached(2, detached_order()).clients_may_leave());
+    assert!(coverage.schedules > 100, "{coverage:?}");
+}
+
+#[test]
+fn two_detached_requests_in_doubt_with_the_lease_expiring_anywhere() {
+    let plan = Plan::detached(2, detached_order())
+        .outcomes(vec![Some(Outcome::Silent), None])
+        .with_lease_expiry();
+    all(&plan);
+}
+
+#[test]
+fn two_detached_requests_in_doubt_with_clients_leaving_and_the_lease_expiring_sampled() {
+    // Every interleaving is over 50,000 schedules: a seeded sample.
+    let plan = Plan::detached(2, detached_order())
+        .outcomes(vec![Some(Outcome::Silent), None])
+        .clients_may_leave()
+        .with_lease_expiry();
+    sample(&plan, 500);
+}
+
+#[test]
+fn two_detached_requests_when_the_first_execution_answers_503() {
+    let plan = Plan::detached(2, detached_order())
+        .outcomes(vec![Some(Response::new(503).outcome()), None])
+        .clients_may_leave()
+        .max_upstream_calls(2);
+    all(&plan);
+}
+
+#[test]
+fn three_detached_requests_with_clients_leaving_sampled() {
+    sample(
+        &Plan::detached(3, detached_order())
+            .clients_may_leave()
+            .with_lease_expiry(),
+        300,
+    );
+}
+
+#[test]
+fn two_detached_requests_when_the_first_is_reset_mid_answer_with_the_lease_expiring_anywhere() {
+    let plan = Plan::detached(2, detached_order())
+        .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
+        .with_lease_expiry();
+    all(&plan);
+}
+
+#[test]
+fn two_detached_requests_when_the_first_dispatch_fails_or_never_connects() {
+    for fault in [CalloutFault::DispatchFails, CalloutFault::ConnectionFailure] {
+        let plan = Plan::detached(2, detached_order())
+            .callout_fault(fault, 1)
+            .clients_may_leave();
+        let coverage = all(&plan);
+        println!("{fault:?}: {coverage:?}");
+    }
 }

@@ -138,8 +138,7 @@ fn keys_are_checked_before_anything_is_stored() {
         envoy
             .shared_data()
             .entries()
-            .filter(|(name, _)| name.starts_with("idemgate/c/"))
-            .filter(|(_, entry)| !entry.value.is_empty())
+            .filter(|(key, entry)| key.starts_with("idemgate/c/") && !entry.value.is_empty())
             .count(),
         0,
         "nothing was stored"
@@ -353,7 +352,7 @@ fn expired_records_are_swept_on_ticks() {
         envoy
             .shared_data()
             .entries()
-            .filter(|(name, _)| name.starts_with("idemgate/c/"))
+            .filter(|(key, _)| key.starts_with("idemgate/c/"))
             .map(|(_, e)| e.value.len())
             .sum::<usize>()
     };

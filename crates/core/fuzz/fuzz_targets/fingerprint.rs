@@ -1,18 +1,21 @@
-//! `FingerprintBuilder` in each mode (raw, json, fields, none).
+//! `FingerprintBuilder` in each mode (raw, json, fields, none, auto, form).
 //!
-//! Input: `mode` (`% 4`: raw, json, fields, none), a split spec, then
+//! Input: `mode` (`% 6`: raw, json, fields, none, auto, form), a split spec, then
 //! `method \n path \n headers \n body`, where headers are `name:value` entries separated by 0x1f.
 //! The spec fingerprints `content-type` and `x-tenant`; fields mode selects `/sku` and `/qty`.
 //!
 //! Checks: chunking never changes the result; raw never fails; json/fields fail exactly when the
-//! JSON hasher does, with its error; none ignores method, path, headers and body; header names
-//! match case-insensitively and headers outside the spec do not count.
+//! JSON hasher does, with its error, form exactly when the form hasher does; auto is the explicit
+//! mode its `Content-Type` picks, fingerprint for fingerprint; none ignores method, path, headers
+//! and body; header names match case-insensitively and headers outside the spec do not count.
 #![no_main]
 
 use idemgate_core::fingerprint::{
     FingerprintBuilder, FingerprintError, FingerprintMode, FingerprintSpec,
 };
+use idemgate_core::form::FormHasher;
 use idemgate_core::json::{JsonHasher, JsonPointer};
+use idemgate_core::media_type::BodyKind;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;
 
@@ -62,11 +65,13 @@ fuzz_target!(|data: &[u8]| {
         JsonPointer::parse("/sku").unwrap(),
         JsonPointer::parse("/qty").unwrap(),
     ];
-    let mode = match mode_byte % 4 {
+    let mode = match mode_byte % 6 {
         0 => FingerprintMode::Raw,
         1 => FingerprintMode::Json,
         2 => FingerprintMode::Fields(pointers.clone().into()),
-        _ => FingerprintMode::None,
+        3 => FingerprintMode::None,
+        4 => FingerprintMode::Auto,
+        _ => FingerprintMode::Form,
     };
     let spec = FingerprintSpec {
         mode: mode.clone(),
@@ -95,16 +100,43 @@ fuzz_target!(|data: &[u8]| {
         let _ = hasher.update(body);
         hasher.finish().map(|_| ()).map_err(FingerprintError::Json)
     };
-    match &mode {
+    let form_result = || {
+        let mut hasher = FormHasher::new();
+        let _ = hasher.update(body);
+        hasher.finish().map(|_| ()).map_err(FingerprintError::Form)
+    };
+    // `auto` is exactly the explicit mode it picks.
+    let effective = match &mode {
+        FingerprintMode::Auto => match BodyKind::of_headers(headers.iter().copied()) {
+            BodyKind::Json => FingerprintMode::Json,
+            BodyKind::Form => FingerprintMode::Form,
+            _ => FingerprintMode::Raw,
+        },
+        other => other.clone(),
+    };
+    if mode == FingerprintMode::Auto {
+        let explicit = FingerprintSpec {
+            mode: effective.clone(),
+            ..spec.clone()
+        };
+        assert_eq!(
+            whole,
+            fingerprint(&explicit, &method, &path, &headers, &[body]),
+            "auto differs from {}",
+            effective.name()
+        );
+    }
+    match &effective {
         FingerprintMode::Raw | FingerprintMode::None => {
             assert!(whole.is_ok(), "{} mode failed", mode.name())
         }
         FingerprintMode::Json => assert_eq!(whole.clone().map(|_| ()), json_result(None)),
         FingerprintMode::Fields(p) => assert_eq!(whole.clone().map(|_| ()), json_result(Some(p))),
-        _ => unreachable!(),
+        FingerprintMode::Form => assert_eq!(whole.clone().map(|_| ()), form_result()),
+        other => panic!("unexpected mode {}", other.name()),
     }
     if let Err(e) = &whole {
-        assert!(e.code().starts_with("json_"));
+        assert!(e.code().starts_with("json_") || e.code().starts_with("form_"));
     }
 
     // none: the key alone decides.
@@ -139,9 +171,7 @@ fuzz_target!(|data: &[u8]| {
     );
 
     // Everything else the fingerprint covers does matter.
-    if let (Ok(a), FingerprintMode::Raw | FingerprintMode::Json | FingerprintMode::Fields(_)) =
-        (&whole, &mode)
-    {
+    if let (Ok(a), false) = (&whole, mode == FingerprintMode::None) {
         let other_method = format!("{method}X");
         assert_ne!(
             Ok(*a),

@@ -30,6 +30,9 @@ const POINTER_SETS: [&[&str]; 8] = [
     &["/amount", "/currency", "/missing", "/amount"],
 ];
 
+/// serde_json's private key for numbers kept as text (`arbitrary_precision`).
+const NUMBER_MARKER: &[u8] = b"$serde_json::private::Number";
+
 fn digest(
     limits: JsonLimits,
     pointers: Option<&[JsonPointer]>,
@@ -82,7 +85,12 @@ fn all_ways(
 /// Hash of the json digest of a serde value, through its compact serialisation.
 fn json_digest_of(value: &serde_json::Value) -> Result<[u8; 32], JsonError> {
     let text = serde_json::to_vec(value).expect("a serde Value always serialises");
-    digest(JsonLimits::default(), None, &[&text])
+    // serde may respell a number longer than it came (the limit is on spelling, not on value).
+    let limits = JsonLimits {
+        max_number_len: u16::MAX,
+        ..JsonLimits::default()
+    };
+    digest(limits, None, &[&text])
 }
 
 /// The fields-mode digest as the module docs spell it, computed from serde's view of the document.
@@ -169,7 +177,14 @@ fuzz_target!(|data: &[u8]| {
     if limits != JsonLimits::default() {
         return;
     }
-    // serde_json as an independent oracle.
+    // serde_json as an independent oracle. With `arbitrary_precision` it reads an object whose
+    // one key is its private number marker as a number, so such bodies are left out.
+    if body
+        .windows(NUMBER_MARKER.len())
+        .any(|w| w == NUMBER_MARKER)
+    {
+        return;
+    }
     match serde_json::from_slice::<serde_json::Value>(body) {
         Ok(value) => match &json {
             Ok(digest) => {
@@ -187,11 +202,13 @@ fuzz_target!(|data: &[u8]| {
                     );
                 }
             }
-            // serde_json keeps the last of duplicate keys and allows 128 levels and long numbers.
+            // serde_json keeps the last of duplicate keys and allows 128 levels and long numbers
+            // of any magnitude (its `arbitrary_precision` keeps them as text).
             Err(
                 JsonError::DuplicateKey { .. }
                 | JsonError::TooDeep { .. }
-                | JsonError::NumberTooLong { .. },
+                | JsonError::NumberTooLong { .. }
+                | JsonError::NumberOutOfRange { .. },
             ) => {}
             Err(e) => panic!("serde_json accepts a document the hasher refuses with {e:?}"),
         },

@@ -11,6 +11,7 @@ use super::{
     RouteConfig, ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
     UpstreamConfig,
 };
+use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -47,7 +48,11 @@ const ROUTE_FIELDS: &[&str] = &[
     "cluster",
     "upstream_timeout",
     "case_sensitive",
+    "kind",
+    "key_from",
+    "signature",
 ];
+const SIGNATURE_FIELDS: &[&str] = &["scheme", "secret", "secret_env", "tolerance"];
 const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
@@ -116,6 +121,9 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut forward = None;
     let mut cluster = None;
     let mut upstream_timeout = None;
+    let mut kind = None;
+    let mut key_from = None;
+    let mut signature_rule = None;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         match key.as_str() {
@@ -160,10 +168,27 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
             }
             "cluster" => cluster = opt(value, |v| string(&at, v))?,
             "upstream_timeout" => upstream_timeout = opt(value, |v| string(&at, v))?,
+            "kind" => {
+                kind = opt(value, |v| {
+                    choice(
+                        &at,
+                        v,
+                        &[
+                            ("api", RouteKindConfig::Api),
+                            ("callback", RouteKindConfig::Callback),
+                        ],
+                    )
+                })?
+            }
+            "key_from" => key_from = opt(value, |v| list(&at, v, key_source))?,
+            "signature" => signature_rule = opt(value, |v| signature(&at, v))?,
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
         }
     }
     Ok(RouteConfig {
+        kind,
+        key_from,
+        signature: signature_rule,
         prefix: prefix.ok_or_else(|| shape(&join(path, "prefix"), "missing field"))?,
         methods,
         key: key_rule,
@@ -187,6 +212,57 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
         }
     }
     Ok(u)
+}
+
+/// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
+fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, ConfigError> {
+    const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}";
+    match value {
+        Value::Object(members) => match members.as_slice() {
+            [(key, value)] => {
+                let at = join(path, key);
+                match key.as_str() {
+                    "header" => Ok(KeySourceConfig::Header(string(&at, value)?)),
+                    "json" => Ok(KeySourceConfig::Json(string(&at, value)?)),
+                    "form" => Ok(KeySourceConfig::Form(string(&at, value)?)),
+                    _ => Err(shape(&at, format!("unknown key source; {EXPECTED}"))),
+                }
+            }
+            _ => Err(shape(path, EXPECTED)),
+        },
+        other => Err(shape(path, format!("{EXPECTED}, found {}", other.kind()))),
+    }
+}
+
+fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> {
+    let mut scheme = None;
+    let mut sig = SignatureConfig {
+        scheme: SignatureSchemeConfig::GitHub,
+        secret: None,
+        secret_env: None,
+        tolerance: None,
+    };
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match key.as_str() {
+            "scheme" => {
+                scheme = Some(choice(
+                    &at,
+                    value,
+                    &[
+                        ("github", SignatureSchemeConfig::GitHub),
+                        ("stripe", SignatureSchemeConfig::Stripe),
+                    ],
+                )?)
+            }
+            "secret" => sig.secret = opt(value, |v| string(&at, v))?,
+            "secret_env" => sig.secret_env = opt(value, |v| string(&at, v))?,
+            "tolerance" => sig.tolerance = opt(value, |v| string(&at, v))?,
+            _ => return Err(unknown(path, key, SIGNATURE_FIELDS)),
+        }
+    }
+    sig.scheme = scheme.ok_or_else(|| shape(&join(path, "scheme"), "missing field"))?;
+    Ok(sig)
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.

@@ -21,10 +21,14 @@ mod form;
 mod json;
 #[path = "key.rs"]
 mod key;
+#[path = "key_source.rs"]
+mod key_source;
 #[path = "record.rs"]
 mod record;
 #[path = "retry.rs"]
 mod retry;
+#[path = "signature.rs"]
+mod signature;
 #[path = "storage_key.rs"]
 mod storage_key;
 #[path = "token.rs"]
@@ -46,6 +50,8 @@ pub const NAMES: &[&str] = &[
     "retry",
     "config",
     "duration",
+    "signature",
+    "key_source",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -63,6 +69,8 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "retry" => retry::eval(input),
         "config" => config::eval(input),
         "duration" => duration::eval(input),
+        "signature" => signature::eval(input),
+        "key_source" => key_source::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }

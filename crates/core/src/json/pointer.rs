@@ -45,6 +45,24 @@ impl JsonPointer {
     pub fn as_str(&self) -> &str {
         &self.text
     }
+
+    /// The value this pointer selects in a parsed document (RFC 6901 §4), if any: object members
+    /// by key, array elements only by a canonical decimal index.
+    pub fn resolve<'v>(&self, doc: &'v super::Value) -> Option<&'v super::Value> {
+        use super::Value;
+        let mut at = doc;
+        for token in &self.tokens {
+            at = match at {
+                Value::Object(members) => members
+                    .iter()
+                    .find(|(k, _)| *k == token.key)
+                    .map(|(_, v)| v)?,
+                Value::Array(items) => items.get(usize::try_from(token.index?).ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(at)
+    }
 }
 
 fn unescape(raw: &str) -> Result<String, JsonError> {

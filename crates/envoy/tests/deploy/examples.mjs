@@ -44,6 +44,9 @@ const models = {
   GatewayClass: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GatewayClass.js", "GatewayClass"],
   Gateway: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway.js", "Gateway"],
   HTTPRoute: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute.js", "HTTPRoute"],
+  // The store service (examples/store): core Kubernetes types, from kubernetes-models.
+  Deployment: ["kubernetes-models/apps/v1/Deployment.js", "Deployment"],
+  Service: ["kubernetes-models/v1/Service.js", "Service"],
 };
 // kind → hand-written minimal schema (./schemas).
 const schemas = {
@@ -105,7 +108,7 @@ function envoyExampleConfig() {
 }
 
 const rendered = {}; // kind → { file, doc }
-for (const dir of ["istio", "envoy-gateway"]) {
+for (const dir of ["istio", "envoy-gateway", "store"]) {
   mkdirSync(join(args.out, dir), { recursive: true });
   for (const name of readdirSync(join(root, "examples", dir)).filter((f) => f.endsWith(".yaml")).sort()) {
     const text = readFileSync(join(root, "examples", dir, name), "utf8").replaceAll(
@@ -153,6 +156,36 @@ await check("the examples' filter configuration equals examples/envoy/envoy.yaml
   if (!isDeepStrictEqual(withoutCluster(eg, 'EnvoyExtensionPolicy'), defaults)) {
     throw new Error(`EnvoyExtensionPolicy config differs:\n${JSON.stringify(eg)}\n${JSON.stringify(defaults)}`);
   }
+});
+
+// The store Deployment only sets options the service documents (crates/store/README.md's table).
+await check("the store Deployment sets only documented idemgate-store options", () => {
+  const documented = readFileSync(join(root, "crates/store/README.md"), "utf8");
+  const container = rendered.Deployment.doc.spec.template.spec.containers[0];
+  const names = [
+    ...(container.env ?? []).map((e) => e.name),
+    ...(container.args ?? []).filter((a) => a.startsWith("--")),
+  ];
+  if (names.length === 0) throw new Error("the Deployment sets no option at all");
+  for (const name of names) {
+    if (!documented.includes(`\`${name}`)) throw new Error(`${name} is not in crates/store/README.md`);
+  }
+  for (const [probe, path] of [["livenessProbe", "/healthz"], ["readinessProbe", "/readyz"]]) {
+    if (container[probe]?.httpGet?.path !== path) throw new Error(`${probe} must GET ${path}`);
+    if (!documented.includes(path)) throw new Error(`${path} is not in crates/store/README.md`);
+  }
+});
+
+await check("the npm schema refuses a broken store Deployment", async () => {
+  const broken = structuredClone(rendered.Deployment.doc);
+  broken.spec.replicas = "two";
+  let refused = false;
+  try {
+    await packageValidate("Deployment", broken);
+  } catch {
+    refused = true;
+  }
+  if (!refused) throw new Error("kubernetes-models accepted replicas: \"two\"");
 });
 
 await check("both validators refuse a broken WasmPlugin", async () => {

@@ -14,6 +14,7 @@ mod detached;
 mod exactly_once;
 mod faults;
 mod hardening;
+mod key_sources;
 mod memory;
 mod requests;
 mod responses;

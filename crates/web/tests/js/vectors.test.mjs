@@ -18,6 +18,8 @@ export const SKIPPED = {
   completion: 'response completions are made at the edge',
   config: 'edge configuration (serde) is not in the browser build',
   duration: 'human durations belong to edge configuration',
+  signature: 'webhook signatures are verified at the edge, on callback routes',
+  key_source: 'keys from body fields and delivery headers are read at the edge (route configuration)',
 };
 /** Cases of run groups that use an operation the browser API does not export. */
 const SKIPPED_OPS = { transition: ['if_match', 'version'] };

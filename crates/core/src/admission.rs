@@ -1,0 +1,439 @@
+//! What a guarded request must show before it may be claimed, and in which order — decided here,
+//! once, so every host admits alike (issue 15). A host hands over the route and the request's
+//! headers, feeds the body, and gets back the key (or none) or the answer that refuses it.
+//!
+//! The order: (1) on a route with a signature rule, the signature header must be present, well
+//! formed and (Stripe) fresh — an unsigned delivery learns nothing else about the route; (2) the
+//! key from the first header source present; if a body source comes first, (3) at the end of the
+//! body the signature is verified before the body's key is read, so an unsigned body can neither
+//! name a key nor find a record. A route that requires a key refuses a request that has none with
+//! an answer naming where it looked. The one-time token is checked after the claim (the
+//! idempotency decision comes first, semantics §7), by the host's token path.
+
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::decision::ResponseFacts;
+use crate::key::{IdempotencyKey, KeyError};
+use crate::key_source::{self, describe_sources, KeySearch, KeyStart};
+use crate::policy::{KeyRequirement, Route, RouteKind};
+use crate::scope::Scope;
+use crate::signature::{SignatureCheck, SignatureError};
+use crate::time::UnixMillis;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Scope label of callback routes: the route, not the caller, owns the delivery ids.
+pub const ROUTE_SCOPE_SOURCE: &str = "route";
+
+/// Why a request is refused before it is claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    InvalidKey(KeyError),
+    /// The route requires a key and no source had one; `sources` says where it looked.
+    MissingKey {
+        sources: String,
+    },
+    Signature(SignatureError),
+}
+
+impl Refusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::InvalidKey(e) => e.code(),
+            Refusal::MissingKey { .. } => "key_missing",
+            Refusal::Signature(e) => e.code(),
+        }
+    }
+
+    /// The HTTP answer (the mapping lives in [`crate::answer`]).
+    pub fn answer(&self) -> HttpAnswer {
+        match self {
+            Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
+            Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
+            Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
+        }
+    }
+}
+
+/// A request being admitted: what is still to be checked as its body streams past.
+#[derive(Debug)]
+pub struct Admission {
+    key: Key,
+    signature: Option<SignatureCheck>,
+    required: bool,
+}
+
+#[derive(Debug)]
+enum Key {
+    Decided(Option<IdempotencyKey>),
+    Body(KeySearch),
+}
+
+/// The headers arrived: what they settle. `header` gives every value of a lowercase header name.
+pub fn admit<'h>(
+    route: &Route,
+    header: &dyn Fn(&str) -> Vec<&'h [u8]>,
+    now: UnixMillis,
+) -> Result<Admission, Refusal> {
+    let signature = match &route.signature {
+        Some(rule) => Some(
+            rule.start(&header(rule.scheme.header()), now)
+                .map_err(Refusal::Signature)?,
+        ),
+        None => None,
+    };
+    let key = match key_source::start(&route.key_from, header).map_err(Refusal::InvalidKey)? {
+        KeyStart::Decided(key) => Key::Decided(key),
+        KeyStart::Body(search) => Key::Body(search),
+    };
+    let admission = Admission {
+        key,
+        signature,
+        required: route.key == KeyRequirement::Required,
+    };
+    // Nothing in the body can change a missing header key, and no signature is pending: refuse
+    // now, before the body is even read.
+    if admission.required && admission.signature.is_none() {
+        if let Key::Decided(None) = admission.key {
+            return Err(missing(route));
+        }
+    }
+    Ok(admission)
+}
+
+fn missing(route: &Route) -> Refusal {
+    Refusal::MissingKey {
+        sources: describe_sources(&route.key_from),
+    }
+}
+
+impl Admission {
+    /// Whether the decision waits for the body (a body key source, or a signature to verify).
+    pub fn needs_body(&self) -> bool {
+        matches!(self.key, Key::Body(_)) || self.signature.is_some()
+    }
+
+    /// The key when the headers decided it and nothing waits for the body; `None` otherwise.
+    pub fn key_now(&self) -> Option<&IdempotencyKey> {
+        match (&self.key, self.needs_body()) {
+            (Key::Decided(key), false) => key.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// A piece of the body, in order.
+    pub fn update(&mut self, chunk: &[u8]) {
+        if let Some(check) = &mut self.signature {
+            check.update(chunk);
+        }
+        if let Key::Body(search) = &mut self.key {
+            search.update(chunk);
+        }
+    }
+
+    /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
+    /// key and none required — the request passes through unguarded.
+    pub fn finish(self, route: &Route) -> Result<Option<IdempotencyKey>, Refusal> {
+        if let Some(check) = self.signature {
+            check.verify().map_err(Refusal::Signature)?;
+        }
+        let key = match self.key {
+            Key::Decided(key) => key,
+            Key::Body(search) => search.finish().map_err(Refusal::InvalidKey)?,
+        };
+        match key {
+            None if self.required => Err(missing(route)),
+            key => Ok(key),
+        }
+    }
+}
+
+impl Route {
+    /// The scope a callback route's keys live in (the route itself); `None` on API routes, whose
+    /// scope is the client (semantics §2).
+    pub fn own_scope(&self) -> Option<Scope<'_>> {
+        match self.kind {
+            RouteKind::Callback => Some(Scope {
+                source: ROUTE_SCOPE_SOURCE,
+                value: self.prefix.as_bytes(),
+            }),
+            RouteKind::Api => None,
+        }
+    }
+}
+
+impl RouteKind {
+    /// The response facts as this kind of route counts them: on a callback route only a 2xx is
+    /// the delivery's outcome; any other upstream answer releases the claim like a request that
+    /// never reached the upstream, so the provider's next delivery runs again.
+    pub fn screen(self, facts: ResponseFacts) -> ResponseFacts {
+        match (self, facts) {
+            (RouteKind::Callback, ResponseFacts::Upstream { status, .. })
+                if !(200..300).contains(&status) =>
+            {
+                ResponseFacts::NeverReached
+            }
+            (_, facts) => facts,
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "config")]
+mod tests {
+    use super::*;
+    use crate::config::ConfigError;
+    use crate::hash::to_hex;
+    use crate::policy::Policy;
+    use alloc::format;
+    use alloc::vec;
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+
+    const SECRET: &str = "whsec_0123456789";
+    const NOW: UnixMillis = UnixMillis(1_700_000_000_000);
+
+    fn policy(routes: &str) -> Result<Policy, ConfigError> {
+        Policy::from_json(&format!(r#"{{"routes": {routes}}}"#), &|name| {
+            (name == "HOOK_SECRET").then(|| SECRET.into())
+        })
+    }
+
+    fn stripe_header(body: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(format!("1700000000.{body}").as_bytes());
+        format!("t=1700000000,v1={}", to_hex(&mac.finalize().into_bytes()))
+    }
+
+    /// Admits a request through the policy's first route: headers, then the body in 3-byte pieces.
+    fn run(
+        policy: &Policy,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Option<String>, String> {
+        let route = &policy.routes[0];
+        let lookup = |name: &str| -> Vec<&[u8]> {
+            headers
+                .iter()
+                .filter(|(n, _)| *n == name)
+                .map(|(_, v)| v.as_bytes())
+                .collect()
+        };
+        let mut admission = admit(route, &lookup, NOW).map_err(|e| String::from(e.code()))?;
+        for piece in body.as_bytes().chunks(3) {
+            admission.update(piece);
+        }
+        admission
+            .finish(route)
+            .map(|k| k.map(|k| k.as_str().into()))
+            .map_err(|e| e.code().into())
+    }
+
+    #[test]
+    fn stripe_callback_route() {
+        let policy = policy(
+            r#"[{"prefix": "/hooks/stripe", "kind": "callback", "key_from": [{"json": "/id"}],
+                 "signature": {"scheme": "stripe", "secret_env": "HOOK_SECRET"}}]"#,
+        )
+        .unwrap();
+        let route = &policy.routes[0];
+        assert_eq!(route.methods, vec![String::from("POST")]);
+        assert_eq!(route.key, KeyRequirement::Required);
+        let body = r#"{"id":"evt_1","type":"payment_succeeded"}"#;
+        let signed = stripe_header(body);
+        assert_eq!(
+            run(&policy, &[("stripe-signature", &signed)], body),
+            Ok(Some("evt_1".into()))
+        );
+        // Unsigned, or signed for another body: refused, whatever key the body names.
+        assert_eq!(run(&policy, &[], body), Err("signature_missing".into()));
+        let forged = body.replace("evt_1", "evt_2");
+        assert_eq!(
+            run(&policy, &[("stripe-signature", &signed)], &forged),
+            Err("signature_mismatch".into())
+        );
+        // Signed but without an id: the key is required on callback routes.
+        let no_id = r#"{"type":"ping"}"#;
+        let err = admit(route, &|_| vec![], NOW).unwrap_err();
+        assert_eq!(err.code(), "signature_missing");
+        assert_eq!(
+            run(
+                &policy,
+                &[("stripe-signature", &stripe_header(no_id))],
+                no_id
+            ),
+            Err("key_missing".into())
+        );
+        assert_eq!(
+            route.own_scope(),
+            Some(Scope {
+                source: ROUTE_SCOPE_SOURCE,
+                value: b"/hooks/stripe"
+            })
+        );
+    }
+
+    #[test]
+    fn github_callback_route_keys_from_a_header() {
+        let policy = policy(
+            r#"[{"prefix": "/hooks/gh", "kind": "callback",
+                 "key_from": [{"header": "X-GitHub-Delivery"}],
+                 "signature": {"scheme": "github", "secret": "whsec_0123456789"}}]"#,
+        )
+        .unwrap();
+        let body = r#"{"action":"opened"}"#;
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let sig = format!("sha256={}", to_hex(&mac.finalize().into_bytes()));
+        let headers = [
+            ("x-hub-signature-256", sig.as_str()),
+            ("x-github-delivery", "d-1"),
+        ];
+        assert_eq!(run(&policy, &headers, body), Ok(Some("d-1".into())));
+        assert_eq!(
+            run(&policy, &headers, r#"{"action":"closed"}"#),
+            Err("signature_mismatch".into())
+        );
+        assert_eq!(
+            run(&policy, &[("x-hub-signature-256", sig.as_str())], body),
+            Err("key_missing".into())
+        );
+    }
+
+    #[test]
+    fn api_route_with_body_key_sources() {
+        let policy = policy(
+            r#"[{"prefix": "/orders", "key": "required",
+                 "key_from": [{"header": "idempotency-key"}, {"json": "/ClientToken"}, {"form": "client_token"}]}]"#,
+        )
+        .unwrap();
+        assert_eq!(policy.routes[0].own_scope(), None);
+        assert_eq!(
+            run(&policy, &[("idempotency-key", "h1")], "{}"),
+            Ok(Some("h1".into()))
+        );
+        assert_eq!(
+            run(&policy, &[], r#"{"ClientToken":"c1"}"#),
+            Ok(Some("c1".into()))
+        );
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        assert_eq!(
+            run(&policy, &form, "client_token=f1"),
+            Ok(Some("f1".into()))
+        );
+        assert_eq!(
+            run(&policy, &[], r#"{"ClientToken":"a b"}"#),
+            Err("key_invalid_character".into())
+        );
+        let route = &policy.routes[0];
+        let Err(Refusal::MissingKey { sources }) = run_admission(route, "{}") else {
+            panic!("a required key missing from every source is refused")
+        };
+        assert_eq!(
+            sources,
+            "the idempotency-key header, the JSON body field /ClientToken or the form field client_token"
+        );
+        // A required header-only key is refused before the body.
+        let policy = self::policy(r#"[{"prefix": "/orders", "key": "required"}]"#).unwrap();
+        assert_eq!(
+            admit(&policy.routes[0], &|_| vec![], NOW)
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("key_missing")
+        );
+    }
+
+    fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {
+        let mut admission = admit(route, &|_| vec![], NOW)?;
+        admission.update(body.as_bytes());
+        admission.finish(route)
+    }
+
+    #[test]
+    fn only_2xx_is_a_deliverys_outcome() {
+        let answer = |status| ResponseFacts::Upstream {
+            status,
+            headers: vec![],
+            body: None,
+        };
+        for status in [400, 401, 404, 409, 422, 500, 503] {
+            assert_eq!(
+                RouteKind::Callback.screen(answer(status)),
+                ResponseFacts::NeverReached
+            );
+            assert_eq!(RouteKind::Api.screen(answer(status)), answer(status));
+        }
+        assert_eq!(RouteKind::Callback.screen(answer(200)), answer(200));
+        assert_eq!(RouteKind::Callback.screen(answer(204)), answer(204));
+        assert_eq!(
+            RouteKind::Callback.screen(ResponseFacts::InDoubt),
+            ResponseFacts::InDoubt
+        );
+    }
+
+    /// The README's copyable example is a valid configuration, and means what it says.
+    #[test]
+    fn readme_example_compiles() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
+        let start = section.find("```json\n").unwrap() + "```json\n".len();
+        let json = &section[start..start + section[start..].find("```").unwrap()];
+        let policy = Policy::from_json(json, &|name| {
+            name.ends_with("_WEBHOOK_SECRET")
+                .then(|| String::from(SECRET))
+        })
+        .unwrap();
+        let kinds: Vec<RouteKind> = policy.routes.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [RouteKind::Callback, RouteKind::Callback, RouteKind::Api]
+        );
+        assert!(policy.routes[..2].iter().all(|r| r.signature.is_some()));
+        assert_eq!(policy.routes[2].key_from.len(), 2);
+    }
+
+    #[test]
+    fn configuration_errors() {
+        let field = |routes: &str| policy(routes).unwrap_err().field().map(String::from);
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "kind": "callback"}]"#),
+            Some("routes[0].key_from".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "signature": {"scheme": "github", "secret": "whsec_0123456789"}}]"#
+            ),
+            Some("routes[0].signature".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "github", "secret": "whsec_0123456789", "tolerance": "5m"}}]"#
+            ),
+            Some("routes[0].signature.tolerance".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "stripe", "secret_env": "UNSET"}}]"#
+            ),
+            Some("routes[0].signature.secret_env".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "stripe", "secret": "short"}}]"#
+            ),
+            Some("routes[0].signature.secret".into())
+        );
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "key_from": [{"json": "id"}]}]"#),
+            Some("routes[0].key_from[0]".into())
+        );
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "key_from": []}]"#),
+            Some("routes[0].key_from".into())
+        );
+        let syntax = policy(r#"[{"prefix": "/h", "key_from": [{"query": "id"}]}]"#).unwrap_err();
+        assert_eq!(syntax.code(), "config_syntax");
+        let syntax = policy(r#"[{"prefix": "/h", "kind": "webhook"}]"#).unwrap_err();
+        assert_eq!(syntax.code(), "config_syntax");
+    }
+}

@@ -1,0 +1,151 @@
+//! Issue 15: keys from body fields and callback routes, in a real Envoy. (Signed webhooks from real
+//! provider SDKs are driven by the Node tests in `tests/clients`, `make test-clients`.)
+
+use crate::client::Request;
+use crate::harness::{Envoy, Setup};
+use crate::upstream::Upstream;
+
+const CONFIG: &str = r#"{
+  "routes": [
+    { "prefix": "/tokens", "key": "required",
+      "key_from": [{ "header": "idempotency-key" }, { "json": "/ClientToken" }] },
+    { "prefix": "/forms", "key": "required", "key_from": [{ "form": "client_token" }] },
+    { "prefix": "/hooks", "kind": "callback", "key_from": [{ "header": "x-delivery" }] }
+  ],
+  "fingerprint": { "mode": "raw" },
+  "lease": "2s"
+}"#;
+
+fn token_body(token: &str, sku: &str) -> String {
+    format!("{{\"ClientToken\":{token},\"sku\":\"{sku}\"}}")
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn keys_from_json_and_form_bodies() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(CONFIG, upstream.port));
+    let port = envoy.port;
+    let post = |path: &str, body: &str| Request::new("POST", path).json(body);
+
+    // The key is the body's /ClientToken: a retry is replayed, another payload is a 422.
+    let first = post("/tokens", &token_body("\"ct-1\"", "A")).send(port);
+    assert_eq!(first.status, 201, "{}", first.text());
+    let retry = post("/tokens", &token_body("\"ct-1\"", "A")).send(port);
+    assert!(retry.replayed());
+    assert_eq!(retry.body, first.body);
+    let other = post("/tokens", &token_body("\"ct-1\"", "B")).send(port);
+    assert_eq!(other.status, 422);
+    assert_eq!(other.problem_code(), "key_reused");
+    assert_eq!(upstream.path_hits("/tokens"), 1);
+
+    // The header comes first in `key_from`: when present, it is the key.
+    let by_header = post("/tokens", &token_body("\"ct-1\"", "A"))
+        .header("idempotency-key", "h-1")
+        .send(port);
+    assert_eq!(by_header.status, 201);
+    assert!(!by_header.replayed());
+    assert_eq!(upstream.path_hits("/tokens"), 2);
+
+    // A number is a key too; an object is not; the key rules apply to body keys as well.
+    assert_eq!(
+        post("/tokens", &token_body("12345", "A")).send(port).status,
+        201
+    );
+    let object = post("/tokens", &token_body("{\"a\":1}", "A")).send(port);
+    assert_eq!(
+        (object.status, object.problem_code()),
+        (400, "key_not_text".into())
+    );
+    let spaced = post("/tokens", &token_body("\"a b\"", "A")).send(port);
+    assert_eq!(spaced.problem_code(), "key_invalid_character");
+    let long = post(
+        "/tokens",
+        &token_body(&format!("\"{}\"", "k".repeat(256)), "A"),
+    )
+    .send(port);
+    assert_eq!(long.problem_code(), "key_too_long");
+    let none = post("/tokens", "{\"sku\":\"A\"}").send(port);
+    assert_eq!(
+        (none.status, none.problem_code()),
+        (400, "key_missing".into())
+    );
+    assert!(none.text().contains("/ClientToken"), "{}", none.text());
+    assert_eq!(
+        upstream.path_hits("/tokens"),
+        3,
+        "refused requests never reach the upstream"
+    );
+
+    // A form field.
+    let form = |body: &str| {
+        let mut request = Request::new("POST", "/forms")
+            .header("content-type", "application/x-www-form-urlencoded");
+        request.body = body.as_bytes().to_vec();
+        request
+    };
+    let first = form("amount=500&client_token=f%2D1").send(port);
+    assert_eq!(first.status, 201, "{}", first.text());
+    let retry = form("amount=500&client_token=f%2D1").send(port);
+    assert!(retry.replayed());
+    // `%2D` and `-` decode to the same key; under `raw` fingerprints the bytes differ: 422.
+    let respelled = form("amount=500&client_token=f-1").send(port);
+    assert_eq!(respelled.problem_code(), "key_reused");
+    let clash = form("client_token=a&client_token=b").send(port);
+    assert_eq!(clash.problem_code(), "key_conflicting");
+    assert_eq!(upstream.path_hits("/forms"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_callback_route_stores_only_success_and_is_scoped_to_the_route() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(CONFIG, upstream.port));
+    let port = envoy.port;
+    let delivery = |id: &str| {
+        Request::new("POST", "/hooks/payments")
+            .header("x-delivery", id)
+            .json("{\"event\":\"paid\"}")
+    };
+
+    // The handler fails: the answer is passed on and the key released — the next delivery runs.
+    let failed = delivery("d-1").script("status=500").send(port);
+    assert_eq!(failed.status, 500);
+    let conflict = delivery("d-1").script("status=409").send(port);
+    assert_eq!(
+        conflict.status, 409,
+        "the upstream's own 409, not the edge's"
+    );
+    assert_eq!(upstream.path_hits("/hooks/payments"), 2);
+    let ok = delivery("d-1").send(port);
+    assert_eq!(ok.status, 201);
+    assert!(!ok.replayed());
+    // Stored: every later delivery gets the acknowledgement, whoever sends it (the route is the
+    // scope: the `authorization` of a caller does not make another namespace).
+    for auth in ["", "Bearer someone"] {
+        let mut again = delivery("d-1");
+        if !auth.is_empty() {
+            again = again.header("authorization", auth);
+        }
+        let again = again.send(port);
+        assert_eq!(again.status, 201);
+        assert!(again.replayed());
+        assert_eq!(again.body, ok.body);
+    }
+    assert_eq!(upstream.path_hits("/hooks/payments"), 3);
+
+    // A delivery without its id is refused: the delivery id is required on callback routes.
+    let anonymous = Request::new("POST", "/hooks/payments")
+        .json("{}")
+        .send(port);
+    assert_eq!(
+        (anonymous.status, anonymous.problem_code()),
+        (400, "key_missing".into())
+    );
+    assert!(
+        anonymous.text().contains("x-delivery"),
+        "{}",
+        anonymous.text()
+    );
+    assert_eq!(upstream.path_hits("/hooks/payments"), 3);
+}

@@ -1,0 +1,228 @@
+//! An in-process model of the store service (issue 13), for the remote store path: `POST /v1/op`
+//! carrying the core's wire protocol (`idemgate_core::remote`), decided by the core's own
+//! [`remote::apply`] on an in-memory map — one record per key, the record's expiry as the
+//! engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
+//! shares the model, as Redis `TIME` is for the real service). Register the same `Arc` as a
+//! cluster of two simulated Envoys to make them a fleet. Its answers are the real service's: 200
+//! with an outcome, 400 with `remote_bad_request` for a body it cannot read, 404 elsewhere.
+
+use crate::envoy::world::lock;
+use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
+use idemgate_core::record::Record;
+use idemgate_core::remote::{self, client::PATH, Change, Failure};
+use idemgate_core::time::UnixMillis;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+#[derive(Debug)]
+pub struct StoreService {
+    clock: Clock,
+    records: Mutex<BTreeMap<[u8; 32], Record>>,
+    /// Every operation decided, in order: (the request, the response).
+    log: Mutex<Vec<(remote::Request, remote::Response)>>,
+}
+
+impl StoreService {
+    /// A store deciding on `clock` (pass a simulated Envoy's clock, or one the fleet shares).
+    pub fn new(clock: Clock) -> Self {
+        StoreService {
+            clock,
+            records: Mutex::new(BTreeMap::new()),
+            log: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The record under `key`, as the engine holds it (expired ones included until overwritten).
+    pub fn record(&self, key: &idemgate_core::scope::StorageKey) -> Option<Record> {
+        lock(&self.records).get(&key.0).cloned()
+    }
+
+    /// Every operation it decided, with its answer.
+    pub fn log(&self) -> Vec<(remote::Request, remote::Response)> {
+        lock(&self.log).clone()
+    }
+
+    fn answer(status: u16, body: Vec<u8>, content_type: &str) -> Outcome {
+        let mut answer = Answer::new(status);
+        answer
+            .headers
+            .push(("content-type".into(), content_type.as_bytes().to_vec()));
+        answer.body = body;
+        Outcome::Answer(answer)
+    }
+}
+
+impl Service for StoreService {
+    fn serve(&self, request: &CalloutRequest) -> Outcome {
+        if request.method() != "POST" || request.path() != PATH {
+            return Self::answer(404, b"not found\n".to_vec(), "text/plain");
+        }
+        let decoded = match remote::Request::decode(&request.body) {
+            Ok(decoded) => decoded,
+            Err(_) => {
+                let failed = remote::Response::Failed(Failure::BadRequest).encode();
+                return Self::answer(400, failed, remote::CONTENT_TYPE);
+            }
+        };
+        let now = UnixMillis(self.clock.now_ms());
+        let mut records = lock(&self.records);
+        let key = decoded.key().0;
+        let (response, change) = remote::apply(&decoded, records.get(&key), now);
+        match change {
+            Change::Keep => {}
+            Change::Put(record) => {
+                records.insert(key, record);
+            }
+            Change::Delete => {
+                records.remove(&key);
+            }
+        }
+        drop(records);
+        let status = match &response {
+            remote::Response::Failed(Failure::BadRequest) => 400,
+            remote::Response::Failed(_) => 503,
+            _ => 200,
+        };
+        let body = response.encode();
+        lock(&self.log).push((decoded, response));
+        Self::answer(status, body, remote::CONTENT_TYPE)
+    }
+
+    fn shared_state(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envoy::HeaderMap;
+    use idemgate_core::fingerprint::Fingerprint;
+    use idemgate_core::policy::Policy;
+    use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
+    use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
+    use idemgate_core::remote::client;
+    use idemgate_core::scope::StorageKey;
+    use std::time::Duration;
+
+    fn post(worker: usize, body: Vec<u8>) -> CalloutRequest {
+        let mut headers = HeaderMap::new();
+        headers.add(":method", b"POST");
+        headers.add(":path", PATH.as_bytes());
+        headers.add(":authority", b"store");
+        CalloutRequest {
+            worker,
+            token: 4,
+            cluster: "store".into(),
+            headers,
+            body,
+            trailers: HeaderMap::new(),
+            timeout_ms: 500,
+            sent_at_ms: 0,
+            writes_before: 0,
+        }
+    }
+
+    /// Sends `request` as worker `worker` would and decodes the answer as the filter does.
+    fn call(store: &StoreService, worker: usize, request: &remote::Request) -> remote::Response {
+        let Outcome::Answer(answer) = store.serve(&post(worker, request.encode())) else {
+            panic!("the store model always answers")
+        };
+        client::answer(client::Answer {
+            status: Some(answer.status),
+            body: &answer.body,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_fleet_sharing_the_model_claims_once_and_replays_the_stored_answer() {
+        let clock = Clock::default();
+        let store = StoreService::new(clock.clone());
+        let policy = Policy::defaults();
+        let key = StorageKey([7; 32]);
+        let claim =
+            |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+
+        let first = call(&store, 0, &claim(1)).into_claim().unwrap();
+        assert!(
+            matches!(
+                first,
+                ClaimOutcome::Forward {
+                    takeover: false,
+                    ..
+                }
+            ),
+            "{first:?}"
+        );
+        let second = call(&store, 1, &claim(2)).into_claim().unwrap();
+        assert!(
+            matches!(second, ClaimOutcome::Conflict { .. }),
+            "{second:?}"
+        );
+
+        let stored = StoredResponse {
+            status: 201,
+            headers: vec![],
+            body: StoredBody::Kept(br#"{"id":1}"#.to_vec()),
+        };
+        let finish = |owner: u8| remote::Request::Finish {
+            key,
+            owner: OwnerToken([owner; 16]),
+            ttl: policy.ttl,
+            end: remote::wire::End::Store(stored.clone()),
+        };
+        // A stale owner cannot end the claim; its owner can.
+        let stale = call(&store, 1, &finish(2)).into_finish().unwrap();
+        assert_eq!(stale, FinishOutcome::NotOwner);
+        let done = call(&store, 0, &finish(1)).into_finish().unwrap();
+        assert!(!matches!(done, FinishOutcome::NotOwner), "{done:?}");
+
+        clock.advance(Duration::from_secs(120));
+        let replay = call(&store, 1, &claim(3)).into_claim().unwrap();
+        assert_eq!(replay, ClaimOutcome::Replay(stored));
+        assert_eq!(store.log().len(), 5);
+    }
+
+    #[test]
+    fn a_body_it_cannot_read_is_a_400_the_filter_understands() {
+        let store = StoreService::new(Clock::default());
+        let Outcome::Answer(answer) = store.serve(&post(0, b"garbage".to_vec())) else {
+            panic!("the store model always answers")
+        };
+        assert_eq!(answer.status, 400);
+        let decoded = client::answer(client::Answer {
+            status: Some(400),
+            body: &answer.body,
+        })
+        .unwrap();
+        assert_eq!(decoded, remote::Response::Failed(Failure::BadRequest));
+    }
+
+    #[test]
+    fn a_lost_reply_to_a_claim_still_claims() {
+        use crate::envoy::callouts::{resolve, CalloutFault, Delivery, PendingCallout};
+        let store = StoreService::new(Clock::default());
+        let policy = Policy::defaults();
+        let key = StorageKey([9; 32]);
+        let claim =
+            |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+        for fault in [CalloutFault::ResetAfterHeaders, CalloutFault::Timeout] {
+            let lost = PendingCallout {
+                request: post(0, claim(1).encode()),
+                fault: Some(fault),
+                from_context: 2,
+            };
+            let (reached, _, delivery) = resolve(Some(&store), &lost);
+            assert!(reached, "{fault:?}");
+            assert!(
+                delivery == Delivery::Failure || delivery.status() == Some(504),
+                "{fault:?}: the filter gets no outcome"
+            );
+        }
+        // The store acted on the first claim whose reply was lost: the key is held.
+        assert!(matches!(store.record(&key), Some(Record::InFlight(_))));
+        let other = call(&store, 1, &claim(2)).into_claim().unwrap();
+        assert!(matches!(other, ClaimOutcome::Conflict { .. }), "{other:?}");
+    }
+}
