@@ -66,7 +66,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 28] = [
+    pub const ALL: [Counter; 29] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
