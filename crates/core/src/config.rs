@@ -40,6 +40,7 @@ pub struct Config {
     pub store_responses: Option<StoreConfig>,
     pub release_statuses: Option<Vec<u16>>,
     pub max_request_body: Option<Size>,
+    pub hashing_budget: Option<Size>,
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
@@ -190,6 +191,7 @@ pub mod defaults {
     pub const TTL: &str = "24h";
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
+    pub const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
     pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
@@ -280,6 +282,7 @@ impl Policy {
                 replay_headers: Vec::new(),
                 store_rule: StoreRule::StoreAll,
                 max_request_body: defaults::MAX_REQUEST_BODY,
+                hashing_budget: defaults::HASHING_BUDGET,
                 max_response_body: defaults::MAX_RESPONSE_BODY,
                 max_relay_body: defaults::MAX_RELAY_BODY,
                 capacity: Capacity {
@@ -418,6 +421,17 @@ impl Config {
             self.max_request_body.as_ref(),
             defaults::MAX_REQUEST_BODY,
         )?;
+        let hashing_budget = size(
+            "hashing_budget",
+            self.hashing_budget.as_ref(),
+            defaults::HASHING_BUDGET.max(max_request_body),
+        )?;
+        if hashing_budget < max_request_body {
+            return Err(invalid(
+                "hashing_budget",
+                "must be at least `max_request_body` (one stream alone could never finish)",
+            ));
+        }
         let max_response_body = size(
             "max_response_body",
             self.max_response_body.as_ref(),
@@ -487,6 +501,7 @@ impl Config {
             replay_headers,
             store_rule,
             max_request_body,
+            hashing_budget,
             max_response_body,
             max_relay_body,
             capacity,

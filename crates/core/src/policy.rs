@@ -273,6 +273,8 @@ pub struct Policy {
     pub replay_headers: Vec<String>,
     pub store_rule: StoreRule,
     pub max_request_body: u64,
+    /// Body bytes all of a VM's streams may have in fingerprinting at once (issue 14).
+    pub hashing_budget: u64,
     pub max_response_body: u64,
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,

@@ -85,6 +85,7 @@ mod tests {
             settle_updates: false,
             owners: OwnerTokens::new([7; 16]),
             callouts: Rc::new(RefCell::new(CalloutTable::default())),
+            hashing: Rc::default(),
         });
         let mut table = CalloutTable::default();
         assert!(table.insert(1, exchange(&shared, 10)).is_none());

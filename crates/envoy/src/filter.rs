@@ -16,6 +16,7 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
+use crate::budget::Reservation;
 use crate::callout::Pending;
 use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
@@ -44,6 +45,8 @@ struct Hashing {
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
     token: Option<VerifiedToken>,
+    /// This stream's share of the VM's `hashing_budget` (returned when hashing ends).
+    reservation: Reservation,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
 }
@@ -487,6 +490,7 @@ impl Filter {
             seen: 0,
             token,
             held,
+            reservation: Reservation::new(Rc::clone(&self.shared.hashing)),
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -507,6 +511,10 @@ impl Filter {
             return self.reply(&EdgeAnswer::BodyTooLarge {
                 limit: policy.max_request_body,
             });
+        }
+        if !hashing.reservation.grow(size as u64, policy.hashing_budget) {
+            self.count(Counter::HashingBudgetExceeded);
+            return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
         let chunk = host::body(BufferType::HttpRequestBody, size);
         if let KeyState::Pending { admission, .. } = &mut hashing.key {

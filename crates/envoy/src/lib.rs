@@ -18,6 +18,7 @@
 
 pub mod abi;
 pub mod access_log;
+pub mod budget;
 pub mod callout;
 pub mod client;
 pub mod detached;

@@ -28,6 +28,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "store_responses",
     "release_statuses",
     "max_request_body",
+    "hashing_budget",
     "max_response_body",
     "capacity",
     "records_per_cell",
@@ -96,6 +97,7 @@ impl Config {
                 }
                 "release_statuses" => c.release_statuses = opt(value, |v| list(at, v, integer))?,
                 "max_request_body" => c.max_request_body = opt(value, |v| size(at, v))?,
+                "hashing_budget" => c.hashing_budget = opt(value, |v| size(at, v))?,
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
                 "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
