@@ -64,9 +64,14 @@ pub struct World(Arc<Shared>);
 
 impl World {
     pub fn new(seed: u64) -> Self {
+        Self::with_clock(seed, Clock::default())
+    }
+
+    /// A world reading `clock` (one wall clock for the simulated Envoys of a fleet).
+    pub fn with_clock(seed: u64, clock: Clock) -> Self {
         World(Arc::new(Shared {
             shared_data: Mutex::new(SharedData::default()),
-            clock: Clock::default(),
+            clock,
             metrics: Mutex::new(Metrics::default()),
             logs: Mutex::new(Vec::new()),
             entropy: Mutex::new(Entropy::seeded(seed)),

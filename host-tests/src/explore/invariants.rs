@@ -38,7 +38,10 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
     }
     let executions = executions(plan, run);
     let calls = executions.len();
-    if calls > plan.max_upstream_calls || (calls == 0 && !plan.client_may_leave) {
+    // A fleet whose store lost a claim's reply may end with no execution (the others got 409).
+    let may_run_none =
+        plan.client_may_leave || (plan.store.is_some() && !plan.callout_faults.is_empty());
+    if calls > plan.max_upstream_calls || (calls == 0 && !may_run_none) {
         return Err(format!(
             "{calls} executions reached the upstream (allowed: 1..={}): {:?} {:?}",
             plan.max_upstream_calls, run.upstream_calls, run.callouts
@@ -56,7 +59,11 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
         .map(|a| a.actor)
         .collect();
     transitions(&run.writes, &forwarded)?;
-    let completed = completed_responses(&run.writes)?;
+    let completed = if plan.store.is_some() {
+        store_completed(run)
+    } else {
+        completed_responses(&run.writes)?
+    };
     no_execution_after_completion(&run.writes, &executions)?;
     completed_answers_are_executions(plan, run, &completed)?;
     answered_executions_are_recorded(plan, run, &completed)?;
@@ -119,6 +126,9 @@ fn is_conflict(answer: &ClientAnswer) -> bool {
 }
 
 fn answers(plan: &Plan, run: &Run) -> Result<(), String> {
+    // A fleet whose store may lose replies: a request whose claim got no answer gets the
+    // failure mode's problem answer.
+    let store_failed = plan.store.is_some() && !plan.callout_faults.is_empty();
     let stored: Vec<&Response> = run
         .actors
         .iter()
@@ -134,8 +144,11 @@ fn answers(plan: &Plan, run: &Run) -> Result<(), String> {
             (Some(answer), true, Some(upstream)) => is_original(answer, upstream),
             (None, true, Some(Upstream::ClientGone)) => true,
             (Some(answer), false, _) => {
-                is_conflict(answer) || stored.iter().any(|r| is_replay_of(answer, r))
+                is_conflict(answer)
+                    || stored.iter().any(|r| is_replay_of(answer, r))
+                    || (store_failed && is_problem(answer) && answer.status >= 500)
             }
+            (None, false, _) => actor.left,
             _ => false,
         };
         if !ok {
@@ -204,6 +217,37 @@ fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
     Ok(found)
 }
 
+/// A fleet: the answers the store service completed records with (finishes it applied), with
+/// the index of the store operation.
+fn store_completed(run: &Run) -> Vec<Stored> {
+    use idemgate_core::protocol::FinishOutcome;
+    use idemgate_core::remote::{wire::End, Request, Response};
+    let mut found: Vec<Stored> = Vec::new();
+    for (n, (request, response)) in run.store_log.iter().enumerate() {
+        let (
+            Request::Finish {
+                end: End::Store(stored),
+                ..
+            },
+            Response::Finish(outcome),
+        ) = (request, response)
+        else {
+            continue;
+        };
+        if *outcome != FinishOutcome::Stored {
+            continue;
+        }
+        let body = match &stored.body {
+            StoredBody::Kept(body) => Some(body.clone()),
+            _ => None,
+        };
+        if !found.iter().any(|f| f.0 == stored.status && f.1 == body) {
+            found.push((stored.status, body, n));
+        }
+    }
+    found
+}
+
 /// No execution starts once its key's record is completed (while the record lives: the runs are
 /// far shorter than its TTL).
 fn no_execution_after_completion(writes: &[Write], executions: &[Execution]) -> Result<(), String> {
@@ -231,6 +275,7 @@ fn execution_answers(plan: &Plan, run: &Run) -> Vec<(u16, Vec<u8>)> {
     let mut answers: Vec<(u16, Vec<u8>)> = run
         .callouts
         .iter()
+        .filter(|c| Some(&c.request.cluster) != plan.store.as_ref())
         .filter_map(|c| match &c.delivery {
             Delivery::Response { headers, body, .. } if headers.get(UPSTREAM_MARK).is_some() => {
                 c.delivery.status().map(|s| (s, body.clone()))

@@ -4,13 +4,14 @@
 
 use super::chooser::Chooser;
 use super::turnstile::Turnstile;
+use crate::envoy::Clock;
 use crate::envoy::{
     CalloutFault, CalloutRecord, Chain, ClientAnswer, Gate, Outcome, Phase, UpstreamCall, VmSetup,
     Worker, World, Write,
 };
 use crate::error::{HarnessError, Result};
 use crate::runtime::FilterModule;
-use crate::scenario::{Orders, Request, Upstream};
+use crate::scenario::{Orders, Request, StoreService, Upstream};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +43,10 @@ pub struct Plan {
     /// Callout faults for the plan's cluster, in dispatch order (whichever worker dispatches
     /// first gets the first).
     pub callout_faults: Vec<(CalloutFault, usize)>,
+    /// A fleet on the remote store: each request on its own simulated Envoy (nothing shared but
+    /// the wall clock and one [`StoreService`] behind this cluster, fresh per run); the callout
+    /// faults then hit the first Envoy's store callouts.
+    pub store: Option<String>,
 }
 
 impl Plan {
@@ -62,7 +67,20 @@ impl Plan {
             callouts: None,
             client_may_leave: false,
             callout_faults: Vec::new(),
+            store: None,
         }
+    }
+
+    /// `n` copies of `request`, each on its own simulated Envoy; the filters keep their records
+    /// in the remote store (the cluster "store", served by one in-process [`StoreService`]); the
+    /// upstream answers `response`; exactly one may reach the upstream.
+    pub fn fleet(n: usize, request: Request, response: crate::scenario::Response) -> Plan {
+        let mut plan = Plan::concurrent(n, request, response);
+        plan.config = String::from(
+            r#"{"capacity": 64, "store": {"kind": "remote", "cluster": "store", "timeout": "2s"}}"#,
+        );
+        plan.store = Some("store".into());
+        plan
     }
 
     /// `n` copies of `request` on `n` workers, with detached execution: the filter sends each
@@ -149,6 +167,11 @@ pub struct Run {
     /// Every callout answered (or failed), in order.
     pub callouts: Vec<CalloutRecord>,
     pub writes: Vec<Write>,
+    /// A fleet's store operations, in the order the store decided them (request, response).
+    pub store_log: Vec<(
+        idemgate_core::remote::Request,
+        idemgate_core::remote::Response,
+    )>,
     /// The same request as actor 0's, sent after everything ended and the lease passed.
     pub followup: std::result::Result<Option<ClientAnswer>, String>,
     pub anomalies: Vec<String>,
@@ -244,7 +267,8 @@ fn drive(
             turnstile.park(actor, "gets its callout's answer");
         }
         worker.deliver_callout(token)?;
-        report.forwarded = true;
+        // A detached execution; a store's answer is not one.
+        report.forwarded |= plan.callouts.is_some();
     }
     // The router path: the upstream was contacted when the request passed the filter.
     if worker.stream(context).is_some_and(|s| s.upstream_started) {
@@ -255,6 +279,13 @@ fn drive(
             }
             crate::scenario::upstream::deliver(&mut worker, context, upstream)?;
         }
+    }
+    // The remote store: the finish (and its resends) after the response.
+    while let Some(token) = worker.pending_callouts().first().map(|c| c.token) {
+        if timed || plan.client_may_leave {
+            turnstile.park(actor, "gets its store callout's answer");
+        }
+        worker.deliver_callout(token)?;
     }
     report.answer = worker.stream(context).and_then(|s| s.answer.clone());
     Ok(())
@@ -279,6 +310,8 @@ fn followup(plan: &Plan, module: &FilterModule, world: &World) -> Result<Option<
     for (i, chunk) in chunks.iter().enumerate() {
         worker.request_body(context, chunk, i + 1 == chunks.len())?;
     }
+    // The remote store's claim.
+    worker.deliver_all_callouts()?;
     if worker.stream(context).is_some_and(|s| s.upstream_started) {
         if let Some(Upstream::Respond(response)) = plan.upstream.first() {
             crate::scenario::upstream::respond(&mut worker, context, response)?;
@@ -293,27 +326,48 @@ const STEP_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Runs `plan` once, in the order `chooser` picks.
 pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Result<Run> {
-    let world = World::new(plan.seed);
+    let actors = plan.requests.len();
+    // One world (one Envoy) for every worker, or one per worker for a fleet.
+    let clock = Clock::default();
+    let store = plan
+        .store
+        .as_ref()
+        .map(|cluster| (cluster, Arc::new(StoreService::new(clock.clone()))));
+    let worlds: Vec<World> = match &store {
+        None => vec![World::new(plan.seed)],
+        Some((cluster, service)) => (0..actors)
+            .map(|i| {
+                let world = World::with_clock(plan.seed + i as u64, clock.clone());
+                world.add_cluster(cluster, service.clone());
+                world
+            })
+            .collect(),
+    };
+    let world_of = |actor: usize| worlds[actor.min(worlds.len() - 1)].clone();
+    let world = world_of(0);
     if let Some((cluster, outcomes)) = &plan.callouts {
         world.add_cluster(cluster, Arc::new(Orders::with_outcomes(outcomes.clone())));
+    }
+    if let Some(cluster) = plan.callouts.as_ref().map(|c| &c.0).or(plan.store.as_ref()) {
         for (fault, times) in &plan.callout_faults {
             world.faults().callout(cluster, *fault, *times);
         }
     }
-    let actors = plan.requests.len();
     // Envoy configures its VMs before the listener takes traffic, so the store's cells (which the
     // filter creates when configured) exist before the first request. A VM configured here first
     // makes that so before the CAS counter is set: the forced values then land on request writes.
-    Worker::start(
-        module,
-        world.clone(),
-        actors + 1,
-        VmSetup {
-            plugin_config: plan.config.clone().into_bytes(),
-            chain: plan.chain,
-            ..VmSetup::default()
-        },
-    )?;
+    for world in &worlds {
+        Worker::start(
+            module,
+            world.clone(),
+            actors + 1,
+            VmSetup {
+                plugin_config: plan.config.clone().into_bytes(),
+                chain: plan.chain,
+                ..VmSetup::default()
+            },
+        )?;
+    }
     if let Some(cas) = plan.first_cas {
         world.shared_data().set_next_cas(cas);
     }
@@ -324,7 +378,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
     let reports = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..actors)
             .map(|i| {
-                let (world, turnstile) = (world.clone(), turnstile.clone());
+                let (world, turnstile) = (world_of(i), turnstile.clone());
                 scope.spawn(move || actor(plan, module, world, turnstile, i))
             })
             .collect();
@@ -378,10 +432,17 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
             "a worker did not reach its next step in {STEP_TIMEOUT:?}; trace: {trace:?}"
         )));
     }
-    let upstream_calls = world.upstream_calls();
-    let callouts = world.callouts();
+    let upstream_calls = worlds.iter().flat_map(|w| w.upstream_calls()).collect();
+    let callouts = worlds.iter().flat_map(|w| w.callouts()).collect();
     let writes = world.shared_data().log().to_vec();
+    let anomalies = worlds.iter().flat_map(|w| w.anomalies()).collect();
     let clock_jumped = plan.clock_jump.is_some() && jump.is_none();
+    // The store's decisions during the run (the follow-up's are its own).
+    let store_log = store.as_ref().map(|(_, s)| s.log()).unwrap_or_default();
+    if let Some((cluster, _)) = &store {
+        // The fault plan is the run's: one its requests left unused is not the follow-up's.
+        while world.faults().take_callout(cluster).is_some() {}
+    }
     let followup = followup(plan, module, &world).map_err(|e| e.to_string());
     Ok(Run {
         trace,
@@ -389,8 +450,9 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
         upstream_calls,
         callouts,
         writes,
+        store_log,
         followup,
-        anomalies: world.anomalies(),
+        anomalies,
         clock_jumped,
     })
 }
