@@ -5,6 +5,7 @@ mod abi;
 mod callouts;
 mod detached;
 mod failures;
+mod fleet;
 mod interleavings;
 mod scenarios;
 mod support;
