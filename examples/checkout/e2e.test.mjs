@@ -58,10 +58,14 @@ async function orders() {
   return res.json();
 }
 
-async function openPage(query = '') {
+async function openPage(query = '', { beforeLoad } = {}) {
   const page = await browser.newPage();
+  await beforeLoad?.(page);
   await page.goto(`${stack.url}/${query}`);
-  await page.waitForFunction(() => document.getElementById('count').textContent !== '');
+  // Ready when the guard is on the Pay button (app.js sets data-ready). Not the `load` event: the
+  // package's wasm loads by top-level await, which `load` does not wait for, and a click before the
+  // guard is there submits the form natively (a navigation, no order, then a timeout).
+  await page.waitForFunction(() => document.getElementById('cart').dataset.ready === 'true');
   return page;
 }
 
@@ -99,6 +103,41 @@ test('a double and a triple click on Pay make one order each', async () => {
     : join(here, '..', '..', 'target', 'checkout-screenshot.png');
   mkdirSync(dirname(shot), { recursive: true });
   await page.screenshot({ path: shot });
+  await page.close();
+});
+
+test('a loaded machine: a slow package load and a double click answered between its clicks still make one order', async () => {
+  // The package's wasm arrives 1.5 s late (as on a busy machine): Pay stays disabled until the
+  // guard is on it, so the test's click cannot submit the form natively (a navigation, no order).
+  const page = await openPage('', {
+    beforeLoad: (p) => p.route('**/idemgate_web_bg.wasm', async (route) => {
+      await new Promise((r) => setTimeout(r, 1500));
+      await route.continue();
+    }),
+  });
+  const url = page.url();
+  const before = await orders();
+  // The double click's first click, then its answer, then its second click (detail 2) and a third:
+  // the button is enabled again by then, and those clicks must not be a second payment.
+  const box = await page.locator('#pay').boundingBox();
+  await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+  await page.mouse.down({ clickCount: 1 });
+  await page.mouse.up({ clickCount: 1 });
+  const first = await outcome(page);
+  assert.equal(first.state, 'succeeded', first.text);
+  assert.equal(first.disabled, false, 'the button is enabled again before the second click');
+  for (const clickCount of [2, 3]) {
+    await page.mouse.down({ clickCount });
+    await page.mouse.up({ clickCount });
+  }
+  // A click that submits says in_flight synchronously, inside its own dispatch: none did.
+  assert.equal(await page.evaluate(() => document.getElementById('status').dataset.state), 'succeeded');
+  const attempts = await page.evaluate(() => [...document.querySelectorAll('#attempts li')].map((li) => li.textContent));
+  const after = await orders();
+  assert.equal(page.url(), url, 'no native form submission');
+  assert.equal(after.count, before.count + 1, `one order for one double click: ${JSON.stringify(attempts)}`);
+  assert.equal(after.received, before.received + 1, 'only one request reached the order service');
+  assert.equal(attempts.length, 1, JSON.stringify(attempts));
   await page.close();
 });
 

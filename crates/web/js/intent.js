@@ -218,18 +218,30 @@ export function guardSubmit(element, options = {}) {
       },
     );
   };
+  // The 2nd and later clicks of one double or triple click (`detail` > 1) belong to the gesture whose
+  // first click submitted: they never start a submission. While it is in flight the disabled button
+  // swallows them; but a fast answer (or a loaded machine) can re-enable the button between the
+  // clicks, and that second click would otherwise be a new intent with a new key: a second payment.
+  const isRepeatClick = (event) => event.type === 'click' && event.detail > 1;
   const onEvent = (event) => {
     event.preventDefault();
+    if (isRepeatClick(event)) return;
     submit().catch(() => {});
+  };
+  // A form submits from its buttons' clicks: a repeat click is cancelled before it submits the form.
+  const onControlClick = (event) => {
+    if (isRepeatClick(event)) event.preventDefault();
   };
   const eventName = isForm ? 'submit' : 'click';
   element.addEventListener(eventName, onEvent);
+  if (isForm) for (const el of controls) el.addEventListener('click', onControlClick);
 
   return {
     intent,
     submit,
     dispose() {
       element.removeEventListener(eventName, onEvent);
+      if (isForm) for (const el of controls) el.removeEventListener('click', onControlClick);
       unsubscribe();
       restore();
     },

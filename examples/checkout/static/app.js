@@ -112,6 +112,12 @@ guardSubmit(form, {
   },
 });
 
+// Pay is disabled in the HTML until the guard is on it: the package loads its wasm first (top-level
+// await, which does not hold back the page's load event), and a click before that would submit
+// the form without the guard. `data-ready` tells tests (and scripts) the page can take a payment.
+document.getElementById('pay').disabled = false;
+form.dataset.ready = 'true';
+
 form.addEventListener('input', showTotal);
 showTotal();
 refreshCount();

@@ -157,6 +157,8 @@ struct Store {
     port: u16,
     redis: String,
     cluster: bool,
+    /// The service's `--op-timeout`.
+    op_timeout: &'static str,
 }
 
 impl Store {
@@ -164,12 +166,24 @@ impl Store {
         Store::start_on(redis.url(), false)
     }
 
+    /// A service that waits on a stopped Redis for up to 1.5 s (below the filter's store
+    /// timeout of 2 s), so an operation made while Redis is stopped lands once it resumes,
+    /// however slowly a loaded machine schedules the test.
+    fn start_patient(redis: &Redis) -> Store {
+        Store::start_with(redis.url(), false, "1500ms")
+    }
+
     fn start_on(redis: String, cluster: bool) -> Store {
+        Store::start_with(redis, cluster, "300ms")
+    }
+
+    fn start_with(redis: String, cluster: bool, op_timeout: &'static str) -> Store {
         let mut store = Store {
             child: None,
             port: free_port(),
             redis,
             cluster,
+            op_timeout,
         };
         store.spawn();
         store
@@ -178,7 +192,7 @@ impl Store {
     fn spawn(&mut self) {
         let mut child = Command::new(store_binary())
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
-            .args(["--redis", &self.redis, "--op-timeout", "300ms"])
+            .args(["--redis", &self.redis, "--op-timeout", self.op_timeout])
             .args(if self.cluster {
                 &["--cluster"][..]
             } else {
@@ -690,7 +704,9 @@ fn pass_through_forwards_unprotected_while_the_store_is_down() {
 #[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
 fn a_claim_won_for_a_client_that_left_is_released() {
     let redis = Redis::start();
-    let store = Store::start(&redis);
+    // With the default 300 ms, a loaded machine could time the claim out inside the service
+    // before Redis resumes: then no claim lands and there is nothing to release.
+    let store = Store::start_patient(&redis);
     let upstream = Upstream::start();
     // The service waits on Redis longer than the client: the claim lands after the client left.
     let filter = config("");

@@ -118,6 +118,39 @@ describe('submit guard in Chromium', () => {
     await page.close();
   });
 
+  it('the second click of a double click answered in between starts no new submission (button and form)', async () => {
+    // Under load the first click's answer can arrive before the double click's second click: the
+    // button is enabled again by then, and that click (detail 2) must not be a second payment.
+    const page = await openPage();
+    server.script('/api/fast', [{ status: 201 }, { status: 201 }]);
+    server.script('/api/fast-form', [{ status: 201 }, { status: 201 }]);
+    for (const [selector, path] of [['#solo', '/api/fast'], ['#cart', '/api/fast-form']]) {
+      await page.evaluate(() => { window.guard?.dispose(); window.states = []; });
+      await bind(page, selector, path, selector === '#solo' ? { payload: { sku: 'A1' } } : {});
+      const box = await page.locator(selector === '#solo' ? '#solo' : '#pay').boundingBox();
+      await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
+      await page.mouse.down({ clickCount: 1 });
+      await page.mouse.up({ clickCount: 1 });
+      await lastState(page, 'succeeded');
+      // The rest of the same double click (and of a triple click): click events with detail 2 and 3.
+      for (const clickCount of [2, 3]) {
+        await page.mouse.down({ clickCount });
+        await page.mouse.up({ clickCount });
+      }
+      // A click that submits enters in_flight synchronously, inside its own dispatch: none did.
+      assert.deepEqual(await page.evaluate(() => window.states), ['in_flight', 'succeeded'], selector);
+      // A new, separate click (detail 1) is a new payment.
+      await page.mouse.down({ clickCount: 1 });
+      await page.mouse.up({ clickCount: 1 });
+      await server.waitForRequests(path, 2);
+      await lastState(page, 'succeeded');
+      assert.equal(server.requests(path).length, 2, `${selector}: one request per payment`);
+    }
+    assert.notEqual(server.requests('/api/fast')[0].headers['idempotency-key'], server.requests('/api/fast')[1].headers['idempotency-key']);
+    assert.deepEqual(page.errors, []);
+    await page.close();
+  });
+
   it('retries (503, 502, 504) keep the key; success ends the intent', async () => {
     const page = await openPage();
     server.script('/api/retry', [{ status: 503 }, { status: 502 }, { status: 504 }, { status: 201 }]);
