@@ -161,7 +161,8 @@ test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no
 CARGO_FUZZ_VERSION := 0.13.2
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS       ?= key json fingerprint record config token decision remote
+# Empty: every target, as listed once in crates/core/fuzz/Cargo.toml (`[[bin]]`); run.sh reads it.
+FUZZ_TARGETS       ?=
 FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; \
 	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)
