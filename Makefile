@@ -66,12 +66,12 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-demo-fleet ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test-envoy: build-filter ## the filter in a real Envoy
+test-envoy: build-filter build-store setup-redis ## the filter in a real Envoy (fleet tests: with the store service and redis-server)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
 
 # Client SDKs written by others (npm `stripe`, `@octokit/webhooks`, plain fetch; pinned in
@@ -130,6 +130,15 @@ bench-store: setup-rust setup-redis ## store operation latency and throughput ov
 demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
 
+# The same checkout stack with two Envoys sharing Redis through the store service (issue 13).
+.PHONY: demo-fleet
+demo-fleet: setup build-filter build-web build-store setup-redis ## the checkout demo behind two Envoys sharing one Redis: A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
+	python3 examples/checkout/demo_fleet.py
+
+.PHONY: test-demo-fleet
+test-demo-fleet: build-filter build-web build-store setup-redis ## demo-fleet's contract: a request to Envoy A and its retry to B are one request
+	python3 examples/checkout/demo_fleet_test.py
+
 test-e2e: build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
 	node --test examples/checkout/e2e.test.mjs
 
@@ -152,8 +161,15 @@ bench-tools: setup-rust ## the bench's no-op filter, core bench (native, wasm32-
 bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 	python3 crates/envoy/bench/bench.py
 
-test-bench: setup-bench build-filter bench-tools ## benchmark smoke (seconds, no timing assertions)
+test-bench: setup-bench build-filter bench-tools build-store setup-redis ## benchmark smoke (seconds, no timing assertions)
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
+	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
+
+# The fleet (issue 13): the remote store (idemgate-store + redis-server) against the local store,
+# same run; writes its section of BENCHMARKS.md (about 4 minutes).
+.PHONY: bench-fleet
+bench-fleet: setup-bench build-filter build-store setup-redis ## fleet vs local store through Envoy; writes its section of BENCHMARKS.md
+	python3 crates/envoy/bench/fleet.py
 
 # ---------------------------------------------------------------------------------------------
 # fuzzing: crates/core/fuzz is a cargo-fuzz project (its own workspace, nightly). Seeds come from

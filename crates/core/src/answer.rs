@@ -41,6 +41,9 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
+    /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`: the
+    /// request is refused before it can exhaust the VM's memory (issue 14).
+    HashingBudgetExceeded,
     /// The client already holds its share of the store (issue 14): its own records must expire
     /// first. Its own doing, so 429 and never the store's failure mode.
     QuotaExceeded {
@@ -167,6 +170,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "Idempotency quota exceeded",
             "this client holds its whole share of the idempotency store; retry when its earlier keys have expired (Retry-After)",
             Some(*retry_after),
+        ),
+        EdgeAnswer::HashingBudgetExceeded => problem(
+            503,
+            "hashing_budget_exceeded",
+            "Too many request bodies in progress",
+            "the edge is fingerprinting as many request bodies as its memory budget allows; retry shortly",
+            Some(Span::from_secs(1)),
         ),
         EdgeAnswer::StoreFailed(e) => problem(
             503,

@@ -12,8 +12,8 @@ use crate::key_source::KeySource;
 use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
-    StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
-    NEVER_REPLAYED,
+    StoreKind, StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES,
+    DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::time::Span;
@@ -40,6 +40,7 @@ pub struct Config {
     pub store_responses: Option<StoreConfig>,
     pub release_statuses: Option<Vec<u16>>,
     pub max_request_body: Option<Size>,
+    pub hashing_budget: Option<Size>,
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
@@ -49,6 +50,15 @@ pub struct Config {
     pub on_store_error: Option<FailureConfig>,
     pub token: Option<TokenConfig>,
     pub upstream: Option<UpstreamConfig>,
+    pub store: Option<StoreBackendConfig>,
+}
+
+/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …}`.
+#[derive(Debug, Clone, Default)]
+pub struct StoreBackendConfig {
+    pub kind: Option<String>,
+    pub cluster: Option<String>,
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -181,6 +191,7 @@ pub mod defaults {
     pub const TTL: &str = "24h";
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
+    pub const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
     pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
@@ -286,6 +297,7 @@ impl Policy {
                 .collect(),
             store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
             max_request_body: defaults::MAX_REQUEST_BODY,
+            hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
             max_response_body: defaults::MAX_RESPONSE_BODY,
             max_relay_body: defaults::MAX_RELAY_BODY,
             capacity: Capacity {
@@ -299,6 +311,7 @@ impl Policy {
             on_store_full: FailureMode::Reject,
             on_store_error: FailureMode::Reject,
             token: None,
+            store: StoreKind::Local,
         }
     }
 }
@@ -422,6 +435,17 @@ impl Config {
             self.max_request_body.as_ref(),
             defaults::MAX_REQUEST_BODY,
         )?;
+        let hashing_budget = size(
+            "hashing_budget",
+            self.hashing_budget.as_ref(),
+            defaults::HASHING_BUDGET.max(max_request_body),
+        )?;
+        if hashing_budget < max_request_body {
+            return Err(invalid(
+                "hashing_budget",
+                "must be at least `max_request_body` (one stream alone could never finish)",
+            ));
+        }
         let max_response_body = size(
             "max_response_body",
             self.max_response_body.as_ref(),
@@ -491,6 +515,7 @@ impl Config {
             replay_headers,
             store_rule,
             max_request_body,
+            hashing_budget,
             max_response_body,
             max_relay_body,
             capacity,
@@ -498,7 +523,43 @@ impl Config {
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
+            store: self.compile_store()?,
         })
+    }
+
+    /// The `store` section: local (the default) or the remote store service.
+    fn compile_store(&self) -> Result<StoreKind, ConfigError> {
+        let Some(store) = &self.store else {
+            return Ok(StoreKind::Local);
+        };
+        match store.kind.as_deref() {
+            None | Some("local") => {
+                if store.cluster.is_some() || store.timeout.is_some() {
+                    return Err(invalid(
+                        "store.cluster",
+                        "only applies when `kind` is \"remote\"",
+                    ));
+                }
+                Ok(StoreKind::Local)
+            }
+            Some("remote") => {
+                let cluster = match store.cluster.as_deref() {
+                    Some(c) if !c.is_empty() => c.to_owned(),
+                    _ => {
+                        return Err(invalid(
+                            "store.cluster",
+                            "a remote store needs the Envoy cluster of the store service",
+                        ))
+                    }
+                };
+                let timeout = span("store.timeout", store.timeout.as_deref(), "250ms")?;
+                if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
+                    return Err(invalid("store.timeout", "must be between 1ms and 60s"));
+                }
+                Ok(StoreKind::Remote { cluster, timeout })
+            }
+            Some(_) => Err(invalid("store.kind", "expected \"local\" or \"remote\"")),
+        }
     }
 
     fn compile_routes(

@@ -13,7 +13,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// The normalised form of `path` (which must not include its query): percent-escapes of unreserved
-/// characters, `/` and `\` decoded (others kept, in upper case), `\` read as `/`, `;params` cut from
+/// characters, `/` and `\` decoded (others kept, in upper case; a `%` that starts no escape becomes
+/// `%25`), `\` read as `/`, `;params` cut from
 /// every segment, empty and `.` segments dropped, `..` resolved (never above the root). A trailing
 /// slash is kept, since `/a/` and `/a` are different prefixes.
 pub fn normalize(path: &str) -> String {
@@ -62,6 +63,13 @@ fn decode(path: &str) -> String {
                 out.push(char::from(HEX[usize::from(c >> 4)]));
                 out.push(char::from(HEX[usize::from(c & 0xf)]));
                 i += 3;
+            }
+            None if b == b'%' => {
+                // A `%` that starts no escape is itself written as one (`%25`): left bare, it
+                // could form a new escape with what a decoded escape puts after it (`%2%44` →
+                // `%2D`), and a second pass would decode that too. One spelling, idempotent.
+                out.push_str("%25");
+                i += 1;
             }
             None => {
                 // `path` is a `str`, so copying up to the next ASCII byte keeps it valid UTF-8.
@@ -124,8 +132,8 @@ mod tests {
         assert_eq!(normalize("/a//b/"), "/a/b/");
         assert_eq!(normalize("/a%20b"), "/a%20b");
         assert_eq!(normalize("/a%3fb"), "/a%3Fb");
-        assert_eq!(normalize("/a%zz"), "/a%zz");
-        assert_eq!(normalize("/a%2"), "/a%2");
+        assert_eq!(normalize("/a%zz"), "/a%25zz");
+        assert_eq!(normalize("/a%2"), "/a%252");
         assert_eq!(normalize("/%25"), "/%25");
         assert_eq!(normalize("/é/ü"), "/é/ü");
         assert_eq!(normalize("/Payments"), "/Payments");
@@ -140,6 +148,11 @@ mod tests {
             "/x%2F..%2Fy",
             "//a/./b/../c/",
             "/é%41",
+            // Found by the `config` fuzz target: a lone `%` before a decoded escape used to form
+            // a new escape (`%2%44` → `%2D`), which a second pass decoded again (→ `-`).
+            "/ordC%%%%%%%44z%%%%%%2%44`44l=:9&8",
+            "/%2%44",
+            "/%%41",
         ] {
             let once = normalize(path);
             assert_eq!(normalize(&once), once, "{path}");

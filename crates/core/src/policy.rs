@@ -273,6 +273,8 @@ pub struct Policy {
     pub replay_headers: Vec<String>,
     pub store_rule: StoreRule,
     pub max_request_body: u64,
+    /// Body bytes all of a VM's streams may have in fingerprinting at once (issue 14).
+    pub hashing_budget: u64,
     pub max_response_body: u64,
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,
@@ -281,6 +283,23 @@ pub struct Policy {
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,
+    /// Where records and token uses live (`store`).
+    pub store: StoreKind,
+}
+
+/// Where the filter keeps its records (`store`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Envoy's shared data: one Envoy process (every worker), forgotten on restart.
+    Local,
+    /// The remote store service (`idemgate-store`), reached through an Envoy cluster: every Envoy
+    /// sharing it behaves as one. Every claim, finish and token use is one `POST /v1/op`.
+    Remote {
+        /// The Envoy cluster of the store service.
+        cluster: String,
+        /// How long one operation may take; no answer by then is a store failure.
+        timeout: Span,
+    },
 }
 
 impl Policy {

@@ -190,6 +190,7 @@ mod raw {
             token: *mut u32,
         ) -> u32;
         pub fn proxy_set_effective_context(context_id: u32) -> u32;
+        pub fn proxy_continue_stream(stream_type: u32) -> u32;
         pub fn proxy_set_property(
             path: *const u8,
             path_size: usize,
@@ -462,6 +463,16 @@ pub fn set_effective_context(context_id: u32) -> Result<(), Status> {
         let _ = context_id;
         Err(Status::NO_HOST)
     }
+}
+
+/// Resumes the current stream's request (paused by a callback that returned [`Action::Pause`]),
+/// e.g. once a remote store's claim answered. Call after [`set_effective_context`].
+pub fn continue_request() -> Result<(), Status> {
+    #[cfg(target_arch = "wasm32")]
+    // SAFETY: a plain value (0: the request stream).
+    return status(unsafe { raw::proxy_continue_stream(0) });
+    #[cfg(not(target_arch = "wasm32"))]
+    Err(Status::NO_HOST)
 }
 
 /// Sets a property of the current stream (Envoy keeps it as filter state `wasm.<path>`, which

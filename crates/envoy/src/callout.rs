@@ -13,6 +13,7 @@
 //! variant and its arm in [`crate::dispatch`]'s `proxy_on_http_call_response`.
 
 use crate::detached::Exchange;
+use crate::remote_store::StoreCall;
 use std::collections::HashMap;
 
 /// A callout waiting for its answer.
@@ -20,6 +21,8 @@ use std::collections::HashMap;
 pub enum Pending {
     /// A claimed request sent upstream by the edge itself ([`crate::detached`]).
     Detached(Exchange),
+    /// An operation on the remote store service ([`crate::remote_store`]).
+    Store(StoreCall),
 }
 
 /// The pending callouts of one root context, by token.
@@ -82,6 +85,7 @@ mod tests {
             settle_updates: false,
             owners: OwnerTokens::new([7; 16]),
             callouts: Rc::new(RefCell::new(CalloutTable::default())),
+            hashing: Rc::default(),
         });
         let mut table = CalloutTable::default();
         assert!(table.insert(1, exchange(&shared, 10)).is_none());

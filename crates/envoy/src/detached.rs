@@ -221,7 +221,7 @@ pub fn answered(
     if !client_waits {
         shared.metrics.bump(Counter::DetachedClientGone);
     }
-    let no_answer = |shared: &Shared, cause: DoubtCause| {
+    let no_answer = |shared: &Rc<Shared>, cause: DoubtCause| {
         let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause);
         let answer = match outcome {
             Some(FinishOutcome::Released) => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),

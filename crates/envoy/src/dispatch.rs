@@ -15,7 +15,13 @@ use crate::abi::{self, Action, LogLevel};
 use crate::callout::Pending;
 use crate::detached;
 use crate::filter::Filter;
+use crate::origin::DoubtCause;
+use crate::remote_store::{self, StoreCall};
 use crate::root::Root;
+use crate::settle::settle;
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::protocol::ClaimOutcome;
+use idemgate_core::remote::client;
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -173,6 +179,17 @@ pub extern "C" fn proxy_on_delete(context_id: u32) {
     })
 }
 
+/// Gives a store answer to the stream that waits for it, if it still exists and still waits.
+fn deliver(vm: &mut Vm, stream: u32, token: u32, f: impl FnOnce(&mut Filter)) -> bool {
+    match vm.streams.get_mut(&stream) {
+        Some(filter) if filter.awaits(token) && abi::set_effective_context(stream).is_ok() => {
+            f(filter);
+            true
+        }
+        _ => false,
+    }
+}
+
 /// The answer to a callout, on the root context that owns it (see [`crate::callout`]).
 #[no_mangle]
 pub extern "C" fn proxy_on_http_call_response(
@@ -197,6 +214,51 @@ pub extern "C" fn proxy_on_http_call_response(
                 if waits && abi::set_effective_context(stream_id).is_ok() {
                     if let Some(filter) = vm.streams.get_mut(&stream_id) {
                         filter.relay(&relay);
+                    }
+                }
+            }
+            Some(Pending::Store(call)) => {
+                // The answer belongs to the root context: read it before switching contexts.
+                let reply = remote_store::Reply::read(num_headers, body_size);
+                match call {
+                    StoreCall::Finish(finish) => remote_store::finish_answered(finish, &reply),
+                    StoreCall::Claim {
+                        stream,
+                        shared,
+                        key,
+                        owner,
+                    } => {
+                        let delivered = deliver(vm, stream, token, |f| f.claim_answered(&reply));
+                        if !delivered {
+                            // The client is gone: a claim won for it is released (never sent).
+                            if let Ok(ClaimOutcome::Forward { .. }) =
+                                client::claim_outcome(reply.answer())
+                            {
+                                settle(
+                                    &shared,
+                                    key,
+                                    owner,
+                                    ResponseFacts::NeverReached,
+                                    DoubtCause::Other,
+                                );
+                            }
+                        }
+                    }
+                    StoreCall::Consume {
+                        stream,
+                        shared,
+                        claim,
+                    } => {
+                        let delivered = deliver(vm, stream, token, |f| f.use_answered(&reply));
+                        if let (false, Some((key, owner))) = (delivered, claim) {
+                            settle(
+                                &shared,
+                                key,
+                                owner,
+                                ResponseFacts::NeverReached,
+                                DoubtCause::Other,
+                            );
+                        }
                     }
                 }
             }

@@ -16,12 +16,14 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
+use crate::budget::Reservation;
 use crate::callout::Pending;
 use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
+use crate::remote_store::{self, StoreCall};
 use crate::root::Shared;
 use crate::settle::settle;
 use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
@@ -32,6 +34,7 @@ use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::policy::{FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
+use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
 use std::rc::Rc;
 
@@ -42,6 +45,8 @@ struct Hashing {
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
     token: Option<VerifiedToken>,
+    /// This stream's share of the VM's `hashing_budget` (returned when hashing ends).
+    reservation: Reservation,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
 }
@@ -94,6 +99,35 @@ enum Stage {
     Detached {
         token: u32,
     },
+    /// The claim is on its way to the remote store (callout `call`); the request waits, paused.
+    Claiming(Box<Claiming>),
+    /// The token's use is on its way to the remote store; the request waits, paused.
+    Using {
+        call: u32,
+        after: AfterUse,
+    },
+}
+
+/// A claim sent to the remote store, and what the request does once it answers.
+struct Claiming {
+    call: u32,
+    key: StorageKey,
+    token: Option<VerifiedToken>,
+    held: Option<Held>,
+}
+
+/// What a request does once its token is used.
+enum AfterUse {
+    /// Go on with the claim it holds (released if the token cannot be used).
+    Forward {
+        key: StorageKey,
+        owner: OwnerToken,
+        held: Option<Held>,
+    },
+    /// No key on an optional-key route: forward without idempotency.
+    PassThrough,
+    /// The failure mode forwards without protection (already counted).
+    Unprotected,
 }
 
 pub struct Filter {
@@ -226,13 +260,84 @@ impl Filter {
         }
     }
 
-    /// Consumes a verified token; `None` means go on, `Some(action)` was answered. A use that
-    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
-    /// could be used again.
-    fn consume_token(&mut self, claims: &VerifiedToken) -> Option<Action> {
+    /// Uses a verified token, then does `after`: locally at once, or (remote store) once the
+    /// store answers, the request paused meanwhile.
+    fn use_token(&mut self, claims: &VerifiedToken, after: AfterUse) -> Action {
+        if remote_store::is_remote(&self.shared) {
+            let claim = match &after {
+                AfterUse::Forward { key, owner, .. } => Some((*key, *owner)),
+                _ => None,
+            };
+            let stream = self.context_id;
+            let shared = Rc::clone(&self.shared);
+            let request = client::consume(claims.use_key, claims.expires_at);
+            return match remote_store::call(&self.shared, &request, |_| StoreCall::Consume {
+                stream,
+                shared,
+                claim,
+            }) {
+                Ok(call) => {
+                    self.stage = Stage::Using { call, after };
+                    Action::Pause
+                }
+                Err(e) => self.token_used(TokenCheck::StoreFailed(e), after),
+            };
+        }
         let policy = self.policy();
         let mut store = self.shared.store();
-        match token_endpoint::consume(&mut store, &policy, claims, host::now()) {
+        let check = token_endpoint::consume(&mut store, &policy, claims, host::now());
+        self.token_used(check, after)
+    }
+
+    /// The token's use is decided: go on with `after`, or answer (and release a claim held).
+    fn token_used(&mut self, check: TokenCheck, after: AfterUse) -> Action {
+        if let Some(action) = self.token_checked(check) {
+            if let AfterUse::Forward { key, owner, .. } = after {
+                // Not forwarded after all: the upstream never saw it, so release the key.
+                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            }
+            return action;
+        }
+        self.go_on(after)
+    }
+
+    /// The request goes on (its token, if any, is used).
+    fn go_on(&mut self, after: AfterUse) -> Action {
+        match after {
+            AfterUse::Forward {
+                key,
+                owner,
+                held: Some(held),
+            } => self.detach(key, owner, held),
+            AfterUse::Forward {
+                key,
+                owner,
+                held: None,
+            } => {
+                self.stage = Stage::Forwarded(Forwarded {
+                    key,
+                    owner,
+                    answer: None,
+                });
+                Action::Continue
+            }
+            AfterUse::PassThrough => {
+                self.count(Counter::Passthrough);
+                self.stage = Stage::Idle;
+                Action::Continue
+            }
+            AfterUse::Unprotected => {
+                self.stage = Stage::Idle;
+                Action::Continue
+            }
+        }
+    }
+
+    /// A token's use, decided; `None` means go on, `Some(action)` was answered. A use that
+    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
+    /// could be used again.
+    fn token_checked(&mut self, check: TokenCheck) -> Option<Action> {
+        match check {
             TokenCheck::Consumed => {
                 self.count(Counter::TokenConsumed);
                 None
@@ -385,6 +490,7 @@ impl Filter {
             seen: 0,
             token,
             held,
+            reservation: Reservation::new(Rc::clone(&self.shared.hashing)),
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -405,6 +511,10 @@ impl Filter {
             return self.reply(&EdgeAnswer::BodyTooLarge {
                 limit: policy.max_request_body,
             });
+        }
+        if !hashing.reservation.grow(size as u64, policy.hashing_budget) {
+            self.count(Counter::HashingBudgetExceeded);
+            return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
         let chunk = host::body(BufferType::HttpRequestBody, size);
         if let KeyState::Pending { admission, .. } = &mut hashing.key {
@@ -462,13 +572,47 @@ impl Filter {
                 return self.reply(&EdgeAnswer::InvalidBody(&e));
             }
         };
+        let owner = self.shared.owners.next();
+        if remote_store::is_remote(&self.shared) {
+            let stream = self.context_id;
+            let shared = Rc::clone(&self.shared);
+            let request = client::claim(key, fingerprint, owner, &policy);
+            match remote_store::call(&self.shared, &request, |_| StoreCall::Claim {
+                stream,
+                shared,
+                key,
+                owner,
+            }) {
+                Ok(call) => {
+                    self.stage = Stage::Claiming(Box::new(Claiming {
+                        call,
+                        key,
+                        token,
+                        held,
+                    }));
+                    return Action::Pause;
+                }
+                Err(e) => return self.claimed(key, Err(e), token, held),
+            }
+        }
         let mut store = self.shared.store();
         let mut engine = Engine {
             store: &mut store,
             policy: &policy,
         };
-        let owner = self.shared.owners.next();
         let outcome = engine.claim(key, fingerprint, owner, host::now());
+        self.claimed(key, outcome, token, held)
+    }
+
+    /// Acts on a claim's outcome (from the local store, or the remote store's answer).
+    fn claimed(
+        &mut self,
+        key: StorageKey,
+        outcome: Result<ClaimOutcome, ProtocolError>,
+        token: Option<VerifiedToken>,
+        held: Option<Held>,
+    ) -> Action {
+        let policy = self.policy();
         match outcome {
             Ok(ClaimOutcome::Forward { owner, takeover }) => {
                 self.count(Counter::Claimed);
@@ -483,27 +627,11 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                if let Some(claims) = &token {
-                    if let Some(action) = self.consume_token(claims) {
-                        // Not forwarded after all: the upstream never saw it, so release the key.
-                        self.finish_claim(
-                            key,
-                            owner,
-                            ResponseFacts::NeverReached,
-                            DoubtCause::Other,
-                        );
-                        return action;
-                    }
+                let after = AfterUse::Forward { key, owner, held };
+                match &token {
+                    Some(claims) => self.use_token(claims, after),
+                    None => self.go_on(after),
                 }
-                if let Some(held) = held {
-                    return self.detach(key, owner, held);
-                }
-                self.stage = Stage::Forwarded(Forwarded {
-                    key,
-                    owner,
-                    answer: None,
-                });
-                Action::Continue
             }
             Ok(ClaimOutcome::Conflict { retry_after }) => {
                 self.count(Counter::Conflict);
@@ -529,21 +657,22 @@ impl Filter {
                 self.count(Counter::StoreFull);
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
-                    .or_else(|| self.unprotected(token.as_ref()))
-                    .unwrap_or(Action::Continue)
+                    .unwrap_or_else(|| self.unprotected(token.as_ref()))
             }
             Err(e) => {
                 self.store_failed(&e);
                 self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
-                    .or_else(|| self.unprotected(token.as_ref()))
-                    .unwrap_or(Action::Continue)
+                    .unwrap_or_else(|| self.unprotected(token.as_ref()))
             }
         }
     }
 
     /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
-    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Option<Action> {
-        token.and_then(|claims| self.consume_token(claims))
+    fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Action {
+        match token {
+            Some(claims) => self.use_token(claims, AfterUse::Unprotected),
+            None => Action::Continue,
+        }
     }
 
     /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
@@ -588,9 +717,50 @@ impl Filter {
         }
     }
 
-    /// Whether this stream waits for the detached exchange `token`.
+    /// Whether this stream waits for the callout `token` (a detached exchange, or a remote
+    /// store's claim or token use).
     pub fn awaits(&self, token: u32) -> bool {
-        matches!(self.stage, Stage::Detached { token: t } if t == token)
+        match &self.stage {
+            Stage::Detached { token: t } | Stage::Using { call: t, .. } => *t == token,
+            Stage::Claiming(claiming) => claiming.call == token,
+            _ => false,
+        }
+    }
+
+    /// The remote store answered this request's claim (with this stream made the effective
+    /// context): act on it, and resume the request if it goes on.
+    pub fn claim_answered(&mut self, reply: &remote_store::Reply) {
+        let Stage::Claiming(claiming) = std::mem::replace(&mut self.stage, Stage::Idle) else {
+            return;
+        };
+        let Claiming {
+            key, token, held, ..
+        } = *claiming;
+        let outcome = client::claim_outcome(reply.answer());
+        let action = self.claimed(key, outcome, token, held);
+        self.resume(action);
+    }
+
+    /// The remote store answered this request's token use.
+    pub fn use_answered(&mut self, reply: &remote_store::Reply) {
+        let Stage::Using { after, .. } = std::mem::replace(&mut self.stage, Stage::Idle) else {
+            return;
+        };
+        let check = token_endpoint::check(client::consume_outcome(reply.answer()));
+        let action = self.token_used(check, after);
+        self.resume(action);
+    }
+
+    /// Lets a request paused for the remote store go on (`Pause`: it was answered or waits again).
+    fn resume(&mut self, action: Action) {
+        if action == Action::Continue {
+            if let Err(status) = crate::abi::continue_request() {
+                host::log(
+                    LogLevel::Warn,
+                    &format!("could not resume the request: status {}", status.0),
+                );
+            }
+        }
     }
 
     /// Gives the client its detached exchange's outcome (the key is settled already). Called on
@@ -631,9 +801,7 @@ impl Filter {
     /// No key and none required: forwarded without idempotency, but a required token still applies.
     fn unguarded(&mut self, token: Option<&VerifiedToken>) -> Action {
         if let Some(claims) = token {
-            if let Some(action) = self.consume_token(claims) {
-                return action;
-            }
+            return self.use_token(claims, AfterUse::PassThrough);
         }
         self.stage = Stage::Idle;
         self.count(Counter::Passthrough);

@@ -18,6 +18,7 @@
 
 pub mod abi;
 pub mod access_log;
+pub mod budget;
 pub mod callout;
 pub mod client;
 pub mod detached;
@@ -27,6 +28,7 @@ pub mod filter;
 pub mod host;
 pub mod metrics;
 pub mod origin;
+pub mod remote_store;
 pub mod root;
 pub mod settle;
 pub mod shared_data_abi;

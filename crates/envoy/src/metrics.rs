@@ -45,6 +45,8 @@ pub enum Counter {
     StoreFull,
     /// 429: the client already held its share of the store (`scope_quota` / `peer_quota`).
     QuotaExceeded,
+    /// 503: the VM's `hashing_budget` for bodies in progress was used up.
+    HashingBudgetExceeded,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,
     /// No scope source identified the client: the failure mode applied (never a shared namespace).
@@ -64,7 +66,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 28] = [
+    pub const ALL: [Counter; 29] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -84,6 +86,7 @@ impl Counter {
         Counter::RelayTooLarge,
         Counter::StoreFull,
         Counter::QuotaExceeded,
+        Counter::HashingBudgetExceeded,
         Counter::StoreError,
         Counter::ScopeUnavailable,
         Counter::TokenIssued,
@@ -116,6 +119,7 @@ impl Counter {
             Counter::RelayTooLarge => "idemgate.relay_too_large",
             Counter::StoreFull => "idemgate.store_full",
             Counter::QuotaExceeded => "idemgate.quota_exceeded",
+            Counter::HashingBudgetExceeded => "idemgate.hashing_budget_exceeded",
             Counter::StoreError => "idemgate.store_error",
             Counter::ScopeUnavailable => "idemgate.scope_unavailable",
             Counter::TokenIssued => "idemgate.token_issued",

@@ -27,6 +27,8 @@ pub struct Shared {
     /// The root context's pending callouts (detached exchanges): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable>>,
+    /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
+    pub hashing: Rc<crate::budget::HashingBudget>,
 }
 
 impl Shared {
@@ -116,6 +118,7 @@ impl Root {
             settle_updates: !precreated.all_exist,
             owners: OwnerTokens::new(crate::entropy::random16()),
             callouts: Rc::clone(&self.callouts),
+            hashing: Rc::default(),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();

@@ -11,16 +11,21 @@ use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::{Engine, FinishOutcome};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
+use std::rc::Rc;
 
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
-/// it in flight (in doubt). Returns what the core did (`None` if the store failed).
+/// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote
+/// store, what is being written (the service's answer comes later: [`crate::remote_store`]).
 pub fn settle(
-    shared: &Shared,
+    shared: &Rc<Shared>,
     key: StorageKey,
     owner: OwnerToken,
     facts: ResponseFacts,
     cause: DoubtCause,
 ) -> Option<FinishOutcome> {
+    if crate::remote_store::is_remote(shared) {
+        return crate::remote_store::settle(shared, key, owner, facts, cause);
+    }
     let policy = &shared.policy;
     let mut store = shared.store();
     let mut engine = Engine {

@@ -130,7 +130,12 @@ pub fn consume<S: Store + ?Sized>(
     now: UnixMillis,
 ) -> TokenCheck {
     let mut engine = Engine { store, policy };
-    match engine.consume(token.use_key, token.expires_at, now) {
+    check(engine.consume(token.use_key, token.expires_at, now))
+}
+
+/// What a token use's outcome means for the request (from the local store or the remote one).
+pub fn check(outcome: Result<ConsumeOutcome, ProtocolError>) -> TokenCheck {
+    match outcome {
         Ok(ConsumeOutcome::Consumed) => TokenCheck::Consumed,
         Ok(ConsumeOutcome::AlreadyUsed) => TokenCheck::Rejected(TokenError::AlreadyUsed),
         Ok(ConsumeOutcome::StoreFull { retry_after }) => TokenCheck::StoreFull { retry_after },

@@ -8,8 +8,8 @@
 
 use super::{
     Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
-    RouteConfig, ScopeConfig, Size, StoreConfig, TokenConfig, TokenRequirementConfig,
-    UpstreamConfig,
+    RouteConfig, ScopeConfig, Size, StoreBackendConfig, StoreConfig, TokenConfig,
+    TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
@@ -28,6 +28,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "store_responses",
     "release_statuses",
     "max_request_body",
+    "hashing_budget",
     "max_response_body",
     "capacity",
     "records_per_cell",
@@ -37,7 +38,9 @@ const CONFIG_FIELDS: &[&str] = &[
     "on_store_error",
     "token",
     "upstream",
+    "store",
 ];
+const STORE_FIELDS: &[&str] = &["kind", "cluster", "timeout"];
 const ROUTE_FIELDS: &[&str] = &[
     "prefix",
     "methods",
@@ -94,6 +97,7 @@ impl Config {
                 }
                 "release_statuses" => c.release_statuses = opt(value, |v| list(at, v, integer))?,
                 "max_request_body" => c.max_request_body = opt(value, |v| size(at, v))?,
+                "hashing_budget" => c.hashing_budget = opt(value, |v| size(at, v))?,
                 "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
                 "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
                 "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
@@ -103,6 +107,7 @@ impl Config {
                 "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
                 "token" => c.token = opt(value, |v| token(at, v))?,
                 "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
+                "store" => c.store = opt(value, |v| store_backend(at, v))?,
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
             }
         }
@@ -210,6 +215,20 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
         }
     }
     Ok(u)
+}
+
+fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, ConfigError> {
+    let mut s = StoreBackendConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match key.as_str() {
+            "kind" => s.kind = opt(value, |v| string(&at, v))?,
+            "cluster" => s.cluster = opt(value, |v| string(&at, v))?,
+            "timeout" => s.timeout = opt(value, |v| string(&at, v))?,
+            _ => return Err(unknown(path, key, STORE_FIELDS)),
+        }
+    }
+    Ok(s)
 }
 
 /// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.

@@ -91,6 +91,8 @@ pub struct Setup {
     /// Serve the listener through file-based LDS (`lds.yaml`, rewritable with
     /// [`Envoy::reload_listener`]) on this fixed port, instead of a static listener on port 0.
     pub lds_port: Option<u16>,
+    /// More clusters (YAML list items at column 0, e.g. the remote store's; see `fleet`).
+    pub clusters: String,
 }
 
 impl Setup {
@@ -105,6 +107,7 @@ impl Setup {
             plugin_extra: String::new(),
             wasm: None,
             lds_port: None,
+            clusters: String::new(),
         }
     }
 }
@@ -243,8 +246,9 @@ fn bootstrap(setup: &Setup, wasm: &Path, lds_path: Option<&Path>) -> String {
     connect_timeout: 1s
     type: STATIC
     load_assignment: {{ cluster_name: empty }}
-"#,
+{clusters}"#,
         port = setup.upstream_port,
+        clusters = indent(&setup.clusters, 2),
     )
 }
 

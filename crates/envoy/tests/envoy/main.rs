@@ -13,6 +13,7 @@ mod config;
 mod detached;
 mod exactly_once;
 mod faults;
+mod fleet;
 mod hardening;
 mod key_sources;
 mod memory;

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""Fleet bench (issue 13): the filter with the remote store (`idemgate-store` + `redis-server`)
+against the local store, in the same run, variants alternating in every repetition. `make
+bench-fleet` writes its section of BENCHMARKS.md; `--smoke` runs it for seconds into another file.
+
+Measured with wrk (crates/envoy/bench/fresh.lua), POST 1 KB JSON, router path (the example's
+`upstream` section removed, as bench.py's (c) rows):
+  * fresh keys at 1 connection (claim, forward, store: the added latency per keyed request);
+  * fresh keys at 8 connections (throughput ratio fleet / local);
+  * replays of completed keys: the local store (same Envoy) against the fleet, where the keys were
+    completed through Envoy A and are replayed through Envoy B.
+Everything runs on 127.0.0.1; every process started here is killed by its PID at exit.
+"""
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import bench
+from bench import (Envoy, HoldServer, children, cluster, http, idemgate_config, json_body, kill, load,
+                   log, machine, med, upstream_config, wrk)
+from sections import write_section
+
+BEGIN, END = "<!-- fleet:begin (written by make bench-fleet) -->", "<!-- fleet:end -->"
+STORE_BIN = Path(os.environ.get("IDEMGATE_STORE_BIN", bench.TARGET / "release/idemgate-store"))
+REPLAY_KEYS = 200
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(work):
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--protected-mode", "no", "--dir", str(work)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=bench._die_with_parent)
+    children.append(proc)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                if s.recv(16).startswith(b"+PONG"):
+                    return proc, port
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise SystemExit("redis-server did not start")
+
+
+def start_store(redis_port):
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(STORE_BIN), "--listen", f"127.0.0.1:{port}", "--redis", f"redis://127.0.0.1:{redis_port}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=bench._die_with_parent)
+    children.append(proc)
+    line = proc.stdout.readline()
+    if "http://" not in line:
+        raise SystemExit(f"idemgate-store did not start: {line!r}")
+    return proc, port
+
+
+def fleet_config(up, hold, store_port):
+    """bench.py's idemgate configuration (router path) with `store: remote` and the service's
+    cluster (h2c, at most 100 streams per connection, as the README says)."""
+    config = idemgate_config(up, hold)
+    wasm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
+        "http_filters"][0]["typed_config"]["config"]
+    core = json.loads(wasm["configuration"]["value"])
+    core["store"] = {"kind": "remote", "cluster": "idemgate_store", "timeout": "1s"}
+    wasm["configuration"]["value"] = json.dumps(core)
+    store = cluster("idemgate_store", store_port)
+    store["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+        "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+        "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 100}}}}
+    config["static_resources"]["clusters"].append(store)
+    return config
+
+
+# name, store, description, key mode, connections
+VARIANTS = [
+    ("local_c1", "local", "local store, fresh keys, 1 connection", "fresh", 1),
+    ("fleet_c1", "fleet", "remote store, fresh keys, 1 connection", "fresh", 1),
+    ("local_c8", "local", "local store, fresh keys, 8 connections", "fresh", 8),
+    ("fleet_c8", "fleet", "remote store, fresh keys, 8 connections", "fresh", 8),
+    ("local_replay", "local", "local store, replays (same Envoy), 8 connections", "cycle", 8),
+    ("fleet_replay", "fleet", "remote store, replays through Envoy B of keys completed through A, 8 connections", "cycle", 8),
+]
+
+
+def prime(url, body, prefix):
+    headers = {"content-type": "application/json"}
+    for i in range(REPLAY_KEYS):
+        status, _ = http(url + "/orders", "POST", body, dict(headers, **{"idempotency-key": f"{prefix}{i}"}))
+        assert status == 201, f"priming got {status}"
+
+
+def replay_ready(url, body, prefix):
+    """The last primed key replays (its completion has landed), within 5 s."""
+    headers = {"content-type": "application/json", "idempotency-key": f"{prefix}{REPLAY_KEYS - 1}"}
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        status, _ = http(url + "/orders", "POST", body, headers)
+        if status == 201:
+            return
+        time.sleep(0.05)
+    raise SystemExit("primed keys never replayed")
+
+
+def run(args, up, hold, store_port, body_file):
+    body = body_file.read_bytes()
+    results = {v[0]: [] for v in VARIANTS}
+    for rep in range(args.reps):
+        log(f"fleet repetition {rep + 1}/{args.reps}")
+        for name, store, _, key_mode, conns in VARIANTS:
+            config = (lambda: fleet_config(up, hold, store_port)) if store == "fleet" else (
+                lambda: idemgate_config(up, hold))
+            envoys = [Envoy(config(), name=name)]
+            if key_mode == "cycle" and store == "fleet":
+                envoys.append(Envoy(config(), name=name + "-b"))
+            try:
+                prefix = f"r{rep}-{name}-{os.getpid()}-"
+                mode = "fresh"
+                if key_mode == "cycle":
+                    prime(envoys[0].url, body, prefix)
+                    replay_ready(envoys[-1].url, body, prefix)
+                    mode = f"cycle:{REPLAY_KEYS}"
+                target = envoys[-1]
+                shape = {"threads": 1, "conns": 1} if conns == 1 else {"threads": 2, "conns": 8}
+                if args.warmup:
+                    wrk(target.url, "POST", "/orders", body_file, mode, prefix + "w", args.warmup, **shape)
+                r = wrk(target.url, "POST", "/orders", body_file, mode, prefix, args.duration, **shape)
+                r["counters"] = {c: target.counter(c) for c in ("claimed", "replayed", "conflict", "store_error")}
+                results[name].append(r)
+                log(f"  {name:13s} {r['rps']:9.0f} req/s p50 {r['p50']:.3f} ms p99 {r['p99']:.3f} ms "
+                    f"non2xx {r['non2xx']} {r['counters']}")
+            finally:
+                for envoy in envoys:
+                    envoy.stop()
+    return results
+
+
+def render(args, mach, load0, load1, results):
+    m = {name: {k: med([r[k] for r in rs]) for k in ("rps", "p50", "p99")} for name, rs in results.items()}
+    added = m["fleet_c1"]["p50"] - m["local_c1"]["p50"]
+    ratio = m["fleet_c8"]["rps"] / m["local_c8"]["rps"] if m["local_c8"]["rps"] else 0.0
+    non2xx = {name: sum(r["non2xx"] for r in rs) for name, rs in results.items()}
+    lines = [BEGIN, "",
+             f"`make bench-fleet` ({mach['date']}; {mach['cpu']}, {mach['cores']} cores, Envoy {mach['envoy']}; "
+             f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; {args.reps} repetition(s) × "
+             f"{args.duration} s per variant, variants alternating; medians). POST 1 KB JSON through the "
+             "filter (router path) to a direct-response upstream Envoy; the remote store is "
+             "`idemgate-store` (release build) on one `redis-server`, all on this machine.", "",
+             "| variant | req/s | p50 | p99 | non-2xx |", "|---|---|---|---|---|"]
+    for name, _, desc, _, _ in VARIANTS:
+        lines.append(f"| {desc} | {m[name]['rps']:.0f} | {m[name]['p50']:.3f} ms | {m[name]['p99']:.3f} ms | "
+                     f"{non2xx[name]} |")
+    lines += ["",
+              f"- Added p50 per keyed request at 1 connection (fleet − local): **{added:.3f} ms** (goal ≤ 0.5 ms).",
+              f"- Throughput at 8 connections, fleet / local: **{ratio:.2f}** (goal ≥ 0.6).",
+              f"- Replay from the other Envoy: {m['fleet_replay']['rps']:.0f} req/s, p50 "
+              f"{m['fleet_replay']['p50']:.3f} ms (local replay: {m['local_replay']['rps']:.0f} req/s, p50 "
+              f"{m['local_replay']['p50']:.3f} ms).",
+              "", "Each fleet request makes one callout to the service per store operation (claim, then "
+              "the completion after the answer), each one or two Redis script calls.", "", END]
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--out", default=str(bench.ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--smoke", action="store_true", help="1 repetition of 2 s, no warm-up")
+    args = ap.parse_args()
+    if args.smoke:
+        args.reps, args.duration, args.warmup = 1, 2, 0
+    for path, make in ((bench.FILTER_WASM, "build-filter"), (STORE_BIN, "build-store")):
+        if not Path(path).is_file():
+            raise SystemExit(f"{path} is missing: run `make {make}`")
+    work = Path(tempfile.mkdtemp(prefix="idemgate-bench-fleet-"))
+    up = None
+    try:
+        mach = machine()
+        load0 = load()
+        redis, redis_port = start_redis(work)
+        store, store_port = start_store(redis_port)
+        up = Envoy(upstream_config(), name="upstream")
+        hold = HoldServer()
+        body_file = work / "body-1k.json"
+        body_file.write_bytes(json_body(1024))
+        results = run(args, up.port, hold.port, store_port, body_file)
+        load1 = load()
+        section = render(args, mach, load0, load1, results)
+        out = write_section(args.out, BEGIN, END, section,
+                            heading="## Fleet: the remote store against the local store\n\n")
+        print(section)
+        log(f"wrote {out}")
+    finally:
+        if up is not None:
+            up.stop()
+        for proc in list(children):
+            kill(proc)
+        import shutil
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,267 @@
+//! The filter's side of the remote store (issue 13, `store: {"kind": "remote"}`): every claim,
+//! finish and token use is one `POST /v1/op` to the store service (`idemgate-store`) through the
+//! Envoy cluster the configuration names, by `proxy_http_call` registered in the root context's
+//! [`crate::callout`] table. This module only carries bytes: the request bodies are built by
+//! `idemgate_core::remote::client`, and its `*_outcome` functions turn the answer — or its
+//! absence — into the same outcomes the local store gives, or a store error for the failure mode.
+//!
+//! - A claim (and a token use) pauses the request; the answer resumes it or answers it
+//!   ([`crate::filter`]). If the stream is gone when a claim answers `forward`, the claim is
+//!   released (the upstream never saw the request).
+//! - A finish is sent from [`crate::settle`] without holding the response: the client gets its
+//!   answer at once. A finish that gets no usable answer (timeout, reset, 503, garbage) is sent
+//!   again, up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the
+//!   resend as *not owner*. If none lands, the claim stays in flight: retries get 409 until the
+//!   lease ends, then may take it over (the README says so).
+
+use crate::abi::{self, BufferType, LogLevel, MapType, Status};
+use crate::callout::Pending;
+use crate::host;
+use crate::metrics::Counter;
+use crate::origin::DoubtCause;
+use crate::root::Shared;
+use idemgate_core::decision::ResponseFacts;
+use idemgate_core::policy::StoreKind;
+use idemgate_core::protocol::{FinishOutcome, ProtocolError};
+use idemgate_core::record::OwnerToken;
+use idemgate_core::remote::client::{self, Answer};
+use idemgate_core::remote::wire::{End, Request, CONTENT_TYPE};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::StoreError;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The `:authority` of store requests (the service does not look at it).
+const AUTHORITY: &str = "idemgate-store";
+
+/// A store operation waiting for its answer (an entry of the callout table).
+pub enum StoreCall {
+    /// A request's claim; the stream waits, paused.
+    Claim {
+        stream: u32,
+        shared: Rc<Shared>,
+        key: StorageKey,
+        owner: OwnerToken,
+    },
+    /// A token's use; the stream waits, paused. `claim`: the claim the request already holds
+    /// (released if the stream is gone when the answer comes).
+    Consume {
+        stream: u32,
+        shared: Rc<Shared>,
+        claim: Option<(StorageKey, OwnerToken)>,
+    },
+    /// A completion or release; nobody waits.
+    Finish(Finish),
+}
+
+/// A finish in flight: its encoded request, resent as is if no answer comes.
+pub struct Finish {
+    shared: Rc<Shared>,
+    key: StorageKey,
+    body: Vec<u8>,
+    attempt: u32,
+}
+
+/// Whether the policy keeps records in the remote store.
+pub fn is_remote(shared: &Shared) -> bool {
+    matches!(shared.policy.store, StoreKind::Remote { .. })
+}
+
+/// Sends one operation to the store service; the token names the callout.
+pub fn send(shared: &Shared, body: &[u8]) -> Result<u32, Status> {
+    let StoreKind::Remote { cluster, timeout } = &shared.policy.store else {
+        return Err(Status::NO_HOST);
+    };
+    abi::http_call(
+        cluster,
+        &[
+            (":method", b"POST"),
+            (":path", client::PATH.as_bytes()),
+            (":authority", AUTHORITY.as_bytes()),
+            ("content-type", CONTENT_TYPE.as_bytes()),
+        ],
+        body,
+        Duration::from_millis(timeout.as_millis()),
+    )
+}
+
+/// Sends `request` and registers what to do with its answer; `Err` when the host refused the call
+/// (no such cluster): a store error for the failure mode.
+pub fn call(
+    shared: &Shared,
+    request: &Request,
+    pending: impl FnOnce(u32) -> StoreCall,
+) -> Result<u32, ProtocolError> {
+    let token = send(shared, &request.encode()).map_err(|status| {
+        ProtocolError::Store(StoreError::Unavailable(format!(
+            "could not call the store service: status {}",
+            status.0
+        )))
+    })?;
+    if !register(shared, token, pending(token)) {
+        // Never expected (the table is not held across callbacks); if it happens, the answer
+        // would find no entry and the request would wait for nothing: fail it now instead.
+        return Err(ProtocolError::Store(StoreError::Unavailable(String::from(
+            "the callout table was busy",
+        ))));
+    }
+    Ok(token)
+}
+
+/// Registers a callout the host accepted; `false` if the table could not be borrowed.
+fn register(shared: &Shared, token: u32, call: StoreCall) -> bool {
+    match shared.callouts.try_borrow_mut() {
+        Ok(mut table) => {
+            table.insert(token, Pending::Store(call));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// A callout's answer, read from the root context (before any `set_effective_context`).
+pub struct Reply {
+    status: Option<u16>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn read(num_headers: usize, body_size: usize) -> Reply {
+        if num_headers == 0 {
+            return Reply {
+                status: None,
+                body: Vec::new(),
+            };
+        }
+        let status = host::headers(MapType::HttpCallResponseHeaders)
+            .iter()
+            .find(|(name, _)| name == ":status")
+            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .and_then(|s| s.parse::<u16>().ok());
+        Reply {
+            status,
+            body: host::body(BufferType::HttpCallResponseBody, body_size),
+        }
+    }
+
+    pub fn answer(&self) -> Answer<'_> {
+        Answer {
+            status: self.status,
+            body: &self.body,
+        }
+    }
+}
+
+/// Settles a claim in the remote store: sends the completion or release the core's policy makes of
+/// `facts` (nothing when the outcome is in doubt: the claim stays in flight). Returns what is
+/// being written — the service's answer comes later and is counted then.
+pub fn settle(
+    shared: &Rc<Shared>,
+    key: StorageKey,
+    owner: OwnerToken,
+    facts: ResponseFacts,
+    cause: DoubtCause,
+) -> Option<FinishOutcome> {
+    let Some(request) = client::finish(key, owner, facts, &shared.policy) else {
+        shared.metrics.bump(Counter::InDoubt);
+        shared.metrics.bump(cause.counter());
+        debug(
+            shared,
+            &key,
+            "outcome in doubt: kept in flight until the lease ends",
+        );
+        return Some(FinishOutcome::KeptInFlight);
+    };
+    let intended = match &request {
+        Request::Finish {
+            end: End::Release, ..
+        } => FinishOutcome::Released,
+        _ => FinishOutcome::Stored,
+    };
+    let finish = Finish {
+        shared: Rc::clone(shared),
+        key,
+        body: request.encode(),
+        attempt: 1,
+    };
+    send_finish(finish);
+    Some(intended)
+}
+
+fn send_finish(finish: Finish) {
+    match send(&finish.shared, &finish.body) {
+        Ok(token) => {
+            let shared = Rc::clone(&finish.shared);
+            if !register(&shared, token, StoreCall::Finish(finish)) {
+                shared.metrics.bump(Counter::StoreError);
+                host::log(
+                    LogLevel::Warn,
+                    "could not register a finish callout: its answer will not be read",
+                );
+            }
+        }
+        Err(status) => {
+            finish.shared.metrics.bump(Counter::StoreError);
+            host::log(
+                LogLevel::Warn,
+                &format!(
+                    "could not send a finish to the store service (status {}): the claim stays in flight until its lease ends",
+                    status.0
+                ),
+            );
+        }
+    }
+}
+
+/// A finish answered: counted, or sent again if no decision came back.
+pub fn finish_answered(finish: Finish, reply: &Reply) {
+    let shared = &finish.shared;
+    match client::finish_outcome(reply.answer()) {
+        Ok(outcome) => match outcome {
+            FinishOutcome::Stored => {
+                shared.metrics.bump(Counter::Stored);
+                debug(shared, &finish.key, "answer stored (remote)");
+            }
+            FinishOutcome::Released => {
+                shared.metrics.bump(Counter::Released);
+                debug(shared, &finish.key, "released (remote)");
+            }
+            FinishOutcome::KeptInFlight | FinishOutcome::NotOwner => debug(
+                shared,
+                &finish.key,
+                "no longer the owner (or an earlier attempt landed): nothing written",
+            ),
+        },
+        Err(e) => {
+            shared.metrics.bump(Counter::StoreError);
+            if finish.attempt < client::FINISH_ATTEMPTS {
+                host::log(
+                    LogLevel::Warn,
+                    &format!(
+                        "store failed on a finish (attempt {} of {}): {e}; sending it again",
+                        finish.attempt,
+                        client::FINISH_ATTEMPTS
+                    ),
+                );
+                send_finish(Finish {
+                    attempt: finish.attempt + 1,
+                    ..finish
+                });
+            } else {
+                host::log(
+                    LogLevel::Warn,
+                    &format!(
+                        "store failed on a finish {} times: {e}; the claim stays in flight until its lease ends",
+                        client::FINISH_ATTEMPTS
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn debug(shared: &Shared, key: &StorageKey, what: &str) {
+    if shared.debug.get() {
+        host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
+    }
+}

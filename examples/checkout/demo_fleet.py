@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""`make demo-fleet`: the checkout demo (same API and pages as `make demo`) behind TWO Envoys that
+share one record store: redis-server and the idemgate-store service (issue 13), in the foreground.
+
+    python3 examples/checkout/demo_fleet.py [--port 10000] [--admin-port 9901]
+                                            [--port-b 10001] [--admin-port-b 9902] [--ready-file F]
+
+Ports default to $DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO_PORT_B /
+$DEMO_ADMIN_PORT_B (Envoy B: 10001 / 9902); 0 picks free ones. Redis and the service take free
+ports. A request sent to A and its retry sent to B behave as if there were one Envoy. Prints both
+URLs, runs until Ctrl-C (or SIGTERM), and stops everything it started. With `--ready-file`, once
+everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders", "store"} there.
+"""
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import sys
+import tempfile
+
+from demo import DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, listener_port, wait_for
+
+DEFAULT_STORE = os.path.join(ROOT, "target", "release", "idemgate-store")
+STORE_CONFIG = '"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s" },'
+STORE_CLUSTER = """
+  - name: idemgate_store
+    connect_timeout: 1s
+    type: STATIC
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: { http2_protocol_options: { max_concurrent_streams: 100 } }
+    load_assignment:
+      cluster_name: idemgate_store
+      endpoints:
+      - lb_endpoints:
+        - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: %d } } }
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fleet_config(port, admin, orders_port, wasm, store_port):
+    """The demo's envoy.yaml with the remote store: one line in the filter configuration (after
+    `lease`) and the service's cluster."""
+    text = string.Template(open(os.path.join(HERE, "envoy.yaml")).read()).substitute(
+        PORT=port, ADMIN_PORT=admin, ORDERS_PORT=orders_port, FILTER_WASM=wasm)
+    anchor = '"lease": "5s",'
+    if text.count(anchor) != 1 or not text.rstrip().endswith("}"):
+        fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")
+    text = text.replace(anchor, anchor + "\n                      " + STORE_CONFIG)
+    return text.rstrip("\n") + "\n" + STORE_CLUSTER % store_port
+
+
+def main():
+    ap = argparse.ArgumentParser(description="idemgate checkout demo, two Envoys sharing Redis")
+    ap.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", 10000)))
+    ap.add_argument("--admin-port", type=int, default=int(os.environ.get("DEMO_ADMIN_PORT", 9901)))
+    ap.add_argument("--port-b", type=int, default=int(os.environ.get("DEMO_PORT_B", 10001)))
+    ap.add_argument("--admin-port-b", type=int,
+                    default=int(os.environ.get("DEMO_ADMIN_PORT_B", 9902)))
+    ap.add_argument("--wasm", default=os.environ.get("IDEMGATE_FILTER_WASM", DEFAULT_WASM))
+    ap.add_argument("--store", default=os.environ.get("IDEMGATE_STORE_BIN", DEFAULT_STORE))
+    ap.add_argument("--pkg", default=DEFAULT_PKG)
+    ap.add_argument("--ready-file")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args()
+
+    if not os.path.isfile(args.wasm):
+        fail(f"the filter is not built at {args.wasm}: run `make build-filter`")
+    if not os.path.isfile(args.store):
+        fail(f"the store service is not built at {args.store}: run `make build-store`")
+    if not os.path.isfile(os.path.join(args.pkg, "index.js")):
+        fail(f"the npm package is not built at {args.pkg}: run `make build-web`")
+    envoy = shutil.which("envoy") or fail("`envoy` is not installed: run `make setup-envoy`")
+    redis_server = shutil.which("redis-server") or fail(
+        "`redis-server` is not installed: run `make setup-redis`")
+
+    work = tempfile.mkdtemp(prefix="idemgate-demo-fleet-")
+    children = []
+
+    def stop(*_):
+        for proc in reversed(children):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(children):
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+    signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
+    try:
+        redis_port = free_port()
+        redis = subprocess.Popen(
+            [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "yes", "--appendfsync", "always", "--dir", work,
+             "--maxmemory-policy", "noeviction", "--protected-mode", "no"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        children.append(redis)
+
+        def redis_pong():
+            with socket.create_connection(("127.0.0.1", redis_port), timeout=1) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+
+        wait_for("redis-server", redis_pong, redis)
+
+        store_port = free_port()
+        store = subprocess.Popen(
+            [args.store, "--listen", f"127.0.0.1:{store_port}",
+             "--redis", f"redis://127.0.0.1:{redis_port}"],
+            stdout=subprocess.PIPE, text=True)
+        children.append(store)
+        line = store.stdout.readline()
+        if "http://" not in line:
+            fail(f"the store service did not start: {line!r}")
+
+        orders = subprocess.Popen(
+            [sys.executable, "-u", os.path.join(HERE, "order_service.py"), "--port", "0",
+             "--pkg", args.pkg],
+            stdout=subprocess.PIPE, text=True)
+        children.append(orders)
+        line = orders.stdout.readline()
+        if "listening on" not in line:
+            fail(f"order service did not start: {line!r}")
+        orders_port = int(line.rsplit(":", 1)[1])
+
+        env = dict(os.environ)
+        # One secret for both Envoys: a token issued by A is verified by B.
+        env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+        # The payment provider's webhook signing secret (Stripe-style `whsec_…`), as in demo.py.
+        env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
+        urls = []
+        admins = []
+        for name, port, admin_port, base in (("a", args.port, args.admin_port, 0),
+                                             ("b", args.port_b, args.admin_port_b, 1)):
+            config_path = os.path.join(work, f"envoy-{name}.yaml")
+            with open(config_path, "w") as f:
+                f.write(fleet_config(port, admin_port, orders_port, args.wasm, store_port))
+            admin_file = os.path.join(work, f"admin-address-{name}")
+            log = open(os.path.join(work, f"envoy-{name}.log"), "w")
+            proxy = subprocess.Popen(
+                [envoy, "-c", config_path, "--concurrency", "2", "--admin-address-path",
+                 admin_file, "--log-level", "warn",
+                 "--base-id", str((os.getpid() % 30000) * 2 + 1000 + base)],
+                stdout=log, stderr=subprocess.STDOUT, env=env)
+            children.append(proxy)
+
+            def admin_port_of(path=admin_file):
+                text = open(path).read().strip() if os.path.exists(path) else ""
+                return int(text.rsplit(":", 1)[1]) if ":" in text else None
+
+            admin = wait_for(f"envoy {name} admin", admin_port_of, proxy)
+            wait_for(f"envoy {name} ready",
+                     lambda: get(f"http://127.0.0.1:{admin}/ready").strip() == "LIVE", proxy)
+            bound = port or wait_for(f"envoy {name} listener", lambda: listener_port(admin), proxy)
+            url = f"http://127.0.0.1:{bound}"
+            wait_for(f"the page through envoy {name}", lambda: "Checkout" in get(url + "/"), proxy)
+            urls.append(url)
+            admins.append(f"http://127.0.0.1:{admin}")
+
+        if args.ready_file:
+            with open(args.ready_file + ".tmp", "w") as f:
+                json.dump({"url": urls[0], "url_b": urls[1], "admin": admins[0],
+                           "admin_b": admins[1], "orders": orders_port,
+                           "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid(),
+                           "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"]}, f)
+            os.replace(args.ready_file + ".tmp", args.ready_file)
+        if not args.quiet:
+            a, b = urls
+            print(f"""
+  idemgate fleet demo is running: two Envoys, one record store (Redis via idemgate-store)
+    Envoy A:  {a}    (admin {admins[0]}/stats?filter=idemgate)
+    Envoy B:  {b}    (admin {admins[1]}/stats?filter=idemgate)
+    store:    http://127.0.0.1:{store_port}/metrics   Redis: 127.0.0.1:{redis_port}
+
+  Try: a request sent to A, its retry sent to B (the second answer is the replay,
+  Idempotent-Replayed: true; one order):
+    for url in {a} {b}; do
+      curl -si -X POST $url/api/orders -H 'authorization: Bearer me' \\
+        -H 'idempotency-key: fleet-1' -H 'content-type: application/json' \\
+        -d '{{"items":[{{"sku":"beans","qty":1,"price_cents":2400}}]}}'; done
+    curl -s {a}/api/orders
+  The pages at {a}/ and {b}/ work as in `make demo`.
+
+  Ctrl-C stops it.
+""", flush=True)
+        while all(proc.poll() is None for proc in children):
+            try:
+                children[-1].wait(timeout=1)
+            except subprocess.TimeoutExpired:
+                pass
+        fail("a demo process exited unexpectedly (see above)")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    main()

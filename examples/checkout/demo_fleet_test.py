@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""`make test-demo-fleet`: starts `demo_fleet.py` on free ports and checks its contract — a request
+sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy (one order, the
+retry is the replay, byte for byte), a one-time token issued by A is used once across both, a
+signed payment event (its key taken from the body) delivered to A and B is applied once — then
+stops it with SIGTERM and checks that it exited and removed its work dir. Bounded: fails after 90 s.
+"""
+import glob
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def request(method, url, headers=None, body=None):
+    req = urllib.request.Request(url, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            return res.status, dict(res.headers), res.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def main():
+    ready_dir = tempfile.mkdtemp(prefix="idemgate-demo-fleet-test-")
+    ready = os.path.join(ready_dir, "ready.json")
+    before = set(glob.glob(os.path.join(tempfile.gettempdir(), "idemgate-demo-fleet-*")))
+    demo = subprocess.Popen(
+        [sys.executable, os.path.join(HERE, "demo_fleet.py"), "--port", "0", "--admin-port", "0",
+         "--port-b", "0", "--admin-port-b", "0", "--ready-file", ready, "--quiet"]
+        + (["--pkg", os.environ["IDEMGATE_WEB_PKG"]] if os.environ.get("IDEMGATE_WEB_PKG") else []))
+    try:
+        deadline = time.monotonic() + 90
+        while not os.path.exists(ready):
+            check(demo.poll() is None, f"demo_fleet.py exited with {demo.returncode}")
+            check(time.monotonic() < deadline, "demo_fleet.py not ready after 90 s")
+            time.sleep(0.2)
+        info = json.load(open(ready))
+        a, b = info["url"], info["url_b"]
+        check(a != b, "two Envoys")
+
+        order = json.dumps({"items": [{"sku": "beans", "qty": 1, "price_cents": 2400}]}).encode()
+        headers = {"authorization": "Bearer fleet-test", "idempotency-key": "fleet-test-1",
+                   "content-type": "application/json"}
+        s1, h1, b1 = request("POST", a + "/api/orders", headers, order)
+        check(s1 == 201, f"A: {s1} {b1!r}")
+        # The record is written once A's client has its answer: retry as a client would on 409.
+        for _ in range(50):
+            s2, h2, b2 = request("POST", b + "/api/orders", headers, order)
+            if s2 != 409:
+                break
+            time.sleep(0.1)
+        check(s2 == 201 and h2.get("idempotent-replayed") == "true", f"B: {s2} {h2} {b2!r}")
+        check(b2 == b1, "B's replay is A's answer, byte for byte")
+        _, _, listing = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
+        check(json.loads(listing)["received"] == 1, f"one order reached the service: {listing!r}")
+
+        # A token issued by A, used through B, then refused through A.
+        who = {"authorization": "Bearer fleet-test"}
+        st, _, tb = request("POST", a + "/.idemgate/token?method=POST&path=/api/vouchers/redeem", who)
+        check(st == 200, f"token: {st} {tb!r}")
+        token = json.loads(tb)
+        redeem = dict(who, **{token["header"]: token["token"], "content-type": "application/json"})
+        voucher = json.dumps({"code": "WELCOME"}).encode()
+        r1 = request("POST", b + "/api/vouchers/redeem", redeem, voucher)
+        check(r1[0] != 409 and r1[0] < 500, f"first use through B: {r1[0]} {r1[2]!r}")
+        r2 = request("POST", a + "/api/vouchers/redeem", redeem, voucher)
+        check(r2[0] == 409 and b"token_used" in r2[2], f"reuse through A: {r2[0]} {r2[2]!r}")
+
+        # A payment event (a callback route: the key is the event's `id`, from the body) delivered
+        # to A, then again to B: applied once, B's delivery is the replay.
+        order_id = json.loads(b1)["id"]
+        event = json.dumps({"id": f"evt_fleet_{order_id}_{int(time.time())}",
+                            "type": "payment_succeeded", "data": {"order": order_id}}).encode()
+
+        def deliver(url):
+            t = str(int(time.time()))
+            v1 = hmac.new(info["webhook_secret"].encode(), f"{t}.".encode() + event,
+                          hashlib.sha256).hexdigest()
+            for _ in range(50):
+                got = request("POST", url + "/api/webhooks/payments",
+                              {"content-type": "application/json",
+                               "stripe-signature": f"t={t},v1={v1}"}, event)
+                if got[0] != 409:
+                    return got
+                time.sleep(0.1)
+            return got
+
+        _, _, listed = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
+        e1 = deliver(a)
+        e2 = deliver(b)
+        check(e1[0] == 200 and e2[0] == 200, f"deliveries: {e1[0]} {e1[2]!r} / {e2[0]} {e2[2]!r}")
+        check(e2[1].get("idempotent-replayed") == "true", f"B's delivery is the replay: {e2[1]}")
+        _, _, after = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
+        applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
+        check(applied == 1, f"the event was applied {applied} times")
+        print("demo-fleet: A→B retry replayed, one order; token used once across A and B; "
+              "a payment event delivered to A and B applied once")
+    finally:
+        if demo.poll() is None:
+            demo.send_signal(signal.SIGTERM)
+        try:
+            code = demo.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            demo.kill()
+            raise AssertionError("demo_fleet.py did not stop on SIGTERM")
+        shutil.rmtree(ready_dir, ignore_errors=True)
+    check(code == 0, f"demo_fleet.py exit status {code}")
+    left = set(glob.glob(os.path.join(tempfile.gettempdir(), "idemgate-demo-fleet-*"))) - before
+    left = {d for d in left if "-test-" not in d}
+    check(not left, f"work dirs left behind: {left}")
+
+
+if __name__ == "__main__":
+    main()
