@@ -12,6 +12,10 @@ WASM_TARGETS    := wasm32-unknown-unknown wasm32-wasip1
 
 FILTER_WASM := target/wasm32-wasip1/release/idemgate_envoy.wasm
 export IDEMGATE_FILTER_WASM := $(CURDIR)/$(FILTER_WASM)
+# The filter's test build: the same code plus the `idemgate_conformance` export (feature
+# `conformance`) that host-tests runs the vectors through. Never shipped.
+FILTER_TEST_WASM := target/wasm32-wasip1/release-conformance/idemgate_envoy.wasm
+export IDEMGATE_FILTER_TEST_WASM := $(CURDIR)/$(FILTER_TEST_WASM)
 
 .PHONY: help setup setup-rust setup-envoy setup-web setup-npm build build-core-wasm build-filter build-web \
         lint test test-rust test-envoy test-web test-host test-e2e demo bench
@@ -48,9 +52,11 @@ build-core-wasm: setup-rust
 	$(CARGO) build -p idemgate-core --release --target wasm32-unknown-unknown
 	$(CARGO) build -p idemgate-core --release --target wasm32-wasip1 --no-default-features
 
-build-filter: setup-rust setup-npm ## the Envoy filter .wasm (cargo, then wasm-opt -O3)
+build-filter: setup-rust setup-npm ## the Envoy filter .wasm (cargo, then wasm-opt -O3), and its test build
 	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1
 	crates/envoy/scripts/optimize.sh $(FILTER_WASM)
+	$(CARGO) build -p idemgate-envoy --profile release-conformance --features conformance --target wasm32-wasip1
+	crates/envoy/scripts/optimize.sh $(FILTER_TEST_WASM)
 
 build-web: setup-rust setup-web ## the npm package (crates/web/pkg)
 	CARGO="$(CARGO)" crates/web/scripts/build.sh
@@ -92,6 +98,12 @@ test-web: build-web ## the browser module in Node and headless Chromium
 test-host: build-filter build-web ## both .wasm files under wasmtime
 	$(CARGO) test -p idemgate-host-tests
 	python3 crates/envoy/bench/work.py --smoke
+
+# Where the filter's bytes go: its code by crate and module (names kept in a separate build).
+.PHONY: size
+size: setup-rust setup-npm ## the filter .wasm's size by crate and module (wasm-objdump from wabt)
+	@command -v wasm-objdump >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt >/dev/null; }
+	python3 crates/envoy/scripts/size.py
 
 # The filter's work per request, counted (wasm operators, host calls): deterministic, unlike time.
 .PHONY: bench-work
@@ -165,7 +177,8 @@ bench-fleet: setup-bench build-filter build-store setup-redis ## fleet vs local 
 CARGO_FUZZ_VERSION := 0.13.2
 FUZZ_SECONDS       ?= 60
 FUZZ_SMOKE_SECONDS ?= 10
-FUZZ_TARGETS       ?= key json fingerprint record config token decision remote
+# Empty: every target, as listed once in crates/core/fuzz/Cargo.toml (`[[bin]]`); run.sh reads it.
+FUZZ_TARGETS       ?=
 FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal; \
 	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)

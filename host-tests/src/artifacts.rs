@@ -6,6 +6,9 @@ use std::path::{Path, PathBuf};
 
 /// The Envoy filter: `IDEMGATE_FILTER_WASM`, else `target/wasm32-wasip1/release/idemgate_envoy.wasm`.
 pub const FILTER_ENV: &str = "IDEMGATE_FILTER_WASM";
+/// The filter's test build (the shipped code plus the `idemgate_conformance` export):
+/// `IDEMGATE_FILTER_TEST_WASM`, else `target/wasm32-wasip1/release-conformance/idemgate_envoy.wasm`.
+pub const FILTER_TEST_ENV: &str = "IDEMGATE_FILTER_TEST_WASM";
 /// The browser module: `IDEMGATE_WEB_WASM`, else `crates/web/pkg/idemgate_web_bg.wasm`.
 pub const WEB_ENV: &str = "IDEMGATE_WEB_WASM";
 
@@ -44,6 +47,19 @@ pub fn filter_wasm() -> Result<PathBuf> {
         FILTER_ENV,
         &default,
         "the Envoy filter .wasm",
+        "build-filter",
+    )
+}
+
+/// The filter's test build (`make build-filter` builds it next to the shipped file): only the
+/// vectors and the comparison with the shipped build use it.
+pub fn filter_test_wasm() -> Result<PathBuf> {
+    let default =
+        workspace_root().join("target/wasm32-wasip1/release-conformance/idemgate_envoy.wasm");
+    locate(
+        FILTER_TEST_ENV,
+        &default,
+        "the Envoy filter's test build (feature `conformance`)",
         "build-filter",
     )
 }

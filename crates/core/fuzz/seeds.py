@@ -105,6 +105,8 @@ SEEDS = {
     "fingerprint": fingerprint_seeds,
     "record": record_seeds,
     "config": config_seeds,
+    # The document reader reads configurations (and vectors): the config vectors are its seeds.
+    "document": config_seeds,
     "token": token_seeds,
     "decision": lambda: iter(()),
     "remote": lambda: iter(()),

@@ -70,6 +70,7 @@ enum Key {
 }
 
 /// The headers arrived: what they settle. `header` gives every value of a lowercase header name.
+#[must_use = "the admission says whether and how the request proceeds"]
 pub fn admit<'h>(
     route: &Route,
     header: &dyn Fn(&str) -> Vec<&'h [u8]>,
@@ -133,6 +134,7 @@ impl Admission {
 
     /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
     /// key and none required — the request passes through unguarded.
+    #[must_use = "the key (or refusal) decides what the request gets"]
     pub fn finish(self, route: &Route) -> Result<Option<IdempotencyKey>, Refusal> {
         if let Some(check) = self.signature {
             check.verify().map_err(Refusal::Signature)?;
@@ -166,6 +168,7 @@ impl RouteKind {
     /// The response facts as this kind of route counts them: on a callback route only a 2xx is
     /// the delivery's outcome; any other upstream answer releases the claim like a request that
     /// never reached the upstream, so the provider's next delivery runs again.
+    #[must_use = "the screened facts are what completion must see"]
     pub fn screen(self, facts: ResponseFacts) -> ResponseFacts {
         match (self, facts) {
             (RouteKind::Callback, ResponseFacts::Upstream { status, .. })

@@ -266,38 +266,52 @@ impl Policy {
         config.compile(env)
     }
 
-    /// The default policy (what `{}` configures).
+    /// The default policy: what `{}` (or an empty document) configures, built directly.
+    /// `tests/defaults.rs` holds it equal to `Policy::from_json("{}")`, field by field.
     pub fn defaults() -> Policy {
-        match Config::default().compile(&|_| None) {
-            Ok(policy) => policy,
-            // The defaults are valid by construction (a unit test holds them to it); this arm
-            // exists only because the compiler cannot know that.
-            Err(_) => Policy {
-                header: defaults::HEADER.into(),
-                routes: Vec::new(),
-                scope: alloc::vec![ScopeSource::Peer],
-                fingerprint: FingerprintSpec::default(),
-                ttl: Span::from_secs(86_400),
-                lease: Span::from_secs(60),
-                replay_headers: Vec::new(),
-                store_rule: StoreRule::StoreAll,
-                max_request_body: defaults::MAX_REQUEST_BODY,
-                hashing_budget: defaults::HASHING_BUDGET,
-                max_response_body: defaults::MAX_RESPONSE_BODY,
-                max_relay_body: defaults::MAX_RELAY_BODY,
-                capacity: Capacity {
-                    cells: 1,
-                    per_cell: 1,
-                },
-                quota: Quota {
-                    identified: 1,
-                    peer: 1,
-                },
-                on_store_full: FailureMode::Reject,
-                on_store_error: FailureMode::Reject,
-                token: None,
-                store: StoreKind::Local,
+        let header = String::from(defaults::HEADER);
+        let per_cell = defaults::RECORDS_PER_CELL;
+        Policy {
+            routes: alloc::vec![Route {
+                prefix: "/".into(),
+                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                key: KeyRequirement::Optional,
+                token: TokenRequirement::None,
+                case_sensitive: false,
+                forward: Forward::Router,
+                kind: RouteKind::Api,
+                key_from: alloc::vec![KeySource::Header(header.clone())].into(),
+                signature: None,
+            }],
+            header,
+            scope: alloc::vec![
+                ScopeSource::Header("authorization".into()),
+                ScopeSource::Peer
+            ],
+            fingerprint: FingerprintSpec::default(),
+            ttl: Span::from_secs(24 * 60 * 60),
+            lease: Span::from_secs(60),
+            replay_headers: DEFAULT_REPLAY_HEADERS
+                .iter()
+                .map(|h| (*h).to_owned())
+                .collect(),
+            store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
+            max_request_body: defaults::MAX_REQUEST_BODY,
+            hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
+            max_response_body: defaults::MAX_RESPONSE_BODY,
+            max_relay_body: defaults::MAX_RELAY_BODY,
+            capacity: Capacity {
+                cells: defaults::CAPACITY.div_ceil(u32::from(per_cell)),
+                per_cell,
             },
+            quota: Quota {
+                identified: per_cell,
+                peer: per_cell / 2,
+            },
+            on_store_full: FailureMode::Reject,
+            on_store_error: FailureMode::Reject,
+            token: None,
+            store: StoreKind::Local,
         }
     }
 }

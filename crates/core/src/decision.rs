@@ -24,6 +24,7 @@ pub enum Decision {
 
 /// Decides a request (semantics §4). `owner` is fresh entropy from the host, used only if this
 /// request claims the key.
+#[must_use = "the decision says what the request gets"]
 pub fn decide(
     existing: Option<&Record>,
     fingerprint: Fingerprint,
@@ -36,6 +37,7 @@ pub fn decide(
 
 /// [`decide`] with only the two policy values it needs: the remote store service decides on the
 /// lease and TTL the filter sent, without the filter's whole policy.
+#[must_use = "the decision says what the request gets"]
 pub fn decide_with(
     existing: Option<&Record>,
     fingerprint: Fingerprint,
@@ -68,6 +70,7 @@ pub fn decide_with(
 
 /// A new in-flight record. The lease never outlives the record (`lease_until ≤ expires_at`), so no
 /// claim can be stuck past its TTL.
+#[must_use = "the claim must be stored to take effect"]
 pub fn new_claim(
     fingerprint: Fingerprint,
     owner: OwnerToken,
@@ -78,6 +81,7 @@ pub fn new_claim(
 }
 
 /// [`new_claim`] with only the lease and TTL.
+#[must_use = "the claim must be stored to take effect"]
 pub fn claim_with(
     fingerprint: Fingerprint,
     owner: OwnerToken,
@@ -126,6 +130,7 @@ pub enum Completion {
 }
 
 /// Decides what the end of a forwarded request does to its claim (semantics §5).
+#[must_use = "the completion says what the store must do with the record"]
 pub fn complete(
     claim: &InFlight,
     facts: ResponseFacts,
@@ -153,6 +158,7 @@ pub enum Verdict {
 }
 
 /// The policy half of [`complete`].
+#[must_use = "the verdict says whether the answer is stored or the claim released"]
 pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
     match facts {
         ResponseFacts::NeverReached => Verdict::Release,
@@ -192,6 +198,7 @@ pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
 }
 
 /// The record a claim becomes when its answer is stored.
+#[must_use = "the completed record must be stored to take effect"]
 pub fn completed_record(
     claim: &InFlight,
     response: StoredResponse,

@@ -44,7 +44,7 @@ pub mod answer;
 mod codec;
 #[cfg(feature = "config")]
 pub mod config;
-#[cfg(feature = "config")]
+#[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod decision;
 pub mod fingerprint;

@@ -120,6 +120,7 @@ pub struct Transaction<M: Mutation> {
 
 impl<M: Mutation> Transaction<M> {
     /// Starts the operation; the first request is always a read of its cell.
+    #[must_use = "the first store request must be sent and the transaction resumed with its reply"]
     pub fn start(cell: String, mutation: M, now: UnixMillis) -> (Self, StoreRequest) {
         let request = StoreRequest::Read { cell: cell.clone() };
         let tx = Transaction {
@@ -133,6 +134,7 @@ impl<M: Mutation> Transaction<M> {
     }
 
     /// Feeds the answer to the last request.
+    #[must_use = "the next store request must be sent, or the outcome acted on"]
     pub fn resume(&mut self, reply: StoreReply) -> Step<M::Outcome> {
         let state = core::mem::replace(&mut self.state, State::Finished);
         match (state, reply) {
@@ -421,6 +423,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         }
     }
 
+    #[must_use = "the claim's outcome says what the host must do with the request"]
     pub fn claim(
         &mut self,
         key: StorageKey,
@@ -444,6 +447,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
     }
 
     /// Ends a forwarded request; `facts == None` releases the claim.
+    #[must_use = "the finish's outcome says whether the answer was stored"]
     pub fn finish(
         &mut self,
         key: StorageKey,
@@ -466,6 +470,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         )
     }
 
+    #[must_use = "a token counts as consumed only if the outcome says so"]
     pub fn consume(
         &mut self,
         key: StorageKey,

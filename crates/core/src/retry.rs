@@ -155,6 +155,7 @@ pub const fn classify(status: u16) -> StatusClass {
 /// Decides after attempt number `attempts_made` (1 for the first) ended with `outcome`, `elapsed`
 /// after the first attempt started. `random` is a uniform `u32` from the host; the jitter fraction
 /// is `random / 2^32`.
+#[must_use = "the decision says whether and when to retry"]
 pub fn next(
     policy: &RetryPolicy,
     attempts_made: u32,

@@ -117,6 +117,7 @@ pub struct IssuedToken {
 /// Issues a token for `scope` (already a hash of the caller's scope identity), valid from `now`
 /// for `ttl`. `nonce` must be fresh randomness from the host: it is what makes two tokens issued
 /// in the same millisecond distinct, and it names the single-use cell.
+#[must_use = "the issued token must be handed out"]
 pub fn issue(
     secret: &TokenSecret,
     scope: &[u8; 32],
@@ -144,6 +145,7 @@ pub fn issue(
 /// (`token_bad_signature`, also for a token of another scope or secret), expiry (`now >=
 /// expires_at` is `token_expired`), then issue time (more than [`CLOCK_SKEW`] ahead of `now` is
 /// `token_not_yet_valid`). It does not consume the token; see [`TokenClaims::consumption_key`].
+#[must_use = "a token is valid only if verification succeeded"]
 pub fn verify(
     secret: &TokenSecret,
     text: &str,

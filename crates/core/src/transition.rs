@@ -184,25 +184,6 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 }
 
-/// One idempotency record's life (semantics §4–5). `completed` is terminal: its expiry deletes the
-/// record, and a later claim starts a *new* record at `absent`, so a completed record never goes
-/// back to `in_flight`. `expire` covers records that never completed (a lapsed lease past the
-/// record TTL, a released claim); `take_over` replaces the owner of a lapsed lease.
-pub static RECORD_LIFECYCLE: StateTable = StateTable::from_static(
-    &["absent", "in_flight", "completed", "released", "expired"],
-    &["completed"],
-    &[
-        ("absent", "claim", "in_flight"),
-        ("released", "claim", "in_flight"),
-        ("expired", "claim", "in_flight"),
-        ("in_flight", "take_over", "in_flight"),
-        ("in_flight", "complete", "completed"),
-        ("in_flight", "release", "released"),
-        ("in_flight", "expire", "expired"),
-        ("released", "expire", "expired"),
-    ],
-);
-
 /// A submit button (semantics §9). A `submit` while `in_flight` is already applied: that is how a
 /// double click becomes one request. A retryable failure submits again; a final outcome needs a
 /// `reset` (a new intent) first.
@@ -223,18 +204,6 @@ pub static SUBMIT_LIFECYCLE: StateTable = StateTable::from_static(
         ("in_flight", "fail_final", "failed_final"),
         ("succeeded", "reset", "idle"),
         ("failed_final", "reset", "idle"),
-    ],
-);
-
-/// An example business table for docs and tests: unpaid → paid → shipped; unpaid/paid → cancelled.
-pub static ORDER_LIFECYCLE: StateTable = StateTable::from_static(
-    &["unpaid", "paid", "shipped", "cancelled"],
-    &["shipped", "cancelled"],
-    &[
-        ("unpaid", "pay", "paid"),
-        ("paid", "ship", "shipped"),
-        ("unpaid", "cancel", "cancelled"),
-        ("paid", "cancel", "cancelled"),
     ],
 );
 

@@ -12,8 +12,8 @@
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
-//! [`host`] (host calls without panics), [`entropy`], and the conformance export for the wasmtime
-//! harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
+//! [`host`] (host calls without panics), [`entropy`], and (with the test-only `conformance`
+//! feature) the conformance export for the wasmtime harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
 #![deny(unsafe_code)]
 
 pub mod abi;
@@ -39,6 +39,8 @@ pub mod token_endpoint;
 /// case `{"group":..,"input":..}` at `ptr..ptr+len` (memory the harness obtained from the exported
 /// `proxy_on_memory_allocate`), evaluates it with the core, and returns the answer's location as
 /// `(ptr << 32) | len`. The answer is leaked: the harness reads it and discards the instance.
+/// Only in the test build (`--features conformance`): the shipped `.wasm` has no such export.
+#[cfg(feature = "conformance")]
 // The only callers are wasm hosts, through the export: an `unsafe fn` would change nothing for them.
 #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
 #[no_mangle]

@@ -155,7 +155,7 @@ export function classifyStatus(status) {
 }
 
 /**
- * The core's answer for `event` at `state` in a built-in table (`'submit'`, `'record'`,
+ * The core's answer for `event` at `state` in a built-in table (`'submit'`, or the example
  * `'order'`): `{ outcome: 'apply', state: next }` or `{ outcome: 'already_applied', state }`.
  * A rejected event throws (`transition_illegal`, `transition_unknown_state`, …).
  */

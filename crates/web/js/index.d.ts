@@ -122,7 +122,7 @@ export interface TransitionResult<S extends string = string> {
   state: S;
 }
 /** The core's answer in a built-in state table; throws `transition_*` on a rejected event. */
-export declare function transition(table: 'submit' | 'record' | 'order', state: string, event: string): TransitionResult;
+export declare function transition(table: 'submit' | 'order', state: string, event: string): TransitionResult;
 export declare function submitTransition(state: SubmitState, event: SubmitEvent): TransitionResult<SubmitState>;
 export declare function version(): string;
 

@@ -1,15 +1,25 @@
-//! The core's state tables (semantics §8, §9): the submit button's lifecycle drives the JS submit
-//! guard; the record and order tables are exported for completeness and for the vectors.
+//! State tables (semantics §8, §9): the core's submit-button lifecycle drives the JS submit guard;
+//! the order table is this package's example of a business table (the core ships none).
 
 use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
 use alloc::format;
 use alloc::string::String;
-use idemgate_core::transition::{
-    StateTable, Transition, ORDER_LIFECYCLE, RECORD_LIFECYCLE, SUBMIT_LIFECYCLE,
-};
+use idemgate_core::transition::{StateTable, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
 
-/// The answer of built-in `table` (`"submit"`, `"record"` or `"order"`) for `event` at `state`:
+/// An example business table: unpaid → paid → shipped; unpaid/paid → cancelled.
+static ORDER_LIFECYCLE: StateTable = StateTable::from_static(
+    &["unpaid", "paid", "shipped", "cancelled"],
+    &["shipped", "cancelled"],
+    &[
+        ("unpaid", "pay", "paid"),
+        ("paid", "ship", "shipped"),
+        ("unpaid", "cancel", "cancelled"),
+        ("paid", "cancel", "cancelled"),
+    ],
+);
+
+/// The answer of built-in `table` (`"submit"` or `"order"`) for `event` at `state`:
 /// `"apply:<next state>"` or `"already_applied"`; a rejection throws with the core's code
 /// (`transition_illegal`, `transition_unknown_state`, `transition_unknown_event`).
 #[wasm_bindgen]
@@ -20,12 +30,11 @@ pub fn transition(table: &str, state: &str, event: &str) -> JsResult<String> {
 pub fn answer(table: &str, state: &str, event: &str) -> Result<String, CodedError> {
     let table: &StateTable = match table {
         "submit" => &SUBMIT_LIFECYCLE,
-        "record" => &RECORD_LIFECYCLE,
         "order" => &ORDER_LIFECYCLE,
         other => {
             return Err(CodedError::new(
                 INVALID_ARGUMENT,
-                format!("unknown state table \"{other}\": use submit, record or order"),
+                format!("unknown state table \"{other}\": use submit or order"),
             ))
         }
     };
@@ -77,6 +86,15 @@ mod tests {
         assert_eq!(
             answer("order", "shipped", "pay"),
             Ok("already_applied".into())
+        );
+        assert_eq!(
+            code(answer("order", "cancelled", "pay")),
+            Err("transition_illegal")
+        );
+        assert_eq!(ORDER_LIFECYCLE.validate(), Ok(()));
+        assert_eq!(
+            code(answer("record", "absent", "claim")),
+            Err(INVALID_ARGUMENT)
         );
     }
 }

@@ -11,6 +11,12 @@ pub fn filter() -> Arc<FilterModule> {
     filter_module(&path).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The filter's test build (the shipped code plus the conformance export), compiled.
+pub fn filter_test_build() -> Arc<FilterModule> {
+    let path = artifacts::filter_test_wasm().unwrap_or_else(|e| panic!("{e}"));
+    filter_module(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
 /// A checkout: one order, one key.
 pub fn order(key: &str) -> Request {
     Request::post("/orders")

@@ -1,6 +1,8 @@
-//! The shared vectors on the native core, the filter `.wasm` and the browser module's `.wasm`.
+//! The shared vectors on the native core, the filter's test build (the shipped code plus the
+//! `idemgate_conformance` export; `builds.rs` proves it decides as the shipped file does) and the
+//! browser module's `.wasm`.
 
-use crate::support::filter;
+use crate::support::filter_test_build;
 use idemgate_host_tests::artifacts;
 use idemgate_host_tests::conformance::filter::FilterVectors;
 use idemgate_host_tests::conformance::web::{WebVectors, EXPOSED_GROUPS};
@@ -48,7 +50,7 @@ fn native_core_answers_every_vector_as_expected() {
 #[test]
 fn filter_wasm_answers_every_vector_like_the_native_core() {
     let cases = cases();
-    let mut vectors = FilterVectors::start(&filter()).unwrap();
+    let mut vectors = FilterVectors::start(&filter_test_build()).unwrap();
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|case| {

@@ -171,23 +171,6 @@ enum Facts {
     Vector(u8),
 }
 
-/// `IDEMGATE_FUZZ_SKIP_KNOWN=1` steers around core bugs that are reported but not fixed yet (see
-/// README "Findings"), so a long run can look past them. Off by default: the regression inputs in
-/// `corpus/decision/` then fail until the core is fixed.
-fn skip_known() -> bool {
-    static SKIP: OnceLock<bool> = OnceLock::new();
-    *SKIP.get_or_init(|| std::env::var_os("IDEMGATE_FUZZ_SKIP_KNOWN").is_some_and(|v| v != "0"))
-}
-
-/// Finding 1: `complete` stores any status, `Bucket::decode` refuses those outside 100..=999.
-fn status(raw: u16) -> u16 {
-    if skip_known() && !(100..=999).contains(&raw) {
-        100 + raw % 900
-    } else {
-        raw
-    }
-}
-
 impl Facts {
     fn resolve(&self) -> ResponseFacts {
         match self {
@@ -196,7 +179,7 @@ impl Facts {
                 headers,
                 body,
             } => ResponseFacts::Upstream {
-                status: status(*raw),
+                status: *raw,
                 headers: headers.iter().map(|(n, v)| (n.text(), v.clone())).collect(),
                 body: body.clone(),
             },

@@ -19,10 +19,12 @@ fn agree(ours: &Value, theirs: &serde_json::Value) -> bool {
         (Value::Null, S::Null) => true,
         (Value::Bool(a), S::Bool(b)) => a == b,
         (Value::String(a), S::String(b)) => a == b,
-        // Integers exactly (how `-0` is stored is serde_json's business), everything as f64.
+        // Integers exactly (how `-0` is stored is serde_json's business), everything as f64 —
+        // read from serde_json's text, since its `as_f64` is `None` beyond f64's range (`1e400`),
+        // which both readers accept.
         (Value::Number(a), S::Number(b)) => {
             (a.as_u64() == b.as_u64() || a.as_str().starts_with('-'))
-                && a.as_str().parse::<f64>().ok() == b.as_f64()
+                && a.as_str().parse::<f64>().ok() == b.to_string().parse::<f64>().ok()
         }
         (Value::Array(a), S::Array(b)) => {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| agree(x, y))

@@ -1,7 +1,9 @@
 //! The conformance-vector evaluator: one function that turns a vector's `input` into the answer the
-//! core gives. The native tests, the wasmtime harness (through both shipped `.wasm` files) and the
-//! browser module's JS tests all call this same evaluator, so "the same answer everywhere" is checked
-//! against one definition of what each group means (format: `vectors/README.md`).
+//! core gives. The native tests and the wasmtime harness (natively, and through the filter's test
+//! build, whose one extra export wraps [`evaluate_json`]) call this same evaluator, so "the same
+//! answer everywhere" is checked against one definition of what each group means (format:
+//! `vectors/README.md`). Behind the non-default `conformance` feature: test scaffolding, never in a
+//! shipped artifact.
 
 use crate::json::Value;
 use alloc::string::{String, ToString};

@@ -23,6 +23,7 @@ pub const PATH: &str = "/v1/op";
 pub const FINISH_ATTEMPTS: u32 = 3;
 
 /// The claim a request makes, with the policy's lease and TTL.
+#[must_use = "the request must be sent to the store service"]
 pub fn claim(
     key: StorageKey,
     fingerprint: Fingerprint,
@@ -41,6 +42,7 @@ pub fn claim(
 /// What the end of a forwarded request sends: the policy decides here, on the filter's side,
 /// which answers are stored and how ([`verdict`]). `None` when nothing is to be written (the
 /// outcome is in doubt: the claim stays in flight), so no callout is made.
+#[must_use = "the request must be sent to the store service"]
 pub fn finish(
     key: StorageKey,
     owner: OwnerToken,
@@ -61,6 +63,7 @@ pub fn finish(
 }
 
 /// A one-time token's single use.
+#[must_use = "the request must be sent to the store service"]
 pub fn consume(key: StorageKey, expires_at: UnixMillis) -> Request {
     Request::Consume { key, expires_at }
 }
@@ -75,6 +78,7 @@ pub struct Answer<'a> {
 /// Decodes a callout's answer. No answer, a body that is not a response of this wire version
 /// (a proxy's error page, a truncated body), or a status that does not match the body are all
 /// store errors: the failure mode applies, never a guess.
+#[must_use = "the store service's answer says what the host must do"]
 pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
     let unavailable = |why: &str| ProtocolError::Store(StoreError::Unavailable(String::from(why)));
     let Some(status) = answer.status else {
@@ -89,16 +93,19 @@ pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
 }
 
 /// [`answer`] for a claim.
+#[must_use = "the outcome says what the host must do with the request"]
 pub fn claim_outcome(reply: Answer<'_>) -> Result<ClaimOutcome, ProtocolError> {
     answer(reply)?.into_claim()
 }
 
 /// [`answer`] for a finish.
+#[must_use = "the outcome says whether the answer was stored"]
 pub fn finish_outcome(reply: Answer<'_>) -> Result<FinishOutcome, ProtocolError> {
     answer(reply)?.into_finish()
 }
 
 /// [`answer`] for a token use.
+#[must_use = "a token counts as consumed only if the outcome says so"]
 pub fn consume_outcome(reply: Answer<'_>) -> Result<ConsumeOutcome, ProtocolError> {
     answer(reply)?.into_consume()
 }

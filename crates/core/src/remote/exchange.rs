@@ -25,6 +25,7 @@ pub enum Change {
 /// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
 /// on the engine's clock. The same rules as the local protocol: [`decide_with`] for a claim, the
 /// fencing token for a finish, a single use for a token.
+#[must_use = "the response must be sent and the change written"]
 pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
     let live = current.filter(|record| !record.is_expired(now));
     match request {
@@ -101,6 +102,7 @@ pub const FULL_RETRY_AFTER: Span = Span::from_secs(5);
 /// The answer when the engine refuses a write for lack of memory: claims and token uses are told
 /// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
 /// flight until its lease ends, as for any finish that cannot land).
+#[must_use = "the response must be sent"]
 pub fn full(request: &Request) -> Response {
     match request {
         Request::Claim { .. } => Response::Claim(ClaimOutcome::StoreFull {
@@ -156,6 +158,7 @@ pub struct Exchange {
 
 impl Exchange {
     /// Starts an operation; the first call is always a read.
+    #[must_use = "the first step must be carried out"]
     pub fn start(request: Request) -> (Exchange, Need) {
         let exchange = Exchange {
             request,
@@ -171,6 +174,7 @@ impl Exchange {
 
     /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
     /// fresh random version for a write (drawn by the host: the core has no entropy).
+    #[must_use = "the next step must be carried out"]
     pub fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
         let key = *self.request.key();
         let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
@@ -201,6 +205,7 @@ impl Exchange {
     }
 
     /// Resumes with the compare-and-set's result.
+    #[must_use = "the next step must be carried out"]
     pub fn written(&mut self, outcome: WriteOutcome) -> Step {
         match (outcome, self.pending.take()) {
             (WriteOutcome::Written, Some(response)) => Step::Done(response),

@@ -149,7 +149,10 @@ for (const [group, run] of Object.entries(groups)) {
   describe(`vectors/${group}.json`, { skip: file ? false : 'no vector file yet' }, () => {
     for (const testCase of file?.cases ?? []) {
       const skipOp = SKIPPED_OPS[group]?.find((op) => testCase.input.op === op || op in testCase.input);
-      it(testCase.name, { skip: skipOp ? `${skipOp} is not exported to the browser` : false }, async () => {
+      // State tables given as data (the vectors' example tables): the browser API has built-in ones only.
+      const dataTable = group === 'transition' && typeof testCase.input.table === 'object';
+      const skip = skipOp ? `${skipOp} is not exported to the browser` : dataTable ? 'a table given as data is not in the browser API' : false;
+      it(testCase.name, { skip }, async () => {
         assert.deepEqual(await outcome(() => run(testCase.input)), expected(group, testCase), testCase.why);
       });
     }
