@@ -17,7 +17,7 @@ export IDEMGATE_FILTER_WASM := $(CURDIR)/$(FILTER_WASM)
 FILTER_TEST_WASM := target/wasm32-wasip1/release-conformance/idemgate_envoy.wasm
 export IDEMGATE_FILTER_TEST_WASM := $(CURDIR)/$(FILTER_TEST_WASM)
 
-.PHONY: help setup setup-rust setup-envoy setup-web setup-npm build build-core-wasm build-filter build-web \
+.PHONY: help setup setup-rust setup-envoy setup-web setup-chromium setup-npm build build-core-wasm build-filter build-web \
         lint test test-rust test-envoy test-web test-host test-e2e demo bench
 
 help: ## list targets
@@ -25,7 +25,7 @@ help: ## list targets
 
 # ---------------------------------------------------------------------------------------------
 # setup: idempotent installs (each step checks first)
-setup: setup-rust setup-envoy setup-web ## install everything a fresh machine lacks
+setup: setup-rust setup-envoy setup-web setup-chromium ## install everything a fresh machine lacks
 
 setup-rust:
 	@installed="$$(rustup target list --installed)"; \
@@ -37,6 +37,9 @@ setup-envoy:
 setup-web: setup-npm
 	@wasm-bindgen --version 2>/dev/null | grep -qx "wasm-bindgen $(WASM_BINDGEN_VERSION)" || \
 	  $(CARGO) install wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION) --no-default-features
+
+# Only the browser tests need a browser (the demo does not).
+setup-chromium:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || { \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
@@ -92,7 +95,7 @@ soak: build-filter ## soak Envoy with unique keys (SOAK_SECONDS, default 180); m
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SAMPLE_SECONDS=$(SOAK_SAMPLE_SECONDS) \
 	  $(CARGO) test -p idemgate-envoy --test envoy -- --ignored --nocapture --exact soak::soak_unique_keys_at_full_speed
 
-test-web: build-web ## the browser module in Node and headless Chromium
+test-web: setup-chromium build-web ## the browser module in Node and headless Chromium
 	CARGO="$(CARGO)" crates/web/scripts/test.sh
 
 test-host: build-filter build-web ## both .wasm files under wasmtime
@@ -127,19 +130,19 @@ bench-store: setup-rust setup-redis ## store operation latency and throughput ov
 	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store $${CARGO_TARGET_DIR:-target}/release/examples/load
 
 # ---------------------------------------------------------------------------------------------
-demo: setup build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
+demo: setup-rust setup-envoy build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
 
 # The same checkout stack with two Envoys sharing Redis through the store service (issue 13).
 .PHONY: demo-fleet
-demo-fleet: setup build-filter build-web build-store setup-redis ## the checkout demo behind two Envoys sharing one Redis: A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
+demo-fleet: setup-rust setup-envoy build-filter build-web build-store setup-redis ## the checkout demo behind two Envoys sharing one Redis: A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
 	python3 examples/checkout/demo_fleet.py
 
 .PHONY: test-demo-fleet
 test-demo-fleet: build-filter build-web build-store setup-redis ## demo-fleet's contract: a request to Envoy A and its retry to B are one request
 	python3 examples/checkout/demo_fleet_test.py
 
-test-e2e: build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
+test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
 	node --test examples/checkout/e2e.test.mjs
 
 # Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
