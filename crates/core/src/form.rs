@@ -32,6 +32,7 @@
 //! 4× the body on wasm32 (6× on 64-bit), before vector slack; the body itself is limited by
 //! `max_request_body`. Nothing else grows: no recursion, no per-byte allocation.
 
+use crate::hash::hex_digit;
 use crate::sort::sort;
 use alloc::vec::Vec;
 use core::cmp::Ordering;
@@ -232,15 +233,6 @@ fn pair_end(out: &[u8], start: usize) -> usize {
     match out.get(name_end) {
         Some(1) => esc_end(out, name_end + 1),
         _ => name_end + 1,
-    }
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
     }
 }
 

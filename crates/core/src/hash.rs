@@ -49,23 +49,25 @@ pub fn to_hex(bytes: &[u8]) -> alloc::string::String {
     out
 }
 
+/// The value of one hex digit, either case (paths, form escapes, signatures and [`from_hex`]).
+pub(crate) fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
 /// Parses lowercase or uppercase hex; `None` on odd length or a non-hex digit.
 pub fn from_hex(text: &str) -> Option<alloc::vec::Vec<u8>> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
     let bytes = text.as_bytes();
     if bytes.len() % 2 != 0 {
         return None;
     }
     bytes
         .chunks_exact(2)
-        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .map(|pair| Some(hex_digit(pair[0])? << 4 | hex_digit(pair[1])?))
         .collect()
 }
 

@@ -9,6 +9,7 @@
 //! could route to a guarded prefix is matched to it. Matching more requests to a rule can only add
 //! protection; the storage key only ever merges spellings within one client's own scope.
 
+use crate::hash::hex_digit;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -49,7 +50,9 @@ fn decode(path: &str) -> String {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         let escaped = match (b, bytes.get(i + 1), bytes.get(i + 2)) {
-            (b'%', Some(&hi), Some(&lo)) => hex(hi).zip(hex(lo)).map(|(hi, lo)| hi << 4 | lo),
+            (b'%', Some(&hi), Some(&lo)) => hex_digit(hi)
+                .zip(hex_digit(lo))
+                .map(|(hi, lo)| hi << 4 | lo),
             _ => None,
         };
         match escaped {
@@ -89,15 +92,6 @@ fn decode(path: &str) -> String {
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
-
-fn hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@
 //! The MAC is computed as the body streams past ([`SignatureCheck::update`]); nothing of the body is
 //! kept. Comparison is constant-time (the `hmac` crate's `verify_slice`).
 
+use crate::hash::hex_digit;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 use core::fmt;
@@ -184,15 +185,6 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
         *slot = (hi << 4) | lo;
     }
     Some(out)
-}
-
-fn hex_digit(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
 }
 
 /// Why a delivery's signature was refused (each is one problem `type` at the edge).
