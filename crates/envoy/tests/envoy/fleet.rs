@@ -291,6 +291,46 @@ fn burst(request: &Request, ports: &[u16], concurrency: usize, threads: usize) -
 /// A retry of a completed request. The finish is sent after the client got its answer (the
 /// response is not held for it), so a retry sent at once may still find the key in flight (409):
 /// it retries as a client would, for at most 5 s.
+/// `concurrency` duplicates of `key` at once over every port of `ports`: only 201, 409 or 503
+/// come back, exactly one reaches the upstream and is seen executed, and afterwards every Envoy
+/// replays that answer byte for byte without another upstream call. Returns the burst's answers.
+fn once_across_the_fleet(
+    upstream: &Upstream,
+    ports: &[u16],
+    key: &str,
+    concurrency: usize,
+    threads: usize,
+) -> Vec<Response> {
+    let request = Request::post("/pay", key).script("delay=300");
+    let answers = burst(&request, ports, concurrency, threads);
+    assert_eq!(answers.len(), concurrency);
+    let other: Vec<_> = answers
+        .iter()
+        .filter(|r| !matches!(r.status, 201 | 409 | 503))
+        .map(|r| (r.status, r.text()))
+        .take(3)
+        .collect();
+    assert!(other.is_empty(), "unexpected answers: {other:?}");
+    // Never a silent duplicate: at most one execution, and it is the upstream's only call.
+    upstream.wait_finished(upstream.total());
+    assert_eq!(upstream.hits(key), 1, "key {key}: upstream calls");
+    let executed: Vec<&Response> = answers
+        .iter()
+        .filter(|r| r.status == 201 && !r.replayed())
+        .collect();
+    assert_eq!(executed.len(), 1, "key {key}: executions the clients saw");
+    // After completion, the retry through either Envoy is the same answer, byte for byte.
+    let original = executed[0];
+    for &port in ports {
+        let again = replay(&request, port);
+        assert!(again.replayed(), "{}", again.text());
+        assert_eq!(again.status, original.status);
+        assert_eq!(again.body, original.body);
+    }
+    assert_eq!(upstream.hits(key), 1);
+    answers
+}
+
 fn replay(request: &Request, port: u16) -> Response {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -314,36 +354,10 @@ fn two_envoys_sharing_the_store_run_each_key_once_and_replay_it_identically() {
     let mut report = Vec::new();
     for round in 0..4 {
         let key = format!("fleet-burst-{round}");
-        let request = Request::post("/pay", &key).script("delay=300");
-        let answers = burst(&request, &[a.port, b.port], 1000, 20);
-        assert_eq!(answers.len(), 1000);
-        let executed: Vec<&Response> = answers
-            .iter()
-            .filter(|r| r.status == 201 && !r.replayed())
-            .collect();
+        let answers = once_across_the_fleet(&upstream, &[a.port, b.port], &key, 1000, 20);
         let replayed = answers.iter().filter(|r| r.replayed()).count();
         let conflicts = answers.iter().filter(|r| r.status == 409).count();
         let unavailable = answers.iter().filter(|r| r.status == 503).count();
-        let other: Vec<_> = answers
-            .iter()
-            .filter(|r| !matches!(r.status, 201 | 409 | 503))
-            .map(|r| (r.status, r.text()))
-            .take(3)
-            .collect();
-        assert!(other.is_empty(), "unexpected answers: {other:?}");
-        // Never a silent duplicate: at most one execution, and it is the upstream's only call.
-        upstream.wait_finished(upstream.total());
-        assert_eq!(upstream.hits(&key), 1, "key {key}: upstream calls");
-        assert_eq!(executed.len(), 1, "key {key}: executions the clients saw");
-        // After completion, the retry through either Envoy is the same answer, byte for byte.
-        let original = executed[0];
-        for port in [a.port, b.port] {
-            let replay = replay(&Request::post("/pay", &key).script("delay=300"), port);
-            assert!(replay.replayed(), "{}", replay.text());
-            assert_eq!(replay.status, original.status);
-            assert_eq!(replay.body, original.body);
-        }
-        assert_eq!(upstream.hits(&key), 1);
         report.push(format!(
             "{key}: 1 executed, {replayed} replayed, {conflicts} conflicts, {unavailable} store-unavailable"
         ));
@@ -391,27 +405,7 @@ fn two_envoys_on_a_redis_cluster_run_each_key_once() {
     // Keys spread over the cluster's slots (each record is one Redis key).
     for round in 0..6 {
         let key = format!("fleet-cluster-{round}");
-        let request = Request::post("/pay", &key).script("delay=300");
-        let answers = burst(&request, &[a.port, b.port], 200, 10);
-        let executed: Vec<&Response> = answers
-            .iter()
-            .filter(|r| r.status == 201 && !r.replayed())
-            .collect();
-        let other: Vec<_> = answers
-            .iter()
-            .filter(|r| !matches!(r.status, 201 | 409 | 503))
-            .map(|r| (r.status, r.text()))
-            .take(3)
-            .collect();
-        assert!(other.is_empty(), "unexpected answers: {other:?}");
-        upstream.wait_finished(upstream.total());
-        assert_eq!(upstream.hits(&key), 1, "key {key}: upstream calls");
-        assert_eq!(executed.len(), 1, "key {key}");
-        for port in [b.port, a.port] {
-            let again = replay(&request, port);
-            assert!(again.replayed(), "{}", again.text());
-            assert_eq!(again.body, executed[0].body);
-        }
+        once_across_the_fleet(&upstream, &[a.port, b.port], &key, 200, 10);
     }
     // The records are spread over the primaries.
     let holding = nodes
@@ -437,27 +431,7 @@ fn detached_routes_on_the_remote_store_run_each_key_once() {
     let (b, _) = envoy(&filter, &upstream, &store);
     for round in 0..3 {
         let key = format!("fleet-detached-{round}");
-        let request = Request::post("/pay", &key).script("delay=300");
-        let answers = burst(&request, &[a.port, b.port], 200, 10);
-        let executed: Vec<&Response> = answers
-            .iter()
-            .filter(|r| r.status == 201 && !r.replayed())
-            .collect();
-        let other: Vec<_> = answers
-            .iter()
-            .filter(|r| !matches!(r.status, 201 | 409 | 503))
-            .map(|r| (r.status, r.text()))
-            .take(3)
-            .collect();
-        assert!(other.is_empty(), "unexpected answers: {other:?}");
-        upstream.wait_finished(upstream.total());
-        assert_eq!(upstream.hits(&key), 1, "key {key}: upstream calls");
-        assert_eq!(executed.len(), 1, "key {key}");
-        for port in [b.port, a.port] {
-            let again = replay(&request, port);
-            assert!(again.replayed(), "{}", again.text());
-            assert_eq!(again.body, executed[0].body);
-        }
+        once_across_the_fleet(&upstream, &[a.port, b.port], &key, 200, 10);
     }
     assert!(a.counter("detached") + b.counter("detached") >= 3);
 }
