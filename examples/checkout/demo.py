@@ -62,6 +62,25 @@ def listener_port(admin):
     return None
 
 
+def keeper(work):
+    """The processes a demo starts (append them to the list) and a `stop` that ends them in
+    reverse order (terminate, then kill after 5 s) and removes the demo's temp dir `work`."""
+    children = []
+
+    def stop(*_):
+        for proc in reversed(children):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(children):
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+    return children, stop
+
+
 def main():
     ap = argparse.ArgumentParser(description="idemgate checkout demo")
     ap.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", 10000)))
@@ -79,18 +98,7 @@ def main():
     envoy = shutil.which("envoy") or fail("`envoy` is not installed: run `make setup-envoy`")
 
     work = tempfile.mkdtemp(prefix="idemgate-demo-")
-    children = []
-
-    def stop(*_):
-        for proc in reversed(children):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in reversed(children):
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        shutil.rmtree(work, ignore_errors=True)
+    children, stop = keeper(work)
 
     signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
     try:

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-from demo import DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, listener_port, wait_for
+from demo import DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, keeper, listener_port, wait_for
 
 DEFAULT_STORE = os.path.join(ROOT, "target", "release", "idemgate-store")
 STORE_CONFIG = '"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s" },'
@@ -86,18 +86,7 @@ def main():
         "`redis-server` is not installed: run `make setup-redis`")
 
     work = tempfile.mkdtemp(prefix="idemgate-demo-fleet-")
-    children = []
-
-    def stop(*_):
-        for proc in reversed(children):
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in reversed(children):
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        shutil.rmtree(work, ignore_errors=True)
+    children, stop = keeper(work)
 
     signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
     try:
