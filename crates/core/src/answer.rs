@@ -17,6 +17,16 @@ use alloc::vec::Vec;
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (semantics §4).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// Whether a [`REPLAYED_HEADER`] value marks a replay, as a client reads it: the edge sends
+/// `true`; the structured-field boolean `?1` (RFC 9651), which other servers use for the same
+/// header, counts too. Case and surrounding spaces or tabs do not matter; anything else is not a
+/// replay, since claiming one wrongly would tell the user an order was not placed again when
+/// nothing says so.
+pub fn is_replayed(value: &str) -> bool {
+    let value = value.trim_matches([' ', '\t']);
+    value.eq_ignore_ascii_case("true") || value == "?1"
+}
 /// On a replay whose body was over the limit and not kept.
 pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
 
@@ -318,6 +328,16 @@ pub fn json_string(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replay_marks() {
+        for yes in ["true", "TRUE", " True\t", "?1"] {
+            assert!(is_replayed(yes), "{yes:?}");
+        }
+        for no in ["", "false", "?0", "1", "yes", "true, true", "?1 ;x"] {
+            assert!(!is_replayed(no), "{no:?}");
+        }
+    }
 
     fn body(edge: &EdgeAnswer<'_>) -> serde_json::Value {
         serde_json::from_slice(&answer(edge).body).unwrap()

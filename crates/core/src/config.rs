@@ -196,7 +196,7 @@ pub mod defaults {
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
     pub const TOKEN_TTL: &str = "10m";
-    pub const TOKEN_ISSUE_PATH: &str = "/.idemgate/token";
+    pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
     pub const METHODS: &[&str] = &["POST", "PATCH"];

@@ -30,6 +30,41 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// Where the edge issues tokens unless configured otherwise (`token.issue_path`).
+pub const ISSUE_PATH: &str = "/.idemgate/token";
+
+/// The request target a client asks `endpoint` with for a token for the request `method path`:
+/// a token is bound to the route and method it is for (issue 14), so the edge must be told which,
+/// as `?method=…&path=…` (`&` if `endpoint` has a query already). Both values are
+/// percent-encoded except RFC 3986's unreserved characters, so a path with `?`, `&`, `#`, `+` or
+/// `%` arrives as it was.
+pub fn issue_target(endpoint: &str, method: &str, path: &str) -> String {
+    let mut out = String::with_capacity(endpoint.len() + method.len() + path.len() * 3 + 14);
+    out.push_str(endpoint);
+    out.push_str(if endpoint.contains('?') {
+        "&method="
+    } else {
+        "?method="
+    });
+    percent_encode(&mut out, method);
+    out.push_str("&path=");
+    percent_encode(&mut out, path);
+    out
+}
+
+fn percent_encode(out: &mut String, value: &str) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in value.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+    }
+}
+
 /// Shortest secret accepted: 128 bits, so brute-forcing the key is never the weak point.
 pub const MIN_SECRET_LEN: usize = 16;
 
@@ -294,6 +329,18 @@ impl fmt::Display for TokenError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_targets_name_method_and_path() {
+        assert_eq!(
+            issue_target(ISSUE_PATH, "POST", "/pay/1"),
+            "/.idemgate/token?method=POST&path=%2Fpay%2F1"
+        );
+        assert_eq!(
+            issue_target("/t?tenant=a", "PATCH", "/a b?x=1&y=%+é"),
+            "/t?tenant=a&method=PATCH&path=%2Fa%20b%3Fx%3D1%26y%3D%25%2B%C3%A9"
+        );
+    }
     use alloc::format;
 
     const SCOPE: [u8; 32] = [7u8; 32];

@@ -12,8 +12,6 @@ use wasm_bindgen::prelude::*;
 pub const INVALID_ARGUMENT: &str = "invalid_argument";
 /// A `Fingerprinter` was used after `finish()`, or configured after its first `update()`.
 pub const FINGERPRINTER_STATE: &str = "fingerprinter_state";
-/// `crypto.getRandomValues` is not available or failed.
-pub const ENTROPY_UNAVAILABLE: &str = "entropy_unavailable";
 
 #[wasm_bindgen(inline_js = "export function idemgate_error(code, message) {
   const error = new Error(message);

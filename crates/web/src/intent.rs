@@ -1,0 +1,57 @@
+//! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
+//! submission settled and whether the next one keeps the key (`idemgate_core::intent`), whether an
+//! answer is a replay (`idemgate_core::answer`), and how to ask the edge for a one-time token
+//! (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
+
+use alloc::string::String;
+use idemgate_core::intent::{self, Settled};
+use wasm_bindgen::prelude::*;
+
+/// How a submission answered with `status` settled, as the index of `Settled::ALL` (names and
+/// whether the key is kept: `settled` of [`crate::defaults::defaults`]).
+#[wasm_bindgen]
+pub fn settle(status: u16) -> u8 {
+    let settled = intent::settle(status);
+    Settled::ALL
+        .iter()
+        .position(|s| *s == settled)
+        .unwrap_or(Settled::ALL.len()) as u8
+}
+
+/// Whether the next submit reuses the intent's key: `held` is the fingerprint of the payload the
+/// key was made for (`undefined` when the intent holds no key), `payload` the new payload's
+/// (`undefined` when it cannot be fingerprinted).
+#[wasm_bindgen(js_name = reusesKey)]
+pub fn reuses_key(held: Option<String>, payload: Option<String>) -> bool {
+    intent::reuses_key(held.as_deref(), payload.as_deref())
+}
+
+/// Whether an `Idempotent-Replayed` header value marks a replayed answer (`undefined`: absent).
+#[wasm_bindgen(js_name = isReplayed)]
+pub fn is_replayed(value: Option<String>) -> bool {
+    value.is_some_and(|v| idemgate_core::answer::is_replayed(&v))
+}
+
+/// The request target that asks the token `endpoint` for a token for `method` and `path`.
+#[wasm_bindgen(js_name = tokenTarget)]
+pub fn token_target(endpoint: &str, method: &str, path: &str) -> String {
+    idemgate_core::token::issue_target(endpoint, method, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_index_the_core_tables() {
+        let event = |status| Settled::ALL[usize::from(settle(status))].event();
+        assert_eq!(
+            [event(201), event(503), event(422)],
+            ["succeed", "fail_retryable", "fail_final"]
+        );
+        assert!(reuses_key(Some("a".into()), Some("a".into())));
+        assert!(!reuses_key(None, Some("a".into())));
+        assert!(is_replayed(Some("?1".into())) && !is_replayed(None));
+        assert_eq!(token_target("/t", "POST", "/p"), "/t?method=POST&path=%2Fp");
+    }
+}
