@@ -24,8 +24,8 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// replay, since claiming one wrongly would tell the user an order was not placed again when
 /// nothing says so.
 pub fn is_replayed(value: &str) -> bool {
-    let value = value.trim_matches([' ', '\t']);
-    value.eq_ignore_ascii_case("true") || value == "?1"
+    let value = crate::key::trim_ows(value.as_bytes());
+    value.eq_ignore_ascii_case(b"true") || value == b"?1"
 }
 /// On a replay whose body was over the limit and not kept.
 pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";

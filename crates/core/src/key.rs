@@ -70,7 +70,8 @@ impl IdempotencyKey {
     }
 }
 
-fn trim_ows(mut raw: &[u8]) -> &[u8] {
+/// Without leading and trailing optional whitespace (spaces and tabs, RFC 9110 §5.6.3).
+pub(crate) fn trim_ows(mut raw: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = raw {
         raw = rest;
     }

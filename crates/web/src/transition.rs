@@ -2,8 +2,7 @@
 //! the order table is this package's example of a business table (the core ships none).
 
 use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
-use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use idemgate_core::transition::{StateTable, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
 
@@ -32,20 +31,25 @@ pub fn answer(table: &str, state: &str, event: &str) -> Result<Option<String>, C
     let table: &StateTable = match table {
         "submit" => &SUBMIT_LIFECYCLE,
         "order" => &ORDER_LIFECYCLE,
-        other => {
+        _ => {
             return Err(CodedError::new(
                 INVALID_ARGUMENT,
-                format!("unknown state table \"{other}\": use submit or order"),
+                "unknown state table: use submit or order",
             ))
         }
     };
     match table.on(state, event) {
         Transition::Apply { to } => Ok(Some(String::from(to))),
         Transition::AlreadyApplied => Ok(None),
-        Transition::Reject(e) => Err(CodedError::new(
-            e.code(),
-            format!("\"{event}\" at \"{state}\": {e}"),
-        )),
+        Transition::Reject(e) => {
+            // Concatenated rather than `format!`ed: the error's text is the only formatting left.
+            let mut message = String::from("\"");
+            for part in [event, "\" at \"", state, "\": "] {
+                message.push_str(part);
+            }
+            message.push_str(&e.to_string());
+            Err(CodedError::new(e.code(), message))
+        }
     }
 }
 
