@@ -25,7 +25,7 @@ wasm-bindgen --target web --no-typescript --out-dir "$out" --out-name idemgate_w
   "$target_dir/wasm32-unknown-unknown/release-web/idemgate_web.wasm"
 node "$web/scripts/trim-glue.mjs" "$out/idemgate_web.js"
 # Features come from the module's target_features section, which wasm-opt keeps.
-"$wasm_opt" -Oz "$out/idemgate_web_bg.wasm" -o "$out/idemgate_web_bg.wasm"
+"$wasm_opt" -Oz --converge "$out/idemgate_web_bg.wasm" -o "$out/idemgate_web_bg.wasm"
 cp "$web"/js/*.js "$web"/js/*.d.ts "$out"/
 node "$web/scripts/assemble.mjs" "$root" "$out"
 node "$web/scripts/size.mjs" "$out"
