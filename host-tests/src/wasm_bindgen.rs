@@ -357,6 +357,15 @@ impl WebModule {
         }
     }
 
+    /// An export returning a plain `u8`/`u16`/`u32`/`bool` (no `Result`).
+    pub fn int(&mut self, export: &str, args: &[Arg]) -> Result<i32> {
+        let results = self.call(export, args)?;
+        match results.as_slice() {
+            [value] => int(value),
+            _ => Err(interface(format!("{export} does not return one integer"))),
+        }
+    }
+
     /// An export returning a plain `String` (no `Result`): `(ptr, len)`.
     pub fn string_result(&mut self, export: &str, args: &[Arg]) -> Result<String> {
         let results = self.call(export, args)?;

@@ -1,6 +1,8 @@
 //! Vectors through the browser module's `.wasm`, by the exports a browser app calls: `key` through
 //! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
-//! the policy defaults of `defaults`), `transition` (state tables) through `transition`. A case the module's API
+//! the policy defaults of `defaults`), `transition` (state tables) through `transition`, `client`
+//! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey` and `tokenTarget` (codes named
+//! by `defaults`). A case the module's API
 //! cannot express (another group, a malformed input, a policy that does not parse) is not exposed
 //! and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
 //! module only maps a group's input onto calls.
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 /// The groups this module answers.
-pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition"];
+pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition", "client"];
 
 pub struct WebVectors {
     web: WebModule,
@@ -46,6 +48,7 @@ impl WebVectors {
             "fingerprint" => self.fingerprint(&case.input),
             "retry" => self.retry(&case.input),
             "transition" => self.transition(&case.input),
+            "client" => self.client(&case.input),
             _ => Ok(None),
         }
     }
@@ -261,6 +264,55 @@ impl WebVectors {
                 json!({ "final": reason.cloned().unwrap_or(Value::Null) })
             }
         }))))
+    }
+
+    fn client(&mut self, input: &Value) -> Result<Option<Value>> {
+        let field = |name: &str| input.get(name).and_then(Value::as_str);
+        let opt = |name: &str| match input.get(name) {
+            None | Some(Value::Null) => Some(Arg::OptBytes(None)),
+            Some(Value::String(s)) => Some(Arg::OptBytes(Some(s.as_bytes().to_vec()))),
+            Some(_) => None,
+        };
+        let status = input
+            .get("status")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok())
+            .map(|s| Arg::I32(i32::from(s)));
+        let answer = match (field("op"), status) {
+            (Some("classify"), Some(status)) => {
+                let code = self.web.int("classifyStatus", &[status])?;
+                self.defaults()?
+                    .pointer(&format!("/statusClasses/{code}"))
+                    .cloned()
+            }
+            (Some("settle"), Some(status)) => {
+                let code = self.web.int("settle", &[status])?;
+                let defaults = self.defaults()?;
+                let entry = defaults.pointer(&format!("/settled/{code}"));
+                entry.map(|e| json!({ "event": e[0], "keeps_key": e[1] }))
+            }
+            (Some("replayed"), _) => match opt("value") {
+                Some(value) => Some(json!(self.web.int("isReplayed", &[value])? != 0)),
+                None => return Ok(None),
+            },
+            (Some("reuses_key"), _) => match (opt("held"), opt("payload")) {
+                (Some(held), Some(payload)) => {
+                    Some(json!(self.web.int("reusesKey", &[held, payload])? != 0))
+                }
+                _ => return Ok(None),
+            },
+            (Some("token_target"), _) => {
+                match (field("endpoint"), field("method"), field("path")) {
+                    (Some(e), Some(m), Some(p)) => Some(Value::String(
+                        self.web
+                            .string_result("tokenTarget", &[text(e), text(m), text(p)])?,
+                    )),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(outcome(Ok(answer.unwrap_or(Value::Null)))))
     }
 
     /// The module's defaults and code tables (`defaults()`, JSON).
