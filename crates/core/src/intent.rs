@@ -31,6 +31,14 @@ impl Settled {
         Settled::FailedFinal,
     ];
 
+    /// A submission with no answer at all (network error, timeout, a sender that failed): the
+    /// request may have run at the edge, so it is a retryable failure and the key is kept.
+    pub const UNANSWERED: Settled = Settled::FailedRetryable;
+
+    /// A sender that resolved with something other than an HTTP answer: the application says it
+    /// succeeded, and nothing here can judge otherwise.
+    pub const RESOLVED: Settled = Settled::Succeeded;
+
     /// The [`SUBMIT_LIFECYCLE`](crate::transition::SUBMIT_LIFECYCLE) event this outcome is (`succeed`, `fail_retryable`, `fail_final`).
     pub const fn event(self) -> &'static str {
         match self {

@@ -161,13 +161,17 @@ export function classifyStatus(status) {
  * event (`succeed`, `fail_retryable`, `fail_final`) and whether the intent keeps its key.
  */
 export function settle(status) {
-  return settled(CORE.settled[wasm.settle(status)][0]);
+  return settled(wasm.settle(status));
 }
 
-/** `{ event, keepsKey }` of a submit-lifecycle outcome event, by the core's table. */
-export function settled(event) {
-  const entry = CORE.settled.find(([name]) => name === event);
-  return { event, keepsKey: entry[1] };
+/**
+ * `{ event, keepsKey }` of a settled code: `settle`'s, or the core's `CORE.unanswered` (no answer:
+ * network error, timeout, a rejected sender) and `CORE.resolved` (a sender that resolved without
+ * an HTTP answer).
+ */
+export function settled(code) {
+  const [event, keepsKey] = CORE.settled[code];
+  return { event, keepsKey };
 }
 
 /** Whether the next submit reuses a key made for payload fingerprint `held` (null: no key). */

@@ -4,7 +4,7 @@
 // failed_retryable / failed_final); a submit while in flight is "already applied", which is how a
 // double click becomes one request.
 
-import { newKey, fingerprint, submitTransition, settle, settled, reusesKey } from './core.js';
+import { newKey, fingerprint, submitTransition, settle, settled, reusesKey, CORE } from './core.js';
 import { idempotentFetch } from './fetch.js';
 
 const isInstance = (value, name) => typeof globalThis[name] === 'function' && value instanceof globalThis[name];
@@ -51,7 +51,7 @@ export async function payloadFingerprint(payload, spec) {
 function settleResult(result) {
   const response = isInstance(result, 'Response') ? result
     : result && typeof result.reason === 'string' && 'response' in result ? result.response : null;
-  return response ? settle(response.status) : settled('succeed');
+  return response ? settle(response.status) : settled(CORE.resolved);
 }
 
 /**
@@ -120,8 +120,8 @@ export class Intent {
       const result = await send({ key: this.#key, payload });
       outcome = { ...settleResult(result), result };
     } catch (error) {
-      // No answer to judge: the request may have run, so this is a retryable failure.
-      outcome = { ...settled('fail_retryable'), error };
+      // No answer to judge: the request may have run (the core's `unanswered`: keep the key).
+      outcome = { ...settled(CORE.unanswered), error };
     }
     this.#pending = null;
     const step = submitTransition(this.#state, outcome.event);

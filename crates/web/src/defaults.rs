@@ -17,12 +17,14 @@ use wasm_bindgen::prelude::*;
 ///  "retry":{"maxAttempts":5,"baseDelayMs":250,"maxDelayMs":10000,"maxTotalMs":30000},
 ///  "fingerprint":{"mode":"auto","headers":["content-type"],"fields":[],"maxDepth":64,"maxNumberLen":64},
 ///  "tokenEndpoint":"/.idemgate/token","replayedHeader":"idempotent-replayed",
-///  "outcomes":[…],"reasons":[…],"statusClasses":[…],"settled":[["succeed",false],…]}
+///  "outcomes":[…],"reasons":[…],"statusClasses":[…],"settled":[["succeed",false],…],
+///  "unanswered":1,"resolved":0}
 /// ```
 ///
 /// `outcomes` names `retryNext`'s outcome codes, `reasons` its final reasons (`-1 - code`),
 /// `statusClasses` the codes of `classifyStatus`, `settled` the codes of `settle` (event, whether
-/// the key is kept).
+/// the key is kept); `unanswered` and `resolved` are the `settled` codes of a submission without
+/// an answer and of a sender that resolved without an HTTP answer.
 #[wasm_bindgen]
 pub fn defaults() -> String {
     let mut out = Json(String::with_capacity(640));
@@ -66,8 +68,18 @@ pub fn defaults() -> String {
             ",false]"
         });
     }
-    out.raw("]}");
+    out.raw("],\"unanswered\":");
+    out.number(settled_code(Settled::UNANSWERED));
+    out.raw(",\"resolved\":");
+    out.number(settled_code(Settled::RESOLVED));
+    out.raw("}");
     out.0
+}
+
+/// The code of `settled` (its index in `Settled::ALL`).
+pub fn settled_code(settled: Settled) -> u64 {
+    let index = Settled::ALL.iter().position(|s| *s == settled);
+    index.unwrap_or(Settled::ALL.len()) as u64
 }
 
 /// A minimal JSON writer: the values above are ASCII names and paths without `"` or `\` (checked
@@ -126,7 +138,8 @@ mod tests {
         }
         assert_eq!(out.0, "0 7 10 30000 18446744073709551615 ");
         let text = defaults();
-        assert!(text.starts_with("{\"version\":\"") && text.ends_with("]}"));
+        assert!(text.starts_with("{\"version\":\""));
+        assert!(text.ends_with(",\"unanswered\":1,\"resolved\":0}"));
         assert!(text.contains(
             "\"retry\":{\"maxAttempts\":5,\"baseDelayMs\":250,\"maxDelayMs\":10000,\"maxTotalMs\":30000}"
         ));

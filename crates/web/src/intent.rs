@@ -4,18 +4,14 @@
 //! (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
 
 use alloc::string::String;
-use idemgate_core::intent::{self, Settled};
+use idemgate_core::intent;
 use wasm_bindgen::prelude::*;
 
 /// How a submission answered with `status` settled, as the index of `Settled::ALL` (names and
 /// whether the key is kept: `settled` of [`crate::defaults::defaults`]).
 #[wasm_bindgen]
 pub fn settle(status: u16) -> u8 {
-    let settled = intent::settle(status);
-    Settled::ALL
-        .iter()
-        .position(|s| *s == settled)
-        .unwrap_or(Settled::ALL.len()) as u8
+    crate::defaults::settled_code(intent::settle(status)) as u8
 }
 
 /// Whether the next submit reuses the intent's key: `held` is the fingerprint of the payload the
@@ -44,6 +40,7 @@ mod tests {
 
     #[test]
     fn codes_index_the_core_tables() {
+        use idemgate_core::intent::Settled;
         let event = |status| Settled::ALL[usize::from(settle(status))].event();
         assert_eq!(
             [event(201), event(503), event(422)],
