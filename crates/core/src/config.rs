@@ -187,7 +187,7 @@ pub enum Size {
 
 /// Defaults, in one place (the README's configuration reference lists the same values).
 pub mod defaults {
-    pub const HEADER: &str = "idempotency-key";
+    pub const HEADER: &str = crate::key::HEADER;
     pub const TTL: &str = "24h";
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;

@@ -71,7 +71,7 @@ async function attempt(fetchImpl, url, init, signal, timeoutMs) {
 export async function idempotentFetch(url, init = {}, options = {}) {
   const {
     key = newKey(),
-    headerName = 'Idempotency-Key',
+    headerName = CORE.keyHeader,
     retry = {},
     timeoutMs = 0,
     token = false,

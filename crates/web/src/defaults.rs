@@ -16,7 +16,8 @@ use wasm_bindgen::prelude::*;
 /// {"version":"0.1.0",
 ///  "retry":{"maxAttempts":5,"baseDelayMs":250,"maxDelayMs":10000,"maxTotalMs":30000},
 ///  "fingerprint":{"mode":"auto","headers":["content-type"],"fields":[],"maxDepth":64,"maxNumberLen":64},
-///  "tokenEndpoint":"/.idemgate/token","replayedHeader":"idempotent-replayed",
+///  "tokenEndpoint":"/.idemgate/token","keyHeader":"idempotency-key",
+///  "replayedHeader":"idempotent-replayed",
 ///  "outcomes":[…],"reasons":[…],"statusClasses":[…],"settled":[["succeed",false],…],
 ///  "unanswered":1,"resolved":0}
 /// ```
@@ -50,6 +51,8 @@ pub fn defaults() -> String {
     out.number(u64::from(fp.json_limits.max_number_len));
     out.raw("},\"tokenEndpoint\":");
     out.string(idemgate_core::token::ISSUE_PATH);
+    out.raw(",\"keyHeader\":");
+    out.string(idemgate_core::key::HEADER);
     out.raw(",\"replayedHeader\":");
     out.string(idemgate_core::answer::REPLAYED_HEADER);
     out.raw(",\"outcomes\":");

@@ -61,10 +61,9 @@ pub fn millis(value: f64, name: &str) -> Result<u64, CodedError> {
         // Finite and in range: `as` drops the fraction and is exact for the rest.
         Ok(value as u64)
     } else {
-        Err(CodedError::new(
-            INVALID_ARGUMENT,
-            alloc::format!("{name} must be a number of milliseconds from 0 to 2^53-1"),
-        ))
+        let mut message = String::from(name);
+        message.push_str(" must be a number of milliseconds from 0 to 2^53-1");
+        Err(CodedError::new(INVALID_ARGUMENT, message))
     }
 }
 

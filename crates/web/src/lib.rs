@@ -12,7 +12,7 @@
 //!
 //! Every export takes and returns strings, numbers, booleans and byte arrays only, so the same
 //! `.wasm` also runs under a host without JavaScript (the wasmtime harness), with
-//! `idemgate_error` and the random source as its only JS imports that matter. Results are typed:
+//! `idemgate_error` as its only JS import that matters (JS draws the randomness `newKey` formats). Results are typed:
 //! a number (a delay, or a code whose name is in `defaults()`), a boolean, an optional string —
 //! never a string with a prefix to parse. Fewer, flatter exports also mean less JS glue (size).
 #![cfg_attr(all(target_arch = "wasm32", feature = "standalone"), no_std)]
