@@ -357,6 +357,22 @@ impl WebModule {
         }
     }
 
+    /// An export returning `Result<bool, JsValue>`.
+    pub fn boolean(
+        &mut self,
+        export: &str,
+        args: &[Arg],
+    ) -> Result<std::result::Result<bool, JsError>> {
+        let results = self.call(export, args)?;
+        match self.thrown(export, &results)? {
+            Err(e) => Ok(Err(e)),
+            Ok(values) => match values.as_slice() {
+                [value] => Ok(Ok(int(value)? != 0)),
+                _ => Err(interface(format!("{export} does not return a bool"))),
+            },
+        }
+    }
+
     /// An export returning a plain `u8`/`u16`/`u32`/`bool` (no `Result`).
     pub fn int(&mut self, export: &str, args: &[Arg]) -> Result<i32> {
         let results = self.call(export, args)?;

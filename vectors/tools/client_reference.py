@@ -10,6 +10,8 @@ rules, written from semantics §9 and the README's behaviour table, not from the
 - reuses_key: only with a held fingerprint equal to the new payload's (both known).
 - token_target: endpoint + (`&` if it has a query else `?`) + method=..&path=.., both
   percent-encoded except RFC 3986 unreserved characters (Python's quote with safe='').
+- token_fresh: a token is usable strictly before its expiry (`now < expires_at`), as the edge
+  refuses it from `expires_at` on (semantics §7).
 
     python3 vectors/tools/client_reference.py --check   # exit 1 on any mismatch
     python3 vectors/tools/client_reference.py --write   # fill `expect` from this reference
@@ -63,6 +65,8 @@ def answer(inp):
         endpoint = inp["endpoint"]
         sep = "&" if "?" in endpoint else "?"
         return f"{endpoint}{sep}method={quote(inp['method'], safe='')}&path={quote(inp['path'], safe='')}"
+    if op == "token_fresh":
+        return inp["now"] < inp["expires_at"]
     raise KeyError(op)
 
 

@@ -23,6 +23,7 @@ pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 /// header, counts too. Case and surrounding spaces or tabs do not matter; anything else is not a
 /// replay, since claiming one wrongly would tell the user an order was not placed again when
 /// nothing says so.
+#[must_use]
 pub fn is_replayed(value: &str) -> bool {
     let value = crate::key::trim_ows(value.as_bytes());
     value.eq_ignore_ascii_case(b"true") || value == b"?1"

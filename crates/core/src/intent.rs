@@ -59,6 +59,7 @@ impl Settled {
 /// policy uses ([`classify`]), so an answer that retries gave up on is a retryable failure and one
 /// they would never repeat is final. Not a final status (1xx, out of range) is final too: nothing
 /// says repeating it helps.
+#[must_use]
 pub const fn settle(status: u16) -> Settled {
     let class = classify(status);
     if class.is_success() {
@@ -73,6 +74,7 @@ pub const fn settle(status: u16) -> Settled {
 /// Whether the next submit reuses the intent's key: only when the intent still holds one
 /// (`held` is the fingerprint of the payload it was made for) and the new payload's fingerprint is
 /// known and equal. A payload that cannot be fingerprinted (a stream, read once) is a new intent.
+#[must_use]
 pub fn reuses_key(held: Option<&str>, payload: Option<&str>) -> bool {
     matches!((held, payload), (Some(a), Some(b)) if a == b)
 }

@@ -38,6 +38,7 @@ pub const ISSUE_PATH: &str = "/.idemgate/token";
 /// as `?method=…&path=…` (`&` if `endpoint` has a query already). Both values are
 /// percent-encoded except RFC 3986's unreserved characters, so a path with `?`, `&`, `#`, `+` or
 /// `%` arrives as it was.
+#[must_use]
 pub fn issue_target(endpoint: &str, method: &str, path: &str) -> String {
     let mut out = String::with_capacity(endpoint.len() + method.len() + path.len() * 3 + 14);
     out.push_str(endpoint);
@@ -175,6 +176,14 @@ pub fn issue(
     IssuedToken { text, claims }
 }
 
+/// Whether a token that expires at `expires_at` is still usable at `now`: strictly before its
+/// expiry. The edge's [`verify`] and a client deciding whether to fetch a new token (the browser
+/// module) use this one rule, so a client never sends a token the edge will call expired.
+#[must_use]
+pub fn is_fresh(expires_at: UnixMillis, now: UnixMillis) -> bool {
+    now < expires_at
+}
+
 /// Verifies `text` for `scope` at `now`. Checks run in this order, so a forged token never learns
 /// anything about time: format (`token_malformed`), signature in constant time
 /// (`token_bad_signature`, also for a token of another scope or secret), expiry (`now >=
@@ -199,7 +208,7 @@ pub fn verify(
         expires_at: UnixMillis(be_u64(&payload[8..16])),
         nonce,
     };
-    if now >= claims.expires_at {
+    if !is_fresh(claims.expires_at, now) {
         return Err(TokenError::Expired);
     }
     if claims.issued_at > now.after(CLOCK_SKEW) {

@@ -184,6 +184,11 @@ export function isReplayed(value) {
   return wasm.isReplayed(value ?? undefined);
 }
 
+/** Whether a token expiring at `expiresAtMs` is still usable at `nowMs` (the edge's rule). */
+export function tokenFresh(expiresAtMs, nowMs) {
+  return wasm.tokenIsFresh(expiresAtMs, nowMs);
+}
+
 /** The request target asking the token `endpoint` for a token for `method` and `path`. */
 export function tokenTarget(endpoint, method, path) {
   return wasm.tokenTarget(endpoint, method, path);

@@ -180,6 +180,7 @@ export interface OneTimeToken {
 export declare const TOKEN_ENDPOINT: '/.idemgate/token';
 export declare function fetchToken(options?: TokenOptions): Promise<OneTimeToken>;
 export declare function attachToken(init: RequestInit | undefined, token: OneTimeToken): RequestInit;
+/** Whether `token` is usable at `nowMs` (the edge's rule: strictly before expiry); throws `invalid_argument` for a time that is not a number of ms. */
 export declare function tokenIsFresh(token: OneTimeToken | null | undefined, nowMs?: number): boolean;
 
 export type Payload = BodyLike | FormData | object;

@@ -1,10 +1,12 @@
 //! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
 //! submission settled and whether the next one keeps the key (`idemgate_core::intent`), whether an
-//! answer is a replay (`idemgate_core::answer`), and how to ask the edge for a one-time token
-//! (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
+//! answer is a replay (`idemgate_core::answer`), and how to ask the edge for a one-time token and
+//! whether one is still usable (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
 
+use crate::error::{millis, JsResult};
 use alloc::string::String;
 use idemgate_core::intent;
+use idemgate_core::time::UnixMillis;
 use wasm_bindgen::prelude::*;
 
 /// How a submission answered with `status` settled, as the index of `Settled::ALL` (names and
@@ -32,6 +34,15 @@ pub fn is_replayed(value: Option<String>) -> bool {
 #[wasm_bindgen(js_name = tokenTarget)]
 pub fn token_target(endpoint: &str, method: &str, path: &str) -> String {
     idemgate_core::token::issue_target(endpoint, method, path)
+}
+
+/// Whether a token that expires at `expires_at_ms` is still usable at `now_ms` (the edge's rule:
+/// strictly before expiry). Both are milliseconds since the epoch.
+#[wasm_bindgen(js_name = tokenIsFresh)]
+pub fn token_is_fresh(expires_at_ms: f64, now_ms: f64) -> JsResult<bool> {
+    let expires_at = UnixMillis(millis(expires_at_ms, "expiresAtMs")?);
+    let now = UnixMillis(millis(now_ms, "nowMs")?);
+    Ok(idemgate_core::token::is_fresh(expires_at, now))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //!
 //! Exports (JS names): `defaults` (the core's defaults and code tables), `newKey`,
 //! `parseKeyValues`, `Fingerprinter`, `retryNext`, `parseRetryAfter`, `classifyStatus`, `settle`,
-//! `reusesKey`, `isReplayed`, `tokenTarget`, `transition`. Errors are JS `Error`s named
+//! `reusesKey`, `isReplayed`, `tokenTarget`, `tokenIsFresh`, `transition`. Errors are JS `Error`s named
 //! `IdemgateError` with a stable `code` (the core's `code()` string).
 //!
 //! Every export takes and returns strings, numbers, booleans and byte arrays only, so the same

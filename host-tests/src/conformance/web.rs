@@ -1,8 +1,8 @@
 //! Vectors through the browser module's `.wasm`, by the exports a browser app calls: `key` through
 //! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
 //! the policy defaults of `defaults`), `transition` (state tables) through `transition`, `client`
-//! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey` and `tokenTarget` (codes named
-//! by `defaults`). A case the module's API
+//! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey`, `tokenTarget` and
+//! `tokenIsFresh` (codes named by `defaults`). A case the module's API
 //! cannot express (another group, a malformed input, a policy that does not parse) is not exposed
 //! and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
 //! module only maps a group's input onto calls.
@@ -308,6 +308,17 @@ impl WebVectors {
                             .string_result("tokenTarget", &[text(e), text(m), text(p)])?,
                     )),
                     _ => return Ok(None),
+                }
+            }
+            (Some("token_fresh"), _) => {
+                let ms = |name: &str| input.get(name).and_then(Value::as_u64);
+                let (Some(expires_at), Some(now)) = (ms("expires_at"), ms("now")) else {
+                    return Ok(None);
+                };
+                let args = [Arg::F64(expires_at as f64), Arg::F64(now as f64)];
+                match self.web.boolean("tokenIsFresh", &args)? {
+                    Ok(fresh) => Some(json!(fresh)),
+                    Err(e) => return Ok(Some(outcome(Err(e)))),
                 }
             }
             _ => return Ok(None),

@@ -4,10 +4,13 @@
 //! - `{"op":"replayed","value": text or null}` → whether it marks a replay ([`crate::answer`]);
 //! - `{"op":"reuses_key","held": fp or null,"payload": fp or null}` → bool;
 //! - `{"op":"token_target","endpoint":..,"method":..,"path":..}` → the request target
-//!   ([`crate::token::issue_target`]).
+//!   ([`crate::token::issue_target`]);
+//! - `{"op":"token_fresh","expires_at":ms,"now":ms}` → whether the token is still usable
+//!   ([`crate::token::is_fresh`]).
 
 use crate::conformance::{opt_str_field, str_field, u64_field, Outcome};
 use crate::json::Value;
+use crate::time::UnixMillis;
 use alloc::string::String;
 
 fn status(input: &Value) -> Result<u16, String> {
@@ -32,6 +35,10 @@ pub fn eval(input: &Value) -> Outcome {
             str_field(input, "endpoint")?,
             str_field(input, "method")?,
             str_field(input, "path")?,
+        )),
+        "token_fresh" => Value::from(crate::token::is_fresh(
+            UnixMillis(u64_field(input, "expires_at")?),
+            UnixMillis(u64_field(input, "now")?),
         )),
         _ => return Err(String::from("vector_bad_input:op")),
     })

@@ -141,6 +141,7 @@ const groups = {
       case 'replayed': return core.isReplayed(input.value);
       case 'reuses_key': return core.reusesKey(input.held, input.payload);
       case 'token_target': return core.tokenTarget(input.endpoint, input.method, input.path);
+      case 'token_fresh': return api.tokenIsFresh({ expiresAtMs: input.expires_at }, input.now);
       default: throw new Error(`unknown client op ${input.op}`);
     }
   },
