@@ -12,6 +12,8 @@
 //! cost of wrongly saying "never reached" is a second execution.
 
 use crate::metrics::Counter;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::decision::ResponseFacts;
 
 /// The detail Envoy gives an answer that came from the upstream.
