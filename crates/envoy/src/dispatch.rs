@@ -15,7 +15,7 @@ use crate::abi::{self, Action, LogLevel};
 use crate::callout::Pending;
 use crate::detached;
 use crate::filter::Filter;
-use crate::id_map::{id_map, IdMap};
+use crate::id_map::{id_map, FewIds, IdMap};
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -28,13 +28,13 @@ use idemgate_core::protocol::ClaimOutcome;
 use idemgate_core::remote::client;
 
 struct Vm {
-    roots: IdMap<Root>,
+    roots: FewIds<Root>,
     streams: IdMap<Filter>,
 }
 
 const fn vm() -> RefCell<Vm> {
     RefCell::new(Vm {
-        roots: id_map(),
+        roots: FewIds::new(),
         streams: id_map(),
     })
 }

@@ -3,6 +3,7 @@
 //! root), and these keys are small numbers the host hands out, not attacker input, so they need no
 //! keyed (DoS-resistant) hash or the entropy to seed one.
 
+use alloc::vec::Vec;
 use core::hash::{BuildHasher, Hasher};
 
 /// A map from a host id to `V`.
@@ -46,6 +47,47 @@ impl Hasher for IdHasher {
     }
 }
 
+/// A map for the few ids there are a handful of (root contexts: one per plugin configuration in
+/// the VM): a list searched in order, which is as fast as hashing at that size and saves the `.wasm`
+/// another instance of the hash table's code.
+pub struct FewIds<V>(Vec<(u32, V)>);
+
+impl<V> Default for FewIds<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V> FewIds<V> {
+    pub const fn new() -> Self {
+        FewIds(Vec::new())
+    }
+
+    pub fn get(&self, id: &u32) -> Option<&V> {
+        self.0.iter().find(|(k, _)| k == id).map(|(_, v)| v)
+    }
+
+    pub fn get_mut(&mut self, id: &u32) -> Option<&mut V> {
+        self.0.iter_mut().find(|(k, _)| k == id).map(|(_, v)| v)
+    }
+
+    /// Sets `id`'s value; the one it replaces, if any, is returned.
+    pub fn insert(&mut self, id: u32, value: V) -> Option<V> {
+        match self.get_mut(&id) {
+            Some(old) => Some(core::mem::replace(old, value)),
+            None => {
+                self.0.push((id, value));
+                None
+            }
+        }
+    }
+
+    pub fn remove(&mut self, id: &u32) -> Option<V> {
+        let index = self.0.iter().position(|(k, _)| k == id)?;
+        Some(self.0.swap_remove(index).1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +120,19 @@ mod tests {
         assert_eq!(map.remove(&7), Some(14));
         assert_eq!(map.get(&7), None);
         assert_eq!(map.len(), 999);
+    }
+
+    #[test]
+    fn few_ids_insert_replace_find_and_remove() {
+        let mut few = FewIds::new();
+        assert_eq!(few.insert(1, "a"), None);
+        assert_eq!(few.insert(2, "b"), None);
+        assert_eq!(few.insert(1, "c"), Some("a"));
+        assert_eq!(few.get(&1), Some(&"c"));
+        *few.get_mut(&2).unwrap() = "d";
+        assert_eq!(few.remove(&2), Some("d"));
+        assert_eq!(few.get(&2), None);
+        assert_eq!(few.remove(&2), None);
+        assert_eq!(few.get(&1), Some(&"c"));
     }
 }
