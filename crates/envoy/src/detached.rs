@@ -176,12 +176,16 @@ pub fn classify_answer(status: u16, headers: &Headers, body: &[u8]) -> CalloutOr
         return CalloutOrigin::NeverReached;
     }
     if let Some(rest) = text.strip_prefix(RESET) {
-        let reason = rest
-            .split("reset reason: ")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .unwrap_or("")
-            .trim();
+        // What follows the first "reset reason: " up to the next one (if any), up to a comma.
+        const REASON: &str = "reset reason: ";
+        let after = crate::origin::find(rest, REASON)
+            .and_then(|i| rest.get(i + REASON.len()..))
+            .unwrap_or("");
+        let segment = match crate::origin::find(after, REASON) {
+            Some(j) => after.get(..j).unwrap_or(""),
+            None => after,
+        };
+        let reason = segment.split(',').next().unwrap_or("").trim();
         if NEVER_REACHED_RESETS.iter().any(|r| reason.starts_with(r)) {
             return CalloutOrigin::NeverReached;
         }
