@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 WASM_OPT = ROOT / "crates/web/node_modules/.bin/wasm-opt"
 # Same features as crates/envoy/scripts/optimize.sh.
-WASM_OPT_FLAGS = ["-O3", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
+WASM_OPT_FLAGS = ["-O3", "--low-memory-unused", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
                   "--enable-nontrapping-float-to-int", "--enable-multivalue", "--enable-reference-types"]
 
 STD = {"core": "Rust core", "alloc": "Rust alloc", "std": "Rust std"}
