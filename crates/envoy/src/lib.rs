@@ -12,11 +12,13 @@
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
-//! [`host`] (host calls without panics), [`entropy`], and (with the test-only `conformance`
+//! [`host`] (host calls without panics), [`entropy`], [`environment`] (the VM's environment
+//! variables), [`id_map`] (maps by host id), [`runtime`] (what the `.wasm` brings without std:
+//! allocator, panic handler, `memcmp`), and (with the test-only `conformance`
 //! feature) the conformance export for the wasmtime harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
 #![deny(unsafe_code)]
 // The `.wasm` leaves out the standard library (its runtime, I/O, panic printing and wasi-libc's
-// allocator were ~40 KB of the filter): it needs only `core` and `alloc`, like the core crate. The
+// allocator were 34 KB of the filter): it needs only `core` and `alloc`, like the core crate. The
 // allocator and the panic handler it then needs are in [`runtime`]. Native builds (unit tests)
 // keep std.
 #![cfg_attr(all(target_arch = "wasm32", not(test)), no_std)]
@@ -50,7 +52,6 @@ pub mod metrics;
 pub mod origin;
 pub mod remote_store;
 pub mod root;
-#[cfg(all(target_arch = "wasm32", not(test)))]
 pub mod runtime;
 pub mod settle;
 pub mod shared_data_abi;

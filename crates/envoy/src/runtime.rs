@@ -9,43 +9,82 @@
 //! `memset`), so it is here too.
 #![allow(unsafe_code)]
 
+#[cfg(all(target_arch = "wasm32", not(test)))]
 use crate::abi::{self, LogLevel};
-use alloc::string::String;
-use core::panic::PanicInfo;
 
+#[cfg(all(target_arch = "wasm32", not(test)))]
 #[global_allocator]
 static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
 
+#[cfg(all(target_arch = "wasm32", not(test)))]
 #[panic_handler]
-fn panic(info: &PanicInfo<'_>) -> ! {
-    let mut line = String::from("panicked");
-    if let Some(at) = info.location() {
-        line.push_str(" at ");
-        line.push_str(at.file());
-        line.push(':');
-        push_decimal(&mut line, at.line());
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    let mut line = PanicLine::new();
+    match info.location() {
+        Some(at) => line.at(at.file(), at.line()),
+        None => line.push("panicked"),
     }
     if let Some(message) = info.message().as_str() {
-        line.push_str(": ");
-        line.push_str(message);
+        line.push(": ");
+        line.push(message);
     }
-    abi::log(LogLevel::Critical, &line);
+    abi::log(LogLevel::Critical, line.as_str());
     core::arch::wasm32::unreachable()
 }
 
-fn push_decimal(out: &mut String, mut n: u32) {
-    let mut digits = [0u8; 10];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+/// The panic's log line, in a fixed buffer: no allocation (the panic may be an allocation failure)
+/// and no indexing (a panic while building it would re-enter the handler). Longer lines are cut.
+#[cfg_attr(not(all(target_arch = "wasm32", not(test))), allow(dead_code))]
+struct PanicLine {
+    buf: [u8; 256],
+    len: usize,
+}
+
+#[cfg_attr(not(all(target_arch = "wasm32", not(test))), allow(dead_code))]
+impl PanicLine {
+    fn new() -> Self {
+        PanicLine {
+            buf: [0; 256],
+            len: 0,
         }
     }
-    for &d in &digits[i..] {
-        out.push(char::from(d));
+
+    fn push(&mut self, text: &str) {
+        for &b in text.as_bytes() {
+            let Some(slot) = self.buf.get_mut(self.len) else {
+                return;
+            };
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    /// `panicked at FILE:LINE`.
+    fn at(&mut self, file: &str, line: u32) {
+        self.push("panicked at ");
+        self.push(file);
+        self.push(":");
+        let mut divisor = 1_000_000_000;
+        let mut started = false;
+        while divisor > 0 {
+            let digit = (line / divisor) % 10;
+            if digit != 0 || started || divisor == 1 {
+                started = true;
+                let d = [b'0' + digit as u8];
+                self.push(core::str::from_utf8(&d).unwrap_or("?"));
+            }
+            divisor /= 10;
+        }
+    }
+
+    /// The line so far; a character cut at the end is left out.
+    fn as_str(&self) -> &str {
+        let bytes = self.buf.get(..self.len).unwrap_or_default();
+        match core::str::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => core::str::from_utf8(bytes.get(..e.valid_up_to()).unwrap_or_default())
+                .unwrap_or_default(),
+        }
     }
 }
 
@@ -53,6 +92,7 @@ fn push_decimal(out: &mut String, mut n: u32) {
 ///
 /// # Safety
 /// `a` and `b` must each be valid for reads of `n` bytes.
+#[cfg(all(target_arch = "wasm32", not(test)))]
 #[no_mangle]
 pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
     let mut i = 0;
@@ -65,4 +105,30 @@ pub unsafe extern "C" fn memcmp(a: *const u8, b: *const u8, n: usize) -> i32 {
         i += 1;
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PanicLine;
+
+    #[test]
+    fn panic_lines_name_file_line_and_are_cut_at_a_character() {
+        let mut line = PanicLine::new();
+        line.at("crates/envoy/src/filter.rs", 940);
+        line.push(": test-panic");
+        assert_eq!(
+            line.as_str(),
+            "panicked at crates/envoy/src/filter.rs:940: test-panic"
+        );
+        let mut zero = PanicLine::new();
+        zero.at("f.rs", 0);
+        assert_eq!(zero.as_str(), "panicked at f.rs:0");
+        let mut max = PanicLine::new();
+        max.at("f.rs", u32::MAX);
+        assert_eq!(max.as_str(), "panicked at f.rs:4294967295");
+        let mut long = PanicLine::new();
+        long.push(&"a".repeat(255));
+        long.push("é");
+        assert_eq!(long.as_str(), "a".repeat(255));
+    }
 }
