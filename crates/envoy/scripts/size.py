@@ -5,11 +5,13 @@ Builds the filter as `make build-filter` does, but with the name section kept (I
 crates/envoy/build.rs) into its own target dir, runs the same `wasm-opt -O3` with `-g` (names kept
 through the optimiser), and adds up each function's body size (wasm-objdump, from wabt) by the crate
 and module its demangled name (c++filt, binutils) belongs to. A generic function instantiated for an
-idemgate type (`core::ptr::drop_in_place::<idemgate_core::json::Value>`) counts for that idemgate
-module. Sections (code, data, the rest) are given for the same build without names (the shipped
+idemgate type or closure (`core::ptr::drop_in_place::<idemgate_core::json::Value>`, an iterator
+adapter over a closure of `idemgate_core::config::read`) counts for the last idemgate module its
+name mentions: the build uses v0 symbol mangling (`-C symbol-mangling-version=v0`, names only: the
+code is the same), whose names carry the generic arguments the legacy scheme leaves out. Sections (code, data, the rest) are given for the same build without names (the shipped
 file's layout).
 
-Usage: size.py [--features FEATURES] [--top N]      (`make size`; needs wabt: `apt-get install wabt`)
+Usage: size.py [--features FEATURES] [--top N] [--functions N]      (`make size`; needs wabt: `apt-get install wabt`)
 """
 import argparse
 import collections
@@ -23,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[3]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 WASM_OPT = ROOT / "crates/web/node_modules/.bin/wasm-opt"
 # Same features as crates/envoy/scripts/optimize.sh.
-WASM_OPT_FLAGS = ["-O3", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
+WASM_OPT_FLAGS = ["-O3", "--low-memory-unused", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
                   "--enable-nontrapping-float-to-int", "--enable-multivalue", "--enable-reference-types"]
 
 STD = {"core": "Rust core", "alloc": "Rust alloc", "std": "Rust std"}
@@ -46,12 +48,19 @@ def build(features):
            "--target", "wasm32-wasip1", "--target-dir", str(target_dir)]
     if features:
         cmd += ["--features", features]
-    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "IDEMGATE_KEEP_NAMES": "1"})
+    flags = (os.environ.get("RUSTFLAGS", "") + " -C symbol-mangling-version=v0").strip()
+    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, "IDEMGATE_KEEP_NAMES": "1", "RUSTFLAGS": flags})
     raw = target_dir / "wasm32-wasip1/release/idemgate_envoy.wasm"
     named = raw.with_suffix(".named-opt.wasm")
-    stripped = raw.with_suffix(".opt.wasm")
     run([str(WASM_OPT), *WASM_OPT_FLAGS, "-g", str(raw), "-o", str(named)])
-    run([str(WASM_OPT), *WASM_OPT_FLAGS, "--strip-debug", "--strip-producers", "--strip-target-features", str(raw), "-o", str(stripped)])
+    # The sections: the shipped build exactly (no names, default mangling), in its own target dir
+    # so that `make build-filter`'s optimised file in target/ is never optimised twice.
+    plain_dir = TARGET / "size-plain"
+    cmd = [*cmd[:cmd.index("--target-dir") + 1], str(plain_dir), *cmd[cmd.index("--target-dir") + 2:]]
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    plain = plain_dir / "wasm32-wasip1/release/idemgate_envoy.wasm"
+    stripped = plain.with_suffix(".opt.wasm")
+    run([str(WASM_OPT), *WASM_OPT_FLAGS, str(plain), "-o", str(stripped)])
     return named, stripped
 
 
@@ -67,17 +76,20 @@ def demangle(names):
 
 
 def group(name):
-    for crate, label in (("idemgate_core", "core"), ("idemgate_envoy", "filter")):
-        m = re.search(crate + r"::(\w+)", name)
-        if m:
-            return f"{label}: {m.group(1)}"
+    found = re.findall(r"idemgate_(core|envoy)::(\w+)", name)
+    if found:
+        crate, module = found[-1]
+        return f"{'core' if crate == 'core' else 'filter'}: {module}"
     if name.startswith(("proxy_on_", "idemgate_conformance", "_initialize", "_start")):
         return "filter: exports (with what was inlined into them)"
     if name.startswith("__rustc::"):
         return "Rust std: allocator shims"
+    prim = re.match(r"<&?(str|char|\[|[iu](8|16|32|64|128|size)>)", name)
+    if prim:
+        return "Rust core: " + {"str": "str", "char": "char", "[": "slice"}.get(prim.group(1), "num")
     m = re.search(r"\b([a-z_][a-z0-9_]*)::", name)
     if not m:
-        return "wasi-libc (malloc, memcpy …)"
+        return "C functions (memcpy, memcmp …)"
     crate = m.group(1)
     if crate in STD:
         sub = re.search(crate + r"::(\w+)", name)
@@ -95,6 +107,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--features", default="")
     ap.add_argument("--top", type=int, default=25)
+    ap.add_argument("--functions", type=int, default=20, help="list this many of the biggest functions")
     args = ap.parse_args()
     named, stripped = build(args.features)
     total = stripped.stat().st_size
@@ -106,7 +119,8 @@ def main():
     by_group = collections.Counter()
     count = collections.Counter()
     by_crate = collections.Counter()
-    for (size, _), name in zip(funcs, demangle([n for _, n in funcs])):
+    named_funcs = list(zip([size for size, _ in funcs], demangle([n for _, n in funcs])))
+    for size, name in named_funcs:
         g = group(name)
         by_group[g] += size
         count[g] += 1
@@ -118,6 +132,11 @@ def main():
     print(f"\n| module (top {args.top}) | functions | bytes | share of code |\n|---|---|---|---|")
     for g, size in by_group.most_common(args.top):
         print(f"| {g} | {count[g]} | {size} | {100 * size / body:.1f} % |")
+    print(f"\n| function (the {args.functions} biggest, with what wasm-opt inlined into them) | bytes | counted for |\n|---|---|---|")
+    for size, name in sorted(named_funcs, key=lambda f: -f[0])[:args.functions]:
+        shown = re.sub(r"::\{closure#\d+\}", "::{closure}", name)
+        shown = shown if len(shown) <= 140 else shown[:137] + "..."
+        print(f"| `{shown.replace('|', '/')}` | {size} | {group(name)} |")
     return 0
 
 

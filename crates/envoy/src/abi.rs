@@ -14,7 +14,9 @@
 //! Every function here is safe to call natively (unit tests): without a host it returns an error.
 #![allow(unsafe_code)]
 
-use std::time::Duration;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use core::time::Duration;
 
 /// A host call's status (`proxy_status_t`); only `OK` counts as success here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,7 +120,7 @@ pub fn deserialize_map(bytes: &[u8]) -> Headers {
         else {
             break;
         };
-        if let Ok(name) = std::str::from_utf8(name) {
+        if let Ok(name) = core::str::from_utf8(name) {
             out.push((name.to_owned(), value.to_vec()));
         }
         data = value_end.saturating_add(1);
@@ -211,13 +213,13 @@ mod raw {
     /// # Safety
     /// `data..data+size` must be such a buffer, returned by a host call that succeeded, and not
     /// taken before.
-    pub unsafe fn take(data: *mut u8, size: usize) -> Vec<u8> {
+    pub unsafe fn take(data: *mut u8, size: usize) -> alloc::vec::Vec<u8> {
         if data.is_null() || size == 0 {
-            return Vec::new();
+            return alloc::vec::Vec::new();
         }
         // SAFETY: `crate::dispatch::proxy_on_memory_allocate` made it a `Vec<u8>` of capacity
         // `size` (leaked); the host wrote `size` bytes into it.
-        unsafe { Vec::from_raw_parts(data, size, size) }
+        unsafe { alloc::vec::Vec::from_raw_parts(data, size, size) }
     }
 }
 
@@ -289,7 +291,7 @@ pub fn set_tick_period(period: Duration) -> Result<(), Status> {
 pub fn buffer(kind: BufferType, start: usize, max: usize) -> Result<Vec<u8>, Status> {
     #[cfg(target_arch = "wasm32")]
     {
-        let mut data: *mut u8 = std::ptr::null_mut();
+        let mut data: *mut u8 = core::ptr::null_mut();
         let mut size = 0usize;
         // SAFETY: pointers to live locals; on success the host hands over a buffer it allocated.
         let code =
@@ -311,7 +313,7 @@ pub fn buffer(kind: BufferType, start: usize, max: usize) -> Result<Vec<u8>, Sta
 pub fn header_map(map: MapType) -> Result<Headers, Status> {
     #[cfg(target_arch = "wasm32")]
     {
-        let mut data: *mut u8 = std::ptr::null_mut();
+        let mut data: *mut u8 = core::ptr::null_mut();
         let mut size = 0usize;
         // SAFETY: pointers to live locals; on success the host hands over a buffer it allocated.
         status(unsafe { raw::proxy_get_header_map_pairs(map as u32, &mut data, &mut size) })?;
@@ -329,7 +331,7 @@ pub fn header_map(map: MapType) -> Result<Headers, Status> {
 pub fn header_value(map: MapType, name: &str) -> Result<Option<Vec<u8>>, Status> {
     #[cfg(target_arch = "wasm32")]
     {
-        let mut data: *mut u8 = std::ptr::null_mut();
+        let mut data: *mut u8 = core::ptr::null_mut();
         let mut size = 0usize;
         // SAFETY: the name is a live borrow; pointers to live locals; on success the host hands
         // over a buffer it allocated.
@@ -361,7 +363,7 @@ pub fn property(path: &[&str]) -> Result<Option<Vec<u8>>, Status> {
     let path = serialize_path(path);
     #[cfg(target_arch = "wasm32")]
     {
-        let mut data: *mut u8 = std::ptr::null_mut();
+        let mut data: *mut u8 = core::ptr::null_mut();
         let mut size = 0usize;
         // SAFETY: the path is a live borrow; pointers to live locals; on success the host hands
         // over a buffer it allocated.
@@ -422,7 +424,7 @@ pub fn http_call(
     timeout: Duration,
 ) -> Result<u32, Status> {
     let headers = serialize_map(headers.iter().copied());
-    let trailers = serialize_map(std::iter::empty());
+    let trailers = serialize_map(core::iter::empty());
     let millis = u32::try_from(timeout.as_millis()).unwrap_or(u32::MAX);
     #[cfg(target_arch = "wasm32")]
     {
@@ -536,7 +538,7 @@ mod tests {
             assert_eq!(*n1, n2);
             assert_eq!(*v1, v2.as_slice());
         }
-        assert!(deserialize_map(&serialize_map(std::iter::empty())).is_empty());
+        assert!(deserialize_map(&serialize_map(core::iter::empty())).is_empty());
     }
 
     #[test]

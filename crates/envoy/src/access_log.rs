@@ -18,6 +18,8 @@
 //! by forwarding anyway is `passthrough`. A failed write only loses a log field.
 
 use crate::metrics::Counter;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::protocol::FinishOutcome;
 
 /// The property (and, prefixed with `wasm.`, the filter-state key) of the request's decision.

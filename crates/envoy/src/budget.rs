@@ -8,8 +8,10 @@
 //! `hashing_budget_exceeded` instead. A reservation is returned when its stream's hashing ends,
 //! however it ends (claim, answer, reset): [`Reservation`] gives it back on drop.
 
-use std::cell::Cell;
-use std::rc::Rc;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use alloc::rc::Rc;
+use core::cell::Cell;
 
 /// Bytes reserved by the VM's hashing streams (shared by every request context of the VM).
 #[derive(Debug, Default)]

@@ -13,8 +13,10 @@
 //! variant and its arm in [`crate::dispatch`]'s `proxy_on_http_call_response`.
 
 use crate::detached::Exchange;
+use crate::id_map::IdMap;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::remote_store::StoreCall;
-use std::collections::HashMap;
 
 /// A callout waiting for its answer.
 #[non_exhaustive]
@@ -28,7 +30,7 @@ pub enum Pending {
 /// The pending callouts of one root context, by token.
 #[derive(Default)]
 pub struct CalloutTable {
-    pending: HashMap<u32, Pending>,
+    pending: IdMap<Pending>,
 }
 
 impl CalloutTable {
@@ -59,11 +61,11 @@ mod tests {
     use super::*;
     use crate::metrics::Metrics;
     use crate::root::{OwnerTokens, Shared};
+    use alloc::rc::Rc;
+    use core::cell::{Cell, RefCell};
     use idemgate_core::policy::Policy;
     use idemgate_core::scope::StorageKey;
     use idemgate_core::time::UnixMillis;
-    use std::cell::{Cell, RefCell};
-    use std::rc::Rc;
 
     fn exchange(shared: &Rc<Shared>, stream: u32) -> Pending {
         Pending::Detached(Exchange {

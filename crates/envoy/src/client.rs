@@ -8,6 +8,8 @@
 //! `source.address`, which is the connection's only with `use_remote_address: true` (see
 //! `examples/envoy/envoy.yaml`); without it Envoy takes it from `X-Forwarded-For`.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::policy::{Policy, ScopeSource};
 use idemgate_core::scope::Scope;
 

@@ -42,8 +42,12 @@ use crate::abi::{self, BufferType, Headers, LogLevel, MapType, Status};
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::{DoubtCause, NEVER_REACHED_RESETS};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::root::Shared;
 use crate::settle::settle;
+use alloc::rc::Rc;
+use core::time::Duration;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::{Detached, RouteKind};
@@ -51,8 +55,6 @@ use idemgate_core::protocol::FinishOutcome;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::time::UnixMillis;
-use std::rc::Rc;
-use std::time::Duration;
 
 /// `response.code_details` of a relayed answer (in access logs).
 pub const RELAY_DETAILS: &str = "idemgate_relayed";
@@ -168,18 +170,22 @@ pub fn classify_answer(status: u16, headers: &Headers, body: &[u8]) -> CalloutOr
     if headers.iter().any(|(name, _)| name == UPSTREAM_MARK) {
         return CalloutOrigin::Upstream;
     }
-    let text = std::str::from_utf8(body).unwrap_or("");
+    let text = core::str::from_utf8(body).unwrap_or("");
     const RESET: &str = "upstream connect error or disconnect/reset before headers. ";
     if status == 503 && text == "no healthy upstream" {
         return CalloutOrigin::NeverReached;
     }
     if let Some(rest) = text.strip_prefix(RESET) {
-        let reason = rest
-            .split("reset reason: ")
-            .nth(1)
-            .and_then(|r| r.split(',').next())
-            .unwrap_or("")
-            .trim();
+        // What follows the first "reset reason: " up to the next one (if any), up to a comma.
+        const REASON: &str = "reset reason: ";
+        let after = crate::origin::find(rest, REASON)
+            .and_then(|i| rest.get(i + REASON.len()..))
+            .unwrap_or("");
+        let segment = match crate::origin::find(after, REASON) {
+            Some(j) => after.get(..j).unwrap_or(""),
+            None => after,
+        };
+        let reason = segment.split(',').next().unwrap_or("").trim();
         if NEVER_REACHED_RESETS.iter().any(|r| reason.starts_with(r)) {
             return CalloutOrigin::NeverReached;
         }
@@ -244,7 +250,7 @@ pub fn answered(
     let status = headers
         .iter()
         .find(|(name, _)| name == ":status")
-        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|(_, v)| core::str::from_utf8(v).ok())
         .and_then(|s| s.parse::<u16>().ok())
         .unwrap_or(0);
     let relay_limit = usize::try_from(policy.max_relay_body).unwrap_or(usize::MAX);

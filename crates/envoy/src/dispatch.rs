@@ -15,27 +15,57 @@ use crate::abi::{self, Action, LogLevel};
 use crate::callout::Pending;
 use crate::detached;
 use crate::filter::Filter;
+use crate::id_map::{id_map, FewIds, IdMap};
 use crate::origin::DoubtCause;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
 use crate::root::Root;
 use crate::settle::settle;
+use core::cell::RefCell;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;
 use idemgate_core::remote::client;
-use std::cell::RefCell;
-use std::collections::HashMap;
 
-#[derive(Default)]
 struct Vm {
-    roots: HashMap<u32, Root>,
-    streams: HashMap<u32, Filter>,
+    roots: FewIds<Root>,
+    streams: IdMap<Filter>,
 }
 
-thread_local! {
-    static VM: RefCell<Vm> = RefCell::new(Vm::default());
+const fn vm() -> RefCell<Vm> {
+    RefCell::new(Vm {
+        roots: FewIds::new(),
+        streams: id_map(),
+    })
+}
+
+/// The VM's one table. In the `.wasm` a plain `static` (no std, so no `thread_local!`): wasm32 here
+/// has no threads, which is what makes the `Sync` below true.
+#[cfg(target_arch = "wasm32")]
+struct OneThread(RefCell<Vm>);
+
+// SAFETY: wasm32-wasip1 modules run on one thread (no shared memory, no thread spawning), so the
+// table is never reached from two threads.
+#[cfg(target_arch = "wasm32")]
+unsafe impl Sync for OneThread {}
+
+#[cfg(target_arch = "wasm32")]
+static VM: OneThread = OneThread(vm());
+
+#[cfg(not(target_arch = "wasm32"))]
+std::thread_local! {
+    static VM: RefCell<Vm> = const { vm() };
 }
 
 fn with_vm<T>(fallback: T, f: impl FnOnce(&mut Vm) -> T) -> T {
+    #[cfg(target_arch = "wasm32")]
+    let borrowed = VM.0.try_borrow_mut();
+    #[cfg(target_arch = "wasm32")]
+    return match borrowed {
+        Ok(mut vm) => f(&mut vm),
+        Err(_) => fallback,
+    };
+    #[cfg(not(target_arch = "wasm32"))]
     VM.with(|vm| match vm.try_borrow_mut() {
         Ok(mut vm) => f(&mut vm),
         Err(_) => fallback,
@@ -76,7 +106,7 @@ pub extern "C" fn proxy_abi_version_0_2_1() {}
 /// back exactly once by [`crate::abi`] (or by `shared_data_abi`) with `Vec::from_raw_parts`.
 #[no_mangle]
 pub extern "C" fn proxy_on_memory_allocate(size: usize) -> *mut u8 {
-    let buffer: Box<[std::mem::MaybeUninit<u8>]> = Box::new_uninit_slice(size);
+    let buffer: Box<[core::mem::MaybeUninit<u8>]> = Box::new_uninit_slice(size);
     Box::into_raw(buffer).cast::<u8>()
 }
 

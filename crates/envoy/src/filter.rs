@@ -23,10 +23,13 @@ use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
 use crate::root::Shared;
 use crate::settle::settle;
 use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
+use alloc::rc::Rc;
 use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
@@ -36,7 +39,6 @@ use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
-use std::rc::Rc;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
@@ -157,7 +159,7 @@ fn header_text<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a s
     headers
         .iter()
         .find(|(n, _)| n == name)
-        .and_then(|(_, v)| std::str::from_utf8(v).ok())
+        .and_then(|(_, v)| core::str::from_utf8(v).ok())
 }
 
 fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u8]> {
@@ -250,7 +252,7 @@ impl Filter {
         };
         let text = header_values(headers, &token.header)
             .first()
-            .and_then(|v| std::str::from_utf8(v).ok());
+            .and_then(|v| core::str::from_utf8(v).ok());
         match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
             Ok(claims) => Ok(Some(claims)),
             Err(e) => {
@@ -439,7 +441,7 @@ impl Filter {
             let Some(client) = client else {
                 return self.unscoped(&policy);
             };
-            let Some(index) = policy.routes.iter().position(|r| std::ptr::eq(r, route)) else {
+            let Some(index) = policy.routes.iter().position(|r| core::ptr::eq(r, route)) else {
                 return Action::Continue;
             };
             KeyState::Pending {
@@ -476,7 +478,7 @@ impl Filter {
             Forward::Detached(_) => policy
                 .routes
                 .iter()
-                .position(|r| std::ptr::eq(r, route))
+                .position(|r| core::ptr::eq(r, route))
                 .map(|route| Held {
                     route,
                     headers,
@@ -530,7 +532,7 @@ impl Filter {
         if !end_of_stream {
             return Action::Continue;
         }
-        match std::mem::replace(&mut self.stage, Stage::Idle) {
+        match core::mem::replace(&mut self.stage, Stage::Idle) {
             Stage::Hashing(hashing) => self.claim(hashing),
             _ => Action::Continue,
         }
@@ -730,7 +732,7 @@ impl Filter {
     /// The remote store answered this request's claim (with this stream made the effective
     /// context): act on it, and resume the request if it goes on.
     pub fn claim_answered(&mut self, reply: &remote_store::Reply) {
-        let Stage::Claiming(claiming) = std::mem::replace(&mut self.stage, Stage::Idle) else {
+        let Stage::Claiming(claiming) = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
         let Claiming {
@@ -743,7 +745,7 @@ impl Filter {
 
     /// The remote store answered this request's token use.
     pub fn use_answered(&mut self, reply: &remote_store::Reply) {
-        let Stage::Using { after, .. } = std::mem::replace(&mut self.stage, Stage::Idle) else {
+        let Stage::Using { after, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
         let check = token_endpoint::check(client::consume_outcome(reply.answer()));
@@ -810,7 +812,7 @@ impl Filter {
 
     /// Ends the forwarded request with what is known now (response complete, or the stream is over).
     fn end(&mut self, complete: bool) {
-        let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle) else {
+        let Stage::Forwarded(forwarded) = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
         let (facts, cause) = match (complete, forwarded.answer) {
@@ -848,7 +850,7 @@ impl Filter {
                     .into_iter()
                     .filter(|(name, value)| {
                         if name == ":status" {
-                            status = std::str::from_utf8(value)
+                            status = core::str::from_utf8(value)
                                 .ok()
                                 .and_then(|s| s.parse::<u16>().ok())
                                 .unwrap_or(0);
@@ -868,7 +870,7 @@ impl Filter {
             }
             // A reply Envoy or a later filter made: the upstream's outcome is known now.
             origin => {
-                let Stage::Forwarded(forwarded) = std::mem::replace(&mut self.stage, Stage::Idle)
+                let Stage::Forwarded(forwarded) = core::mem::replace(&mut self.stage, Stage::Idle)
                 else {
                     return Action::Continue;
                 };
@@ -924,7 +926,7 @@ impl Filter {
 
     pub fn on_request_trailers(&mut self, _trailers: usize) -> Action {
         // Trailers end the request: the body is complete.
-        match std::mem::replace(&mut self.stage, Stage::Idle) {
+        match core::mem::replace(&mut self.stage, Stage::Idle) {
             Stage::Hashing(hashing) => self.claim(hashing),
             other => {
                 self.stage = other;

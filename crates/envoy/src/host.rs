@@ -2,6 +2,8 @@
 //! (a failed host call must never become a panic: that would kill the worker's VM).
 
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType};
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::answer::HttpAnswer;
 use idemgate_core::time::UnixMillis;
 

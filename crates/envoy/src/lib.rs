@@ -12,9 +12,29 @@
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
-//! [`host`] (host calls without panics), [`entropy`], and (with the test-only `conformance`
+//! [`host`] (host calls without panics), [`entropy`], [`environment`] (the VM's environment
+//! variables), [`id_map`] (maps by host id), [`runtime`] (what the `.wasm` brings without std:
+//! allocator, panic handler, `memcmp`), and (with the test-only `conformance`
 //! feature) the conformance export for the wasmtime harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
 #![deny(unsafe_code)]
+// The `.wasm` leaves out the standard library (its runtime, I/O, panic printing and wasi-libc's
+// allocator were 34 KB of the filter): it needs only `core` and `alloc`, like the core crate. The
+// allocator and the panic handler it then needs are in [`runtime`]. Native builds (unit tests)
+// keep std.
+#![cfg_attr(all(target_arch = "wasm32", not(test)), no_std)]
+
+extern crate alloc;
+
+/// What std's prelude would bring: the crate is `no_std` in the `.wasm`.
+#[allow(unused_imports)]
+mod prelude {
+    pub use alloc::borrow::ToOwned;
+    pub use alloc::boxed::Box;
+    pub use alloc::format;
+    pub use alloc::string::{String, ToString};
+    pub use alloc::vec;
+    pub use alloc::vec::Vec;
+}
 
 pub mod abi;
 pub mod access_log;
@@ -24,12 +44,15 @@ pub mod client;
 pub mod detached;
 pub mod dispatch;
 pub mod entropy;
+pub mod environment;
 pub mod filter;
 pub mod host;
+pub mod id_map;
 pub mod metrics;
 pub mod origin;
 pub mod remote_store;
 pub mod root;
+pub mod runtime;
 pub mod settle;
 pub mod shared_data_abi;
 pub mod shared_store;
@@ -51,11 +74,11 @@ pub extern "C" fn idemgate_conformance(ptr: *const u8, len: usize) -> u64 {
         // SAFETY: the caller (the harness) wrote `len` initialized bytes at `ptr` inside a block
         // it allocated from this module's allocator and does not touch while this call runs; the
         // slice does not outlive the call.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
+        unsafe { core::slice::from_raw_parts(ptr, len) }
     };
-    let answer = match std::str::from_utf8(input) {
+    let answer = match core::str::from_utf8(input) {
         Ok(case) => idemgate_core::conformance::evaluate_json(case),
-        Err(_) => String::from(r#"{"error":"vector_not_utf8"}"#),
+        Err(_) => alloc::string::String::from(r#"{"error":"vector_not_utf8"}"#),
     };
     let answer: &'static mut str = answer.leak();
     // wasm32 addresses and lengths fit in 32 bits each.

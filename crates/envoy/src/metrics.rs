@@ -3,6 +3,8 @@
 //! `on_configure`; a counter Envoy refused to define is skipped, never a panic.
 
 use crate::abi;
+#[allow(unused_imports)]
+use crate::prelude::*;
 
 /// Every counter the filter keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

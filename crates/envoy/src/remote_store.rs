@@ -19,7 +19,11 @@ use crate::callout::Pending;
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::DoubtCause;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::root::Shared;
+use alloc::rc::Rc;
+use core::time::Duration;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
 use idemgate_core::protocol::{FinishOutcome, ProtocolError};
@@ -28,8 +32,6 @@ use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::{End, Request, CONTENT_TYPE};
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::StoreError;
-use std::rc::Rc;
-use std::time::Duration;
 
 /// The `:authority` of store requests (the service does not look at it).
 const AUTHORITY: &str = "idemgate-store";
@@ -136,7 +138,7 @@ impl Reply {
         let status = host::headers(MapType::HttpCallResponseHeaders)
             .iter()
             .find(|(name, _)| name == ":status")
-            .and_then(|(_, v)| std::str::from_utf8(v).ok())
+            .and_then(|(_, v)| core::str::from_utf8(v).ok())
             .and_then(|s| s.parse::<u16>().ok());
         Reply {
             status,

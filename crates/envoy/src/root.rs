@@ -6,13 +6,15 @@ use crate::callout::CalloutTable;
 use crate::filter::Filter;
 use crate::host;
 use crate::metrics::Metrics;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::shared_store::{HostSharedData, SharedStore};
+use alloc::rc::Rc;
+use core::cell::{Cell, RefCell};
+use core::time::Duration;
 use idemgate_core::policy::Policy;
 use idemgate_core::record::{Bucket, OwnerToken};
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
-use std::time::Duration;
 
 /// What every request context of a VM shares, by reference.
 pub struct Shared {
@@ -94,7 +96,7 @@ impl Root {
             return false;
         };
         // The VM's environment (`vm_config.environment_variables`) resolves `token.secret_env`.
-        let policy = match Policy::from_json(&text, &|name| std::env::var(name).ok()) {
+        let policy = match Policy::from_json(&text, &crate::environment::var) {
             Ok(policy) => policy,
             Err(e) => {
                 host::log(LogLevel::Error, &format!("rejected: {e}"));

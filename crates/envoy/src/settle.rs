@@ -6,12 +6,14 @@ use crate::abi::LogLevel;
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::DoubtCause;
+#[allow(unused_imports)]
+use crate::prelude::*;
 use crate::root::Shared;
+use alloc::rc::Rc;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::{Engine, FinishOutcome};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
-use std::rc::Rc;
 
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
 /// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote

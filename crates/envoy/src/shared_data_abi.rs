@@ -6,6 +6,9 @@
 //! the rest of the filter's own ABI layer (`crate::abi`).
 #![allow(unsafe_code)]
 
+#[allow(unused_imports)]
+use crate::prelude::*;
+
 #[cfg(target_arch = "wasm32")]
 const OK: u32 = 0;
 #[cfg(target_arch = "wasm32")]
@@ -37,7 +40,7 @@ extern "C" {
 /// `Ok(None)`: no such key; `Ok(Some((bytes, cas)))`; `Err(status)` for anything else.
 #[cfg(target_arch = "wasm32")]
 pub fn get(key: &str) -> Result<Option<(Vec<u8>, u32)>, u32> {
-    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut data: *mut u8 = core::ptr::null_mut();
     let mut size: usize = 0;
     let mut cas: u32 = 0;
     // SAFETY: the pointers are to live locals; the host writes a buffer it allocated through this

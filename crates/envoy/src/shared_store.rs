@@ -37,6 +37,8 @@
 //! The store's size is bounded by the core's [`idemgate_core::store::Layout`]: cells are a fixed set of
 //! names, each holding at most `records_per_cell` records.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::record::Bucket;
 use idemgate_core::store::{Expect, Snapshot, Store, StoreError, WriteOutcome};
 

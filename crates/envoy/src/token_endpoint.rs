@@ -2,6 +2,8 @@
 //! require one. Signing, verifying and "used once" are the core's; this module only strings them
 //! together for the filter.
 
+#[allow(unused_imports)]
+use crate::prelude::*;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::policy::{Policy, Route, TokenPolicy, TokenRequirement};
 use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
