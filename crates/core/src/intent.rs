@@ -10,7 +10,9 @@
 
 use crate::retry::classify;
 
-/// How a submission ended, as the submit button's lifecycle ([`SUBMIT_LIFECYCLE`](crate::transition::SUBMIT_LIFECYCLE)) sees it.
+/// How a submission ended, as the submit button's lifecycle ([`SUBMIT_LIFECYCLE`]) sees it.
+///
+/// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Settled {
@@ -39,7 +41,9 @@ impl Settled {
     /// succeeded, and nothing here can judge otherwise.
     pub const RESOLVED: Settled = Settled::Succeeded;
 
-    /// The [`SUBMIT_LIFECYCLE`](crate::transition::SUBMIT_LIFECYCLE) event this outcome is (`succeed`, `fail_retryable`, `fail_final`).
+    /// The [`SUBMIT_LIFECYCLE`] event this outcome is (`succeed`, `fail_retryable`, `fail_final`).
+    ///
+    /// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
     pub const fn event(self) -> &'static str {
         match self {
             Settled::Succeeded => "succeed",
