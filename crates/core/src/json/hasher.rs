@@ -142,6 +142,7 @@ impl<'p> JsonHasher<'p> {
 
 impl Canon<'_> {
     /// The value whose encoding is `out[start..]` is complete.
+    #[inline]
     fn complete_value(&mut self, start: usize) -> Result<(), JsonError> {
         if let Some(tracker) = self.fields.as_mut() {
             let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
@@ -235,6 +236,8 @@ fn reorder(
     Ok(())
 }
 
+/// Every event is `#[inline]`: the release profile optimises for size (`opt-level = "s"`), whose
+/// inliner would otherwise leave these small calls out of the tokenizer's hot loop (≈10% slower).
 impl Sink for Canon<'_> {
     type Mark = Frame;
 
@@ -259,6 +262,7 @@ impl Sink for Canon<'_> {
         }
     }
 
+    #[inline]
     fn close(&mut self, kind: Kind, frame: Frame, at: u64) -> Result<(), JsonError> {
         self.depth = self.depth.saturating_sub(1);
         if kind == Kind::Object {
@@ -298,6 +302,7 @@ impl Sink for Canon<'_> {
         }
     }
 
+    #[inline]
     fn text_nul(&mut self) {
         // Escaped so the `00 00` terminator stays unique.
         append(&mut self.out, &[0, 1]);
@@ -308,6 +313,7 @@ impl Sink for Canon<'_> {
         }
     }
 
+    #[inline]
     fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
         append(&mut self.out, &[0, 0]);
         if !key {
@@ -331,12 +337,14 @@ impl Sink for Canon<'_> {
         Ok(())
     }
 
+    #[inline]
     fn number(&mut self, value: Decimal<'_>, _start: u64, _end: u64) -> Result<(), JsonError> {
         let start = self.out.len();
         value.encode(&mut self.out);
         self.complete_value(start)
     }
 
+    #[inline]
     fn literal(&mut self, literal: Literal) -> Result<(), JsonError> {
         let start = self.out.len();
         self.out.push(match literal {

@@ -202,6 +202,7 @@ impl<M: Copy> Tokenizer<M> {
         Ok(())
     }
 
+    #[inline]
     fn number_run<S: Sink<Mark = M>>(
         &mut self,
         buf: &[u8],
@@ -226,6 +227,7 @@ impl<M: Copy> Tokenizer<M> {
     }
 
     /// A value completed: the enclosing container (if any) expects a separator next.
+    #[inline]
     fn value_done(&mut self) {
         self.state = match self.stack.last_mut() {
             None => State::Done,
@@ -320,12 +322,14 @@ impl<M: Copy> Tokenizer<M> {
         Ok(())
     }
 
+    #[inline]
     fn begin_literal(&mut self, literal: Literal) {
         self.literal = literal;
         self.literal_pos = 1;
         self.state = State::Lit;
     }
 
+    #[inline]
     fn begin_string<S: Sink<Mark = M>>(&mut self, key: bool, at: u64, sink: &mut S) {
         self.in_key = key;
         self.text.begin();
