@@ -51,6 +51,7 @@
 //! configuration reader accepts is exactly one the hasher accepts (duplicate keys included),
 //! and the offsets and messages of an error do not depend on which reader met it.
 
+mod consumer;
 pub mod document;
 mod hasher;
 mod lexer;

@@ -25,6 +25,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
+use super::consumer::Consumer;
+use super::hasher::Frame;
 use super::number::Decimal;
 use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
 use super::{JsonError, JsonLimits};
@@ -153,7 +155,7 @@ impl Value {
     /// Parses one JSON document (surrounding whitespace allowed, nothing else after the value),
     /// within [`JsonLimits::DEFAULT`].
     pub fn parse(text: &str) -> Result<Value, JsonError> {
-        let mut tokens = Tokenizer::<()>::new(JsonLimits::DEFAULT);
+        let mut tokens = Tokenizer::<Frame>::new(JsonLimits::DEFAULT);
         let mut tree = Builder {
             text,
             stack: Vec::new(),
@@ -161,8 +163,8 @@ impl Value {
             key_at: 0,
             root: None,
         };
-        tokens.feed(text.as_bytes(), &mut tree)?;
-        tokens.finish(&mut tree)?;
+        tokens.feed(text.as_bytes(), &mut Consumer::Tree(&mut tree))?;
+        tokens.finish(&mut Consumer::Tree(&mut tree))?;
         tree.root.ok_or(JsonError::Internal)
     }
 
@@ -333,7 +335,7 @@ enum Partial {
 }
 
 /// The document reader's side of the tokenizer's events: the tree, built bottom-up.
-struct Builder<'t> {
+pub(super) struct Builder<'t> {
     text: &'t str,
     stack: Vec<Partial>,
     /// The string being decoded.

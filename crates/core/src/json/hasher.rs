@@ -5,6 +5,7 @@ use alloc::vec::Vec;
 use core::cmp::Ordering;
 use sha2::{Digest, Sha256};
 
+use super::consumer::Consumer;
 use super::number::Decimal;
 use super::pointer::{FieldTracker, JsonPointer, Pointers};
 use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
@@ -17,11 +18,16 @@ pub(super) const FLUSH_AT: usize = 4096;
 
 /// One open container, as the tokenizer keeps it for the hasher.
 #[derive(Clone, Copy)]
-struct Frame {
+pub(super) struct Frame {
     /// The offset of its `a`/`o` in `Canon::out`.
     start: usize,
     /// An object's members are `Canon::members[first..]` until it closes.
     first: usize,
+}
+
+impl Frame {
+    /// What the document reader's containers carry (it keeps its own tree).
+    pub(super) const NONE: Frame = Frame { start: 0, first: 0 };
 }
 
 /// One member of an open object: its encoding is `out[start..end]` (`end` is known when the next
@@ -60,7 +66,7 @@ pub struct JsonHasher<'p> {
 }
 
 /// The hasher's side of the events: the canonical encoding and the digest.
-struct Canon<'p> {
+pub(super) struct Canon<'p> {
     /// Containers open in the document.
     depth: usize,
     /// Open objects in `frames`: while there is none, `out` can no longer be reordered.
@@ -110,7 +116,9 @@ impl<'p> JsonHasher<'p> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
-        let result = self.tokens.feed(chunk, &mut self.canon);
+        let result = self
+            .tokens
+            .feed(chunk, &mut Consumer::Canon(&mut self.canon));
         if let Err(error) = &result {
             self.error = Some(error.clone());
         }
@@ -129,7 +137,7 @@ impl<'p> JsonHasher<'p> {
                 None => Sha256::digest(b"empty").into(),
             });
         }
-        self.tokens.finish(&mut canon)?;
+        self.tokens.finish(&mut Consumer::Canon(&mut canon))?;
         Ok(match &canon.fields {
             Some(tracker) => tracker.digest(),
             None => {

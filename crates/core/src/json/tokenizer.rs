@@ -10,8 +10,9 @@
 //! bounded by `max_depth`, never native stack. It never panics, and the first offending byte
 //! decides the error (see the module docs of [`super`]), however the input is chunked.
 //!
-//! The sink is a generic parameter, so each consumer gets its own monomorphised copy of the hot
-//! loop with the event calls inlined: sharing the grammar costs the hasher no dynamic dispatch.
+//! The sink is a generic parameter, instantiated once, with `consumer.rs`'s enum of the two
+//! consumers: one copy of the grammar in each `.wasm`, and the hasher's event calls still inlined
+//! into the loop (no dynamic dispatch).
 
 use alloc::vec::Vec;
 
