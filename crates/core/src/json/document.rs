@@ -587,6 +587,24 @@ mod tests {
         );
     }
 
+    /// Beyond 16 members the small sort switches to heapsort: the first repetition still wins.
+    #[test]
+    fn the_first_repeated_key_is_reported_in_large_objects() {
+        let mut text = alloc::string::String::from("{");
+        for i in (0..40).rev() {
+            text.push_str(&alloc::format!("\"k{i:02}\":{i},"));
+        }
+        let first = text.len();
+        text.push_str("\"k07\":0,\"k30\":0,\"k07\":1}");
+        assert_eq!(
+            parse(&text),
+            Err(JsonError::DuplicateKey {
+                offset: first as u64,
+                key: Some("k07".into())
+            })
+        );
+    }
+
     #[test]
     fn nesting_is_bounded() {
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
