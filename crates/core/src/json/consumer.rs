@@ -1,20 +1,21 @@
 //! The tokenizer's two consumers as one type: the tokenizer's loop is generic over its [`Sink`],
-//! and instantiating it for each consumer would ship the whole grammar twice in every `.wasm`.
-//! Dispatching on this enum instead costs one well-predicted branch per event (the hasher's
-//! events stay inlined) and keeps one copy of the grammar.
+//! and instantiating it for each consumer would ship the whole grammar twice in the filter's
+//! `.wasm`. Dispatching on this enum instead costs one well-predicted branch per event (the
+//! hasher's events stay inlined) and keeps one copy of the grammar. The document reader is behind
+//! a trait object, so a module that only hashes (the browser's) links no tree-building code.
 
-use super::document::Builder;
 use super::hasher::{Canon, Frame};
 use super::number::Decimal;
 use super::tokenizer::{Kind, Literal, Sink};
 use super::JsonError;
 
-pub(super) enum Consumer<'a, 'p, 't> {
+pub(super) enum Consumer<'a, 'p> {
     Canon(&'a mut Canon<'p>),
-    Tree(&'a mut Builder<'t>),
+    /// The document reader (`document::Builder`).
+    Tree(&'a mut dyn Sink<Mark = ()>),
 }
 
-impl Sink for Consumer<'_, '_, '_> {
+impl Sink for Consumer<'_, '_> {
     type Mark = Frame;
 
     #[inline]

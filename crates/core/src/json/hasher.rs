@@ -149,18 +149,32 @@ impl<'p> JsonHasher<'p> {
 }
 
 impl Canon<'_> {
-    /// The value whose encoding is `out[start..]` is complete.
+    /// The value whose encoding is `out[start..]` is complete. Inlined (json mode's path is a
+    /// comparison); the rarer work is in functions of their own, so it is not copied into every
+    /// event that completes a value.
     #[inline]
     fn complete_value(&mut self, start: usize) -> Result<(), JsonError> {
-        if let Some(tracker) = self.fields.as_mut() {
-            let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
-            tracker.leave(self.depth, || Sha256::digest(encoding).into());
+        if self.fields.is_some() {
+            return self.leave_field(start);
         }
         // Nothing before the end of `out` can move any more: hash it and forget it (fields mode
         // keeps it, as a selected value's hash needs its bytes).
-        if self.open_objects == 0 && self.fields.is_none() && self.out.len() >= FLUSH_AT {
-            self.sink.update(&self.out);
-            self.out.clear();
+        if self.open_objects == 0 && self.out.len() >= FLUSH_AT {
+            self.flush();
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) {
+        self.sink.update(&self.out);
+        self.out.clear();
+    }
+
+    /// Fields mode: the selectors learn that the value at `out[start..]` completed.
+    fn leave_field(&mut self, start: usize) -> Result<(), JsonError> {
+        if let Some(tracker) = self.fields.as_mut() {
+            let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
+            tracker.leave(self.depth, || Sha256::digest(encoding).into());
         }
         Ok(())
     }
