@@ -294,31 +294,24 @@ impl fmt::Display for Value {
 fn write_string(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     f.write_char('"')?;
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let short = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0C => "\\f",
-            0x00..=0x1F => "",
-            _ => continue,
-        };
-        // `i` is an ASCII byte, so both slice ends are character boundaries.
-        f.write_str(s.get(start..i).unwrap_or_default())?;
-        if short.is_empty() {
-            f.write_str("\\u00")?;
-            f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
-            f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
-        } else {
-            f.write_str(short)?;
+    for c in s.chars() {
+        match c {
+            '"' => f.write_str("\\\"")?,
+            '\\' => f.write_str("\\\\")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            '\u{8}' => f.write_str("\\b")?,
+            '\u{c}' => f.write_str("\\f")?,
+            '\0'..='\u{1f}' => {
+                let b = c as u8;
+                f.write_str("\\u00")?;
+                f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
+                f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
+            }
+            c => f.write_char(c)?,
         }
-        start = i + 1;
     }
-    f.write_str(s.get(start..).unwrap_or_default())?;
     f.write_char('"')
 }
 

@@ -209,21 +209,21 @@ impl Decimal<'_> {
     }
 }
 
-/// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`).
-fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
+/// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`),
+/// most significant digit first, with no buffer index that could fall outside its buffer.
+fn write_decimal(out: &mut Vec<u8>, n: u64) {
+    // The largest power of ten ≤ n (1 for 0); `scale * 10 ≤ n` keeps it from overflowing.
+    let mut scale = 1u64;
+    while n / scale >= 10 {
+        scale *= 10;
+    }
     loop {
-        at -= 1;
-        if let Some(slot) = buf.get_mut(at) {
-            *slot = b'0' + (n % 10) as u8;
-        }
-        n /= 10;
-        if n == 0 || at == 0 {
+        out.push(b'0' + (n / scale % 10) as u8);
+        if scale == 1 {
             break;
         }
+        scale /= 10;
     }
-    append(out, buf.get(at..).unwrap_or_default());
 }
 
 fn syntax(offset: u64) -> JsonError {
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn decimal_writer() {
-        for n in [0u64, 7, 10, 9999, u64::MAX] {
+        for n in [0u64, 7, 10, 99, 100, 9999, 10_000, u64::MAX / 10, u64::MAX] {
             let mut out = Vec::new();
             write_decimal(&mut out, n);
             assert_eq!(out, alloc::format!("{n}").into_bytes());
