@@ -210,19 +210,21 @@ impl Decimal<'_> {
 }
 
 /// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`),
-/// most significant digit first, with no buffer index that could fall outside its buffer.
-fn write_decimal(out: &mut Vec<u8>, n: u64) {
-    // The largest power of ten ≤ n (1 for 0); `scale * 10 ≤ n` keeps it from overflowing.
-    let mut scale = 1u64;
-    while n / scale >= 10 {
-        scale *= 10;
-    }
-    loop {
-        out.push(b'0' + (n / scale % 10) as u8);
-        if scale == 1 {
+/// with no buffer index that could fall outside its buffer: a `u64` has at most 20 digits, so
+/// the 20 slots always hold all of them.
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    for slot in digits.iter_mut() {
+        *slot = b'0' + (n % 10) as u8;
+        n /= 10;
+        len += 1;
+        if n == 0 {
             break;
         }
-        scale /= 10;
+    }
+    for &digit in digits.iter().take(len).rev() {
+        out.push(digit);
     }
 }
 
