@@ -210,12 +210,17 @@ impl FingerprintError {
     }
 }
 
+/// `write_str` and the inner `Display`, not `write!`: no `core::fmt::write` in the browser module.
 impl fmt::Display for FingerprintError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FingerprintError::Json(e) => write!(f, "the request body is not valid JSON: {e}"),
+            FingerprintError::Json(e) => {
+                f.write_str("the request body is not valid JSON: ")?;
+                fmt::Display::fmt(e, f)
+            }
             FingerprintError::Form(e) => {
-                write!(f, "the request body is not a valid form (urlencoded): {e}")
+                f.write_str("the request body is not a valid form (urlencoded): ")?;
+                fmt::Display::fmt(e, f)
             }
         }
     }

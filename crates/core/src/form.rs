@@ -32,6 +32,7 @@
 //! 4× the body on wasm32 (6× on 64-bit), before vector slack; the body itself is limited by
 //! `max_request_body`. Nothing else grows: no recursion, no per-byte allocation.
 
+use crate::digits::write_between;
 use crate::hash::hex_digit;
 use crate::sort::sort;
 use alloc::vec::Vec;
@@ -56,12 +57,16 @@ impl FormError {
     }
 }
 
+/// Written with `crate::digits`, not `write!`: no `core::fmt` integer formatting in the
+/// browser module.
 impl fmt::Display for FormError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            FormError::InvalidEscape { offset } => write!(
+            FormError::InvalidEscape { offset } => write_between(
                 f,
-                "form body has a '%' not followed by two hex digits at byte {offset}"
+                "form body has a '%' not followed by two hex digits at byte ",
+                *offset,
+                "",
             ),
         }
     }
@@ -240,6 +245,27 @@ fn pair_end(out: &[u8], start: usize) -> usize {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The text is written without `write!` and reads as the `write!` one did; so does the
+    /// fingerprint error that wraps it.
+    #[test]
+    fn message_is_pinned() {
+        let error = FormError::InvalidEscape { offset: 31 };
+        let text = "form body has a '%' not followed by two hex digits at byte 31";
+        assert_eq!(alloc::format!("{error}"), text);
+        let wrapped = crate::fingerprint::FingerprintError::Form(error);
+        assert_eq!(
+            alloc::format!("{wrapped}"),
+            alloc::format!("the request body is not a valid form (urlencoded): {text}")
+        );
+        let json = crate::fingerprint::FingerprintError::Json(crate::json::JsonError::Syntax {
+            offset: 2,
+        });
+        assert_eq!(
+            alloc::format!("{json}"),
+            "the request body is not valid JSON: JSON syntax error at byte 2"
+        );
+    }
 
     fn digest(body: &[u8]) -> Result<[u8; 32], FormError> {
         let mut h = FormHasher::new();

@@ -65,6 +65,7 @@ pub use document::{Number, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
 
+use crate::digits::write_between;
 use core::fmt;
 
 /// Bounds that keep hostile bodies from costing more than the gateway budgets for.
@@ -165,59 +166,62 @@ impl JsonError {
     }
 }
 
+/// Written piece by piece (`crate::digits`), not with `write!`: the same texts without
+/// `core::fmt`'s integer formatting in the browser module.
 impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JsonError::Syntax { offset } => write!(f, "JSON syntax error at byte {offset}"),
-            JsonError::UnexpectedEnd { offset } => {
-                write!(
-                    f,
-                    "JSON text ended at byte {offset} before the value was complete"
-                )
-            }
+        let (before, offset, after) = match self {
+            JsonError::Syntax { offset } => ("JSON syntax error at byte ", offset, ""),
+            JsonError::UnexpectedEnd { offset } => (
+                "JSON text ended at byte ",
+                offset,
+                " before the value was complete",
+            ),
             JsonError::TrailingData { offset } => {
-                write!(f, "unexpected data after the JSON value at byte {offset}")
+                ("unexpected data after the JSON value at byte ", offset, "")
             }
             JsonError::TooDeep { offset, max } => {
-                write!(f, "JSON nesting deeper than {max} levels at byte {offset}")
+                write_between(f, "JSON nesting deeper than ", u64::from(*max), " levels")?;
+                (" at byte ", offset, "")
             }
-            JsonError::DuplicateKey { offset, key: None } => {
-                write!(
-                    f,
-                    "duplicate key in the JSON object closed at byte {offset}"
-                )
-            }
+            JsonError::DuplicateKey { offset, key: None } => (
+                "duplicate key in the JSON object closed at byte ",
+                offset,
+                "",
+            ),
             JsonError::DuplicateKey {
                 offset,
                 key: Some(key),
-            } => write!(f, "duplicate key `{key}` at byte {offset}"),
-            JsonError::InvalidUtf8 { offset } => write!(f, "invalid UTF-8 at byte {offset}"),
-            JsonError::InvalidEscape { offset } => {
-                write!(
-                    f,
-                    "invalid string escape or lone surrogate at byte {offset}"
-                )
+            } => {
+                f.write_str("duplicate key `")?;
+                f.write_str(key)?;
+                ("` at byte ", offset, "")
             }
-            JsonError::ControlCharacter { offset } => {
-                write!(
-                    f,
-                    "unescaped control character in a JSON string at byte {offset}"
-                )
-            }
+            JsonError::InvalidUtf8 { offset } => ("invalid UTF-8 at byte ", offset, ""),
+            JsonError::InvalidEscape { offset } => (
+                "invalid string escape or lone surrogate at byte ",
+                offset,
+                "",
+            ),
+            JsonError::ControlCharacter { offset } => (
+                "unescaped control character in a JSON string at byte ",
+                offset,
+                "",
+            ),
             JsonError::NumberTooLong { offset } => {
-                write!(f, "JSON number at byte {offset} exceeds the length limit")
+                ("JSON number at byte ", offset, " exceeds the length limit")
             }
-            JsonError::NumberOutOfRange { offset } => {
-                write!(
-                    f,
-                    "JSON number at byte {offset} is beyond 10^±9999 in magnitude"
-                )
-            }
+            JsonError::NumberOutOfRange { offset } => (
+                "JSON number at byte ",
+                offset,
+                " is beyond 10^±9999 in magnitude",
+            ),
             JsonError::PointerInvalid => {
-                f.write_str("field selector is not a valid JSON pointer (RFC 6901)")
+                return f.write_str("field selector is not a valid JSON pointer (RFC 6901)")
             }
-            JsonError::Internal => f.write_str("internal error in the JSON reader"),
-        }
+            JsonError::Internal => return f.write_str("internal error in the JSON reader"),
+        };
+        write_between(f, before, *offset, after)
     }
 }
 

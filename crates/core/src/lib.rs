@@ -47,6 +47,7 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod decision;
+mod digits;
 pub mod fingerprint;
 pub mod form;
 pub mod hash;

@@ -463,3 +463,70 @@ fn codes_and_messages_are_stable() {
     );
     assert_eq!(JsonError::Internal.code(), "json_internal");
 }
+
+/// Every variant's text, pinned: the texts are written without `write!` (no `core::fmt`
+/// integer formatting in the browser module) and must read as the `write!` versions did.
+#[test]
+fn every_message_is_pinned() {
+    let key = Some(alloc::string::String::from("a\"b"));
+    let cases = [
+        (
+            JsonError::Syntax { offset: 0 },
+            "JSON syntax error at byte 0",
+        ),
+        (
+            JsonError::UnexpectedEnd { offset: 12 },
+            "JSON text ended at byte 12 before the value was complete",
+        ),
+        (
+            JsonError::TrailingData { offset: 5 },
+            "unexpected data after the JSON value at byte 5",
+        ),
+        (
+            JsonError::TooDeep {
+                offset: u64::MAX,
+                max: u16::MAX,
+            },
+            "JSON nesting deeper than 65535 levels at byte 18446744073709551615",
+        ),
+        (
+            JsonError::DuplicateKey {
+                offset: 40,
+                key: None,
+            },
+            "duplicate key in the JSON object closed at byte 40",
+        ),
+        (
+            JsonError::DuplicateKey { offset: 9, key },
+            "duplicate key `a\"b` at byte 9",
+        ),
+        (
+            JsonError::InvalidUtf8 { offset: 100 },
+            "invalid UTF-8 at byte 100",
+        ),
+        (
+            JsonError::InvalidEscape { offset: 1 },
+            "invalid string escape or lone surrogate at byte 1",
+        ),
+        (
+            JsonError::ControlCharacter { offset: 10 },
+            "unescaped control character in a JSON string at byte 10",
+        ),
+        (
+            JsonError::NumberTooLong { offset: 3 },
+            "JSON number at byte 3 exceeds the length limit",
+        ),
+        (
+            JsonError::NumberOutOfRange { offset: 1_000_000 },
+            "JSON number at byte 1000000 is beyond 10^±9999 in magnitude",
+        ),
+        (
+            JsonError::PointerInvalid,
+            "field selector is not a valid JSON pointer (RFC 6901)",
+        ),
+        (JsonError::Internal, "internal error in the JSON reader"),
+    ];
+    for (error, text) in cases {
+        assert_eq!(alloc::format!("{error}"), text);
+    }
+}
