@@ -16,6 +16,7 @@ use crate::form::{FormError, FormHasher};
 use crate::hash::PartsHasher;
 use crate::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};
 use crate::media_type::BodyKind;
+use crate::text::{self, Text};
 use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -208,20 +209,29 @@ impl FingerprintError {
             FingerprintError::Form(e) => e.code(),
         }
     }
-}
 
-/// `write_str` and the inner `Display`, not `write!`: no `core::fmt::write` in the browser module.
-impl fmt::Display for FingerprintError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The same text as `Display`, without `core::fmt` (see `crate::text`); what the browser
+    /// module shows.
+    pub fn message(&self) -> String {
+        text::message(|out| self.write_text(out))
+    }
+
+    fn write_text<T: Text>(&self, out: &mut T) -> fmt::Result {
         match self {
             FingerprintError::Json(e) => {
-                f.write_str("the request body is not valid JSON: ")?;
-                fmt::Display::fmt(e, f)
+                out.put("the request body is not valid JSON: ")?;
+                e.write_text(out)
             }
             FingerprintError::Form(e) => {
-                f.write_str("the request body is not a valid form (urlencoded): ")?;
-                fmt::Display::fmt(e, f)
+                out.put("the request body is not a valid form (urlencoded): ")?;
+                e.write_text(out)
             }
         }
+    }
+}
+
+impl fmt::Display for FingerprintError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_text(f)
     }
 }

@@ -32,9 +32,9 @@
 //! 4× the body on wasm32 (6× on 64-bit), before vector slack; the body itself is limited by
 //! `max_request_body`. Nothing else grows: no recursion, no per-byte allocation.
 
-use crate::digits::write_between;
 use crate::hash::hex_digit;
 use crate::sort::sort;
+use crate::text::{self, Text};
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt;
@@ -55,20 +55,26 @@ impl FormError {
             FormError::InvalidEscape { .. } => "form_invalid_escape",
         }
     }
-}
 
-/// Written with `crate::digits`, not `write!`: no `core::fmt` integer formatting in the
-/// browser module.
-impl fmt::Display for FormError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The same text as `Display`, without `core::fmt` (see `crate::text`).
+    pub fn message(&self) -> alloc::string::String {
+        text::message(|out| self.write_text(out))
+    }
+
+    pub(crate) fn write_text<T: Text>(&self, out: &mut T) -> fmt::Result {
         match self {
-            FormError::InvalidEscape { offset } => write_between(
-                f,
+            FormError::InvalidEscape { offset } => out.put_between(
                 "form body has a '%' not followed by two hex digits at byte ",
                 *offset,
                 "",
             ),
         }
+    }
+}
+
+impl fmt::Display for FormError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_text(f)
     }
 }
 
@@ -253,11 +259,13 @@ mod tests {
         let error = FormError::InvalidEscape { offset: 31 };
         let text = "form body has a '%' not followed by two hex digits at byte 31";
         assert_eq!(alloc::format!("{error}"), text);
+        assert_eq!(error.message(), text);
         let wrapped = crate::fingerprint::FingerprintError::Form(error);
         assert_eq!(
             alloc::format!("{wrapped}"),
             alloc::format!("the request body is not a valid form (urlencoded): {text}")
         );
+        assert_eq!(wrapped.message(), alloc::format!("{wrapped}"));
         let json = crate::fingerprint::FingerprintError::Json(crate::json::JsonError::Syntax {
             offset: 2,
         });
@@ -265,6 +273,7 @@ mod tests {
             alloc::format!("{json}"),
             "the request body is not valid JSON: JSON syntax error at byte 2"
         );
+        assert_eq!(json.message(), alloc::format!("{json}"));
     }
 
     fn digest(body: &[u8]) -> Result<[u8; 32], FormError> {

@@ -65,7 +65,7 @@ pub use document::{Number, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
 
-use crate::digits::write_between;
+use crate::text::{self, Text};
 use core::fmt;
 
 /// Bounds that keep hostile bodies from costing more than the gateway budgets for.
@@ -164,12 +164,14 @@ impl JsonError {
             JsonError::PointerInvalid | JsonError::Internal => None,
         }
     }
-}
 
-/// Written piece by piece (`crate::digits`), not with `write!`: the same texts without
-/// `core::fmt`'s integer formatting in the browser module.
-impl fmt::Display for JsonError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The same text as `Display`, without `core::fmt` (see `crate::text`); what the browser
+    /// module shows.
+    pub fn message(&self) -> alloc::string::String {
+        text::message(|out| self.write_text(out))
+    }
+
+    pub(crate) fn write_text<T: Text>(&self, out: &mut T) -> fmt::Result {
         let (before, offset, after) = match self {
             JsonError::Syntax { offset } => ("JSON syntax error at byte ", offset, ""),
             JsonError::UnexpectedEnd { offset } => (
@@ -181,7 +183,7 @@ impl fmt::Display for JsonError {
                 ("unexpected data after the JSON value at byte ", offset, "")
             }
             JsonError::TooDeep { offset, max } => {
-                write_between(f, "JSON nesting deeper than ", u64::from(*max), " levels")?;
+                out.put_between("JSON nesting deeper than ", u64::from(*max), " levels")?;
                 (" at byte ", offset, "")
             }
             JsonError::DuplicateKey { offset, key: None } => (
@@ -193,8 +195,8 @@ impl fmt::Display for JsonError {
                 offset,
                 key: Some(key),
             } => {
-                f.write_str("duplicate key `")?;
-                f.write_str(key)?;
+                out.put("duplicate key `")?;
+                out.put(key)?;
                 ("` at byte ", offset, "")
             }
             JsonError::InvalidUtf8 { offset } => ("invalid UTF-8 at byte ", offset, ""),
@@ -217,11 +219,17 @@ impl fmt::Display for JsonError {
                 " is beyond 10^±9999 in magnitude",
             ),
             JsonError::PointerInvalid => {
-                return f.write_str("field selector is not a valid JSON pointer (RFC 6901)")
+                return out.put("field selector is not a valid JSON pointer (RFC 6901)")
             }
-            JsonError::Internal => return f.write_str("internal error in the JSON reader"),
+            JsonError::Internal => return out.put("internal error in the JSON reader"),
         };
-        write_between(f, before, *offset, after)
+        out.put_between(before, *offset, after)
+    }
+}
+
+impl fmt::Display for JsonError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_text(f)
     }
 }
 

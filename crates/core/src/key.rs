@@ -4,7 +4,7 @@
 //! Stripe style. Both spell the same key, so `"abc"` and `abc` parse equal. Everything else is refused
 //! with the one rule it broke, so a client developer can fix their request from the 400 alone.
 
-use crate::digits::write_between;
+use crate::text::{self, Text};
 use alloc::string::String;
 use core::fmt;
 
@@ -155,40 +155,46 @@ impl KeyError {
             KeyError::NotText => "key_not_text",
         }
     }
-}
 
-/// Written piece by piece (`crate::digits`), not with `write!`: the same texts without
-/// `core::fmt`'s integer formatting in the browser module.
-impl fmt::Display for KeyError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    /// The same text as `Display`, without `core::fmt` (see `crate::text`); what the browser
+    /// module shows.
+    pub fn message(&self) -> String {
+        text::message(|out| self.write_text(out))
+    }
+
+    fn write_text<T: Text>(&self, out: &mut T) -> fmt::Result {
         match self {
-            KeyError::Empty => f.write_str("the Idempotency-Key is empty"),
+            KeyError::Empty => out.put("the Idempotency-Key is empty"),
             KeyError::TooLong { len } => {
-                write_between(f, "the Idempotency-Key has ", *len as u64, " characters")?;
-                write_between(f, "; at most ", MAX_KEY_LEN as u64, " are allowed")
+                out.put_between("the Idempotency-Key has ", *len as u64, " characters")?;
+                out.put_between("; at most ", MAX_KEY_LEN as u64, " are allowed")
             }
-            KeyError::InvalidCharacter { index } => write_between(
-                f,
+            KeyError::InvalidCharacter { index } => out.put_between(
                 "the Idempotency-Key has a space or control character at position ",
                 *index as u64,
                 "; only visible ASCII is allowed",
             ),
-            KeyError::NonAscii { index } => write_between(
-                f,
+            KeyError::NonAscii { index } => out.put_between(
                 "the Idempotency-Key has a non-ASCII character at position ",
                 *index as u64,
                 "; only visible ASCII is allowed",
             ),
-            KeyError::MalformedQuotedString => f.write_str(
+            KeyError::MalformedQuotedString => out.put(
                 "the Idempotency-Key starts with a quote but is not a valid structured-field string",
             ),
             KeyError::Conflicting => {
-                f.write_str("the Idempotency-Key header was sent more than once with different values")
+                out.put("the Idempotency-Key header was sent more than once with different values")
             }
-            KeyError::NotText => f.write_str(
+            KeyError::NotText => out.put(
                 "the body field that carries the idempotency key is not a string or a number",
             ),
         }
+    }
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.write_text(f)
     }
 }
 
@@ -215,6 +221,7 @@ mod tests {
         ];
         for (error, text) in cases {
             assert_eq!(alloc::format!("{error}"), text);
+            assert_eq!(error.message(), text);
         }
     }
 

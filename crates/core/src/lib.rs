@@ -47,7 +47,6 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod decision;
-mod digits;
 pub mod fingerprint;
 pub mod form;
 pub mod hash;
@@ -66,6 +65,7 @@ pub mod scope;
 pub mod signature;
 mod sort;
 pub mod store;
+mod text;
 pub mod time;
 pub mod token;
 pub mod transition;

@@ -368,16 +368,22 @@ impl TransitionError {
             TransitionError::Illegal { .. } => "transition_illegal",
         }
     }
-}
 
-impl fmt::Display for TransitionError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+    /// The same text as `Display`, without `core::fmt`: `to_string()` alone would bring
+    /// `fmt::write` into the browser module (see `crate::text`).
+    pub fn message(&self) -> &'static str {
+        match self {
             TransitionError::UnknownState => "unknown state",
             TransitionError::UnknownEvent => "unknown event",
             TransitionError::Illegal { terminal: true } => "event not allowed: final state",
             TransitionError::Illegal { terminal: false } => "event not allowed in this state",
-        })
+        }
+    }
+}
+
+impl fmt::Display for TransitionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message())
     }
 }
 

@@ -4,8 +4,7 @@
 //! The object is made by one imported JS function taking two strings, so a host that runs the
 //! `.wasm` without JavaScript (the wasmtime harness) can stub that one import and read the code.
 
-use alloc::string::{String, ToString};
-use core::fmt::Display;
+use alloc::string::String;
 use wasm_bindgen::prelude::*;
 
 /// An argument a JS caller passed is out of range or of the wrong shape.
@@ -36,11 +35,6 @@ impl CodedError {
             code,
             message: message.into(),
         }
-    }
-
-    /// From any core error: its `code()` and its `Display` text.
-    pub fn from_core(code: &'static str, error: &impl Display) -> Self {
-        CodedError::new(code, error.to_string())
     }
 }
 

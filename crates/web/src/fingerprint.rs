@@ -123,7 +123,7 @@ impl Fingerprinter {
             let mut pointers = Vec::with_capacity(fields.len());
             for field in fields {
                 let parsed = JsonPointer::parse(crate::parts::text(field)?)
-                    .map_err(|e| CodedError::from_core(e.code(), &e))?;
+                    .map_err(|e| CodedError::new(e.code(), e.message()))?;
                 pointers.push(parsed);
             }
             *shared = pointers.into();
@@ -157,7 +157,7 @@ impl Fingerprinter {
             .as_mut()
             .ok_or_else(spent)?
             .update(chunk)
-            .map_err(|e| CodedError::from_core(e.code(), &e))
+            .map_err(|e| CodedError::new(e.code(), e.message()))
     }
 
     pub fn done(&mut self) -> Result<String, CodedError> {
@@ -166,7 +166,7 @@ impl Fingerprinter {
             .ok_or_else(spent)?
             .finish()
             .map(|fp| idemgate_core::hash::to_hex(&fp.0))
-            .map_err(|e| CodedError::from_core(e.code(), &e))
+            .map_err(|e| CodedError::new(e.code(), e.message()))
     }
 }
 

@@ -45,7 +45,7 @@ fn key_values(joined: &[u8], lengths: &[u32]) -> Result<Option<String>, CodedErr
     let values = crate::parts::split(joined, lengths)?;
     IdempotencyKey::parse_all(values)
         .map(|key| key.map(|k| k.as_str().to_string()))
-        .map_err(|e| CodedError::from_core(e.code(), &e))
+        .map_err(|e| CodedError::new(e.code(), e.message()))
 }
 
 #[cfg(test)]

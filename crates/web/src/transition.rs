@@ -2,7 +2,7 @@
 //! the order table is this package's example of a business table (the core ships none).
 
 use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use idemgate_core::transition::{StateTable, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
 
@@ -42,12 +42,12 @@ pub fn answer(table: &str, state: &str, event: &str) -> Result<Option<String>, C
         Transition::Apply { to } => Ok(Some(String::from(to))),
         Transition::AlreadyApplied => Ok(None),
         Transition::Reject(e) => {
-            // Concatenated rather than `format!`ed: the error's text is the only formatting left.
+            // Concatenated rather than `format!`ed, and the core's `message()` rather than
+            // `to_string()`: no `core::fmt` in the module.
             let mut message = String::from("\"");
-            for part in [event, "\" at \"", state, "\": "] {
+            for part in [event, "\" at \"", state, "\": ", e.message()] {
                 message.push_str(part);
             }
-            message.push_str(&e.to_string());
             Err(CodedError::new(e.code(), message))
         }
     }

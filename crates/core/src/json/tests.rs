@@ -465,7 +465,8 @@ fn codes_and_messages_are_stable() {
 }
 
 /// Every variant's text, pinned: the texts are written without `write!` (no `core::fmt`
-/// integer formatting in the browser module) and must read as the `write!` versions did.
+/// integer formatting in the browser module) and must read as the `write!` versions did, both
+/// through `Display` and through `message()`.
 #[test]
 fn every_message_is_pinned() {
     let key = Some(alloc::string::String::from("a\"b"));
@@ -528,5 +529,6 @@ fn every_message_is_pinned() {
     ];
     for (error, text) in cases {
         assert_eq!(alloc::format!("{error}"), text);
+        assert_eq!(error.message(), text);
     }
 }
