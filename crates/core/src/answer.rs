@@ -146,6 +146,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             &format!("this endpoint requires an {header} header; send a unique key per operation and reuse it for retries"),
             None,
         ),
+        EdgeAnswer::InvalidBody(e) if e.is_internal() => problem(
+            500,
+            e.code(),
+            "Internal error",
+            "idemgate could not fingerprint this body because of an internal error; please report it",
+            None,
+        ),
         EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
         EdgeAnswer::BodyTooLarge { limit } => problem(
             413,
@@ -342,6 +349,22 @@ mod tests {
 
     fn body(edge: &EdgeAnswer<'_>) -> serde_json::Value {
         serde_json::from_slice(&answer(edge).body).unwrap()
+    }
+
+    #[test]
+    fn a_broken_reader_invariant_is_our_fault_not_the_clients() {
+        // The hasher refuses to hash wrong bytes when one of its own invariants breaks
+        // (`JsonError::Internal`): that is a defect of idemgate, so the client gets a 500 it may
+        // report, never a 400 telling it to change a body that was fine.
+        let internal = FingerprintError::Json(crate::json::JsonError::Internal);
+        let http = answer(&EdgeAnswer::InvalidBody(&internal));
+        assert_eq!(http.status, 500);
+        assert_eq!(body(&EdgeAnswer::InvalidBody(&internal))["status"], 500);
+        let client = FingerprintError::Json(crate::json::JsonError::DuplicateKey {
+            offset: 3,
+            key: None,
+        });
+        assert_eq!(answer(&EdgeAnswer::InvalidBody(&client)).status, 400);
     }
 
     #[test]
