@@ -228,7 +228,7 @@ pub fn answered(
         shared.metrics.bump(Counter::DetachedClientGone);
     }
     let no_answer = |shared: &Rc<Shared>, cause: DoubtCause| {
-        let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause);
+        let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause, false);
         let answer = match outcome {
             Some(FinishOutcome::Released) => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
             _ => {
@@ -277,6 +277,7 @@ pub fn answered(
                 owner,
                 ResponseFacts::NeverReached,
                 DoubtCause::Other,
+                false,
             );
             Relay {
                 answer: answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
@@ -310,6 +311,7 @@ pub fn answered(
                     body: stored_body,
                 }),
                 DoubtCause::Other,
+                false,
             );
             let Some(body) = body else {
                 shared.metrics.bump(Counter::RelayTooLarge);

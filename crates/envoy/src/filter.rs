@@ -39,6 +39,7 @@ use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
+use idemgate_core::time::UnixMillis;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
@@ -417,11 +418,13 @@ impl Filter {
         };
         self.kind = route.kind;
         // What the request must show, and in which order, is the core's call.
-        let admission = match admit(
-            route,
-            &|name: &str| header_values(&headers, name),
-            host::now(),
-        ) {
+        // `admit` reads the clock only for a signature's time window: a route without one costs
+        // no clock read here.
+        let now = match route.signature {
+            Some(_) => host::now(),
+            None => UnixMillis(0),
+        };
+        let admission = match admit(route, &|name: &str| header_values(&headers, name), now) {
             Ok(admission) => admission,
             Err(refusal) => return self.refuse(&refusal),
         };
@@ -787,7 +790,14 @@ impl Filter {
         facts: ResponseFacts,
         cause: DoubtCause,
     ) {
-        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
+        settle(
+            &self.shared,
+            key,
+            owner,
+            self.kind.screen(facts),
+            cause,
+            true,
+        );
     }
 
     /// Refuses a request before its claim, with the core's answer.

@@ -95,8 +95,12 @@ pub fn counting_linker(
                 import.name(),
                 ty,
                 move |mut caller: wasmtime::Caller<'_, VmState>, params, results| {
+                    let fuel = caller.get_fuel().unwrap_or(0);
                     let state = caller.data_mut();
                     state.host_calls += 1;
+                    if let Some(trace) = &mut state.trace {
+                        trace.push((index, fuel));
+                    }
                     if let Some(count) = state.import_calls.get_mut(index) {
                         *count += 1;
                     }

@@ -74,6 +74,8 @@ pub struct VmState {
     /// wrappers (their `Caller` is the host, which has no exports).
     pub guest_memory: Option<wasmtime::Memory>,
     pub guest_allocate: Option<wasmtime::Func>,
+    /// When set, every host call as (import index, fuel left): where a callback's operators go.
+    pub trace: Option<Vec<(usize, u64)>>,
 }
 
 impl VmState {
@@ -104,6 +106,7 @@ impl VmState {
             import_names: std::sync::Arc::default(),
             guest_memory: None,
             guest_allocate: None,
+            trace: None,
         }
     }
 

@@ -138,6 +138,8 @@ impl Worker {
         if let Some(level) = setup.log_level {
             state.log_level = level;
         }
+        // IDEMGATE_HOST_TRACE: print each callback's host calls with the operators before each.
+        state.trace = std::env::var_os("IDEMGATE_HOST_TRACE").map(|_| Vec::new());
         let mut store = Store::new(module.module.engine(), state);
         let trap = |callback: &str, e: wasmtime::Error| HarnessError::Trap {
             worker: index,
@@ -285,6 +287,19 @@ impl Worker {
         let left = self.store.get_fuel().unwrap_or(FUEL_PER_CALL);
         let host_calls = self.store.data().host_calls - calls_before;
         world.record_work(name, FUEL_PER_CALL.saturating_sub(left), host_calls);
+        if let Some(trace) = self.store.data_mut().trace.as_mut() {
+            let steps = core::mem::take(trace);
+            let mut last = FUEL_PER_CALL;
+            let names = self.store.data().import_names.clone();
+            let mut line = format!("TRACE {name}:");
+            for (index, fuel) in steps {
+                let import = names.get(index).map_or("?", String::as_str);
+                line.push_str(&format!(" +{} {import}", last.saturating_sub(fuel)));
+                last = fuel;
+            }
+            line.push_str(&format!(" +{} end", last.saturating_sub(left)));
+            eprintln!("{line}");
+        }
         let state = self.store.data_mut();
         for (index, count) in state.import_calls.iter_mut().enumerate() {
             if *count > 0 {
