@@ -462,8 +462,11 @@ impl Filter {
             let Some(client) = &client else {
                 return self.unscoped(&policy);
             };
-            KeyState::Known(StorageKey::derive(
-                client.scope(),
+            let scope = client.scope();
+            let tag = self.shared.scope_tag.of(scope);
+            KeyState::Known(StorageKey::derive_tagged(
+                scope,
+                tag,
                 method,
                 &matched.path,
                 key,
@@ -566,7 +569,11 @@ impl Filter {
                 match admission.finish(route) {
                     Err(refusal) => return self.refuse(&refusal),
                     Ok(None) => return self.unguarded(token.as_ref()),
-                    Ok(Some(key)) => StorageKey::derive(client.scope(), &method, &path, &key),
+                    Ok(Some(key)) => {
+                        let scope = client.scope();
+                        let tag = self.shared.scope_tag.of(scope);
+                        StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+                    }
                 }
             }
         };
