@@ -43,8 +43,12 @@ pub enum Arg {
     OptBytes(Option<Vec<u8>>),
     /// `&[u32]`: copied in (align 4), passed as `(ptr, count)`.
     U32s(Vec<u32>),
-    /// `u32`, `u16`, `i32`, `bool`, or an exported struct's handle.
+    /// `u32`, `u16`, `u8`, `i32`, `bool`, or an exported struct's handle.
     I32(i32),
+    /// `Option<u16>`: wasm-bindgen passes `None` as `0xFFFFFF`.
+    OptU16(Option<u16>),
+    /// `Option<u32>`: passed as an `f64`, `None` as 2^53-1.
+    OptU32(Option<u32>),
     /// `f64` (every JS number that is not an integer type in Rust).
     F64(f64),
 }
@@ -241,6 +245,11 @@ impl WebModule {
                     params.extend([Val::I32(ptr), Val::I32(values.len() as i32)]);
                 }
                 Arg::I32(v) => params.push(Val::I32(*v)),
+                Arg::OptU16(v) => params.push(Val::I32(v.map_or(0xFF_FFFF, i32::from))),
+                Arg::OptU32(v) => {
+                    let n = v.map_or(9_007_199_254_740_991.0, f64::from);
+                    params.push(Val::F64(n.to_bits()));
+                }
                 Arg::F64(v) => params.push(Val::F64(v.to_bits())),
             }
         }
@@ -344,6 +353,59 @@ impl WebModule {
                 _ => Err(interface(format!(
                     "{export} does not return an optional string"
                 ))),
+            },
+        }
+    }
+
+    /// An export returning `Result<bool, JsValue>`.
+    pub fn boolean(
+        &mut self,
+        export: &str,
+        args: &[Arg],
+    ) -> Result<std::result::Result<bool, JsError>> {
+        let results = self.call(export, args)?;
+        match self.thrown(export, &results)? {
+            Err(e) => Ok(Err(e)),
+            Ok(values) => match values.as_slice() {
+                [value] => Ok(Ok(int(value)? != 0)),
+                _ => Err(interface(format!("{export} does not return a bool"))),
+            },
+        }
+    }
+
+    /// An export returning a plain `u8`/`u16`/`u32`/`bool` (no `Result`).
+    pub fn int(&mut self, export: &str, args: &[Arg]) -> Result<i32> {
+        let results = self.call(export, args)?;
+        match results.as_slice() {
+            [value] => int(value),
+            _ => Err(interface(format!("{export} does not return one integer"))),
+        }
+    }
+
+    /// An export returning a plain `String` (no `Result`): `(ptr, len)`.
+    pub fn string_result(&mut self, export: &str, args: &[Arg]) -> Result<String> {
+        let results = self.call(export, args)?;
+        match results.as_slice() {
+            [ptr, len] => self.take_string(int(ptr)?, int(len)?),
+            _ => Err(interface(format!("{export} does not return a string"))),
+        }
+    }
+
+    /// An export returning `Result<f64, JsValue>`.
+    pub fn number(
+        &mut self,
+        export: &str,
+        args: &[Arg],
+    ) -> Result<std::result::Result<f64, JsError>> {
+        let results = self.call(export, args)?;
+        match self.thrown(export, &results)? {
+            Err(e) => Ok(Err(e)),
+            Ok(values) => match values.as_slice() {
+                [value] => value
+                    .f64()
+                    .map(Ok)
+                    .ok_or_else(|| interface(format!("{export} does not return an f64"))),
+                _ => Err(interface(format!("{export} does not return a number"))),
             },
         }
     }

@@ -17,6 +17,17 @@ use alloc::vec::Vec;
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (semantics §4).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// Whether a [`REPLAYED_HEADER`] value marks a replay, as a client reads it: the edge sends
+/// `true`; the structured-field boolean `?1` (RFC 9651), which other servers use for the same
+/// header, counts too. Case and surrounding spaces or tabs do not matter; anything else is not a
+/// replay, since claiming one wrongly would tell the user an order was not placed again when
+/// nothing says so.
+#[must_use]
+pub fn is_replayed(value: &str) -> bool {
+    let value = crate::key::trim_ows(value.as_bytes());
+    value.eq_ignore_ascii_case(b"true") || value == b"?1"
+}
 /// On a replay whose body was over the limit and not kept.
 pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
 
@@ -133,6 +144,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "key_missing",
             "Idempotency-Key required",
             &format!("this endpoint requires an {header} header; send a unique key per operation and reuse it for retries"),
+            None,
+        ),
+        EdgeAnswer::InvalidBody(e) if e.is_internal() => problem(
+            500,
+            e.code(),
+            "Internal error",
+            "idemgate could not fingerprint this body because of an internal error; please report it",
             None,
         ),
         EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
@@ -369,6 +387,16 @@ fn push_decimal(out: &mut String, n: u16) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn replay_marks() {
+        for yes in ["true", "TRUE", " True\t", "?1"] {
+            assert!(is_replayed(yes), "{yes:?}");
+        }
+        for no in ["", "false", "?0", "1", "yes", "true, true", "?1 ;x"] {
+            assert!(!is_replayed(no), "{no:?}");
+        }
+    }
+
     fn body(edge: &EdgeAnswer<'_>) -> serde_json::Value {
         serde_json::from_slice(&answer(edge).body).unwrap()
     }
@@ -389,6 +417,22 @@ mod tests {
             push_decimal(&mut out, n);
             assert_eq!(out, n.to_string());
         }
+    }
+
+    #[test]
+    fn a_broken_reader_invariant_is_our_fault_not_the_clients() {
+        // The hasher refuses to hash wrong bytes when one of its own invariants breaks
+        // (`JsonError::Internal`): that is a defect of idemgate, so the client gets a 500 it may
+        // report, never a 400 telling it to change a body that was fine.
+        let internal = FingerprintError::Json(crate::json::JsonError::Internal);
+        let http = answer(&EdgeAnswer::InvalidBody(&internal));
+        assert_eq!(http.status, 500);
+        assert_eq!(body(&EdgeAnswer::InvalidBody(&internal))["status"], 500);
+        let client = FingerprintError::Json(crate::json::JsonError::DuplicateKey {
+            offset: 3,
+            key: None,
+        });
+        assert_eq!(answer(&EdgeAnswer::InvalidBody(&client)).status, 400);
     }
 
     #[test]

@@ -187,7 +187,7 @@ pub enum Size {
 
 /// Defaults, in one place (the README's configuration reference lists the same values).
 pub mod defaults {
-    pub const HEADER: &str = "idempotency-key";
+    pub const HEADER: &str = crate::key::HEADER;
     pub const TTL: &str = "24h";
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
@@ -196,7 +196,7 @@ pub mod defaults {
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
     pub const TOKEN_TTL: &str = "10m";
-    pub const TOKEN_ISSUE_PATH: &str = "/.idemgate/token";
+    pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
     pub const METHODS: &[&str] = &["POST", "PATCH"];

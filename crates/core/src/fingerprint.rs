@@ -191,7 +191,8 @@ impl FingerprintBuilder {
     }
 }
 
-/// Why a body could not be fingerprinted (always a 400 at the edge: the client sent it).
+/// Why a body could not be fingerprinted: a 400 at the edge (the client sent it), except a broken
+/// invariant of the reader itself ([`FingerprintError::is_internal`]), which is idemgate's fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FingerprintError {
@@ -207,6 +208,12 @@ impl FingerprintError {
             FingerprintError::Json(e) => e.code(),
             FingerprintError::Form(e) => e.code(),
         }
+    }
+
+    /// True when the reader refused to hash because one of its own invariants broke (a defect
+    /// of idemgate, not of the body): answered 500, so no client is told to change a good body.
+    pub fn is_internal(&self) -> bool {
+        matches!(self, FingerprintError::Json(JsonError::Internal))
     }
 }
 

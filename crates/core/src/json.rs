@@ -44,7 +44,14 @@
 //! # Documents
 //! The configuration and the conformance vectors are small JSON documents read whole; [`document`]
 //! parses them into a [`Value`] tree (and writes vector answers back out) without serde.
+//!
+//! # One grammar
+//! Both readers are consumers of one push tokenizer (`tokenizer.rs`): the same grammar, the same
+//! limits ([`JsonLimits`], the number magnitude) and the same [`JsonError`], so a document the
+//! configuration reader accepts is exactly one the hasher accepts (duplicate keys included),
+//! and the offsets and messages of an error do not depend on which reader met it.
 
+mod consumer;
 pub mod document;
 mod hasher;
 mod lexer;
@@ -52,8 +59,9 @@ mod number;
 mod pointer;
 #[cfg(test)]
 mod tests;
+mod tokenizer;
 
-pub use document::{DocumentError, Number, Value};
+pub use document::{Number, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
 
@@ -68,29 +76,41 @@ pub struct JsonLimits {
     pub max_number_len: u16,
 }
 
+impl JsonLimits {
+    /// 64 levels, 64-byte numbers: what request bodies get unless configured otherwise, and what
+    /// documents (configuration, vectors) always get.
+    pub const DEFAULT: JsonLimits = JsonLimits {
+        max_depth: 64,
+        max_number_len: 64,
+    };
+}
+
 impl Default for JsonLimits {
     fn default() -> Self {
-        JsonLimits {
-            max_depth: 64,
-            max_number_len: 64,
-        }
+        JsonLimits::DEFAULT
     }
 }
 
-/// Why a body could not be hashed. Offsets count bytes from the start of the body.
+/// Why a text is not acceptable JSON, from either reader (a streamed body or a document).
+/// Offsets count bytes from the start of the text.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum JsonError {
     /// Any grammar violation not covered by a more specific variant.
     Syntax { offset: u64 },
-    /// The body ended inside a value, or held only whitespace.
-    UnexpectedEnd,
+    /// The text ended inside a value, or held only whitespace; `offset` is its length.
+    UnexpectedEnd { offset: u64 },
     /// Something other than whitespace follows the top-level value.
     TrailingData { offset: u64 },
     /// A container opened at `offset` would exceed `max` levels.
     TooDeep { offset: u64, max: u16 },
-    /// An object has two members with the same decoded key; `offset` is its closing `}`.
-    DuplicateKey { offset: u64 },
+    /// An object has two members with the same decoded key. The hasher learns it when the object
+    /// closes (`offset` is the `}`, `key` is `None`: a body's keys are not echoed); the document
+    /// reader names the repeated key and where its repetition starts.
+    DuplicateKey {
+        offset: u64,
+        key: Option<alloc::string::String>,
+    },
     /// Ill-formed UTF-8 (overlong, surrogate, out of range, truncated) at `offset`.
     InvalidUtf8 { offset: u64 },
     /// Unknown escape, bad `\u` hex digit, or lone/mismatched UTF-16 surrogate.
@@ -103,6 +123,9 @@ pub enum JsonError {
     NumberOutOfRange { offset: u64 },
     /// A field selector is not an RFC 6901 JSON pointer.
     PointerInvalid,
+    /// A broken invariant of a reader (a bug, not bad input): the text is refused rather than
+    /// read or fingerprinted from bytes the reader did not mean.
+    Internal,
 }
 
 impl JsonError {
@@ -110,7 +133,7 @@ impl JsonError {
     pub fn code(&self) -> &'static str {
         match self {
             JsonError::Syntax { .. } => "json_syntax",
-            JsonError::UnexpectedEnd => "json_unexpected_end",
+            JsonError::UnexpectedEnd { .. } => "json_unexpected_end",
             JsonError::TrailingData { .. } => "json_trailing_data",
             JsonError::TooDeep { .. } => "json_too_deep",
             JsonError::DuplicateKey { .. } => "json_duplicate_key",
@@ -120,6 +143,24 @@ impl JsonError {
             JsonError::NumberTooLong { .. } => "json_number_too_long",
             JsonError::NumberOutOfRange { .. } => "json_number_out_of_range",
             JsonError::PointerInvalid => "json_pointer_invalid",
+            JsonError::Internal => "json_internal",
+        }
+    }
+
+    /// Where in the text the problem is (`None` for a selector or an internal error).
+    pub fn offset(&self) -> Option<u64> {
+        match self {
+            JsonError::Syntax { offset }
+            | JsonError::UnexpectedEnd { offset }
+            | JsonError::TrailingData { offset }
+            | JsonError::TooDeep { offset, .. }
+            | JsonError::DuplicateKey { offset, .. }
+            | JsonError::InvalidUtf8 { offset }
+            | JsonError::InvalidEscape { offset }
+            | JsonError::ControlCharacter { offset }
+            | JsonError::NumberTooLong { offset }
+            | JsonError::NumberOutOfRange { offset } => Some(*offset),
+            JsonError::PointerInvalid | JsonError::Internal => None,
         }
     }
 }
@@ -128,8 +169,11 @@ impl fmt::Display for JsonError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             JsonError::Syntax { offset } => write!(f, "JSON syntax error at byte {offset}"),
-            JsonError::UnexpectedEnd => {
-                f.write_str("JSON body ended before the value was complete")
+            JsonError::UnexpectedEnd { offset } => {
+                write!(
+                    f,
+                    "JSON text ended at byte {offset} before the value was complete"
+                )
             }
             JsonError::TrailingData { offset } => {
                 write!(f, "unexpected data after the JSON value at byte {offset}")
@@ -137,12 +181,16 @@ impl fmt::Display for JsonError {
             JsonError::TooDeep { offset, max } => {
                 write!(f, "JSON nesting deeper than {max} levels at byte {offset}")
             }
-            JsonError::DuplicateKey { offset } => {
+            JsonError::DuplicateKey { offset, key: None } => {
                 write!(
                     f,
                     "duplicate key in the JSON object closed at byte {offset}"
                 )
             }
+            JsonError::DuplicateKey {
+                offset,
+                key: Some(key),
+            } => write!(f, "duplicate key `{key}` at byte {offset}"),
             JsonError::InvalidUtf8 { offset } => write!(f, "invalid UTF-8 at byte {offset}"),
             JsonError::InvalidEscape { offset } => {
                 write!(
@@ -168,6 +216,7 @@ impl fmt::Display for JsonError {
             JsonError::PointerInvalid => {
                 f.write_str("field selector is not a valid JSON pointer (RFC 6901)")
             }
+            JsonError::Internal => f.write_str("internal error in the JSON reader"),
         }
     }
 }

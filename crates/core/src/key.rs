@@ -10,6 +10,9 @@ use core::fmt;
 /// Longest key accepted, in characters after unquoting.
 pub const MAX_KEY_LEN: usize = 255;
 
+/// The header a key travels in unless configured otherwise (`header`; lowercase, as HTTP/2 sends it).
+pub const HEADER: &str = "idempotency-key";
+
 /// A validated key: 1 to 255 visible ASCII characters (0x21..=0x7e), unquoted.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct IdempotencyKey(String);
@@ -70,7 +73,8 @@ impl IdempotencyKey {
     }
 }
 
-fn trim_ows(mut raw: &[u8]) -> &[u8] {
+/// Without leading and trailing optional whitespace (spaces and tabs, RFC 9110 §5.6.3).
+pub(crate) fn trim_ows(mut raw: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', rest @ ..] = raw {
         raw = rest;
     }

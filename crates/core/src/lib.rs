@@ -50,6 +50,7 @@ pub mod decision;
 pub mod fingerprint;
 pub mod form;
 pub mod hash;
+pub mod intent;
 pub mod json;
 pub mod key;
 pub mod key_source;

@@ -111,6 +111,19 @@ pub enum StatusClass {
 }
 
 impl StatusClass {
+    /// Every class, in declaration order (the browser module hands JS a class as its index here).
+    pub const ALL: [StatusClass; 9] = [
+        StatusClass::Success,
+        StatusClass::Redirect,
+        StatusClass::InFlight,
+        StatusClass::RateLimited,
+        StatusClass::Unavailable,
+        StatusClass::KeyReused,
+        StatusClass::ClientError,
+        StatusClass::ServerError,
+        StatusClass::Invalid,
+    ];
+
     /// Stable snake_case name (what the browser module hands to JS).
     pub const fn name(self) -> &'static str {
         match self {
@@ -209,26 +222,31 @@ fn backoff(policy: &RetryPolicy, attempts_made: u32, random: u32) -> Span {
 /// obsolete RFC 850 and asctime date forms are not accepted: the client then falls back to its
 /// own back-off, which is safe.
 pub fn parse_retry_after(value: &str, now: UnixMillis) -> Option<Span> {
-    let value = value.trim_matches([' ', '\t']);
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        let secs = value.bytes().fold(0u64, |acc, b| {
+    // Trimmed as bytes (optional whitespace is ASCII): no `str` pattern machinery in the browser
+    // module's .wasm.
+    let value = crate::key::trim_ows(value.as_bytes());
+    if !value.is_empty() && value.iter().all(u8::is_ascii_digit) {
+        let secs = value.iter().fold(0u64, |acc, b| {
             acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
         });
         return Some(Span::from_secs(secs));
     }
-    parse_http_date(value).map(|date| now.until(date))
+    http_date(value).map(|date| now.until(date))
 }
 
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 §5.6.7) to milliseconds since
 /// the epoch. Field ranges are checked (including leap years); the day name must be one of the
 /// seven but is not checked against the date. Dates before 1970 are `None`.
 pub fn parse_http_date(text: &str) -> Option<UnixMillis> {
+    http_date(text.as_bytes())
+}
+
+fn http_date(b: &[u8]) -> Option<UnixMillis> {
     const DAYS: [&[u8]; 7] = [b"Mon", b"Tue", b"Wed", b"Thu", b"Fri", b"Sat", b"Sun"];
     const MONTHS: [&[u8]; 12] = [
         b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov",
         b"Dec",
     ];
-    let b = text.as_bytes();
     if b.len() != 29 || b.get(3..5)? != b", " || b.get(25..)? != b" GMT" {
         return None;
     }

@@ -30,6 +30,42 @@ use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
+/// Where the edge issues tokens unless configured otherwise (`token.issue_path`).
+pub const ISSUE_PATH: &str = "/.idemgate/token";
+
+/// The request target a client asks `endpoint` with for a token for the request `method path`:
+/// a token is bound to the route and method it is for (issue 14), so the edge must be told which,
+/// as `?method=…&path=…` (`&` if `endpoint` has a query already). Both values are
+/// percent-encoded except RFC 3986's unreserved characters, so a path with `?`, `&`, `#`, `+` or
+/// `%` arrives as it was.
+#[must_use]
+pub fn issue_target(endpoint: &str, method: &str, path: &str) -> String {
+    let mut out = String::with_capacity(endpoint.len() + method.len() + path.len() * 3 + 14);
+    out.push_str(endpoint);
+    out.push_str(if endpoint.contains('?') {
+        "&method="
+    } else {
+        "?method="
+    });
+    percent_encode(&mut out, method);
+    out.push_str("&path=");
+    percent_encode(&mut out, path);
+    out
+}
+
+fn percent_encode(out: &mut String, value: &str) {
+    const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in value.as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+        }
+    }
+}
+
 /// Shortest secret accepted: 128 bits, so brute-forcing the key is never the weak point.
 pub const MIN_SECRET_LEN: usize = 16;
 
@@ -140,6 +176,14 @@ pub fn issue(
     IssuedToken { text, claims }
 }
 
+/// Whether a token that expires at `expires_at` is still usable at `now`: strictly before its
+/// expiry. The edge's [`verify`] and a client deciding whether to fetch a new token (the browser
+/// module) use this one rule, so a client never sends a token the edge will call expired.
+#[must_use]
+pub fn is_fresh(expires_at: UnixMillis, now: UnixMillis) -> bool {
+    now < expires_at
+}
+
 /// Verifies `text` for `scope` at `now`. Checks run in this order, so a forged token never learns
 /// anything about time: format (`token_malformed`), signature in constant time
 /// (`token_bad_signature`, also for a token of another scope or secret), expiry (`now >=
@@ -164,7 +208,7 @@ pub fn verify(
         expires_at: UnixMillis(be_u64(&payload[8..16])),
         nonce,
     };
-    if now >= claims.expires_at {
+    if !is_fresh(claims.expires_at, now) {
         return Err(TokenError::Expired);
     }
     if claims.issued_at > now.after(CLOCK_SKEW) {
@@ -294,6 +338,18 @@ impl fmt::Display for TokenError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn issue_targets_name_method_and_path() {
+        assert_eq!(
+            issue_target(ISSUE_PATH, "POST", "/pay/1"),
+            "/.idemgate/token?method=POST&path=%2Fpay%2F1"
+        );
+        assert_eq!(
+            issue_target("/t?tenant=a", "PATCH", "/a b?x=1&y=%+é"),
+            "/t?tenant=a&method=PATCH&path=%2Fa%20b%3Fx%3D1%26y%3D%25%2B%C3%A9"
+        );
+    }
     use alloc::format;
 
     const SCOPE: [u8; 32] = [7u8; 32];

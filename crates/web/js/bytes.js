@@ -28,6 +28,17 @@ export function headerBytes(value) {
   return out;
 }
 
+/** Byte strings as one buffer and their lengths (how lists cross into wasm). */
+export function joinParts(parts) {
+  const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    joined.set(part, at);
+    at += part.length;
+  }
+  return { joined, lengths: Uint32Array.from(parts, (p) => p.length) };
+}
+
 /** Headers (a `Headers`, an object or a list of pairs) as `[lowercase name, value]` pairs. */
 export function headerPairs(headers) {
   if (headers == null) return [];

@@ -1,12 +1,24 @@
 // Thin wrappers over the wasm exports: JS-shaped arguments and results, same rules as the edge.
 
 import * as wasm from './wasm.js';
-import { invalidArgument } from './errors.js';
-import { toBytes, headerBytes, headerPairs, pathAndQuery, eachChunk } from './bytes.js';
+import { IdemgateError, invalidArgument } from './errors.js';
+import { toBytes, headerBytes, headerPairs, pathAndQuery, eachChunk, joinParts } from './bytes.js';
+
+/**
+ * The core's defaults (retry policy, fingerprint configuration, token endpoint, replay header,
+ * version) and the names of the numeric codes the wasm exports return, read once.
+ */
+export const CORE = JSON.parse(wasm.defaults());
 
 /** A fresh idempotency key: a random UUID (v4) from `crypto.getRandomValues`. */
 export function newKey() {
-  return wasm.newKey();
+  const random = new Uint8Array(16);
+  try {
+    globalThis.crypto.getRandomValues(random);
+  } catch (cause) {
+    throw new IdemgateError('entropy_unavailable', 'no randomness: crypto.getRandomValues failed', { cause });
+  }
+  return wasm.newKey(random);
 }
 
 /**
@@ -15,19 +27,16 @@ export function newKey() {
  * (`null` when empty). Throws `IdemgateError` with `key_empty`, `key_too_long`, … otherwise.
  */
 export function parseKey(value) {
-  if (!Array.isArray(value)) return wasm.parseKey(toBytes(value));
-  const parts = value.map((v) => toBytes(v));
-  const joined = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const part of parts) {
-    joined.set(part, at);
-    at += part.length;
-  }
-  return wasm.parseKeyValues(joined, Uint32Array.from(parts, (p) => p.length)) ?? null;
+  const { joined, lengths } = joinParts((Array.isArray(value) ? value : [value]).map((v) => toBytes(v)));
+  return wasm.parseKeyValues(joined, lengths) ?? null;
 }
 
-/** The edge's default fingerprint configuration. */
-export const DEFAULT_FINGERPRINT = Object.freeze({ mode: 'auto', headers: ['content-type'], fields: [] });
+/** The edge's default fingerprint configuration (the core's). */
+export const DEFAULT_FINGERPRINT = Object.freeze({
+  ...CORE.fingerprint,
+  headers: Object.freeze(CORE.fingerprint.headers),
+  fields: Object.freeze(CORE.fingerprint.fields),
+});
 
 /**
  * An incremental fingerprint: the edge's SHA-256 over method, path and query, the configured
@@ -42,19 +51,15 @@ export class Fingerprinter {
    * @param {object} [request] `{ method, url, headers }`
    */
   constructor(spec = {}, request = {}) {
-    const { mode = DEFAULT_FINGERPRINT.mode, fields = [], headers = DEFAULT_FINGERPRINT.headers, maxDepth = 64, maxNumberLen = 64 } = spec;
-    const inner = new wasm.Fingerprinter(mode);
-    try {
-      for (const field of fields) inner.addField(field);
-      for (const name of headers) inner.addHeaderName(name);
-      inner.setLimits(maxDepth, maxNumberLen);
-      inner.setRequest(String(request.method ?? 'POST').toUpperCase(), pathAndQuery(request.url ?? '/'));
-      for (const [name, value] of headerPairs(request.headers)) inner.addHeader(name, headerBytes(value));
-    } catch (error) {
-      inner.free();
-      throw error;
-    }
-    this.#inner = inner;
+    // Anything not given is the core's default (mode, header list, limits).
+    const { mode, fields = [], headers, maxDepth, maxNumberLen } = spec;
+    const names = headers == null ? null : [...headers];
+    const text = [String(request.method ?? 'POST').toUpperCase(), pathAndQuery(request.url ?? '/'), ...fields, ...(names ?? [])];
+    const parts = text.map((t) => toBytes(String(t)));
+    for (const [name, value] of headerPairs(request.headers)) parts.push(toBytes(name), headerBytes(value));
+    const { joined, lengths } = joinParts(parts);
+    this.#inner = new wasm.Fingerprinter(mode ?? undefined, maxDepth ?? undefined, maxNumberLen ?? undefined,
+      joined, lengths, text.length - 2 - (names?.length ?? 0), names?.length);
   }
 
   /** Feeds the next body chunk (a string is UTF-8). */
@@ -111,10 +116,7 @@ let defaults = null;
  * The core's default client retry policy: `{ maxAttempts, baseDelayMs, maxDelayMs, maxTotalMs }`.
  */
 export function retryDefaults() {
-  if (!defaults) {
-    const [maxAttempts, baseDelayMs, maxDelayMs, maxTotalMs] = wasm.retryPolicyDefaults();
-    defaults = Object.freeze({ maxAttempts, baseDelayMs, maxDelayMs, maxTotalMs });
-  }
+  defaults ??= Object.freeze({ ...CORE.retry });
   return defaults;
 }
 
@@ -132,13 +134,13 @@ export function randomU32() {
 export function retryDecision(step, policy = {}) {
   const p = { ...retryDefaults(), ...policy };
   const { attemptsMade, elapsedMs = 0, outcome = 'response', status = 0, retryAfter = null, nowMs = Date.now(), random = randomU32() } = step;
-  const answer = wasm.retryNext(
+  const code = CORE.outcomes.indexOf(outcome);
+  // A delay in ms (≥ 0), or -1 - the code of the final reason.
+  const next = wasm.retryNext(
     p.maxAttempts, p.baseDelayMs, p.maxDelayMs, p.maxTotalMs,
-    attemptsMade, elapsedMs, outcome, status, retryAfter ?? undefined, nowMs, random,
+    attemptsMade, elapsedMs, code < 0 ? 255 : code, status, retryAfter ?? undefined, nowMs, random,
   );
-  return answer.startsWith('retry:')
-    ? { retry: true, delayMs: Number(answer.slice(6)) }
-    : { retry: false, reason: answer.slice(6) };
+  return next >= 0 ? { retry: true, delayMs: next } : { retry: false, reason: CORE.reasons[-1 - next] };
 }
 
 /** A `Retry-After` value in milliseconds (delta-seconds or an HTTP date), or `null`. */
@@ -151,7 +153,45 @@ export function parseRetryAfter(value, nowMs = Date.now()) {
  * `unavailable` (502–504), `key_reused` (422), `client_error`, `server_error` or `invalid`.
  */
 export function classifyStatus(status) {
-  return wasm.classifyStatus(status);
+  return CORE.statusClasses[wasm.classifyStatus(status)];
+}
+
+/**
+ * How a submission answered with `status` settled: `{ event, keepsKey }`, the submit-lifecycle
+ * event (`succeed`, `fail_retryable`, `fail_final`) and whether the intent keeps its key.
+ */
+export function settle(status) {
+  return settled(wasm.settle(status));
+}
+
+/**
+ * `{ event, keepsKey }` of a settled code: `settle`'s, or the core's `CORE.unanswered` (no answer:
+ * network error, timeout, a rejected sender) and `CORE.resolved` (a sender that resolved without
+ * an HTTP answer).
+ */
+export function settled(code) {
+  const [event, keepsKey] = CORE.settled[code];
+  return { event, keepsKey };
+}
+
+/** Whether the next submit reuses a key made for payload fingerprint `held` (null: no key). */
+export function reusesKey(held, payload) {
+  return wasm.reusesKey(held ?? undefined, payload ?? undefined);
+}
+
+/** Whether an `Idempotent-Replayed` header value (null: absent) marks a replayed answer. */
+export function isReplayed(value) {
+  return wasm.isReplayed(value ?? undefined);
+}
+
+/** Whether a token expiring at `expiresAtMs` is still usable at `nowMs` (the edge's rule). */
+export function tokenFresh(expiresAtMs, nowMs) {
+  return wasm.tokenIsFresh(expiresAtMs, nowMs);
+}
+
+/** The request target asking the token `endpoint` for a token for `method` and `path`. */
+export function tokenTarget(endpoint, method, path) {
+  return wasm.tokenTarget(endpoint, method, path);
 }
 
 /**
@@ -160,10 +200,8 @@ export function classifyStatus(status) {
  * A rejected event throws (`transition_illegal`, `transition_unknown_state`, …).
  */
 export function transition(table, state, event) {
-  const answer = wasm.transition(table, state, event);
-  return answer === 'already_applied'
-    ? { outcome: 'already_applied', state }
-    : { outcome: 'apply', state: answer.slice(6) };
+  const next = wasm.transition(table, state, event);
+  return next === undefined ? { outcome: 'already_applied', state } : { outcome: 'apply', state: next };
 }
 
 /** `transition('submit', state, event)`: the submit button's lifecycle. */
@@ -173,5 +211,5 @@ export function submitTransition(state, event) {
 
 /** The package version (from the Rust crate). */
 export function version() {
-  return wasm.version();
+  return CORE.version;
 }

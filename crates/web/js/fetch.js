@@ -1,12 +1,12 @@
 // fetch with an Idempotency-Key that survives its retries, retried only when the core says so.
 
 import { IdemgateError, invalidArgument } from './errors.js';
-import { newKey, retryDecision, randomU32 } from './core.js';
+import { newKey, retryDecision, randomU32, isReplayed, CORE } from './core.js';
 import { encodeBody } from './bytes.js';
 import { fetchToken, attachToken, tokenIsFresh } from './token.js';
 
-/** The header that marks a stored answer replayed by the edge. */
-export const REPLAYED_HEADER = 'Idempotent-Replayed';
+/** The header that marks a stored answer replayed by the edge (the core's name, lowercase). */
+export const REPLAYED_HEADER = CORE.replayedHeader;
 
 const now = () => (globalThis.performance?.now() ?? Date.now());
 
@@ -52,11 +52,6 @@ async function attempt(fetchImpl, url, init, signal, timeoutMs) {
   }
 }
 
-function isReplayed(response) {
-  const value = response.headers.get(REPLAYED_HEADER);
-  return value !== null && ['true', '?1'].includes(value.trim().toLowerCase());
-}
-
 /**
  * `fetch` with an `Idempotency-Key`, retried on network errors, timeouts, 409, 429 and 502/503/504
  * with exponential back-off and full jitter (the core's policy), honouring `Retry-After`. Never
@@ -76,7 +71,7 @@ function isReplayed(response) {
 export async function idempotentFetch(url, init = {}, options = {}) {
   const {
     key = newKey(),
-    headerName = 'Idempotency-Key',
+    headerName = CORE.keyHeader,
     retry = {},
     timeoutMs = 0,
     token = false,
@@ -133,7 +128,7 @@ export async function idempotentFetch(url, init = {}, options = {}) {
     }, retry);
     if (!decision.retry) {
       if (response) {
-        return { response, key, replayed: isReplayed(response), attempts, reason: decision.reason };
+        return { response, key, replayed: isReplayed(response.headers.get(REPLAYED_HEADER)), attempts, reason: decision.reason };
       }
       const what = result.failure === 'timeout' ? 'timed out' : 'failed';
       throw new IdemgateError(result.failure, `the request ${what} (${attempts} attempt(s), ${decision.reason})`, {

@@ -59,7 +59,8 @@ export interface RequestFacts {
   body?: BodyLike;
 }
 
-export declare const DEFAULT_FINGERPRINT: Readonly<Required<Pick<FingerprintSpec, 'mode' | 'headers' | 'fields'>>>;
+/** The edge's default fingerprint configuration, from the core (mode `auto` over `content-type`, limits 64/64). */
+export declare const DEFAULT_FINGERPRINT: Readonly<Required<Pick<FingerprintSpec, 'mode' | 'headers' | 'fields' | 'maxDepth' | 'maxNumberLen'>>>;
 
 /** The edge's request fingerprint, 64 lowercase hex digits. */
 export declare function fingerprint(request: RequestFacts | Request, spec?: FingerprintSpec): Promise<string>;
@@ -126,7 +127,8 @@ export declare function transition(table: 'submit' | 'order', state: string, eve
 export declare function submitTransition(state: SubmitState, event: SubmitEvent): TransitionResult<SubmitState>;
 export declare function version(): string;
 
-export declare const REPLAYED_HEADER: 'Idempotent-Replayed';
+/** The header that marks a replayed answer: the core's name, lowercase (header names are case-insensitive). */
+export declare const REPLAYED_HEADER: 'idempotent-replayed';
 
 export interface IdempotentFetchOptions {
   /** The key to send; default a fresh `newKey()`. Pass the same key for the same intent. */
@@ -174,9 +176,11 @@ export interface OneTimeToken {
   header: string;
   expiresAtMs: number;
 }
+/** The edge's default token endpoint (the core's). */
 export declare const TOKEN_ENDPOINT: '/.idemgate/token';
 export declare function fetchToken(options?: TokenOptions): Promise<OneTimeToken>;
 export declare function attachToken(init: RequestInit | undefined, token: OneTimeToken): RequestInit;
+/** Whether `token` is usable at `nowMs` (the edge's rule: strictly before expiry); throws `invalid_argument` for a time that is not a number of ms. */
 export declare function tokenIsFresh(token: OneTimeToken | null | undefined, nowMs?: number): boolean;
 
 export type Payload = BodyLike | FormData | object;

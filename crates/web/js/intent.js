@@ -4,7 +4,7 @@
 // failed_retryable / failed_final); a submit while in flight is "already applied", which is how a
 // double click becomes one request.
 
-import { newKey, fingerprint, submitTransition, classifyStatus } from './core.js';
+import { newKey, fingerprint, submitTransition, settle, settled, reusesKey, CORE } from './core.js';
 import { idempotentFetch } from './fetch.js';
 
 const isInstance = (value, name) => typeof globalThis[name] === 'function' && value instanceof globalThis[name];
@@ -43,17 +43,15 @@ export async function payloadFingerprint(payload, spec) {
   return fingerprint({ method: 'POST', url: '/', headers: [], body }, spec ?? { mode, headers: [] });
 }
 
-/** The submit-lifecycle event an outcome of `send` stands for. */
-function outcomeEvent(result) {
-  if (result && typeof result.reason === 'string' && 'response' in result) {
-    return { success: 'succeed', not_retryable: 'fail_final' }[result.reason] ?? 'fail_retryable';
-  }
-  if (isInstance(result, 'Response')) {
-    const status = classifyStatus(result.status);
-    if (status === 'success' || status === 'redirect') return 'succeed';
-    return ['in_flight', 'rate_limited', 'unavailable'].includes(status) ? 'fail_retryable' : 'fail_final';
-  }
-  return 'succeed';
+/**
+ * How a resolved `send` settled (`{ event, keepsKey }`): by the status of its HTTP answer (an
+ * `idempotentFetch` result's final response, or a `Response`), as the core settles it; any other
+ * value is a success.
+ */
+function settleResult(result) {
+  const response = isInstance(result, 'Response') ? result
+    : result && typeof result.reason === 'string' && 'response' in result ? result.response : null;
+  return response ? settle(response.status) : settled(CORE.resolved);
 }
 
 /**
@@ -117,16 +115,17 @@ export class Intent {
     let outcome;
     try {
       const print = await payloadFingerprint(payload, this.#spec);
-      if (this.#key === null || print === null || print !== this.#fingerprint) this.#key = newKey();
+      if (!reusesKey(this.#key === null ? null : this.#fingerprint, print)) this.#key = newKey();
       this.#fingerprint = print;
       const result = await send({ key: this.#key, payload });
-      outcome = { event: outcomeEvent(result), result };
+      outcome = { ...settleResult(result), result };
     } catch (error) {
-      outcome = { event: 'fail_retryable', error };
+      // No answer to judge: the request may have run (the core's `unanswered`: keep the key).
+      outcome = { ...settled(CORE.unanswered), error };
     }
     this.#pending = null;
     const step = submitTransition(this.#state, outcome.event);
-    if (outcome.event !== 'fail_retryable') {
+    if (!outcome.keepsKey) {
       this.#key = null;
       this.#fingerprint = null;
     }

@@ -1,9 +1,10 @@
 // One-time anti-resubmit tokens issued by the edge (semantics §7): fetch one, attach it.
 
 import { IdemgateError } from './errors.js';
+import { CORE, tokenTarget, tokenFresh } from './core.js';
 
-/** The edge's default token endpoint. */
-export const TOKEN_ENDPOINT = '/.idemgate/token';
+/** The edge's default token endpoint (the core's). */
+export const TOKEN_ENDPOINT = CORE.tokenEndpoint;
 
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
@@ -29,9 +30,7 @@ export async function fetchToken(options = {}) {
     signal,
     fetch: fetchImpl = globalThis.fetch,
   } = options;
-  const endpoint = requestMethod && requestPath
-    ? `${base}${base.includes('?') ? '&' : '?'}method=${encodeURIComponent(requestMethod)}&path=${encodeURIComponent(requestPath)}`
-    : base;
+  const endpoint = requestMethod && requestPath ? tokenTarget(base, requestMethod, requestPath) : base;
   let response;
   try {
     response = await fetchImpl(endpoint, { method, headers, credentials, signal, cache: 'no-store' });
@@ -64,7 +63,10 @@ export function attachToken(init = {}, token) {
   return { ...init, headers };
 }
 
-/** Whether a token is still usable at `nowMs` (wall clock, like the edge's expiry). */
+/**
+ * Whether a token is still usable at `nowMs` (wall clock; the edge's rule: strictly before expiry).
+ * Throws `invalid_argument` when a time is not a number of milliseconds from 0 to 2^53-1.
+ */
 export function tokenIsFresh(token, nowMs = Date.now()) {
-  return token != null && nowMs < token.expiresAtMs;
+  return token != null && tokenFresh(token.expiresAtMs, nowMs);
 }

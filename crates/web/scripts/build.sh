@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds crates/web/pkg, the npm package `idemgate`:
-#   cargo (wasm32-unknown-unknown, release) → wasm-bindgen --target web → wasm-opt (npm binaryen@132)
-#   → the hand-written ES modules, TypeScript declarations, README and package.json.
+#   cargo (wasm32-unknown-unknown, profile release-web) → wasm-bindgen --target web (doc comments
+#   trimmed from the glue) → wasm-opt (npm binaryen@132) → the hand-written ES modules, TypeScript
+#   declarations, README and package.json.
 # Uses $CARGO_TARGET_DIR when set, else the workspace's target/. Run `make setup-web` first.
 set -euo pipefail
 web="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,14 +16,16 @@ out="$web/pkg"
 
 # `cargo rustc --crate-type cdylib`: built together with the rlib (Cargo.toml lists both, for the
 # tests), the cdylib comes out 13 KB larger.
-(cd "$root" && "$cargo" rustc -p idemgate-web --release --target wasm32-unknown-unknown --crate-type cdylib --features standalone)
+# Profile `release-web` (Cargo.toml): release at opt-level "z", in its own target directory.
+(cd "$root" && "$cargo" rustc -p idemgate-web --profile release-web --target wasm32-unknown-unknown --crate-type cdylib --features standalone)
 
 rm -rf "$out"
 mkdir -p "$out"
 wasm-bindgen --target web --no-typescript --out-dir "$out" --out-name idemgate_web \
-  "$target_dir/wasm32-unknown-unknown/release/idemgate_web.wasm"
+  "$target_dir/wasm32-unknown-unknown/release-web/idemgate_web.wasm"
+node "$web/scripts/trim-glue.mjs" "$out/idemgate_web.js"
 # Features come from the module's target_features section, which wasm-opt keeps.
-"$wasm_opt" -Oz "$out/idemgate_web_bg.wasm" -o "$out/idemgate_web_bg.wasm"
+"$wasm_opt" -Oz --converge "$out/idemgate_web_bg.wasm" -o "$out/idemgate_web_bg.wasm"
 cp "$web"/js/*.js "$web"/js/*.d.ts "$out"/
 node "$web/scripts/assemble.mjs" "$root" "$out"
 node "$web/scripts/size.mjs" "$out"

@@ -12,8 +12,6 @@ use wasm_bindgen::prelude::*;
 pub const INVALID_ARGUMENT: &str = "invalid_argument";
 /// A `Fingerprinter` was used after `finish()`, or configured after its first `update()`.
 pub const FINGERPRINTER_STATE: &str = "fingerprinter_state";
-/// `crypto.getRandomValues` is not available or failed.
-pub const ENTROPY_UNAVAILABLE: &str = "entropy_unavailable";
 
 #[wasm_bindgen(inline_js = "export function idemgate_error(code, message) {
   const error = new Error(message);
@@ -63,10 +61,9 @@ pub fn millis(value: f64, name: &str) -> Result<u64, CodedError> {
         // Finite and in range: `as` drops the fraction and is exact for the rest.
         Ok(value as u64)
     } else {
-        Err(CodedError::new(
-            INVALID_ARGUMENT,
-            alloc::format!("{name} must be a number of milliseconds from 0 to 2^53-1"),
-        ))
+        let mut message = String::from(name);
+        message.push_str(" must be a number of milliseconds from 0 to 2^53-1");
+        Err(CodedError::new(INVALID_ARGUMENT, message))
     }
 }
 

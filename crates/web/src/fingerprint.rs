@@ -1,95 +1,66 @@
-//! The edge's request fingerprint (semantics §3), fed incrementally: configure, describe the
-//! request, stream the body, finish. The same modes and the same bytes as the Envoy filter, because
+//! The edge's request fingerprint (semantics §3), fed incrementally: configure and describe the
+//! request in one call, stream the body, finish. The same modes and the same bytes as the Envoy filter, because
 //! both call `idemgate_core::fingerprint`.
 
 use crate::error::{CodedError, JsResult, FINGERPRINTER_STATE, INVALID_ARGUMENT};
 use alloc::string::String;
 use alloc::vec::Vec;
 use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::json::{JsonLimits, JsonPointer};
+use idemgate_core::json::JsonPointer;
 use wasm_bindgen::prelude::*;
 
-/// What the request looks like; collected until the first body chunk starts the digest.
-struct Setup {
-    spec: FingerprintSpec,
-    /// The `fields` mode's pointers, gathered here and shared into the spec when the digest starts.
-    pointers: Vec<JsonPointer>,
-    method: String,
-    path_and_query: String,
-    headers: Vec<(String, Vec<u8>)>,
-}
-
-enum State {
-    Setup(Setup),
-    Running(FingerprintBuilder),
-    Finished,
-}
-
-/// Incremental fingerprint. In JS:
+/// Incremental fingerprint, configured and described in one call, then fed the body. In JS:
 ///
 /// ```js
-/// const fp = new Fingerprinter("auto");          // "auto" | "raw" | "json" | "form" | "fields" | "none"
-/// fp.addHeaderName("content-type");              // the edge's configured header list, in order
-/// fp.setRequest("POST", "/orders?x=1");
-/// fp.addHeader("content-type", bytes);           // every request header occurrence
+/// // parts: method, path with query, `fields` JSON pointers, `names` header names, then the
+/// // request's headers as name, value pairs; joined into one buffer, with their byte lengths.
+/// const fp = new Fingerprinter(mode, maxDepth, maxNumberLen, joined, lengths, fields, names);
 /// fp.update(chunk); fp.update(chunk2);            // body, in any split
 /// fp.finish();                                    // 64 hex digits
 /// ```
+///
+/// `undefined` for `mode`, a limit or `names` means the core's default (`auto`, 64, 64, and
+/// `content-type`). One export instead of one per setting keeps the JS glue small.
 #[wasm_bindgen]
 pub struct Fingerprinter {
-    state: State,
+    builder: Option<FingerprintBuilder>,
+}
+
+/// The arguments of [`Fingerprinter::new`] after splitting.
+pub struct Setup<'a> {
+    pub mode: Option<&'a str>,
+    pub max_depth: Option<u16>,
+    pub max_number_len: Option<u16>,
+    pub parts: &'a [&'a [u8]],
+    pub fields: u32,
+    pub names: Option<u32>,
 }
 
 #[wasm_bindgen]
 impl Fingerprinter {
-    /// A fingerprinter in `mode` with no headers configured, the default JSON limits (depth 64,
-    /// numbers of 64 bytes) and method `POST`, path `/`.
+    /// A fingerprinter for one request (see the type's documentation for the arguments). Throws
+    /// `invalid_argument` for an unknown mode, fields outside `fields` mode or parts that do not
+    /// add up, `json_pointer_invalid` for a field that is not an RFC 6901 pointer.
     #[wasm_bindgen(constructor)]
-    pub fn new(mode: &str) -> JsResult<Fingerprinter> {
-        Ok(Fingerprinter::with_mode(mode)?)
-    }
-
-    /// Adds a JSON pointer (RFC 6901) in `fields` mode; `json_pointer_invalid` if it is not one.
-    #[wasm_bindgen(js_name = addField)]
-    pub fn add_field(&mut self, pointer: &str) -> JsResult<()> {
-        Ok(self.field(pointer)?)
-    }
-
-    /// Adds a header name to the configured list (matched case-insensitively, hashed lowercase).
-    #[wasm_bindgen(js_name = addHeaderName)]
-    pub fn add_header_name(&mut self, name: &str) -> JsResult<()> {
-        let setup = self.setup()?;
-        setup.spec.headers.push(name.to_ascii_lowercase());
-        Ok(())
-    }
-
-    /// JSON limits, as configured at the edge.
-    #[wasm_bindgen(js_name = setLimits)]
-    pub fn set_limits(&mut self, max_depth: u16, max_number_len: u16) -> JsResult<()> {
-        self.setup()?.spec.json_limits = JsonLimits {
+    pub fn new(
+        mode: Option<String>,
+        max_depth: Option<u16>,
+        max_number_len: Option<u16>,
+        joined: &[u8],
+        lengths: &[u32],
+        fields: u32,
+        names: Option<u32>,
+    ) -> JsResult<Fingerprinter> {
+        let parts = crate::parts::split(joined, lengths)?;
+        let setup = Setup {
+            mode: mode.as_deref(),
             max_depth,
             max_number_len,
+            parts: &parts,
+            fields,
+            names,
         };
-        Ok(())
-    }
-
-    /// The request line: method (as sent, e.g. `POST`) and path with query (as sent).
-    #[wasm_bindgen(js_name = setRequest)]
-    pub fn set_request(&mut self, method: &str, path_and_query: &str) -> JsResult<()> {
-        let setup = self.setup()?;
-        setup.method = method.into();
-        setup.path_and_query = path_and_query.into();
-        Ok(())
-    }
-
-    /// One request header occurrence; repeated names keep their order.
-    #[wasm_bindgen(js_name = addHeader)]
-    pub fn add_header(&mut self, name: &str, value: &[u8]) -> JsResult<()> {
-        let setup = self.setup()?;
-        setup
-            .headers
-            .push((name.to_ascii_lowercase(), value.to_vec()));
-        Ok(())
+        Ok(Fingerprinter::start(&setup)?)
     }
 
     /// Feeds the next body chunk; JSON errors (`json_syntax`, …) are reported as early as known.
@@ -105,103 +76,97 @@ impl Fingerprinter {
 }
 
 impl Fingerprinter {
-    pub fn with_mode(mode: &str) -> Result<Fingerprinter, CodedError> {
-        let mode = match mode {
-            "auto" => FingerprintMode::Auto,
-            "raw" => FingerprintMode::Raw,
-            "json" => FingerprintMode::Json,
-            "form" => FingerprintMode::Form,
-            "fields" => FingerprintMode::Fields(Vec::new().into()),
-            "none" => FingerprintMode::None,
-            other => {
+    pub fn start(setup: &Setup<'_>) -> Result<Fingerprinter, CodedError> {
+        let mut spec = FingerprintSpec::default();
+        if let Some(mode) = setup.mode {
+            spec.mode = match mode {
+                "auto" => FingerprintMode::Auto,
+                "raw" => FingerprintMode::Raw,
+                "json" => FingerprintMode::Json,
+                "form" => FingerprintMode::Form,
+                "fields" => FingerprintMode::Fields(Vec::new().into()),
+                "none" => FingerprintMode::None,
+                _ => {
+                    return Err(CodedError::new(
+                        INVALID_ARGUMENT,
+                        "unknown fingerprint mode: use auto, raw, json, form, fields or none",
+                    ))
+                }
+            };
+        }
+        if let Some(depth) = setup.max_depth {
+            spec.json_limits.max_depth = depth;
+        }
+        if let Some(len) = setup.max_number_len {
+            spec.json_limits.max_number_len = len;
+        }
+        let counts = (setup.fields as usize, setup.names.map(|n| n as usize));
+        let named = 2 + counts.0 + counts.1.unwrap_or(0);
+        let (Some([method, path]), Some(rest)) = (setup.parts.get(..2), setup.parts.get(named..))
+        else {
+            return Err(CodedError::new(INVALID_ARGUMENT, "too few parts"));
+        };
+        if rest.len() % 2 != 0 {
+            return Err(CodedError::new(
+                INVALID_ARGUMENT,
+                "a header without a value",
+            ));
+        }
+        let fields = setup.parts.get(2..2 + counts.0).unwrap_or_default();
+        if !fields.is_empty() || matches!(spec.mode, FingerprintMode::Fields(_)) {
+            let FingerprintMode::Fields(shared) = &mut spec.mode else {
                 return Err(CodedError::new(
                     INVALID_ARGUMENT,
-                    alloc::format!(
-                        "unknown fingerprint mode \"{other}\": use auto, raw, json, form, fields or none"
-                    ),
-                ))
+                    "fields can only be given in \"fields\" mode",
+                ));
+            };
+            let mut pointers = Vec::with_capacity(fields.len());
+            for field in fields {
+                let parsed = JsonPointer::parse(crate::parts::text(field)?)
+                    .map_err(|e| CodedError::from_core(e.code(), &e))?;
+                pointers.push(parsed);
             }
-        };
-        let spec = FingerprintSpec {
-            mode,
-            headers: Vec::new(),
-            json_limits: JsonLimits::default(),
-        };
+            *shared = pointers.into();
+        }
+        if counts.1.is_some() {
+            let names = setup.parts.get(2 + counts.0..named).unwrap_or_default();
+            spec.headers.clear();
+            for name in names {
+                spec.headers
+                    .push(crate::parts::text(name)?.to_ascii_lowercase());
+            }
+        }
+        let mut headers = Vec::with_capacity(rest.len() / 2);
+        for pair in rest.chunks_exact(2) {
+            headers.push((crate::parts::text(pair[0])?.to_ascii_lowercase(), pair[1]));
+        }
+        let pairs = headers.iter().map(|(n, v)| (n.as_str(), *v));
+        let builder = FingerprintBuilder::new(
+            &spec,
+            crate::parts::text(method)?,
+            crate::parts::text(path)?,
+            pairs,
+        );
         Ok(Fingerprinter {
-            state: State::Setup(Setup {
-                spec,
-                pointers: Vec::new(),
-                method: String::from("POST"),
-                path_and_query: String::from("/"),
-                headers: Vec::new(),
-            }),
+            builder: Some(builder),
         })
     }
 
-    fn setup(&mut self) -> Result<&mut Setup, CodedError> {
-        match &mut self.state {
-            State::Setup(setup) => Ok(setup),
-            _ => Err(CodedError::new(
-                FINGERPRINTER_STATE,
-                "the fingerprinter can only be configured before the first body chunk",
-            )),
-        }
-    }
-
-    pub fn field(&mut self, pointer: &str) -> Result<(), CodedError> {
-        let setup = self.setup()?;
-        if !matches!(setup.spec.mode, FingerprintMode::Fields(_)) {
-            return Err(CodedError::new(
-                INVALID_ARGUMENT,
-                "fields can only be added in \"fields\" mode",
-            ));
-        }
-        let parsed =
-            JsonPointer::parse(pointer).map_err(|e| CodedError::from_core(e.code(), &e))?;
-        setup.pointers.push(parsed);
-        Ok(())
-    }
-
-    fn start(&mut self) -> Result<&mut FingerprintBuilder, CodedError> {
-        if let State::Setup(_) = self.state {
-            let State::Setup(setup) = core::mem::replace(&mut self.state, State::Finished) else {
-                return Err(spent());
-            };
-            let Setup {
-                mut spec,
-                pointers,
-                method,
-                path_and_query,
-                headers,
-            } = setup;
-            if let FingerprintMode::Fields(shared) = &mut spec.mode {
-                *shared = pointers.into();
-            }
-            let pairs = headers.iter().map(|(n, v)| (n.as_str(), v.as_slice()));
-            let builder = FingerprintBuilder::new(&spec, &method, &path_and_query, pairs);
-            self.state = State::Running(builder);
-        }
-        match &mut self.state {
-            State::Running(builder) => Ok(builder),
-            _ => Err(spent()),
-        }
-    }
-
     pub fn feed(&mut self, chunk: &[u8]) -> Result<(), CodedError> {
-        self.start()?
+        self.builder
+            .as_mut()
+            .ok_or_else(spent)?
             .update(chunk)
             .map_err(|e| CodedError::from_core(e.code(), &e))
     }
 
     pub fn done(&mut self) -> Result<String, CodedError> {
-        self.start()?;
-        match core::mem::replace(&mut self.state, State::Finished) {
-            State::Running(builder) => builder
-                .finish()
-                .map(|fp| idemgate_core::hash::to_hex(&fp.0))
-                .map_err(|e| CodedError::from_core(e.code(), &e)),
-            _ => Err(spent()),
-        }
+        self.builder
+            .take()
+            .ok_or_else(spent)?
+            .finish()
+            .map(|fp| idemgate_core::hash::to_hex(&fp.0))
+            .map_err(|e| CodedError::from_core(e.code(), &e))
     }
 }
 
@@ -224,18 +189,19 @@ mod tests {
         idemgate_core::hash::to_hex(&b.finish().unwrap().0)
     }
 
-    fn ours(mode: &str, fields: &[&str], chunks: &[&[u8]]) -> Result<String, &'static str> {
-        let mut fp = Fingerprinter::with_mode(mode).map_err(|e| e.code)?;
-        for field in fields {
-            fp.field(field).map_err(|e| e.code)?;
-        }
-        let setup = fp.setup().unwrap();
-        setup.spec.headers.push("content-type".into());
-        setup.method = "POST".into();
-        setup.path_and_query = "/orders?x=1".into();
-        setup
-            .headers
-            .push(("content-type".into(), b"application/json".to_vec()));
+    fn ours(mode: Option<&str>, fields: &[&str], chunks: &[&[u8]]) -> Result<String, &'static str> {
+        let mut parts: Vec<&[u8]> = alloc::vec![b"POST", b"/orders?x=1"];
+        parts.extend(fields.iter().map(|f| f.as_bytes()));
+        parts.extend([&b"Content-Type"[..], b"CONTENT-TYPE", b"application/json"]);
+        let setup = Setup {
+            mode,
+            max_depth: None,
+            max_number_len: None,
+            parts: &parts,
+            fields: fields.len() as u32,
+            names: Some(1),
+        };
+        let mut fp = Fingerprinter::start(&setup).map_err(|e| e.code)?;
         for chunk in chunks {
             fp.feed(chunk).map_err(|e| e.code)?;
         }
@@ -246,22 +212,20 @@ mod tests {
     fn same_bytes_as_the_core_in_every_mode() {
         let body = br#"{"b":2,"a":[1,{"c":null}]}"#;
         let (left, right) = body.split_at(7);
-        for mode in ["raw", "json", "none"] {
+        for (name, mode) in [
+            ("raw", FingerprintMode::Raw),
+            ("json", FingerprintMode::Json),
+            ("none", FingerprintMode::None),
+            ("auto", FingerprintMode::Auto),
+        ] {
             let spec = FingerprintSpec {
-                mode: Fingerprinter::with_mode(mode)
-                    .unwrap()
-                    .setup()
-                    .unwrap()
-                    .spec
-                    .mode
-                    .clone(),
-                headers: alloc::vec!["content-type".into()],
-                json_limits: JsonLimits::default(),
+                mode,
+                ..FingerprintSpec::default()
             };
             assert_eq!(
-                ours(mode, &[], &[left, right]),
+                ours(Some(name), &[], &[left, right]),
                 Ok(native(&spec, body)),
-                "{mode}"
+                "{name}"
             );
         }
         let spec = FingerprintSpec {
@@ -269,21 +233,65 @@ mod tests {
             ..FingerprintSpec::default()
         };
         assert_eq!(
-            ours("fields", &["/a/1"], &[left, right]),
+            ours(Some("fields"), &["/a/1"], &[left, right]),
             Ok(native(&spec, body))
         );
+        // No mode and no header list: the core's defaults (auto over content-type).
+        let parts: [&[u8]; 4] = [
+            b"POST",
+            b"/orders?x=1",
+            b"content-type",
+            b"application/json",
+        ];
+        let setup = Setup {
+            mode: None,
+            max_depth: None,
+            max_number_len: None,
+            parts: &parts,
+            fields: 0,
+            names: None,
+        };
+        let mut fp = Fingerprinter::start(&setup).unwrap();
+        fp.feed(body).unwrap();
+        assert_eq!(fp.done(), Ok(native(&FingerprintSpec::default(), body)));
     }
 
     #[test]
     fn errors_and_states() {
-        assert_eq!(ours("json", &[], &[b"{\"a\":"]), Err("json_unexpected_end"));
-        assert_eq!(ours("json", &[], &[b"{,"]), Err("json_syntax"));
-        assert_eq!(ours("fields", &["a"], &[]), Err("json_pointer_invalid"));
-        assert_eq!(ours("json", &["/a"], &[]), Err(INVALID_ARGUMENT));
-        assert_eq!(ours("xml", &[], &[]).err(), Some(INVALID_ARGUMENT));
-        let mut fp = Fingerprinter::with_mode("raw").unwrap();
+        assert_eq!(
+            ours(Some("json"), &[], &[b"{\"a\":"]),
+            Err("json_unexpected_end")
+        );
+        assert_eq!(ours(Some("json"), &[], &[b"{,"]), Err("json_syntax"));
+        assert_eq!(
+            ours(Some("fields"), &["a"], &[]),
+            Err("json_pointer_invalid")
+        );
+        assert_eq!(ours(Some("json"), &["/a"], &[]), Err(INVALID_ARGUMENT));
+        assert_eq!(ours(Some("xml"), &[], &[]).err(), Some(INVALID_ARGUMENT));
+        let odd: [&[u8]; 3] = [b"POST", b"/", b"content-type"];
+        for (parts, names) in [(&odd[..], None), (&odd[..2], Some(1))] {
+            let setup = Setup {
+                mode: None,
+                max_depth: None,
+                max_number_len: None,
+                parts,
+                fields: 0,
+                names,
+            };
+            let err = Fingerprinter::start(&setup).err().map(|e| e.code);
+            assert_eq!(err, Some(INVALID_ARGUMENT));
+        }
+        let mut fp = Fingerprinter::start(&Setup {
+            mode: Some("raw"),
+            max_depth: None,
+            max_number_len: None,
+            parts: &[b"POST", b"/"],
+            fields: 0,
+            names: None,
+        })
+        .unwrap();
         fp.feed(b"x").unwrap();
-        assert_eq!(fp.setup().err().map(|e| e.code), Some(FINGERPRINTER_STATE));
         assert!(fp.done().is_ok());
         assert_eq!(fp.done().map_err(|e| e.code), Err(FINGERPRINTER_STATE));
         assert_eq!(fp.feed(b"x").map_err(|e| e.code), Err(FINGERPRINTER_STATE));

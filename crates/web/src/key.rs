@@ -1,17 +1,19 @@
 //! Idempotency keys: a fresh UUID v4 per business intent, and the edge's parsing rules (§1).
 
-use crate::error::{CodedError, JsResult, ENTROPY_UNAVAILABLE, INVALID_ARGUMENT};
+use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
 use alloc::string::{String, ToString};
 use idemgate_core::key::IdempotencyKey;
 use wasm_bindgen::prelude::*;
 
-/// A fresh key: a random (version 4, RFC 9562) UUID in lowercase hex, from
-/// `crypto.getRandomValues`. 122 random bits, so two intents never share a key by chance.
+/// A fresh key from 16 random bytes the caller drew from `crypto.getRandomValues` (entropy is
+/// I/O, so JS draws it; the key's format is decided here): a version 4 UUID (RFC 9562) in
+/// lowercase hex. 122 random bits, so two intents never share a key by chance. Any other length
+/// is `invalid_argument`.
 #[wasm_bindgen(js_name = newKey)]
-pub fn new_key() -> JsResult<String> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)
-        .map_err(|e| CodedError::new(ENTROPY_UNAVAILABLE, alloc::format!("no randomness: {e}")))?;
+pub fn new_key(random: &[u8]) -> JsResult<String> {
+    let bytes: [u8; 16] = random
+        .try_into()
+        .map_err(|_| CodedError::new(INVALID_ARGUMENT, "newKey needs 16 random bytes"))?;
     Ok(uuid_v4(bytes))
 }
 
@@ -30,39 +32,17 @@ pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
     out
 }
 
-/// Parses one `Idempotency-Key` header value (bare or a structured-field string) exactly as the
-/// edge does and returns the key; throws with the broken rule's code (`key_empty`, …).
-#[wasm_bindgen(js_name = parseKey)]
-pub fn parse_key(value: &[u8]) -> JsResult<String> {
-    IdempotencyKey::parse(value)
-        .map(|key| key.as_str().to_string())
-        .map_err(|e| CodedError::from_core(e.code(), &e).into())
-}
-
-/// Parses every occurrence of the header in one request: `joined` holds the values back to back,
-/// `lengths` their byte lengths. No value → `undefined`; two different keys → `key_conflicting`.
+/// Parses every occurrence of the header in one request exactly as the edge does (each bare or a
+/// structured-field string): `joined` holds the values back to back, `lengths` their byte lengths.
+/// No value → `undefined`; a broken rule throws its code (`key_empty`, …; two different keys →
+/// `key_conflicting`). One value is the single-header case, so there is one export for both.
 #[wasm_bindgen(js_name = parseKeyValues)]
 pub fn parse_key_values(joined: &[u8], lengths: &[u32]) -> JsResult<Option<String>> {
     Ok(key_values(joined, lengths)?)
 }
 
 fn key_values(joined: &[u8], lengths: &[u32]) -> Result<Option<String>, CodedError> {
-    let mut values = alloc::vec::Vec::with_capacity(lengths.len());
-    let mut rest = joined;
-    for &len in lengths {
-        let (value, tail) = usize::try_from(len)
-            .ok()
-            .and_then(|len| rest.split_at_checked(len))
-            .ok_or_else(|| CodedError::new(INVALID_ARGUMENT, "lengths exceed the joined values"))?;
-        values.push(value);
-        rest = tail;
-    }
-    if !rest.is_empty() {
-        return Err(CodedError::new(
-            INVALID_ARGUMENT,
-            "lengths do not cover the joined values",
-        ));
-    }
+    let values = crate::parts::split(joined, lengths)?;
     IdempotencyKey::parse_all(values)
         .map(|key| key.map(|k| k.as_str().to_string()))
         .map_err(|e| CodedError::from_core(e.code(), &e))
@@ -77,6 +57,7 @@ mod tests {
         assert_eq!(uuid_v4([0xff; 16]), "ffffffff-ffff-4fff-bfff-ffffffffffff");
         assert_eq!(uuid_v4([0; 16]), "00000000-0000-4000-8000-000000000000");
         assert!(IdempotencyKey::parse(uuid_v4([7; 16]).as_bytes()).is_ok());
+        assert_eq!(new_key(&[0; 16]).ok(), Some(uuid_v4([0; 16])));
     }
 
     #[test]

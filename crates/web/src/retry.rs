@@ -1,18 +1,32 @@
 //! The client retry policy (semantics §9) from `idemgate_core::retry`: the JS layer reports how an
-//! attempt ended and gets back whether and when to try again.
+//! attempt ended and gets back whether and when to try again, as a number (no string to format in
+//! wasm and parse in JS); the names behind the codes come from [`crate::defaults`].
 
 use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
-use alloc::format;
 use alloc::string::String;
-use idemgate_core::retry::{self, AttemptOutcome, RetryDecision, RetryPolicy, StatusClass};
+use idemgate_core::retry::{
+    self, AttemptOutcome, FinalReason, RetryDecision, RetryPolicy, StatusClass,
+};
 use idemgate_core::time::{Span, UnixMillis};
 use wasm_bindgen::prelude::*;
 
-/// One step of the retry policy. `outcome` is `"network_error"`, `"timeout"` or `"response"` (then
-/// `status` and `retry_after`, the raw `Retry-After` header, count). Returns `"retry:<ms>"` or
-/// `"final:<reason>"` where reason is the core's `FinalReason::code()` (`success`,
-/// `not_retryable`, `retry_exhausted_attempts`, `retry_exhausted_time`). Times are milliseconds;
-/// `random` is a uniform u32 (full jitter is `random / 2^32` of the back-off cap).
+/// How an attempt ended, by code (the index): `response` (with a status), `network_error`,
+/// `timeout`.
+pub const OUTCOMES: [&str; 3] = ["response", "network_error", "timeout"];
+
+/// The final reasons by code: `retryNext` returns `-1 - code` for them.
+pub const REASONS: [FinalReason; 4] = [
+    FinalReason::Success { status: 0 },
+    FinalReason::NotRetryable { status: 0 },
+    FinalReason::ExhaustedAttempts,
+    FinalReason::ExhaustedTime,
+];
+
+/// One step of the retry policy. `outcome` is a code of [`OUTCOMES`] (`0` response: then `status`
+/// and `retry_after`, the raw `Retry-After` header, count). Returns the delay in milliseconds
+/// (≥ 0) before the same request is sent again, or `-1 - code` of a [`REASONS`] entry when
+/// retrying stops. Times are milliseconds; `random` is a uniform u32 (full jitter is
+/// `random / 2^32` of the back-off cap). A delay is never above `maxTotalMs`, so it is exact.
 #[wasm_bindgen(js_name = retryNext)]
 #[allow(clippy::too_many_arguments)] // a flat, harness-callable signature
 pub fn retry_next(
@@ -22,12 +36,12 @@ pub fn retry_next(
     max_total_ms: f64,
     attempts_made: u32,
     elapsed_ms: f64,
-    outcome: &str,
+    outcome: u8,
     status: u16,
     retry_after: Option<String>,
     now_ms: f64,
     random: u32,
-) -> JsResult<String> {
+) -> JsResult<f64> {
     let policy = RetryPolicy {
         max_attempts,
         base_delay: Span(millis(base_delay_ms, "baseDelayMs")?),
@@ -50,27 +64,25 @@ pub fn retry_next(
 pub struct Step<'a> {
     pub attempts_made: u32,
     pub elapsed: Span,
-    pub outcome: &'a str,
+    pub outcome: u8,
     pub status: u16,
     pub retry_after: Option<&'a str>,
     pub now: UnixMillis,
     pub random: u32,
 }
 
-pub fn decide(policy: &RetryPolicy, step: &Step<'_>) -> Result<String, CodedError> {
+pub fn decide(policy: &RetryPolicy, step: &Step<'_>) -> Result<f64, CodedError> {
     let outcome = match step.outcome {
-        "network_error" => AttemptOutcome::NetworkError,
-        "timeout" => AttemptOutcome::Timeout,
-        "response" => AttemptOutcome::Response {
+        0 => AttemptOutcome::Response {
             status: step.status,
             retry_after: step.retry_after,
         },
-        other => {
+        1 => AttemptOutcome::NetworkError,
+        2 => AttemptOutcome::Timeout,
+        _ => {
             return Err(CodedError::new(
                 INVALID_ARGUMENT,
-                format!(
-                    "unknown attempt outcome \"{other}\": use network_error, timeout or response"
-                ),
+                "unknown attempt outcome: use network_error, timeout or response",
             ))
         }
     };
@@ -83,23 +95,12 @@ pub fn decide(policy: &RetryPolicy, step: &Step<'_>) -> Result<String, CodedErro
         step.random,
     );
     Ok(match decision {
-        RetryDecision::Retry { delay } => format!("retry:{}", delay.as_millis()),
-        RetryDecision::Final(reason) => format!("final:{}", reason.code()),
+        RetryDecision::Retry { delay } => delay.as_millis() as f64,
+        RetryDecision::Final(reason) => {
+            let code = REASONS.iter().position(|r| r.code() == reason.code());
+            -1.0 - code.unwrap_or(REASONS.len()) as f64
+        }
     })
-}
-
-/// The default policy as `[maxAttempts, baseDelayMs, maxDelayMs, maxTotalMs]`, so the JS defaults
-/// are the core's.
-#[wasm_bindgen(js_name = retryPolicyDefaults)]
-pub fn retry_policy_defaults() -> alloc::vec::Vec<f64> {
-    let p = RetryPolicy::default();
-    let ms = |s: Span| s.as_millis() as f64;
-    alloc::vec![
-        f64::from(p.max_attempts),
-        ms(p.base_delay),
-        ms(p.max_delay),
-        ms(p.max_total)
-    ]
 }
 
 /// A `Retry-After` value (delta-seconds or an IMF-fixdate relative to `nowMs`) in milliseconds;
@@ -110,18 +111,22 @@ pub fn parse_retry_after(value: &str, now_ms: f64) -> JsResult<Option<f64>> {
     Ok(retry::parse_retry_after(value, now).map(|span| span.as_millis() as f64))
 }
 
-/// What a status means to the client: `success`, `redirect`, `in_flight` (409), `rate_limited`
-/// (429), `unavailable` (502–504), `key_reused` (422), `client_error`, `server_error`, `invalid`.
+/// What a status means to the client, as the index of its class in `StatusClass::ALL` (names:
+/// `statusClasses` of [`crate::defaults::defaults`]).
 #[wasm_bindgen(js_name = classifyStatus)]
-pub fn classify_status(status: u16) -> String {
-    String::from(StatusClass::name(retry::classify(status)))
+pub fn classify_status(status: u16) -> u8 {
+    let class = retry::classify(status);
+    StatusClass::ALL
+        .iter()
+        .position(|c| *c == class)
+        .unwrap_or(StatusClass::ALL.len()) as u8
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn step(attempts_made: u32, outcome: &str, status: u16, retry_after: Option<&str>) -> String {
+    fn step(attempts_made: u32, outcome: u8, status: u16, retry_after: Option<&str>) -> f64 {
         let step = Step {
             attempts_made,
             elapsed: Span(0),
@@ -136,26 +141,30 @@ mod tests {
 
     #[test]
     fn decisions_are_the_core_ones() {
-        assert_eq!(step(1, "network_error", 0, None), "retry:125");
-        assert_eq!(step(3, "timeout", 0, None), "retry:500");
-        assert_eq!(step(1, "response", 503, Some("2")), "retry:2000");
-        assert_eq!(step(1, "response", 201, None), "final:success");
-        assert_eq!(step(1, "response", 422, None), "final:not_retryable");
+        assert_eq!(step(1, 1, 0, None), 125.0);
+        assert_eq!(step(3, 2, 0, None), 500.0);
+        assert_eq!(step(1, 0, 503, Some("2")), 2000.0);
+        assert_eq!(step(1, 0, 201, None), -1.0);
+        assert_eq!(step(1, 0, 422, None), -2.0);
+        assert_eq!(step(5, 0, 409, None), -3.0);
+        let codes: [&str; 4] = REASONS.map(|r| r.code());
         assert_eq!(
-            step(5, "response", 409, None),
-            "final:retry_exhausted_attempts"
+            codes,
+            [
+                "success",
+                "not_retryable",
+                "retry_exhausted_attempts",
+                "retry_exhausted_time"
+            ]
         );
         let bad = Step {
-            outcome: "lost",
-            ..Step {
-                attempts_made: 1,
-                elapsed: Span(0),
-                outcome: "",
-                status: 0,
-                retry_after: None,
-                now: UnixMillis(0),
-                random: 0,
-            }
+            attempts_made: 1,
+            elapsed: Span(0),
+            outcome: 3,
+            status: 0,
+            retry_after: None,
+            now: UnixMillis(0),
+            random: 0,
         };
         assert_eq!(
             decide(&RetryPolicy::default(), &bad).map_err(|e| e.code),
@@ -164,10 +173,11 @@ mod tests {
     }
 
     #[test]
-    fn classes_and_defaults() {
-        assert_eq!(classify_status(409), "in_flight");
-        assert_eq!(classify_status(422), "key_reused");
-        assert_eq!(classify_status(99), "invalid");
-        assert_eq!(retry_policy_defaults(), [5.0, 250.0, 10_000.0, 30_000.0]);
+    fn classes_are_indexes() {
+        let name = |status| StatusClass::ALL[usize::from(classify_status(status))].name();
+        assert_eq!(name(409), "in_flight");
+        assert_eq!(name(422), "key_reused");
+        assert_eq!(name(99), "invalid");
+        assert_eq!(name(200), "success");
     }
 }

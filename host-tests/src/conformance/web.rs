@@ -1,6 +1,8 @@
 //! Vectors through the browser module's `.wasm`, by the exports a browser app calls: `key` through
 //! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
-//! `retryPolicyDefaults`), `transition` (state tables) through `transition`. A case the module's API
+//! the policy defaults of `defaults`), `transition` (state tables) through `transition`, `client`
+//! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey`, `tokenTarget` and
+//! `tokenIsFresh` (codes named by `defaults`). A case the module's API
 //! cannot express (another group, a malformed input, a policy that does not parse) is not exposed
 //! and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
 //! module only maps a group's input onto calls.
@@ -13,7 +15,7 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 /// The groups this module answers.
-pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition"];
+pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition", "client"];
 
 pub struct WebVectors {
     web: WebModule,
@@ -46,6 +48,7 @@ impl WebVectors {
             "fingerprint" => self.fingerprint(&case.input),
             "retry" => self.retry(&case.input),
             "transition" => self.transition(&case.input),
+            "client" => self.client(&case.input),
             _ => Ok(None),
         }
     }
@@ -132,65 +135,38 @@ impl WebVectors {
         };
         let chunks = idemgate_core::conformance::split_at_offsets(&body, offsets);
         let spec = &policy.fingerprint;
-        let handle = match self
-            .web
-            .handle("fingerprinter_new", &[text(spec.mode.name())])?
-        {
+        // One constructor call: method, path, fields, header names, then header name/value pairs,
+        // joined, with their lengths (crates/web/src/fingerprint.rs).
+        let mut parts: Vec<&[u8]> = vec![method.as_bytes(), path.as_bytes()];
+        parts.extend(fields.iter().map(|f| f.as_bytes()));
+        parts.extend(spec.headers.iter().map(|n| n.as_bytes()));
+        for (name, value) in &headers {
+            parts.extend([name.as_bytes(), value.as_bytes()]);
+        }
+        let lengths = parts.iter().map(|p| p.len() as u32).collect();
+        let limits = &spec.json_limits;
+        let args = [
+            text(spec.mode.name()),
+            Arg::OptU16(Some(limits.max_depth)),
+            Arg::OptU16(Some(limits.max_number_len)),
+            Arg::Bytes(parts.concat()),
+            Arg::U32s(lengths),
+            Arg::I32(fields.len() as i32),
+            Arg::OptU32(Some(spec.headers.len() as u32)),
+        ];
+        let handle = match self.web.handle("fingerprinter_new", &args)? {
             Ok(handle) => handle,
             Err(e) => return Ok(Some(outcome(Err(e)))),
         };
-        let answer =
-            self.fingerprint_with(handle, &policy, &fields, method, path, &headers, &chunks)?;
+        let answer = self.fingerprint_with(handle, &chunks)?;
         self.web.free("fingerprinter", handle)?;
         Ok(Some(outcome(answer.map(Value::String))))
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn fingerprint_with(
-        &mut self,
-        h: i32,
-        policy: &Policy,
-        fields: &[String],
-        method: &str,
-        path: &str,
-        headers: &[(String, String)],
-        chunks: &[&[u8]],
-    ) -> Result<Thrown<String>> {
-        let spec = &policy.fingerprint;
-        let mut steps: Vec<(&str, Vec<Arg>)> = Vec::new();
-        for field in fields {
-            steps.push(("fingerprinter_addField", vec![Arg::I32(h), text(field)]));
-        }
-        for name in &spec.headers {
-            steps.push(("fingerprinter_addHeaderName", vec![Arg::I32(h), text(name)]));
-        }
-        let limits = &spec.json_limits;
-        steps.push((
-            "fingerprinter_setLimits",
-            vec![
-                Arg::I32(h),
-                Arg::I32(i32::from(limits.max_depth)),
-                Arg::I32(i32::from(limits.max_number_len)),
-            ],
-        ));
-        steps.push((
-            "fingerprinter_setRequest",
-            vec![Arg::I32(h), text(method), text(path)],
-        ));
-        for (name, value) in headers {
-            steps.push((
-                "fingerprinter_addHeader",
-                vec![Arg::I32(h), text(name), text(value)],
-            ));
-        }
+    fn fingerprint_with(&mut self, h: i32, chunks: &[&[u8]]) -> Result<Thrown<String>> {
         for chunk in chunks {
-            steps.push((
-                "fingerprinter_update",
-                vec![Arg::I32(h), Arg::Bytes(chunk.to_vec())],
-            ));
-        }
-        for (export, args) in steps {
-            if let Err(e) = self.web.unit(export, &args)? {
+            let args = [Arg::I32(h), Arg::Bytes(chunk.to_vec())];
+            if let Err(e) = self.web.unit("fingerprinter_update", &args)? {
                 return Ok(Err(e));
             }
         }
@@ -198,8 +174,14 @@ impl WebVectors {
     }
 
     fn retry(&mut self, input: &Value) -> Result<Option<Value>> {
-        let defaults = self.web.f64s("retryPolicyDefaults", &[])?;
-        let [mut max_attempts, mut base, mut max, mut total] = defaults.as_slice() else {
+        let defaults = self.defaults()?;
+        let field = |name: &str| defaults.pointer(name).and_then(Value::as_f64);
+        let (Some(mut max_attempts), Some(mut base), Some(mut max), Some(mut total)) = (
+            field("/retry/maxAttempts"),
+            field("/retry/baseDelayMs"),
+            field("/retry/maxDelayMs"),
+            field("/retry/maxTotalMs"),
+        ) else {
             return Ok(None);
         };
         if let Some(overrides) = input.get("policy") {
@@ -239,6 +221,7 @@ impl WebVectors {
             return Ok(None);
         };
         let flag = |name: &str| raw.get(name).and_then(Value::as_bool) == Some(true);
+        // Outcome codes: the index in `defaults().outcomes` (response, network_error, timeout).
         let (kind, status, retry_after) = if flag("network_error") {
             ("network_error", 0, None)
         } else if flag("timeout") {
@@ -265,23 +248,102 @@ impl WebVectors {
             Arg::F64(total),
             Arg::I32(attempts as i32),
             Arg::F64(elapsed as f64),
-            text(kind),
+            Arg::I32(self.code_of("/outcomes", kind, &defaults)?),
             Arg::I32(i32::from(status)),
             Arg::OptBytes(retry_after),
             Arg::F64(now as f64),
             Arg::I32(random as i32),
         ];
-        let result = self.web.string("retryNext", &args)?;
-        Ok(Some(outcome(result.map(|answer| {
-            match answer.split_once(':') {
-                Some(("retry", ms)) => ms
-                    .parse::<u64>()
-                    .map(|ms| json!({ "retry_ms": ms }))
-                    .unwrap_or(Value::String(answer.clone())),
-                Some(("final", reason)) => json!({ "final": reason }),
-                _ => Value::String(answer.clone()),
+        // A delay (≥ 0), or -1 - the index of the final reason in `defaults().reasons`.
+        let result = self.web.number("retryNext", &args)?;
+        Ok(Some(outcome(result.map(|n| {
+            if n >= 0.0 {
+                json!({ "retry_ms": n as u64 })
+            } else {
+                let reason = defaults.pointer(&format!("/reasons/{}", (-1.0 - n) as u64));
+                json!({ "final": reason.cloned().unwrap_or(Value::Null) })
             }
         }))))
+    }
+
+    fn client(&mut self, input: &Value) -> Result<Option<Value>> {
+        let field = |name: &str| input.get(name).and_then(Value::as_str);
+        let opt = |name: &str| match input.get(name) {
+            None | Some(Value::Null) => Some(Arg::OptBytes(None)),
+            Some(Value::String(s)) => Some(Arg::OptBytes(Some(s.as_bytes().to_vec()))),
+            Some(_) => None,
+        };
+        let status = input
+            .get("status")
+            .and_then(Value::as_u64)
+            .and_then(|s| u16::try_from(s).ok())
+            .map(|s| Arg::I32(i32::from(s)));
+        let answer = match (field("op"), status) {
+            (Some("classify"), Some(status)) => {
+                let code = self.web.int("classifyStatus", &[status])?;
+                self.defaults()?
+                    .pointer(&format!("/statusClasses/{code}"))
+                    .cloned()
+            }
+            (Some("settle"), Some(status)) => {
+                let code = self.web.int("settle", &[status])?;
+                let defaults = self.defaults()?;
+                let entry = defaults.pointer(&format!("/settled/{code}"));
+                entry.map(|e| json!({ "event": e[0], "keeps_key": e[1] }))
+            }
+            (Some("replayed"), _) => match opt("value") {
+                Some(value) => Some(json!(self.web.int("isReplayed", &[value])? != 0)),
+                None => return Ok(None),
+            },
+            (Some("reuses_key"), _) => match (opt("held"), opt("payload")) {
+                (Some(held), Some(payload)) => {
+                    Some(json!(self.web.int("reusesKey", &[held, payload])? != 0))
+                }
+                _ => return Ok(None),
+            },
+            (Some("token_target"), _) => {
+                match (field("endpoint"), field("method"), field("path")) {
+                    (Some(e), Some(m), Some(p)) => Some(Value::String(
+                        self.web
+                            .string_result("tokenTarget", &[text(e), text(m), text(p)])?,
+                    )),
+                    _ => return Ok(None),
+                }
+            }
+            (Some("token_fresh"), _) => {
+                let ms = |name: &str| input.get(name).and_then(Value::as_u64);
+                let (Some(expires_at), Some(now)) = (ms("expires_at"), ms("now")) else {
+                    return Ok(None);
+                };
+                let args = [Arg::F64(expires_at as f64), Arg::F64(now as f64)];
+                match self.web.boolean("tokenIsFresh", &args)? {
+                    Ok(fresh) => Some(json!(fresh)),
+                    Err(e) => return Ok(Some(outcome(Err(e)))),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(outcome(Ok(answer.unwrap_or(Value::Null)))))
+    }
+
+    /// The module's defaults and code tables (`defaults()`, JSON).
+    fn defaults(&mut self) -> Result<Value> {
+        let text = self.web.string_result("defaults", &[])?;
+        serde_json::from_str(&text).map_err(|e| {
+            crate::error::HarnessError::Interface(format!("defaults() is not JSON: {e}"))
+        })
+    }
+
+    /// The index of `name` in the code table at `pointer` of the defaults.
+    fn code_of(&self, pointer: &str, name: &str, defaults: &Value) -> Result<i32> {
+        defaults
+            .pointer(pointer)
+            .and_then(Value::as_array)
+            .and_then(|names| names.iter().position(|n| n == name))
+            .map(|i| i as i32)
+            .ok_or_else(|| {
+                crate::error::HarnessError::Interface(format!("no code for {name} in {pointer}"))
+            })
     }
 
     fn transition(&mut self, input: &Value) -> Result<Option<Value>> {
@@ -298,14 +360,13 @@ impl WebVectors {
         if table != "submit" {
             return Ok(None);
         }
+        // The next state, or none when the event was already applied.
         let result = self
             .web
-            .string("transition", &[text(table), text(state), text(event)])?;
-        Ok(Some(outcome(result.map(
-            |answer| match answer.strip_prefix("apply:") {
-                Some(to) => json!({ "apply": to }),
-                None => Value::String(answer),
-            },
-        ))))
+            .optional_string("transition", &[text(table), text(state), text(event)])?;
+        Ok(Some(outcome(result.map(|next| match next {
+            Some(to) => json!({ "apply": to }),
+            None => Value::String("already_applied".into()),
+        }))))
     }
 }

@@ -112,8 +112,21 @@ fn browser_wasm_makes_keys_the_edge_accepts() {
     use idemgate_host_tests::wasm_bindgen::WebModule;
     let path = artifacts::web_wasm().unwrap_or_else(|e| panic!("{e}"));
     let mut web = WebModule::load(&path, 42).unwrap();
-    let first = web.string("newKey", &[]).unwrap().unwrap();
-    let second = web.string("newKey", &[]).unwrap().unwrap();
+    // The JS layer draws the 16 random bytes (crypto.getRandomValues); the module formats them.
+    use idemgate_host_tests::wasm_bindgen::Arg;
+    let first = web
+        .string("newKey", &[Arg::Bytes(vec![0x5a; 16])])
+        .unwrap()
+        .unwrap();
+    let second = web
+        .string("newKey", &[Arg::Bytes((0..16).collect())])
+        .unwrap()
+        .unwrap();
+    let short = web.string("newKey", &[Arg::Bytes(vec![1; 15])]).unwrap();
+    assert_eq!(
+        short.map_err(|e| e.code),
+        Err("invalid_argument".to_string())
+    );
     assert_ne!(first, second);
     for key in [&first, &second] {
         assert_eq!(key.len(), 36);

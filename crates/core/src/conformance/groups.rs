@@ -5,6 +5,8 @@ use super::Outcome;
 use crate::json::Value;
 use alloc::format;
 
+#[path = "client.rs"]
+mod client;
 #[path = "completion.rs"]
 mod completion;
 #[path = "config.rs"]
@@ -52,6 +54,7 @@ pub const NAMES: &[&str] = &[
     "duration",
     "signature",
     "key_source",
+    "client",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -71,6 +74,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "duration" => duration::eval(input),
         "signature" => signature::eval(input),
         "key_source" => key_source::eval(input),
+        "client" => client::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }

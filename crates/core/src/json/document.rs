@@ -6,11 +6,13 @@
 //! core needs little from a JSON tree (read an operator's configuration once, read vector inputs,
 //! write vector answers), so this module does just that:
 //!
-//! - Numbers stay as their source text (checked against the RFC 8259 grammar) and convert to
-//!   integers exactly on request ([`Value::as_u64`], ...). Nothing here touches floating point, so
-//!   no float formatting code is linked.
-//! - The parser recurses one frame per container and refuses nesting deeper than [`MAX_DEPTH`], so
-//!   hostile text cannot exhaust the stack. It never panics; every error carries a byte offset.
+//! - The grammar is the core's one tokenizer (`tokenizer.rs`), the hasher's too: the same limits
+//!   (nesting up to [`MAX_DEPTH`], numbers up to 64 bytes and within 10^±9999), the same
+//!   [`JsonError`] with byte offsets. This module only builds the tree from its events, with an
+//!   explicit stack: no recursion, no panic.
+//! - Numbers stay as their source text and convert to integers exactly on request
+//!   ([`Value::as_u64`], ...). Nothing here touches floating point, so no float formatting code
+//!   is linked.
 //! - Objects keep their members in document order ([`Value::Object`] is a list), and a key given
 //!   twice is refused: in a configuration, `"ttl"` twice has no obvious meaning.
 //! - [`Value`]'s `Display` writes compact JSON, escaping strings as RFC 8259 requires (the same
@@ -23,8 +25,14 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
+use super::consumer::Consumer;
+use super::hasher::Frame;
+use super::number::Decimal;
+use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
+use super::{JsonError, JsonLimits};
+
 /// Deepest container nesting [`Value::parse`] accepts; the top-level array/object is depth 1.
-pub const MAX_DEPTH: usize = 64;
+pub const MAX_DEPTH: usize = JsonLimits::DEFAULT.max_depth as usize;
 
 /// A parsed (or built) JSON value.
 ///
@@ -144,20 +152,20 @@ impl<A: Into<Value>, B: Into<Value>> From<(A, B)> for Value {
 }
 
 impl Value {
-    /// Parses one JSON document (surrounding whitespace allowed, nothing else after the value).
-    pub fn parse(text: &str) -> Result<Value, DocumentError> {
-        let mut parser = Parser {
+    /// Parses one JSON document (surrounding whitespace allowed, nothing else after the value),
+    /// within [`JsonLimits::DEFAULT`].
+    pub fn parse(text: &str) -> Result<Value, JsonError> {
+        let mut tokens = Tokenizer::<Frame>::new(JsonLimits::DEFAULT);
+        let mut tree = Builder {
             text,
-            bytes: text.as_bytes(),
-            pos: 0,
+            stack: Vec::new(),
+            string: Vec::new(),
+            key_at: 0,
+            root: None,
         };
-        parser.skip_ws();
-        let value = parser.value(0)?;
-        parser.skip_ws();
-        if parser.pos < parser.bytes.len() {
-            return Err(DocumentError::TrailingData { offset: parser.pos });
-        }
-        Ok(value)
+        tokens.feed(text.as_bytes(), &mut Consumer::Tree(&mut tree))?;
+        tokens.finish(&mut Consumer::Tree(&mut tree))?;
+        tree.root.ok_or(JsonError::Internal)
     }
 
     /// An object from `(key, value)` pairs, in the order given. Keys are not checked for
@@ -286,373 +294,153 @@ impl fmt::Display for Value {
 fn write_string(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     f.write_char('"')?;
-    let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
-        let short = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0C => "\\f",
-            0x00..=0x1F => "",
-            _ => continue,
-        };
-        // `i` is an ASCII byte, so both slice ends are character boundaries.
-        f.write_str(s.get(start..i).unwrap_or_default())?;
-        if short.is_empty() {
-            f.write_str("\\u00")?;
-            f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
-            f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
-        } else {
-            f.write_str(short)?;
+    for c in s.chars() {
+        match c {
+            '"' => f.write_str("\\\"")?,
+            '\\' => f.write_str("\\\\")?,
+            '\n' => f.write_str("\\n")?,
+            '\r' => f.write_str("\\r")?,
+            '\t' => f.write_str("\\t")?,
+            '\u{8}' => f.write_str("\\b")?,
+            '\u{c}' => f.write_str("\\f")?,
+            '\0'..='\u{1f}' => {
+                let b = c as u8;
+                f.write_str("\\u00")?;
+                f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
+                f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
+            }
+            c => f.write_char(c)?,
         }
-        start = i + 1;
     }
-    f.write_str(s.get(start..).unwrap_or_default())?;
     f.write_char('"')
 }
 
-/// Why a text is not a JSON document. Offsets count bytes from the start of the text.
-#[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum DocumentError {
-    /// Any grammar violation not covered by a more specific variant.
-    Syntax { offset: usize },
-    /// The text ended inside a value, or held only whitespace; `offset` is the text's length.
-    UnexpectedEnd { offset: usize },
-    /// Something other than whitespace follows the value.
-    TrailingData { offset: usize },
-    /// A container opened at `offset` would be nested deeper than [`MAX_DEPTH`].
-    TooDeep { offset: usize },
-    /// An object repeats `key`; `offset` is where the repetition starts.
-    DuplicateKey { offset: usize, key: String },
-    /// Unknown escape, bad `\u` hex digit, or lone/mismatched UTF-16 surrogate.
-    InvalidEscape { offset: usize },
-    /// Unescaped byte below 0x20 inside a string.
-    ControlCharacter { offset: usize },
+/// A container being filled.
+enum Partial {
+    Array(Vec<Value>),
+    Object {
+        members: Vec<(String, Value)>,
+        /// Where each member's key starts, for a duplicate's offset.
+        key_offsets: Vec<u64>,
+        /// The key read, waiting for its value.
+        key: Option<String>,
+    },
 }
 
-impl DocumentError {
-    /// Where in the text the problem is.
-    pub fn offset(&self) -> usize {
-        match self {
-            DocumentError::Syntax { offset }
-            | DocumentError::UnexpectedEnd { offset }
-            | DocumentError::TrailingData { offset }
-            | DocumentError::TooDeep { offset }
-            | DocumentError::DuplicateKey { offset, .. }
-            | DocumentError::InvalidEscape { offset }
-            | DocumentError::ControlCharacter { offset } => *offset,
-        }
-    }
-}
-
-impl fmt::Display for DocumentError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DocumentError::Syntax { offset } => write!(f, "JSON syntax error at byte {offset}"),
-            DocumentError::UnexpectedEnd { offset } => {
-                write!(
-                    f,
-                    "JSON text ended at byte {offset} before the value was complete"
-                )
-            }
-            DocumentError::TrailingData { offset } => {
-                write!(f, "unexpected data after the JSON value at byte {offset}")
-            }
-            DocumentError::TooDeep { offset } => {
-                write!(
-                    f,
-                    "JSON nesting deeper than {MAX_DEPTH} levels at byte {offset}"
-                )
-            }
-            DocumentError::DuplicateKey { offset, key } => {
-                write!(f, "duplicate key `{key}` at byte {offset}")
-            }
-            DocumentError::InvalidEscape { offset } => {
-                write!(
-                    f,
-                    "invalid string escape or lone surrogate at byte {offset}"
-                )
-            }
-            DocumentError::ControlCharacter { offset } => {
-                write!(
-                    f,
-                    "unescaped control character in a JSON string at byte {offset}"
-                )
-            }
-        }
-    }
-}
-
-struct Parser<'t> {
+/// The document reader's side of the tokenizer's events: the tree, built bottom-up.
+pub(super) struct Builder<'t> {
     text: &'t str,
-    bytes: &'t [u8],
-    pos: usize,
+    stack: Vec<Partial>,
+    /// The string being decoded.
+    string: Vec<u8>,
+    /// Where the key being decoded starts.
+    key_at: u64,
+    root: Option<Value>,
 }
 
-impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.bytes.get(self.pos).copied()
+impl Builder<'_> {
+    /// A complete value goes into its container (or becomes the document).
+    fn put(&mut self, value: Value) -> Result<(), JsonError> {
+        match self.stack.last_mut() {
+            None => self.root = Some(value),
+            Some(Partial::Array(items)) => items.push(value),
+            Some(Partial::Object { members, key, .. }) => {
+                members.push((key.take().ok_or(JsonError::Internal)?, value));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Sink for Builder<'_> {
+    type Mark = ();
+
+    fn element(&mut self, _depth: usize, _index: u64) {}
+
+    fn open(&mut self, kind: Kind) {
+        self.stack.push(match kind {
+            Kind::Array => Partial::Array(Vec::new()),
+            Kind::Object => Partial::Object {
+                members: Vec::new(),
+                key_offsets: Vec::new(),
+                key: None,
+            },
+        });
     }
 
-    fn end(&self) -> DocumentError {
-        DocumentError::UnexpectedEnd {
-            offset: self.bytes.len(),
+    fn close(&mut self, kind: Kind, (): (), _at: u64) -> Result<(), JsonError> {
+        let value = match (kind, self.stack.pop()) {
+            (Kind::Array, Some(Partial::Array(items))) => Value::Array(items),
+            (
+                Kind::Object,
+                Some(Partial::Object {
+                    mut members,
+                    key_offsets,
+                    ..
+                }),
+            ) => {
+                if let Some(i) = first_repeat(&members) {
+                    return Err(JsonError::DuplicateKey {
+                        offset: key_offsets.get(i).copied().ok_or(JsonError::Internal)?,
+                        key: Some(members.swap_remove(i).0),
+                    });
+                }
+                Value::Object(members)
+            }
+            _ => return Err(JsonError::Internal),
+        };
+        self.put(value)
+    }
+
+    fn string_begin(&mut self, key: bool, at: u64) {
+        self.string.clear();
+        if key {
+            self.key_at = at;
         }
     }
 
-    fn skip_ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
+    fn text(&mut self, bytes: &[u8]) {
+        self.string.extend_from_slice(bytes);
     }
 
-    /// Consumes `byte` (after whitespace) or reports what is there instead.
-    fn expect(&mut self, byte: u8) -> Result<(), DocumentError> {
-        self.skip_ws();
-        match self.peek() {
-            Some(b) if b == byte => {
-                self.pos += 1;
+    fn text_nul(&mut self) {
+        self.string.push(0);
+    }
+
+    fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
+        // The tokenizer passes only well-formed UTF-8.
+        let text = String::from_utf8(core::mem::take(&mut self.string))
+            .map_err(|_| JsonError::Internal)?;
+        if !key {
+            return self.put(Value::String(text));
+        }
+        let key_at = self.key_at;
+        match self.stack.last_mut() {
+            Some(Partial::Object {
+                key, key_offsets, ..
+            }) => {
+                *key = Some(text);
+                key_offsets.push(key_at);
                 Ok(())
             }
-            Some(_) => Err(DocumentError::Syntax { offset: self.pos }),
-            None => Err(self.end()),
+            _ => Err(JsonError::Internal),
         }
     }
 
-    /// One value starting at `pos`; `depth` containers enclose it.
-    fn value(&mut self, depth: usize) -> Result<Value, DocumentError> {
-        match self.peek() {
-            None => Err(self.end()),
-            Some(b'{' | b'[') if depth >= MAX_DEPTH => {
-                Err(DocumentError::TooDeep { offset: self.pos })
-            }
-            Some(b'{') => self.object(depth + 1),
-            Some(b'[') => self.array(depth + 1),
-            Some(b'"') => self.string().map(Value::String),
-            Some(b't') => self.literal("true", Value::Bool(true)),
-            Some(b'f') => self.literal("false", Value::Bool(false)),
-            Some(b'n') => self.literal("null", Value::Null),
-            Some(b'-' | b'0'..=b'9') => self.number().map(Value::Number),
-            Some(_) => Err(DocumentError::Syntax { offset: self.pos }),
-        }
+    fn number(&mut self, _value: Decimal<'_>, start: u64, end: u64) -> Result<(), JsonError> {
+        let span = usize::try_from(start).ok().zip(usize::try_from(end).ok());
+        let text = span
+            .and_then(|(start, end)| self.text.get(start..end))
+            .ok_or(JsonError::Internal)?;
+        self.put(Value::Number(Number(text.into())))
     }
 
-    fn literal(&mut self, word: &str, value: Value) -> Result<Value, DocumentError> {
-        for want in word.bytes() {
-            match self.peek() {
-                Some(b) if b == want => self.pos += 1,
-                Some(_) => return Err(DocumentError::Syntax { offset: self.pos }),
-                None => return Err(self.end()),
-            }
-        }
-        Ok(value)
-    }
-
-    fn array(&mut self, depth: usize) -> Result<Value, DocumentError> {
-        self.pos += 1; // `[`
-        let mut items = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            return Ok(Value::Array(items));
-        }
-        loop {
-            self.skip_ws();
-            items.push(self.value(depth)?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b']') => {
-                    self.pos += 1;
-                    return Ok(Value::Array(items));
-                }
-                Some(_) => return Err(DocumentError::Syntax { offset: self.pos }),
-                None => return Err(self.end()),
-            }
-        }
-    }
-
-    fn object(&mut self, depth: usize) -> Result<Value, DocumentError> {
-        self.pos += 1; // `{`
-        let mut members: Vec<(String, Value)> = Vec::new();
-        let mut key_offsets = Vec::new();
-        self.skip_ws();
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            return Ok(Value::Object(members));
-        }
-        loop {
-            self.skip_ws();
-            match self.peek() {
-                Some(b'"') => {}
-                Some(_) => return Err(DocumentError::Syntax { offset: self.pos }),
-                None => return Err(self.end()),
-            }
-            key_offsets.push(self.pos);
-            let key = self.string()?;
-            self.expect(b':')?;
-            self.skip_ws();
-            let value = self.value(depth)?;
-            members.push((key, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => self.pos += 1,
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                Some(_) => return Err(DocumentError::Syntax { offset: self.pos }),
-                None => return Err(self.end()),
-            }
-        }
-        if let Some(i) = first_repeat(&members) {
-            return Err(DocumentError::DuplicateKey {
-                offset: key_offsets.get(i).copied().unwrap_or(self.pos),
-                key: members.swap_remove(i).0,
-            });
-        }
-        Ok(Value::Object(members))
-    }
-
-    /// A string starting at the opening quote, decoded.
-    fn string(&mut self) -> Result<String, DocumentError> {
-        self.pos += 1; // `"`
-        let mut out = String::new();
-        loop {
-            let start = self.pos;
-            while matches!(self.peek(), Some(b) if b >= 0x20 && b != b'"' && b != b'\\') {
-                self.pos += 1;
-            }
-            // Both ends sit before an ASCII byte (or at the end), so they are char boundaries.
-            out.push_str(self.text.get(start..self.pos).unwrap_or_default());
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => {
-                    self.pos += 1;
-                    out.push(self.escape()?);
-                }
-                Some(_) => return Err(DocumentError::ControlCharacter { offset: self.pos }),
-                None => return Err(self.end()),
-            }
-        }
-    }
-
-    /// The character an escape stands for (the backslash has been consumed).
-    fn escape(&mut self) -> Result<char, DocumentError> {
-        let Some(b) = self.peek() else {
-            return Err(self.end());
-        };
-        self.pos += 1;
-        Ok(match b {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => return self.unicode_escape(),
-            _ => {
-                return Err(DocumentError::InvalidEscape {
-                    offset: self.pos - 1,
-                })
-            }
+    fn literal(&mut self, literal: Literal) -> Result<(), JsonError> {
+        self.put(match literal {
+            Literal::Null => Value::Null,
+            Literal::True => Value::Bool(true),
+            Literal::False => Value::Bool(false),
         })
-    }
-
-    /// `XXXX` after `\u`, and the low half after a high surrogate.
-    fn unicode_escape(&mut self) -> Result<char, DocumentError> {
-        let unit = self.hex4()?;
-        let scalar = if (0xD800..=0xDBFF).contains(&unit) {
-            for want in [b'\\', b'u'] {
-                match self.peek() {
-                    Some(b) if b == want => self.pos += 1,
-                    Some(_) => return Err(DocumentError::InvalidEscape { offset: self.pos }),
-                    None => return Err(self.end()),
-                }
-            }
-            let at = self.pos;
-            let low = self.hex4()?;
-            if !(0xDC00..=0xDFFF).contains(&low) {
-                return Err(DocumentError::InvalidEscape { offset: at });
-            }
-            0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00)
-        } else {
-            unit
-        };
-        // `None` exactly for a lone low surrogate.
-        char::from_u32(scalar).ok_or(DocumentError::InvalidEscape {
-            offset: self.pos - 4,
-        })
-    }
-
-    fn hex4(&mut self) -> Result<u32, DocumentError> {
-        let mut unit = 0;
-        for _ in 0..4 {
-            let digit = match self.peek() {
-                Some(b @ b'0'..=b'9') => b - b'0',
-                Some(b @ b'a'..=b'f') => b - b'a' + 10,
-                Some(b @ b'A'..=b'F') => b - b'A' + 10,
-                Some(_) => return Err(DocumentError::InvalidEscape { offset: self.pos }),
-                None => return Err(self.end()),
-            };
-            unit = (unit << 4) | u32::from(digit);
-            self.pos += 1;
-        }
-        Ok(unit)
-    }
-
-    /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`, kept as text.
-    fn number(&mut self) -> Result<Number, DocumentError> {
-        let start = self.pos;
-        if self.peek() == Some(b'-') {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            Some(_) => return Err(DocumentError::Syntax { offset: self.pos }),
-            None => return Err(self.end()),
-        }
-        if self.peek() == Some(b'.') {
-            self.pos += 1;
-            self.some_digits()?;
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.pos += 1;
-            }
-            self.some_digits()?;
-        }
-        let text = self.text.get(start..self.pos).unwrap_or_default();
-        Ok(Number(text.into()))
-    }
-
-    fn digits(&mut self) {
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.pos += 1;
-        }
-    }
-
-    /// At least one digit.
-    fn some_digits(&mut self) -> Result<(), DocumentError> {
-        match self.peek() {
-            Some(b'0'..=b'9') => {
-                self.digits();
-                Ok(())
-            }
-            Some(_) => Err(DocumentError::Syntax { offset: self.pos }),
-            None => Err(self.end()),
-        }
     }
 }
 
@@ -664,7 +452,8 @@ fn first_repeat(members: &[(String, Value)]) -> Option<usize> {
     }
     let key = |i: usize| members.get(i).map(|(k, _)| k.as_str());
     let mut order: Vec<usize> = (0..members.len()).collect();
-    order.sort_unstable_by(|&a, &b| key(a).cmp(&key(b)).then(a.cmp(&b)));
+    // The core's small sort, not the standard library's: a few KB less in every `.wasm`.
+    crate::sort::sort(&mut order, |&a, &b| (key(a), a) < (key(b), b));
     order
         .windows(2)
         .filter_map(|pair| match *pair {
@@ -679,7 +468,7 @@ mod tests {
     use super::*;
     use alloc::string::ToString;
 
-    fn parse(text: &str) -> Result<Value, DocumentError> {
+    fn parse(text: &str) -> Result<Value, JsonError> {
         Value::parse(text)
     }
 
@@ -736,8 +525,8 @@ mod tests {
 
     #[test]
     fn errors_carry_offsets() {
-        use DocumentError::*;
-        let cases: &[(&str, DocumentError)] = &[
+        use JsonError::*;
+        let cases: &[(&str, JsonError)] = &[
             ("", UnexpectedEnd { offset: 0 }),
             ("   ", UnexpectedEnd { offset: 3 }),
             ("[1,", UnexpectedEnd { offset: 3 }),
@@ -757,19 +546,56 @@ mod tests {
             ("\"\\x\"", InvalidEscape { offset: 2 }),
             ("\"\\u12g4\"", InvalidEscape { offset: 5 }),
             ("\"\\ud800\"", InvalidEscape { offset: 7 }),
-            ("\"\\ud800\\u0041\"", InvalidEscape { offset: 9 }),
-            ("\"\\udc00\"", InvalidEscape { offset: 3 }),
+            // The tokenizer's offsets (the last hex digit of the offending unit).
+            ("\"\\ud800\\u0041\"", InvalidEscape { offset: 12 }),
+            ("\"\\udc00\"", InvalidEscape { offset: 6 }),
+            ("[1e10000]", NumberOutOfRange { offset: 1 }),
             (
                 "{\"a\":1,\"b\":2,\"a\":3}",
                 DuplicateKey {
                     offset: 13,
-                    key: "a".into(),
+                    key: Some("a".into()),
                 },
             ),
         ];
         for (text, want) in cases {
             assert_eq!(parse(text).as_ref(), Err(want), "{text:?}");
         }
+    }
+
+    /// The hasher's number limits are the grammar's: a document number is at most 64 bytes and
+    /// within 10^±9999 (this reader used to take any length and any exponent).
+    #[test]
+    fn numbers_are_bounded_like_bodies() {
+        let long = "1".repeat(64);
+        assert_eq!(parse(&long).unwrap().as_number().unwrap().as_str(), long);
+        assert_eq!(
+            parse(&alloc::format!("[{long}1]")),
+            Err(JsonError::NumberTooLong { offset: 1 })
+        );
+        assert!(parse("[1e9999, -1e-9999, 0e99999, 1e400]").is_ok());
+        assert_eq!(
+            parse("{\"a\": 1e10000}"),
+            Err(JsonError::NumberOutOfRange { offset: 6 })
+        );
+    }
+
+    /// Beyond 16 members the small sort switches to heapsort: the first repetition still wins.
+    #[test]
+    fn the_first_repeated_key_is_reported_in_large_objects() {
+        let mut text = alloc::string::String::from("{");
+        for i in (0..40).rev() {
+            text.push_str(&alloc::format!("\"k{i:02}\":{i},"));
+        }
+        let first = text.len();
+        text.push_str("\"k07\":0,\"k30\":0,\"k07\":1}");
+        assert_eq!(
+            parse(&text),
+            Err(JsonError::DuplicateKey {
+                offset: first as u64,
+                key: Some("k07".into())
+            })
+        );
     }
 
     #[test]
@@ -779,14 +605,14 @@ mod tests {
         let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
         assert_eq!(
             parse(&deep),
-            Err(DocumentError::TooDeep { offset: MAX_DEPTH })
+            Err(JsonError::TooDeep {
+                offset: MAX_DEPTH as u64,
+                max: 64
+            })
         );
         // Far deeper than any stack would survive unbounded: refused, not a crash.
         let hostile = "[{\"a\":".repeat(100_000);
-        assert!(matches!(
-            parse(&hostile),
-            Err(DocumentError::TooDeep { .. })
-        ));
+        assert!(matches!(parse(&hostile), Err(JsonError::TooDeep { .. })));
     }
 
     #[test]

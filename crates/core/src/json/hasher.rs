@@ -1,30 +1,37 @@
-//! The push parser: a byte-driven state machine over an explicit container stack, so nesting costs
-//! heap frames bounded by `max_depth` rather than native stack. It writes the canonical encoding
-//! (module docs) as it goes and hashes it with one SHA-256 stream.
+//! The canonical hasher: a [`Sink`] of the one tokenizer that writes the canonical encoding
+//! (module docs) as events arrive and hashes it with one SHA-256 stream.
 
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use sha2::{Digest, Sha256};
 
-use super::lexer::{Scan, StrLexer};
-use super::number::{NumberLexer, Step};
+use super::consumer::Consumer;
+use super::number::Decimal;
 use super::pointer::{FieldTracker, JsonPointer, Pointers};
-use super::{misplaced, JsonError, JsonLimits};
+use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
+use super::{append, JsonError, JsonLimits};
 use crate::sort::sort;
 
 /// Canonical bytes are handed to SHA-256 in pieces at least this large, once no open object can
 /// still reorder them.
 pub(super) const FLUSH_AT: usize = 4096;
 
-enum Frame {
-    /// `start`: offset of this array's encoding in `JsonHasher::out`.
-    Array { next_index: u64, start: usize },
-    /// This object's members are `JsonHasher::members[first..]` until it closes.
-    Object { first: usize, start: usize },
+/// One open container, as the tokenizer keeps it for the hasher.
+#[derive(Clone, Copy)]
+pub(super) struct Frame {
+    /// The offset of its `a`/`o` in `Canon::out`.
+    start: usize,
+    /// An object's members are `Canon::members[first..]` until it closes.
+    first: usize,
 }
 
-/// One member of an open object: its encoding is `out[start..]` up to the next member (or the
-/// object's end); the key's encoding is `out[start..key_end]`.
+impl Frame {
+    /// What the document reader's containers carry (it keeps its own tree).
+    pub(super) const NONE: Frame = Frame { start: 0, first: 0 };
+}
+
+/// One member of an open object: its encoding is `out[start..end]` (`end` is known when the next
+/// member starts or the object closes); the key's encoding is `out[start..key_end]`.
 #[derive(Clone, Copy)]
 struct Member {
     start: usize,
@@ -37,43 +44,32 @@ struct Member {
 }
 
 impl Member {
-    fn key<'o>(&self, out: &'o [u8]) -> &'o [u8] {
-        out.get(self.start..self.key_end).unwrap_or_default()
+    /// The key's encoding, `None` if the range is not inside `out` (a broken invariant).
+    fn key<'o>(&self, out: &'o [u8]) -> Option<&'o [u8]> {
+        out.get(self.start..self.key_end)
     }
 
+    /// Bytewise order of the decoded keys: by prefix, and on a tie by the whole encodings.
+    /// Missing keys order as `None` (first): `reorder` has refused them before it sorts.
     fn order(&self, other: &Member, out: &[u8]) -> Ordering {
         self.prefix
             .cmp(&other.prefix)
-            .then_with(|| self.key(out).cmp(other.key(out)))
+            .then_with(|| self.key(out).cmp(&other.key(out)))
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
-    /// A value must come next: document start, after `:`, after `,` in an array.
-    Value,
-    /// After `[`: a value or `]`.
-    ArrayFirst,
-    /// After `{`: a key or `}`.
-    ObjectFirst,
-    /// After `,` in an object.
-    Key,
-    Colon,
-    /// After an element or member value: `,` or the closer.
-    After,
-    /// The top-level value is complete; only whitespace may follow.
-    Done,
-    Str,
-    Num,
-    Lit,
 }
 
 /// Chunk-fed digest of one JSON body (see the module docs for the digest and error rules).
 pub struct JsonHasher<'p> {
-    limits: JsonLimits,
-    state: State,
-    stack: Vec<Frame>,
-    /// Open objects on `stack`: while there is none, `out` can no longer be reordered.
+    tokens: Tokenizer<Frame>,
+    canon: Canon<'p>,
+    error: Option<JsonError>,
+}
+
+/// The hasher's side of the events: the canonical encoding and the digest.
+pub(super) struct Canon<'p> {
+    /// Containers open in the document.
+    depth: usize,
+    /// Open objects in `frames`: while there is none, `out` can no longer be reordered.
     open_objects: usize,
     /// Members of the open objects; their order is only known once the object closes.
     members: Vec<Member>,
@@ -82,17 +78,10 @@ pub struct JsonHasher<'p> {
     /// Reused when an object's members must be reordered.
     scratch: Vec<u8>,
     sink: Sha256,
-    /// Offset in `out` where the string or number being lexed began.
+    /// Offset in `out` where the string being decoded began.
     token_start: usize,
     in_key: bool,
-    text: StrLexer,
-    number: NumberLexer,
-    literal: &'static [u8],
-    literal_pos: usize,
     fields: Option<FieldTracker<'p>>,
-    /// Body offset of the first byte of the next chunk.
-    consumed: u64,
-    error: Option<JsonError>,
 }
 
 impl<'p> JsonHasher<'p> {
@@ -105,22 +94,18 @@ impl<'p> JsonHasher<'p> {
     /// `JsonHasher<'static>` that a request context can own).
     pub fn with_pointers(limits: JsonLimits, fields: Option<Pointers<'p>>) -> Self {
         JsonHasher {
-            limits,
-            state: State::Value,
-            stack: Vec::new(),
-            open_objects: 0,
-            members: Vec::new(),
-            out: Vec::new(),
-            scratch: Vec::new(),
-            sink: Sha256::new(),
-            token_start: 0,
-            in_key: false,
-            text: StrLexer::new(),
-            number: NumberLexer::new(limits.max_number_len),
-            literal: b"",
-            literal_pos: 0,
-            fields: fields.map(FieldTracker::new),
-            consumed: 0,
+            tokens: Tokenizer::new(limits),
+            canon: Canon {
+                depth: 0,
+                open_objects: 0,
+                members: Vec::new(),
+                out: Vec::new(),
+                scratch: Vec::new(),
+                sink: Sha256::new(),
+                token_start: 0,
+                in_key: false,
+                fields: fields.map(FieldTracker::new),
+            },
             error: None,
         }
     }
@@ -131,8 +116,9 @@ impl<'p> JsonHasher<'p> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
-        let result = self.run(chunk);
-        self.consumed = self.consumed.saturating_add(chunk.len() as u64);
+        let result = self
+            .tokens
+            .feed(chunk, &mut Consumer::Canon(&mut self.canon));
         if let Err(error) = &result {
             self.error = Some(error.clone());
         }
@@ -144,178 +130,174 @@ impl<'p> JsonHasher<'p> {
         if let Some(error) = self.error.take() {
             return Err(error);
         }
-        if self.consumed == 0 {
-            return Ok(match &self.fields {
+        let mut canon = self.canon;
+        if self.tokens.consumed() == 0 {
+            return Ok(match &canon.fields {
                 Some(tracker) => tracker.digest(),
                 None => Sha256::digest(b"empty").into(),
             });
         }
-        match self.state {
-            State::Num if self.number.is_complete() => {
-                self.number.encode(&mut self.out)?;
-                self.complete_value(self.token_start);
-            }
-            State::Str => return Err(self.text.eof_error(self.consumed)),
-            _ => {}
-        }
-        if self.state != State::Done {
-            return Err(JsonError::UnexpectedEnd);
-        }
-        Ok(match &self.fields {
+        self.tokens.finish(&mut Consumer::Canon(&mut canon))?;
+        Ok(match &canon.fields {
             Some(tracker) => tracker.digest(),
             None => {
-                self.sink.update(&self.out);
-                self.sink.finalize().into()
+                canon.sink.update(&canon.out);
+                canon.sink.finalize().into()
             }
         })
     }
+}
 
-    fn run(&mut self, buf: &[u8]) -> Result<(), JsonError> {
-        let base = self.consumed;
-        let mut i = 0;
-        while let Some(&b) = buf.get(i) {
-            match self.state {
-                State::Str => {
-                    let key = if self.in_key {
-                        self.fields.as_mut()
-                    } else {
-                        None
-                    };
-                    match self.text.scan(buf, i, base, &mut self.out, key)? {
-                        Scan::More => return Ok(()),
-                        Scan::Done(next) => {
-                            i = next;
-                            self.end_string();
-                        }
-                    }
-                }
-                State::Num => i = self.number_run(buf, i, base)?,
-                State::Lit => {
-                    if self.literal.get(self.literal_pos) != Some(&b) {
-                        return Err(misplaced(b, base + i as u64, syntax));
-                    }
-                    self.literal_pos += 1;
-                    i += 1;
-                    if self.literal_pos == self.literal.len() {
-                        let start = self.out.len();
-                        self.out.push(self.literal.first().copied().unwrap_or(b'n'));
-                        self.complete_value(start);
-                    }
-                }
-                _ => {
-                    if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                        self.structural(b, base + i as u64)?;
-                    }
-                    i += 1;
-                }
-            }
+impl Canon<'_> {
+    /// The value whose encoding is `out[start..]` is complete. Inlined (json mode's path is a
+    /// comparison); the rarer work is in functions of their own, so it is not copied into every
+    /// event that completes a value.
+    #[inline]
+    fn complete_value(&mut self, start: usize) -> Result<(), JsonError> {
+        if self.fields.is_some() {
+            return self.leave_field(start);
+        }
+        // Nothing before the end of `out` can move any more: hash it and forget it (fields mode
+        // keeps it, as a selected value's hash needs its bytes).
+        if self.open_objects == 0 && self.out.len() >= FLUSH_AT {
+            self.flush();
         }
         Ok(())
     }
 
-    fn number_run(&mut self, buf: &[u8], mut i: usize, base: u64) -> Result<usize, JsonError> {
-        while let Some(&b) = buf.get(i) {
-            match self.number.step(b, base + i as u64)? {
-                Step::Take => i += 1,
-                Step::End => {
-                    // The terminating byte is left for the structural states to judge.
-                    self.number.encode(&mut self.out)?;
-                    self.complete_value(self.token_start);
-                    return Ok(i);
-                }
-            }
-        }
-        Ok(i)
+    fn flush(&mut self) {
+        self.sink.update(&self.out);
+        self.out.clear();
     }
 
-    fn structural(&mut self, b: u8, at: u64) -> Result<(), JsonError> {
-        match self.state {
-            State::Value => self.begin_value(b, at),
-            State::ArrayFirst if b == b']' => self.close_array(at),
-            State::ArrayFirst => self.begin_value(b, at),
-            State::ObjectFirst if b == b'}' => self.close_object(at),
-            State::ObjectFirst | State::Key if b == b'"' => {
-                self.begin_string(true);
-                Ok(())
-            }
-            State::Colon if b == b':' => {
-                self.state = State::Value;
-                Ok(())
-            }
-            State::After => self.after_value(b, at),
-            State::Done => Err(misplaced(b, at, trailing)),
-            _ => Err(misplaced(b, at, syntax)),
-        }
-    }
-
-    fn after_value(&mut self, b: u8, at: u64) -> Result<(), JsonError> {
-        match (b, self.stack.last()) {
-            (b',', Some(Frame::Array { .. })) => self.state = State::Value,
-            (b',', Some(Frame::Object { .. })) => self.state = State::Key,
-            (b']', Some(Frame::Array { .. })) => return self.close_array(at),
-            (b'}', Some(Frame::Object { .. })) => return self.close_object(at),
-            _ => return Err(misplaced(b, at, syntax)),
+    /// Fields mode: the selectors learn that the value at `out[start..]` completed.
+    fn leave_field(&mut self, start: usize) -> Result<(), JsonError> {
+        if let Some(tracker) = self.fields.as_mut() {
+            let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
+            tracker.leave(self.depth, || Sha256::digest(encoding).into());
         }
         Ok(())
     }
 
-    fn begin_value(&mut self, b: u8, at: u64) -> Result<(), JsonError> {
-        let depth = self.stack.len();
-        if let (Some(Frame::Array { next_index, .. }), Some(tracker)) =
-            (self.stack.last(), self.fields.as_mut())
-        {
-            tracker.enter_index(depth, *next_index);
+    /// Puts the members of the object that just closed in key order (bytewise on the decoded
+    /// keys, which is the order of their encodings) and refuses a repeated key.
+    fn close_object(&mut self, first: usize, at: u64) -> Result<(), JsonError> {
+        let end = self.out.len();
+        let members = self.members.get_mut(first..).ok_or(JsonError::Internal)?;
+        let mut next = end;
+        for member in members.iter_mut().rev() {
+            member.end = next;
+            next = member.start;
         }
-        match b {
-            b'[' | b'{' => {
-                // Refuse before pushing, so a depth bomb allocates at most `max_depth` frames.
-                if depth >= usize::from(self.limits.max_depth) {
-                    return Err(JsonError::TooDeep {
-                        offset: at,
-                        max: self.limits.max_depth,
-                    });
-                }
-                let start = self.out.len();
-                if b == b'[' {
-                    self.out.push(b'a');
-                    self.stack.push(Frame::Array {
-                        next_index: 0,
-                        start,
-                    });
-                    self.state = State::ArrayFirst;
-                } else {
-                    self.out.push(b'o');
-                    self.stack.push(Frame::Object {
-                        first: self.members.len(),
-                        start,
-                    });
-                    self.open_objects += 1;
-                    self.state = State::ObjectFirst;
-                }
-            }
-            b'"' => self.begin_string(false),
-            b'-' | b'0'..=b'9' => {
-                self.number.begin(b, at)?;
-                self.token_start = self.out.len();
-                self.state = State::Num;
-            }
-            b't' => self.begin_literal(b"true"),
-            b'f' => self.begin_literal(b"false"),
-            b'n' => self.begin_literal(b"null"),
-            _ => return Err(misplaced(b, at, syntax)),
-        }
+        reorder(&mut self.out, &mut self.scratch, members, at)?;
+        self.members.truncate(first);
         Ok(())
     }
+}
 
-    fn begin_literal(&mut self, literal: &'static [u8]) {
-        self.literal = literal;
-        self.literal_pos = 1;
-        self.state = State::Lit;
+/// Rewrites `out` from the first member's start to its end with `members` (contiguous, in
+/// document order, ending at `out`'s end) in key order. Any range outside `out` is a broken
+/// invariant and an internal error, never a fingerprint of bytes it did not mean.
+fn reorder(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    members: &mut [Member],
+    at: u64,
+) -> Result<(), JsonError> {
+    let Some(region) = members.first().map(|m| m.start) else {
+        return Ok(());
+    };
+    // Most objects arrive sorted: checked pairwise, by prefix and only on a tie by key, so
+    // nothing moves.
+    let mut sorted = true;
+    for pair in members.windows(2) {
+        let [a, b] = pair else {
+            continue;
+        };
+        let order = match a.prefix.cmp(&b.prefix) {
+            Ordering::Equal => {
+                let key = |m: &Member| m.key(out).ok_or(JsonError::Internal);
+                key(a)?.cmp(key(b)?)
+            }
+            order => order,
+        };
+        match order {
+            Ordering::Less => {}
+            Ordering::Equal => return Err(duplicate(at)),
+            Ordering::Greater => sorted = false,
+        }
+    }
+    if sorted {
+        return Ok(());
+    }
+    // Every range inside `out`, back to back up to its end: then sorting compares real keys and
+    // the rewrite below covers exactly the members.
+    let mut next = region;
+    for m in members.iter() {
+        if m.start != next || m.key_end < m.start || m.end < m.key_end {
+            return Err(JsonError::Internal);
+        }
+        next = m.end;
+    }
+    if next != out.len() {
+        return Err(JsonError::Internal);
+    }
+    sort(members, |a, b| a.order(b, out) == Ordering::Less);
+    if members
+        .windows(2)
+        .any(|pair| matches!(pair, [a, b] if a.order(b, out) == Ordering::Equal))
+    {
+        return Err(duplicate(at));
+    }
+    scratch.clear();
+    for m in members.iter() {
+        scratch.extend_from_slice(out.get(m.start..m.end).ok_or(JsonError::Internal)?);
+    }
+    out.truncate(region);
+    out.extend_from_slice(scratch);
+    Ok(())
+}
+
+/// Every event is `#[inline]`: the release profile optimises for size (`opt-level = "s"`), whose
+/// inliner would otherwise leave these small calls out of the tokenizer's hot loop (≈10% slower).
+impl Sink for Canon<'_> {
+    type Mark = Frame;
+
+    #[inline]
+    fn element(&mut self, depth: usize, index: u64) {
+        if let Some(tracker) = self.fields.as_mut() {
+            tracker.enter_index(depth, index);
+        }
     }
 
-    fn begin_string(&mut self, key: bool) {
+    #[inline]
+    fn open(&mut self, kind: Kind) -> Frame {
+        let start = self.out.len();
+        self.depth += 1;
+        if kind == Kind::Object {
+            self.open_objects += 1;
+        }
+        self.out.push(if kind == Kind::Array { b'a' } else { b'o' });
+        Frame {
+            start,
+            first: self.members.len(),
+        }
+    }
+
+    #[inline]
+    fn close(&mut self, kind: Kind, frame: Frame, at: u64) -> Result<(), JsonError> {
+        self.depth = self.depth.saturating_sub(1);
+        if kind == Kind::Object {
+            self.open_objects = self.open_objects.saturating_sub(1);
+            self.close_object(frame.first, at)?;
+        }
+        self.out.push(if kind == Kind::Array { b']' } else { b'}' });
+        self.complete_value(frame.start)
+    }
+
+    #[inline]
+    fn string_begin(&mut self, key: bool, _at: u64) {
         self.in_key = key;
-        self.text.begin();
         self.token_start = self.out.len();
         self.out.push(b's');
         if key {
@@ -327,117 +309,126 @@ impl<'p> JsonHasher<'p> {
                 prefix: 0,
             });
             if let Some(tracker) = self.fields.as_mut() {
-                tracker.key_begin(self.stack.len());
+                tracker.key_begin(self.depth);
             }
         }
-        self.state = State::Str;
     }
 
-    fn end_string(&mut self) {
+    #[inline]
+    fn text(&mut self, bytes: &[u8]) {
+        append(&mut self.out, bytes);
         if self.in_key {
-            if let Some(member) = self.members.last_mut() {
-                member.key_end = self.out.len();
-                let mut prefix = [0u8; 8];
-                let key = self.out.get(member.start + 1..member.key_end);
-                for (dst, src) in prefix.iter_mut().zip(key.unwrap_or_default()) {
-                    *dst = *src;
-                }
-                member.prefix = u64::from_be_bytes(prefix);
-            }
             if let Some(tracker) = self.fields.as_mut() {
-                tracker.key_end();
+                tracker.key_bytes(bytes);
             }
-            self.state = State::Colon;
-        } else {
-            self.complete_value(self.token_start);
         }
     }
 
-    /// The value whose encoding is `out[start..]` is complete.
-    fn complete_value(&mut self, start: usize) {
+    #[inline]
+    fn text_nul(&mut self) {
+        // Escaped so the `00 00` terminator stays unique.
+        append(&mut self.out, &[0, 1]);
+        if self.in_key {
+            if let Some(tracker) = self.fields.as_mut() {
+                tracker.key_bytes(&[0]);
+            }
+        }
+    }
+
+    #[inline]
+    fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
+        append(&mut self.out, &[0, 0]);
+        if !key {
+            return self.complete_value(self.token_start);
+        }
+        let key_end = self.out.len();
+        let member = self.members.last_mut().ok_or(JsonError::Internal)?;
+        member.key_end = key_end;
+        let mut prefix = [0u8; 8];
+        let key = self
+            .out
+            .get(member.start + 1..key_end)
+            .ok_or(JsonError::Internal)?;
+        for (dst, src) in prefix.iter_mut().zip(key) {
+            *dst = *src;
+        }
+        member.prefix = u64::from_be_bytes(prefix);
         if let Some(tracker) = self.fields.as_mut() {
-            let encoding = self.out.get(start..).unwrap_or_default();
-            tracker.leave(self.stack.len(), || Sha256::digest(encoding).into());
+            tracker.key_end();
         }
-        match self.stack.last_mut() {
-            None => self.state = State::Done,
-            Some(Frame::Array { next_index, .. }) => {
-                *next_index = next_index.saturating_add(1);
-                self.state = State::After;
-            }
-            Some(Frame::Object { .. }) => self.state = State::After,
-        }
-        // Nothing before the end of `out` can move any more: hash it and forget it (fields mode
-        // keeps it, as a selected value's hash needs its bytes).
-        if self.open_objects == 0 && self.fields.is_none() && self.out.len() >= FLUSH_AT {
-            self.sink.update(&self.out);
-            self.out.clear();
-        }
-    }
-
-    fn close_array(&mut self, at: u64) -> Result<(), JsonError> {
-        match self.stack.pop() {
-            Some(Frame::Array { start, .. }) => {
-                self.out.push(b']');
-                self.complete_value(start);
-                Ok(())
-            }
-            _ => Err(JsonError::Syntax { offset: at }),
-        }
-    }
-
-    /// Puts the members in key order (bytewise on the decoded keys, which is the order of their
-    /// encodings) and refuses a repeated key.
-    fn close_object(&mut self, at: u64) -> Result<(), JsonError> {
-        let Some(Frame::Object { first, start }) = self.stack.pop() else {
-            return Err(JsonError::Syntax { offset: at });
-        };
-        self.open_objects = self.open_objects.saturating_sub(1);
-        let end = self.out.len();
-        let members = self.members.get_mut(first..).unwrap_or_default();
-        let mut next = end;
-        for member in members.iter_mut().rev() {
-            member.end = next;
-            next = member.start;
-        }
-        let out = &self.out;
-        let mut sorted = true;
-        for pair in members.windows(2) {
-            match pair[0].order(&pair[1], out) {
-                Ordering::Less => {}
-                Ordering::Equal => return Err(JsonError::DuplicateKey { offset: at }),
-                Ordering::Greater => sorted = false,
-            }
-        }
-        if !sorted {
-            sort(members, |a, b| a.order(b, out) == Ordering::Less);
-            if members
-                .windows(2)
-                .any(|pair| pair[0].order(&pair[1], out) == Ordering::Equal)
-            {
-                return Err(JsonError::DuplicateKey { offset: at });
-            }
-            self.scratch.clear();
-            for member in members.iter() {
-                self.scratch
-                    .extend_from_slice(out.get(member.start..member.end).unwrap_or_default());
-            }
-            let region = start + 1;
-            if let Some(dst) = self.out.get_mut(region..end) {
-                dst.copy_from_slice(&self.scratch);
-            }
-        }
-        self.members.truncate(first);
-        self.out.push(b'}');
-        self.complete_value(start);
         Ok(())
     }
+
+    #[inline]
+    fn number(&mut self, value: Decimal<'_>, _start: u64, _end: u64) -> Result<(), JsonError> {
+        let start = self.out.len();
+        value.encode(&mut self.out);
+        self.complete_value(start)
+    }
+
+    #[inline]
+    fn literal(&mut self, literal: Literal) -> Result<(), JsonError> {
+        let start = self.out.len();
+        self.out.push(match literal {
+            Literal::Null => b'n',
+            Literal::True => b't',
+            Literal::False => b'f',
+        });
+        self.complete_value(start)
+    }
 }
 
-fn syntax(offset: u64) -> JsonError {
-    JsonError::Syntax { offset }
+fn duplicate(offset: u64) -> JsonError {
+    JsonError::DuplicateKey { offset, key: None }
 }
 
-fn trailing(offset: u64) -> JsonError {
-    JsonError::TrailingData { offset }
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn member(start: usize, key_end: usize, end: usize, prefix: u64) -> Member {
+        Member {
+            start,
+            key_end,
+            end,
+            prefix,
+        }
+    }
+
+    #[test]
+    fn reorder_sorts_members_in_place() {
+        // o s b 00 00 t s a 00 00 f — members "b":true, "a":false.
+        let mut out = b"o\x73b\0\0t\x73a\0\0f".to_vec();
+        let mut members = [
+            member(1, 5, 6, u64::from(b'b') << 56),
+            member(6, 10, 11, u64::from(b'a') << 56),
+        ];
+        reorder(&mut out, &mut Vec::new(), &mut members, 11).unwrap();
+        assert_eq!(out, b"o\x73a\0\0f\x73b\0\0t");
+    }
+
+    #[test]
+    fn broken_ranges_are_internal_errors_not_wrong_digests() {
+        let out = b"o\x73b\0\0t\x73a\0\0f".to_vec();
+        let cases = [
+            // A member beyond the encoding (formerly: sorted an empty slice).
+            [member(1, 5, 6, 2), member(6, 10, 99, 1)],
+            // A key range that runs backwards.
+            [member(1, 5, 6, 2), member(6, 4, 11, 1)],
+            // Members that do not end at the end of `out` (formerly: the copy-back was skipped).
+            [member(1, 5, 6, 2), member(6, 10, 10, 1)],
+        ];
+        for mut members in cases {
+            let mut copy = out.clone();
+            assert_eq!(
+                reorder(&mut copy, &mut Vec::new(), &mut members, 11),
+                Err(JsonError::Internal)
+            );
+        }
+        // And the object-level entry point refuses a member index beyond the list.
+        let mut canon = JsonHasher::new(JsonLimits::default(), None).canon;
+        canon.out = out;
+        assert_eq!(canon.close_object(5, 11), Err(JsonError::Internal));
+    }
 }

@@ -1,10 +1,8 @@
 //! String lexer that survives chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
 //! surrogate pair) keeps its partial state here instead of looking ahead in the buffer.
 
-use alloc::vec::Vec;
-
-use super::pointer::FieldTracker;
-use super::{append, misplaced, JsonError};
+use super::tokenizer::Sink;
+use super::{misplaced, JsonError};
 
 pub(super) type Hash = [u8; 32];
 
@@ -19,8 +17,8 @@ enum Mode {
     PairU,
 }
 
-/// Decodes string content straight into the canonical encoding (see the module docs): decoded
-/// UTF-8 with `00` written as `00 01`, so the `00 00` terminator can never occur inside.
+/// Decodes string content and hands it to the tokenizer's [`Sink`] as it goes, so neither the lexer
+/// nor the hasher ever holds a whole string.
 pub(super) struct StrLexer {
     mode: Mode,
     /// Continuation bytes still owed by the current UTF-8 sequence.
@@ -66,20 +64,17 @@ impl StrLexer {
         if self.mode == Mode::Plain && self.need > 0 {
             JsonError::InvalidUtf8 { offset: end }
         } else {
-            JsonError::UnexpectedEnd
+            JsonError::UnexpectedEnd { offset: end }
         }
     }
 
-    /// Consumes string content from `buf[i..]` into `out`; `base` is the body offset of `buf[0]`.
-    /// `key` receives the decoded bytes too when the string is an object key watched by field
-    /// pointers. The closing quote writes the `00 00` terminator.
-    pub(super) fn scan(
+    /// Consumes string content from `buf[i..]` into `sink`; `base` is the offset of `buf[0]`.
+    pub(super) fn scan<S: Sink>(
         &mut self,
         buf: &[u8],
         mut i: usize,
         base: u64,
-        out: &mut Vec<u8>,
-        mut key: Option<&mut FieldTracker<'_>>,
+        sink: &mut S,
     ) -> Result<Scan, JsonError> {
         loop {
             let Some(&b) = buf.get(i) else {
@@ -90,16 +85,16 @@ impl StrLexer {
                 Mode::Plain => {
                     let start = i;
                     i = self.plain_run(buf, i, base)?;
-                    let run = buf.get(start..i).unwrap_or_default();
-                    emit(out, run, key.as_deref_mut());
+                    // `plain_run` only moves forward within `buf`, so this is never `None`.
+                    let run = buf.get(start..i).ok_or(JsonError::Internal)?;
+                    if !run.is_empty() {
+                        sink.text(run);
+                    }
                     let Some(&b) = buf.get(i) else {
                         return Ok(Scan::More);
                     };
                     match b {
-                        b'"' => {
-                            append(out, &[0, 0]);
-                            return Ok(Scan::Done(i + 1));
-                        }
+                        b'"' => return Ok(Scan::Done(i + 1)),
                         b'\\' => self.mode = Mode::Escape,
                         _ => {
                             return Err(JsonError::ControlCharacter {
@@ -125,7 +120,7 @@ impl StrLexer {
                         }
                         _ => return Err(misplaced(b, at, invalid_escape)),
                     };
-                    emit(out, &[decoded], key.as_deref_mut());
+                    sink.text(&[decoded]);
                     self.mode = Mode::Plain;
                 }
                 Mode::Hex => {
@@ -138,7 +133,7 @@ impl StrLexer {
                     self.hex = (self.hex << 4) | u32::from(digit);
                     self.hex_len += 1;
                     if self.hex_len == 4 {
-                        self.code_unit(at, out, key.as_deref_mut())?;
+                        self.code_unit(at, sink)?;
                     }
                 }
                 Mode::PairBackslash | Mode::PairU => {
@@ -208,12 +203,7 @@ impl StrLexer {
     }
 
     /// Handles a complete `\uXXXX` code unit, pairing surrogates.
-    fn code_unit(
-        &mut self,
-        at: u64,
-        out: &mut Vec<u8>,
-        key: Option<&mut FieldTracker<'_>>,
-    ) -> Result<(), JsonError> {
+    fn code_unit<S: Sink>(&mut self, at: u64, sink: &mut S) -> Result<(), JsonError> {
         let unit = self.hex;
         let scalar = if self.high != 0 {
             if !(0xDC00..=0xDFFF).contains(&unit) {
@@ -232,27 +222,15 @@ impl StrLexer {
         let Some(ch) = char::from_u32(scalar) else {
             return Err(JsonError::InvalidEscape { offset: at });
         };
-        let mut utf8 = [0u8; 4];
-        let decoded = ch.encode_utf8(&mut utf8).as_bytes();
         if ch == '\0' {
-            // The only way a 00 byte reaches a string: escaped so the terminator stays unique.
-            append(out, &[0, 1]);
-            if let Some(tracker) = key {
-                tracker.key_bytes(decoded);
-            }
+            // The only way a 00 byte reaches a string: told apart, as the hasher escapes it.
+            sink.text_nul();
         } else {
-            emit(out, decoded, key);
+            let mut utf8 = [0u8; 4];
+            sink.text(ch.encode_utf8(&mut utf8).as_bytes());
         }
         self.mode = Mode::Plain;
         Ok(())
-    }
-}
-
-/// Appends decoded bytes that hold no 00 (raw controls are refused, `\u0000` is handled apart).
-fn emit(out: &mut Vec<u8>, bytes: &[u8], key: Option<&mut FieldTracker<'_>>) {
-    append(out, bytes);
-    if let Some(tracker) = key {
-        tracker.key_bytes(bytes);
     }
 }
 

@@ -115,16 +115,23 @@ impl NumberLexer {
         )
     }
 
-    /// Appends the canonical encoding of the completed token: `d`, the canonical text, `;`. The
-    /// text is `0` for zero (`-0` included); otherwise an optional `-`, the significant digits
-    /// without leading or trailing zeros, `e` and the exponent in decimal (`-` if negative), with
-    /// value = digits × 10^exponent: `1.0` → `1e0`, `-0.250` → `-25e-2`, `1200` → `12e2`.
-    pub(super) fn encode(&mut self, out: &mut Vec<u8>) -> Result<(), JsonError> {
+    /// Where the token began.
+    pub(super) fn start(&self) -> u64 {
+        self.start
+    }
+
+    /// The completed token's exact value, or `json_number_out_of_range` for a non-zero number
+    /// whose order of magnitude is beyond ±[`MAX_MAGNITUDE`] (a limit of the one grammar: every
+    /// consumer refuses such a number, not only the hasher).
+    pub(super) fn value(&mut self) -> Result<Decimal<'_>, JsonError> {
         let trailing = self.digits.iter().rev().take_while(|&&d| d == b'0').count();
         self.digits.truncate(self.digits.len() - trailing);
         if self.digits.is_empty() {
-            append(out, b"d0;");
-            return Ok(());
+            return Ok(Decimal {
+                negative: false,
+                digits: &[],
+                exponent: 0,
+            });
         }
         // |written| ≤ 1e9, the shifts are at most a u16 each: no overflow in i64.
         let written = if self.exponent_negative {
@@ -137,18 +144,11 @@ impl NumberLexer {
         if !(-MAX_MAGNITUDE..=MAX_MAGNITUDE).contains(&magnitude) {
             return Err(JsonError::NumberOutOfRange { offset: self.start });
         }
-        out.push(b'd');
-        if self.negative {
-            out.push(b'-');
-        }
-        out.extend_from_slice(&self.digits);
-        out.push(b'e');
-        if exponent < 0 {
-            out.push(b'-');
-        }
-        write_decimal(out, exponent.unsigned_abs());
-        out.push(b';');
-        Ok(())
+        Ok(Decimal {
+            negative: self.negative,
+            digits: &self.digits,
+            exponent,
+        })
     }
 
     /// Takes one byte of the token (already checked by the grammar) into the value.
@@ -177,21 +177,55 @@ impl NumberLexer {
     }
 }
 
-/// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`).
-fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
-    let mut buf = [0u8; 20];
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        if let Some(slot) = buf.get_mut(at) {
-            *slot = b'0' + (n % 10) as u8;
+/// A number's exact value: ± `digits` × 10^`exponent`, with `digits` (ASCII) free of leading and
+/// trailing zeros; zero (however written, `-0` included) has no digits.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Decimal<'d> {
+    negative: bool,
+    digits: &'d [u8],
+    exponent: i64,
+}
+
+impl Decimal<'_> {
+    /// Appends the canonical encoding: `d`, the canonical text, `;`. The text is `0` for zero;
+    /// otherwise an optional `-`, the digits, `e` and the exponent in decimal (`-` if negative):
+    /// `1.0` → `1e0`, `-0.250` → `-25e-2`, `1200` → `12e2`.
+    pub(super) fn encode(&self, out: &mut Vec<u8>) {
+        if self.digits.is_empty() {
+            append(out, b"d0;");
+            return;
         }
+        out.push(b'd');
+        if self.negative {
+            out.push(b'-');
+        }
+        out.extend_from_slice(self.digits);
+        out.push(b'e');
+        if self.exponent < 0 {
+            out.push(b'-');
+        }
+        write_decimal(out, self.exponent.unsigned_abs());
+        out.push(b';');
+    }
+}
+
+/// Writes `n` in decimal without `core::fmt` (which would pull its machinery into the `.wasm`),
+/// with no buffer index that could fall outside its buffer: a `u64` has at most 20 digits, so
+/// the 20 slots always hold all of them.
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut len = 0;
+    for slot in digits.iter_mut() {
+        *slot = b'0' + (n % 10) as u8;
         n /= 10;
-        if n == 0 || at == 0 {
+        len += 1;
+        if n == 0 {
             break;
         }
     }
-    append(out, buf.get(at..).unwrap_or_default());
+    for &digit in digits.iter().take(len).rev() {
+        out.push(digit);
+    }
 }
 
 fn syntax(offset: u64) -> JsonError {
@@ -215,7 +249,7 @@ mod tests {
         }
         assert!(lexer.is_complete(), "{token}");
         let mut out = Vec::new();
-        lexer.encode(&mut out)?;
+        lexer.value()?.encode(&mut out);
         Ok(alloc::string::String::from_utf8(out).unwrap())
     }
 
@@ -264,7 +298,7 @@ mod tests {
 
     #[test]
     fn decimal_writer() {
-        for n in [0u64, 7, 10, 9999, u64::MAX] {
+        for n in [0u64, 7, 10, 99, 100, 9999, 10_000, u64::MAX / 10, u64::MAX] {
             let mut out = Vec::new();
             write_decimal(&mut out, n);
             assert_eq!(out, alloc::format!("{n}").into_bytes());

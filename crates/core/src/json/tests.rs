@@ -144,11 +144,17 @@ fn members_are_reordered_at_every_level() {
     assert_eq!(digest_split(body), Ok(expected));
     assert_eq!(
         digest(br#"{"b":1,"a":2,"b":3}"#),
-        Err(JsonError::DuplicateKey { offset: 18 })
+        Err(JsonError::DuplicateKey {
+            offset: 18,
+            key: None
+        })
     );
     assert_eq!(
         digest(br#"{"\u0000":1,"\u0000":2}"#),
-        Err(JsonError::DuplicateKey { offset: 22 })
+        Err(JsonError::DuplicateKey {
+            offset: 22,
+            key: None
+        })
     );
 }
 
@@ -210,17 +216,26 @@ fn errors_carry_code_and_offset() {
         (b"[1 2]", JsonError::Syntax { offset: 3 }),
         (b"01", JsonError::TrailingData { offset: 1 }),
         (b"{} x", JsonError::TrailingData { offset: 3 }),
-        (b"[1", JsonError::UnexpectedEnd),
-        (b"  ", JsonError::UnexpectedEnd),
-        (b"tru", JsonError::UnexpectedEnd),
-        (b"-", JsonError::UnexpectedEnd),
-        (b"\"\\u12", JsonError::UnexpectedEnd),
+        (b"[1", JsonError::UnexpectedEnd { offset: 2 }),
+        (b"  ", JsonError::UnexpectedEnd { offset: 2 }),
+        (b"tru", JsonError::UnexpectedEnd { offset: 3 }),
+        (b"-", JsonError::UnexpectedEnd { offset: 1 }),
+        (b"\"\\u12", JsonError::UnexpectedEnd { offset: 5 }),
         (b"trUe", JsonError::Syntax { offset: 2 }),
         (b"1.e3", JsonError::Syntax { offset: 2 }),
-        (br#"{"a":1,"a":2}"#, JsonError::DuplicateKey { offset: 12 }),
+        (
+            br#"{"a":1,"a":2}"#,
+            JsonError::DuplicateKey {
+                offset: 12,
+                key: None,
+            },
+        ),
         (
             br#"{"a":1,"\u0061":2}"#,
-            JsonError::DuplicateKey { offset: 17 },
+            JsonError::DuplicateKey {
+                offset: 17,
+                key: None,
+            },
         ),
         (b"\"a\x01\"", JsonError::ControlCharacter { offset: 2 }),
         (b"\"\\x\"", JsonError::InvalidEscape { offset: 2 }),
@@ -246,7 +261,17 @@ fn errors_carry_code_and_offset() {
         (b"[-1e-99999]", JsonError::NumberOutOfRange { offset: 1 }),
     ];
     for (body, expected) in cases {
-        assert_eq!(digest_split(body), Err(expected), "{:?}", body);
+        assert_eq!(digest_split(body), Err(expected.clone()), "{:?}", body);
+        // One grammar: the document reader refuses the same text with the same error (it
+        // reports a duplicate where the repetition starts, and names the key).
+        let Ok(text) = core::str::from_utf8(body) else {
+            continue;
+        };
+        match (Value::parse(text), &expected) {
+            (Err(JsonError::DuplicateKey { key: Some(_), .. }), JsonError::DuplicateKey { .. }) => {
+            }
+            (got, _) => assert_eq!(got, Err(expected), "{text:?}"),
+        }
     }
 }
 
@@ -398,7 +423,10 @@ fn fields_select_values_by_path() {
     );
     assert_eq!(
         fields_digest(br#"{"a":1,"a":1}"#, &["/b"]),
-        Err(JsonError::DuplicateKey { offset: 12 })
+        Err(JsonError::DuplicateKey {
+            offset: 12,
+            key: None
+        })
     );
     // An escaped key matches its decoded token; a key that only starts like the token does not.
     let escaped = fields_digest(br#"{"a\/b":1,"ab":2,"abc":3}"#, &["/a~1b", "/ab"]);
@@ -427,4 +455,11 @@ fn codes_and_messages_are_stable() {
         "JSON nesting deeper than 64 levels at byte 7"
     );
     assert_eq!(JsonError::PointerInvalid.code(), "json_pointer_invalid");
+    let end = JsonError::UnexpectedEnd { offset: 3 };
+    assert_eq!(end.code(), "json_unexpected_end");
+    assert_eq!(
+        alloc::format!("{end}"),
+        "JSON text ended at byte 3 before the value was complete"
+    );
+    assert_eq!(JsonError::Internal.code(), "json_internal");
 }

@@ -26,22 +26,29 @@ fn code_of(error: JsValue) -> (String, String) {
     (get("code"), get("name"))
 }
 
+/// One header value through the export that parses every occurrence.
+fn parse_key(value: &[u8]) -> Result<Option<String>, JsValue> {
+    key::parse_key_values(value, &[value.len() as u32])
+}
+
 #[wasm_bindgen_test]
-fn new_key_is_a_random_uuid_v4() {
-    let a = key::new_key().unwrap();
-    let b = key::new_key().unwrap();
-    assert_ne!(a, b);
+fn new_key_is_a_uuid_v4_of_the_given_randomness() {
+    let a = key::new_key(&[0xff; 16]).unwrap();
+    let b = key::new_key(&[0x00; 16]).unwrap();
+    assert_eq!(a, "ffffffff-ffff-4fff-bfff-ffffffffffff");
+    assert_eq!(b, "00000000-0000-4000-8000-000000000000");
     for k in [&a, &b] {
-        assert_eq!(k.len(), 36);
-        assert_eq!(&k[14..15], "4", "{k}");
-        assert!(matches!(&k[19..20], "8" | "9" | "a" | "b"), "{k}");
-        assert_eq!(key::parse_key(k.as_bytes()).unwrap(), *k);
+        assert_eq!(parse_key(k.as_bytes()).unwrap().as_ref(), Some(k));
     }
+    assert_eq!(
+        code_of(key::new_key(&[1; 8]).unwrap_err()).0,
+        "invalid_argument"
+    );
 }
 
 #[wasm_bindgen_test]
 fn parse_key_errors_are_js_errors_with_the_core_code() {
-    assert_eq!(key::parse_key(b"\"abc\"").unwrap(), "abc");
+    assert_eq!(parse_key(b"\"abc\"").unwrap().as_deref(), Some("abc"));
     let cases: [(&[u8], &str); 4] = [
         (b"", "key_empty"),
         (b"a b", "key_invalid_character"),
@@ -49,7 +56,7 @@ fn parse_key_errors_are_js_errors_with_the_core_code() {
         ("é".as_bytes(), "key_non_ascii"),
     ];
     for (value, code) in cases {
-        let error = key::parse_key(value).unwrap_err();
+        let error = parse_key(value).unwrap_err();
         assert_eq!(code_of(error), (code.into(), "IdemgateError".into()));
     }
     let conflict = key::parse_key_values(b"abcabd", &[3, 3]).unwrap_err();
@@ -69,15 +76,32 @@ fn native(mode: FingerprintMode, body: &[u8]) -> String {
     idemgate_core::hash::to_hex(&builder.finish().unwrap().0)
 }
 
+/// Method, path, fields, header names, then header name/value pairs, joined with their lengths.
+fn fingerprinter(mode: &str, fields: &[&str]) -> Result<Fingerprinter, JsValue> {
+    let mut parts: Vec<&[u8]> = vec![b"POST", b"/orders?a=1"];
+    parts.extend(fields.iter().map(|f| f.as_bytes()));
+    parts.push(b"Content-Type");
+    parts.extend([
+        &b"content-type"[..],
+        b"application/json",
+        b"x-other",
+        b"ignored",
+    ]);
+    let lengths: Vec<u32> = parts.iter().map(|p| p.len() as u32).collect();
+    let fields = fields.len() as u32;
+    Fingerprinter::new(
+        Some(mode.into()),
+        None,
+        None,
+        &parts.concat(),
+        &lengths,
+        fields,
+        Some(1),
+    )
+}
+
 fn exported(mode: &str, fields: &[&str], chunks: &[&[u8]]) -> Result<String, JsValue> {
-    let mut fp = Fingerprinter::new(mode)?;
-    for field in fields {
-        fp.add_field(field)?;
-    }
-    fp.add_header_name("Content-Type")?;
-    fp.set_request("POST", "/orders?a=1")?;
-    fp.add_header("content-type", b"application/json")?;
-    fp.add_header("x-other", b"ignored")?;
+    let mut fp = fingerprinter(mode, fields)?;
     for chunk in chunks {
         fp.update(chunk)?;
     }
@@ -122,16 +146,19 @@ fn fingerprint_errors_carry_codes() {
     assert_eq!(code_of(err).0, "json_unexpected_end");
     let err = exported("fields", &["no-slash"], &[]).unwrap_err();
     assert_eq!(code_of(err).0, "json_pointer_invalid");
-    let err = Fingerprinter::new("xml").err().unwrap();
+    let err = fingerprinter("xml", &[]).err().unwrap();
     assert_eq!(code_of(err).0, "invalid_argument");
-    let mut fp = Fingerprinter::new("raw").unwrap();
+    let short = Fingerprinter::new(None, None, None, b"POST", &[4], 0, None);
+    assert_eq!(code_of(short.err().unwrap()).0, "invalid_argument");
+    let mut fp = fingerprinter("raw", &[]).unwrap();
     fp.finish().unwrap();
     assert_eq!(code_of(fp.finish().unwrap_err()).0, "fingerprinter_state");
 }
 
 #[wasm_bindgen_test]
 fn retry_and_transitions() {
-    let next = |outcome: &str, status: u16, retry_after: Option<&str>, attempts: u32| {
+    // Outcome codes: 0 response, 1 network_error, 2 timeout; a final reason is -1 - its code.
+    let next = |outcome: u8, status: u16, retry_after: Option<&str>, attempts: u32| {
         retry::retry_next(
             5,
             250.0,
@@ -146,39 +173,33 @@ fn retry_and_transitions() {
             1 << 31,
         )
     };
-    assert_eq!(next("network_error", 0, None, 1).unwrap(), "retry:125");
-    assert_eq!(next("response", 429, Some("3"), 1).unwrap(), "retry:3000");
+    assert_eq!(next(1, 0, None, 1).unwrap(), 125.0);
+    assert_eq!(next(0, 429, Some("3"), 1).unwrap(), 3000.0);
     let date = Some("Sun, 06 Nov 1994 08:49:47 GMT");
-    assert_eq!(next("response", 503, date, 1).unwrap(), "retry:10000");
+    assert_eq!(next(0, 503, date, 1).unwrap(), 10_000.0);
+    assert_eq!(next(0, 422, None, 1).unwrap(), -2.0); // not_retryable
+    assert_eq!(next(0, 504, None, 5).unwrap(), -3.0); // retry_exhausted_attempts
     assert_eq!(
-        next("response", 422, None, 1).unwrap(),
-        "final:not_retryable"
-    );
-    assert_eq!(
-        next("response", 504, None, 5).unwrap(),
-        "final:retry_exhausted_attempts"
-    );
-    assert_eq!(
-        code_of(next("lost", 0, None, 1).unwrap_err()).0,
+        code_of(next(9, 0, None, 1).unwrap_err()).0,
         "invalid_argument"
     );
-    let negative = retry::retry_next(5, -1.0, 0.0, 0.0, 1, 0.0, "timeout", 0, None, 0.0, 0);
+    let negative = retry::retry_next(5, -1.0, 0.0, 0.0, 1, 0.0, 2, 0, None, 0.0, 0);
     assert_eq!(code_of(negative.unwrap_err()).0, "invalid_argument");
     assert_eq!(retry::parse_retry_after("7", 0.0).unwrap(), Some(7000.0));
     assert_eq!(retry::parse_retry_after("soon", 0.0).unwrap(), None);
 
     assert_eq!(
         transition::transition("submit", "idle", "submit").unwrap(),
-        "apply:in_flight"
+        Some("in_flight".into())
     );
     assert_eq!(
         transition::transition("submit", "in_flight", "submit").unwrap(),
-        "already_applied"
+        None
     );
     // A submit after success is "already applied" (the intent is over; a new one needs `reset`).
     assert_eq!(
         transition::transition("submit", "succeeded", "submit").unwrap(),
-        "already_applied"
+        None
     );
     let illegal = transition::transition("submit", "idle", "succeed").unwrap_err();
     assert_eq!(code_of(illegal).0, "transition_illegal");

@@ -8,6 +8,8 @@ import { createHash } from 'node:crypto';
 import { pkgDir, vectorsDir } from './helpers/paths.mjs';
 
 const api = await import(new URL('index.js', pkgDir));
+// The client rules the package uses internally (settle, reusesKey, isReplayed, tokenTarget).
+const core = await import(new URL('core.js', pkgDir));
 
 /** Groups deliberately not run here, and why. */
 export const SKIPPED = {
@@ -127,6 +129,21 @@ const groups = {
       ...(p.max_total_ms !== undefined && { maxTotalMs: p.max_total_ms }),
     });
     return decision.retry ? { retry_ms: decision.delayMs } : { final: decision.reason };
+  },
+
+  client: (input) => {
+    switch (input.op) {
+      case 'classify': return api.classifyStatus(input.status);
+      case 'settle': {
+        const { event, keepsKey } = core.settle(input.status);
+        return { event, keeps_key: keepsKey };
+      }
+      case 'replayed': return core.isReplayed(input.value);
+      case 'reuses_key': return core.reusesKey(input.held, input.payload);
+      case 'token_target': return core.tokenTarget(input.endpoint, input.method, input.path);
+      case 'token_fresh': return api.tokenIsFresh({ expiresAtMs: input.expires_at }, input.now);
+      default: throw new Error(`unknown client op ${input.op}`);
+    }
   },
 
   transition: (input) => {

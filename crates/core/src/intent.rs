@@ -1,0 +1,130 @@
+//! One business intent in the browser (semantics §9), sans-IO: when a submission has settled,
+//! which submit-lifecycle event it is, and whether the intent's idempotency key survives it.
+//!
+//! The key is what makes a repeat safe: the edge runs a key once and replays its answer. So a key
+//! is kept exactly as long as a repeat might meet a request that already ran — after a retryable
+//! failure (the outcome is unknown or the server said "not now") — and only for the same payload
+//! (a changed payload with the old key would be refused with 422). After a final outcome, success
+//! or not, the next submit is a new intent with a new key. Within one `fetch` and its retries the
+//! key never changes ([`crate::retry::RetryDecision::Retry`] sends the same request again).
+
+use crate::retry::classify;
+
+/// How a submission ended, as the submit button's lifecycle ([`SUBMIT_LIFECYCLE`]) sees it.
+///
+/// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Settled {
+    /// A 2xx or 3xx answer, or a sender that resolved without an HTTP answer to judge.
+    Succeeded,
+    /// 409, 429, 502–504, or no answer at all (network error, timeout, a rejected sender): the
+    /// request may or may not have run, so repeating it must carry the same key.
+    FailedRetryable,
+    /// Any other answer: repeating it cannot change it (400, 404, 422 …, or an unknown 5xx).
+    FailedFinal,
+}
+
+impl Settled {
+    /// Every value, in the order of their numeric codes (the browser module passes the index).
+    pub const ALL: [Settled; 3] = [
+        Settled::Succeeded,
+        Settled::FailedRetryable,
+        Settled::FailedFinal,
+    ];
+
+    /// A submission with no answer at all (network error, timeout, a sender that failed): the
+    /// request may have run at the edge, so it is a retryable failure and the key is kept.
+    pub const UNANSWERED: Settled = Settled::FailedRetryable;
+
+    /// A sender that resolved with something other than an HTTP answer: the application says it
+    /// succeeded, and nothing here can judge otherwise.
+    pub const RESOLVED: Settled = Settled::Succeeded;
+
+    /// The [`SUBMIT_LIFECYCLE`] event this outcome is (`succeed`, `fail_retryable`, `fail_final`).
+    ///
+    /// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
+    pub const fn event(self) -> &'static str {
+        match self {
+            Settled::Succeeded => "succeed",
+            Settled::FailedRetryable => "fail_retryable",
+            Settled::FailedFinal => "fail_final",
+        }
+    }
+
+    /// Whether the intent keeps its key: only after a retryable failure, since only then may the
+    /// next submit meet a request that already ran at the edge.
+    pub const fn keeps_key(self) -> bool {
+        matches!(self, Settled::FailedRetryable)
+    }
+}
+
+/// How a submission that got an HTTP answer with `status` settled: by the same classes the retry
+/// policy uses ([`classify`]), so an answer that retries gave up on is a retryable failure and one
+/// they would never repeat is final. Not a final status (1xx, out of range) is final too: nothing
+/// says repeating it helps.
+#[must_use]
+pub const fn settle(status: u16) -> Settled {
+    let class = classify(status);
+    if class.is_success() {
+        Settled::Succeeded
+    } else if class.is_retryable() {
+        Settled::FailedRetryable
+    } else {
+        Settled::FailedFinal
+    }
+}
+
+/// Whether the next submit reuses the intent's key: only when the intent still holds one
+/// (`held` is the fingerprint of the payload it was made for) and the new payload's fingerprint is
+/// known and equal. A payload that cannot be fingerprinted (a stream, read once) is a new intent.
+#[must_use]
+pub fn reuses_key(held: Option<&str>, payload: Option<&str>) -> bool {
+    matches!((held, payload), (Some(a), Some(b)) if a == b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transition::{Transition, SUBMIT_LIFECYCLE};
+
+    #[test]
+    fn statuses_settle_like_the_retry_policy() {
+        let cases = [
+            (200, Settled::Succeeded),
+            (201, Settled::Succeeded),
+            (303, Settled::Succeeded),
+            (409, Settled::FailedRetryable),
+            (429, Settled::FailedRetryable),
+            (502, Settled::FailedRetryable),
+            (504, Settled::FailedRetryable),
+            (400, Settled::FailedFinal),
+            (422, Settled::FailedFinal),
+            (500, Settled::FailedFinal),
+            (505, Settled::FailedFinal),
+            (101, Settled::FailedFinal),
+        ];
+        for (status, want) in cases {
+            assert_eq!(settle(status), want, "{status}");
+        }
+    }
+
+    #[test]
+    fn every_outcome_is_an_event_of_the_submit_lifecycle() {
+        for settled in Settled::ALL {
+            let step = SUBMIT_LIFECYCLE.on("in_flight", settled.event());
+            assert!(matches!(step, Transition::Apply { .. }), "{settled:?}");
+        }
+        let kept: [bool; 3] = Settled::ALL.map(Settled::keeps_key);
+        assert_eq!(kept, [false, true, false]);
+    }
+
+    #[test]
+    fn a_key_is_reused_only_for_the_same_known_payload() {
+        assert!(reuses_key(Some("ab"), Some("ab")));
+        assert!(!reuses_key(Some("ab"), Some("ac")));
+        assert!(!reuses_key(None, Some("ab")));
+        assert!(!reuses_key(Some("ab"), None));
+        assert!(!reuses_key(None, None));
+    }
+}

@@ -1,0 +1,359 @@
+//! The core's one JSON grammar: a byte-driven push tokenizer over an explicit container stack.
+//!
+//! Two consumers read JSON, and they must never disagree on what JSON is: the canonical hasher
+//! (request bodies, fed in arbitrary chunks) and the document reader (the configuration, the
+//! vectors, body keys). So the grammar (structure, strings with their escapes and UTF-8 checks,
+//! numbers, literals) and the limits (`max_depth`, `max_number_len`, the number magnitude) live
+//! here once, and each consumer is a [`Sink`] that only receives well-formed events. The
+//! tokenizer keeps every partial construct (a UTF-8 sequence, an escape, a number) in its own
+//! state, so a chunk may end anywhere; nesting costs one small frame per level on the heap,
+//! bounded by `max_depth`, never native stack. It never panics, and the first offending byte
+//! decides the error (see the module docs of [`super`]), however the input is chunked.
+//!
+//! The sink is a generic parameter, instantiated once, with `consumer.rs`'s enum of the two
+//! consumers: one copy of the grammar in each `.wasm`, and the hasher's event calls still inlined
+//! into the loop (no dynamic dispatch).
+
+use alloc::vec::Vec;
+
+use super::lexer::{Scan, StrLexer};
+use super::number::{Decimal, NumberLexer, Step};
+use super::{misplaced, JsonError, JsonLimits};
+
+/// Which kind of container an event is about.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Kind {
+    Array,
+    Object,
+}
+
+/// `null`, `true` or `false`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Literal {
+    Null,
+    True,
+    False,
+}
+
+impl Literal {
+    fn spelling(self) -> &'static [u8] {
+        match self {
+            Literal::Null => b"null",
+            Literal::True => b"true",
+            Literal::False => b"false",
+        }
+    }
+}
+
+/// What a consumer is told, in document order. Every value is announced exactly once when it
+/// completes (`close`, `string_end` of a non-key, `number`, `literal`), so a consumer needs no
+/// grammar of its own. Offsets count bytes from the start of the input.
+pub(super) trait Sink {
+    /// What the consumer keeps per open container (the hasher: where its encoding starts). The
+    /// tokenizer holds it on its own stack and hands it back on close, so a consumer needs no
+    /// second stack that could fall out of step.
+    type Mark: Copy;
+    /// A value starts at position `index` of the array that is the `depth`-th open container.
+    fn element(&mut self, depth: usize, index: u64);
+    /// A container opens (already checked against `max_depth`).
+    fn open(&mut self, kind: Kind) -> Self::Mark;
+    /// The innermost open container closes with the byte at `at`; `mark` is what `open` gave.
+    fn close(&mut self, kind: Kind, mark: Self::Mark, at: u64) -> Result<(), JsonError>;
+    /// A string starts at `at` (its opening quote); `key` when it is an object member's key.
+    fn string_begin(&mut self, key: bool, at: u64);
+    /// Decoded string content (well-formed UTF-8, never a `00` byte), in pieces.
+    fn text(&mut self, bytes: &[u8]);
+    /// A decoded `00` byte (only `\u0000` produces one).
+    fn text_nul(&mut self);
+    /// The string ends (closing quote consumed).
+    fn string_end(&mut self, key: bool) -> Result<(), JsonError>;
+    /// A number token `start..end`, with its exact value (already checked against the limits).
+    fn number(&mut self, value: Decimal<'_>, start: u64, end: u64) -> Result<(), JsonError>;
+    fn literal(&mut self, literal: Literal) -> Result<(), JsonError>;
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// A value must come next: document start, after `:`, after `,` in an array.
+    Value,
+    /// After `[`: a value or `]`.
+    ArrayFirst,
+    /// After `{`: a key or `}`.
+    ObjectFirst,
+    /// After `,` in an object.
+    Key,
+    Colon,
+    /// After an element or member value: `,` or the closer.
+    After,
+    /// The top-level value is complete; only whitespace may follow.
+    Done,
+    Str,
+    Num,
+    Lit,
+}
+
+/// One open container, as far as the grammar needs it, with the consumer's mark.
+enum Open<M> {
+    Array { next_index: u64, mark: M },
+    Object { mark: M },
+}
+
+/// The push tokenizer (see the module docs), for a consumer whose marks are `M`.
+pub(super) struct Tokenizer<M> {
+    limits: JsonLimits,
+    state: State,
+    stack: Vec<Open<M>>,
+    in_key: bool,
+    text: StrLexer,
+    number: NumberLexer,
+    literal: Literal,
+    literal_pos: usize,
+    /// Offset of the first byte of the next chunk.
+    consumed: u64,
+}
+
+impl<M: Copy> Tokenizer<M> {
+    pub(super) fn new(limits: JsonLimits) -> Self {
+        Tokenizer {
+            limits,
+            state: State::Value,
+            stack: Vec::new(),
+            in_key: false,
+            text: StrLexer::new(),
+            number: NumberLexer::new(limits.max_number_len),
+            literal: Literal::Null,
+            literal_pos: 0,
+            consumed: 0,
+        }
+    }
+
+    /// Bytes fed so far.
+    pub(super) fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Feeds the next chunk. After an error the tokenizer must not be fed again (the hasher
+    /// keeps the first error and repeats it).
+    pub(super) fn feed<S: Sink<Mark = M>>(
+        &mut self,
+        chunk: &[u8],
+        sink: &mut S,
+    ) -> Result<(), JsonError> {
+        let result = self.run(chunk, sink);
+        self.consumed = self.consumed.saturating_add(chunk.len() as u64);
+        result
+    }
+
+    /// The input ended: completes a trailing number, then requires a complete top-level value.
+    pub(super) fn finish<S: Sink<Mark = M>>(&mut self, sink: &mut S) -> Result<(), JsonError> {
+        let end = self.consumed;
+        match self.state {
+            State::Num if self.number.is_complete() => {
+                let start = self.number.start();
+                sink.number(self.number.value()?, start, end)?;
+                self.value_done();
+            }
+            State::Str => return Err(self.text.eof_error(end)),
+            _ => {}
+        }
+        if self.state != State::Done {
+            return Err(JsonError::UnexpectedEnd { offset: end });
+        }
+        Ok(())
+    }
+
+    fn run<S: Sink<Mark = M>>(&mut self, buf: &[u8], sink: &mut S) -> Result<(), JsonError> {
+        let base = self.consumed;
+        let mut i = 0;
+        while let Some(&b) = buf.get(i) {
+            match self.state {
+                State::Str => match self.text.scan(buf, i, base, sink)? {
+                    Scan::More => return Ok(()),
+                    Scan::Done(next) => {
+                        i = next;
+                        sink.string_end(self.in_key)?;
+                        if self.in_key {
+                            self.state = State::Colon;
+                        } else {
+                            self.value_done();
+                        }
+                    }
+                },
+                State::Num => i = self.number_run(buf, i, base, sink)?,
+                State::Lit => {
+                    let spelling = self.literal.spelling();
+                    if spelling.get(self.literal_pos) != Some(&b) {
+                        return Err(misplaced(b, base + i as u64, syntax));
+                    }
+                    self.literal_pos += 1;
+                    i += 1;
+                    if self.literal_pos == spelling.len() {
+                        sink.literal(self.literal)?;
+                        self.value_done();
+                    }
+                }
+                _ => {
+                    if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                        self.structural(b, base + i as u64, sink)?;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn number_run<S: Sink<Mark = M>>(
+        &mut self,
+        buf: &[u8],
+        mut i: usize,
+        base: u64,
+        sink: &mut S,
+    ) -> Result<usize, JsonError> {
+        while let Some(&b) = buf.get(i) {
+            let at = base + i as u64;
+            match self.number.step(b, at)? {
+                Step::Take => i += 1,
+                Step::End => {
+                    // The terminating byte is left for the structural states to judge.
+                    let start = self.number.start();
+                    sink.number(self.number.value()?, start, at)?;
+                    self.value_done();
+                    return Ok(i);
+                }
+            }
+        }
+        Ok(i)
+    }
+
+    /// A value completed: the enclosing container (if any) expects a separator next.
+    #[inline]
+    fn value_done(&mut self) {
+        self.state = match self.stack.last_mut() {
+            None => State::Done,
+            Some(Open::Array { next_index, .. }) => {
+                *next_index = next_index.saturating_add(1);
+                State::After
+            }
+            Some(Open::Object { .. }) => State::After,
+        };
+    }
+
+    fn structural<S: Sink<Mark = M>>(
+        &mut self,
+        b: u8,
+        at: u64,
+        sink: &mut S,
+    ) -> Result<(), JsonError> {
+        match self.state {
+            State::Value => self.begin_value(b, at, sink),
+            State::ArrayFirst if b == b']' => self.close(at, sink),
+            State::ArrayFirst => self.begin_value(b, at, sink),
+            State::ObjectFirst if b == b'}' => self.close(at, sink),
+            State::ObjectFirst | State::Key if b == b'"' => {
+                self.begin_string(true, at, sink);
+                Ok(())
+            }
+            State::Colon if b == b':' => {
+                self.state = State::Value;
+                Ok(())
+            }
+            State::After => match (b, self.stack.last()) {
+                (b',', Some(Open::Array { .. })) => {
+                    self.state = State::Value;
+                    Ok(())
+                }
+                (b',', Some(Open::Object { .. })) => {
+                    self.state = State::Key;
+                    Ok(())
+                }
+                (b']', Some(Open::Array { .. })) | (b'}', Some(Open::Object { .. })) => {
+                    self.close(at, sink)
+                }
+                _ => Err(misplaced(b, at, syntax)),
+            },
+            State::Done => Err(misplaced(b, at, trailing)),
+            _ => Err(misplaced(b, at, syntax)),
+        }
+    }
+
+    fn begin_value<S: Sink<Mark = M>>(
+        &mut self,
+        b: u8,
+        at: u64,
+        sink: &mut S,
+    ) -> Result<(), JsonError> {
+        let depth = self.stack.len();
+        if let Some(Open::Array { next_index, .. }) = self.stack.last() {
+            sink.element(depth, *next_index);
+        }
+        match b {
+            b'[' | b'{' => {
+                // Refuse before pushing, so a depth bomb allocates at most `max_depth` frames.
+                if depth >= usize::from(self.limits.max_depth) {
+                    return Err(JsonError::TooDeep {
+                        offset: at,
+                        max: self.limits.max_depth,
+                    });
+                }
+                if b == b'[' {
+                    let mark = sink.open(Kind::Array);
+                    self.stack.push(Open::Array {
+                        next_index: 0,
+                        mark,
+                    });
+                    self.state = State::ArrayFirst;
+                } else {
+                    let mark = sink.open(Kind::Object);
+                    self.stack.push(Open::Object { mark });
+                    self.state = State::ObjectFirst;
+                }
+            }
+            b'"' => self.begin_string(false, at, sink),
+            b'-' | b'0'..=b'9' => {
+                self.number.begin(b, at)?;
+                self.state = State::Num;
+            }
+            b't' => self.begin_literal(Literal::True),
+            b'f' => self.begin_literal(Literal::False),
+            b'n' => self.begin_literal(Literal::Null),
+            _ => return Err(misplaced(b, at, syntax)),
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn begin_literal(&mut self, literal: Literal) {
+        self.literal = literal;
+        self.literal_pos = 1;
+        self.state = State::Lit;
+    }
+
+    #[inline]
+    fn begin_string<S: Sink<Mark = M>>(&mut self, key: bool, at: u64, sink: &mut S) {
+        self.in_key = key;
+        self.text.begin();
+        sink.string_begin(key, at);
+        self.state = State::Str;
+    }
+
+    /// Closes the innermost container: only reached with its closer (the states guarantee it).
+    fn close<S: Sink<Mark = M>>(&mut self, at: u64, sink: &mut S) -> Result<(), JsonError> {
+        match self.stack.pop() {
+            Some(Open::Array { mark, .. }) => sink.close(Kind::Array, mark, at)?,
+            Some(Open::Object { mark }) => sink.close(Kind::Object, mark, at)?,
+            None => return Err(JsonError::Internal),
+        }
+        self.value_done();
+        Ok(())
+    }
+}
+
+fn syntax(offset: u64) -> JsonError {
+    JsonError::Syntax { offset }
+}
+
+fn trailing(offset: u64) -> JsonError {
+    JsonError::TrailingData { offset }
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Independent reference for the `client` vector group (vectors/client.json): the browser client's
+rules, written from semantics §9 and the README's behaviour table, not from the Rust.
+
+- classify: 2xx success, 3xx redirect, 409 in_flight, 429 rate_limited, 502-504 unavailable,
+  422 key_reused, other 4xx client_error, other 5xx server_error, anything else invalid.
+- settle: success/redirect -> succeed; a retried class (in_flight, rate_limited, unavailable:
+  the retry policy's) -> fail_retryable (the key is kept); anything else -> fail_final.
+- replayed: `true` (any case) or the structured-field boolean `?1`, spaces/tabs trimmed.
+- reuses_key: only with a held fingerprint equal to the new payload's (both known).
+- token_target: endpoint + (`&` if it has a query else `?`) + method=..&path=.., both
+  percent-encoded except RFC 3986 unreserved characters (Python's quote with safe='').
+- token_fresh: a token is usable strictly before its expiry (`now < expires_at`), as the edge
+  refuses it from `expires_at` on (semantics §7).
+
+    python3 vectors/tools/client_reference.py --check   # exit 1 on any mismatch
+    python3 vectors/tools/client_reference.py --write   # fill `expect` from this reference
+"""
+import json
+import os
+import sys
+from urllib.parse import quote
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RETRIED = {"in_flight", "rate_limited", "unavailable"}
+
+
+def status_class(status):
+    if 200 <= status <= 299:
+        return "success"
+    if 300 <= status <= 399:
+        return "redirect"
+    named = {409: "in_flight", 429: "rate_limited", 502: "unavailable", 503: "unavailable",
+             504: "unavailable", 422: "key_reused"}
+    if status in named:
+        return named[status]
+    if 400 <= status <= 499:
+        return "client_error"
+    if 500 <= status <= 599:
+        return "server_error"
+    return "invalid"
+
+
+def answer(inp):
+    op = inp["op"]
+    if op == "classify":
+        return status_class(inp["status"])
+    if op == "settle":
+        c = status_class(inp["status"])
+        if c in ("success", "redirect"):
+            return {"event": "succeed", "keeps_key": False}
+        if c in RETRIED:
+            return {"event": "fail_retryable", "keeps_key": True}
+        return {"event": "fail_final", "keeps_key": False}
+    if op == "replayed":
+        v = inp.get("value")
+        if v is None:
+            return False
+        v = v.strip(" \t")
+        return v.lower() == "true" or v == "?1"
+    if op == "reuses_key":
+        held, payload = inp.get("held"), inp.get("payload")
+        return held is not None and payload is not None and held == payload
+    if op == "token_target":
+        endpoint = inp["endpoint"]
+        sep = "&" if "?" in endpoint else "?"
+        return f"{endpoint}{sep}method={quote(inp['method'], safe='')}&path={quote(inp['path'], safe='')}"
+    if op == "token_fresh":
+        return inp["now"] < inp["expires_at"]
+    raise KeyError(op)
+
+
+def dump(doc):
+    """One case per line, so diffs of a vector file stay readable."""
+    head = "".join(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in doc.items() if k != "cases")
+    cases = ",\n".join("    " + json.dumps(c, ensure_ascii=False) for c in doc["cases"])
+    return "{\n" + head + '  "cases": [\n' + cases + "\n  ]\n}\n"
+
+
+def main():
+    mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
+    path = os.path.join(HERE, "..", "client.json")
+    doc = json.load(open(path, encoding="utf-8"))
+    bad = 0
+    for case in doc["cases"]:
+        want = {"ok": answer(case["input"])}
+        if mode == "--write":
+            case["expect"] = want
+        elif case.get("expect") != want:
+            bad += 1
+            print(f"client/{case['name']}: file says {case.get('expect')}, reference says {want}")
+    if mode == "--write":
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(dump(doc))
+    if bad:
+        sys.exit(1)
+    print("reference agrees with every case" if mode == "--check" else "written")
+
+
+if __name__ == "__main__":
+    main()
