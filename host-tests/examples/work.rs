@@ -6,11 +6,15 @@
 //! Per mode it sends `REQUESTS` keyed POSTs of the benchmark's 1 KB order body with fresh keys
 //! (claim, forward, store), then replays each, then sends one key twice while in flight (409), and
 //! prints `WORK <figure> <wasm operators per request> <host calls per request>` lines plus the
-//! split by callback.
+//! split by callback and an `imports:` line naming the host calls (calls per request by import).
+//! Modes: `raw` and `json` answer on Envoy's router path; `detached` is the shipped example's
+//! setup (`upstream.cluster` set, json fingerprints): the filter sends the request itself with an
+//! HTTP callout and answers from the callout's response.
 
 use idemgate_host_tests::envoy::world::Work;
-use idemgate_host_tests::scenario::{Envoy, Request, Response};
+use idemgate_host_tests::scenario::{Envoy, Orders, Request, Response};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 const REQUESTS: u64 = 200;
 
@@ -29,6 +33,31 @@ fn request(key: &str, body: &str) -> Request {
 }
 
 type Ledger = BTreeMap<String, Work>;
+type Imports = BTreeMap<(String, String), u64>;
+
+/// Host calls per (callback, import) between two readings of the import ledger.
+fn import_delta(after: &Imports, before: &Imports) -> Imports {
+    after
+        .iter()
+        .map(|(key, calls)| (key.clone(), calls - before.get(key).copied().unwrap_or(0)))
+        .filter(|(_, calls)| *calls > 0)
+        .collect()
+}
+
+/// `name calls, …` per request, for the imports `keep` selects.
+fn imports_line(imports: &Imports, requests: u64, keep: impl Fn(&str) -> bool) -> String {
+    let mut by_import: BTreeMap<&str, u64> = BTreeMap::new();
+    for ((callback, import), calls) in imports {
+        if keep(callback) {
+            *by_import.entry(import).or_default() += calls;
+        }
+    }
+    let parts: Vec<String> = by_import
+        .iter()
+        .map(|(name, calls)| format!("{name} {}", *calls as f64 / requests as f64))
+        .collect();
+    parts.join(", ")
+}
 
 fn delta(after: &Ledger, before: &Ledger) -> Ledger {
     after
@@ -47,7 +76,7 @@ fn delta(after: &Ledger, before: &Ledger) -> Ledger {
 }
 
 /// `WORK <figure> <wasm operators per request> <host calls per request>`, then the split.
-fn report(figure: &str, work: &Ledger, requests: u64) {
+fn report(figure: &str, work: &Ledger, imports: &Imports, requests: u64) {
     let fuel: u64 = work.values().map(|w| w.fuel).sum();
     let host: u64 = work.values().map(|w| w.host_calls).sum();
     println!(
@@ -57,62 +86,83 @@ fn report(figure: &str, work: &Ledger, requests: u64) {
     );
     for (name, w) in work {
         println!(
-            "  {name:<28} {:>4.1} calls {:>9} ops {:>5.1} host calls",
+            "  {name:<28} {:>4.1} calls {:>9} ops {:>5.1} host calls  [{}]",
             w.calls as f64 / requests as f64,
             w.fuel / requests,
-            w.host_calls as f64 / requests as f64
+            w.host_calls as f64 / requests as f64,
+            imports_line(imports, requests, |c| c == name)
         );
     }
+    println!("  imports: {}", imports_line(imports, requests, |_| true));
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body = String::from_utf8(order_body::json_body(1024))?;
-    for mode in ["raw", "json"] {
+    for mode in ["raw", "json", "detached"] {
+        let (fingerprint, upstream) = match mode {
+            "raw" => ("raw", ""),
+            "json" => ("json", ""),
+            _ => ("json", r#","upstream":{"cluster":"orders","timeout":"3s"}"#),
+        };
         let config = format!(
             r#"{{"routes":[{{"prefix":"/orders","methods":["POST"],"key":"required"}}],
                 "scope":[{{"header":"authorization"}},"peer"],
-                "fingerprint":{{"mode":"{mode}","headers":["content-type"]}},
-                "capacity":100000}}"#
+                "fingerprint":{{"mode":"{fingerprint}","headers":["content-type"]}},
+                "capacity":100000{upstream}}}"#
         );
         // Envoy's default log level (info): the filter formats no debug line.
         let envoy = Envoy::builder()
             .workers(1)
             .log_level(2)
             .config(&config)
+            .shared_cluster("orders", Arc::new(Orders::new()))
             .start()?;
         let worker = envoy.worker(0);
+        let detached = mode == "detached";
+        // A fresh key: claim, then the upstream (Envoy's router, or the filter's callout).
+        let fresh = |key: &str| -> Result<u16, Box<dyn std::error::Error>> {
+            let exchange = worker.send(request(key, &body))?;
+            if detached {
+                worker.answer_callouts()?;
+            } else {
+                exchange
+                    .respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
+            }
+            Ok(exchange.expect_answer()?.status)
+        };
         // Warm-up outside the figures: the first request pays one-time allocations.
-        worker
-            .send(request("warm", &body))?
-            .respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
+        fresh("warm")?;
 
-        let before = envoy.work();
+        let (before, imports_before) = (envoy.work(), envoy.import_work());
         for i in 0..REQUESTS {
-            let exchange = worker.send(request(&format!("k-{mode}-{i}"), &body))?;
-            exchange.respond(Response::new(201).json(r#"{"id":"ord_123","status":"created"}"#))?;
-            assert_eq!(exchange.expect_answer()?.status, 201);
+            assert_eq!(fresh(&format!("k-{mode}-{i}"))?, 201);
         }
-        let fresh = envoy.work();
+        let (after, imports_after) = (envoy.work(), envoy.import_work());
         report(
             &format!("{mode}_fresh_key"),
-            &delta(&fresh, &before),
+            &delta(&after, &before),
+            &import_delta(&imports_after, &imports_before),
             REQUESTS,
         );
 
+        let (before, imports_before) = (after, imports_after);
         for i in 0..REQUESTS {
             let answer = worker
                 .send(request(&format!("k-{mode}-{i}"), &body))?
                 .expect_answer()?;
             assert_eq!(answer.header("idempotent-replayed"), Some("true"));
         }
-        let replayed = envoy.work();
+        let (after, imports_after) = (envoy.work(), envoy.import_work());
         report(
             &format!("{mode}_replay"),
-            &delta(&replayed, &fresh),
+            &delta(&after, &before),
+            &import_delta(&imports_after, &imports_before),
             REQUESTS,
         );
 
+        // The 409s only: the held request (claimed, never answered) is not counted.
         let _held = worker.send(request(&format!("held-{mode}"), &body))?;
+        let (held_work, held_imports) = (envoy.work(), envoy.import_work());
         for _ in 0..REQUESTS {
             let answer = worker
                 .send(request(&format!("held-{mode}"), &body))?
@@ -121,7 +171,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         report(
             &format!("{mode}_409"),
-            &delta(&envoy.work(), &replayed),
+            &delta(&envoy.work(), &held_work),
+            &import_delta(&envoy.import_work(), &held_imports),
             REQUESTS,
         );
         assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());

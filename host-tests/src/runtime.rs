@@ -41,7 +41,12 @@ pub fn engine() -> Result<Engine> {
 pub struct FilterModule {
     pub path: PathBuf,
     pub module: Module,
+    /// Instantiates through [`abi::counting_linker`]'s wrappers.
     pub pre: InstancePre<VmState>,
+    /// The host functions themselves, which the wrappers call (resolved per store).
+    pub host: wasmtime::Linker<VmState>,
+    /// `module::name` of each import, indexed like `module.imports()`.
+    pub import_names: Arc<Vec<String>>,
 }
 
 /// Compiles (once per process) and links the proxy-wasm module at `path`.
@@ -62,13 +67,19 @@ pub fn filter_module(path: &Path) -> Result<Arc<FilterModule>> {
             imports: missing,
         });
     }
-    let pre = linker
-        .instantiate_pre(&module)
+    let pre = abi::counting_linker(&engine, &module)
+        .and_then(|outer| outer.instantiate_pre(&module))
         .map_err(|e| load_error(path, e))?;
+    let import_names = module
+        .imports()
+        .map(|import| import.name().to_string())
+        .collect();
     let loaded = Arc::new(FilterModule {
         path: path.to_path_buf(),
         module,
         pre,
+        host: linker,
+        import_names: Arc::new(import_names),
     });
     cache.insert(path.to_path_buf(), loaded.clone());
     Ok(loaded)

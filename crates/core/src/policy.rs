@@ -324,8 +324,8 @@ impl Policy {
 
     /// Whether a response header is stored for replay.
     pub fn replays_header(&self, name: &str) -> bool {
-        !NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
-            && !name.to_ascii_lowercase().starts_with("x-envoy-")
+        // `never_replayed`, not a lowercased copy of the name: no allocation per response header.
+        !never_replayed(name)
             && self
                 .replay_headers
                 .iter()

@@ -63,6 +63,19 @@ impl QuotaTag {
 impl StorageKey {
     /// Derives the storage key from its five parts (plus the version tag).
     pub fn derive(scope: Scope<'_>, method: &str, route: &str, key: &IdempotencyKey) -> StorageKey {
+        StorageKey::derive_tagged(scope, QuotaTag::of(scope), method, route, key)
+    }
+
+    /// [`StorageKey::derive`] with the scope's quota tag already known (`tag` must be
+    /// `QuotaTag::of(scope)`): the tag costs a hash of the scope, which a host that sees one
+    /// client many times in a row computes once.
+    pub fn derive_tagged(
+        scope: Scope<'_>,
+        tag: QuotaTag,
+        method: &str,
+        route: &str,
+        key: &IdempotencyKey,
+    ) -> StorageKey {
         let mut hasher = PartsHasher::new(STORAGE_KEY_TAG);
         hasher
             .part(scope.source.as_bytes())
@@ -70,7 +83,7 @@ impl StorageKey {
             .part(method.as_bytes())
             .part(route.as_bytes())
             .part(key.as_str().as_bytes());
-        StorageKey::tagged(hasher.finish(), QuotaTag::of(scope))
+        StorageKey::tagged(hasher.finish(), tag)
     }
 
     /// A hash with bytes 4..8 replaced by `tag`.

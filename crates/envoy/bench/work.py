@@ -4,7 +4,8 @@
 Runs host-tests' `work` example (the shipped filter .wasm under wasmtime, fuel and a call hook)
 and rewrites the section of BENCHMARKS.md between the work markers: wasm operators executed and
 host calls made per fresh keyed, replayed and 409 request, in raw and json mode, split by
-callback. Deterministic, so it shows what an optimisation changed even on a busy machine.
+callback and by import (which host calls), plus the detached figures (the shipped example's
+`upstream.cluster` setup: the filter sends the request with an HTTP callout). Deterministic, so it shows what an optimisation changed even on a busy machine.
 Usage: work.py [--out BENCHMARKS.md] [--smoke]   (--smoke: run and check, write nothing)
 """
 import argparse
@@ -17,7 +18,8 @@ from sections import write_section
 
 ROOT = Path(__file__).resolve().parents[3]
 BEGIN, END = "<!-- work:begin (written by make bench-work) -->", "<!-- work:end -->"
-FIGURES = ["raw_fresh_key", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409"]
+FIGURES = ["raw_fresh_key", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409",
+           "detached_fresh_key", "detached_replay", "detached_409"]
 
 
 def main():
@@ -27,7 +29,7 @@ def main():
     args = ap.parse_args()
     cmd = ["cargo", "run", "-q", "-p", "idemgate-host-tests", "--example", "work"]
     text = subprocess.run(cmd, cwd=ROOT, check=True, text=True, capture_output=True).stdout
-    figures, split, current = {}, {}, None
+    figures, split, imports, current = {}, {}, {}, None
     for line in text.splitlines():
         m = re.match(r"^WORK (\S+) (\d+) ([\d.]+)$", line)
         if m:
@@ -35,7 +37,11 @@ def main():
             figures[current] = (int(m.group(2)), float(m.group(3)))
             split[current] = []
             continue
-        m = re.match(r"^\s+(\S+)\s+([\d.]+) calls\s+(\d+) ops\s+([\d.]+) host calls$", line)
+        m = re.match(r"^\s+imports: (.*)$", line)
+        if m and current:
+            imports[current] = m.group(1)
+            continue
+        m = re.match(r"^\s+(\S+)\s+([\d.]+) calls\s+(\d+) ops\s+([\d.]+) host calls(?:\s+\[.*\])?$", line)
         if m and current:
             split[current].append((m.group(1), int(m.group(3)), float(m.group(4))))
     missing = [f for f in FIGURES if f not in figures or figures[f][0] <= 0]
@@ -54,6 +60,11 @@ def main():
         ops, host = figures[f]
         parts = ", ".join(f"{name.removeprefix('proxy_on_')} {o:,} / {h:g}" for name, o, h in split[f] if o > 1000 or h)
         lines.append(f"| {f.replace('_', ' ')} | {ops:,} | {host:g} | {parts} |")
+    lines += ["", "Host calls per request by import (`proxy_` left off; *detached* is the shipped example's setup, "
+              "`upstream.cluster` set, json fingerprints: the filter sends the request with `proxy_http_call`):", "",
+              "| request | host calls by import |", "|---|---|"]
+    for f in FIGURES:
+        lines.append(f"| {f.replace('_', ' ')} | {imports.get(f, '').replace('proxy_', '')} |")
     lines += ["", END]
     section = "\n".join(lines)
     out = write_section(args.out, BEGIN, END, section, heading="## Work per request (counted)\n\n")

@@ -87,6 +87,7 @@ mod tests {
             settle_updates: false,
             owners: OwnerTokens::new([7; 16]),
             callouts: Rc::new(RefCell::new(CalloutTable::default())),
+            scope_tag: Default::default(),
             hashing: Rc::default(),
         });
         let mut table = CalloutTable::default();

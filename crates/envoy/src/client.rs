@@ -10,8 +10,9 @@
 
 #[allow(unused_imports)]
 use crate::prelude::*;
+use core::cell::RefCell;
 use idemgate_core::policy::{Policy, ScopeSource};
-use idemgate_core::scope::Scope;
+use idemgate_core::scope::{QuotaTag, Scope};
 
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,10 +93,50 @@ pub fn peer_host(address: &str) -> &str {
     }
 }
 
+/// The quota tag of the last scope a storage key was derived in. The tag is a hash of the scope
+/// (two SHA-256 blocks, about a sixth of a keyed request's operators outside the body), and a
+/// worker sees the same client many times in a row (one connection, one token), so it is
+/// computed once per run of one client's requests instead of once per request.
+#[derive(Debug, Default)]
+pub struct LastScopeTag(RefCell<Option<(String, Vec<u8>, QuotaTag)>>);
+
+impl LastScopeTag {
+    /// `QuotaTag::of(scope)`, from the last computation when the scope is the same.
+    pub fn of(&self, scope: Scope<'_>) -> QuotaTag {
+        let Ok(mut last) = self.0.try_borrow_mut() else {
+            return QuotaTag::of(scope);
+        };
+        if let Some((source, value, tag)) = last.as_ref() {
+            if source == scope.source && value.as_slice() == scope.value {
+                return *tag;
+            }
+        }
+        let tag = QuotaTag::of(scope);
+        *last = Some((scope.source.to_owned(), scope.value.to_vec(), tag));
+        tag
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_last_scope_tag_is_the_tag_of_the_scope_asked_for() {
+        let last = LastScopeTag::default();
+        let scopes = [
+            ("header:authorization", &b"Bearer a"[..]),
+            ("header:authorization", &b"Bearer a"[..]),
+            ("header:authorization", &b"Bearer b"[..]),
+            ("peer", &b"Bearer b"[..]),
+            ("header:authorization", &b"Bearer a"[..]),
+        ];
+        for (source, value) in scopes {
+            let scope = Scope { source, value };
+            assert_eq!(last.of(scope), QuotaTag::of(scope), "{source} {value:?}");
+        }
+    }
 
     struct Fake {
         headers: Vec<(String, Vec<u8>)>,

@@ -113,7 +113,7 @@ pub fn forward_headers<'a>(
 ) -> Vec<(&'a str, &'a [u8])> {
     let named_by_connection: Vec<String> = headers
         .iter()
-        .filter(|(name, _)| name == "connection")
+        .filter(|(name, _)| *name == "connection")
         .flat_map(|(_, value)| {
             String::from_utf8_lossy(value)
                 .split(',')
@@ -125,13 +125,11 @@ pub fn forward_headers<'a>(
     let mut out: Vec<(&str, &[u8])> = headers
         .iter()
         .filter(|(name, _)| {
-            let name = name.as_str();
             if let Some(pseudo) = name.strip_prefix(':') {
                 return matches!(pseudo, "method" | "path" | "authority" | "scheme");
             }
-            !NOT_FORWARDED.contains(&name) && !named_by_connection.iter().any(|n| n == name)
+            !NOT_FORWARDED.contains(name) && !named_by_connection.iter().any(|n| n == name)
         })
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
         .collect();
     out.push(("content-length", content_length.as_bytes()));
     out
@@ -228,7 +226,7 @@ pub fn answered(
         shared.metrics.bump(Counter::DetachedClientGone);
     }
     let no_answer = |shared: &Rc<Shared>, cause: DoubtCause| {
-        let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause);
+        let outcome = settle(shared, key, owner, ResponseFacts::InDoubt, cause, false);
         let answer = match outcome {
             Some(FinishOutcome::Released) => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
             _ => {
@@ -249,7 +247,7 @@ pub fn answered(
     let headers = host::headers(MapType::HttpCallResponseHeaders);
     let status = headers
         .iter()
-        .find(|(name, _)| name == ":status")
+        .find(|(name, _)| *name == ":status")
         .and_then(|(_, v)| core::str::from_utf8(v).ok())
         .and_then(|s| s.parse::<u16>().ok())
         .unwrap_or(0);
@@ -277,6 +275,7 @@ pub fn answered(
                 owner,
                 ResponseFacts::NeverReached,
                 DoubtCause::Other,
+                false,
             );
             Relay {
                 answer: answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
@@ -290,9 +289,8 @@ pub fn answered(
                 .iter()
                 .filter(|(name, _)| policy.replays_header(name))
                 .filter_map(|(name, value)| {
-                    String::from_utf8(value.clone())
-                        .ok()
-                        .map(|v| (name.clone(), v))
+                    let value = core::str::from_utf8(value).ok()?;
+                    Some((name.to_owned(), value.to_owned()))
                 })
                 .collect();
             let stored_body = body
@@ -310,6 +308,7 @@ pub fn answered(
                     body: stored_body,
                 }),
                 DoubtCause::Other,
+                false,
             );
             let Some(body) = body else {
                 shared.metrics.bump(Counter::RelayTooLarge);
@@ -322,13 +321,16 @@ pub fn answered(
                 };
             };
             let relayed = headers
-                .into_iter()
+                .iter()
                 .filter(|(name, _)| {
                     !name.starts_with(':')
-                        && !NOT_RELAYED.contains(&name.as_str())
+                        && !NOT_RELAYED.contains(name)
                         && !name.starts_with("x-envoy-")
                 })
-                .filter_map(|(name, value)| String::from_utf8(value).ok().map(|v| (name, v)))
+                .filter_map(|(name, value)| {
+                    let value = core::str::from_utf8(value).ok()?;
+                    Some((name.to_owned(), value.to_owned()))
+                })
                 .collect();
             Relay {
                 answer: HttpAnswer {
@@ -348,10 +350,7 @@ mod tests {
     use super::*;
 
     fn h(pairs: &[(&str, &str)]) -> Headers {
-        pairs
-            .iter()
-            .map(|(n, v)| ((*n).to_owned(), v.as_bytes().to_vec()))
-            .collect()
+        Headers::from_pairs(pairs.iter().map(|(n, v)| (*n, v.as_bytes())))
     }
 
     #[test]

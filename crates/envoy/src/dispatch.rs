@@ -22,10 +22,11 @@ use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
 use crate::root::Root;
 use crate::settle::settle;
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;
 use idemgate_core::remote::client;
+use idemgate_core::time::UnixMillis;
 
 struct Vm {
     roots: FewIds<Root>,
@@ -57,7 +58,56 @@ std::thread_local! {
     static VM: RefCell<Vm> = const { vm() };
 }
 
+/// The clock as the running callback sees it: `None` outside a callback, `Some(None)` inside one
+/// before the first read, `Some(Some(t))` after it. A callback is one instant for the filter (its
+/// host calls take microseconds, the clock counts milliseconds), so the host's clock is read at
+/// most once per callback instead of once per use (a claim and the exchange it starts, a settle
+/// and the retry-after it answers).
+type CallbackClock = Cell<Option<Option<UnixMillis>>>;
+
+#[cfg(target_arch = "wasm32")]
+struct OneThreadClock(CallbackClock);
+
+#[cfg(target_arch = "wasm32")]
+unsafe impl Sync for OneThreadClock {}
+
+#[cfg(target_arch = "wasm32")]
+static CLOCK: OneThreadClock = OneThreadClock(Cell::new(None));
+
+#[cfg(not(target_arch = "wasm32"))]
+std::thread_local! {
+    static CLOCK: CallbackClock = const { Cell::new(None) };
+}
+
+fn with_clock<T>(f: impl FnOnce(&CallbackClock) -> T) -> T {
+    #[cfg(target_arch = "wasm32")]
+    return f(&CLOCK.0);
+    #[cfg(not(target_arch = "wasm32"))]
+    CLOCK.with(f)
+}
+
+/// The time now: inside a callback, the callback's one reading of `read` (taken on first use);
+/// outside one (unit tests), `read` itself.
+pub fn callback_now(read: impl FnOnce() -> UnixMillis) -> UnixMillis {
+    with_clock(|clock| match clock.get() {
+        Some(Some(now)) => now,
+        Some(None) => {
+            let now = read();
+            clock.set(Some(Some(now)));
+            now
+        }
+        None => read(),
+    })
+}
+
 fn with_vm<T>(fallback: T, f: impl FnOnce(&mut Vm) -> T) -> T {
+    with_clock(|clock| clock.set(Some(None)));
+    let result = with_vm_state(fallback, f);
+    with_clock(|clock| clock.set(None));
+    result
+}
+
+fn with_vm_state<T>(fallback: T, f: impl FnOnce(&mut Vm) -> T) -> T {
     #[cfg(target_arch = "wasm32")]
     let borrowed = VM.0.try_borrow_mut();
     #[cfg(target_arch = "wasm32")]
@@ -270,6 +320,7 @@ pub extern "C" fn proxy_on_http_call_response(
                                     owner,
                                     ResponseFacts::NeverReached,
                                     DoubtCause::Other,
+                                    false,
                                 );
                             }
                         }
@@ -287,6 +338,7 @@ pub extern "C" fn proxy_on_http_call_response(
                                 owner,
                                 ResponseFacts::NeverReached,
                                 DoubtCause::Other,
+                                false,
                             );
                         }
                     }

@@ -39,6 +39,7 @@ use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
+use idemgate_core::time::UnixMillis;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
@@ -142,7 +143,7 @@ pub struct Filter {
 }
 
 struct HeaderFacts<'a> {
-    headers: &'a [(String, Vec<u8>)],
+    headers: &'a Headers,
 }
 
 impl Facts for HeaderFacts<'_> {
@@ -155,18 +156,18 @@ impl Facts for HeaderFacts<'_> {
 }
 
 /// The first value of a header, if it is UTF-8.
-fn header_text<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+fn header_text<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
         .iter()
-        .find(|(n, _)| n == name)
+        .find(|(n, _)| *n == name)
         .and_then(|(_, v)| core::str::from_utf8(v).ok())
 }
 
-fn header_values<'a>(headers: &'a [(String, Vec<u8>)], name: &str) -> Vec<&'a [u8]> {
+fn header_values<'a>(headers: &'a Headers, name: &str) -> Vec<&'a [u8]> {
     headers
         .iter()
         .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v.as_slice())
+        .map(|(_, v)| v)
         .collect()
 }
 
@@ -210,7 +211,7 @@ impl Filter {
         Action::Pause
     }
 
-    fn issue_token(&mut self, headers: &[(String, Vec<u8>)], path: &str) -> Action {
+    fn issue_token(&mut self, headers: &Headers, path: &str) -> Action {
         let policy = self.policy();
         let Some(token) = &policy.token else {
             return Action::Continue;
@@ -239,7 +240,7 @@ impl Filter {
         client: Option<&ClientIdentity>,
         route: &Route,
         method: &str,
-        headers: &[(String, Vec<u8>)],
+        headers: &Headers,
     ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
         let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
@@ -411,17 +412,23 @@ impl Filter {
             return Action::Continue;
         };
         let route = matched.route;
-        let guarded = match path.find(['?', '#']) {
-            Some(query) => format!("{}{}", matched.path, &path[query..]),
-            None => matched.path.clone(),
+        let guarded: alloc::borrow::Cow<'_, str> = match path.find(['?', '#']) {
+            Some(query) => {
+                let mut guarded = matched.path.clone();
+                guarded.push_str(path.get(query..).unwrap_or_default());
+                guarded.into()
+            }
+            None => matched.path.as_str().into(),
         };
         self.kind = route.kind;
         // What the request must show, and in which order, is the core's call.
-        let admission = match admit(
-            route,
-            &|name: &str| header_values(&headers, name),
-            host::now(),
-        ) {
+        // `admit` reads the clock only for a signature's time window: a route without one costs
+        // no clock read here.
+        let now = match route.signature {
+            Some(_) => host::now(),
+            None => UnixMillis(0),
+        };
+        let admission = match admit(route, &|name: &str| header_values(&headers, name), now) {
             Ok(admission) => admission,
             Err(refusal) => return self.refuse(&refusal),
         };
@@ -459,21 +466,18 @@ impl Filter {
             let Some(client) = &client else {
                 return self.unscoped(&policy);
             };
-            KeyState::Known(StorageKey::derive(
-                client.scope(),
+            let scope = client.scope();
+            let tag = self.shared.scope_tag.of(scope);
+            KeyState::Known(StorageKey::derive_tagged(
+                scope,
+                tag,
                 method,
                 &matched.path,
                 key,
             ))
         };
-        let fingerprint = FingerprintBuilder::new(
-            &policy.fingerprint,
-            method,
-            &guarded,
-            headers
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_slice())),
-        );
+        let fingerprint =
+            FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
         let held = match &route.forward {
             Forward::Detached(_) => policy
                 .routes
@@ -563,7 +567,11 @@ impl Filter {
                 match admission.finish(route) {
                     Err(refusal) => return self.refuse(&refusal),
                     Ok(None) => return self.unguarded(token.as_ref()),
-                    Ok(Some(key)) => StorageKey::derive(client.scope(), &method, &path, &key),
+                    Ok(Some(key)) => {
+                        let scope = client.scope();
+                        let tag = self.shared.scope_tag.of(scope);
+                        StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+                    }
                 }
             }
         };
@@ -787,7 +795,14 @@ impl Filter {
         facts: ResponseFacts,
         cause: DoubtCause,
     ) {
-        settle(&self.shared, key, owner, self.kind.screen(facts), cause);
+        settle(
+            &self.shared,
+            key,
+            owner,
+            self.kind.screen(facts),
+            cause,
+            true,
+        );
     }
 
     /// Refuses a request before its claim, with the core's answer.
@@ -846,10 +861,11 @@ impl Filter {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
                 let mut status = 0;
-                let headers = host::headers(MapType::HttpResponseHeaders)
-                    .into_iter()
+                let headers = host::headers(MapType::HttpResponseHeaders);
+                let headers = headers
+                    .iter()
                     .filter(|(name, value)| {
-                        if name == ":status" {
+                        if *name == ":status" {
                             status = core::str::from_utf8(value)
                                 .ok()
                                 .and_then(|s| s.parse::<u16>().ok())
@@ -857,7 +873,10 @@ impl Filter {
                         }
                         policy.replays_header(name)
                     })
-                    .filter_map(|(name, value)| String::from_utf8(value).ok().map(|v| (name, v)))
+                    .filter_map(|(name, value)| {
+                        let value = core::str::from_utf8(value).ok()?;
+                        Some((name.to_owned(), value.to_owned()))
+                    })
                     .collect();
                 forwarded.answer = Some(Capture {
                     status,

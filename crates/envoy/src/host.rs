@@ -67,12 +67,15 @@ pub fn send_with_details(answer: &HttpAnswer, details: &str) {
     }
 }
 
+/// The time now, read from the host once per callback (see [`crate::dispatch::callback_now`]).
 pub fn now() -> UnixMillis {
-    UnixMillis(
-        abi::current_time_nanos()
-            .map(|n| n / 1_000_000)
-            .unwrap_or(0),
-    )
+    crate::dispatch::callback_now(|| {
+        UnixMillis(
+            abi::current_time_nanos()
+                .map(|n| n / 1_000_000)
+                .unwrap_or(0),
+        )
+    })
 }
 
 pub fn log(level: LogLevel, message: &str) {

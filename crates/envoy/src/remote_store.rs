@@ -137,7 +137,7 @@ impl Reply {
         }
         let status = host::headers(MapType::HttpCallResponseHeaders)
             .iter()
-            .find(|(name, _)| name == ":status")
+            .find(|(name, _)| *name == ":status")
             .and_then(|(_, v)| core::str::from_utf8(v).ok())
             .and_then(|s| s.parse::<u16>().ok());
         Reply {

@@ -29,6 +29,8 @@ pub struct Shared {
     /// The root context's pending callouts (detached exchanges): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable>>,
+    /// The quota tag of the last client scope seen (see [`crate::client::LastScopeTag`]).
+    pub scope_tag: crate::client::LastScopeTag,
     /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
     pub hashing: Rc<crate::budget::HashingBudget>,
 }
@@ -120,6 +122,7 @@ impl Root {
             settle_updates: !precreated.all_exist,
             owners: OwnerTokens::new(crate::entropy::random16()),
             callouts: Rc::clone(&self.callouts),
+            scope_tag: Default::default(),
             hashing: Rc::default(),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.

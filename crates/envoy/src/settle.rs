@@ -18,12 +18,16 @@ use idemgate_core::scope::StorageKey;
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
 /// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote
 /// store, what is being written (the service's answer comes later: [`crate::remote_store`]).
+/// `on_stream`: the stream's own context is current, so a local settle writes the outcome to its
+/// access log; on the root context (a detached exchange, a client gone) that write can only fail,
+/// so it is not made (the relay writes it once the stream is effective).
 pub fn settle(
     shared: &Rc<Shared>,
     key: StorageKey,
     owner: OwnerToken,
     facts: ResponseFacts,
     cause: DoubtCause,
+    on_stream: bool,
 ) -> Option<FinishOutcome> {
     if crate::remote_store::is_remote(shared) {
         return crate::remote_store::settle(shared, key, owner, facts, cause);
@@ -57,7 +61,9 @@ pub fn settle(
                 }
                 FinishOutcome::NotOwner => debug("no longer the owner: nothing written"),
             }
-            crate::access_log::record_outcome(outcome);
+            if on_stream {
+                crate::access_log::record_outcome(outcome);
+            }
             Some(outcome)
         }
         Err(e) => {

@@ -6,8 +6,18 @@ use super::Status;
 use crate::envoy::VmState;
 use wasmtime::{Caller, Extern, Memory};
 
-fn memory<T>(caller: &mut Caller<'_, T>) -> Option<Memory> {
-    caller.get_export("memory").and_then(Extern::into_memory)
+/// The guest's memory: the caller's export when a guest instance calls directly, else (a host
+/// call reached through [`super::counting_linker`]'s wrapper, whose caller is the host) the
+/// memory the worker recorded after instantiating the filter.
+fn memory<T: 'static>(caller: &mut Caller<'_, T>) -> Option<Memory> {
+    caller
+        .get_export("memory")
+        .and_then(Extern::into_memory)
+        .or_else(|| {
+            (caller.data() as &dyn std::any::Any)
+                .downcast_ref::<VmState>()
+                .and_then(|state| state.guest_memory)
+        })
 }
 
 fn range(ptr: i32, len: i32) -> (usize, usize) {
@@ -15,7 +25,7 @@ fn range(ptr: i32, len: i32) -> (usize, usize) {
 }
 
 /// The guest's bytes at `ptr..ptr+len`, or `None` if out of bounds.
-pub fn read<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<Vec<u8>> {
+pub fn read<T: 'static>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<Vec<u8>> {
     let (start, len) = range(ptr, len);
     let memory = memory(caller)?;
     let data = memory.data(&*caller);
@@ -23,11 +33,11 @@ pub fn read<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<Vec<u8>
 }
 
 /// The guest's text at `ptr..ptr+len` (lossy UTF-8), or `None` if out of bounds.
-pub fn read_text<T>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<String> {
+pub fn read_text<T: 'static>(caller: &mut Caller<'_, T>, ptr: i32, len: i32) -> Option<String> {
     read(caller, ptr, len).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-pub fn write<T>(caller: &mut Caller<'_, T>, ptr: i32, bytes: &[u8]) -> bool {
+pub fn write<T: 'static>(caller: &mut Caller<'_, T>, ptr: i32, bytes: &[u8]) -> bool {
     let Some(memory) = memory(caller) else {
         return false;
     };
@@ -36,17 +46,17 @@ pub fn write<T>(caller: &mut Caller<'_, T>, ptr: i32, bytes: &[u8]) -> bool {
         .is_ok()
 }
 
-pub fn write_u32<T>(caller: &mut Caller<'_, T>, ptr: i32, value: u32) -> bool {
+pub fn write_u32<T: 'static>(caller: &mut Caller<'_, T>, ptr: i32, value: u32) -> bool {
     write(caller, ptr, &value.to_le_bytes())
 }
 
-pub fn write_u64<T>(caller: &mut Caller<'_, T>, ptr: i32, value: u64) -> bool {
+pub fn write_u64<T: 'static>(caller: &mut Caller<'_, T>, ptr: i32, value: u64) -> bool {
     write(caller, ptr, &value.to_le_bytes())
 }
 
 /// The bytes of a WASI `ciovec` list (`iovs_len` entries of pointer and length at `iovs`),
 /// concatenated, or `None` if any part is out of bounds.
-pub fn gather<T>(caller: &mut Caller<'_, T>, iovs: i32, iovs_len: i32) -> Option<Vec<u8>> {
+pub fn gather<T: 'static>(caller: &mut Caller<'_, T>, iovs: i32, iovs_len: i32) -> Option<Vec<u8>> {
     let mut bytes = Vec::new();
     for i in 0..iovs_len.max(0) {
         let iov = read(caller, iovs.wrapping_add(i * 8), 8)?;
@@ -63,6 +73,7 @@ pub fn allocate(caller: &mut Caller<'_, VmState>, len: usize) -> wasmtime::Resul
         .get_export("proxy_on_memory_allocate")
         .or_else(|| caller.get_export("malloc"))
         .and_then(Extern::into_func)
+        .or(caller.data().guest_allocate)
         .ok_or_else(|| {
             wasmtime::Error::msg("the guest exports neither proxy_on_memory_allocate nor malloc")
         })?;

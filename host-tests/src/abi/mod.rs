@@ -77,3 +77,40 @@ pub fn missing_imports(linker: &mut Linker<VmState>, module: &Module) -> Vec<Str
         .map(|import| format!("{}::{}", import.module(), import.name()))
         .collect()
 }
+
+/// A linker whose every import of `module` is a thin wrapper that counts the call by import (in
+/// [`VmState::import_calls`], indexed like `module.imports()`) and then calls the real host
+/// function, resolved once per store into [`VmState::imports`]. The work ledger reads these
+/// counts to say which host calls a request makes; a wasmtime call hook could count calls but
+/// cannot tell which import was called.
+pub fn counting_linker(
+    engine: &wasmtime::Engine,
+    module: &Module,
+) -> wasmtime::Result<Linker<VmState>> {
+    let mut outer = Linker::new(engine);
+    for (index, import) in module.imports().enumerate() {
+        if let wasmtime::ExternType::Func(ty) = import.ty() {
+            outer.func_new(
+                import.module(),
+                import.name(),
+                ty,
+                move |mut caller: wasmtime::Caller<'_, VmState>, params, results| {
+                    let fuel = caller.get_fuel().unwrap_or(0);
+                    let state = caller.data_mut();
+                    state.host_calls += 1;
+                    if let Some(trace) = &mut state.trace {
+                        trace.push((index, fuel));
+                    }
+                    if let Some(count) = state.import_calls.get_mut(index) {
+                        *count += 1;
+                    }
+                    let Some(Some(func)) = state.imports.get(index).copied() else {
+                        return Err(wasmtime::Error::msg(format!("import {index} not resolved")));
+                    };
+                    func.call(&mut caller, params, results)
+                },
+            )?;
+        }
+    }
+    Ok(outer)
+}

@@ -63,8 +63,19 @@ pub struct VmState {
     /// Log level reported by `proxy_get_log_level`.
     pub log_level: u32,
     pub chain: Chain,
-    /// Host calls the guest made so far (counted by a wasmtime call hook).
+    /// Host calls the guest made so far (counted by the import wrappers).
     pub host_calls: u64,
+    /// The real host function behind each import (indexed like the module's imports).
+    pub imports: Vec<Option<wasmtime::Func>>,
+    /// Calls per import since the last callback was recorded, and the imports' names.
+    pub import_calls: Vec<u64>,
+    pub import_names: std::sync::Arc<Vec<String>>,
+    /// The filter's memory and allocator, for host functions called through the counting
+    /// wrappers (their `Caller` is the host, which has no exports).
+    pub guest_memory: Option<wasmtime::Memory>,
+    pub guest_allocate: Option<wasmtime::Func>,
+    /// When set, every host call as (import index, fuel left): where a callback's operators go.
+    pub trace: Option<Vec<(usize, u64)>>,
 }
 
 impl VmState {
@@ -90,6 +101,12 @@ impl VmState {
             log_level: 0,
             chain: Chain::default(),
             host_calls: 0,
+            imports: Vec::new(),
+            import_calls: Vec::new(),
+            import_names: std::sync::Arc::default(),
+            guest_memory: None,
+            guest_allocate: None,
+            trace: None,
         }
     }
 

@@ -138,13 +138,9 @@ impl Worker {
         if let Some(level) = setup.log_level {
             state.log_level = level;
         }
+        // IDEMGATE_HOST_TRACE: print each callback's host calls with the operators before each.
+        state.trace = std::env::var_os("IDEMGATE_HOST_TRACE").map(|_| Vec::new());
         let mut store = Store::new(module.module.engine(), state);
-        store.call_hook(|mut store, hook| {
-            if matches!(hook, wasmtime::CallHook::CallingHost) {
-                store.data_mut().host_calls += 1;
-            }
-            Ok(())
-        });
         let trap = |callback: &str, e: wasmtime::Error| HarnessError::Trap {
             worker: index,
             callback: callback.to_string(),
@@ -153,10 +149,31 @@ impl Worker {
         store
             .set_fuel(FUEL_PER_CALL)
             .map_err(|e| trap("instantiate", e))?;
+        let imports = module
+            .module
+            .imports()
+            .map(
+                |import| match module.host.get_by_import(&mut store, &import) {
+                    Some(wasmtime::Extern::Func(func)) => Some(func),
+                    _ => None,
+                },
+            )
+            .collect::<Vec<_>>();
+        let state = store.data_mut();
+        state.import_calls = vec![0; imports.len()];
+        state.imports = imports;
+        state.import_names = module.import_names.clone();
         let instance = module
             .pre
             .instantiate(&mut store)
             .map_err(|e| trap("instantiate", e))?;
+        let guest_memory = instance.get_memory(&mut store, "memory");
+        let guest_allocate = instance
+            .get_func(&mut store, "proxy_on_memory_allocate")
+            .or_else(|| instance.get_func(&mut store, "malloc"));
+        let state = store.data_mut();
+        state.guest_memory = guest_memory;
+        state.guest_allocate = guest_allocate;
         for init in ["_initialize", "_start"] {
             if let Some(func) = instance.get_func(&mut store, init) {
                 let func = func.typed::<(), ()>(&store).map_err(|e| trap(init, e))?;
@@ -270,6 +287,27 @@ impl Worker {
         let left = self.store.get_fuel().unwrap_or(FUEL_PER_CALL);
         let host_calls = self.store.data().host_calls - calls_before;
         world.record_work(name, FUEL_PER_CALL.saturating_sub(left), host_calls);
+        if let Some(trace) = self.store.data_mut().trace.as_mut() {
+            let steps = core::mem::take(trace);
+            let mut last = FUEL_PER_CALL;
+            let names = self.store.data().import_names.clone();
+            let mut line = format!("TRACE {name}:");
+            for (index, fuel) in steps {
+                let import = names.get(index).map_or("?", String::as_str);
+                line.push_str(&format!(" +{} {import}", last.saturating_sub(fuel)));
+                last = fuel;
+            }
+            line.push_str(&format!(" +{} end", last.saturating_sub(left)));
+            eprintln!("{line}");
+        }
+        let state = self.store.data_mut();
+        for (index, count) in state.import_calls.iter_mut().enumerate() {
+            if *count > 0 {
+                let import = state.import_names.get(index).map_or("?", String::as_str);
+                world.record_import(name, import, *count);
+                *count = 0;
+            }
+        }
         result
     }
 

@@ -55,6 +55,8 @@ struct Shared {
     anomalies: Mutex<Vec<String>>,
     /// Per callback name: what it cost, summed (deterministic work counts).
     work: Mutex<std::collections::BTreeMap<String, Work>>,
+    /// Per (callback, import): calls made, summed.
+    import_work: Mutex<std::collections::BTreeMap<(String, String), u64>>,
     echo_logs: bool,
 }
 
@@ -81,6 +83,7 @@ impl World {
             callouts: Mutex::new(Vec::new()),
             anomalies: Mutex::new(Vec::new()),
             work: Mutex::new(std::collections::BTreeMap::new()),
+            import_work: Mutex::new(std::collections::BTreeMap::new()),
             echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
         }))
     }
@@ -166,6 +169,18 @@ impl World {
         entry.calls += 1;
         entry.fuel += fuel;
         entry.host_calls += host_calls;
+    }
+
+    /// Adds `calls` calls of `import` made by `callback` to the ledger.
+    pub fn record_import(&self, callback: &str, import: &str, calls: u64) {
+        *lock(&self.0.import_work)
+            .entry((callback.to_string(), import.to_string()))
+            .or_default() += calls;
+    }
+
+    /// Host calls so far, by callback and import name.
+    pub fn import_work(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        lock(&self.0.import_work).clone()
     }
 
     /// Every callback run so far, by name.

@@ -255,6 +255,11 @@ impl Envoy {
     pub fn work(&self) -> std::collections::BTreeMap<String, crate::envoy::world::Work> {
         self.world.work()
     }
+
+    /// Host calls so far by (callback name, import name).
+    pub fn import_work(&self) -> std::collections::BTreeMap<(String, String), u64> {
+        self.world.import_work()
+    }
 }
 
 impl WorkerHandle {
