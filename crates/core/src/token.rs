@@ -53,6 +53,59 @@ pub fn issue_target(endpoint: &str, method: &str, path: &str) -> String {
     out
 }
 
+/// The route a request to the issuing endpoint asks a token for: the inverse of [`issue_target`],
+/// so the client's encoding and the edge's reading are one rule. The method is upper-cased (HTTP
+/// methods are compared as the router sees them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct IssueFor {
+    /// `method=`, upper-cased.
+    pub method: String,
+    /// `path=`, percent-decoded.
+    pub path: String,
+}
+
+/// Reads `?method=…&path=…` from the target of a request to the issuing endpoint (`+` is a space,
+/// `%XX` a byte, a `%` not followed by two hex digits stays as it is). `None` unless both are
+/// present, not empty and valid UTF-8 once decoded: the edge answers that with `token_route_unknown`.
+#[must_use]
+pub fn issued_for(target: &str) -> Option<IssueFor> {
+    Some(IssueFor {
+        method: query_value(target, "method")?.to_ascii_uppercase(),
+        path: query_value(target, "path")?,
+    })
+}
+
+/// The percent-decoded value of `name` in the query of `target`, if present and not empty.
+fn query_value(target: &str, name: &str) -> Option<String> {
+    let (_, query) = target.split_once('?')?;
+    let query = query.split('#').next().unwrap_or_default();
+    let raw = query
+        .split('&')
+        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
+    let bytes = raw.as_bytes();
+    let mut out = alloc::vec::Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let hex = |at: usize| bytes.get(at).and_then(|c| char::from(*c).to_digit(16));
+        match (b, hex(i + 1), hex(i + 2)) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b'+', _, _) => {
+                out.push(b' ');
+                i += 1;
+            }
+            _ => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok().filter(|v| !v.is_empty())
+}
+
 fn percent_encode(out: &mut String, value: &str) {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     for &b in value.as_bytes() {
@@ -338,6 +391,45 @@ impl fmt::Display for TokenError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_edge_reads_what_the_client_asked_for() {
+        let read = |t: &str| issued_for(t).map(|f| (f.method, f.path));
+        assert_eq!(
+            read("/t?a=1&path=%2Fx+y&method=post"),
+            Some(("POST".into(), "/x y".into()))
+        );
+        assert_eq!(
+            read("/t?pathx=1&method=POST&path=/a"),
+            Some(("POST".into(), "/a".into()))
+        );
+        assert_eq!(
+            read("/t?method=POST&path=/a%zz%4"),
+            Some(("POST".into(), "/a%zz%4".into()))
+        );
+        assert_eq!(read("/t?method=POST#path=/a"), None);
+        assert_eq!(read("/t?method=POST&path="), None);
+        assert_eq!(read("/t?method=POST&path=%FF"), None);
+        assert_eq!(read("/t"), None);
+    }
+
+    proptest::proptest! {
+        /// One rule both ways: whatever the client encodes, the edge reads back (any endpoint
+        /// query before it, any bytes of a UTF-8 path, `+` `%` `&` `#` `?` included).
+        #[test]
+        fn issue_targets_round_trip(
+            query in "(\\?[a-z]{1,4}=[a-z0-9]{0,4})?",
+            method in "[A-Za-z]{1,7}",
+            path in "\\PC{1,24}",
+        ) {
+            let target = issue_target(&alloc::format!("/t{query}"), &method, &path);
+            let read = issued_for(&target);
+            proptest::prop_assert_eq!(
+                read,
+                Some(IssueFor { method: method.to_ascii_uppercase(), path })
+            );
+        }
+    }
 
     #[test]
     fn issue_targets_name_method_and_path() {

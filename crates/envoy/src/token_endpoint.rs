@@ -10,7 +10,7 @@ use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use idemgate_core::store::Store;
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::token::{issue, verify, TokenError};
+use idemgate_core::token::{issue, issued_for, verify, IssueFor, TokenError};
 
 /// Whether `path` (query allowed) and `method` ask the issuing endpoint for a token.
 pub fn is_issue_request(token: &TokenPolicy, method: &str, path: &str) -> bool {
@@ -29,15 +29,13 @@ pub fn issue_answer(
     now: UnixMillis,
     nonce: [u8; 16],
 ) -> HttpAnswer {
-    let method = query_value(request_path, "method").map(|m| m.to_ascii_uppercase());
-    let path = query_value(request_path, "path");
-    let route = match (&method, &path) {
-        (Some(method), Some(path)) => policy
-            .route_for(method, path)
-            .filter(|route| route.token == TokenRequirement::Required),
-        _ => None,
-    };
-    let (Some(route), Some(method)) = (route, method) else {
+    let asked = issued_for(request_path);
+    let route = asked.as_ref().and_then(|asked| {
+        policy
+            .route_for(&asked.method, &asked.path)
+            .filter(|route| route.token == TokenRequirement::Required)
+    });
+    let (Some(route), Some(IssueFor { method, .. })) = (route, asked) else {
         return answer(&EdgeAnswer::TokenRouteUnknown);
     };
     let audience = token_audience(scope, &route.prefix, &method);
@@ -47,36 +45,6 @@ pub fn issue_answer(
         expires_at_ms: issued.claims.expires_at.0,
         header: &token.header,
     })
-}
-
-/// The percent-decoded value of `name` in the query of `path`, if present and not empty.
-fn query_value(path: &str, name: &str) -> Option<String> {
-    let (_, query) = path.split_once('?')?;
-    let query = query.split('#').next().unwrap_or_default();
-    let raw = query
-        .split('&')
-        .find_map(|pair| pair.strip_prefix(name)?.strip_prefix('='))?;
-    let bytes = raw.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        let hex = |at: usize| bytes.get(at).and_then(|c| char::from(*c).to_digit(16));
-        match (b, hex(i + 1), hex(i + 2)) {
-            (b'%', Some(hi), Some(lo)) => {
-                out.push((hi * 16 + lo) as u8);
-                i += 3;
-            }
-            (b'+', _, _) => {
-                out.push(b' ');
-                i += 1;
-            }
-            _ => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).ok().filter(|v| !v.is_empty())
 }
 
 /// How a token check ended.
@@ -225,13 +193,5 @@ mod tests {
             let answer = issue_answer(&policy, token, path, alice, now, [1; 16]);
             assert_eq!(answer.status, 400, "{path}");
         }
-    }
-
-    #[test]
-    fn query_values() {
-        assert_eq!(query_value("/t?a=1&b=%2Fx+y", "b").as_deref(), Some("/x y"));
-        assert_eq!(query_value("/t?ab=1", "a"), None);
-        assert_eq!(query_value("/t?a=1#b=2", "b"), None);
-        assert_eq!(query_value("/t", "a"), None);
     }
 }
