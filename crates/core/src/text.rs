@@ -13,25 +13,52 @@ use core::fmt;
 /// One decimal digit per slot, so a number is written with no buffer index or UTF-8 check.
 const DIGITS: [&str; 10] = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"];
 
-/// Where an error text is written.
-pub(crate) trait Text {
-    fn put(&mut self, piece: &str) -> fmt::Result;
+/// `n` in decimal ASCII digits, without `core::fmt` (which would pull its machinery into the
+/// `.wasm`) and with no buffer index that could fall outside the buffer: a `u64` has at most 20
+/// digits, so the 20 slots always hold all of them. Error texts and the canonical JSON encoding
+/// (`json::number`) both write numbers with it.
+pub(crate) struct Digits {
+    digits: [u8; 20],
+    len: usize,
+}
 
-    /// Writes `n` in decimal, like `{n}` would. A `u64` has at most 20 digits, so the 20 slots
-    /// always hold all of them.
-    fn put_u64(&mut self, mut n: u64) -> fmt::Result {
+impl Digits {
+    #[inline]
+    pub(crate) fn of(mut n: u64) -> Digits {
         let mut digits = [0u8; 20];
         let mut len = 0;
-        for slot in digits.iter_mut() {
-            *slot = (n % 10) as u8;
+        for slot in digits.iter_mut().rev() {
+            *slot = b'0' + (n % 10) as u8;
             n /= 10;
             len += 1;
             if n == 0 {
                 break;
             }
         }
-        for &digit in digits.iter().take(len).rev() {
-            self.put(DIGITS.get(usize::from(digit)).copied().unwrap_or("?"))?;
+        Digits { digits, len }
+    }
+
+    /// The digits, most significant first.
+    #[inline]
+    pub(crate) fn ascii(&self) -> &[u8] {
+        let start = self.digits.len().saturating_sub(self.len);
+        self.digits.get(start..).unwrap_or_default()
+    }
+}
+
+/// Where an error text is written.
+pub(crate) trait Text {
+    fn put(&mut self, piece: &str) -> fmt::Result;
+
+    /// Writes `n` in decimal, like `{n}` would.
+    fn put_u64(&mut self, n: u64) -> fmt::Result {
+        for &digit in Digits::of(n).ascii() {
+            self.put(
+                DIGITS
+                    .get(usize::from(digit - b'0'))
+                    .copied()
+                    .unwrap_or("?"),
+            )?;
         }
         Ok(())
     }
@@ -69,6 +96,13 @@ pub(crate) fn message(write: impl FnOnce(&mut String) -> fmt::Result) -> String 
 mod tests {
     use super::*;
     use alloc::string::ToString;
+
+    #[test]
+    fn digits_are_the_decimal_spelling() {
+        for n in [0, 7, 10, 99, 1_000_000_007, u64::MAX] {
+            assert_eq!(Digits::of(n).ascii(), n.to_string().as_bytes());
+        }
+    }
 
     struct Between(u64);
 
