@@ -22,6 +22,9 @@ import sys
 from urllib.parse import quote
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from vector_file import dump  # noqa: E402  (one case per line)
+
 RETRIED = {"in_flight", "rate_limited", "unavailable"}
 
 
@@ -68,13 +71,6 @@ def answer(inp):
     if op == "token_fresh":
         return inp["now"] < inp["expires_at"]
     raise KeyError(op)
-
-
-def dump(doc):
-    """One case per line, so diffs of a vector file stay readable."""
-    head = "".join(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in doc.items() if k != "cases")
-    cases = ",\n".join("    " + json.dumps(c, ensure_ascii=False) for c in doc["cases"])
-    return "{\n" + head + '  "cases": [\n' + cases + "\n  ]\n}\n"
 
 
 def main():

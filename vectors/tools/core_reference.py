@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import json_reference  # noqa: E402  (the JSON canonical digest reference)
 import form_reference  # noqa: E402  (the form canonical digest reference)
+from vector_file import dump  # noqa: E402  (one case per line)
 
 TOKEN = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+\Z")
 
@@ -119,13 +120,6 @@ def expected(group, inp):
 
 
 GROUPS = ["storage_key", "fingerprint"]
-
-
-def dump(doc):
-    """One case per line, so diffs of a vector file stay readable."""
-    head = "".join(f"  {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in doc.items() if k != "cases")
-    cases = ",\n".join("    " + json.dumps(c, ensure_ascii=False) for c in doc["cases"])
-    return "{\n" + head + '  "cases": [\n' + cases + "\n  ]\n}\n"
 
 
 def main():
