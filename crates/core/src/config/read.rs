@@ -13,7 +13,7 @@ use super::{
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
-use alloc::format;
+use crate::text::Text;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
@@ -59,6 +59,51 @@ const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
+// The choices: each one's spellings, in the order error messages list them, and what they mean.
+type Choices<T, const N: usize> = ([&'static str; N], [T; N]);
+const STORE_RESPONSES: Choices<StoreConfig, 3> = (
+    ["not_done", "all", "2xx"],
+    [StoreConfig::NotDone, StoreConfig::All, StoreConfig::Success],
+);
+const FAILURES: Choices<FailureConfig, 2> = (
+    ["reject", "pass_through"],
+    [FailureConfig::Reject, FailureConfig::PassThrough],
+);
+const KEYS: Choices<KeyConfig, 2> = (
+    ["required", "optional"],
+    [KeyConfig::Required, KeyConfig::Optional],
+);
+const TOKENS: Choices<TokenRequirementConfig, 2> = (
+    ["none", "required"],
+    [
+        TokenRequirementConfig::None,
+        TokenRequirementConfig::Required,
+    ],
+);
+const FORWARDS: Choices<ForwardConfig, 2> = (
+    ["detached", "router"],
+    [ForwardConfig::Detached, ForwardConfig::Router],
+);
+const ROUTE_KINDS: Choices<RouteKindConfig, 2> = (
+    ["api", "callback"],
+    [RouteKindConfig::Api, RouteKindConfig::Callback],
+);
+const SCHEMES: Choices<SignatureSchemeConfig, 2> = (
+    ["github", "stripe"],
+    [SignatureSchemeConfig::GitHub, SignatureSchemeConfig::Stripe],
+);
+const MODES: Choices<ModeConfig, 6> = (
+    ["auto", "raw", "json", "form", "fields", "none"],
+    [
+        ModeConfig::Auto,
+        ModeConfig::Raw,
+        ModeConfig::Json,
+        ModeConfig::Form,
+        ModeConfig::Fields,
+        ModeConfig::None,
+    ],
+);
+
 impl Config {
     /// Parses a configuration document (JSON text) without validating the values; see
     /// [`Config::compile`] for that.
@@ -75,39 +120,84 @@ impl Config {
         for (key, value) in members("", doc)? {
             let at = key.as_str();
             match at {
-                "header" => c.header = opt(value, |v| string(at, v))?,
-                "routes" => c.routes = opt(value, |v| list(at, v, route))?,
-                "scope" => c.scope = opt(value, |v| list(at, v, scope_source))?,
-                "fingerprint" => c.fingerprint = opt(value, |v| fingerprint(at, v))?,
-                "ttl" => c.ttl = opt(value, |v| string(at, v))?,
-                "lease" => c.lease = opt(value, |v| string(at, v))?,
-                "replay_headers" => c.replay_headers = opt(value, |v| list(at, v, string))?,
-                "store_responses" => {
-                    c.store_responses = opt(value, |v| {
-                        choice(
-                            at,
-                            v,
-                            &[
-                                ("not_done", StoreConfig::NotDone),
-                                ("all", StoreConfig::All),
-                                ("2xx", StoreConfig::Success),
-                            ],
-                        )
-                    })?
+                "header" => c.header = opt_string(at, value)?,
+                "routes" => {
+                    c.routes = match opt_array(at, value)? {
+                        None => None,
+                        Some(items) => {
+                            let mut routes = Vec::new();
+                            for (i, item) in items.iter().enumerate() {
+                                routes.push(route(&index(at, i), item)?);
+                            }
+                            Some(routes)
+                        }
+                    }
                 }
-                "release_statuses" => c.release_statuses = opt(value, |v| list(at, v, integer))?,
-                "max_request_body" => c.max_request_body = opt(value, |v| size(at, v))?,
-                "hashing_budget" => c.hashing_budget = opt(value, |v| size(at, v))?,
-                "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
-                "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
-                "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
-                "scope_quota" => c.scope_quota = opt(value, |v| integer(at, v))?,
-                "peer_quota" => c.peer_quota = opt(value, |v| integer(at, v))?,
-                "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
-                "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
-                "token" => c.token = opt(value, |v| token(at, v))?,
-                "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
-                "store" => c.store = opt(value, |v| store_backend(at, v))?,
+                "scope" => {
+                    c.scope = match opt_array(at, value)? {
+                        None => None,
+                        Some(items) => {
+                            let mut sources = Vec::new();
+                            for (i, item) in items.iter().enumerate() {
+                                sources.push(scope_source(&index(at, i), item)?);
+                            }
+                            Some(sources)
+                        }
+                    }
+                }
+                "fingerprint" => {
+                    c.fingerprint = if value.is_null() {
+                        None
+                    } else {
+                        Some(fingerprint(at, value)?)
+                    }
+                }
+                "ttl" => c.ttl = opt_string(at, value)?,
+                "lease" => c.lease = opt_string(at, value)?,
+                "replay_headers" => c.replay_headers = opt_strings(at, value)?,
+                "store_responses" => c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?,
+                "release_statuses" => {
+                    c.release_statuses = match opt_array(at, value)? {
+                        None => None,
+                        Some(items) => {
+                            let mut statuses = Vec::new();
+                            for (i, item) in items.iter().enumerate() {
+                                statuses.push(u16_at(&index(at, i), item)?);
+                            }
+                            Some(statuses)
+                        }
+                    }
+                }
+                "max_request_body" => c.max_request_body = opt_size(at, value)?,
+                "hashing_budget" => c.hashing_budget = opt_size(at, value)?,
+                "max_response_body" => c.max_response_body = opt_size(at, value)?,
+                "capacity" => c.capacity = opt_u32(at, value)?,
+                "records_per_cell" => c.records_per_cell = opt_u16(at, value)?,
+                "scope_quota" => c.scope_quota = opt_u16(at, value)?,
+                "peer_quota" => c.peer_quota = opt_u16(at, value)?,
+                "on_store_full" => c.on_store_full = opt_pick(at, value, &FAILURES)?,
+                "on_store_error" => c.on_store_error = opt_pick(at, value, &FAILURES)?,
+                "token" => {
+                    c.token = if value.is_null() {
+                        None
+                    } else {
+                        Some(token(at, value)?)
+                    }
+                }
+                "upstream" => {
+                    c.upstream = if value.is_null() {
+                        None
+                    } else {
+                        Some(upstream(at, value)?)
+                    }
+                }
+                "store" => {
+                    c.store = if value.is_null() {
+                        None
+                    } else {
+                        Some(store_backend(at, value)?)
+                    }
+                }
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
             }
         }
@@ -131,68 +221,50 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
         let at = join(path, key);
         match key.as_str() {
             "prefix" => prefix = Some(string(&at, value)?),
-            "methods" => methods = opt(value, |v| list(&at, v, string))?,
-            "key" => {
-                key_rule = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("required", KeyConfig::Required),
-                            ("optional", KeyConfig::Optional),
-                        ],
-                    )
-                })?
+            "methods" => methods = opt_strings(&at, value)?,
+            "key" => key_rule = opt_pick(&at, value, &KEYS)?,
+            "token" => token_rule = opt_pick(&at, value, &TOKENS)?,
+            "case_sensitive" => {
+                case_sensitive = if value.is_null() {
+                    None
+                } else {
+                    Some(boolean(&at, value)?)
+                }
             }
-            "token" => {
-                token_rule = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("none", TokenRequirementConfig::None),
-                            ("required", TokenRequirementConfig::Required),
-                        ],
-                    )
-                })?
+            "forward" => forward = opt_pick(&at, value, &FORWARDS)?,
+            "cluster" => cluster = opt_string(&at, value)?,
+            "upstream_timeout" => upstream_timeout = opt_string(&at, value)?,
+            "kind" => kind = opt_pick(&at, value, &ROUTE_KINDS)?,
+            "key_from" => {
+                key_from = match opt_array(&at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut sources = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            sources.push(key_source(&index(&at, i), item)?);
+                        }
+                        Some(sources)
+                    }
+                }
             }
-            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
-            "forward" => {
-                forward = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("detached", ForwardConfig::Detached),
-                            ("router", ForwardConfig::Router),
-                        ],
-                    )
-                })?
+            "signature" => {
+                signature_rule = if value.is_null() {
+                    None
+                } else {
+                    Some(signature(&at, value)?)
+                }
             }
-            "cluster" => cluster = opt(value, |v| string(&at, v))?,
-            "upstream_timeout" => upstream_timeout = opt(value, |v| string(&at, v))?,
-            "kind" => {
-                kind = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("api", RouteKindConfig::Api),
-                            ("callback", RouteKindConfig::Callback),
-                        ],
-                    )
-                })?
-            }
-            "key_from" => key_from = opt(value, |v| list(&at, v, key_source))?,
-            "signature" => signature_rule = opt(value, |v| signature(&at, v))?,
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
         }
     }
+    let Some(prefix) = prefix else {
+        return Err(shape(&join(path, "prefix"), &["missing field"]));
+    };
     Ok(RouteConfig {
         kind,
         key_from,
         signature: signature_rule,
-        prefix: prefix.ok_or_else(|| shape(&join(path, "prefix"), "missing field"))?,
+        prefix,
         methods,
         key: key_rule,
         token: token_rule,
@@ -208,9 +280,9 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         match key.as_str() {
-            "cluster" => u.cluster = opt(value, |v| string(&at, v))?,
-            "timeout" => u.timeout = opt(value, |v| string(&at, v))?,
-            "max_body" => u.max_body = opt(value, |v| size(&at, v))?,
+            "cluster" => u.cluster = opt_string(&at, value)?,
+            "timeout" => u.timeout = opt_string(&at, value)?,
+            "max_body" => u.max_body = opt_size(&at, value)?,
             _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
         }
     }
@@ -220,13 +292,13 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
 fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, ConfigError> {
     let mut s = StoreBackendConfig::default();
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
-        match key.as_str() {
-            "kind" => s.kind = opt(value, |v| string(&at, v))?,
-            "cluster" => s.cluster = opt(value, |v| string(&at, v))?,
-            "timeout" => s.timeout = opt(value, |v| string(&at, v))?,
+        let slot = match key.as_str() {
+            "kind" => &mut s.kind,
+            "cluster" => &mut s.cluster,
+            "timeout" => &mut s.timeout,
             _ => return Err(unknown(path, key, STORE_FIELDS)),
-        }
+        };
+        *slot = opt_string(&join(path, key), value)?;
     }
     Ok(s)
 }
@@ -234,21 +306,20 @@ fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Config
 /// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
 fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, ConfigError> {
     const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}";
-    match value {
-        Value::Object(members) => match members.as_slice() {
-            [(key, value)] => {
-                let at = join(path, key);
-                match key.as_str() {
-                    "header" => Ok(KeySourceConfig::Header(string(&at, value)?)),
-                    "json" => Ok(KeySourceConfig::Json(string(&at, value)?)),
-                    "form" => Ok(KeySourceConfig::Form(string(&at, value)?)),
-                    _ => Err(shape(&at, format!("unknown key source; {EXPECTED}"))),
-                }
-            }
-            _ => Err(shape(path, EXPECTED)),
-        },
-        other => Err(shape(path, format!("{EXPECTED}, found {}", other.kind()))),
-    }
+    let Value::Object(members) = value else {
+        return Err(found(path, EXPECTED, value));
+    };
+    let [(key, value)] = members.as_slice() else {
+        return Err(shape(path, &[EXPECTED]));
+    };
+    let at = join(path, key);
+    let make = match key.as_str() {
+        "header" => KeySourceConfig::Header,
+        "json" => KeySourceConfig::Json,
+        "form" => KeySourceConfig::Form,
+        _ => return Err(shape(&at, &["unknown key source; ", EXPECTED])),
+    };
+    Ok(make(string(&at, value)?))
 }
 
 fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> {
@@ -261,24 +332,23 @@ fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> 
     };
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
+        let slot = match key.as_str() {
             "scheme" => {
-                scheme = Some(choice(
-                    &at,
-                    value,
-                    &[
-                        ("github", SignatureSchemeConfig::GitHub),
-                        ("stripe", SignatureSchemeConfig::Stripe),
-                    ],
-                )?)
+                let i = choice(&at, value, &SCHEMES.0)?;
+                scheme = SCHEMES.1.get(i).copied();
+                continue;
             }
-            "secret" => sig.secret = opt(value, |v| string(&at, v))?,
-            "secret_env" => sig.secret_env = opt(value, |v| string(&at, v))?,
-            "tolerance" => sig.tolerance = opt(value, |v| string(&at, v))?,
+            "secret" => &mut sig.secret,
+            "secret_env" => &mut sig.secret_env,
+            "tolerance" => &mut sig.tolerance,
             _ => return Err(unknown(path, key, SIGNATURE_FIELDS)),
-        }
+        };
+        *slot = opt_string(&at, value)?;
     }
-    sig.scheme = scheme.ok_or_else(|| shape(&join(path, "scheme"), "missing field"))?;
+    let Some(scheme) = scheme else {
+        return Err(shape(&join(path, "scheme"), &["missing field"]));
+    };
+    sig.scheme = scheme;
     Ok(sig)
 }
 
@@ -293,17 +363,14 @@ fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, ConfigError> {
                 let at = join(path, key);
                 match key.as_str() {
                     "header" => Ok(ScopeConfig::Header(string(&at, value)?)),
-                    "property" => Ok(ScopeConfig::Property(list(&at, value, string)?)),
-                    _ => Err(shape(&at, format!("unknown scope source; {EXPECTED}"))),
+                    "property" => Ok(ScopeConfig::Property(strings(&at, value)?)),
+                    _ => Err(shape(&at, &["unknown scope source; ", EXPECTED])),
                 }
             }
-            _ => Err(shape(path, EXPECTED)),
+            _ => Err(shape(path, &[EXPECTED])),
         },
-        Value::String(s) => Err(shape(
-            path,
-            format!("unknown scope source `{s}`; {EXPECTED}"),
-        )),
-        other => Err(shape(path, format!("{EXPECTED}, found {}", other.kind()))),
+        Value::String(s) => Err(shape(path, &["unknown scope source `", s, "`; ", EXPECTED])),
+        other => Err(found(path, EXPECTED, other)),
     }
 }
 
@@ -317,25 +384,10 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         match key.as_str() {
-            "mode" => {
-                fp.mode = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("auto", ModeConfig::Auto),
-                            ("raw", ModeConfig::Raw),
-                            ("json", ModeConfig::Json),
-                            ("form", ModeConfig::Form),
-                            ("fields", ModeConfig::Fields),
-                            ("none", ModeConfig::None),
-                        ],
-                    )
-                })?
-            }
-            "headers" => fp.headers = opt(value, |v| list(&at, v, string))?,
-            "fields" => fp.fields = opt(value, |v| list(&at, v, string))?,
-            "max_depth" => fp.max_depth = opt(value, |v| integer(&at, v))?,
+            "mode" => fp.mode = opt_pick(&at, value, &MODES)?,
+            "headers" => fp.headers = opt_strings(&at, value)?,
+            "fields" => fp.fields = opt_strings(&at, value)?,
+            "max_depth" => fp.max_depth = opt_u16(&at, value)?,
             _ => return Err(unknown(path, key, FINGERPRINT_FIELDS)),
         }
     }
@@ -351,7 +403,6 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
         header: None,
     };
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
         let slot = match key.as_str() {
             "secret" => &mut t.secret,
             "secret_env" => &mut t.secret_env,
@@ -360,189 +411,248 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
             "header" => &mut t.header,
             _ => return Err(unknown(path, key, TOKEN_FIELDS)),
         };
-        *slot = opt(value, |v| string(&at, v))?;
+        *slot = opt_string(&join(path, key), value)?;
     }
     Ok(t)
 }
 
-fn failure(path: &str, value: &Value) -> Result<FailureConfig, ConfigError> {
-    choice(
-        path,
-        value,
-        &[
-            ("reject", FailureConfig::Reject),
-            ("pass_through", FailureConfig::PassThrough),
-        ],
-    )
-}
-
-/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`).
-fn size(path: &str, value: &Value) -> Result<Size, ConfigError> {
+/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`); `null` is
+/// "not given".
+fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, ConfigError> {
     match value {
-        Value::String(text) => Ok(Size::Text(text.clone())),
-        Value::Number(n) => n.as_u64().map(Size::Bytes).ok_or_else(|| {
-            shape(
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(Size::Text(text.clone()))),
+        Value::Number(n) => match n.as_u64() {
+            Some(n) => Ok(Some(Size::Bytes(n))),
+            None => Err(shape(
                 path,
-                "expected a byte count (a non-negative integer) or a size such as \"64KiB\"",
-            )
-        }),
-        other => Err(shape(
+                &["expected a byte count (a non-negative integer) or a size such as \"64KiB\""],
+            )),
+        },
+        other => Err(found(
             path,
-            format!(
-                "expected a byte count or a size such as \"64KiB\", found {}",
-                other.kind()
-            ),
+            "expected a byte count or a size such as \"64KiB\"",
+            other,
         )),
     }
 }
 
 // --- Shapes ---------------------------------------------------------------------------------
+// Every reader below is one function for all the fields it serves (no closures, no generics but
+// the one-line `opt_pick`), and every error is built out of line: this code runs once per
+// configuration, so it is written for size.
 
-/// A shape error at `path` (empty for the document itself).
-fn shape(path: &str, reason: impl core::fmt::Display) -> ConfigError {
-    ConfigError::Syntax {
-        message: if path.is_empty() {
-            format!("the document: {reason}")
-        } else {
-            format!("`{path}`: {reason}")
-        },
+/// A shape error at `path` (empty for the document itself): the path, then `reason`'s pieces.
+#[cold]
+#[inline(never)]
+fn shape(path: &str, reason: &[&str]) -> ConfigError {
+    let mut message = String::new();
+    if path.is_empty() {
+        message.push_str("the document: ");
+    } else {
+        message.push('`');
+        message.push_str(path);
+        message.push_str("`: ");
     }
+    for piece in reason {
+        message.push_str(piece);
+    }
+    ConfigError::Syntax { message }
 }
 
-fn unknown(path: &str, key: &str, expected: &[&str]) -> ConfigError {
-    let mut names = String::new();
-    for (i, name) in expected.iter().enumerate() {
+/// `{expected}, found {what value is}`.
+#[cold]
+#[inline(never)]
+fn found(path: &str, expected: &str, value: &Value) -> ConfigError {
+    shape(path, &[expected, ", found ", value.kind()])
+}
+
+/// `names`, each between `quote`s, separated by `, `.
+fn quoted(names: &[&str], quote: char) -> String {
+    let mut out = String::new();
+    for (i, name) in names.iter().enumerate() {
         if i > 0 {
-            names.push_str(", ");
+            out.push_str(", ");
         }
-        names.push('`');
-        names.push_str(name);
-        names.push('`');
+        out.push(quote);
+        out.push_str(name);
+        out.push(quote);
     }
+    out
+}
+
+#[cold]
+#[inline(never)]
+fn unknown(path: &str, key: &str, expected: &[&str]) -> ConfigError {
     shape(
         &join(path, key),
-        format!("unknown field, expected one of {names}"),
+        &["unknown field, expected one of ", &quoted(expected, '`')],
     )
 }
 
+/// `path.key` (`key` alone at the top).
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.into()
-    } else {
-        format!("{path}.{key}")
+    let mut out = String::from(path);
+    if !path.is_empty() {
+        out.push('.');
     }
+    out.push_str(key);
+    out
 }
 
-/// `null` is "not given", like a missing member.
-fn opt<T>(
-    value: &Value,
-    read: impl FnOnce(&Value) -> Result<T, ConfigError>,
-) -> Result<Option<T>, ConfigError> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        read(value).map(Some)
-    }
+/// `path[i]`, an item's path.
+fn index(path: &str, i: usize) -> String {
+    let mut out = String::from(path);
+    out.push('[');
+    // Writing into a `String` cannot fail.
+    let _ = out.put_u64(i as u64);
+    out.push(']');
+    out
 }
 
 fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], ConfigError> {
     value
         .as_object()
-        .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+        .ok_or_else(|| found(path, "expected an object", value))
 }
 
 fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
-    value.as_bool().ok_or_else(|| {
-        shape(
-            path,
-            format!("expected true or false, found {}", value.kind()),
-        )
-    })
+    value
+        .as_bool()
+        .ok_or_else(|| found(path, "expected true or false", value))
 }
 
 fn string(path: &str, value: &Value) -> Result<String, ConfigError> {
-    value
-        .as_str()
-        .map(String::from)
-        .ok_or_else(|| shape(path, format!("expected a string, found {}", value.kind())))
+    match value.as_str() {
+        Some(s) => Ok(String::from(s)),
+        None => Err(found(path, "expected a string", value)),
+    }
 }
 
-/// An array whose items `read` maps; item paths are `path[i]`.
-fn list<T>(
-    path: &str,
-    value: &Value,
-    read: impl Fn(&str, &Value) -> Result<T, ConfigError>,
-) -> Result<Vec<T>, ConfigError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| shape(path, format!("expected an array, found {}", value.kind())))?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| read(&format!("{path}[{i}]"), item))
-        .collect()
+/// A string; `null` is "not given", like a missing member.
+fn opt_string(path: &str, value: &Value) -> Result<Option<String>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    string(path, value).map(Some)
 }
 
-/// A non-negative integer that fits `T`; the message gives the range.
-fn integer<T: TryFrom<u64> + Bounded>(path: &str, value: &Value) -> Result<T, ConfigError> {
-    value
-        .as_u64()
-        .and_then(|n| T::try_from(n).ok())
-        .ok_or_else(|| {
+/// An array's items; `null` is "not given".
+fn opt_array<'v>(path: &str, value: &'v Value) -> Result<Option<&'v [Value]>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    match value.as_array() {
+        Some(items) => Ok(Some(items)),
+        None => Err(found(path, "expected an array", value)),
+    }
+}
+
+/// An array of strings; item paths are `path[i]`.
+fn strings(path: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
+    let Some(items) = value.as_array() else {
+        return Err(found(path, "expected an array", value));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        out.push(string(&index(path, i), item)?);
+    }
+    Ok(out)
+}
+
+fn opt_strings(path: &str, value: &Value) -> Result<Option<Vec<String>>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    strings(path, value).map(Some)
+}
+
+/// A non-negative integer up to `max` (spelled `max_text` in the message).
+fn integer(path: &str, value: &Value, max: u64, max_text: &str) -> Result<u64, ConfigError> {
+    match value.as_u64() {
+        Some(n) if n <= max => Ok(n),
+        _ => {
             let found = match value {
                 Value::Number(n) => n.as_str(),
                 other => other.kind(),
             };
-            shape(
+            Err(shape(
                 path,
-                format!("expected an integer from 0 to {}, found {found}", T::MAX),
-            )
-        })
-}
-
-/// The largest value of an integer field, for error messages.
-trait Bounded {
-    const MAX: u64;
-}
-impl Bounded for u16 {
-    const MAX: u64 = u16::MAX as u64;
-}
-impl Bounded for u32 {
-    const MAX: u64 = u32::MAX as u64;
-}
-
-/// One of the strings in `options`.
-fn choice<T: Copy>(path: &str, value: &Value, options: &[(&str, T)]) -> Result<T, ConfigError> {
-    let mut names = String::new();
-    for (i, (name, _)) in options.iter().enumerate() {
-        if i > 0 {
-            names.push_str(", ");
+                &[
+                    "expected an integer from 0 to ",
+                    max_text,
+                    ", found ",
+                    found,
+                ],
+            ))
         }
-        names.push('"');
-        names.push_str(name);
-        names.push('"');
     }
+}
+
+fn u16_at(path: &str, value: &Value) -> Result<u16, ConfigError> {
+    // In range: `integer` checked it.
+    integer(path, value, u64::from(u16::MAX), "65535").map(|n| n as u16)
+}
+
+fn opt_u16(path: &str, value: &Value) -> Result<Option<u16>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    u16_at(path, value).map(Some)
+}
+
+fn opt_u32(path: &str, value: &Value) -> Result<Option<u32>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    // In range: `integer` checked it.
+    integer(path, value, u64::from(u32::MAX), "4294967295").map(|n| Some(n as u32))
+}
+
+/// The position in `names` of the string `value` holds.
+fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, ConfigError> {
     let Some(text) = value.as_str() else {
         return Err(shape(
             path,
-            format!("expected one of {names}, found {}", value.kind()),
+            &[
+                "expected one of ",
+                &quoted(names, '"'),
+                ", found ",
+                value.kind(),
+            ],
         ));
     };
-    options
-        .iter()
-        .find(|(name, _)| *name == text)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            shape(
-                path,
-                format!("unknown value \"{text}\", expected one of {names}"),
-            )
-        })
+    match names.iter().position(|name| *name == text) {
+        Some(i) => Ok(i),
+        None => Err(shape(
+            path,
+            &[
+                "unknown value \"",
+                text,
+                "\", expected one of ",
+                &quoted(names, '"'),
+            ],
+        )),
+    }
+}
+
+/// One of `choices`; `null` is "not given".
+fn opt_pick<T: Copy, const N: usize>(
+    path: &str,
+    value: &Value,
+    choices: &Choices<T, N>,
+) -> Result<Option<T>, ConfigError> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let i = choice(path, value, &choices.0)?;
+    Ok(choices.1.get(i).copied())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     fn message(text: &str) -> String {
         match Config::from_json(text) {
