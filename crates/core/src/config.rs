@@ -16,10 +16,10 @@ use crate::policy::{
     DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::text::Text;
 use crate::time::Span;
 use crate::token::TokenSecret;
 use alloc::borrow::ToOwned;
-use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -244,11 +244,35 @@ impl fmt::Display for ConfigError {
     }
 }
 
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+/// A refusal of `field`, for the reason `reason`'s pieces say (joined). Out of line: configuration
+/// is read once, so its code is written for size.
+#[cold]
+#[inline(never)]
+fn invalid(field: &str, reason: &[&str]) -> ConfigError {
     ConfigError::Invalid {
         field: field.into(),
-        reason: reason.into(),
+        reason: reason.concat(),
     }
+}
+
+/// `list[i]` and then `rest`: the path of a list's item (`routes[1]`) or of its field
+/// (`routes[1].methods`).
+fn item(list: &str, i: usize, rest: &str) -> String {
+    let mut out = String::from(list);
+    out.push('[');
+    // Writing into a `String` cannot fail.
+    let _ = out.put_u64(i as u64);
+    out.push(']');
+    out.push_str(rest);
+    out
+}
+
+/// `n` in decimal.
+fn decimal(n: u64) -> String {
+    let mut out = String::new();
+    // Writing into a `String` cannot fail.
+    let _ = out.put_u64(n);
+    out
 }
 
 impl Policy {
@@ -320,7 +344,7 @@ fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, ConfigE
     value
         .unwrap_or(default)
         .parse::<Span>()
-        .map_err(|e| invalid(field, e.to_string()))
+        .map_err(|e| invalid(field, &[&e.to_string()]))
 }
 
 fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigError> {
@@ -330,7 +354,7 @@ fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigEr
         Some(Size::Text(text)) => parse_size(text).ok_or_else(|| {
             invalid(
                 field,
-                "expected a byte count or a size such as \"64KiB\", \"1MiB\"",
+                &["expected a byte count or a size such as \"64KiB\", \"1MiB\""],
             )
         }),
     }
@@ -367,7 +391,7 @@ fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
     } else {
         Err(invalid(
             field,
-            format!("`{name}` is not a valid HTTP header name"),
+            &["`", name, "` is not a valid HTTP header name"],
         ))
     }
 }
@@ -381,12 +405,12 @@ impl Config {
         let ttl = span("ttl", self.ttl.as_deref(), defaults::TTL)?;
         let lease = span("lease", self.lease.as_deref(), defaults::LEASE)?;
         if ttl.as_millis() == 0 {
-            return Err(invalid("ttl", "must be longer than zero"));
+            return Err(invalid("ttl", &["must be longer than zero"]));
         }
         if lease.as_millis() == 0 || lease > ttl {
             return Err(invalid(
                 "lease",
-                "must be longer than zero and not longer than `ttl`",
+                &["must be longer than zero and not longer than `ttl`"],
             ));
         }
         let routes = self.compile_routes(lease, &header, env)?;
@@ -398,10 +422,10 @@ impl Config {
             Some(list) => {
                 let mut out = Vec::new();
                 for (i, name) in list.iter().enumerate() {
-                    let field = format!("replay_headers[{i}]");
+                    let field = item("replay_headers", i, "");
                     let name = header_name(&field, name)?;
                     if NEVER_REPLAYED.contains(&name.as_str()) || name.starts_with("x-envoy-") {
-                        return Err(invalid(field, format!("`{name}` may never be replayed")));
+                        return Err(invalid(&field, &["`", &name, "` may never be replayed"]));
                     }
                     out.push(name);
                 }
@@ -416,7 +440,7 @@ impl Config {
                 if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
                     return Err(invalid(
                         "release_statuses",
-                        format!("{bad} is not an HTTP status"),
+                        &[&decimal(u64::from(*bad)), " is not an HTTP status"],
                     ));
                 }
                 StoreRule::ReleaseStatuses(list.clone())
@@ -424,7 +448,7 @@ impl Config {
             (Some(_), Some(_)) => {
                 return Err(invalid(
                     "release_statuses",
-                    "only applies when `store_responses` is \"not_done\"",
+                    &["only applies when `store_responses` is \"not_done\""],
                 ))
             }
             (Some(StoreConfig::All), None) => StoreRule::StoreAll,
@@ -443,7 +467,7 @@ impl Config {
         if hashing_budget < max_request_body {
             return Err(invalid(
                 "hashing_budget",
-                "must be at least `max_request_body` (one stream alone could never finish)",
+                &["must be at least `max_request_body` (one stream alone could never finish)"],
             ));
         }
         let max_response_body = size(
@@ -452,7 +476,7 @@ impl Config {
             defaults::MAX_RESPONSE_BODY,
         )?;
         if max_response_body > u64::from(u32::MAX) {
-            return Err(invalid("max_response_body", "must be below 4 GiB"));
+            return Err(invalid("max_response_body", &["must be below 4 GiB"]));
         }
         let max_relay_body = size(
             "upstream.max_body",
@@ -460,15 +484,15 @@ impl Config {
             defaults::MAX_RELAY_BODY,
         )?;
         if max_relay_body > u64::from(u32::MAX) {
-            return Err(invalid("upstream.max_body", "must be below 4 GiB"));
+            return Err(invalid("upstream.max_body", &["must be below 4 GiB"]));
         }
         let records = self.capacity.unwrap_or(defaults::CAPACITY);
         let per_cell = self.records_per_cell.unwrap_or(defaults::RECORDS_PER_CELL);
         if records == 0 {
-            return Err(invalid("capacity", "must be at least 1"));
+            return Err(invalid("capacity", &["must be at least 1"]));
         }
         if per_cell == 0 || per_cell > 64 {
-            return Err(invalid("records_per_cell", "must be between 1 and 64"));
+            return Err(invalid("records_per_cell", &["must be between 1 and 64"]));
         }
         let capacity = Capacity {
             cells: records.div_ceil(u32::from(per_cell)),
@@ -479,7 +503,11 @@ impl Config {
             Some(n) if (1..=per_cell).contains(&n) => Ok(n),
             Some(_) => Err(invalid(
                 field,
-                format!("must be between 1 and `records_per_cell` ({per_cell})"),
+                &[
+                    "must be between 1 and `records_per_cell` (",
+                    &decimal(u64::from(per_cell)),
+                    ")",
+                ],
             )),
         };
         let quota = Quota {
@@ -500,8 +528,8 @@ impl Config {
         {
             if token.is_none() {
                 return Err(invalid(
-                    format!("routes[{i}].token"),
-                    "requires a `token` section with a secret",
+                    &item("routes", i, ".token"),
+                    &["requires a `token` section with a secret"],
                 ));
             }
         }
@@ -537,7 +565,7 @@ impl Config {
                 if store.cluster.is_some() || store.timeout.is_some() {
                     return Err(invalid(
                         "store.cluster",
-                        "only applies when `kind` is \"remote\"",
+                        &["only applies when `kind` is \"remote\""],
                     ));
                 }
                 Ok(StoreKind::Local)
@@ -548,17 +576,17 @@ impl Config {
                     _ => {
                         return Err(invalid(
                             "store.cluster",
-                            "a remote store needs the Envoy cluster of the store service",
+                            &["a remote store needs the Envoy cluster of the store service"],
                         ))
                     }
                 };
                 let timeout = span("store.timeout", store.timeout.as_deref(), "250ms")?;
                 if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
-                    return Err(invalid("store.timeout", "must be between 1ms and 60s"));
+                    return Err(invalid("store.timeout", &["must be between 1ms and 60s"]));
                 }
                 Ok(StoreKind::Remote { cluster, timeout })
             }
-            Some(_) => Err(invalid("store.kind", "expected \"local\" or \"remote\"")),
+            Some(_) => Err(invalid("store.kind", &["expected \"local\" or \"remote\""])),
         }
     }
 
@@ -587,14 +615,14 @@ impl Config {
         for (i, route) in list.iter().enumerate() {
             if !route.prefix.starts_with('/') {
                 return Err(invalid(
-                    format!("routes[{i}].prefix"),
-                    "must start with `/`",
+                    &item("routes", i, ".prefix"),
+                    &["must start with `/`"],
                 ));
             }
             if route.prefix.contains(['?', '#']) {
                 return Err(invalid(
-                    format!("routes[{i}].prefix"),
-                    "is matched against the path without its query, so it may not contain `?` or `#`",
+                    &item("routes", i, ".prefix"),
+                    &["is matched against the path without its query, so it may not contain `?` or `#`"],
                 ));
             }
             let kind = match route.kind {
@@ -606,8 +634,8 @@ impl Config {
                 None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
                 Some(methods) if methods.is_empty() => {
                     return Err(invalid(
-                        format!("routes[{i}].methods"),
-                        "must name at least one method",
+                        &item("routes", i, ".methods"),
+                        &["must name at least one method"],
                     ))
                 }
                 Some(methods) => {
@@ -615,8 +643,8 @@ impl Config {
                     for (j, m) in methods.iter().enumerate() {
                         if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
                             return Err(invalid(
-                                format!("routes[{i}].methods[{j}]"),
-                                format!("`{m}` is not an HTTP method"),
+                                &item(&item("routes", i, ".methods"), j, ""),
+                                &["`", m, "` is not an HTTP method"],
                             ));
                         }
                         out.push(m.to_ascii_uppercase());
@@ -628,8 +656,8 @@ impl Config {
                 (None, RouteKind::Api) => Arc::clone(&default_key_from),
                 (None, RouteKind::Callback) => {
                     return Err(invalid(
-                        format!("routes[{i}].key_from"),
-                        "a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]",
+                        &item("routes", i, ".key_from"),
+                        &["a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]"],
                     ))
                 }
                 (Some(list), _) => compile_key_from(i, list)?,
@@ -638,8 +666,8 @@ impl Config {
                 (None, _) => None,
                 (Some(_), RouteKind::Api) => {
                     return Err(invalid(
-                        format!("routes[{i}].signature"),
-                        "only applies to routes of kind \"callback\"",
+                        &item("routes", i, ".signature"),
+                        &["only applies to routes of kind \"callback\""],
                     ))
                 }
                 (Some(sig), RouteKind::Callback) => Some(compile_signature(i, sig, env)?),
@@ -684,10 +712,14 @@ impl Config {
         route: Option<(usize, &RouteConfig)>,
         lease: Span,
     ) -> Result<Forward, ConfigError> {
-        let upstream = self.upstream.clone().unwrap_or_default();
+        let (upstream_cluster, upstream_timeout) = match &self.upstream {
+            Some(u) => (u.cluster.as_ref(), u.timeout.as_deref()),
+            None => (None, None),
+        };
+        // `.field` of the route, or of `upstream`.
         let at = |field: &str| match route {
-            Some((i, _)) => format!("routes[{i}].{field}"),
-            None => format!("upstream.{field}"),
+            Some((i, _)) => item("routes", i, field),
+            None => ["upstream", field].concat(),
         };
         let (forward, cluster, timeout) = match route {
             Some((_, r)) => (r.forward, r.cluster.as_ref(), r.upstream_timeout.as_ref()),
@@ -696,45 +728,46 @@ impl Config {
         if forward == Some(ForwardConfig::Router) {
             if cluster.is_some() || timeout.is_some() {
                 return Err(invalid(
-                    at(if cluster.is_some() {
-                        "cluster"
+                    &at(if cluster.is_some() {
+                        ".cluster"
                     } else {
-                        "upstream_timeout"
+                        ".upstream_timeout"
                     }),
-                    "only applies when `forward` is \"detached\"",
+                    &["only applies when `forward` is \"detached\""],
                 ));
             }
             return Ok(Forward::Router);
         }
-        let cluster_field = if cluster.is_some() {
-            at("cluster")
-        } else {
-            "upstream.cluster".into()
-        };
-        let Some(cluster) = cluster.or(upstream.cluster.as_ref()) else {
+        let Some(cluster) = cluster.or(upstream_cluster) else {
             if forward == Some(ForwardConfig::Detached) {
                 return Err(invalid(
-                    at("cluster"),
-                    "a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`",
+                    &at(".cluster"),
+                    &["a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`"],
                 ));
             }
             return Ok(Forward::Router);
         };
         if cluster.is_empty() {
-            return Err(invalid(cluster_field, "must name an Envoy cluster"));
+            let field = if route.is_some_and(|(_, r)| r.cluster.is_some()) {
+                at(".cluster")
+            } else {
+                "upstream.cluster".into()
+            };
+            return Err(invalid(&field, &["must name an Envoy cluster"]));
         }
         let (timeout_field, timeout) = match timeout {
-            Some(t) => (at("upstream_timeout"), Some(t.as_str())),
-            None => ("upstream.timeout".into(), upstream.timeout.as_deref()),
+            Some(t) => (at(".upstream_timeout"), Some(t.as_str())),
+            None => ("upstream.timeout".into(), upstream_timeout),
         };
         let timeout = span(&timeout_field, timeout, defaults::UPSTREAM_TIMEOUT)?;
         if timeout.as_millis() == 0 || timeout >= lease {
             return Err(invalid(
-                timeout_field,
-                format!(
-                    "must be longer than zero and shorter than `lease` ({} ms): a retry must never take over a key whose upstream exchange may still answer",
-                    lease.as_millis()
-                ),
+                &timeout_field,
+                &[
+                    "must be longer than zero and shorter than `lease` (",
+                    &decimal(lease.as_millis()),
+                    " ms): a retry must never take over a key whose upstream exchange may still answer",
+                ],
             ));
         }
         Ok(Forward::Detached(Detached {
@@ -753,28 +786,28 @@ impl Config {
         if list.is_empty() {
             return Err(invalid(
                 "scope",
-                "must name at least one source (use [\"peer\"] for the client address)",
+                &["must name at least one source (use [\"peer\"] for the client address)"],
             ));
         }
-        list.iter()
-            .enumerate()
-            .map(|(i, source)| match source {
-                ScopeConfig::Header(name) => Ok(ScopeSource::Header(header_name(
-                    &format!("scope[{i}].header"),
-                    name,
-                )?)),
+        let mut sources = Vec::new();
+        for (i, source) in list.iter().enumerate() {
+            sources.push(match source {
+                ScopeConfig::Header(name) => {
+                    ScopeSource::Header(header_name(&item("scope", i, ".header"), name)?)
+                }
                 ScopeConfig::Property(path)
                     if path.is_empty() || path.iter().any(String::is_empty) =>
                 {
-                    Err(invalid(
-                        format!("scope[{i}].property"),
-                        "must be a non-empty list of non-empty path segments",
+                    return Err(invalid(
+                        &item("scope", i, ".property"),
+                        &["must be a non-empty list of non-empty path segments"],
                     ))
                 }
-                ScopeConfig::Property(path) => Ok(ScopeSource::Property(path.clone())),
-                ScopeConfig::Peer => Ok(ScopeSource::Peer),
-            })
-            .collect()
+                ScopeConfig::Property(path) => ScopeSource::Property(path.clone()),
+                ScopeConfig::Peer => ScopeSource::Peer,
+            });
+        }
+        Ok(sources)
     }
 
     fn compile_fingerprint(&self) -> Result<FingerprintSpec, ConfigError> {
@@ -785,7 +818,7 @@ impl Config {
         let mut limits = JsonLimits::default();
         if let Some(depth) = fp.max_depth {
             if depth == 0 {
-                return Err(invalid("fingerprint.max_depth", "must be at least 1"));
+                return Err(invalid("fingerprint.max_depth", &["must be at least 1"]));
             }
             limits.max_depth = depth;
         }
@@ -793,14 +826,15 @@ impl Config {
             (ModeConfig::Fields, None) => {
                 return Err(invalid(
                     "fingerprint.fields",
-                    "mode \"fields\" needs a list of JSON pointers",
+                    &["mode \"fields\" needs a list of JSON pointers"],
                 ))
             }
             (ModeConfig::Fields, Some(fields)) => {
                 let mut pointers = Vec::new();
                 for (i, text) in fields.iter().enumerate() {
-                    let pointer = JsonPointer::parse(text)
-                        .map_err(|e| invalid(format!("fingerprint.fields[{i}]"), e.to_string()))?;
+                    let pointer = JsonPointer::parse(text).map_err(|e| {
+                        invalid(&item("fingerprint.fields", i, ""), &[&e.message()])
+                    })?;
                     pointers.push(pointer);
                 }
                 FingerprintMode::Fields(pointers.into())
@@ -808,7 +842,7 @@ impl Config {
             (_, Some(_)) => {
                 return Err(invalid(
                     "fingerprint.fields",
-                    "only applies to mode \"fields\"",
+                    &["only applies to mode \"fields\""],
                 ))
             }
             (ModeConfig::Auto, None) => FingerprintMode::Auto,
@@ -819,11 +853,13 @@ impl Config {
         };
         let headers = match &fp.headers {
             None => default.headers,
-            Some(list) => list
-                .iter()
-                .enumerate()
-                .map(|(i, h)| header_name(&format!("fingerprint.headers[{i}]"), h))
-                .collect::<Result<_, _>>()?,
+            Some(list) => {
+                let mut headers = Vec::new();
+                for (i, h) in list.iter().enumerate() {
+                    headers.push(header_name(&item("fingerprint.headers", i, ""), h)?);
+                }
+                headers
+            }
         };
         Ok(FingerprintSpec {
             mode,
@@ -843,7 +879,7 @@ impl Config {
             (Some(_), Some(_)) => {
                 return Err(invalid(
                     "token.secret",
-                    "give either `secret` or `secret_env`, not both",
+                    &["give either `secret` or `secret_env`, not both"],
                 ))
             }
             (Some(secret), None) => secret.clone(),
@@ -852,24 +888,24 @@ impl Config {
                 env(name).ok_or_else(|| {
                     invalid(
                         "token.secret_env",
-                        format!("environment variable `{name}` is not set for the VM"),
+                        &["environment variable `", name, "` is not set for the VM"],
                     )
                 })?
             }
         };
         // The error names the rule, never the secret.
         let secret = TokenSecret::new(secret.as_bytes())
-            .map_err(|e| invalid("token.secret", e.to_string()))?;
+            .map_err(|e| invalid("token.secret", &[&e.to_string()]))?;
         let issue_path = token
             .issue_path
             .clone()
             .unwrap_or_else(|| defaults::TOKEN_ISSUE_PATH.into());
         if !issue_path.starts_with('/') {
-            return Err(invalid("token.issue_path", "must start with `/`"));
+            return Err(invalid("token.issue_path", &["must start with `/`"]));
         }
         let ttl = span("token.ttl", token.ttl.as_deref(), defaults::TOKEN_TTL)?;
         if ttl.as_millis() == 0 {
-            return Err(invalid("token.ttl", "must be longer than zero"));
+            return Err(invalid("token.ttl", &["must be longer than zero"]));
         }
         Ok(Some(TokenPolicy {
             secret,
@@ -887,28 +923,25 @@ fn compile_key_from(
     route: usize,
     list: &[KeySourceConfig],
 ) -> Result<Arc<[KeySource]>, ConfigError> {
+    let list_field = item("routes", route, ".key_from");
     if list.is_empty() {
-        return Err(invalid(
-            format!("routes[{route}].key_from"),
-            "must name at least one source",
-        ));
+        return Err(invalid(&list_field, &["must name at least one source"]));
     }
-    list.iter()
-        .enumerate()
-        .map(|(j, source)| {
-            let field = format!("routes[{route}].key_from[{j}]");
-            Ok(match source {
-                KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
-                KeySourceConfig::Json(pointer) => KeySource::Json(
-                    JsonPointer::parse(pointer).map_err(|e| invalid(&field, e.to_string()))?,
-                ),
-                KeySourceConfig::Form(name) if name.is_empty() => {
-                    return Err(invalid(field, "the form field name may not be empty"))
-                }
-                KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
-            })
-        })
-        .collect()
+    let mut sources = Vec::new();
+    for (j, source) in list.iter().enumerate() {
+        let field = item(&list_field, j, "");
+        sources.push(match source {
+            KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
+            KeySourceConfig::Json(pointer) => KeySource::Json(
+                JsonPointer::parse(pointer).map_err(|e| invalid(&field, &[&e.message()]))?,
+            ),
+            KeySourceConfig::Form(name) if name.is_empty() => {
+                return Err(invalid(&field, &["the form field name may not be empty"]))
+            }
+            KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
+        });
+    }
+    Ok(sources.into())
 }
 
 fn compile_signature(
@@ -916,19 +949,19 @@ fn compile_signature(
     sig: &SignatureConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SignatureRule, ConfigError> {
-    let at = |name: &str| format!("routes[{route}].signature.{name}");
+    let at = |name: &str| item("routes", route, &[".signature.", name].concat());
     let secret = match (&sig.secret, &sig.secret_env) {
         (Some(secret), None) => secret.clone(),
         (None, Some(name)) => env(name).ok_or_else(|| {
             invalid(
-                at("secret_env"),
-                format!("environment variable `{name}` is not set for the VM"),
+                &at("secret_env"),
+                &["environment variable `", name, "` is not set for the VM"],
             )
         })?,
         _ => {
             return Err(invalid(
-                at("secret"),
-                "give exactly one of `secret` or `secret_env`",
+                &at("secret"),
+                &["give exactly one of `secret` or `secret_env`"],
             ))
         }
     };
@@ -936,8 +969,8 @@ fn compile_signature(
         (SignatureSchemeConfig::GitHub, None) => SignatureScheme::GitHub,
         (SignatureSchemeConfig::GitHub, Some(_)) => {
             return Err(invalid(
-                at("tolerance"),
-                "only applies to scheme \"stripe\" (GitHub signs no timestamp)",
+                &at("tolerance"),
+                &["only applies to scheme \"stripe\" (GitHub signs no timestamp)"],
             ))
         }
         (SignatureSchemeConfig::Stripe, tolerance) => {
@@ -945,11 +978,12 @@ fn compile_signature(
                 None => DEFAULT_TOLERANCE,
                 Some(text) => text
                     .parse::<Span>()
-                    .map_err(|e| invalid(at("tolerance"), e.to_string()))?,
+                    .map_err(|e| invalid(&at("tolerance"), &[&e.to_string()]))?,
             };
             SignatureScheme::Stripe { tolerance }
         }
     };
     // The error names the rule, never the secret.
-    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| invalid(at("secret"), e.to_string()))
+    SignatureRule::new(scheme, secret.as_bytes())
+        .map_err(|e| invalid(&at("secret"), &[&e.to_string()]))
 }

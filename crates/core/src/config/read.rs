@@ -13,8 +13,7 @@ use super::{
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
-use crate::text::Text;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 
 const CONFIG_FIELDS: &[&str] = &[
@@ -109,7 +108,7 @@ impl Config {
     /// [`Config::compile`] for that.
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
         let doc = Value::parse(text).map_err(|e| ConfigError::Syntax {
-            message: e.to_string(),
+            message: e.message(),
         })?;
         Config::from_document(&doc)
     }
@@ -502,12 +501,7 @@ fn join(path: &str, key: &str) -> String {
 
 /// `path[i]`, an item's path.
 fn index(path: &str, i: usize) -> String {
-    let mut out = String::from(path);
-    out.push('[');
-    // Writing into a `String` cannot fail.
-    let _ = out.put_u64(i as u64);
-    out.push(']');
-    out
+    super::item(path, i, "")
 }
 
 fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], ConfigError> {
