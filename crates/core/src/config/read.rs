@@ -118,8 +118,8 @@ impl Config {
         let mut c = Config::default();
         for (key, value) in members("", doc)? {
             let at = key.as_str();
-            match at {
-                "header" => c.header = opt_string(at, value)?,
+            let slot = match at {
+                "header" => Slot::Text(&mut c.header),
                 "routes" => {
                     c.routes = match opt_array(at, value)? {
                         None => None,
@@ -130,7 +130,8 @@ impl Config {
                             }
                             Some(routes)
                         }
-                    }
+                    };
+                    continue;
                 }
                 "scope" => {
                     c.scope = match opt_array(at, value)? {
@@ -142,19 +143,24 @@ impl Config {
                             }
                             Some(sources)
                         }
-                    }
+                    };
+                    continue;
                 }
                 "fingerprint" => {
                     c.fingerprint = if value.is_null() {
                         None
                     } else {
                         Some(fingerprint(at, value)?)
-                    }
+                    };
+                    continue;
                 }
-                "ttl" => c.ttl = opt_string(at, value)?,
-                "lease" => c.lease = opt_string(at, value)?,
-                "replay_headers" => c.replay_headers = opt_strings(at, value)?,
-                "store_responses" => c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?,
+                "ttl" => Slot::Text(&mut c.ttl),
+                "lease" => Slot::Text(&mut c.lease),
+                "replay_headers" => Slot::Texts(&mut c.replay_headers),
+                "store_responses" => {
+                    c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?;
+                    continue;
+                }
                 "release_statuses" => {
                     c.release_statuses = match opt_array(at, value)? {
                         None => None,
@@ -165,43 +171,84 @@ impl Config {
                             }
                             Some(statuses)
                         }
-                    }
+                    };
+                    continue;
                 }
-                "max_request_body" => c.max_request_body = opt_size(at, value)?,
-                "hashing_budget" => c.hashing_budget = opt_size(at, value)?,
-                "max_response_body" => c.max_response_body = opt_size(at, value)?,
-                "capacity" => c.capacity = opt_u32(at, value)?,
-                "records_per_cell" => c.records_per_cell = opt_u16(at, value)?,
-                "scope_quota" => c.scope_quota = opt_u16(at, value)?,
-                "peer_quota" => c.peer_quota = opt_u16(at, value)?,
-                "on_store_full" => c.on_store_full = opt_pick(at, value, &FAILURES)?,
-                "on_store_error" => c.on_store_error = opt_pick(at, value, &FAILURES)?,
+                "max_request_body" => Slot::Size(&mut c.max_request_body),
+                "hashing_budget" => Slot::Size(&mut c.hashing_budget),
+                "max_response_body" => Slot::Size(&mut c.max_response_body),
+                "capacity" => Slot::U32(&mut c.capacity),
+                "records_per_cell" => Slot::U16(&mut c.records_per_cell),
+                "scope_quota" => Slot::U16(&mut c.scope_quota),
+                "peer_quota" => Slot::U16(&mut c.peer_quota),
+                "on_store_full" => {
+                    c.on_store_full = opt_pick(at, value, &FAILURES)?;
+                    continue;
+                }
+                "on_store_error" => {
+                    c.on_store_error = opt_pick(at, value, &FAILURES)?;
+                    continue;
+                }
                 "token" => {
                     c.token = if value.is_null() {
                         None
                     } else {
                         Some(token(at, value)?)
-                    }
+                    };
+                    continue;
                 }
                 "upstream" => {
                     c.upstream = if value.is_null() {
                         None
                     } else {
                         Some(upstream(at, value)?)
-                    }
+                    };
+                    continue;
                 }
                 "store" => {
                     c.store = if value.is_null() {
                         None
                     } else {
                         Some(store_backend(at, value)?)
-                    }
+                    };
+                    continue;
                 }
                 _ => return Err(unknown("", key, CONFIG_FIELDS)),
-            }
+            };
+            fill(at, value, slot)?;
         }
         Ok(c)
     }
+}
+
+/// Where a plain field's value goes. Every field of a kind is read by the same code (`fill`),
+/// whichever section it is in.
+enum Slot<'a> {
+    Text(&'a mut Option<String>),
+    Texts(&'a mut Option<Vec<String>>),
+    Size(&'a mut Option<Size>),
+    U16(&'a mut Option<u16>),
+    U32(&'a mut Option<u32>),
+    Bool(&'a mut Option<bool>),
+}
+
+/// Reads `value` into `slot`; `null` is "not given", like a missing member.
+fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), ConfigError> {
+    match slot {
+        Slot::Text(out) => *out = opt_string(path, value)?,
+        Slot::Texts(out) => *out = opt_strings(path, value)?,
+        Slot::Size(out) => *out = opt_size(path, value)?,
+        Slot::U16(out) => *out = opt_u16(path, value)?,
+        Slot::U32(out) => *out = opt_u32(path, value)?,
+        Slot::Bool(out) => {
+            *out = if value.is_null() {
+                None
+            } else {
+                Some(boolean(path, value)?)
+            }
+        }
+    }
+    Ok(())
 }
 
 fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
@@ -218,22 +265,31 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut signature_rule = None;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
-            "prefix" => prefix = Some(string(&at, value)?),
-            "methods" => methods = opt_strings(&at, value)?,
-            "key" => key_rule = opt_pick(&at, value, &KEYS)?,
-            "token" => token_rule = opt_pick(&at, value, &TOKENS)?,
-            "case_sensitive" => {
-                case_sensitive = if value.is_null() {
-                    None
-                } else {
-                    Some(boolean(&at, value)?)
-                }
+        let slot = match key.as_str() {
+            "prefix" => {
+                prefix = Some(string(&at, value)?);
+                continue;
             }
-            "forward" => forward = opt_pick(&at, value, &FORWARDS)?,
-            "cluster" => cluster = opt_string(&at, value)?,
-            "upstream_timeout" => upstream_timeout = opt_string(&at, value)?,
-            "kind" => kind = opt_pick(&at, value, &ROUTE_KINDS)?,
+            "methods" => Slot::Texts(&mut methods),
+            "key" => {
+                key_rule = opt_pick(&at, value, &KEYS)?;
+                continue;
+            }
+            "token" => {
+                token_rule = opt_pick(&at, value, &TOKENS)?;
+                continue;
+            }
+            "case_sensitive" => Slot::Bool(&mut case_sensitive),
+            "forward" => {
+                forward = opt_pick(&at, value, &FORWARDS)?;
+                continue;
+            }
+            "cluster" => Slot::Text(&mut cluster),
+            "upstream_timeout" => Slot::Text(&mut upstream_timeout),
+            "kind" => {
+                kind = opt_pick(&at, value, &ROUTE_KINDS)?;
+                continue;
+            }
             "key_from" => {
                 key_from = match opt_array(&at, value)? {
                     None => None,
@@ -244,17 +300,20 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
                         }
                         Some(sources)
                     }
-                }
+                };
+                continue;
             }
             "signature" => {
                 signature_rule = if value.is_null() {
                     None
                 } else {
                     Some(signature(&at, value)?)
-                }
+                };
+                continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
-        }
+        };
+        fill(&at, value, slot)?;
     }
     let Some(prefix) = prefix else {
         return Err(shape(&join(path, "prefix"), &["missing field"]));
@@ -277,13 +336,13 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
 fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
     let mut u = UpstreamConfig::default();
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
-        match key.as_str() {
-            "cluster" => u.cluster = opt_string(&at, value)?,
-            "timeout" => u.timeout = opt_string(&at, value)?,
-            "max_body" => u.max_body = opt_size(&at, value)?,
+        let slot = match key.as_str() {
+            "cluster" => Slot::Text(&mut u.cluster),
+            "timeout" => Slot::Text(&mut u.timeout),
+            "max_body" => Slot::Size(&mut u.max_body),
             _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
-        }
+        };
+        fill(&join(path, key), value, slot)?;
     }
     Ok(u)
 }
@@ -297,7 +356,7 @@ fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Config
             "timeout" => &mut s.timeout,
             _ => return Err(unknown(path, key, STORE_FIELDS)),
         };
-        *slot = opt_string(&join(path, key), value)?;
+        fill(&join(path, key), value, Slot::Text(slot))?;
     }
     Ok(s)
 }
@@ -342,7 +401,7 @@ fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> 
             "tolerance" => &mut sig.tolerance,
             _ => return Err(unknown(path, key, SIGNATURE_FIELDS)),
         };
-        *slot = opt_string(&at, value)?;
+        fill(&at, value, Slot::Text(slot))?;
     }
     let Some(scheme) = scheme else {
         return Err(shape(&join(path, "scheme"), &["missing field"]));
@@ -382,13 +441,17 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
     };
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
-            "mode" => fp.mode = opt_pick(&at, value, &MODES)?,
-            "headers" => fp.headers = opt_strings(&at, value)?,
-            "fields" => fp.fields = opt_strings(&at, value)?,
-            "max_depth" => fp.max_depth = opt_u16(&at, value)?,
+        let slot = match key.as_str() {
+            "mode" => {
+                fp.mode = opt_pick(&at, value, &MODES)?;
+                continue;
+            }
+            "headers" => Slot::Texts(&mut fp.headers),
+            "fields" => Slot::Texts(&mut fp.fields),
+            "max_depth" => Slot::U16(&mut fp.max_depth),
             _ => return Err(unknown(path, key, FINGERPRINT_FIELDS)),
-        }
+        };
+        fill(&at, value, slot)?;
     }
     Ok(fp)
 }
@@ -410,7 +473,7 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
             "header" => &mut t.header,
             _ => return Err(unknown(path, key, TOKEN_FIELDS)),
         };
-        *slot = opt_string(&join(path, key), value)?;
+        fill(&join(path, key), value, Slot::Text(slot))?;
     }
     Ok(t)
 }
