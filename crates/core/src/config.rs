@@ -267,6 +267,11 @@ fn item(list: &str, i: usize, rest: &str) -> String {
     out
 }
 
+/// Owned copies of `names` (the default lists).
+fn owned(names: &[&str]) -> Vec<String> {
+    names.iter().map(|name| String::from(*name)).collect()
+}
+
 /// `n` in decimal.
 fn decimal(n: u64) -> String {
     let mut out = String::new();
@@ -298,7 +303,7 @@ impl Policy {
         Policy {
             routes: alloc::vec![Route {
                 prefix: "/".into(),
-                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
                 case_sensitive: false,
@@ -315,10 +320,7 @@ impl Policy {
             fingerprint: FingerprintSpec::default(),
             ttl: Span::from_secs(24 * 60 * 60),
             lease: Span::from_secs(60),
-            replay_headers: DEFAULT_REPLAY_HEADERS
-                .iter()
-                .map(|h| (*h).to_owned())
-                .collect(),
+            replay_headers: owned(DEFAULT_REPLAY_HEADERS),
             store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
             max_request_body: defaults::MAX_REQUEST_BODY,
             hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
@@ -344,7 +346,7 @@ fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, ConfigE
     value
         .unwrap_or(default)
         .parse::<Span>()
-        .map_err(|e| invalid(field, &[&e.to_string()]))
+        .map_err(|e| invalid(field, &[e.text()]))
 }
 
 fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigError> {
@@ -415,10 +417,7 @@ impl Config {
         }
         let routes = self.compile_routes(lease, &header, env)?;
         let replay_headers = match &self.replay_headers {
-            None => DEFAULT_REPLAY_HEADERS
-                .iter()
-                .map(|h| (*h).to_owned())
-                .collect(),
+            None => owned(DEFAULT_REPLAY_HEADERS),
             Some(list) => {
                 let mut out = Vec::new();
                 for (i, name) in list.iter().enumerate() {
@@ -601,7 +600,7 @@ impl Config {
         let Some(list) = &self.routes else {
             return Ok(alloc::vec![Route {
                 prefix: "/".into(),
-                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
                 case_sensitive: false,
@@ -631,7 +630,7 @@ impl Config {
             };
             let methods = match &route.methods {
                 None if kind == RouteKind::Callback => alloc::vec![String::from("POST")],
-                None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                None => owned(defaults::METHODS),
                 Some(methods) if methods.is_empty() => {
                     return Err(invalid(
                         &item("routes", i, ".methods"),
@@ -978,7 +977,7 @@ fn compile_signature(
                 None => DEFAULT_TOLERANCE,
                 Some(text) => text
                     .parse::<Span>()
-                    .map_err(|e| invalid(&at("tolerance"), &[&e.to_string()]))?,
+                    .map_err(|e| invalid(&at("tolerance"), &[e.text()]))?,
             };
             SignatureScheme::Stripe { tolerance }
         }
