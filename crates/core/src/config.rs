@@ -258,13 +258,7 @@ fn invalid(field: &str, reason: &[&str]) -> ConfigError {
 /// `list[i]` and then `rest`: the path of a list's item (`routes[1]`) or of its field
 /// (`routes[1].methods`).
 fn item(list: &str, i: usize, rest: &str) -> String {
-    let mut out = String::from(list);
-    out.push('[');
-    // Writing into a `String` cannot fail.
-    let _ = out.put_u64(i as u64);
-    out.push(']');
-    out.push_str(rest);
-    out
+    [list, "[", &decimal(i as u64), "]", rest].concat()
 }
 
 /// Owned copies of `names` (the default lists).

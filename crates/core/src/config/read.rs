@@ -563,17 +563,12 @@ fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, ConfigError> {
 #[cold]
 #[inline(never)]
 fn shape(path: &str, reason: &[&str]) -> ConfigError {
-    let mut message = String::new();
-    if path.is_empty() {
-        message.push_str("the document: ");
+    let mut message = if path.is_empty() {
+        String::from("the document: ")
     } else {
-        message.push('`');
-        message.push_str(path);
-        message.push_str("`: ");
-    }
-    for piece in reason {
-        message.push_str(piece);
-    }
+        ["`", path, "`: "].concat()
+    };
+    message.push_str(&reason.concat());
     ConfigError::Syntax { message }
 }
 
@@ -585,15 +580,11 @@ fn found(path: &str, expected: &str, value: &Value) -> ConfigError {
 }
 
 /// `names`, each between `quote`s, separated by `, `.
-fn quoted(names: &[&str], quote: char) -> String {
+fn quoted(names: &[&str], quote: &str) -> String {
     let mut out = String::new();
     for (i, name) in names.iter().enumerate() {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        out.push(quote);
-        out.push_str(name);
-        out.push(quote);
+        let comma = if i > 0 { ", " } else { "" };
+        out.push_str(&[comma, quote, name, quote].concat());
     }
     out
 }
@@ -603,18 +594,16 @@ fn quoted(names: &[&str], quote: char) -> String {
 fn unknown(path: &str, key: &str, expected: &[&str]) -> ConfigError {
     shape(
         &join(path, key),
-        &["unknown field, expected one of ", &quoted(expected, '`')],
+        &["unknown field, expected one of ", &quoted(expected, "`")],
     )
 }
 
 /// `path.key` (`key` alone at the top).
 fn join(path: &str, key: &str) -> String {
-    let mut out = String::from(path);
-    if !path.is_empty() {
-        out.push('.');
+    if path.is_empty() {
+        return key.into();
     }
-    out.push_str(key);
-    out
+    [path, ".", key].concat()
 }
 
 /// `path[i]`, an item's path.
@@ -728,7 +717,7 @@ fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, ConfigErro
             path,
             &[
                 "expected one of ",
-                &quoted(names, '"'),
+                &quoted(names, "\""),
                 ", found ",
                 value.kind(),
             ],
@@ -742,7 +731,7 @@ fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, ConfigErro
                 "unknown value \"",
                 text,
                 "\", expected one of ",
-                &quoted(names, '"'),
+                &quoted(names, "\""),
             ],
         )),
     }
