@@ -358,23 +358,27 @@ fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigEr
 
 /// `"512"`, `"64KiB"`, `"1MiB"`, `"1GiB"` (also `KB`/`MB`/`GB` as powers of 1000).
 pub fn parse_size(text: &str) -> Option<u64> {
+    const UNITS: [(&str, u64); 8] = [
+        ("", 1),
+        ("B", 1),
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("KB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+    ];
     let text = text.trim();
+    // A digit is one byte, so the first byte that is not one starts the unit.
     let digits = text
-        .find(|c: char| !c.is_ascii_digit())
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
     let number: u64 = number.parse().ok()?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        _ => return None,
-    };
-    number.checked_mul(scale)
+    let unit = unit.trim();
+    let (_, scale) = UNITS.iter().find(|(name, _)| *name == unit)?;
+    number.checked_mul(*scale)
 }
 
 fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
