@@ -13,6 +13,7 @@ use super::{
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -119,131 +120,136 @@ impl Config {
 
     /// Maps a parsed document onto the configuration's shape.
     pub fn from_document(doc: &Value) -> Result<Config, ConfigError> {
-        let mut c = Config::default();
-        for (key, value) in members("", doc)? {
-            let at = key.as_str();
-            let slot = match CONFIG_FIELDS.iter().position(|name| *name == at) {
-                // `header`
-                Some(0) => Slot::Text(&mut c.header),
-                // `routes`
-                Some(1) => {
-                    c.routes = match opt_array(at, value)? {
-                        None => None,
-                        Some(items) => {
-                            let mut routes = Vec::new();
-                            for (i, item) in items.iter().enumerate() {
-                                routes.push(route(&index(at, i), item)?);
-                            }
-                            Some(routes)
-                        }
-                    };
-                    continue;
-                }
-                // `scope`
-                Some(2) => {
-                    c.scope = match opt_array(at, value)? {
-                        None => None,
-                        Some(items) => {
-                            let mut sources = Vec::new();
-                            for (i, item) in items.iter().enumerate() {
-                                sources.push(scope_source(&index(at, i), item)?);
-                            }
-                            Some(sources)
-                        }
-                    };
-                    continue;
-                }
-                // `fingerprint`
-                Some(3) => {
-                    c.fingerprint = if value.is_null() {
-                        None
-                    } else {
-                        Some(fingerprint(at, value)?)
-                    };
-                    continue;
-                }
-                // `ttl`
-                Some(4) => Slot::Text(&mut c.ttl),
-                // `lease`
-                Some(5) => Slot::Text(&mut c.lease),
-                // `replay_headers`
-                Some(6) => Slot::Texts(&mut c.replay_headers),
-                // `store_responses`
-                Some(7) => {
-                    c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?;
-                    continue;
-                }
-                // `release_statuses`
-                Some(8) => {
-                    c.release_statuses = match opt_array(at, value)? {
-                        None => None,
-                        Some(items) => {
-                            let mut statuses = Vec::new();
-                            for (i, item) in items.iter().enumerate() {
-                                statuses.push(u16_at(&index(at, i), item)?);
-                            }
-                            Some(statuses)
-                        }
-                    };
-                    continue;
-                }
-                // `max_request_body`
-                Some(9) => Slot::Size(&mut c.max_request_body),
-                // `hashing_budget`
-                Some(10) => Slot::Size(&mut c.hashing_budget),
-                // `max_response_body`
-                Some(11) => Slot::Size(&mut c.max_response_body),
-                // `capacity`
-                Some(12) => Slot::U32(&mut c.capacity),
-                // `records_per_cell`
-                Some(13) => Slot::U16(&mut c.records_per_cell),
-                // `scope_quota`
-                Some(14) => Slot::U16(&mut c.scope_quota),
-                // `peer_quota`
-                Some(15) => Slot::U16(&mut c.peer_quota),
-                // `on_store_full`
-                Some(16) => {
-                    c.on_store_full = opt_pick(at, value, &FAILURES)?;
-                    continue;
-                }
-                // `on_store_error`
-                Some(17) => {
-                    c.on_store_error = opt_pick(at, value, &FAILURES)?;
-                    continue;
-                }
-                // `token`
-                Some(18) => {
-                    c.token = if value.is_null() {
-                        None
-                    } else {
-                        Some(token(at, value)?)
-                    };
-                    continue;
-                }
-                // `upstream`
-                Some(19) => {
-                    c.upstream = if value.is_null() {
-                        None
-                    } else {
-                        Some(upstream(at, value)?)
-                    };
-                    continue;
-                }
-                // `store`
-                Some(20) => {
-                    c.store = if value.is_null() {
-                        None
-                    } else {
-                        Some(store_backend(at, value)?)
-                    };
-                    continue;
-                }
-                _ => return Err(unknown("", key, CONFIG_FIELDS)),
-            };
-            fill(at, value, slot)?;
-        }
-        Ok(c)
+        document(doc).map_err(|shape| ConfigError::Syntax { message: *shape.0 })
     }
+}
+
+/// [`Config::from_document`], with the error in a [`Shape`].
+fn document(doc: &Value) -> Result<Config, Shape> {
+    let mut c = Config::default();
+    for (key, value) in members("", doc)? {
+        let at = key.as_str();
+        let slot = match CONFIG_FIELDS.iter().position(|name| *name == at) {
+            // `header`
+            Some(0) => Slot::Text(&mut c.header),
+            // `routes`
+            Some(1) => {
+                c.routes = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut routes = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            routes.push(route(&index(at, i), item)?);
+                        }
+                        Some(routes)
+                    }
+                };
+                continue;
+            }
+            // `scope`
+            Some(2) => {
+                c.scope = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut sources = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            sources.push(scope_source(&index(at, i), item)?);
+                        }
+                        Some(sources)
+                    }
+                };
+                continue;
+            }
+            // `fingerprint`
+            Some(3) => {
+                c.fingerprint = if value.is_null() {
+                    None
+                } else {
+                    Some(fingerprint(at, value)?)
+                };
+                continue;
+            }
+            // `ttl`
+            Some(4) => Slot::Text(&mut c.ttl),
+            // `lease`
+            Some(5) => Slot::Text(&mut c.lease),
+            // `replay_headers`
+            Some(6) => Slot::Texts(&mut c.replay_headers),
+            // `store_responses`
+            Some(7) => {
+                c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?;
+                continue;
+            }
+            // `release_statuses`
+            Some(8) => {
+                c.release_statuses = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut statuses = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            statuses.push(u16_at(&index(at, i), item)?);
+                        }
+                        Some(statuses)
+                    }
+                };
+                continue;
+            }
+            // `max_request_body`
+            Some(9) => Slot::Size(&mut c.max_request_body),
+            // `hashing_budget`
+            Some(10) => Slot::Size(&mut c.hashing_budget),
+            // `max_response_body`
+            Some(11) => Slot::Size(&mut c.max_response_body),
+            // `capacity`
+            Some(12) => Slot::U32(&mut c.capacity),
+            // `records_per_cell`
+            Some(13) => Slot::U16(&mut c.records_per_cell),
+            // `scope_quota`
+            Some(14) => Slot::U16(&mut c.scope_quota),
+            // `peer_quota`
+            Some(15) => Slot::U16(&mut c.peer_quota),
+            // `on_store_full`
+            Some(16) => {
+                c.on_store_full = opt_pick(at, value, &FAILURES)?;
+                continue;
+            }
+            // `on_store_error`
+            Some(17) => {
+                c.on_store_error = opt_pick(at, value, &FAILURES)?;
+                continue;
+            }
+            // `token`
+            Some(18) => {
+                c.token = if value.is_null() {
+                    None
+                } else {
+                    Some(token(at, value)?)
+                };
+                continue;
+            }
+            // `upstream`
+            Some(19) => {
+                c.upstream = if value.is_null() {
+                    None
+                } else {
+                    Some(upstream(at, value)?)
+                };
+                continue;
+            }
+            // `store`
+            Some(20) => {
+                c.store = if value.is_null() {
+                    None
+                } else {
+                    Some(store_backend(at, value)?)
+                };
+                continue;
+            }
+            _ => return Err(unknown("", key, CONFIG_FIELDS)),
+        };
+        fill(at, value, slot)?;
+    }
+    Ok(c)
 }
 
 /// Where a plain field's value goes. Every field of a kind is read by the same code (`fill`),
@@ -258,7 +264,7 @@ enum Slot<'a> {
 }
 
 /// Reads `value` into `slot`; `null` is "not given", like a missing member.
-fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), ConfigError> {
+fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), Shape> {
     match slot {
         Slot::Text(out) => *out = opt_string(path, value)?,
         Slot::Texts(out) => *out = opt_strings(path, value)?,
@@ -276,7 +282,7 @@ fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
+fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
     let mut prefix = None;
     let mut methods = None;
     let mut key_rule = None;
@@ -369,7 +375,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     })
 }
 
-fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
+fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, Shape> {
     let mut u = UpstreamConfig::default();
     for (key, value) in members(path, value)? {
         let slot = match UPSTREAM_FIELDS.iter().position(|name| name == key) {
@@ -386,7 +392,7 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
     Ok(u)
 }
 
-fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, ConfigError> {
+fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Shape> {
     let mut s = StoreBackendConfig::default();
     for (key, value) in members(path, value)? {
         let slot = match STORE_FIELDS.iter().position(|name| name == key) {
@@ -404,7 +410,7 @@ fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Config
 }
 
 /// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
-fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, ConfigError> {
+fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, Shape> {
     const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}";
     let Value::Object(members) = value else {
         return Err(found(path, EXPECTED, value));
@@ -422,7 +428,7 @@ fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, ConfigError>
     Ok(make(string(&at, value)?))
 }
 
-fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> {
+fn signature(path: &str, value: &Value) -> Result<SignatureConfig, Shape> {
     let mut scheme = None;
     let mut sig = SignatureConfig {
         scheme: SignatureSchemeConfig::GitHub,
@@ -457,7 +463,7 @@ fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> 
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
-fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, ConfigError> {
+fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, Shape> {
     const EXPECTED: &str =
         "expected \"peer\", {\"header\": name} or {\"property\": [segment, ...]}";
     match value {
@@ -478,7 +484,7 @@ fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, ConfigError> {
     }
 }
 
-fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigError> {
+fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, Shape> {
     let mut fp = FingerprintConfig {
         mode: None,
         headers: None,
@@ -506,7 +512,7 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
     Ok(fp)
 }
 
-fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
+fn token(path: &str, value: &Value) -> Result<TokenConfig, Shape> {
     let mut t = TokenConfig {
         secret: None,
         secret_env: None,
@@ -535,7 +541,7 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
 
 /// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`); `null` is
 /// "not given".
-fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, ConfigError> {
+fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, Shape> {
     match value {
         Value::Null => Ok(None),
         Value::String(text) => Ok(Some(Size::Text(text.clone()))),
@@ -554,6 +560,12 @@ fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, ConfigError> {
     }
 }
 
+/// A shape error's message ([`ConfigError::Syntax`]), boxed: one word, so that every `?` of the
+/// readers passes a pointer on rather than a whole `ConfigError`.
+// The extra allocation is the point: a `Box` is one word, a `String` three.
+#[allow(clippy::box_collection)]
+struct Shape(Box<String>);
+
 // --- Shapes ---------------------------------------------------------------------------------
 // Every reader below is one function for all the fields it serves (no closures, no generics but
 // the one-line `opt_pick`), and every error is built out of line: this code runs once per
@@ -562,20 +574,20 @@ fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, ConfigError> {
 /// A shape error at `path` (empty for the document itself): the path, then `reason`'s pieces.
 #[cold]
 #[inline(never)]
-fn shape(path: &str, reason: &[&str]) -> ConfigError {
+fn shape(path: &str, reason: &[&str]) -> Shape {
     let mut message = if path.is_empty() {
         String::from("the document: ")
     } else {
         ["`", path, "`: "].concat()
     };
     message.push_str(&reason.concat());
-    ConfigError::Syntax { message }
+    Shape(Box::new(message))
 }
 
 /// `{expected}, found {what value is}`.
 #[cold]
 #[inline(never)]
-fn found(path: &str, expected: &str, value: &Value) -> ConfigError {
+fn found(path: &str, expected: &str, value: &Value) -> Shape {
     shape(path, &[expected, ", found ", value.kind()])
 }
 
@@ -591,7 +603,7 @@ fn quoted(names: &[&str], quote: &str) -> String {
 
 #[cold]
 #[inline(never)]
-fn unknown(path: &str, key: &str, expected: &[&str]) -> ConfigError {
+fn unknown(path: &str, key: &str, expected: &[&str]) -> Shape {
     shape(
         &join(path, key),
         &["unknown field, expected one of ", &quoted(expected, "`")],
@@ -611,19 +623,19 @@ fn index(path: &str, i: usize) -> String {
     super::item(path, i, "")
 }
 
-fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], ConfigError> {
+fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Shape> {
     value
         .as_object()
         .ok_or_else(|| found(path, "expected an object", value))
 }
 
-fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
+fn boolean(path: &str, value: &Value) -> Result<bool, Shape> {
     value
         .as_bool()
         .ok_or_else(|| found(path, "expected true or false", value))
 }
 
-fn string(path: &str, value: &Value) -> Result<String, ConfigError> {
+fn string(path: &str, value: &Value) -> Result<String, Shape> {
     match value.as_str() {
         Some(s) => Ok(String::from(s)),
         None => Err(found(path, "expected a string", value)),
@@ -631,7 +643,7 @@ fn string(path: &str, value: &Value) -> Result<String, ConfigError> {
 }
 
 /// A string; `null` is "not given", like a missing member.
-fn opt_string(path: &str, value: &Value) -> Result<Option<String>, ConfigError> {
+fn opt_string(path: &str, value: &Value) -> Result<Option<String>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
@@ -639,7 +651,7 @@ fn opt_string(path: &str, value: &Value) -> Result<Option<String>, ConfigError> 
 }
 
 /// An array's items; `null` is "not given".
-fn opt_array<'v>(path: &str, value: &'v Value) -> Result<Option<&'v [Value]>, ConfigError> {
+fn opt_array<'v>(path: &str, value: &'v Value) -> Result<Option<&'v [Value]>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
@@ -650,7 +662,7 @@ fn opt_array<'v>(path: &str, value: &'v Value) -> Result<Option<&'v [Value]>, Co
 }
 
 /// An array of strings; item paths are `path[i]`.
-fn strings(path: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
+fn strings(path: &str, value: &Value) -> Result<Vec<String>, Shape> {
     let Some(items) = value.as_array() else {
         return Err(found(path, "expected an array", value));
     };
@@ -661,7 +673,7 @@ fn strings(path: &str, value: &Value) -> Result<Vec<String>, ConfigError> {
     Ok(out)
 }
 
-fn opt_strings(path: &str, value: &Value) -> Result<Option<Vec<String>>, ConfigError> {
+fn opt_strings(path: &str, value: &Value) -> Result<Option<Vec<String>>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
@@ -669,7 +681,7 @@ fn opt_strings(path: &str, value: &Value) -> Result<Option<Vec<String>>, ConfigE
 }
 
 /// A non-negative integer up to `max` (spelled `max_text` in the message).
-fn integer(path: &str, value: &Value, max: u64, max_text: &str) -> Result<u64, ConfigError> {
+fn integer(path: &str, value: &Value, max: u64, max_text: &str) -> Result<u64, Shape> {
     match value.as_u64() {
         Some(n) if n <= max => Ok(n),
         _ => {
@@ -690,19 +702,19 @@ fn integer(path: &str, value: &Value, max: u64, max_text: &str) -> Result<u64, C
     }
 }
 
-fn u16_at(path: &str, value: &Value) -> Result<u16, ConfigError> {
+fn u16_at(path: &str, value: &Value) -> Result<u16, Shape> {
     // In range: `integer` checked it.
     integer(path, value, u64::from(u16::MAX), "65535").map(|n| n as u16)
 }
 
-fn opt_u16(path: &str, value: &Value) -> Result<Option<u16>, ConfigError> {
+fn opt_u16(path: &str, value: &Value) -> Result<Option<u16>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
     u16_at(path, value).map(Some)
 }
 
-fn opt_u32(path: &str, value: &Value) -> Result<Option<u32>, ConfigError> {
+fn opt_u32(path: &str, value: &Value) -> Result<Option<u32>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
@@ -711,7 +723,7 @@ fn opt_u32(path: &str, value: &Value) -> Result<Option<u32>, ConfigError> {
 }
 
 /// The position in `names` of the string `value` holds.
-fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, ConfigError> {
+fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, Shape> {
     let Some(text) = value.as_str() else {
         return Err(shape(
             path,
@@ -742,7 +754,7 @@ fn opt_pick<T: Copy, const N: usize>(
     path: &str,
     value: &Value,
     choices: &Choices<T, N>,
-) -> Result<Option<T>, ConfigError> {
+) -> Result<Option<T>, Shape> {
     if value.is_null() {
         return Ok(None);
     }
