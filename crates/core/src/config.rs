@@ -20,6 +20,7 @@ use crate::text::Text;
 use crate::time::Span;
 use crate::token::TokenSecret;
 use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -248,12 +249,16 @@ impl fmt::Display for ConfigError {
 /// is read once, so its code is written for size.
 #[cold]
 #[inline(never)]
-fn invalid(field: &str, reason: &[&str]) -> ConfigError {
-    ConfigError::Invalid {
+fn invalid(field: &str, reason: &[&str]) -> Refusal {
+    Refusal(Box::new(ConfigError::Invalid {
         field: field.into(),
         reason: reason.concat(),
-    }
+    }))
 }
+
+/// A [`ConfigError::Invalid`], boxed: one word, so that every `?` of the validation passes a
+/// pointer on rather than a whole `ConfigError`.
+struct Refusal(Box<ConfigError>);
 
 /// `list[i]` and then `rest`: the path of a list's item (`routes[1]`) or of its field
 /// (`routes[1].methods`).
@@ -336,14 +341,14 @@ impl Policy {
     }
 }
 
-fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, ConfigError> {
+fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, Refusal> {
     value
         .unwrap_or(default)
         .parse::<Span>()
         .map_err(|e| invalid(field, &[e.text()]))
 }
 
-fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigError> {
+fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, Refusal> {
     match value {
         None => Ok(default),
         Some(Size::Bytes(n)) => Ok(*n),
@@ -381,7 +386,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
     number.checked_mul(*scale)
 }
 
-fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
+fn header_name(field: &str, name: &str) -> Result<String, Refusal> {
     let valid = !name.is_empty()
         && name
             .bytes()
@@ -399,6 +404,11 @@ fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
 impl Config {
     /// Validates into a [`Policy`].
     pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
+        self.validate(env).map_err(|refusal| *refusal.0)
+    }
+
+    /// [`Config::compile`], with the error in a [`Refusal`].
+    fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, Refusal> {
         let header = header_name("header", self.header.as_deref().unwrap_or(defaults::HEADER))?;
         let scope = self.compile_scope()?;
         let fingerprint = self.compile_fingerprint()?;
@@ -553,7 +563,7 @@ impl Config {
     }
 
     /// The `store` section: local (the default) or the remote store service.
-    fn compile_store(&self) -> Result<StoreKind, ConfigError> {
+    fn compile_store(&self) -> Result<StoreKind, Refusal> {
         let Some(store) = &self.store else {
             return Ok(StoreKind::Local);
         };
@@ -592,7 +602,7 @@ impl Config {
         lease: Span,
         header: &str,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Vec<Route>, ConfigError> {
+    ) -> Result<Vec<Route>, Refusal> {
         let default_key_from: Arc<[KeySource]> =
             alloc::vec![KeySource::Header(header.to_owned())].into();
         let Some(list) = &self.routes else {
@@ -708,7 +718,7 @@ impl Config {
         &self,
         route: Option<(usize, &RouteConfig)>,
         lease: Span,
-    ) -> Result<Forward, ConfigError> {
+    ) -> Result<Forward, Refusal> {
         let (upstream_cluster, upstream_timeout) = match &self.upstream {
             Some(u) => (u.cluster.as_ref(), u.timeout.as_deref()),
             None => (None, None),
@@ -773,7 +783,7 @@ impl Config {
         }))
     }
 
-    fn compile_scope(&self) -> Result<Vec<ScopeSource>, ConfigError> {
+    fn compile_scope(&self) -> Result<Vec<ScopeSource>, Refusal> {
         let Some(list) = &self.scope else {
             return Ok(alloc::vec![
                 ScopeSource::Header("authorization".into()),
@@ -807,7 +817,7 @@ impl Config {
         Ok(sources)
     }
 
-    fn compile_fingerprint(&self) -> Result<FingerprintSpec, ConfigError> {
+    fn compile_fingerprint(&self) -> Result<FingerprintSpec, Refusal> {
         let default = FingerprintSpec::default();
         let Some(fp) = &self.fingerprint else {
             return Ok(default);
@@ -868,7 +878,7 @@ impl Config {
     fn compile_token(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<TokenPolicy>, ConfigError> {
+    ) -> Result<Option<TokenPolicy>, Refusal> {
         let Some(token) = &self.token else {
             return Ok(None);
         };
@@ -916,10 +926,7 @@ impl Config {
     }
 }
 
-fn compile_key_from(
-    route: usize,
-    list: &[KeySourceConfig],
-) -> Result<Arc<[KeySource]>, ConfigError> {
+fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySource]>, Refusal> {
     let list_field = item("routes", route, ".key_from");
     if list.is_empty() {
         return Err(invalid(&list_field, &["must name at least one source"]));
@@ -945,7 +952,7 @@ fn compile_signature(
     route: usize,
     sig: &SignatureConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SignatureRule, ConfigError> {
+) -> Result<SignatureRule, Refusal> {
     let at = |name: &str| item("routes", route, &[".signature.", name].concat());
     let secret = match (&sig.secret, &sig.secret_env) {
         (Some(secret), None) => secret.clone(),
