@@ -681,13 +681,12 @@ impl Config {
             };
             // Stored in the form requests are compared in (see `crate::path`).
             let case_sensitive = route.case_sensitive.unwrap_or(false);
-            let prefix = crate::path::normalize(&route.prefix);
+            let mut prefix = crate::path::normalize(&route.prefix);
+            if !case_sensitive {
+                prefix.make_ascii_lowercase();
+            }
             routes.push(Route {
-                prefix: if case_sensitive {
-                    prefix
-                } else {
-                    prefix.to_ascii_lowercase()
-                },
+                prefix,
                 case_sensitive,
                 methods,
                 kind,
@@ -882,6 +881,7 @@ impl Config {
         let Some(token) = &self.token else {
             return Ok(None);
         };
+        let from_env;
         let secret = match (&token.secret, &token.secret_env) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
@@ -889,15 +889,16 @@ impl Config {
                     &["give either `secret` or `secret_env`, not both"],
                 ))
             }
-            (Some(secret), None) => secret.clone(),
+            (Some(secret), None) => secret,
             (None, env_name) => {
                 let name = env_name.as_deref().unwrap_or(defaults::TOKEN_SECRET_ENV);
-                env(name).ok_or_else(|| {
+                from_env = env(name).ok_or_else(|| {
                     invalid(
                         "token.secret_env",
                         &["environment variable `", name, "` is not set for the VM"],
                     )
-                })?
+                })?;
+                &from_env
             }
         };
         // The error names the rule, never the secret.
@@ -905,8 +906,8 @@ impl Config {
             .map_err(|e| invalid("token.secret", &[&e.to_string()]))?;
         let issue_path = token
             .issue_path
-            .clone()
-            .unwrap_or_else(|| defaults::TOKEN_ISSUE_PATH.into());
+            .as_deref()
+            .unwrap_or(defaults::TOKEN_ISSUE_PATH);
         if !issue_path.starts_with('/') {
             return Err(invalid("token.issue_path", &["must start with `/`"]));
         }
@@ -917,7 +918,7 @@ impl Config {
         Ok(Some(TokenPolicy {
             secret,
             ttl,
-            issue_path,
+            issue_path: issue_path.into(),
             header: header_name(
                 "token.header",
                 token.header.as_deref().unwrap_or(defaults::TOKEN_HEADER),
@@ -954,14 +955,18 @@ fn compile_signature(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SignatureRule, Refusal> {
     let at = |name: &str| item("routes", route, &[".signature.", name].concat());
+    let from_env;
     let secret = match (&sig.secret, &sig.secret_env) {
-        (Some(secret), None) => secret.clone(),
-        (None, Some(name)) => env(name).ok_or_else(|| {
-            invalid(
-                &at("secret_env"),
-                &["environment variable `", name, "` is not set for the VM"],
-            )
-        })?,
+        (Some(secret), None) => secret,
+        (None, Some(name)) => {
+            from_env = env(name).ok_or_else(|| {
+                invalid(
+                    &at("secret_env"),
+                    &["environment variable `", name, "` is not set for the VM"],
+                )
+            })?;
+            &from_env
+        }
         _ => {
             return Err(invalid(
                 &at("secret"),
