@@ -250,8 +250,15 @@ impl fmt::Display for ConfigError {
 #[cold]
 #[inline(never)]
 fn invalid(field: &str, reason: &[&str]) -> Refusal {
+    refuse(field.into(), reason)
+}
+
+/// [`invalid`] for a field path built for the error.
+#[cold]
+#[inline(never)]
+fn refuse(field: String, reason: &[&str]) -> Refusal {
     Refusal(Box::new(ConfigError::Invalid {
-        field: field.into(),
+        field,
         reason: reason.concat(),
     }))
 }
@@ -432,7 +439,7 @@ impl Config {
                     let field = item("replay_headers", i, "");
                     let name = header_name(&field, name)?;
                     if NEVER_REPLAYED.contains(&name.as_str()) || name.starts_with("x-envoy-") {
-                        return Err(invalid(&field, &["`", &name, "` may never be replayed"]));
+                        return Err(refuse(field, &["`", &name, "` may never be replayed"]));
                     }
                     out.push(name);
                 }
@@ -534,8 +541,8 @@ impl Config {
             .position(|r| r.token == TokenRequirement::Required)
         {
             if token.is_none() {
-                return Err(invalid(
-                    &item("routes", i, ".token"),
+                return Err(refuse(
+                    item("routes", i, ".token"),
                     &["requires a `token` section with a secret"],
                 ));
             }
@@ -621,14 +628,14 @@ impl Config {
         let mut routes = Vec::new();
         for (i, route) in list.iter().enumerate() {
             if !route.prefix.starts_with('/') {
-                return Err(invalid(
-                    &item("routes", i, ".prefix"),
+                return Err(refuse(
+                    item("routes", i, ".prefix"),
                     &["must start with `/`"],
                 ));
             }
             if route.prefix.contains(['?', '#']) {
-                return Err(invalid(
-                    &item("routes", i, ".prefix"),
+                return Err(refuse(
+                    item("routes", i, ".prefix"),
                     &["is matched against the path without its query, so it may not contain `?` or `#`"],
                 ));
             }
@@ -640,8 +647,8 @@ impl Config {
                 None if kind == RouteKind::Callback => alloc::vec![String::from("POST")],
                 None => owned(defaults::METHODS),
                 Some(methods) if methods.is_empty() => {
-                    return Err(invalid(
-                        &item("routes", i, ".methods"),
+                    return Err(refuse(
+                        item("routes", i, ".methods"),
                         &["must name at least one method"],
                     ))
                 }
@@ -649,8 +656,8 @@ impl Config {
                     let mut out = Vec::new();
                     for (j, m) in methods.iter().enumerate() {
                         if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                            return Err(invalid(
-                                &item(&item("routes", i, ".methods"), j, ""),
+                            return Err(refuse(
+                                item(&item("routes", i, ".methods"), j, ""),
                                 &["`", m, "` is not an HTTP method"],
                             ));
                         }
@@ -662,8 +669,8 @@ impl Config {
             let key_from = match (&route.key_from, kind) {
                 (None, RouteKind::Api) => Arc::clone(&default_key_from),
                 (None, RouteKind::Callback) => {
-                    return Err(invalid(
-                        &item("routes", i, ".key_from"),
+                    return Err(refuse(
+                        item("routes", i, ".key_from"),
                         &["a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]"],
                     ))
                 }
@@ -672,8 +679,8 @@ impl Config {
             let signature = match (&route.signature, kind) {
                 (None, _) => None,
                 (Some(_), RouteKind::Api) => {
-                    return Err(invalid(
-                        &item("routes", i, ".signature"),
+                    return Err(refuse(
+                        item("routes", i, ".signature"),
                         &["only applies to routes of kind \"callback\""],
                     ))
                 }
@@ -733,8 +740,8 @@ impl Config {
         };
         if forward == Some(ForwardConfig::Router) {
             if cluster.is_some() || timeout.is_some() {
-                return Err(invalid(
-                    &at(if cluster.is_some() {
+                return Err(refuse(
+                    at(if cluster.is_some() {
                         ".cluster"
                     } else {
                         ".upstream_timeout"
@@ -746,8 +753,8 @@ impl Config {
         }
         let Some(cluster) = cluster.or(upstream_cluster) else {
             if forward == Some(ForwardConfig::Detached) {
-                return Err(invalid(
-                    &at(".cluster"),
+                return Err(refuse(
+                    at(".cluster"),
                     &["a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`"],
                 ));
             }
@@ -759,7 +766,7 @@ impl Config {
             } else {
                 "upstream.cluster".into()
             };
-            return Err(invalid(&field, &["must name an Envoy cluster"]));
+            return Err(refuse(field, &["must name an Envoy cluster"]));
         }
         let (timeout_field, timeout) = match timeout {
             Some(t) => (at(".upstream_timeout"), Some(t.as_str())),
@@ -767,8 +774,8 @@ impl Config {
         };
         let timeout = span(&timeout_field, timeout, defaults::UPSTREAM_TIMEOUT)?;
         if timeout.as_millis() == 0 || timeout >= lease {
-            return Err(invalid(
-                &timeout_field,
+            return Err(refuse(
+                timeout_field,
                 &[
                     "must be longer than zero and shorter than `lease` (",
                     &decimal(lease.as_millis()),
@@ -804,8 +811,8 @@ impl Config {
                 ScopeConfig::Property(path)
                     if path.is_empty() || path.iter().any(String::is_empty) =>
                 {
-                    return Err(invalid(
-                        &item("scope", i, ".property"),
+                    return Err(refuse(
+                        item("scope", i, ".property"),
                         &["must be a non-empty list of non-empty path segments"],
                     ))
                 }
@@ -817,9 +824,8 @@ impl Config {
     }
 
     fn compile_fingerprint(&self) -> Result<FingerprintSpec, Refusal> {
-        let default = FingerprintSpec::default();
         let Some(fp) = &self.fingerprint else {
-            return Ok(default);
+            return Ok(FingerprintSpec::default());
         };
         let mut limits = JsonLimits::default();
         if let Some(depth) = fp.max_depth {
@@ -838,9 +844,8 @@ impl Config {
             (ModeConfig::Fields, Some(fields)) => {
                 let mut pointers = Vec::new();
                 for (i, text) in fields.iter().enumerate() {
-                    let pointer = JsonPointer::parse(text).map_err(|e| {
-                        invalid(&item("fingerprint.fields", i, ""), &[&e.message()])
-                    })?;
+                    let pointer = JsonPointer::parse(text)
+                        .map_err(|e| refuse(item("fingerprint.fields", i, ""), &[&e.message()]))?;
                     pointers.push(pointer);
                 }
                 FingerprintMode::Fields(pointers.into())
@@ -858,7 +863,7 @@ impl Config {
             (ModeConfig::None, None) => FingerprintMode::None,
         };
         let headers = match &fp.headers {
-            None => default.headers,
+            None => FingerprintSpec::default().headers,
             Some(list) => {
                 let mut headers = Vec::new();
                 for (i, h) in list.iter().enumerate() {
@@ -930,7 +935,7 @@ impl Config {
 fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySource]>, Refusal> {
     let list_field = item("routes", route, ".key_from");
     if list.is_empty() {
-        return Err(invalid(&list_field, &["must name at least one source"]));
+        return Err(refuse(list_field, &["must name at least one source"]));
     }
     let mut sources = Vec::new();
     for (j, source) in list.iter().enumerate() {
@@ -938,10 +943,10 @@ fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySo
         sources.push(match source {
             KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
             KeySourceConfig::Json(pointer) => KeySource::Json(
-                JsonPointer::parse(pointer).map_err(|e| invalid(&field, &[&e.message()]))?,
+                JsonPointer::parse(pointer).map_err(|e| refuse(field, &[&e.message()]))?,
             ),
             KeySourceConfig::Form(name) if name.is_empty() => {
-                return Err(invalid(&field, &["the form field name may not be empty"]))
+                return Err(refuse(field, &["the form field name may not be empty"]))
             }
             KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
         });
@@ -960,16 +965,16 @@ fn compile_signature(
         (Some(secret), None) => secret,
         (None, Some(name)) => {
             from_env = env(name).ok_or_else(|| {
-                invalid(
-                    &at("secret_env"),
+                refuse(
+                    at("secret_env"),
                     &["environment variable `", name, "` is not set for the VM"],
                 )
             })?;
             &from_env
         }
         _ => {
-            return Err(invalid(
-                &at("secret"),
+            return Err(refuse(
+                at("secret"),
                 &["give exactly one of `secret` or `secret_env`"],
             ))
         }
@@ -977,8 +982,8 @@ fn compile_signature(
     let scheme = match (sig.scheme, &sig.tolerance) {
         (SignatureSchemeConfig::GitHub, None) => SignatureScheme::GitHub,
         (SignatureSchemeConfig::GitHub, Some(_)) => {
-            return Err(invalid(
-                &at("tolerance"),
+            return Err(refuse(
+                at("tolerance"),
                 &["only applies to scheme \"stripe\" (GitHub signs no timestamp)"],
             ))
         }
@@ -987,12 +992,12 @@ fn compile_signature(
                 None => DEFAULT_TOLERANCE,
                 Some(text) => text
                     .parse::<Span>()
-                    .map_err(|e| invalid(&at("tolerance"), &[e.text()]))?,
+                    .map_err(|e| refuse(at("tolerance"), &[e.text()]))?,
             };
             SignatureScheme::Stripe { tolerance }
         }
     };
     // The error names the rule, never the secret.
     SignatureRule::new(scheme, secret.as_bytes())
-        .map_err(|e| invalid(&at("secret"), &[&e.to_string()]))
+        .map_err(|e| refuse(at("secret"), &[&e.to_string()]))
 }
