@@ -19,7 +19,6 @@ use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
 use crate::time::Span;
 use crate::token::TokenSecret;
-use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -250,7 +249,7 @@ impl fmt::Display for ConfigError {
 #[cold]
 #[inline(never)]
 fn invalid(field: &str, reason: &[&str]) -> Refusal {
-    refuse(field.into(), reason)
+    refuse(copy(field), reason)
 }
 
 /// [`invalid`] for a field path built for the error.
@@ -276,6 +275,13 @@ fn item(list: &str, i: usize, rest: &str) -> String {
 /// Owned copies of `names` (the default lists).
 fn owned(names: &[&str]) -> Vec<String> {
     names.iter().map(|name| String::from(*name)).collect()
+}
+
+/// An owned copy of `text`. Out of line, so that the many places that keep a configured name
+/// share one copy routine (configuration is read once; its code is written for size).
+#[inline(never)]
+fn copy(text: &str) -> String {
+    String::from(text)
 }
 
 /// `n` in decimal.
@@ -399,7 +405,9 @@ fn header_name(field: &str, name: &str) -> Result<String, Refusal> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if valid {
-        Ok(name.to_ascii_lowercase())
+        let mut name = copy(name);
+        name.make_ascii_lowercase();
+        Ok(name)
     } else {
         Err(invalid(
             field,
@@ -586,7 +594,7 @@ impl Config {
             }
             Some("remote") => {
                 let cluster = match store.cluster.as_deref() {
-                    Some(c) if !c.is_empty() => c.to_owned(),
+                    Some(c) if !c.is_empty() => copy(c),
                     _ => {
                         return Err(invalid(
                             "store.cluster",
@@ -611,10 +619,10 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Vec<Route>, Refusal> {
         let default_key_from: Arc<[KeySource]> =
-            alloc::vec![KeySource::Header(header.to_owned())].into();
+            alloc::vec![KeySource::Header(copy(header))].into();
         let Some(list) = &self.routes else {
             return Ok(alloc::vec![Route {
-                prefix: "/".into(),
+                prefix: copy("/"),
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
@@ -644,7 +652,7 @@ impl Config {
                 Some(RouteKindConfig::Api) | None => RouteKind::Api,
             };
             let methods = match &route.methods {
-                None if kind == RouteKind::Callback => alloc::vec![String::from("POST")],
+                None if kind == RouteKind::Callback => alloc::vec![copy("POST")],
                 None => owned(defaults::METHODS),
                 Some(methods) if methods.is_empty() => {
                     return Err(refuse(
@@ -661,7 +669,9 @@ impl Config {
                                 &["`", m, "` is not an HTTP method"],
                             ));
                         }
-                        out.push(m.to_ascii_uppercase());
+                        let mut m = copy(m);
+                        m.make_ascii_uppercase();
+                        out.push(m);
                     }
                     out
                 }
@@ -764,13 +774,13 @@ impl Config {
             let field = if route.is_some_and(|(_, r)| r.cluster.is_some()) {
                 at(".cluster")
             } else {
-                "upstream.cluster".into()
+                copy("upstream.cluster")
             };
             return Err(refuse(field, &["must name an Envoy cluster"]));
         }
         let (timeout_field, timeout) = match timeout {
             Some(t) => (at(".upstream_timeout"), Some(t.as_str())),
-            None => ("upstream.timeout".into(), upstream_timeout),
+            None => (copy("upstream.timeout"), upstream_timeout),
         };
         let timeout = span(&timeout_field, timeout, defaults::UPSTREAM_TIMEOUT)?;
         if timeout.as_millis() == 0 || timeout >= lease {
@@ -784,7 +794,7 @@ impl Config {
             ));
         }
         Ok(Forward::Detached(Detached {
-            cluster: cluster.clone(),
+            cluster: copy(cluster),
             timeout,
         }))
     }
@@ -792,7 +802,7 @@ impl Config {
     fn compile_scope(&self) -> Result<Vec<ScopeSource>, Refusal> {
         let Some(list) = &self.scope else {
             return Ok(alloc::vec![
-                ScopeSource::Header("authorization".into()),
+                ScopeSource::Header(copy("authorization")),
                 ScopeSource::Peer
             ]);
         };
@@ -923,7 +933,7 @@ impl Config {
         Ok(Some(TokenPolicy {
             secret,
             ttl,
-            issue_path: issue_path.into(),
+            issue_path: copy(issue_path),
             header: header_name(
                 "token.header",
                 token.header.as_deref().unwrap_or(defaults::TOKEN_HEADER),
@@ -948,7 +958,7 @@ fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySo
             KeySourceConfig::Form(name) if name.is_empty() => {
                 return Err(refuse(field, &["the form field name may not be empty"]))
             }
-            KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
+            KeySourceConfig::Form(name) => KeySource::Form(copy(name)),
         });
     }
     Ok(sources.into())

@@ -544,7 +544,7 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, Shape> {
 fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, Shape> {
     match value {
         Value::Null => Ok(None),
-        Value::String(text) => Ok(Some(Size::Text(text.clone()))),
+        Value::String(text) => Ok(Some(Size::Text(super::copy(text)))),
         Value::Number(n) => match n.as_u64() {
             Some(n) => Ok(Some(Size::Bytes(n))),
             None => Err(shape(
@@ -576,7 +576,7 @@ struct Shape(Box<String>);
 #[inline(never)]
 fn shape(path: &str, reason: &[&str]) -> Shape {
     let mut message = if path.is_empty() {
-        String::from("the document: ")
+        super::copy("the document: ")
     } else {
         ["`", path, "`: "].concat()
     };
@@ -613,7 +613,7 @@ fn unknown(path: &str, key: &str, expected: &[&str]) -> Shape {
 /// `path.key` (`key` alone at the top).
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
-        return key.into();
+        return super::copy(key);
     }
     [path, ".", key].concat()
 }
@@ -637,7 +637,7 @@ fn boolean(path: &str, value: &Value) -> Result<bool, Shape> {
 
 fn string(path: &str, value: &Value) -> Result<String, Shape> {
     match value.as_str() {
-        Some(s) => Ok(String::from(s)),
+        Some(s) => Ok(super::copy(s)),
         None => Err(found(path, "expected a string", value)),
     }
 }
