@@ -274,7 +274,11 @@ fn item(list: &str, i: usize, rest: &str) -> String {
 
 /// Owned copies of `names` (the default lists).
 fn owned(names: &[&str]) -> Vec<String> {
-    names.iter().map(|name| String::from(*name)).collect()
+    let mut out = Vec::new();
+    for name in names {
+        out.push(copy(name));
+    }
+    out
 }
 
 /// An owned copy of `text`. Out of line, so that the many places that keep a configured name
@@ -282,6 +286,12 @@ fn owned(names: &[&str]) -> Vec<String> {
 #[inline(never)]
 fn copy(text: &str) -> String {
     String::from(text)
+}
+
+/// An error's text, by one out-of-line `to_string` for every error type.
+#[inline(never)]
+fn shown(error: &dyn fmt::Display) -> String {
+    error.to_string()
 }
 
 /// `n` in decimal.
@@ -918,7 +928,7 @@ impl Config {
         };
         // The error names the rule, never the secret.
         let secret = TokenSecret::new(secret.as_bytes())
-            .map_err(|e| invalid("token.secret", &[&e.to_string()]))?;
+            .map_err(|e| invalid("token.secret", &[&shown(&e)]))?;
         let issue_path = token
             .issue_path
             .as_deref()
@@ -1008,6 +1018,5 @@ fn compile_signature(
         }
     };
     // The error names the rule, never the secret.
-    SignatureRule::new(scheme, secret.as_bytes())
-        .map_err(|e| refuse(at("secret"), &[&e.to_string()]))
+    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| refuse(at("secret"), &[&shown(&e)]))
 }
