@@ -16,10 +16,10 @@ use crate::policy::{
     DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::text::Text;
 use crate::time::Span;
 use crate::token::TokenSecret;
-use alloc::borrow::ToOwned;
-use alloc::format;
+use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
@@ -244,11 +244,62 @@ impl fmt::Display for ConfigError {
     }
 }
 
-fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
-    ConfigError::Invalid {
-        field: field.into(),
-        reason: reason.into(),
+/// A refusal of `field`, for the reason `reason`'s pieces say (joined). Out of line: configuration
+/// is read once, so its code is written for size.
+#[cold]
+#[inline(never)]
+fn invalid(field: &str, reason: &[&str]) -> Refusal {
+    refuse(copy(field), reason)
+}
+
+/// [`invalid`] for a field path built for the error.
+#[cold]
+#[inline(never)]
+fn refuse(field: String, reason: &[&str]) -> Refusal {
+    Refusal(Box::new(ConfigError::Invalid {
+        field,
+        reason: reason.concat(),
+    }))
+}
+
+/// A [`ConfigError::Invalid`], boxed: one word, so that every `?` of the validation passes a
+/// pointer on rather than a whole `ConfigError`.
+struct Refusal(Box<ConfigError>);
+
+/// `list[i]` and then `rest`: the path of a list's item (`routes[1]`) or of its field
+/// (`routes[1].methods`).
+fn item(list: &str, i: usize, rest: &str) -> String {
+    [list, "[", &decimal(i as u64), "]", rest].concat()
+}
+
+/// Owned copies of `names` (the default lists).
+fn owned(names: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in names {
+        out.push(copy(name));
     }
+    out
+}
+
+/// An owned copy of `text`. Out of line, so that the many places that keep a configured name
+/// share one copy routine (configuration is read once; its code is written for size).
+#[inline(never)]
+fn copy(text: &str) -> String {
+    String::from(text)
+}
+
+/// An error's text, by one out-of-line `to_string` for every error type.
+#[inline(never)]
+fn shown(error: &dyn fmt::Display) -> String {
+    error.to_string()
+}
+
+/// `n` in decimal.
+fn decimal(n: u64) -> String {
+    let mut out = String::new();
+    // Writing into a `String` cannot fail.
+    let _ = out.put_u64(n);
+    out
 }
 
 impl Policy {
@@ -274,7 +325,7 @@ impl Policy {
         Policy {
             routes: alloc::vec![Route {
                 prefix: "/".into(),
-                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
                 case_sensitive: false,
@@ -291,10 +342,7 @@ impl Policy {
             fingerprint: FingerprintSpec::default(),
             ttl: Span::from_secs(24 * 60 * 60),
             lease: Span::from_secs(60),
-            replay_headers: DEFAULT_REPLAY_HEADERS
-                .iter()
-                .map(|h| (*h).to_owned())
-                .collect(),
+            replay_headers: owned(DEFAULT_REPLAY_HEADERS),
             store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
             max_request_body: defaults::MAX_REQUEST_BODY,
             hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
@@ -316,21 +364,21 @@ impl Policy {
     }
 }
 
-fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, ConfigError> {
+fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, Refusal> {
     value
         .unwrap_or(default)
         .parse::<Span>()
-        .map_err(|e| invalid(field, e.to_string()))
+        .map_err(|e| invalid(field, &[e.text()]))
 }
 
-fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigError> {
+fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, Refusal> {
     match value {
         None => Ok(default),
         Some(Size::Bytes(n)) => Ok(*n),
         Some(Size::Text(text)) => parse_size(text).ok_or_else(|| {
             invalid(
                 field,
-                "expected a byte count or a size such as \"64KiB\", \"1MiB\"",
+                &["expected a byte count or a size such as \"64KiB\", \"1MiB\""],
             )
         }),
     }
@@ -338,36 +386,42 @@ fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, ConfigEr
 
 /// `"512"`, `"64KiB"`, `"1MiB"`, `"1GiB"` (also `KB`/`MB`/`GB` as powers of 1000).
 pub fn parse_size(text: &str) -> Option<u64> {
+    const UNITS: [(&str, u64); 8] = [
+        ("", 1),
+        ("B", 1),
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("KB", 1_000),
+        ("MB", 1_000_000),
+        ("GB", 1_000_000_000),
+    ];
     let text = text.trim();
+    // A digit is one byte, so the first byte that is not one starts the unit.
     let digits = text
-        .find(|c: char| !c.is_ascii_digit())
+        .bytes()
+        .position(|b| !b.is_ascii_digit())
         .unwrap_or(text.len());
     let (number, unit) = text.split_at(digits);
     let number: u64 = number.parse().ok()?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        _ => return None,
-    };
-    number.checked_mul(scale)
+    let unit = unit.trim();
+    let (_, scale) = UNITS.iter().find(|(name, _)| *name == unit)?;
+    number.checked_mul(*scale)
 }
 
-fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
+fn header_name(field: &str, name: &str) -> Result<String, Refusal> {
     let valid = !name.is_empty()
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
     if valid {
-        Ok(name.to_ascii_lowercase())
+        let mut name = copy(name);
+        name.make_ascii_lowercase();
+        Ok(name)
     } else {
         Err(invalid(
             field,
-            format!("`{name}` is not a valid HTTP header name"),
+            &["`", name, "` is not a valid HTTP header name"],
         ))
     }
 }
@@ -375,33 +429,35 @@ fn header_name(field: &str, name: &str) -> Result<String, ConfigError> {
 impl Config {
     /// Validates into a [`Policy`].
     pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
+        self.validate(env).map_err(|refusal| *refusal.0)
+    }
+
+    /// [`Config::compile`], with the error in a [`Refusal`].
+    fn validate(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, Refusal> {
         let header = header_name("header", self.header.as_deref().unwrap_or(defaults::HEADER))?;
         let scope = self.compile_scope()?;
         let fingerprint = self.compile_fingerprint()?;
         let ttl = span("ttl", self.ttl.as_deref(), defaults::TTL)?;
         let lease = span("lease", self.lease.as_deref(), defaults::LEASE)?;
         if ttl.as_millis() == 0 {
-            return Err(invalid("ttl", "must be longer than zero"));
+            return Err(invalid("ttl", &["must be longer than zero"]));
         }
         if lease.as_millis() == 0 || lease > ttl {
             return Err(invalid(
                 "lease",
-                "must be longer than zero and not longer than `ttl`",
+                &["must be longer than zero and not longer than `ttl`"],
             ));
         }
         let routes = self.compile_routes(lease, &header, env)?;
         let replay_headers = match &self.replay_headers {
-            None => DEFAULT_REPLAY_HEADERS
-                .iter()
-                .map(|h| (*h).to_owned())
-                .collect(),
+            None => owned(DEFAULT_REPLAY_HEADERS),
             Some(list) => {
                 let mut out = Vec::new();
                 for (i, name) in list.iter().enumerate() {
-                    let field = format!("replay_headers[{i}]");
+                    let field = item("replay_headers", i, "");
                     let name = header_name(&field, name)?;
                     if NEVER_REPLAYED.contains(&name.as_str()) || name.starts_with("x-envoy-") {
-                        return Err(invalid(field, format!("`{name}` may never be replayed")));
+                        return Err(refuse(field, &["`", &name, "` may never be replayed"]));
                     }
                     out.push(name);
                 }
@@ -416,7 +472,7 @@ impl Config {
                 if let Some(bad) = list.iter().find(|s| !(100..=599).contains(*s)) {
                     return Err(invalid(
                         "release_statuses",
-                        format!("{bad} is not an HTTP status"),
+                        &[&decimal(u64::from(*bad)), " is not an HTTP status"],
                     ));
                 }
                 StoreRule::ReleaseStatuses(list.clone())
@@ -424,7 +480,7 @@ impl Config {
             (Some(_), Some(_)) => {
                 return Err(invalid(
                     "release_statuses",
-                    "only applies when `store_responses` is \"not_done\"",
+                    &["only applies when `store_responses` is \"not_done\""],
                 ))
             }
             (Some(StoreConfig::All), None) => StoreRule::StoreAll,
@@ -443,7 +499,7 @@ impl Config {
         if hashing_budget < max_request_body {
             return Err(invalid(
                 "hashing_budget",
-                "must be at least `max_request_body` (one stream alone could never finish)",
+                &["must be at least `max_request_body` (one stream alone could never finish)"],
             ));
         }
         let max_response_body = size(
@@ -452,7 +508,7 @@ impl Config {
             defaults::MAX_RESPONSE_BODY,
         )?;
         if max_response_body > u64::from(u32::MAX) {
-            return Err(invalid("max_response_body", "must be below 4 GiB"));
+            return Err(invalid("max_response_body", &["must be below 4 GiB"]));
         }
         let max_relay_body = size(
             "upstream.max_body",
@@ -460,15 +516,15 @@ impl Config {
             defaults::MAX_RELAY_BODY,
         )?;
         if max_relay_body > u64::from(u32::MAX) {
-            return Err(invalid("upstream.max_body", "must be below 4 GiB"));
+            return Err(invalid("upstream.max_body", &["must be below 4 GiB"]));
         }
         let records = self.capacity.unwrap_or(defaults::CAPACITY);
         let per_cell = self.records_per_cell.unwrap_or(defaults::RECORDS_PER_CELL);
         if records == 0 {
-            return Err(invalid("capacity", "must be at least 1"));
+            return Err(invalid("capacity", &["must be at least 1"]));
         }
         if per_cell == 0 || per_cell > 64 {
-            return Err(invalid("records_per_cell", "must be between 1 and 64"));
+            return Err(invalid("records_per_cell", &["must be between 1 and 64"]));
         }
         let capacity = Capacity {
             cells: records.div_ceil(u32::from(per_cell)),
@@ -479,7 +535,11 @@ impl Config {
             Some(n) if (1..=per_cell).contains(&n) => Ok(n),
             Some(_) => Err(invalid(
                 field,
-                format!("must be between 1 and `records_per_cell` ({per_cell})"),
+                &[
+                    "must be between 1 and `records_per_cell` (",
+                    &decimal(u64::from(per_cell)),
+                    ")",
+                ],
             )),
         };
         let quota = Quota {
@@ -499,9 +559,9 @@ impl Config {
             .position(|r| r.token == TokenRequirement::Required)
         {
             if token.is_none() {
-                return Err(invalid(
-                    format!("routes[{i}].token"),
-                    "requires a `token` section with a secret",
+                return Err(refuse(
+                    item("routes", i, ".token"),
+                    &["requires a `token` section with a secret"],
                 ));
             }
         }
@@ -528,7 +588,7 @@ impl Config {
     }
 
     /// The `store` section: local (the default) or the remote store service.
-    fn compile_store(&self) -> Result<StoreKind, ConfigError> {
+    fn compile_store(&self) -> Result<StoreKind, Refusal> {
         let Some(store) = &self.store else {
             return Ok(StoreKind::Local);
         };
@@ -537,28 +597,28 @@ impl Config {
                 if store.cluster.is_some() || store.timeout.is_some() {
                     return Err(invalid(
                         "store.cluster",
-                        "only applies when `kind` is \"remote\"",
+                        &["only applies when `kind` is \"remote\""],
                     ));
                 }
                 Ok(StoreKind::Local)
             }
             Some("remote") => {
                 let cluster = match store.cluster.as_deref() {
-                    Some(c) if !c.is_empty() => c.to_owned(),
+                    Some(c) if !c.is_empty() => copy(c),
                     _ => {
                         return Err(invalid(
                             "store.cluster",
-                            "a remote store needs the Envoy cluster of the store service",
+                            &["a remote store needs the Envoy cluster of the store service"],
                         ))
                     }
                 };
                 let timeout = span("store.timeout", store.timeout.as_deref(), "250ms")?;
                 if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
-                    return Err(invalid("store.timeout", "must be between 1ms and 60s"));
+                    return Err(invalid("store.timeout", &["must be between 1ms and 60s"]));
                 }
                 Ok(StoreKind::Remote { cluster, timeout })
             }
-            Some(_) => Err(invalid("store.kind", "expected \"local\" or \"remote\"")),
+            Some(_) => Err(invalid("store.kind", &["expected \"local\" or \"remote\""])),
         }
     }
 
@@ -567,13 +627,13 @@ impl Config {
         lease: Span,
         header: &str,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Vec<Route>, ConfigError> {
+    ) -> Result<Vec<Route>, Refusal> {
         let default_key_from: Arc<[KeySource]> =
-            alloc::vec![KeySource::Header(header.to_owned())].into();
+            alloc::vec![KeySource::Header(copy(header))].into();
         let Some(list) = &self.routes else {
             return Ok(alloc::vec![Route {
-                prefix: "/".into(),
-                methods: defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                prefix: copy("/"),
+                methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
                 case_sensitive: false,
@@ -586,15 +646,15 @@ impl Config {
         let mut routes = Vec::new();
         for (i, route) in list.iter().enumerate() {
             if !route.prefix.starts_with('/') {
-                return Err(invalid(
-                    format!("routes[{i}].prefix"),
-                    "must start with `/`",
+                return Err(refuse(
+                    item("routes", i, ".prefix"),
+                    &["must start with `/`"],
                 ));
             }
             if route.prefix.contains(['?', '#']) {
-                return Err(invalid(
-                    format!("routes[{i}].prefix"),
-                    "is matched against the path without its query, so it may not contain `?` or `#`",
+                return Err(refuse(
+                    item("routes", i, ".prefix"),
+                    &["is matched against the path without its query, so it may not contain `?` or `#`"],
                 ));
             }
             let kind = match route.kind {
@@ -602,24 +662,26 @@ impl Config {
                 Some(RouteKindConfig::Api) | None => RouteKind::Api,
             };
             let methods = match &route.methods {
-                None if kind == RouteKind::Callback => alloc::vec![String::from("POST")],
-                None => defaults::METHODS.iter().map(|m| (*m).to_owned()).collect(),
+                None if kind == RouteKind::Callback => alloc::vec![copy("POST")],
+                None => owned(defaults::METHODS),
                 Some(methods) if methods.is_empty() => {
-                    return Err(invalid(
-                        format!("routes[{i}].methods"),
-                        "must name at least one method",
+                    return Err(refuse(
+                        item("routes", i, ".methods"),
+                        &["must name at least one method"],
                     ))
                 }
                 Some(methods) => {
                     let mut out = Vec::new();
                     for (j, m) in methods.iter().enumerate() {
                         if m.is_empty() || !m.bytes().all(|b| b.is_ascii_alphabetic()) {
-                            return Err(invalid(
-                                format!("routes[{i}].methods[{j}]"),
-                                format!("`{m}` is not an HTTP method"),
+                            return Err(refuse(
+                                item(&item("routes", i, ".methods"), j, ""),
+                                &["`", m, "` is not an HTTP method"],
                             ));
                         }
-                        out.push(m.to_ascii_uppercase());
+                        let mut m = copy(m);
+                        m.make_ascii_uppercase();
+                        out.push(m);
                     }
                     out
                 }
@@ -627,9 +689,9 @@ impl Config {
             let key_from = match (&route.key_from, kind) {
                 (None, RouteKind::Api) => Arc::clone(&default_key_from),
                 (None, RouteKind::Callback) => {
-                    return Err(invalid(
-                        format!("routes[{i}].key_from"),
-                        "a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]",
+                    return Err(refuse(
+                        item("routes", i, ".key_from"),
+                        &["a callback route needs the provider's delivery id, e.g. [{\"header\": \"x-github-delivery\"}] or [{\"json\": \"/id\"}]"],
                     ))
                 }
                 (Some(list), _) => compile_key_from(i, list)?,
@@ -637,22 +699,21 @@ impl Config {
             let signature = match (&route.signature, kind) {
                 (None, _) => None,
                 (Some(_), RouteKind::Api) => {
-                    return Err(invalid(
-                        format!("routes[{i}].signature"),
-                        "only applies to routes of kind \"callback\"",
+                    return Err(refuse(
+                        item("routes", i, ".signature"),
+                        &["only applies to routes of kind \"callback\""],
                     ))
                 }
                 (Some(sig), RouteKind::Callback) => Some(compile_signature(i, sig, env)?),
             };
             // Stored in the form requests are compared in (see `crate::path`).
             let case_sensitive = route.case_sensitive.unwrap_or(false);
-            let prefix = crate::path::normalize(&route.prefix);
+            let mut prefix = crate::path::normalize(&route.prefix);
+            if !case_sensitive {
+                prefix.make_ascii_lowercase();
+            }
             routes.push(Route {
-                prefix: if case_sensitive {
-                    prefix
-                } else {
-                    prefix.to_ascii_lowercase()
-                },
+                prefix,
                 case_sensitive,
                 methods,
                 kind,
@@ -683,11 +744,15 @@ impl Config {
         &self,
         route: Option<(usize, &RouteConfig)>,
         lease: Span,
-    ) -> Result<Forward, ConfigError> {
-        let upstream = self.upstream.clone().unwrap_or_default();
+    ) -> Result<Forward, Refusal> {
+        let (upstream_cluster, upstream_timeout) = match &self.upstream {
+            Some(u) => (u.cluster.as_ref(), u.timeout.as_deref()),
+            None => (None, None),
+        };
+        // `.field` of the route, or of `upstream`.
         let at = |field: &str| match route {
-            Some((i, _)) => format!("routes[{i}].{field}"),
-            None => format!("upstream.{field}"),
+            Some((i, _)) => item("routes", i, field),
+            None => ["upstream", field].concat(),
         };
         let (forward, cluster, timeout) = match route {
             Some((_, r)) => (r.forward, r.cluster.as_ref(), r.upstream_timeout.as_ref()),
@@ -695,97 +760,97 @@ impl Config {
         };
         if forward == Some(ForwardConfig::Router) {
             if cluster.is_some() || timeout.is_some() {
-                return Err(invalid(
+                return Err(refuse(
                     at(if cluster.is_some() {
-                        "cluster"
+                        ".cluster"
                     } else {
-                        "upstream_timeout"
+                        ".upstream_timeout"
                     }),
-                    "only applies when `forward` is \"detached\"",
+                    &["only applies when `forward` is \"detached\""],
                 ));
             }
             return Ok(Forward::Router);
         }
-        let cluster_field = if cluster.is_some() {
-            at("cluster")
-        } else {
-            "upstream.cluster".into()
-        };
-        let Some(cluster) = cluster.or(upstream.cluster.as_ref()) else {
+        let Some(cluster) = cluster.or(upstream_cluster) else {
             if forward == Some(ForwardConfig::Detached) {
-                return Err(invalid(
-                    at("cluster"),
-                    "a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`",
+                return Err(refuse(
+                    at(".cluster"),
+                    &["a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`"],
                 ));
             }
             return Ok(Forward::Router);
         };
         if cluster.is_empty() {
-            return Err(invalid(cluster_field, "must name an Envoy cluster"));
+            let field = if route.is_some_and(|(_, r)| r.cluster.is_some()) {
+                at(".cluster")
+            } else {
+                copy("upstream.cluster")
+            };
+            return Err(refuse(field, &["must name an Envoy cluster"]));
         }
         let (timeout_field, timeout) = match timeout {
-            Some(t) => (at("upstream_timeout"), Some(t.as_str())),
-            None => ("upstream.timeout".into(), upstream.timeout.as_deref()),
+            Some(t) => (at(".upstream_timeout"), Some(t.as_str())),
+            None => (copy("upstream.timeout"), upstream_timeout),
         };
         let timeout = span(&timeout_field, timeout, defaults::UPSTREAM_TIMEOUT)?;
         if timeout.as_millis() == 0 || timeout >= lease {
-            return Err(invalid(
+            return Err(refuse(
                 timeout_field,
-                format!(
-                    "must be longer than zero and shorter than `lease` ({} ms): a retry must never take over a key whose upstream exchange may still answer",
-                    lease.as_millis()
-                ),
+                &[
+                    "must be longer than zero and shorter than `lease` (",
+                    &decimal(lease.as_millis()),
+                    " ms): a retry must never take over a key whose upstream exchange may still answer",
+                ],
             ));
         }
         Ok(Forward::Detached(Detached {
-            cluster: cluster.clone(),
+            cluster: copy(cluster),
             timeout,
         }))
     }
 
-    fn compile_scope(&self) -> Result<Vec<ScopeSource>, ConfigError> {
+    fn compile_scope(&self) -> Result<Vec<ScopeSource>, Refusal> {
         let Some(list) = &self.scope else {
             return Ok(alloc::vec![
-                ScopeSource::Header("authorization".into()),
+                ScopeSource::Header(copy("authorization")),
                 ScopeSource::Peer
             ]);
         };
         if list.is_empty() {
             return Err(invalid(
                 "scope",
-                "must name at least one source (use [\"peer\"] for the client address)",
+                &["must name at least one source (use [\"peer\"] for the client address)"],
             ));
         }
-        list.iter()
-            .enumerate()
-            .map(|(i, source)| match source {
-                ScopeConfig::Header(name) => Ok(ScopeSource::Header(header_name(
-                    &format!("scope[{i}].header"),
-                    name,
-                )?)),
+        let mut sources = Vec::new();
+        for (i, source) in list.iter().enumerate() {
+            sources.push(match source {
+                ScopeConfig::Header(name) => {
+                    ScopeSource::Header(header_name(&item("scope", i, ".header"), name)?)
+                }
                 ScopeConfig::Property(path)
                     if path.is_empty() || path.iter().any(String::is_empty) =>
                 {
-                    Err(invalid(
-                        format!("scope[{i}].property"),
-                        "must be a non-empty list of non-empty path segments",
+                    return Err(refuse(
+                        item("scope", i, ".property"),
+                        &["must be a non-empty list of non-empty path segments"],
                     ))
                 }
-                ScopeConfig::Property(path) => Ok(ScopeSource::Property(path.clone())),
-                ScopeConfig::Peer => Ok(ScopeSource::Peer),
-            })
-            .collect()
+                ScopeConfig::Property(path) => ScopeSource::Property(path.clone()),
+                ScopeConfig::Peer => ScopeSource::Peer,
+            });
+        }
+        Ok(sources)
     }
 
-    fn compile_fingerprint(&self) -> Result<FingerprintSpec, ConfigError> {
-        let default = FingerprintSpec::default();
+    fn compile_fingerprint(&self) -> Result<FingerprintSpec, Refusal> {
         let Some(fp) = &self.fingerprint else {
-            return Ok(default);
+            return Ok(FingerprintSpec::default());
         };
         let mut limits = JsonLimits::default();
         if let Some(depth) = fp.max_depth {
             if depth == 0 {
-                return Err(invalid("fingerprint.max_depth", "must be at least 1"));
+                return Err(invalid("fingerprint.max_depth", &["must be at least 1"]));
             }
             limits.max_depth = depth;
         }
@@ -793,14 +858,14 @@ impl Config {
             (ModeConfig::Fields, None) => {
                 return Err(invalid(
                     "fingerprint.fields",
-                    "mode \"fields\" needs a list of JSON pointers",
+                    &["mode \"fields\" needs a list of JSON pointers"],
                 ))
             }
             (ModeConfig::Fields, Some(fields)) => {
                 let mut pointers = Vec::new();
                 for (i, text) in fields.iter().enumerate() {
                     let pointer = JsonPointer::parse(text)
-                        .map_err(|e| invalid(format!("fingerprint.fields[{i}]"), e.to_string()))?;
+                        .map_err(|e| refuse(item("fingerprint.fields", i, ""), &[&e.message()]))?;
                     pointers.push(pointer);
                 }
                 FingerprintMode::Fields(pointers.into())
@@ -808,7 +873,7 @@ impl Config {
             (_, Some(_)) => {
                 return Err(invalid(
                     "fingerprint.fields",
-                    "only applies to mode \"fields\"",
+                    &["only applies to mode \"fields\""],
                 ))
             }
             (ModeConfig::Auto, None) => FingerprintMode::Auto,
@@ -818,12 +883,14 @@ impl Config {
             (ModeConfig::None, None) => FingerprintMode::None,
         };
         let headers = match &fp.headers {
-            None => default.headers,
-            Some(list) => list
-                .iter()
-                .enumerate()
-                .map(|(i, h)| header_name(&format!("fingerprint.headers[{i}]"), h))
-                .collect::<Result<_, _>>()?,
+            None => FingerprintSpec::default().headers,
+            Some(list) => {
+                let mut headers = Vec::new();
+                for (i, h) in list.iter().enumerate() {
+                    headers.push(header_name(&item("fingerprint.headers", i, ""), h)?);
+                }
+                headers
+            }
         };
         Ok(FingerprintSpec {
             mode,
@@ -835,46 +902,48 @@ impl Config {
     fn compile_token(
         &self,
         env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Option<TokenPolicy>, ConfigError> {
+    ) -> Result<Option<TokenPolicy>, Refusal> {
         let Some(token) = &self.token else {
             return Ok(None);
         };
+        let from_env;
         let secret = match (&token.secret, &token.secret_env) {
             (Some(_), Some(_)) => {
                 return Err(invalid(
                     "token.secret",
-                    "give either `secret` or `secret_env`, not both",
+                    &["give either `secret` or `secret_env`, not both"],
                 ))
             }
-            (Some(secret), None) => secret.clone(),
+            (Some(secret), None) => secret,
             (None, env_name) => {
                 let name = env_name.as_deref().unwrap_or(defaults::TOKEN_SECRET_ENV);
-                env(name).ok_or_else(|| {
+                from_env = env(name).ok_or_else(|| {
                     invalid(
                         "token.secret_env",
-                        format!("environment variable `{name}` is not set for the VM"),
+                        &["environment variable `", name, "` is not set for the VM"],
                     )
-                })?
+                })?;
+                &from_env
             }
         };
         // The error names the rule, never the secret.
         let secret = TokenSecret::new(secret.as_bytes())
-            .map_err(|e| invalid("token.secret", e.to_string()))?;
+            .map_err(|e| invalid("token.secret", &[&shown(&e)]))?;
         let issue_path = token
             .issue_path
-            .clone()
-            .unwrap_or_else(|| defaults::TOKEN_ISSUE_PATH.into());
+            .as_deref()
+            .unwrap_or(defaults::TOKEN_ISSUE_PATH);
         if !issue_path.starts_with('/') {
-            return Err(invalid("token.issue_path", "must start with `/`"));
+            return Err(invalid("token.issue_path", &["must start with `/`"]));
         }
         let ttl = span("token.ttl", token.ttl.as_deref(), defaults::TOKEN_TTL)?;
         if ttl.as_millis() == 0 {
-            return Err(invalid("token.ttl", "must be longer than zero"));
+            return Err(invalid("token.ttl", &["must be longer than zero"]));
         }
         Ok(Some(TokenPolicy {
             secret,
             ttl,
-            issue_path,
+            issue_path: copy(issue_path),
             header: header_name(
                 "token.header",
                 token.header.as_deref().unwrap_or(defaults::TOKEN_HEADER),
@@ -883,61 +952,59 @@ impl Config {
     }
 }
 
-fn compile_key_from(
-    route: usize,
-    list: &[KeySourceConfig],
-) -> Result<Arc<[KeySource]>, ConfigError> {
+fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySource]>, Refusal> {
+    let list_field = item("routes", route, ".key_from");
     if list.is_empty() {
-        return Err(invalid(
-            format!("routes[{route}].key_from"),
-            "must name at least one source",
-        ));
+        return Err(refuse(list_field, &["must name at least one source"]));
     }
-    list.iter()
-        .enumerate()
-        .map(|(j, source)| {
-            let field = format!("routes[{route}].key_from[{j}]");
-            Ok(match source {
-                KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
-                KeySourceConfig::Json(pointer) => KeySource::Json(
-                    JsonPointer::parse(pointer).map_err(|e| invalid(&field, e.to_string()))?,
-                ),
-                KeySourceConfig::Form(name) if name.is_empty() => {
-                    return Err(invalid(field, "the form field name may not be empty"))
-                }
-                KeySourceConfig::Form(name) => KeySource::Form(name.clone()),
-            })
-        })
-        .collect()
+    let mut sources = Vec::new();
+    for (j, source) in list.iter().enumerate() {
+        let field = item(&list_field, j, "");
+        sources.push(match source {
+            KeySourceConfig::Header(name) => KeySource::Header(header_name(&field, name)?),
+            KeySourceConfig::Json(pointer) => KeySource::Json(
+                JsonPointer::parse(pointer).map_err(|e| refuse(field, &[&e.message()]))?,
+            ),
+            KeySourceConfig::Form(name) if name.is_empty() => {
+                return Err(refuse(field, &["the form field name may not be empty"]))
+            }
+            KeySourceConfig::Form(name) => KeySource::Form(copy(name)),
+        });
+    }
+    Ok(sources.into())
 }
 
 fn compile_signature(
     route: usize,
     sig: &SignatureConfig,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<SignatureRule, ConfigError> {
-    let at = |name: &str| format!("routes[{route}].signature.{name}");
+) -> Result<SignatureRule, Refusal> {
+    let at = |name: &str| item("routes", route, &[".signature.", name].concat());
+    let from_env;
     let secret = match (&sig.secret, &sig.secret_env) {
-        (Some(secret), None) => secret.clone(),
-        (None, Some(name)) => env(name).ok_or_else(|| {
-            invalid(
-                at("secret_env"),
-                format!("environment variable `{name}` is not set for the VM"),
-            )
-        })?,
+        (Some(secret), None) => secret,
+        (None, Some(name)) => {
+            from_env = env(name).ok_or_else(|| {
+                refuse(
+                    at("secret_env"),
+                    &["environment variable `", name, "` is not set for the VM"],
+                )
+            })?;
+            &from_env
+        }
         _ => {
-            return Err(invalid(
+            return Err(refuse(
                 at("secret"),
-                "give exactly one of `secret` or `secret_env`",
+                &["give exactly one of `secret` or `secret_env`"],
             ))
         }
     };
     let scheme = match (sig.scheme, &sig.tolerance) {
         (SignatureSchemeConfig::GitHub, None) => SignatureScheme::GitHub,
         (SignatureSchemeConfig::GitHub, Some(_)) => {
-            return Err(invalid(
+            return Err(refuse(
                 at("tolerance"),
-                "only applies to scheme \"stripe\" (GitHub signs no timestamp)",
+                &["only applies to scheme \"stripe\" (GitHub signs no timestamp)"],
             ))
         }
         (SignatureSchemeConfig::Stripe, tolerance) => {
@@ -945,11 +1012,11 @@ fn compile_signature(
                 None => DEFAULT_TOLERANCE,
                 Some(text) => text
                     .parse::<Span>()
-                    .map_err(|e| invalid(at("tolerance"), e.to_string()))?,
+                    .map_err(|e| refuse(at("tolerance"), &[e.text()]))?,
             };
             SignatureScheme::Stripe { tolerance }
         }
     };
     // The error names the rule, never the secret.
-    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| invalid(at("secret"), e.to_string()))
+    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| refuse(at("secret"), &[&shown(&e)]))
 }

@@ -67,15 +67,22 @@ impl SpanError {
     }
 }
 
+impl SpanError {
+    /// The text `Display` writes, without `core::fmt` (configuration errors quote it).
+    pub(crate) fn text(&self) -> &'static str {
+        match self {
+            SpanError::Empty => "empty duration",
+            SpanError::Malformed => {
+                "expected a duration such as \"250ms\", \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\""
+            }
+            SpanError::Overflow => "duration too large",
+        }
+    }
+}
+
 impl fmt::Display for SpanError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SpanError::Empty => f.write_str("empty duration"),
-            SpanError::Malformed => {
-                f.write_str("expected a duration such as \"250ms\", \"30s\", \"5m\", \"24h\", \"7d\" or \"1h30m\"")
-            }
-            SpanError::Overflow => f.write_str("duration too large"),
-        }
+        f.write_str(self.text())
     }
 }
 

@@ -13,10 +13,14 @@ use super::{
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use crate::json::Value;
-use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::boxed::Box;
+use alloc::string::String;
 use alloc::vec::Vec;
 
+// Each section's members, in the order its unknown-field error lists them. A member is looked up
+// by its position in its section's list (one loop and a jump table, smaller than a `match` on the
+// strings), so the readers' `Some(i)` arms follow these lists' order; `each_member_lands_in_its_field`
+// below holds them together.
 const CONFIG_FIELDS: &[&str] = &[
     "header",
     "routes",
@@ -59,63 +63,226 @@ const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
+// The choices: each one's spellings, in the order error messages list them, and what they mean.
+type Choices<T, const N: usize> = ([&'static str; N], [T; N]);
+const STORE_RESPONSES: Choices<StoreConfig, 3> = (
+    ["not_done", "all", "2xx"],
+    [StoreConfig::NotDone, StoreConfig::All, StoreConfig::Success],
+);
+const FAILURES: Choices<FailureConfig, 2> = (
+    ["reject", "pass_through"],
+    [FailureConfig::Reject, FailureConfig::PassThrough],
+);
+const KEYS: Choices<KeyConfig, 2> = (
+    ["required", "optional"],
+    [KeyConfig::Required, KeyConfig::Optional],
+);
+const TOKENS: Choices<TokenRequirementConfig, 2> = (
+    ["none", "required"],
+    [
+        TokenRequirementConfig::None,
+        TokenRequirementConfig::Required,
+    ],
+);
+const FORWARDS: Choices<ForwardConfig, 2> = (
+    ["detached", "router"],
+    [ForwardConfig::Detached, ForwardConfig::Router],
+);
+const ROUTE_KINDS: Choices<RouteKindConfig, 2> = (
+    ["api", "callback"],
+    [RouteKindConfig::Api, RouteKindConfig::Callback],
+);
+const SCHEMES: Choices<SignatureSchemeConfig, 2> = (
+    ["github", "stripe"],
+    [SignatureSchemeConfig::GitHub, SignatureSchemeConfig::Stripe],
+);
+const MODES: Choices<ModeConfig, 6> = (
+    ["auto", "raw", "json", "form", "fields", "none"],
+    [
+        ModeConfig::Auto,
+        ModeConfig::Raw,
+        ModeConfig::Json,
+        ModeConfig::Form,
+        ModeConfig::Fields,
+        ModeConfig::None,
+    ],
+);
+
 impl Config {
     /// Parses a configuration document (JSON text) without validating the values; see
     /// [`Config::compile`] for that.
     pub fn from_json(text: &str) -> Result<Config, ConfigError> {
         let doc = Value::parse(text).map_err(|e| ConfigError::Syntax {
-            message: e.to_string(),
+            message: e.message(),
         })?;
         Config::from_document(&doc)
     }
 
     /// Maps a parsed document onto the configuration's shape.
     pub fn from_document(doc: &Value) -> Result<Config, ConfigError> {
-        let mut c = Config::default();
-        for (key, value) in members("", doc)? {
-            let at = key.as_str();
-            match at {
-                "header" => c.header = opt(value, |v| string(at, v))?,
-                "routes" => c.routes = opt(value, |v| list(at, v, route))?,
-                "scope" => c.scope = opt(value, |v| list(at, v, scope_source))?,
-                "fingerprint" => c.fingerprint = opt(value, |v| fingerprint(at, v))?,
-                "ttl" => c.ttl = opt(value, |v| string(at, v))?,
-                "lease" => c.lease = opt(value, |v| string(at, v))?,
-                "replay_headers" => c.replay_headers = opt(value, |v| list(at, v, string))?,
-                "store_responses" => {
-                    c.store_responses = opt(value, |v| {
-                        choice(
-                            at,
-                            v,
-                            &[
-                                ("not_done", StoreConfig::NotDone),
-                                ("all", StoreConfig::All),
-                                ("2xx", StoreConfig::Success),
-                            ],
-                        )
-                    })?
-                }
-                "release_statuses" => c.release_statuses = opt(value, |v| list(at, v, integer))?,
-                "max_request_body" => c.max_request_body = opt(value, |v| size(at, v))?,
-                "hashing_budget" => c.hashing_budget = opt(value, |v| size(at, v))?,
-                "max_response_body" => c.max_response_body = opt(value, |v| size(at, v))?,
-                "capacity" => c.capacity = opt(value, |v| integer(at, v))?,
-                "records_per_cell" => c.records_per_cell = opt(value, |v| integer(at, v))?,
-                "scope_quota" => c.scope_quota = opt(value, |v| integer(at, v))?,
-                "peer_quota" => c.peer_quota = opt(value, |v| integer(at, v))?,
-                "on_store_full" => c.on_store_full = opt(value, |v| failure(at, v))?,
-                "on_store_error" => c.on_store_error = opt(value, |v| failure(at, v))?,
-                "token" => c.token = opt(value, |v| token(at, v))?,
-                "upstream" => c.upstream = opt(value, |v| upstream(at, v))?,
-                "store" => c.store = opt(value, |v| store_backend(at, v))?,
-                _ => return Err(unknown("", key, CONFIG_FIELDS)),
-            }
-        }
-        Ok(c)
+        document(doc).map_err(|shape| ConfigError::Syntax { message: *shape.0 })
     }
 }
 
-fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
+/// [`Config::from_document`], with the error in a [`Shape`].
+fn document(doc: &Value) -> Result<Config, Shape> {
+    let mut c = Config::default();
+    for (key, value) in members("", doc)? {
+        let at = key.as_str();
+        let slot = match CONFIG_FIELDS.iter().position(|name| *name == at) {
+            // `header`
+            Some(0) => Slot::Text(&mut c.header),
+            // `routes`
+            Some(1) => {
+                c.routes = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut routes = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            routes.push(route(&index(at, i), item)?);
+                        }
+                        Some(routes)
+                    }
+                };
+                continue;
+            }
+            // `scope`
+            Some(2) => {
+                c.scope = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut sources = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            sources.push(scope_source(&index(at, i), item)?);
+                        }
+                        Some(sources)
+                    }
+                };
+                continue;
+            }
+            // `fingerprint`
+            Some(3) => {
+                c.fingerprint = if value.is_null() {
+                    None
+                } else {
+                    Some(fingerprint(at, value)?)
+                };
+                continue;
+            }
+            // `ttl`
+            Some(4) => Slot::Text(&mut c.ttl),
+            // `lease`
+            Some(5) => Slot::Text(&mut c.lease),
+            // `replay_headers`
+            Some(6) => Slot::Texts(&mut c.replay_headers),
+            // `store_responses`
+            Some(7) => {
+                c.store_responses = opt_pick(at, value, &STORE_RESPONSES)?;
+                continue;
+            }
+            // `release_statuses`
+            Some(8) => {
+                c.release_statuses = match opt_array(at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut statuses = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            statuses.push(u16_at(&index(at, i), item)?);
+                        }
+                        Some(statuses)
+                    }
+                };
+                continue;
+            }
+            // `max_request_body`
+            Some(9) => Slot::Size(&mut c.max_request_body),
+            // `hashing_budget`
+            Some(10) => Slot::Size(&mut c.hashing_budget),
+            // `max_response_body`
+            Some(11) => Slot::Size(&mut c.max_response_body),
+            // `capacity`
+            Some(12) => Slot::U32(&mut c.capacity),
+            // `records_per_cell`
+            Some(13) => Slot::U16(&mut c.records_per_cell),
+            // `scope_quota`
+            Some(14) => Slot::U16(&mut c.scope_quota),
+            // `peer_quota`
+            Some(15) => Slot::U16(&mut c.peer_quota),
+            // `on_store_full`
+            Some(16) => {
+                c.on_store_full = opt_pick(at, value, &FAILURES)?;
+                continue;
+            }
+            // `on_store_error`
+            Some(17) => {
+                c.on_store_error = opt_pick(at, value, &FAILURES)?;
+                continue;
+            }
+            // `token`
+            Some(18) => {
+                c.token = if value.is_null() {
+                    None
+                } else {
+                    Some(token(at, value)?)
+                };
+                continue;
+            }
+            // `upstream`
+            Some(19) => {
+                c.upstream = if value.is_null() {
+                    None
+                } else {
+                    Some(upstream(at, value)?)
+                };
+                continue;
+            }
+            // `store`
+            Some(20) => {
+                c.store = if value.is_null() {
+                    None
+                } else {
+                    Some(store_backend(at, value)?)
+                };
+                continue;
+            }
+            _ => return Err(unknown("", key, CONFIG_FIELDS)),
+        };
+        fill(at, value, slot)?;
+    }
+    Ok(c)
+}
+
+/// Where a plain field's value goes. Every field of a kind is read by the same code (`fill`),
+/// whichever section it is in.
+enum Slot<'a> {
+    Text(&'a mut Option<String>),
+    Texts(&'a mut Option<Vec<String>>),
+    Size(&'a mut Option<Size>),
+    U16(&'a mut Option<u16>),
+    U32(&'a mut Option<u32>),
+    Bool(&'a mut Option<bool>),
+}
+
+/// Reads `value` into `slot`; `null` is "not given", like a missing member.
+fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), Shape> {
+    match slot {
+        Slot::Text(out) => *out = opt_string(path, value)?,
+        Slot::Texts(out) => *out = opt_strings(path, value)?,
+        Slot::Size(out) => *out = opt_size(path, value)?,
+        Slot::U16(out) => *out = opt_u16(path, value)?,
+        Slot::U32(out) => *out = opt_u32(path, value)?,
+        Slot::Bool(out) => {
+            *out = if value.is_null() {
+                None
+            } else {
+                Some(boolean(path, value)?)
+            }
+        }
+    }
+    Ok(())
+}
+
+fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
     let mut prefix = None;
     let mut methods = None;
     let mut key_rule = None;
@@ -129,70 +296,75 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     let mut signature_rule = None;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
-            "prefix" => prefix = Some(string(&at, value)?),
-            "methods" => methods = opt(value, |v| list(&at, v, string))?,
-            "key" => {
-                key_rule = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("required", KeyConfig::Required),
-                            ("optional", KeyConfig::Optional),
-                        ],
-                    )
-                })?
+        let slot = match ROUTE_FIELDS.iter().position(|name| name == key) {
+            // `prefix`
+            Some(0) => {
+                prefix = Some(string(&at, value)?);
+                continue;
             }
-            "token" => {
-                token_rule = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("none", TokenRequirementConfig::None),
-                            ("required", TokenRequirementConfig::Required),
-                        ],
-                    )
-                })?
+            // `methods`
+            Some(1) => Slot::Texts(&mut methods),
+            // `key`
+            Some(2) => {
+                key_rule = opt_pick(&at, value, &KEYS)?;
+                continue;
             }
-            "case_sensitive" => case_sensitive = opt(value, |v| boolean(&at, v))?,
-            "forward" => {
-                forward = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("detached", ForwardConfig::Detached),
-                            ("router", ForwardConfig::Router),
-                        ],
-                    )
-                })?
+            // `token`
+            Some(3) => {
+                token_rule = opt_pick(&at, value, &TOKENS)?;
+                continue;
             }
-            "cluster" => cluster = opt(value, |v| string(&at, v))?,
-            "upstream_timeout" => upstream_timeout = opt(value, |v| string(&at, v))?,
-            "kind" => {
-                kind = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("api", RouteKindConfig::Api),
-                            ("callback", RouteKindConfig::Callback),
-                        ],
-                    )
-                })?
+            // `case_sensitive`
+            Some(7) => Slot::Bool(&mut case_sensitive),
+            // `forward`
+            Some(4) => {
+                forward = opt_pick(&at, value, &FORWARDS)?;
+                continue;
             }
-            "key_from" => key_from = opt(value, |v| list(&at, v, key_source))?,
-            "signature" => signature_rule = opt(value, |v| signature(&at, v))?,
+            // `cluster`
+            Some(5) => Slot::Text(&mut cluster),
+            // `upstream_timeout`
+            Some(6) => Slot::Text(&mut upstream_timeout),
+            // `kind`
+            Some(8) => {
+                kind = opt_pick(&at, value, &ROUTE_KINDS)?;
+                continue;
+            }
+            // `key_from`
+            Some(9) => {
+                key_from = match opt_array(&at, value)? {
+                    None => None,
+                    Some(items) => {
+                        let mut sources = Vec::new();
+                        for (i, item) in items.iter().enumerate() {
+                            sources.push(key_source(&index(&at, i), item)?);
+                        }
+                        Some(sources)
+                    }
+                };
+                continue;
+            }
+            // `signature`
+            Some(10) => {
+                signature_rule = if value.is_null() {
+                    None
+                } else {
+                    Some(signature(&at, value)?)
+                };
+                continue;
+            }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
-        }
+        };
+        fill(&at, value, slot)?;
     }
+    let Some(prefix) = prefix else {
+        return Err(shape(&join(path, "prefix"), &["missing field"]));
+    };
     Ok(RouteConfig {
         kind,
         key_from,
         signature: signature_rule,
-        prefix: prefix.ok_or_else(|| shape(&join(path, "prefix"), "missing field"))?,
+        prefix,
         methods,
         key: key_rule,
         token: token_rule,
@@ -203,55 +375,60 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, ConfigError> {
     })
 }
 
-fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, ConfigError> {
+fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, Shape> {
     let mut u = UpstreamConfig::default();
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
-        match key.as_str() {
-            "cluster" => u.cluster = opt(value, |v| string(&at, v))?,
-            "timeout" => u.timeout = opt(value, |v| string(&at, v))?,
-            "max_body" => u.max_body = opt(value, |v| size(&at, v))?,
+        let slot = match UPSTREAM_FIELDS.iter().position(|name| name == key) {
+            // `cluster`
+            Some(0) => Slot::Text(&mut u.cluster),
+            // `timeout`
+            Some(1) => Slot::Text(&mut u.timeout),
+            // `max_body`
+            Some(2) => Slot::Size(&mut u.max_body),
             _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
-        }
+        };
+        fill(&join(path, key), value, slot)?;
     }
     Ok(u)
 }
 
-fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, ConfigError> {
+fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Shape> {
     let mut s = StoreBackendConfig::default();
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
-        match key.as_str() {
-            "kind" => s.kind = opt(value, |v| string(&at, v))?,
-            "cluster" => s.cluster = opt(value, |v| string(&at, v))?,
-            "timeout" => s.timeout = opt(value, |v| string(&at, v))?,
+        let slot = match STORE_FIELDS.iter().position(|name| name == key) {
+            // `kind`
+            Some(0) => &mut s.kind,
+            // `cluster`
+            Some(1) => &mut s.cluster,
+            // `timeout`
+            Some(2) => &mut s.timeout,
             _ => return Err(unknown(path, key, STORE_FIELDS)),
-        }
+        };
+        fill(&join(path, key), value, Slot::Text(slot))?;
     }
     Ok(s)
 }
 
 /// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
-fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, ConfigError> {
+fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, Shape> {
     const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}";
-    match value {
-        Value::Object(members) => match members.as_slice() {
-            [(key, value)] => {
-                let at = join(path, key);
-                match key.as_str() {
-                    "header" => Ok(KeySourceConfig::Header(string(&at, value)?)),
-                    "json" => Ok(KeySourceConfig::Json(string(&at, value)?)),
-                    "form" => Ok(KeySourceConfig::Form(string(&at, value)?)),
-                    _ => Err(shape(&at, format!("unknown key source; {EXPECTED}"))),
-                }
-            }
-            _ => Err(shape(path, EXPECTED)),
-        },
-        other => Err(shape(path, format!("{EXPECTED}, found {}", other.kind()))),
-    }
+    let Value::Object(members) = value else {
+        return Err(found(path, EXPECTED, value));
+    };
+    let [(key, value)] = members.as_slice() else {
+        return Err(shape(path, &[EXPECTED]));
+    };
+    let at = join(path, key);
+    let make = match key.as_str() {
+        "header" => KeySourceConfig::Header,
+        "json" => KeySourceConfig::Json,
+        "form" => KeySourceConfig::Form,
+        _ => return Err(shape(&at, &["unknown key source; ", EXPECTED])),
+    };
+    Ok(make(string(&at, value)?))
 }
 
-fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> {
+fn signature(path: &str, value: &Value) -> Result<SignatureConfig, Shape> {
     let mut scheme = None;
     let mut sig = SignatureConfig {
         scheme: SignatureSchemeConfig::GitHub,
@@ -261,29 +438,32 @@ fn signature(path: &str, value: &Value) -> Result<SignatureConfig, ConfigError> 
     };
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
-            "scheme" => {
-                scheme = Some(choice(
-                    &at,
-                    value,
-                    &[
-                        ("github", SignatureSchemeConfig::GitHub),
-                        ("stripe", SignatureSchemeConfig::Stripe),
-                    ],
-                )?)
+        let slot = match SIGNATURE_FIELDS.iter().position(|name| name == key) {
+            // `scheme`
+            Some(0) => {
+                let i = choice(&at, value, &SCHEMES.0)?;
+                scheme = SCHEMES.1.get(i).copied();
+                continue;
             }
-            "secret" => sig.secret = opt(value, |v| string(&at, v))?,
-            "secret_env" => sig.secret_env = opt(value, |v| string(&at, v))?,
-            "tolerance" => sig.tolerance = opt(value, |v| string(&at, v))?,
+            // `secret`
+            Some(1) => &mut sig.secret,
+            // `secret_env`
+            Some(2) => &mut sig.secret_env,
+            // `tolerance`
+            Some(3) => &mut sig.tolerance,
             _ => return Err(unknown(path, key, SIGNATURE_FIELDS)),
-        }
+        };
+        fill(&at, value, Slot::Text(slot))?;
     }
-    sig.scheme = scheme.ok_or_else(|| shape(&join(path, "scheme"), "missing field"))?;
+    let Some(scheme) = scheme else {
+        return Err(shape(&join(path, "scheme"), &["missing field"]));
+    };
+    sig.scheme = scheme;
     Ok(sig)
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
-fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, ConfigError> {
+fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, Shape> {
     const EXPECTED: &str =
         "expected \"peer\", {\"header\": name} or {\"property\": [segment, ...]}";
     match value {
@@ -293,21 +473,18 @@ fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, ConfigError> {
                 let at = join(path, key);
                 match key.as_str() {
                     "header" => Ok(ScopeConfig::Header(string(&at, value)?)),
-                    "property" => Ok(ScopeConfig::Property(list(&at, value, string)?)),
-                    _ => Err(shape(&at, format!("unknown scope source; {EXPECTED}"))),
+                    "property" => Ok(ScopeConfig::Property(strings(&at, value)?)),
+                    _ => Err(shape(&at, &["unknown scope source; ", EXPECTED])),
                 }
             }
-            _ => Err(shape(path, EXPECTED)),
+            _ => Err(shape(path, &[EXPECTED])),
         },
-        Value::String(s) => Err(shape(
-            path,
-            format!("unknown scope source `{s}`; {EXPECTED}"),
-        )),
-        other => Err(shape(path, format!("{EXPECTED}, found {}", other.kind()))),
+        Value::String(s) => Err(shape(path, &["unknown scope source `", s, "`; ", EXPECTED])),
+        other => Err(found(path, EXPECTED, other)),
     }
 }
 
-fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigError> {
+fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, Shape> {
     let mut fp = FingerprintConfig {
         mode: None,
         headers: None,
@@ -316,33 +493,26 @@ fn fingerprint(path: &str, value: &Value) -> Result<FingerprintConfig, ConfigErr
     };
     for (key, value) in members(path, value)? {
         let at = join(path, key);
-        match key.as_str() {
-            "mode" => {
-                fp.mode = opt(value, |v| {
-                    choice(
-                        &at,
-                        v,
-                        &[
-                            ("auto", ModeConfig::Auto),
-                            ("raw", ModeConfig::Raw),
-                            ("json", ModeConfig::Json),
-                            ("form", ModeConfig::Form),
-                            ("fields", ModeConfig::Fields),
-                            ("none", ModeConfig::None),
-                        ],
-                    )
-                })?
+        let slot = match FINGERPRINT_FIELDS.iter().position(|name| name == key) {
+            // `mode`
+            Some(0) => {
+                fp.mode = opt_pick(&at, value, &MODES)?;
+                continue;
             }
-            "headers" => fp.headers = opt(value, |v| list(&at, v, string))?,
-            "fields" => fp.fields = opt(value, |v| list(&at, v, string))?,
-            "max_depth" => fp.max_depth = opt(value, |v| integer(&at, v))?,
+            // `headers`
+            Some(1) => Slot::Texts(&mut fp.headers),
+            // `fields`
+            Some(2) => Slot::Texts(&mut fp.fields),
+            // `max_depth`
+            Some(3) => Slot::U16(&mut fp.max_depth),
             _ => return Err(unknown(path, key, FINGERPRINT_FIELDS)),
-        }
+        };
+        fill(&at, value, slot)?;
     }
     Ok(fp)
 }
 
-fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
+fn token(path: &str, value: &Value) -> Result<TokenConfig, Shape> {
     let mut t = TokenConfig {
         secret: None,
         secret_env: None,
@@ -351,198 +521,251 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, ConfigError> {
         header: None,
     };
     for (key, value) in members(path, value)? {
-        let at = join(path, key);
-        let slot = match key.as_str() {
-            "secret" => &mut t.secret,
-            "secret_env" => &mut t.secret_env,
-            "ttl" => &mut t.ttl,
-            "issue_path" => &mut t.issue_path,
-            "header" => &mut t.header,
+        let slot = match TOKEN_FIELDS.iter().position(|name| name == key) {
+            // `secret`
+            Some(0) => &mut t.secret,
+            // `secret_env`
+            Some(1) => &mut t.secret_env,
+            // `ttl`
+            Some(2) => &mut t.ttl,
+            // `issue_path`
+            Some(3) => &mut t.issue_path,
+            // `header`
+            Some(4) => &mut t.header,
             _ => return Err(unknown(path, key, TOKEN_FIELDS)),
         };
-        *slot = opt(value, |v| string(&at, v))?;
+        fill(&join(path, key), value, Slot::Text(slot))?;
     }
     Ok(t)
 }
 
-fn failure(path: &str, value: &Value) -> Result<FailureConfig, ConfigError> {
-    choice(
-        path,
-        value,
-        &[
-            ("reject", FailureConfig::Reject),
-            ("pass_through", FailureConfig::PassThrough),
-        ],
-    )
-}
-
-/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`).
-fn size(path: &str, value: &Value) -> Result<Size, ConfigError> {
+/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`); `null` is
+/// "not given".
+fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, Shape> {
     match value {
-        Value::String(text) => Ok(Size::Text(text.clone())),
-        Value::Number(n) => n.as_u64().map(Size::Bytes).ok_or_else(|| {
-            shape(
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(Size::Text(super::copy(text)))),
+        Value::Number(n) => match n.as_u64() {
+            Some(n) => Ok(Some(Size::Bytes(n))),
+            None => Err(shape(
                 path,
-                "expected a byte count (a non-negative integer) or a size such as \"64KiB\"",
-            )
-        }),
-        other => Err(shape(
+                &["expected a byte count (a non-negative integer) or a size such as \"64KiB\""],
+            )),
+        },
+        other => Err(found(
             path,
-            format!(
-                "expected a byte count or a size such as \"64KiB\", found {}",
-                other.kind()
-            ),
+            "expected a byte count or a size such as \"64KiB\"",
+            other,
         )),
     }
 }
 
-// --- Shapes ---------------------------------------------------------------------------------
+/// A shape error's message ([`ConfigError::Syntax`]), boxed: one word, so that every `?` of the
+/// readers passes a pointer on rather than a whole `ConfigError`.
+// The extra allocation is the point: a `Box` is one word, a `String` three.
+#[allow(clippy::box_collection)]
+struct Shape(Box<String>);
 
-/// A shape error at `path` (empty for the document itself).
-fn shape(path: &str, reason: impl core::fmt::Display) -> ConfigError {
-    ConfigError::Syntax {
-        message: if path.is_empty() {
-            format!("the document: {reason}")
-        } else {
-            format!("`{path}`: {reason}")
-        },
-    }
+// --- Shapes ---------------------------------------------------------------------------------
+// Every reader below is one function for all the fields it serves (no closures, no generics but
+// the one-line `opt_pick`), and every error is built out of line: this code runs once per
+// configuration, so it is written for size.
+
+/// A shape error at `path` (empty for the document itself): the path, then `reason`'s pieces.
+#[cold]
+#[inline(never)]
+fn shape(path: &str, reason: &[&str]) -> Shape {
+    let mut message = if path.is_empty() {
+        super::copy("the document: ")
+    } else {
+        ["`", path, "`: "].concat()
+    };
+    message.push_str(&reason.concat());
+    Shape(Box::new(message))
 }
 
-fn unknown(path: &str, key: &str, expected: &[&str]) -> ConfigError {
-    let mut names = String::new();
-    for (i, name) in expected.iter().enumerate() {
-        if i > 0 {
-            names.push_str(", ");
-        }
-        names.push('`');
-        names.push_str(name);
-        names.push('`');
+/// `{expected}, found {what value is}`.
+#[cold]
+#[inline(never)]
+fn found(path: &str, expected: &str, value: &Value) -> Shape {
+    shape(path, &[expected, ", found ", value.kind()])
+}
+
+/// `names`, each between `quote`s, separated by `, `.
+fn quoted(names: &[&str], quote: &str) -> String {
+    let mut out = String::new();
+    for (i, name) in names.iter().enumerate() {
+        let comma = if i > 0 { ", " } else { "" };
+        out.push_str(&[comma, quote, name, quote].concat());
     }
+    out
+}
+
+#[cold]
+#[inline(never)]
+fn unknown(path: &str, key: &str, expected: &[&str]) -> Shape {
     shape(
         &join(path, key),
-        format!("unknown field, expected one of {names}"),
+        &["unknown field, expected one of ", &quoted(expected, "`")],
     )
 }
 
+/// `path.key` (`key` alone at the top).
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
-        key.into()
-    } else {
-        format!("{path}.{key}")
+        return super::copy(key);
     }
+    [path, ".", key].concat()
 }
 
-/// `null` is "not given", like a missing member.
-fn opt<T>(
-    value: &Value,
-    read: impl FnOnce(&Value) -> Result<T, ConfigError>,
-) -> Result<Option<T>, ConfigError> {
-    if value.is_null() {
-        Ok(None)
-    } else {
-        read(value).map(Some)
-    }
+/// `path[i]`, an item's path.
+fn index(path: &str, i: usize) -> String {
+    super::item(path, i, "")
 }
 
-fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], ConfigError> {
+fn members<'v>(path: &str, value: &'v Value) -> Result<&'v [(String, Value)], Shape> {
     value
         .as_object()
-        .ok_or_else(|| shape(path, format!("expected an object, found {}", value.kind())))
+        .ok_or_else(|| found(path, "expected an object", value))
 }
 
-fn boolean(path: &str, value: &Value) -> Result<bool, ConfigError> {
-    value.as_bool().ok_or_else(|| {
-        shape(
-            path,
-            format!("expected true or false, found {}", value.kind()),
-        )
-    })
-}
-
-fn string(path: &str, value: &Value) -> Result<String, ConfigError> {
+fn boolean(path: &str, value: &Value) -> Result<bool, Shape> {
     value
-        .as_str()
-        .map(String::from)
-        .ok_or_else(|| shape(path, format!("expected a string, found {}", value.kind())))
+        .as_bool()
+        .ok_or_else(|| found(path, "expected true or false", value))
 }
 
-/// An array whose items `read` maps; item paths are `path[i]`.
-fn list<T>(
-    path: &str,
-    value: &Value,
-    read: impl Fn(&str, &Value) -> Result<T, ConfigError>,
-) -> Result<Vec<T>, ConfigError> {
-    let items = value
-        .as_array()
-        .ok_or_else(|| shape(path, format!("expected an array, found {}", value.kind())))?;
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| read(&format!("{path}[{i}]"), item))
-        .collect()
+fn string(path: &str, value: &Value) -> Result<String, Shape> {
+    match value.as_str() {
+        Some(s) => Ok(super::copy(s)),
+        None => Err(found(path, "expected a string", value)),
+    }
 }
 
-/// A non-negative integer that fits `T`; the message gives the range.
-fn integer<T: TryFrom<u64> + Bounded>(path: &str, value: &Value) -> Result<T, ConfigError> {
-    value
-        .as_u64()
-        .and_then(|n| T::try_from(n).ok())
-        .ok_or_else(|| {
+/// A string; `null` is "not given", like a missing member.
+fn opt_string(path: &str, value: &Value) -> Result<Option<String>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    string(path, value).map(Some)
+}
+
+/// An array's items; `null` is "not given".
+fn opt_array<'v>(path: &str, value: &'v Value) -> Result<Option<&'v [Value]>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    match value.as_array() {
+        Some(items) => Ok(Some(items)),
+        None => Err(found(path, "expected an array", value)),
+    }
+}
+
+/// An array of strings; item paths are `path[i]`.
+fn strings(path: &str, value: &Value) -> Result<Vec<String>, Shape> {
+    let Some(items) = value.as_array() else {
+        return Err(found(path, "expected an array", value));
+    };
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        out.push(string(&index(path, i), item)?);
+    }
+    Ok(out)
+}
+
+fn opt_strings(path: &str, value: &Value) -> Result<Option<Vec<String>>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    strings(path, value).map(Some)
+}
+
+/// A non-negative integer up to `max` (spelled `max_text` in the message).
+fn integer(path: &str, value: &Value, max: u64, max_text: &str) -> Result<u64, Shape> {
+    match value.as_u64() {
+        Some(n) if n <= max => Ok(n),
+        _ => {
             let found = match value {
                 Value::Number(n) => n.as_str(),
                 other => other.kind(),
             };
-            shape(
+            Err(shape(
                 path,
-                format!("expected an integer from 0 to {}, found {found}", T::MAX),
-            )
-        })
-}
-
-/// The largest value of an integer field, for error messages.
-trait Bounded {
-    const MAX: u64;
-}
-impl Bounded for u16 {
-    const MAX: u64 = u16::MAX as u64;
-}
-impl Bounded for u32 {
-    const MAX: u64 = u32::MAX as u64;
-}
-
-/// One of the strings in `options`.
-fn choice<T: Copy>(path: &str, value: &Value, options: &[(&str, T)]) -> Result<T, ConfigError> {
-    let mut names = String::new();
-    for (i, (name, _)) in options.iter().enumerate() {
-        if i > 0 {
-            names.push_str(", ");
+                &[
+                    "expected an integer from 0 to ",
+                    max_text,
+                    ", found ",
+                    found,
+                ],
+            ))
         }
-        names.push('"');
-        names.push_str(name);
-        names.push('"');
     }
+}
+
+fn u16_at(path: &str, value: &Value) -> Result<u16, Shape> {
+    // In range: `integer` checked it.
+    integer(path, value, u64::from(u16::MAX), "65535").map(|n| n as u16)
+}
+
+fn opt_u16(path: &str, value: &Value) -> Result<Option<u16>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    u16_at(path, value).map(Some)
+}
+
+fn opt_u32(path: &str, value: &Value) -> Result<Option<u32>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    // In range: `integer` checked it.
+    integer(path, value, u64::from(u32::MAX), "4294967295").map(|n| Some(n as u32))
+}
+
+/// The position in `names` of the string `value` holds.
+fn choice(path: &str, value: &Value, names: &[&str]) -> Result<usize, Shape> {
     let Some(text) = value.as_str() else {
         return Err(shape(
             path,
-            format!("expected one of {names}, found {}", value.kind()),
+            &[
+                "expected one of ",
+                &quoted(names, "\""),
+                ", found ",
+                value.kind(),
+            ],
         ));
     };
-    options
-        .iter()
-        .find(|(name, _)| *name == text)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            shape(
-                path,
-                format!("unknown value \"{text}\", expected one of {names}"),
-            )
-        })
+    match names.iter().position(|name| *name == text) {
+        Some(i) => Ok(i),
+        None => Err(shape(
+            path,
+            &[
+                "unknown value \"",
+                text,
+                "\", expected one of ",
+                &quoted(names, "\""),
+            ],
+        )),
+    }
+}
+
+/// One of `choices`; `null` is "not given".
+fn opt_pick<T: Copy, const N: usize>(
+    path: &str,
+    value: &Value,
+    choices: &Choices<T, N>,
+) -> Result<Option<T>, Shape> {
+    if value.is_null() {
+        return Ok(None);
+    }
+    let i = choice(path, value, &choices.0)?;
+    Ok(choices.1.get(i).copied())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     fn message(text: &str) -> String {
         match Config::from_json(text) {
@@ -590,6 +813,61 @@ mod tests {
                 got.starts_with(want) || got == want,
                 "{text}\n  got  {got}\n  want {want}"
             );
+        }
+    }
+
+    /// Fields of the same kind get distinct values, so a reader arm out of step with its section's
+    /// list of names would put one where another belongs.
+    #[test]
+    fn each_member_lands_in_its_field() {
+        let c = Config::from_json(
+            r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
+                "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
+                "records_per_cell":5,"scope_quota":6,"peer_quota":7,
+                "on_store_full":"pass_through","on_store_error":"reject",
+                "routes":[{"prefix":"/p","methods":["M"],"key":"required","token":"required",
+                  "forward":"detached","cluster":"c","upstream_timeout":"u","case_sensitive":true,
+                  "kind":"callback","key_from":[{"header":"k"}],
+                  "signature":{"scheme":"stripe","secret":"s","secret_env":"e","tolerance":"o"}}],
+                "fingerprint":{"mode":"raw","headers":["fh"],"fields":["/ff"],"max_depth":8},
+                "token":{"secret":"ts","secret_env":"te","ttl":"tt","issue_path":"/ti","header":"th"},
+                "upstream":{"cluster":"uc","timeout":"ut","max_body":9},
+                "store":{"kind":"sk","cluster":"sc","timeout":"st"}}"#,
+        )
+        .unwrap();
+        let shown = format!("{c:?}");
+        let want = [
+            "header: Some(\"h\")",
+            "ttl: Some(\"t\")",
+            "lease: Some(\"l\")",
+            "replay_headers: Some([\"r\"])",
+            "max_request_body: Some(Bytes(1))",
+            "hashing_budget: Some(Bytes(2))",
+            "max_response_body: Some(Bytes(3))",
+            "capacity: Some(4)",
+            "records_per_cell: Some(5)",
+            "scope_quota: Some(6)",
+            "peer_quota: Some(7)",
+            "on_store_full: Some(PassThrough)",
+            "on_store_error: Some(Reject)",
+            "prefix: \"/p\"",
+            "methods: Some([\"M\"])",
+            "key: Some(Required)",
+            "token: Some(Required)",
+            "case_sensitive: Some(true)",
+            "forward: Some(Detached)",
+            "cluster: Some(\"c\")",
+            "upstream_timeout: Some(\"u\")",
+            "kind: Some(Callback)",
+            "key_from: Some([Header(\"k\")])",
+            "scheme: Stripe, secret: Some(\"s\"), secret_env: Some(\"e\"), tolerance: Some(\"o\")",
+            "mode: Some(Raw), headers: Some([\"fh\"]), fields: Some([\"/ff\"]), max_depth: Some(8)",
+            "secret: Some(\"ts\"), secret_env: Some(\"te\"), ttl: Some(\"tt\"), issue_path: Some(\"/ti\"), header: Some(\"th\")",
+            "cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",
+            "kind: Some(\"sk\"), cluster: Some(\"sc\"), timeout: Some(\"st\")",
+        ];
+        for part in want {
+            assert!(shown.contains(part), "{part} missing from {shown}");
         }
     }
 
