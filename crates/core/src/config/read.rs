@@ -283,56 +283,61 @@ fn fill(path: &str, value: &Value, slot: Slot<'_>) -> Result<(), Shape> {
 }
 
 fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
-    let mut prefix = None;
-    let mut methods = None;
-    let mut key_rule = None;
-    let mut token_rule = None;
-    let mut case_sensitive = None;
-    let mut forward = None;
-    let mut cluster = None;
-    let mut upstream_timeout = None;
-    let mut kind = None;
-    let mut key_from = None;
-    let mut signature_rule = None;
+    let mut r = RouteConfig {
+        prefix: String::new(),
+        methods: None,
+        key: None,
+        token: None,
+        case_sensitive: None,
+        forward: None,
+        cluster: None,
+        upstream_timeout: None,
+        kind: None,
+        key_from: None,
+        signature: None,
+    };
+    // `prefix` has no "not given": it must be there.
+    let mut has_prefix = false;
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         let slot = match ROUTE_FIELDS.iter().position(|name| name == key) {
             // `prefix`
             Some(0) => {
-                prefix = Some(string(&at, value)?);
+                r.prefix = string(&at, value)?;
+                has_prefix = true;
                 continue;
             }
             // `methods`
-            Some(1) => Slot::Texts(&mut methods),
+            Some(1) => Slot::Texts(&mut r.methods),
             // `key`
             Some(2) => {
-                key_rule = opt_pick(&at, value, &KEYS)?;
+                r.key = opt_pick(&at, value, &KEYS)?;
                 continue;
             }
             // `token`
             Some(3) => {
-                token_rule = opt_pick(&at, value, &TOKENS)?;
+                r.token = opt_pick(&at, value, &TOKENS)?;
                 continue;
             }
             // `case_sensitive`
-            Some(7) => Slot::Bool(&mut case_sensitive),
+            Some(7) => Slot::Bool(&mut r.case_sensitive),
             // `forward`
             Some(4) => {
-                forward = opt_pick(&at, value, &FORWARDS)?;
+                r.forward = opt_pick(&at, value, &FORWARDS)?;
                 continue;
             }
             // `cluster`
-            Some(5) => Slot::Text(&mut cluster),
+            Some(5) => Slot::Text(&mut r.cluster),
             // `upstream_timeout`
-            Some(6) => Slot::Text(&mut upstream_timeout),
+            Some(6) => Slot::Text(&mut r.upstream_timeout),
             // `kind`
             Some(8) => {
-                kind = opt_pick(&at, value, &ROUTE_KINDS)?;
+                r.kind = opt_pick(&at, value, &ROUTE_KINDS)?;
                 continue;
             }
             // `key_from`
             Some(9) => {
-                key_from = match opt_array(&at, value)? {
+                r.key_from = match opt_array(&at, value)? {
                     None => None,
                     Some(items) => {
                         let mut sources = Vec::new();
@@ -346,7 +351,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
             }
             // `signature`
             Some(10) => {
-                signature_rule = if value.is_null() {
+                r.signature = if value.is_null() {
                     None
                 } else {
                     Some(signature(&at, value)?)
@@ -357,22 +362,10 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         };
         fill(&at, value, slot)?;
     }
-    let Some(prefix) = prefix else {
+    if !has_prefix {
         return Err(shape(&join(path, "prefix"), &["missing field"]));
-    };
-    Ok(RouteConfig {
-        kind,
-        key_from,
-        signature: signature_rule,
-        prefix,
-        methods,
-        key: key_rule,
-        token: token_rule,
-        case_sensitive,
-        forward,
-        cluster,
-        upstream_timeout,
-    })
+    }
+    Ok(r)
 }
 
 fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, Shape> {
