@@ -633,7 +633,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     # Goals.
     def ratio(k, ref):
         return paired(results, k, ref)
-    w("### Goals (issue 7)")
+    w("### Goals (issue 7; issue 16 set (c), (d) and the filter's size)")
     w("")
     w("| goal | measured | met |")
     w("|---|---|---|")
@@ -642,14 +642,14 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     goals.append(("(b) unguarded route ≥ 0.97 × (a)", f"{b:.3f}", b >= 0.97))
     c1 = ratio("c_json1k", "n_post1k")
     c1r = ratio("c_raw1k", "n_post1k")
-    goals.append(("(c) 1 KB ≥ 0.90 × (a′)", f"json {c1:.3f}, raw {c1r:.3f}", min(c1, c1r) >= 0.90))
+    goals.append(("(c) 1 KB ≥ 0.85 × (a′)", f"json {c1:.3f}, raw {c1r:.3f}", min(c1, c1r) >= 0.85))
     minus = lambda x, y: x - y  # noqa: E731
     add = paired(results, "c_json1k_c1", "n_post1k_c1", "p50", minus) * 1000
     addr = paired(results, "c_raw1k_c1", "n_post1k_c1", "p50", minus) * 1000
     goals.append(("(c) 1 KB ≤ 50 µs added p50 over (a′) (1 connection, unloaded)",
                   f"json {add:+.0f} µs, raw {addr:+.0f} µs", max(add, addr) <= 50))
     rp = ratio("d_replay1k", "c_json1k")
-    goals.append(("(d) replay ≥ 1.8 × the upstream POST path (c json 1 KB)", f"{rp:.2f}×", rp >= 1.8))
+    goals.append(("(d) replay ≥ 2 × the upstream POST path (c json 1 KB)", f"{rp:.2f}×", rp >= 2.0))
     raw_w = core_r["wasm"].get("fingerprint_raw_64k", 0.0)
     raw_t = core_r["wasmtime"].get("fingerprint_raw_64k", 0.0)
     goals.append(("raw fingerprint ≥ 400 MB/s in wasm (64 KB)", f"V8 {raw_w:.0f} MB/s, wasmtime {raw_t:.0f} MB/s",
@@ -664,7 +664,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
                   f"{worst('wasmtime', 'portable'):.2f}×)",
                   max(worst("wasm", "native"), worst("wasmtime", "native")) <= 1.5))
     fw = size_r.get("filter .wasm (idemgate_envoy.wasm)", (0, 0))[0]
-    goals.append(("filter .wasm ≤ 150 KB", f"{fw / 1024:.1f} KiB", 0 < fw <= 150 * 1024))
+    goals.append(("filter .wasm ≤ 150 KB", f"{fw} B", 0 < fw <= 150_000))
     for g, m, ok in goals:
         w(f"| {g} | {m} | {'yes' if ok else '**no**'} |")
     w("")
