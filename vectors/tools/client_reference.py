@@ -16,14 +16,13 @@ rules, written from semantics §9 and the README's behaviour table, not from the
     python3 vectors/tools/client_reference.py --check   # exit 1 on any mismatch
     python3 vectors/tools/client_reference.py --write   # fill `expect` from this reference
 """
-import json
 import os
 import sys
 from urllib.parse import quote
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from vector_file import dump  # noqa: E402  (one case per line)
+from vector_file import reconcile  # noqa: E402  (check or write a vector file)
 
 RETRIED = {"in_flight", "rate_limited", "unavailable"}
 
@@ -76,19 +75,7 @@ def answer(inp):
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else "--check"
     path = os.path.join(HERE, "..", "client.json")
-    doc = json.load(open(path, encoding="utf-8"))
-    bad = 0
-    for case in doc["cases"]:
-        want = {"ok": answer(case["input"])}
-        if mode == "--write":
-            case["expect"] = want
-        elif case.get("expect") != want:
-            bad += 1
-            print(f"client/{case['name']}: file says {case.get('expect')}, reference says {want}")
-    if mode == "--write":
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(dump(doc))
-    if bad:
+    if reconcile(mode, "client", path, lambda inp: {"ok": answer(inp)}):
         sys.exit(1)
     print("reference agrees with every case" if mode == "--check" else "written")
 
