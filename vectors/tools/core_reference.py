@@ -8,7 +8,6 @@ expected values in vectors/*.json are not copies of the Rust implementation's ou
     python3 vectors/tools/core_reference.py --write   # fill `expect` of these groups from this reference
 """
 import hashlib
-import json
 import os
 import re
 import struct
