@@ -543,6 +543,7 @@ fn vectors_agree_with_the_python_references() {
         ("core_reference.py", None),
         ("signature_reference.py", Some("signature.json")),
         ("key_source_reference.py", Some("key_source.json")),
+        ("client_reference.py", None),
     ] {
         let mut command = std::process::Command::new("python3");
         command
