@@ -19,7 +19,7 @@ before(async () => {
     filter: {
       routes: [{ prefix: '/orders', key: 'required' }],
       lease: '10s',
-      upstream: { cluster: 'app', timeout: '5s' },
+      upstream: { cluster: 'idemgate_reentry', timeout: '5s' },
     },
   });
 });
@@ -54,4 +54,6 @@ test('fetch: abort at 1 s, retry with the same key → one execution, the create
   assert.deepEqual(await res.json(), { id: 'order_1', sku: 'beans', qty: 2 });
   assert.equal(upstream.executions(key), 1, 'exactly one upstream execution');
   assert.equal(await envoy.counter('detached_client_gone'), 1);
+  // The one execution came back into Envoy through the re-entry listener (its routes and filters).
+  assert.equal(await envoy.stat('http.idemgate_reentry.downstream_rq_total'), 1);
 });

@@ -30,7 +30,7 @@ before(async () => {
       routes: [{ prefix: '/v1/', methods: ['POST'] }],
       fingerprint: { mode: 'raw' },
       lease: '10s',
-      upstream: { cluster: 'app', timeout: '5s' },
+      upstream: { cluster: 'idemgate_reentry', timeout: '5s' },
     },
   });
 });
@@ -59,4 +59,5 @@ test('stripe-node: one execution, and create() resolves with the created custome
   // The SDK gave up on the first attempt: the answer was stored without a client to take it.
   assert.equal(await envoy.counter('detached_client_gone'), 1);
   assert.equal(await envoy.counter('stored'), 1);
+  assert.equal(await envoy.stat('http.idemgate_reentry.downstream_rq_total'), 1, 'it re-entered Envoy');
 });

@@ -56,9 +56,25 @@ function indent(text, spaces) {
   return text.split('\n').map((l) => pad + l).join('\n');
 }
 
+// The Envoy of these tests, shaped as the shipped examples/envoy/envoy.yaml: the filter, then the
+// buffer and the router; and the re-entry listener `idemgate_reentry`, where a detached exchange
+// (`upstream.reentry` in the filter's configuration) comes back in, with the same route
+// configuration (the YAML anchor `routes`) and the filters after idemgate (never idemgate itself).
 function yaml({ filter, upstreamPort, wasm, envKeys }) {
+  const afterIdemgate = `
+          - name: envoy.filters.http.buffer
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
+              max_request_bytes: 1048576
+          - name: envoy.filters.http.router
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router`;
   return `admin:
   address: { socket_address: { address: 127.0.0.1, port_value: 0 } }
+bootstrap_extensions:
+- name: envoy.bootstrap.internal_listener
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener
 static_resources:
   listeners:
   - name: main
@@ -70,7 +86,7 @@ static_resources:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
           stat_prefix: ingress
           use_remote_address: true
-          route_config:
+          route_config: &routes
             virtual_hosts:
             - name: app
               domains: ["*"]
@@ -92,14 +108,25 @@ static_resources:
                 configuration:
                   "@type": type.googleapis.com/google.protobuf.StringValue
                   value: |
-${indent(filter, 20)}
-          - name: envoy.filters.http.buffer
+${indent(filter, 20)}${afterIdemgate}
+  - name: idemgate_reentry
+    internal_listener: {}
+    filter_chains:
+    - filters:
+      - name: envoy.filters.network.http_connection_manager
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+          stat_prefix: idemgate_reentry
+          route_config: *routes
+          http_filters:
+          - name: envoy.filters.http.header_mutation
             typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
-              max_request_bytes: 1048576
-          - name: envoy.filters.http.router
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+              "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+              mutations:
+                response_mutations:
+                - append:
+                    header: { key: x-idemgate-reentry, value: "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%" }
+                    append_action: OVERWRITE_IF_EXISTS_OR_ADD${afterIdemgate}
   clusters:
   - name: app
     connect_timeout: 1s
@@ -109,6 +136,12 @@ ${indent(filter, 20)}
       endpoints:
       - lb_endpoints:
         - endpoint: { address: { socket_address: { address: 127.0.0.1, port_value: ${upstreamPort} } } }
+  - name: idemgate_reentry
+    load_assignment:
+      cluster_name: idemgate_reentry
+      endpoints:
+      - lb_endpoints:
+        - endpoint: { address: { envoy_internal_address: { server_listener_name: idemgate_reentry } } }
 `;
 }
 
@@ -177,6 +210,13 @@ export async function startEnvoy({ filter, upstreamPort, env = {} }) {
     url: `http://127.0.0.1:${port}`,
     logTail,
     stop,
+    /** Envoy's statistic `name` (its full name, e.g. `http.idemgate_reentry.downstream_rq_total`). */
+    async stat(name) {
+      const stats = (await get(admin, '/stats')).text;
+      const line = stats.split('\n').find((l) => l.startsWith(`${name}: `));
+      if (!line) throw new Error(`no statistic ${name}`);
+      return Number(line.split(': ').pop());
+    },
     /** The filter's counter `idemgate.<name>` at the admin /stats. */
     async counter(name) {
       const stats = (await get(admin, '/stats')).text;

@@ -118,8 +118,8 @@ test('forged, unsigned and stale Stripe deliveries are refused at the edge and c
 });
 
 // Both ways a claimed delivery reaches the upstream: Envoy's router, and the filter's own detached
-// exchange (`upstream.cluster`), where the answer is settled outside the client's stream.
-const DETACHED = JSON.stringify({ ...JSON.parse(FILTER), upstream: { cluster: 'app' } });
+// exchange back into Envoy (`upstream.reentry`), where the answer is settled outside the client's stream.
+const DETACHED = JSON.stringify({ ...JSON.parse(FILTER), upstream: { cluster: 'idemgate_reentry' } });
 
 for (const [how, filter] of [['router', FILTER], ['detached exchange', DETACHED]]) test(`a delivery the handler fails is released: the next delivery of the event runs and is stored (${how})`, async (t) => {
   const processed = [];
@@ -140,4 +140,5 @@ for (const [how, filter] of [['router', FILTER], ['detached exchange', DETACHED]
   assert.equal(upstream.requests.length, 2);
   assert.equal(await envoy.counter('released'), 1);
   assert.equal(await envoy.counter('detached'), how === 'router' ? 0 : 2);
+  assert.equal(await envoy.stat('http.idemgate_reentry.downstream_rq_total'), how === 'router' ? 0 : 2);
 });
