@@ -19,7 +19,7 @@ before(async () => {
     filter: {
       routes: [{ prefix: '/orders', key: 'required' }],
       lease: '10s',
-      upstream: { cluster: 'idemgate_reentry', timeout: '5s' },
+      upstream: { reentry: 'idemgate_reentry', timeout: '5s' },
     },
   });
 });

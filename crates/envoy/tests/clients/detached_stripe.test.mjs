@@ -30,7 +30,7 @@ before(async () => {
       routes: [{ prefix: '/v1/', methods: ['POST'] }],
       fingerprint: { mode: 'raw' },
       lease: '10s',
-      upstream: { cluster: 'idemgate_reentry', timeout: '5s' },
+      upstream: { reentry: 'idemgate_reentry', timeout: '5s' },
     },
   });
 });

@@ -119,7 +119,7 @@ test('forged, unsigned and stale Stripe deliveries are refused at the edge and c
 
 // Both ways a claimed delivery reaches the upstream: Envoy's router, and the filter's own detached
 // exchange back into Envoy (`upstream.reentry`), where the answer is settled outside the client's stream.
-const DETACHED = JSON.stringify({ ...JSON.parse(FILTER), upstream: { cluster: 'idemgate_reentry' } });
+const DETACHED = JSON.stringify({ ...JSON.parse(FILTER), upstream: { reentry: 'idemgate_reentry' } });
 
 for (const [how, filter] of [['router', FILTER], ['detached exchange', DETACHED]]) test(`a delivery the handler fails is released: the next delivery of the event runs and is stored (${how})`, async (t) => {
   const processed = [];

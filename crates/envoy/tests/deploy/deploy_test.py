@@ -12,7 +12,8 @@
 4. That module is served over HTTP (a local server on a free port) and loaded by a real Envoy
    through `vm_config.code.remote` with its sha256 — as Envoy Gateway hands modules to Envoy.
    A keyed request is claimed, a concurrent retry gets 409, a later retry is replayed, and the
-   upstream ran once.
+   upstream ran once: the claimed request went back into Envoy through the re-entry listener
+   (`idemgate_reentry`: the same route configuration, the filters after idemgate).
 5. The same Envoy configuration with a wrong sha256: Envoy refuses the module (the listener
    never serves, the log says why), so nothing is forwarded unprotected.
 
@@ -66,6 +67,8 @@ FILTER_CONFIG = {
     "scope": [{"header": "authorization"}, "peer"],
     "fingerprint": {"mode": "json", "headers": ["content-type"]},
     "lease": "60s",
+    # Claimed requests go back into Envoy through the re-entry listener (`reentry_listener`).
+    "upstream": {"reentry": "idemgate_reentry"},
 }
 
 children = []  # every process started here, killed by PID in `finally`
@@ -322,20 +325,16 @@ def envoy_config(admin_port, port, module_port, module_sha256, upstream_port):
                 },
             },
         },
-        {
-            "name": "envoy.filters.http.buffer",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
-                "max_request_bytes": 1048576,
-            },
-        },
-        {
-            "name": "envoy.filters.http.router",
-            "typed_config": {
-                "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
-            },
-        },
-    ]
+    ] + AFTER_IDEMGATE
+    routes = {
+        "virtual_hosts": [
+            {
+                "name": "app",
+                "domains": ["*"],
+                "routes": [{"match": {"prefix": "/"}, "route": {"cluster": "app", "timeout": "15s"}}],
+            }
+        ]
+    }
 
     def cluster(name, p):
         return {
@@ -366,36 +365,112 @@ def envoy_config(admin_port, port, module_port, module_sha256, upstream_port):
                                         "@type": "type.googleapis.com/envoy.extensions.filters."
                                         "network.http_connection_manager.v3.HttpConnectionManager",
                                         "stat_prefix": "ingress",
-                                        "route_config": {
-                                            "virtual_hosts": [
-                                                {
-                                                    "name": "app",
-                                                    "domains": ["*"],
-                                                    "routes": [
-                                                        {
-                                                            "match": {"prefix": "/"},
-                                                            "route": {
-                                                                "cluster": "app",
-                                                                "timeout": "15s",
-                                                            },
-                                                        }
-                                                    ],
-                                                }
-                                            ]
-                                        },
+                                        "route_config": routes,
                                         "http_filters": filters,
                                     },
                                 }
                             ]
                         }
                     ],
-                }
+                },
+                reentry_listener(routes),
             ],
             "clusters": [
                 cluster("app", upstream_port),
                 cluster("module_server", module_port),
+                REENTRY_CLUSTER,
             ],
         },
+        "bootstrap_extensions": [
+            {
+                "name": "envoy.bootstrap.internal_listener",
+                "typed_config": {
+                    "@type": "type.googleapis.com/envoy.extensions.bootstrap."
+                    "internal_listener.v3.InternalListener"
+                },
+            }
+        ],
+    }
+
+
+# The filters that follow idemgate in the main chain; the re-entry listener runs them too.
+AFTER_IDEMGATE = [
+    {
+        "name": "envoy.filters.http.buffer",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+            "max_request_bytes": 1048576,
+        },
+    },
+    {
+        "name": "envoy.filters.http.router",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"},
+    },
+]
+
+REENTRY_CLUSTER = {
+    "name": "idemgate_reentry",
+    "load_assignment": {
+        "cluster_name": "idemgate_reentry",
+        "endpoints": [
+            {
+                "lb_endpoints": [
+                    {
+                        "endpoint": {
+                            "address": {
+                                "envoy_internal_address": {"server_listener_name": "idemgate_reentry"}
+                            }
+                        }
+                    }
+                ]
+            }
+        ],
+    },
+}
+
+
+def reentry_listener(routes):
+    """The internal listener a detached exchange comes back into: the main listener's `routes`
+    (the same value), the marker first, then the filters after idemgate (never idemgate)."""
+    marker = {
+        "name": "envoy.filters.http.header_mutation",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3."
+            "HeaderMutation",
+            "mutations": {
+                "response_mutations": [
+                    {
+                        "append": {
+                            "header": {
+                                "key": "x-idemgate-reentry",
+                                "value": "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%",
+                            },
+                            "append_action": "OVERWRITE_IF_EXISTS_OR_ADD",
+                        }
+                    }
+                ]
+            },
+        },
+    }
+    return {
+        "name": "idemgate_reentry",
+        "internal_listener": {},
+        "filter_chains": [
+            {
+                "filters": [
+                    {
+                        "name": "envoy.filters.network.http_connection_manager",
+                        "typed_config": {
+                            "@type": "type.googleapis.com/envoy.extensions.filters."
+                            "network.http_connection_manager.v3.HttpConnectionManager",
+                            "stat_prefix": "idemgate_reentry",
+                            "route_config": routes,
+                            "http_filters": [marker] + AFTER_IDEMGATE,
+                        },
+                    }
+                ]
+            }
+        ],
     }
 
 
@@ -514,7 +589,9 @@ def check_deploy_path(args, tmp, manifest_digest):
         assert status == 201 and json.loads(body) == {"order": 1}, (status, body)
         assert headers.get("idempotent-replayed") == "true", headers
         assert upstream.hits == 1, f"the upstream ran {upstream.hits} times"
-        log("remote module: claimed, 409 in flight, replayed; upstream ran once")
+        stats = request(envoy.admin + "/stats?filter=^http.idemgate_reentry.downstream_rq_total$")
+        assert stats[2].strip() == b"http.idemgate_reentry.downstream_rq_total: 1", stats[2]
+        log("remote module: claimed, 409 in flight, replayed; upstream ran once, through re-entry")
         kill(envoy.proc)
 
         wrong = hashlib.sha256(module + b"tampered").hexdigest()
