@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """`make test-demo-fleet`: starts `demo_fleet.py` on free ports and checks its contract — a request
 sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy (one order, the
-retry is the replay, byte for byte), a one-time token issued by A is used once across both, a
-signed payment event (its key taken from the body) delivered to A and B is applied once — then
-stops it with SIGTERM and checks that it exited and removed its work dir. Bounded: fails after 90 s.
+retry is the replay, byte for byte; a claimed request re-enters Envoy through its internal
+listener), a one-time token issued by A is used once across both, a signed payment event (its
+key taken from the body) delivered to A and B is applied once — then stops it with SIGTERM and
+checks that it exited and removed its work dir. Bounded: fails after 90 s.
 """
 import glob
 import hashlib
@@ -29,6 +30,13 @@ def request(method, url, headers=None, body=None):
             return res.status, dict(res.headers), res.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
+
+
+def reentered(admin):
+    """Requests the Envoy at `admin` received on its re-entry listener `idemgate_reentry`."""
+    _, _, text = request("GET", admin + "/stats?filter=^http.idemgate_reentry.downstream_rq_total$")
+    values = [int(line.rsplit(": ", 1)[1]) for line in text.decode().splitlines() if ": " in line]
+    return values[0] if len(values) == 1 else None
 
 
 def check(cond, what):
@@ -59,6 +67,9 @@ def main():
                    "content-type": "application/json"}
         s1, h1, b1 = request("POST", a + "/api/orders", headers, order)
         check(s1 == 201, f"A: {s1} {b1!r}")
+        # The claimed order came back into A through its re-entry listener (same routes, the
+        # filters after idemgate), once.
+        check(reentered(info["admin"]) == 1, f"A's re-entry listener: {reentered(info['admin'])}")
         # The record is written once A's client has its answer: retry as a client would on 409.
         for _ in range(50):
             s2, h2, b2 = request("POST", b + "/api/orders", headers, order)
@@ -103,14 +114,15 @@ def main():
 
         _, _, listed = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
         e1 = deliver(a)
+        check(reentered(info["admin"]) == 2, f"A's re-entry listener: {reentered(info['admin'])}")
         e2 = deliver(b)
         check(e1[0] == 200 and e2[0] == 200, f"deliveries: {e1[0]} {e1[2]!r} / {e2[0]} {e2[2]!r}")
         check(e2[1].get("idempotent-replayed") == "true", f"B's delivery is the replay: {e2[1]}")
         _, _, after = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
         applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
         check(applied == 1, f"the event was applied {applied} times")
-        print("demo-fleet: A→B retry replayed, one order; token used once across A and B; "
-              "a payment event delivered to A and B applied once")
+        print("demo-fleet: A→B retry replayed, one order (through A's re-entry listener); token used once "
+              "across A and B; a payment event delivered to A and B applied once")
     finally:
         if demo.poll() is None:
             demo.send_signal(signal.SIGTERM)
