@@ -8,10 +8,11 @@ missing key, released (upstream 503), in doubt (upstream closed the connection),
 request — and checks the access log line of each. Then it reads Envoy's `/stats/prometheus` and
 checks the Prometheus names of the counters that the README's stats table lists.
 
-It runs twice: the example as written (keyed requests take the filter's own detached exchange),
-and without its `upstream` line (Envoy's router carries them). Only that line, ports, the listen
-address and the .wasm path of the example are changed. Envoy is killed
-by PID, also on failure. Prints `N passed, N failed`.
+It runs twice: the example as written (claimed requests take the filter's own detached exchange,
+back into Envoy through its re-entry listener `idemgate_reentry`: checked from that listener's
+request count), and without its `upstream` line (Envoy's router carries them, nothing re-enters).
+Only that line, ports, the listen address and the .wasm path of the example are changed. Envoy is
+killed by PID, also on failure. Prints `N passed, N failed`.
 
     access_log_test.py --wasm FILTER.wasm
 """
@@ -224,6 +225,14 @@ def run(mode, wasm, tmp, tally):
             else:
                 tally.fail(f"{mode}_prometheus_{metric}",
                            f"want {value}, got {m.group(0) if m else 'no such metric'}")
+        # As written, every claimed request (4) came back in through the re-entry listener, once;
+        # without the `upstream` line none did.
+        stats = request(admin + "/stats?filter=^http.idemgate_reentry.downstream_rq_total$")[2].decode()
+        want = 4 if mode == "detached" else 0
+        if stats.strip() == f"http.idemgate_reentry.downstream_rq_total: {want}":
+            tally.ok(f"{mode}_reentry_listener_requests_{want}")
+        else:
+            tally.fail(f"{mode}_reentry_listener_requests_{want}", f"got {stats.strip() or 'no such stat'}")
         # Every row of that table names a stat Envoy really has, under both names.
         readme = (ROOT / "crates/envoy/README.md").read_text()
         rows = re.findall(r"^\| `(wasmcustom\.idemgate\.[\w.]+)` \| `(idemgate_\w+)` \|", readme, re.M)
