@@ -1,17 +1,18 @@
 //! Issue 12: a claimed request's upstream exchange belongs to the key, not to the client's
-//! connection. With `upstream.cluster` configured, guarded routes are detached: the filter sends
-//! the claimed request itself (an HTTP call owned by the root context) and relays the answer.
+//! connection. With `upstream.reentry` configured, guarded routes are detached: the filter sends
+//! the claimed request itself (an HTTP call owned by the root context) back into Envoy through the
+//! re-entry listener (see `harness`), and relays the answer.
 
 use crate::client::{read_response, Request, Response};
 use crate::harness::{filter_wasm, validate, yaml, Envoy, Setup, TempDir};
 use crate::upstream::Upstream;
 use std::time::{Duration, Instant};
 
-/// Detached on every route (to the test cluster `app`), upstream timeout 5 s, lease 10 s.
+/// Detached on every route (through the re-entry listener), upstream timeout 5 s, lease 10 s.
 const DETACHED: &str = r#"{ "routes": [{ "prefix": "/slow", "upstream_timeout": "1s" },
-                                       { "prefix": "/empty", "cluster": "empty" },
+                                       { "prefix": "/empty" },
                                        { "prefix": "/" }],
-                           "upstream": { "cluster": "app", "timeout": "5s", "max_body": 2000 },
+                           "upstream": { "reentry": "idemgate_reentry", "timeout": "5s", "max_body": 2000 },
                            "lease": "10s" }"#;
 
 /// Sends `request` and gives up (closes the connection) after `patience`, as a client timeout
@@ -155,12 +156,18 @@ fn exchanges_without_an_answer_keep_the_key_and_unsent_ones_release_it() {
     assert_eq!(envoy.counter("in_doubt.upstream_reset"), 1);
     assert_eq!(envoy.counter("in_doubt"), 2);
 
-    // A cluster without endpoints: never sent, released, a retry is free to run.
+    // A route to a cluster without endpoints: never sent, released, a retry is free to run. On
+    // re-entry the client gets Envoy's own reply, as the same request without a key does.
     let empty = Request::post("/empty", "empty");
     let answer = empty.send(port);
-    assert_eq!(answer.status, 503, "{}", answer.text());
-    assert_eq!(answer.problem_code(), "upstream_not_sent");
-    assert_eq!(empty.send(port).problem_code(), "upstream_not_sent");
+    assert_eq!(
+        (answer.status, answer.text().as_str()),
+        (503, "no healthy upstream"),
+        "Envoy's reply on the inner pass"
+    );
+    let again = empty.send(port);
+    assert_eq!(again.status, 503, "{}", again.text());
+    assert!(!again.replayed(), "a never-sent exchange is not stored");
     assert_eq!(envoy.counter("released"), 2);
 }
 
@@ -188,7 +195,8 @@ fn an_answer_over_the_relay_limit_is_recorded_and_the_client_told() {
 fn an_upstream_timeout_not_shorter_than_the_lease_is_refused() {
     let dir = TempDir::new();
     let path = dir.0.join("envoy.yaml");
-    let filter = r#"{ "upstream": { "cluster": "app", "timeout": "60s" }, "lease": "60s" }"#;
+    let filter =
+        r#"{ "upstream": { "reentry": "idemgate_reentry", "timeout": "60s" }, "lease": "60s" }"#;
     std::fs::write(&path, yaml(&Setup::new(filter, 9), &filter_wasm())).expect("write");
     let (ok, log) = validate(&path, &[]);
     assert!(!ok, "must be refused");

@@ -426,7 +426,7 @@ fn detached_routes_on_the_remote_store_run_each_key_once() {
     let redis = Redis::start();
     let store = Store::start(&redis);
     let upstream = Upstream::start();
-    let filter = config(r#", "upstream": { "cluster": "app", "timeout": "5s" }"#);
+    let filter = config(r#", "upstream": { "reentry": "idemgate_reentry", "timeout": "5s" }"#);
     let (a, _) = envoy(&filter, &upstream, &store);
     let (b, _) = envoy(&filter, &upstream, &store);
     for round in 0..3 {

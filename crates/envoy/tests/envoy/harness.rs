@@ -2,6 +2,14 @@
 //! `--admin-address-path` and the admin `/listeners`), `--concurrency 2`, the freshly built filter,
 //! readiness by polling admin `/ready`, and a Drop that kills the process it started (by its PID,
 //! through the `Child` handle) even when the test fails — printing the tail of Envoy's log then.
+//!
+//! Every test Envoy has the re-entry shape of issue 21 (as every shipped configuration): the
+//! bootstrap extension `envoy.bootstrap.internal_listener`, the outer listener `main` whose route
+//! configuration is the YAML anchor `&routes`, the internal listener [`REENTRY`] sharing it
+//! (`*routes`) with the marker filter first, then the filters that follow idemgate in the outer
+//! chain, then the router (never the wasm filter), and the cluster [`REENTRY`] whose one endpoint
+//! is that listener. A filter configured with `"upstream": {"reentry": "idemgate_reentry"}` sends
+//! its detached exchanges through it.
 
 use crate::client::get;
 use std::path::{Path, PathBuf};
@@ -10,6 +18,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// The name of the re-entry listener and of the cluster whose one endpoint it is.
+pub const REENTRY: &str = "idemgate_reentry";
+
+/// The response header the re-entry listener's marker filter sets on every answer of the inner
+/// pass: `%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%`.
+pub const REENTRY_MARKER: &str = "x-idemgate-reentry";
 
 /// The built filter: `IDEMGATE_FILTER_WASM`, else the Makefile's output path.
 pub fn filter_wasm() -> PathBuf {
@@ -93,6 +108,20 @@ pub struct Setup {
     pub lds_port: Option<u16>,
     /// More clusters (YAML list items at column 0, e.g. the remote store's; see `fleet`).
     pub clusters: String,
+    /// The virtual host's routes (YAML list items at column 0), replacing [`default_routes`].
+    /// Shared by the outer and the re-entry listener.
+    pub routes: Option<String>,
+    /// `http_filters` items (column 0) after the buffer filter in the outer chain and before the
+    /// router in the re-entry chain: the filters that follow idemgate.
+    pub after_filters: String,
+    /// Lines at the level of the (shared) route configuration, e.g.
+    /// `request_headers_to_remove: [x-user-id]`.
+    pub route_config_extra: String,
+    /// Lines at the level of both HTTP connection managers (outer and re-entry), e.g. an
+    /// `internal_address_config`.
+    pub hcm_extra: String,
+    /// The re-entry listener's marker filter (default: on; off = a misconfigured listener).
+    pub reentry_marker: bool,
 }
 
 impl Setup {
@@ -108,8 +137,34 @@ impl Setup {
             wasm: None,
             lds_port: None,
             clusters: String::new(),
+            routes: None,
+            after_filters: String::new(),
+            route_config_extra: String::new(),
+            hcm_extra: String::new(),
+            reentry_marker: true,
         }
     }
+}
+
+/// The routes of a test Envoy unless [`Setup::routes`] replaces them: `/unguarded` (the filter
+/// disabled), `/direct` (a direct response), `/empty` (a cluster without endpoints) and `/` (the
+/// app, with `route_timeout`).
+pub fn default_routes(route_timeout: &str) -> String {
+    format!(
+        r#"- match: {{ prefix: "/unguarded" }}
+  route: {{ cluster: app }}
+  typed_per_filter_config:
+    envoy.filters.http.wasm:
+      "@type": type.googleapis.com/envoy.config.route.v3.FilterConfig
+      disabled: true
+- match: {{ prefix: "/direct" }}
+  direct_response: {{ status: 200, body: {{ inline_string: "direct" }} }}
+- match: {{ prefix: "/empty" }}
+  route: {{ cluster: empty }}
+- match: {{ prefix: "/" }}
+  route: {{ cluster: app, timeout: {route_timeout} }}
+"#
+    )
 }
 
 fn indent(text: &str, spaces: usize) -> String {
@@ -117,8 +172,8 @@ fn indent(text: &str, spaces: usize) -> String {
     text.lines().map(|l| format!("{pad}{l}\n")).collect()
 }
 
-/// The listener (a YAML mapping at column 0): the wasm filter, then the buffer filter, then the
-/// router.
+/// The outer listener (a YAML mapping at column 0): the wasm filter, the buffer filter, the
+/// filters after idemgate, the router; its route configuration is the anchor `&routes`.
 pub fn listener_yaml(setup: &Setup, wasm: &Path, port: u16) -> String {
     let env_keys: Vec<String> = setup
         .vm_env
@@ -127,6 +182,10 @@ pub fn listener_yaml(setup: &Setup, wasm: &Path, port: u16) -> String {
         .collect();
     let filter = indent(&setup.filter, 16);
     let extra = indent(&setup.plugin_extra, 12);
+    let routes = setup
+        .routes
+        .clone()
+        .unwrap_or_else(|| default_routes(setup.route_timeout));
     format!(
         r#"name: main
 address: {{ socket_address: {{ address: 127.0.0.1, port_value: {port} }} }}
@@ -141,24 +200,12 @@ filter_chains:
       normalize_path: true
       merge_slashes: true
       path_with_escaped_slashes_action: UNESCAPE_AND_REDIRECT
-      route_config:
-        virtual_hosts:
+{hcm_extra}      route_config: &routes
+{route_config_extra}        virtual_hosts:
         - name: app
           domains: ["*"]
           routes:
-          - match: {{ prefix: "/unguarded" }}
-            route: {{ cluster: app }}
-            typed_per_filter_config:
-              envoy.filters.http.wasm:
-                "@type": type.googleapis.com/envoy.config.route.v3.FilterConfig
-                disabled: true
-          - match: {{ prefix: "/direct" }}
-            direct_response: {{ status: 200, body: {{ inline_string: "direct" }} }}
-          - match: {{ prefix: "/empty" }}
-            route: {{ cluster: empty }}
-          - match: {{ prefix: "/" }}
-            route: {{ cluster: app, timeout: {timeout} }}
-      http_filters:
+{routes}      http_filters:
       - name: envoy.filters.http.wasm
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
@@ -174,30 +221,93 @@ filter_chains:
               "@type": type.googleapis.com/google.protobuf.StringValue
               value: |
 {filter}
-      - name: envoy.filters.http.buffer
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
-          max_request_bytes: {buffer_max}
-      - name: envoy.filters.http.router
-        typed_config:
-          "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
-"#,
-        timeout = setup.route_timeout,
+{after}"#,
         wasm = wasm.display(),
         env_keys = env_keys.join(", "),
-        buffer_max = setup.buffer_max,
+        hcm_extra = indent(&setup.hcm_extra, 6),
+        route_config_extra = indent(&setup.route_config_extra, 8),
+        routes = indent(&routes, 10),
+        after = after_idemgate(setup),
     )
 }
 
-/// The LDS file serving `listener` (file-based dynamic listeners).
-pub fn lds_yaml(listener: &str) -> String {
-    let mut out = String::from("resources:\n");
-    for (i, line) in listener.lines().enumerate() {
-        if i == 0 {
-            out.push_str("- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n");
+/// The filters that follow idemgate (`http_filters` items at column 6): the buffer filter,
+/// [`Setup::after_filters`], the router.
+fn after_idemgate(setup: &Setup) -> String {
+    format!(
+        r#"      - name: envoy.filters.http.buffer
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer
+          max_request_bytes: {buffer_max}
+{after}      - name: envoy.filters.http.router
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router
+"#,
+        buffer_max = setup.buffer_max,
+        after = indent(&setup.after_filters, 6),
+    )
+}
+
+/// The re-entry listener (a YAML mapping at column 0, after the outer listener, whose anchor
+/// `&routes` it uses): the marker filter, the filters that follow idemgate, the router.
+pub fn reentry_listener_yaml(setup: &Setup) -> String {
+    let marker = if setup.reentry_marker {
+        r#"      - name: envoy.filters.http.header_mutation
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+          mutations:
+            response_mutations:
+            - append:
+                header: { key: x-idemgate-reentry, value: "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%" }
+                append_action: OVERWRITE_IF_EXISTS_OR_ADD
+"#
+    } else {
+        ""
+    };
+    format!(
+        r#"name: {REENTRY}
+internal_listener: {{}}
+filter_chains:
+- filters:
+  - name: envoy.filters.network.http_connection_manager
+    typed_config:
+      "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
+      stat_prefix: {REENTRY}
+{hcm_extra}      route_config: *routes
+      http_filters:
+{marker}{after}"#,
+        hcm_extra = indent(&setup.hcm_extra, 6),
+        after = after_idemgate(setup),
+    )
+}
+
+/// The listeners (YAML list items at column 0): the outer one, then the re-entry one.
+fn listeners(setup: &Setup, wasm: &Path, port: u16) -> String {
+    let mut out = String::new();
+    for listener in [
+        listener_yaml(setup, wasm, port),
+        reentry_listener_yaml(setup),
+    ] {
+        for (i, line) in listener.lines().enumerate() {
+            out.push_str(if i == 0 { "- " } else { "  " });
+            out.push_str(line);
+            out.push('\n');
         }
-        out.push_str("  ");
-        out.push_str(line);
+    }
+    out
+}
+
+/// The LDS file serving both listeners on `port` (file-based dynamic listeners; one document,
+/// so the re-entry listener still shares the outer one's route configuration).
+pub fn lds_yaml(setup: &Setup, wasm: &Path, port: u16) -> String {
+    let mut out = String::from("resources:\n");
+    for line in listeners(setup, wasm, port).lines() {
+        if let Some(first) = line.strip_prefix("- ") {
+            out.push_str("- \"@type\": type.googleapis.com/envoy.config.listener.v3.Listener\n  ");
+            out.push_str(first);
+        } else {
+            out.push_str(line);
+        }
         out.push('\n');
     }
     out
@@ -212,15 +322,7 @@ pub fn yaml(setup: &Setup, wasm: &Path) -> String {
 fn bootstrap(setup: &Setup, wasm: &Path, lds_path: Option<&Path>) -> String {
     let listeners = match lds_path {
         Some(_) => String::new(),
-        None => {
-            let mut out = String::from("  listeners:\n");
-            for (i, line) in listener_yaml(setup, wasm, 0).lines().enumerate() {
-                out.push_str(if i == 0 { "  - " } else { "    " });
-                out.push_str(line);
-                out.push('\n');
-            }
-            out
-        }
+        None => format!("  listeners:\n{}", indent(&listeners(setup, wasm, 0), 2)),
     };
     let dynamic = match lds_path {
         Some(path) => format!(
@@ -232,6 +334,10 @@ fn bootstrap(setup: &Setup, wasm: &Path, lds_path: Option<&Path>) -> String {
     format!(
         r#"admin:
   address: {{ socket_address: {{ address: 127.0.0.1, port_value: 0 }} }}
+bootstrap_extensions:
+- name: envoy.bootstrap.internal_listener
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener
 {dynamic}static_resources:
 {listeners}  clusters:
   - name: app
@@ -246,6 +352,12 @@ fn bootstrap(setup: &Setup, wasm: &Path, lds_path: Option<&Path>) -> String {
     connect_timeout: 1s
     type: STATIC
     load_assignment: {{ cluster_name: empty }}
+  - name: {REENTRY}
+    load_assignment:
+      cluster_name: {REENTRY}
+      endpoints:
+      - lb_endpoints:
+        - endpoint: {{ address: {{ envoy_internal_address: {{ server_listener_name: {REENTRY} }} }} }}
 {clusters}"#,
         port = setup.upstream_port,
         clusters = indent(&setup.clusters, 2),
@@ -292,7 +404,7 @@ impl Envoy {
         let config = dir.0.join("envoy.yaml");
         let lds = dir.0.join("lds.yaml");
         if let Some(port) = setup.lds_port {
-            std::fs::write(&lds, lds_yaml(&listener_yaml(setup, &wasm, port))).expect("lds.yaml");
+            std::fs::write(&lds, lds_yaml(setup, &wasm, port)).expect("lds.yaml");
         }
         let lds_path = setup.lds_port.map(|_| lds.as_path());
         std::fs::write(&config, bootstrap(setup, &wasm, lds_path)).expect("write envoy.yaml");
@@ -330,7 +442,7 @@ impl Envoy {
         let port = setup.lds_port.expect("an LDS setup");
         let wasm = setup.wasm.clone().unwrap_or_else(filter_wasm);
         let next = self._dir.0.join("lds.next.yaml");
-        std::fs::write(&next, lds_yaml(&listener_yaml(setup, &wasm, port))).expect("write");
+        std::fs::write(&next, lds_yaml(setup, &wasm, port)).expect("write");
         std::fs::rename(&next, self._dir.0.join("lds.yaml")).expect("rename lds.yaml");
     }
 
