@@ -5,9 +5,13 @@
 //! close), `stall=800` (headers and half the body, then wait before the rest — or before closing,
 //! with `cut`), `header=set-cookie:a=b`, `raw=NAME` (a header line of raw bytes from [`RAW_HEADERS`],
 //! e.g. one that smuggles CR or LF). The response body names the request's sequence number, so a
-//! replay can be told from a fresh execution.
+//! replay can be told from a fresh execution. It keeps the last [`SEEN_KEPT`] requests it received
+//! (path and headers: [`Upstream::seen_on`], [`Upstream::seen_with_key`]), so a test can check what reached the app; a request
+//! without `x-script` follows the upstream's own [`Rule`], if it has one (e.g. an authorization
+//! service). [`ResetOnce`] is the upstream that reads one request, closes without answering and
+//! stops listening (a retry cannot connect).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -22,13 +26,45 @@ struct Counts {
     total: usize,
     /// Requests whose handling (delay included) has finished.
     finished: usize,
+    /// The last [`SEEN_KEPT`] requests.
+    seen: VecDeque<Seen>,
 }
+
+/// How many received requests an upstream keeps for [`Upstream::seen_on`].
+pub const SEEN_KEPT: usize = 2000;
+
+/// A request as the upstream received it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// Path and query.
+    pub path: String,
+    /// Names in lower case.
+    pub headers: Vec<(String, String)>,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The `Idempotency-Key` it carried.
+    pub fn key(&self) -> Option<&str> {
+        self.header("idempotency-key").map(|k| k.trim_matches('"'))
+    }
+}
+
+/// The script of a request that has no `x-script` header, from its path and headers.
+pub type Rule = fn(&Seen) -> String;
 
 struct State {
     counts: Mutex<Counts>,
     changed: Condvar,
     sequence: AtomicUsize,
     stop: AtomicBool,
+    rule: Option<Rule>,
 }
 
 pub struct Upstream {
@@ -43,12 +79,23 @@ impl Upstream {
 
     /// Serves on a listener the test bound (e.g. on a port first used while nothing listened).
     pub fn on(listener: TcpListener) -> Upstream {
+        Upstream::serve(listener, None)
+    }
+
+    /// An upstream whose requests without `x-script` follow `rule`.
+    pub fn with_rule(rule: Rule) -> Upstream {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind upstream");
+        Upstream::serve(listener, Some(rule))
+    }
+
+    fn serve(listener: TcpListener, rule: Option<Rule>) -> Upstream {
         let port = listener.local_addr().expect("upstream address").port();
         let state = Arc::new(State {
             counts: Mutex::default(),
             changed: Condvar::new(),
             sequence: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            rule,
         });
         let accept_state = state.clone();
         thread::spawn(move || {
@@ -77,6 +124,28 @@ impl Upstream {
 
     pub fn total(&self) -> usize {
         self.counts().total
+    }
+
+    /// The requests received with this `Idempotency-Key`, oldest first.
+    pub fn seen_with_key(&self, key: &str) -> Vec<Seen> {
+        let counts = self.counts();
+        counts
+            .seen
+            .iter()
+            .filter(|s| s.key() == Some(key))
+            .cloned()
+            .collect()
+    }
+
+    /// The requests received on this path (and query), oldest first.
+    pub fn seen_on(&self, path: &str) -> Vec<Seen> {
+        let counts = self.counts();
+        counts
+            .seen
+            .iter()
+            .filter(|s| s.path == path)
+            .cloned()
+            .collect()
     }
 
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
@@ -209,9 +278,24 @@ fn serve(stream: TcpStream, state: &State) {
                     .entry(key.trim_matches('"').to_string())
                     .or_default() += 1;
             }
+            if counts.seen.len() == SEEN_KEPT {
+                counts.seen.pop_front();
+            }
+            counts.seen.push_back(Seen {
+                path: request.path.clone(),
+                headers: request.headers.clone(),
+            });
             state.changed.notify_all();
         }
-        let keep_going = respond(&mut writer, &request, sequence);
+        let script = match (request.header("x-script"), state.rule) {
+            (Some(script), _) => script.to_string(),
+            (None, Some(rule)) => rule(&Seen {
+                path: request.path.clone(),
+                headers: request.headers.clone(),
+            }),
+            (None, None) => String::new(),
+        };
+        let keep_going = respond(&mut writer, &script, sequence);
         {
             let mut counts = state.counts.lock().unwrap_or_else(|e| e.into_inner());
             counts.finished += 1;
@@ -225,8 +309,7 @@ fn serve(stream: TcpStream, state: &State) {
 }
 
 /// Answers one request as its script says; false when the connection must close.
-fn respond(writer: &mut TcpStream, request: &Request, sequence: usize) -> bool {
-    let script = request.header("x-script").unwrap_or("").to_string();
+fn respond(writer: &mut TcpStream, script: &str, sequence: usize) -> bool {
     let mut status = 201;
     let mut body_len: Option<usize> = None;
     let mut extra: Vec<String> = Vec::new();
@@ -305,4 +388,59 @@ fn respond(writer: &mut TcpStream, request: &Request, sequence: usize) -> bool {
     }
     bytes.extend_from_slice(body.as_bytes());
     writer.write_all(&bytes).is_ok() && writer.flush().is_ok()
+}
+
+/// An upstream that takes one connection, stops listening at once (later connections are
+/// refused), reads one request, counts it and closes the connection without answering: a first
+/// attempt that reached the app and was reset, whose retries cannot connect.
+pub struct ResetOnce {
+    received: Arc<(Mutex<usize>, Condvar)>,
+    thread: Option<thread::JoinHandle<()>>,
+    port: u16,
+}
+
+impl ResetOnce {
+    /// Listens on `port` (a port the test picked, which Envoy's cluster names).
+    pub fn on(port: u16) -> ResetOnce {
+        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the one-shot upstream");
+        let received: Arc<(Mutex<usize>, Condvar)> = Arc::default();
+        let seen = received.clone();
+        let thread = thread::spawn(move || {
+            let Ok((stream, _)) = listener.accept() else {
+                return;
+            };
+            drop(listener);
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+            let Ok(reader) = stream.try_clone() else {
+                return;
+            };
+            let mut reader = BufReader::new(reader);
+            if read_request(&mut reader).is_some() {
+                let (count, changed) = &*seen;
+                *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+                changed.notify_all();
+            }
+            let _ = stream.shutdown(Shutdown::Both);
+        });
+        ResetOnce {
+            received,
+            thread: Some(thread),
+            port,
+        }
+    }
+
+    /// Requests it read (0 or 1).
+    pub fn hits(&self) -> usize {
+        *self.received.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for ResetOnce {
+    fn drop(&mut self) {
+        // Unblocks an accept that never came (nothing is read from this connection).
+        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
