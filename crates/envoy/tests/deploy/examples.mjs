@@ -1,19 +1,30 @@
-// Validates the Kubernetes examples (examples/istio, examples/envoy-gateway) offline.
+// Validates the Kubernetes examples (examples/istio, examples/envoy-gateway, examples/store) offline.
 //
 // Each manifest is rendered with the digest of the image `make image` built (the placeholder
 // ${IDEMGATE_IMAGE_SHA256} becomes its hex) into --out, then checked:
 //  - against the CRD schemas shipped in npm packages, where one exists: @kubernetes-models/istio
-//    (WasmPlugin, EnvoyFilter: generated from Istio's CRDs) and @kubernetes-models/gateway-api
-//    (GatewayClass, Gateway, HTTPRoute: generated from the Gateway API CRDs). These check types,
-//    enums and patterns, not unknown fields;
+//    (WasmPlugin, EnvoyFilter, Gateway, VirtualService: generated from Istio's CRDs) and
+//    @kubernetes-models/gateway-api (GatewayClass, Gateway, HTTPRoute: generated from the Gateway
+//    API CRDs). These check types, enums and patterns, not unknown fields;
 //  - with check-jsonschema against the minimal schemas in ./schemas (hand-written from the CRD
 //    reference, as no registry package ships Envoy Gateway's CRD schemas; they refuse unknown
 //    fields, so a typo fails);
 //  - every manifest must be covered by at least one of the two;
 //  - the filter configuration in the WasmPlugin and the EnvoyExtensionPolicy equals the one of
-//    examples/envoy/envoy.yaml (the documented defaults), but for `upstream.cluster`, which names
-//    a cluster of the platform;
-//  - both validators must refuse a broken copy (so this check can fail).
+//    examples/envoy/envoy.yaml (the documented defaults), `upstream.reentry` included, and none
+//    of them sends claimed requests anywhere but a re-entry listener (`upstream.cluster`,
+//    `routes[].cluster` and `upstream.cluster_skipping_routes_and_filters` are refused);
+//  - re-entry (issue 21): for each platform, the manifests add the internal listener and the
+//    cluster `upstream.reentry` names (its endpoint: that listener), on the proxies the filter runs
+//    in; the listener shares the platform's route configuration by RDS (the name the platform
+//    gives the guarded listener's routes, derived from the Gateway manifests), its first filter is
+//    the marker of examples/envoy/envoy.yaml's re-entry listener, its last the router, and it has
+//    no Wasm filter; the bootstrap extension envoy.bootstrap.internal_listener is added (Envoy
+//    Gateway: the EnvoyProxy the GatewayClass names) or provided by the platform (Istio's bootstrap);
+//  - the listener and the cluster, with that bootstrap extension, pass `envoy --mode validate`
+//    ($ENVOY or `envoy` on PATH; the Istio listener without istio.alpn, an extension of Istio's
+//    proxy that upstream Envoy lacks);
+//  - every validator and re-entry check must refuse a broken copy (so these checks can fail).
 // Prints `N passed, N failed`.
 //
 //   node examples.mjs --models target/k8s-models --digest HEX --out target/examples
@@ -37,24 +48,28 @@ const modules = join(resolve(args.models), "node_modules");
 const load = async (path) => import(pathToFileURL(join(modules, path)).href);
 const YAML = await load("yaml/dist/index.js");
 
-// kind → the npm package's model (its validate() is the CRD's schema, compiled).
+// apiVersion/kind → the npm package's model (its validate() is the CRD's schema, compiled).
 const models = {
-  WasmPlugin: ["@kubernetes-models/istio/extensions.istio.io/v1alpha1/WasmPlugin.js", "WasmPlugin"],
-  EnvoyFilter: ["@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter.js", "EnvoyFilter"],
-  GatewayClass: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GatewayClass.js", "GatewayClass"],
-  Gateway: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway.js", "Gateway"],
-  HTTPRoute: ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute.js", "HTTPRoute"],
+  "extensions.istio.io/v1alpha1/WasmPlugin": ["@kubernetes-models/istio/extensions.istio.io/v1alpha1/WasmPlugin.js", "WasmPlugin"],
+  "networking.istio.io/v1alpha3/EnvoyFilter": ["@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter.js", "EnvoyFilter"],
+  "networking.istio.io/v1/Gateway": ["@kubernetes-models/istio/networking.istio.io/v1/Gateway.js", "Gateway"],
+  "networking.istio.io/v1/VirtualService": ["@kubernetes-models/istio/networking.istio.io/v1/VirtualService.js", "VirtualService"],
+  "gateway.networking.k8s.io/v1/GatewayClass": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GatewayClass.js", "GatewayClass"],
+  "gateway.networking.k8s.io/v1/Gateway": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway.js", "Gateway"],
+  "gateway.networking.k8s.io/v1/HTTPRoute": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute.js", "HTTPRoute"],
   // The store service (examples/store): core Kubernetes types, from kubernetes-models.
-  Deployment: ["kubernetes-models/apps/v1/Deployment.js", "Deployment"],
-  Service: ["kubernetes-models/v1/Service.js", "Service"],
+  "apps/v1/Deployment": ["kubernetes-models/apps/v1/Deployment.js", "Deployment"],
+  "v1/Service": ["kubernetes-models/v1/Service.js", "Service"],
 };
-// kind → hand-written minimal schema (./schemas).
+// apiVersion/kind → hand-written minimal schema (./schemas).
 const schemas = {
-  WasmPlugin: "wasmplugin.schema.json",
-  EnvoyExtensionPolicy: "envoyextensionpolicy.schema.json",
-  EnvoyProxy: "envoyproxy.schema.json",
-  BackendTrafficPolicy: "backendtrafficpolicy.schema.json",
+  "extensions.istio.io/v1alpha1/WasmPlugin": "wasmplugin.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy": "envoyextensionpolicy.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/EnvoyProxy": "envoyproxy.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/BackendTrafficPolicy": "backendtrafficpolicy.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/EnvoyPatchPolicy": "envoypatchpolicy.schema.json",
 };
+const typeOf = (doc) => `${doc?.apiVersion}/${doc?.kind}`;
 
 let passed = 0;
 let failed = 0;
@@ -73,41 +88,77 @@ function check(name, fn) {
     );
 }
 
-async function packageValidate(kind, doc) {
-  const [path, name] = models[kind];
+// `fn` must throw; its message must contain `expected` (so a check refuses for the right reason).
+async function refuses(what, expected, fn) {
+  try {
+    await fn();
+  } catch (e) {
+    const message = String(e.message ?? e);
+    if (!message.includes(expected)) {
+      throw new Error(`${what}: refused, but not for "${expected}":\n${message}`);
+    }
+    return;
+  }
+  throw new Error(`${what}: accepted`);
+}
+
+async function packageValidate(type, doc) {
+  const [path, name] = models[type];
   const Model = (await load(path))[name];
   new Model(doc).validate(); // throws with the failing paths
 }
 
-function jsonschema(kind, file) {
+function jsonschema(type, file) {
   try {
-    execFileSync("check-jsonschema", ["--schemafile", join(here, "schemas", schemas[kind]), file], {
+    execFileSync("check-jsonschema", ["--schemafile", join(here, "schemas", schemas[type]), file], {
       encoding: "utf8",
       stdio: "pipe",
     });
   } catch (e) {
-    throw new Error(`check-jsonschema ${schemas[kind]}:\n${e.stdout}${e.stderr}`);
+    throw new Error(`check-jsonschema ${schemas[type]}:\n${e.stdout}${e.stderr}`);
   }
 }
 
+// --- examples/envoy/envoy.yaml: the documented defaults and the re-entry listener's marker ------
+
+const envoyExample = YAML.parse(readFileSync(join(root, "examples/envoy/envoy.yaml"), "utf8"));
+
+const hcmOf = (listener) =>
+  (listener?.filter_chains ?? [])
+    .flatMap((chain) => chain.filters ?? [])
+    .find((f) => f.name === "envoy.filters.network.http_connection_manager")?.typed_config;
+
 // The filter configuration of examples/envoy/envoy.yaml (the JSON in the wasm filter's config).
 function envoyExampleConfig() {
-  const envoy = YAML.parse(readFileSync(join(root, "examples/envoy/envoy.yaml"), "utf8"));
-  for (const listener of envoy.static_resources.listeners) {
-    for (const chain of listener.filter_chains) {
-      for (const filter of chain.filters) {
-        for (const http of filter.typed_config?.http_filters ?? []) {
-          if (http.name === "envoy.filters.http.wasm") {
-            return JSON.parse(http.typed_config.config.configuration.value);
-          }
-        }
+  for (const listener of envoyExample.static_resources.listeners) {
+    for (const http of hcmOf(listener)?.http_filters ?? []) {
+      if (http.name === "envoy.filters.http.wasm") {
+        return JSON.parse(http.typed_config.config.configuration.value);
       }
     }
   }
   throw new Error("no wasm filter in examples/envoy/envoy.yaml");
 }
 
-const rendered = {}; // kind → { file, doc }
+// The marker filter's typed_config: the first HTTP filter of the re-entry listener of
+// examples/envoy/envoy.yaml (the internal listener the filter's upstream.reentry cluster leads to).
+function envoyExampleMarker() {
+  const config = envoyExampleConfig();
+  const clusterName = config.upstream?.reentry;
+  const cluster = envoyExample.static_resources.clusters?.find((c) => c.name === clusterName);
+  if (!cluster) throw new Error(`examples/envoy/envoy.yaml: no cluster named by upstream.reentry (${clusterName})`);
+  const [listenerName] = internalEndpoints(cluster, "examples/envoy/envoy.yaml");
+  const listener = envoyExample.static_resources.listeners.find((l) => l.name === listenerName);
+  const marker = hcmOf(listener)?.http_filters?.[0]?.typed_config;
+  if (marker?.["@type"] !== HEADER_MUTATION) {
+    throw new Error(`examples/envoy/envoy.yaml: listener ${listenerName} does not start with a header_mutation marker`);
+  }
+  return marker;
+}
+
+// --- render and validate every manifest ---------------------------------------------------------
+
+const rendered = []; // { dir, name, label, file, text, doc }
 for (const dir of ["istio", "envoy-gateway", "store"]) {
   mkdirSync(join(args.out, dir), { recursive: true });
   for (const name of readdirSync(join(root, "examples", dir)).filter((f) => f.endsWith(".yaml")).sort()) {
@@ -119,49 +170,362 @@ for (const dir of ["istio", "envoy-gateway", "store"]) {
     writeFileSync(file, text);
     const doc = YAML.parse(text);
     const label = `${dir}/${name}`;
-    rendered[doc.kind] = { file, doc };
+    const type = typeOf(doc);
+    rendered.push({ dir, name, label, file, text, doc });
     await check(`${label} (${doc.kind}) is covered by a schema`, () => {
-      if (!models[doc.kind] && !schemas[doc.kind]) throw new Error(`no schema for kind ${doc.kind}`);
+      if (!models[type] && !schemas[type]) throw new Error(`no schema for ${type}`);
     });
-    if (models[doc.kind]) {
+    if (models[type]) {
       await check(`${label} (${doc.kind}) matches the CRD schema of its npm package`, () =>
-        packageValidate(doc.kind, doc),
+        packageValidate(type, doc),
       );
     }
-    if (schemas[doc.kind]) {
-      await check(`${label} (${doc.kind}) matches ${schemas[doc.kind]}`, () => jsonschema(doc.kind, file));
+    if (schemas[type]) {
+      await check(`${label} (${doc.kind}) matches ${schemas[type]}`, () => jsonschema(type, file));
     }
   }
 }
 
-// The platform names the upstream cluster (detached execution); everything else is equal.
-function withoutCluster(config, where) {
-  const copy = structuredClone(config);
-  if (copy?.upstream) {
-    if (typeof copy.upstream.cluster !== 'string' || !copy.upstream.cluster) {
-      throw new Error(`${where}: upstream.cluster must name a cluster`);
-    }
-    delete copy.upstream.cluster;
-  }
-  return copy;
+// The manifests of `dir` of one apiVersion/kind.
+const all = (dir, type) => rendered.filter((r) => r.dir === dir && typeOf(r.doc) === type);
+function only(dir, type) {
+  const found = all(dir, type);
+  if (found.length !== 1) throw new Error(`examples/${dir}: ${found.length} manifests of ${type}, expected 1`);
+  return found[0];
 }
 
-await check("the examples' filter configuration equals examples/envoy/envoy.yaml's", () => {
-  const defaults = withoutCluster(envoyExampleConfig(), 'examples/envoy/envoy.yaml');
-  const istio = rendered.WasmPlugin?.doc.spec.pluginConfig;
-  const eg = rendered.EnvoyExtensionPolicy?.doc.spec.wasm?.[0]?.config;
-  if (!isDeepStrictEqual(withoutCluster(istio, 'WasmPlugin'), defaults)) {
-    throw new Error(`WasmPlugin.pluginConfig differs:\n${JSON.stringify(istio)}\n${JSON.stringify(defaults)}`);
+// --- the filter configuration --------------------------------------------------------------------
+
+// A detached exchange goes to a re-entry listener only: the fields that send it anywhere else are
+// refused (the filter refuses upstream.cluster and routes[].cluster; the opt-out is not shipped).
+function noBypass(config, where) {
+  if (!config || typeof config !== "object") throw new Error(`${where}: no filter configuration`);
+  for (const field of ["cluster", "cluster_skipping_routes_and_filters"]) {
+    if (config.upstream && field in config.upstream) {
+      throw new Error(`${where}: upstream.${field} is set (detached exchanges must re-enter: upstream.reentry)`);
+    }
   }
-  if (!isDeepStrictEqual(withoutCluster(eg, 'EnvoyExtensionPolicy'), defaults)) {
-    throw new Error(`EnvoyExtensionPolicy config differs:\n${JSON.stringify(eg)}\n${JSON.stringify(defaults)}`);
+  for (const [i, route] of (config.routes ?? []).entries()) {
+    if ("cluster" in route) throw new Error(`${where}: routes[${i}].cluster is set`);
+  }
+  if (typeof config.upstream?.reentry !== "string" || !config.upstream.reentry) {
+    throw new Error(`${where}: upstream.reentry must name the re-entry cluster`);
+  }
+}
+
+const filterConfigs = {
+  istio: () => only("istio", "extensions.istio.io/v1alpha1/WasmPlugin").doc.spec.pluginConfig,
+  "envoy-gateway": () => only("envoy-gateway", "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy").doc.spec.wasm?.[0]?.config,
+};
+
+function sameConfig(config, defaults, where) {
+  noBypass(config, where);
+  if (!isDeepStrictEqual(config, defaults)) {
+    throw new Error(`${where} differs from examples/envoy/envoy.yaml's:\n${JSON.stringify(config)}\n${JSON.stringify(defaults)}`);
+  }
+}
+
+await check("the examples' filter configuration equals examples/envoy/envoy.yaml's, upstream.reentry included", () => {
+  const defaults = envoyExampleConfig();
+  noBypass(defaults, "examples/envoy/envoy.yaml");
+  sameConfig(filterConfigs.istio(), defaults, "WasmPlugin.pluginConfig");
+  sameConfig(filterConfigs["envoy-gateway"](), defaults, "EnvoyExtensionPolicy config");
+});
+
+await check("no manifest names upstream.cluster_skipping_routes_and_filters", () => {
+  for (const { label, text } of rendered) {
+    if (text.includes("cluster_skipping_routes_and_filters")) throw new Error(`${label} mentions the opt-out`);
   }
 });
+
+await check("the configuration check refuses upstream.cluster and the opt-out", async () => {
+  const defaults = envoyExampleConfig();
+  for (const [field, value] of [["cluster", "app"], ["cluster_skipping_routes_and_filters", "app"]]) {
+    const broken = structuredClone(defaults);
+    broken.upstream[field] = value;
+    await refuses(`upstream.${field}`, `upstream.${field} is set`, () => sameConfig(broken, defaults, "copy"));
+  }
+  const routed = structuredClone(defaults);
+  routed.routes[0].cluster = "app";
+  await refuses("routes[].cluster", "routes[0].cluster is set", () => sameConfig(routed, defaults, "copy"));
+});
+
+// --- re-entry ------------------------------------------------------------------------------------
+
+const HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
+const HEADER_MUTATION = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation";
+const ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
+const INTERNAL_LISTENER = "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener";
+// Istio's bootstrap extension, as every Istio proxy's bootstrap has carried it since 1.17
+// (tools/packaging/common/envoy_bootstrap.json in istio/istio).
+const ISTIO_BOOTSTRAP_EXTENSION = {
+  name: "envoy.bootstrap.internal_listener",
+  typed_config: {
+    "@type": "type.googleapis.com/udpa.type.v1.TypedStruct",
+    type_url: INTERNAL_LISTENER,
+    value: { buffer_size_kb: 64 },
+  },
+};
+// HTTP filters of Istio's proxy that upstream Envoy does not have (left out of `envoy --mode validate`).
+const ISTIO_ONLY_FILTERS = new Set(["istio.alpn"]);
+// The port the default istio-ingressgateway pod listens on for a Service port (its chart's
+// targetPort mapping); Istio names a gateway's HTTP routes http.<that port>.
+const ISTIO_INGRESS_TARGET_PORT = { 80: 8080, 443: 8443 };
+
+// The internal listener names a cluster's endpoints lead to (each must be an internal address).
+function internalEndpoints(cluster, where) {
+  if (!cluster) throw new Error(`${where}: no re-entry cluster`);
+  const endpoints = (cluster.load_assignment?.endpoints ?? []).flatMap((e) => e.lb_endpoints ?? []);
+  if (endpoints.length === 0) throw new Error(`${where}: cluster ${cluster.name} has no endpoint`);
+  const names = endpoints.map((e) => e.endpoint?.address?.envoy_internal_address?.server_listener_name);
+  if (names.some((n) => typeof n !== "string" || !n)) {
+    throw new Error(`${where}: cluster ${cluster.name} has an endpoint that is not an envoy_internal_address`);
+  }
+  return [...new Set(names)];
+}
+
+const isWasm = (f) =>
+  String(f?.name).startsWith("envoy.filters.http.wasm") || String(f?.typed_config?.["@type"]).endsWith(".wasm.v3.Wasm");
+
+// The re-entry listener and cluster of one platform, against the filter's configuration.
+function checkReentry({ where, config, listener, cluster, routeName, marker }) {
+  if (cluster?.name !== config.upstream.reentry) {
+    throw new Error(`${where}: no cluster named ${config.upstream.reentry} (upstream.reentry) is added`);
+  }
+  const targets = internalEndpoints(cluster, where);
+  if (!listener || !targets.includes(listener.name) || targets.length !== 1) {
+    throw new Error(`${where}: cluster ${cluster.name} leads to ${targets.join(", ")}, not to the added internal listener ${listener?.name}`);
+  }
+  if (!listener.internal_listener || typeof listener.internal_listener !== "object" || "address" in listener) {
+    throw new Error(`${where}: listener ${listener.name} must be an internal listener (internal_listener: {}, no address)`);
+  }
+  if (listener.filter_chains?.length !== 1 || listener.filter_chains[0].filters?.length !== 1) {
+    throw new Error(`${where}: listener ${listener.name} must have one filter chain with one filter (the HCM)`);
+  }
+  const hcm = listener.filter_chains[0].filters[0].typed_config;
+  if (hcm?.["@type"] !== HCM) throw new Error(`${where}: listener ${listener.name}'s filter is not an HTTP connection manager`);
+  if ("route_config" in hcm || hcm.rds?.route_config_name !== routeName || typeof hcm.rds?.config_source?.ads !== "object") {
+    throw new Error(`${where}: listener ${listener.name} must share the route configuration ${routeName} by RDS over ADS, found ${JSON.stringify(hcm.rds ?? hcm.route_config)}`);
+  }
+  const filters = hcm.http_filters ?? [];
+  const first = filters[0];
+  if (first?.disabled || !isDeepStrictEqual(first?.typed_config, marker)) {
+    throw new Error(`${where}: the first HTTP filter of ${listener.name} must be examples/envoy/envoy.yaml's marker ${JSON.stringify(marker)}, found ${JSON.stringify(first)}`);
+  }
+  if (filters.at(-1)?.typed_config?.["@type"] !== ROUTER || filters.slice(0, -1).some((f) => f.typed_config?.["@type"] === ROUTER)) {
+    throw new Error(`${where}: the router must be the last HTTP filter of ${listener.name}, and only there`);
+  }
+  const wasm = filters.filter(isWasm);
+  if (wasm.length) throw new Error(`${where}: listener ${listener.name} runs a Wasm filter (${wasm.map((f) => f.name).join(", ")}): a request would be claimed twice`);
+}
+
+function hasInternalListenerExtension(extensions) {
+  return (extensions ?? []).some(
+    (e) =>
+      e.name === "envoy.bootstrap.internal_listener" &&
+      (e.typed_config?.["@type"] === INTERNAL_LISTENER || e.typed_config?.type_url === INTERNAL_LISTENER),
+  );
+}
+
+// Istio: EnvoyFilter ADD patches in context GATEWAY on the WasmPlugin's workloads.
+function istioReentry() {
+  const wasm = only("istio", "extensions.istio.io/v1alpha1/WasmPlugin").doc;
+  const { namespace } = wasm.metadata;
+  const selector = wasm.spec.selector?.matchLabels;
+  const patches = [];
+  for (const { label, doc } of all("istio", "networking.istio.io/v1alpha3/EnvoyFilter")) {
+    if (doc.metadata.namespace !== namespace || !isDeepStrictEqual(doc.spec.workloadSelector?.labels, selector)) {
+      throw new Error(`${label}: must select the WasmPlugin's workloads (${JSON.stringify(selector)} in ${namespace})`);
+    }
+    patches.push(...doc.spec.configPatches.map((p) => ({ ...p, label })));
+  }
+  const added = (applyTo) => {
+    const found = patches.filter((p) => p.applyTo === applyTo && p.patch?.operation === "ADD");
+    for (const p of found) {
+      if (p.match?.context !== "GATEWAY") throw new Error(`${p.label}: the ${applyTo} ADD patch must be in context GATEWAY`);
+    }
+    return found.map((p) => p.patch.value);
+  };
+  const config = filterConfigs.istio();
+  const cluster = added("CLUSTER").find((c) => c.name === config.upstream?.reentry);
+  const [listenerName] = cluster ? internalEndpoints(cluster, "istio") : [];
+  const listener = added("LISTENER").find((l) => l.name === listenerName);
+  // The route configuration of the guarded gateway server: http.<the pod's port for it>.
+  const gateways = all("istio", "networking.istio.io/v1/Gateway").filter((g) => isDeepStrictEqual(g.doc.spec.selector, selector));
+  const servers = gateways.flatMap((g) => g.doc.spec.servers).filter((s) => s.port.protocol === "HTTP");
+  if (servers.length !== 1) throw new Error(`istio: ${servers.length} HTTP Gateway servers on the WasmPlugin's workloads, expected 1`);
+  const port = ISTIO_INGRESS_TARGET_PORT[servers[0].port.number] ?? servers[0].port.number;
+  const wasmPorts = (wasm.spec.match ?? []).flatMap((m) => m.ports ?? []).map((p) => p.number);
+  if (!isDeepStrictEqual(wasmPorts, [port])) throw new Error(`istio: the WasmPlugin must match the gateway's port ${port}, matches ${wasmPorts}`);
+  const bufferPorts = patches.filter((p) => p.applyTo === "HTTP_FILTER").map((p) => p.match?.listener?.portNumber);
+  if (!bufferPorts.length || bufferPorts.some((p) => p !== port)) throw new Error(`istio: the buffer patch must match the gateway's port ${port}, matches ${bufferPorts}`);
+  return { where: "istio", config, listener, cluster, routeName: `http.${port}`, extensions: [ISTIO_BOOTSTRAP_EXTENSION] };
+}
+
+// Envoy Gateway: an EnvoyPatchPolicy adding whole resources to the Gateway the filter's route is
+// attached to, and the bootstrap extension in the EnvoyProxy of the Gateway's class.
+function envoyGatewayReentry() {
+  const dir = "envoy-gateway";
+  const policy = only(dir, "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy").doc;
+  const { namespace } = policy.metadata;
+  const routes = policy.spec.targetRefs.filter((t) => t.kind === "HTTPRoute").map((t) => t.name);
+  const httpRoutes = all(dir, "gateway.networking.k8s.io/v1/HTTPRoute").filter(
+    (r) => routes.includes(r.doc.metadata.name) && r.doc.metadata.namespace === namespace,
+  );
+  const parents = httpRoutes.flatMap((r) => r.doc.spec.parentRefs);
+  const gateways = all(dir, "gateway.networking.k8s.io/v1/Gateway").filter((g) =>
+    parents.some((p) => p.name === g.doc.metadata.name && (p.namespace ?? namespace) === g.doc.metadata.namespace),
+  );
+  if (gateways.length !== 1) throw new Error(`envoy-gateway: the filter's routes attach to ${gateways.length} Gateways, expected 1`);
+  const gateway = gateways[0].doc;
+  const sections = parents.map((p) => p.sectionName).filter(Boolean);
+  const listeners = gateway.spec.listeners.filter((l) => l.protocol === "HTTP" && (!sections.length || sections.includes(l.name)));
+  if (listeners.length !== 1) throw new Error(`envoy-gateway: ${listeners.length} HTTP Gateway listeners carry the filter's routes, expected 1`);
+  const routeName = `${gateway.metadata.namespace}/${gateway.metadata.name}/${listeners[0].name}`;
+
+  const added = (resourceType) =>
+    all(dir, "gateway.envoyproxy.io/v1alpha1/EnvoyPatchPolicy").flatMap(({ label, doc }) => {
+      const t = doc.spec.targetRef;
+      if (t.kind !== "Gateway" || t.name !== gateway.metadata.name || doc.metadata.namespace !== gateway.metadata.namespace) {
+        throw new Error(`${label}: must target Gateway ${gateway.metadata.namespace}/${gateway.metadata.name}`);
+      }
+      return doc.spec.jsonPatches
+        .filter((p) => p.type === `type.googleapis.com/${resourceType}` && p.operation.op === "add" && !p.operation.path && !p.operation.jsonPath)
+        .map((p) => p.operation.value);
+    });
+  const config = filterConfigs[dir]();
+  const cluster = added("envoy.config.cluster.v3.Cluster").find((c) => c.name === config.upstream?.reentry);
+  const [listenerName] = cluster ? internalEndpoints(cluster, dir) : [];
+  const listener = added("envoy.config.listener.v3.Listener").find((l) => l.name === listenerName);
+
+  const gatewayClass = all(dir, "gateway.networking.k8s.io/v1/GatewayClass").find((c) => c.doc.metadata.name === gateway.spec.gatewayClassName)?.doc;
+  const ref = gatewayClass?.spec.parametersRef;
+  const proxy = all(dir, "gateway.envoyproxy.io/v1alpha1/EnvoyProxy").find(
+    (p) => ref?.kind === "EnvoyProxy" && p.doc.metadata.name === ref.name && p.doc.metadata.namespace === ref.namespace,
+  )?.doc;
+  if (!proxy) throw new Error(`envoy-gateway: GatewayClass ${gateway.spec.gatewayClassName} names no EnvoyProxy of these manifests`);
+  const bootstrap = proxy.spec.bootstrap;
+  if (bootstrap?.type !== "Merge") throw new Error("envoy-gateway: the EnvoyProxy must add to the bootstrap with type Merge");
+  const extensions = YAML.parse(bootstrap.value)?.bootstrap_extensions;
+  // Filters that read what earlier filters left in the stream run before idemgate (README.md).
+  const order = proxy.spec.filterOrder ?? [];
+  for (const name of ["envoy.filters.http.geoip", "envoy.filters.http.rbac", "envoy.filters.http.local_ratelimit", "envoy.filters.http.ratelimit"]) {
+    if (!order.some((o) => o.name === name && o.before === "envoy.filters.http.wasm")) {
+      throw new Error(`envoy-gateway: EnvoyProxy filterOrder must put ${name} before envoy.filters.http.wasm`);
+    }
+  }
+  return { where: dir, config, listener, cluster, routeName, extensions };
+}
+
+const platforms = { istio: istioReentry, "envoy-gateway": envoyGatewayReentry };
+
+function checkPlatform(reentry) {
+  checkReentry({ ...reentry, marker: envoyExampleMarker() });
+  if (!hasInternalListenerExtension(reentry.extensions)) {
+    throw new Error(`${reentry.where}: the bootstrap has no envoy.bootstrap.internal_listener extension`);
+  }
+}
+
+for (const [dir, platform] of Object.entries(platforms)) {
+  await check(`${dir}: the manifests add the re-entry listener (shared routes, marker first, no Wasm) and cluster`, () =>
+    checkPlatform(platform()),
+  );
+}
+
+await check("istio: README.md names the bootstrap extension Istio provides (since 1.17)", () => {
+  const readme = readFileSync(join(root, "examples/istio/README.md"), "utf8");
+  if (!readme.includes("envoy.bootstrap.internal_listener") || !readme.includes("Istio 1.17")) {
+    throw new Error("examples/istio/README.md must say that Istio's bootstrap has envoy.bootstrap.internal_listener since Istio 1.17");
+  }
+});
+
+await check("the re-entry check refuses a broken copy", async () => {
+  const base = envoyGatewayReentry();
+  const mutate = (fn) => {
+    const copy = structuredClone(base);
+    fn(copy, copy.listener.filter_chains[0].filters[0].typed_config);
+    return () => checkPlatform(copy);
+  };
+  await refuses("a Wasm filter in the inner chain", "runs a Wasm filter", mutate((_, hcm) =>
+    hcm.http_filters.splice(1, 0, { name: "envoy.filters.http.wasm/idemgate", typed_config: { "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm" } }),
+  ));
+  await refuses("the marker not first", "must be examples/envoy/envoy.yaml's marker", mutate((_, hcm) => hcm.http_filters.reverse()));
+  await refuses("another route configuration", "must share the route configuration", mutate((_, hcm) => (hcm.rds.route_config_name = "shop/shop/https")));
+  await refuses("an inline route configuration", "must share the route configuration", mutate((_, hcm) => {
+    hcm.route_config = { virtual_hosts: [] };
+    delete hcm.rds;
+  }));
+  await refuses("a cluster to a socket address", "not an envoy_internal_address", mutate((c) =>
+    (c.cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address = { socket_address: { address: "127.0.0.1", port_value: 3000 } }),
+  ));
+  await refuses("another cluster name", "no cluster named", mutate((c) => (c.cluster.name = "app")));
+  await refuses("no bootstrap extension", "no envoy.bootstrap.internal_listener", mutate((c) => (c.extensions = [])));
+});
+
+// --- the listener and the cluster in a real Envoy -----------------------------------------------
+
+// A bootstrap holding one platform's listener and cluster (RDS over an ADS that validate mode does
+// not contact), checked with `envoy --mode validate`.
+function envoyValidate({ where, listener, cluster, extensions }, name) {
+  const inner = structuredClone(listener);
+  const hcm = inner.filter_chains[0].filters[0].typed_config;
+  hcm.http_filters = hcm.http_filters.filter((f) => !ISTIO_ONLY_FILTERS.has(f.name));
+  const bootstrap = {
+    node: { id: "examples-validate", cluster: "examples-validate" },
+    bootstrap_extensions: extensions,
+    dynamic_resources: {
+      ads_config: { api_type: "GRPC", transport_api_version: "V3", grpc_services: [{ envoy_grpc: { cluster_name: "xds" } }] },
+    },
+    static_resources: {
+      listeners: [inner],
+      clusters: [
+        cluster,
+        {
+          name: "xds",
+          type: "STATIC",
+          typed_extension_protocol_options: {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+              "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+              explicit_http_config: { http2_protocol_options: {} },
+            },
+          },
+          load_assignment: {
+            cluster_name: "xds",
+            endpoints: [{ lb_endpoints: [{ endpoint: { address: { socket_address: { address: "127.0.0.1", port_value: 1 } } } }] }],
+          },
+        },
+      ],
+    },
+  };
+  const file = join(args.out, where, name);
+  writeFileSync(file, JSON.stringify(bootstrap, null, 2));
+  const envoy = process.env.ENVOY || "envoy";
+  try {
+    execFileSync(envoy, ["--mode", "validate", "-c", file, "-l", "warning"], { encoding: "utf8", stdio: "pipe" });
+  } catch (e) {
+    throw new Error(`${envoy} --mode validate -c ${file}:\n${e.stdout ?? ""}${e.stderr ?? e.message}`);
+  }
+}
+
+for (const [dir, platform] of Object.entries(platforms)) {
+  await check(`${dir}: envoy --mode validate accepts the re-entry listener, cluster and bootstrap extension`, () =>
+    envoyValidate(platform(), "reentry.envoy.json"),
+  );
+}
+
+await check("envoy --mode validate refuses the re-entry listener without the bootstrap extension", async () => {
+  const reentry = envoyGatewayReentry();
+  await refuses("no bootstrap extension", "InternalListener bootstrap extension is mandatory", () =>
+    envoyValidate({ ...reentry, extensions: [] }, "reentry-broken.envoy.json"),
+  );
+});
+
+// --- the store Deployment ------------------------------------------------------------------------
 
 // The store Deployment only sets options the service documents (crates/store/README.md's table).
 await check("the store Deployment sets only documented idemgate-store options", () => {
   const documented = readFileSync(join(root, "crates/store/README.md"), "utf8");
-  const container = rendered.Deployment.doc.spec.template.spec.containers[0];
+  const container = only("store", "apps/v1/Deployment").doc.spec.template.spec.containers[0];
   const names = [
     ...(container.env ?? []).map((e) => e.name),
     ...(container.args ?? []).filter((a) => a.startsWith("--")),
@@ -176,41 +540,49 @@ await check("the store Deployment sets only documented idemgate-store options", 
   }
 });
 
+// --- the validators themselves -------------------------------------------------------------------
+
 await check("the npm schema refuses a broken store Deployment", async () => {
-  const broken = structuredClone(rendered.Deployment.doc);
+  const broken = structuredClone(only("store", "apps/v1/Deployment").doc);
   broken.spec.replicas = "two";
-  let refused = false;
-  try {
-    await packageValidate("Deployment", broken);
-  } catch {
-    refused = true;
-  }
-  if (!refused) throw new Error("kubernetes-models accepted replicas: \"two\"");
+  await refuses("replicas: \"two\"", "", () => packageValidate("apps/v1/Deployment", broken));
 });
 
-await check("both validators refuse a broken WasmPlugin", async () => {
-  const { file, doc } = rendered.WasmPlugin;
+// check-jsonschema must refuse `doc` with `spoil` applied (an unknown field, say).
+function schemaRefuses(type, { file, doc }, spoil) {
   const broken = structuredClone(doc);
+  spoil(broken);
+  const brokenFile = file.replace(/\.yaml$/, ".broken.json");
+  writeFileSync(brokenFile, JSON.stringify(broken));
+  return refuses(`check-jsonschema ${schemas[type]}`, "check-jsonschema", () => jsonschema(type, brokenFile));
+}
+
+await check("both validators refuse a broken WasmPlugin", async () => {
+  const type = "extensions.istio.io/v1alpha1/WasmPlugin";
+  const wasm = only("istio", type);
+  const broken = structuredClone(wasm.doc);
   broken.spec.failStrategy = "FAIL_OPEN_SOMETIMES";
-  let refused = false;
-  try {
-    await packageValidate("WasmPlugin", broken);
-  } catch {
-    refused = true;
-  }
-  if (!refused) throw new Error("the npm package's schema accepted failStrategy FAIL_OPEN_SOMETIMES");
-  const typo = structuredClone(doc);
-  typo.spec.sha265 = typo.spec.sha256;
-  delete typo.spec.sha256;
-  const typoFile = file.replace(/\.yaml$/, ".typo.json");
-  writeFileSync(typoFile, JSON.stringify(typo));
-  refused = false;
-  try {
-    jsonschema("WasmPlugin", typoFile);
-  } catch {
-    refused = true;
-  }
-  if (!refused) throw new Error("check-jsonschema accepted the unknown field `sha265`");
+  await refuses("failStrategy FAIL_OPEN_SOMETIMES", "", () => packageValidate(type, broken));
+  await schemaRefuses(type, wasm, (typo) => {
+    typo.spec.sha265 = typo.spec.sha256;
+    delete typo.spec.sha256;
+  });
+});
+
+await check("the npm schema refuses a broken EnvoyFilter", async () => {
+  const type = "networking.istio.io/v1alpha3/EnvoyFilter";
+  const broken = structuredClone(all("istio", type)[0].doc);
+  broken.spec.configPatches[0].patch.operation = "APPEND";
+  await refuses("operation APPEND", "", () => packageValidate(type, broken));
+});
+
+await check("the hand-written schemas refuse a broken EnvoyPatchPolicy and EnvoyProxy bootstrap", async () => {
+  const epp = "gateway.envoyproxy.io/v1alpha1/EnvoyPatchPolicy";
+  await schemaRefuses(epp, only("envoy-gateway", epp), (b) => (b.spec.jsonPatches[0].operation.opp = "add"));
+  await schemaRefuses(epp, only("envoy-gateway", epp), (b) => (b.spec.jsonPatches[0].type = "type.googleapis.com/envoy.config.listener.v3.Listeners"));
+  const proxy = "gateway.envoyproxy.io/v1alpha1/EnvoyProxy";
+  await schemaRefuses(proxy, only("envoy-gateway", proxy), (b) => delete b.spec.bootstrap.value);
+  await schemaRefuses(proxy, only("envoy-gateway", proxy), (b) => (b.spec.bootstrap.type = "Append"));
 });
 
 console.log(`${passed} passed, ${failed} failed`);
