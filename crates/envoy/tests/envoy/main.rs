@@ -7,6 +7,8 @@
 
 mod client;
 mod harness;
+mod reset_once;
+mod setup;
 mod upstream;
 
 mod config;

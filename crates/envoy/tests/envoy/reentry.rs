@@ -6,7 +6,8 @@
 //! duplicates: `reentry_control`.
 
 use crate::client::{read_response, Request, Response};
-use crate::harness::{Envoy, Setup, REENTRY_MARKER};
+use crate::harness::{Envoy, Setup};
+use crate::setup::REENTRY_MARKER;
 use crate::upstream::Upstream;
 use std::time::{Duration, Instant};
 

@@ -5,7 +5,8 @@
 use crate::client::{read_response, Response};
 use crate::harness::{Envoy, Setup};
 use crate::reentry::{alike, assert_in_flight, inner_passes, keyed, plain, setup, FILTER};
-use crate::upstream::{ResetOnce, Upstream};
+use crate::reset_once::ResetOnce;
+use crate::upstream::Upstream;
 use std::net::TcpListener;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};

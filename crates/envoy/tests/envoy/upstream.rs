@@ -8,8 +8,7 @@
 //! replay can be told from a fresh execution. It keeps the last [`SEEN_KEPT`] requests it received
 //! (path and headers: [`Upstream::seen_on`], [`Upstream::seen_with_key`]), so a test can check what reached the app; a request
 //! without `x-script` follows the upstream's own [`Rule`], if it has one (e.g. an authorization
-//! service). [`ResetOnce`] is the upstream that reads one request, closes without answering and
-//! stops listening (a retry cannot connect).
+//! service). See also [`crate::reset_once`].
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -201,9 +200,10 @@ pub const RAW_HEADERS: &[(&str, &[u8])] = &[
     ),
 ];
 
-struct Request {
-    path: String,
-    headers: Vec<(String, String)>,
+/// A request as read off the connection.
+pub struct Request {
+    pub path: String,
+    pub headers: Vec<(String, String)>,
 }
 
 impl Request {
@@ -215,7 +215,8 @@ impl Request {
     }
 }
 
-fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
+/// Reads one HTTP/1.1 request (its body is read and dropped); `None` at the end of the connection.
+pub fn read_request(reader: &mut BufReader<TcpStream>) -> Option<Request> {
     let mut line = String::new();
     if reader.read_line(&mut line).ok()? == 0 {
         return None;
@@ -388,59 +389,4 @@ fn respond(writer: &mut TcpStream, script: &str, sequence: usize) -> bool {
     }
     bytes.extend_from_slice(body.as_bytes());
     writer.write_all(&bytes).is_ok() && writer.flush().is_ok()
-}
-
-/// An upstream that takes one connection, stops listening at once (later connections are
-/// refused), reads one request, counts it and closes the connection without answering: a first
-/// attempt that reached the app and was reset, whose retries cannot connect.
-pub struct ResetOnce {
-    received: Arc<(Mutex<usize>, Condvar)>,
-    thread: Option<thread::JoinHandle<()>>,
-    port: u16,
-}
-
-impl ResetOnce {
-    /// Listens on `port` (a port the test picked, which Envoy's cluster names).
-    pub fn on(port: u16) -> ResetOnce {
-        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the one-shot upstream");
-        let received: Arc<(Mutex<usize>, Condvar)> = Arc::default();
-        let seen = received.clone();
-        let thread = thread::spawn(move || {
-            let Ok((stream, _)) = listener.accept() else {
-                return;
-            };
-            drop(listener);
-            let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-            let Ok(reader) = stream.try_clone() else {
-                return;
-            };
-            let mut reader = BufReader::new(reader);
-            if read_request(&mut reader).is_some() {
-                let (count, changed) = &*seen;
-                *count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
-                changed.notify_all();
-            }
-            let _ = stream.shutdown(Shutdown::Both);
-        });
-        ResetOnce {
-            received,
-            thread: Some(thread),
-            port,
-        }
-    }
-
-    /// Requests it read (0 or 1).
-    pub fn hits(&self) -> usize {
-        *self.received.0.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Drop for ResetOnce {
-    fn drop(&mut self) {
-        // Unblocks an accept that never came (nothing is read from this connection).
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
