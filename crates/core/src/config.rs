@@ -12,7 +12,7 @@ use crate::key_source::KeySource;
 use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
-    StoreKind, StoreRule, TokenPolicy, TokenRequirement, DEFAULT_RELEASE_STATUSES,
+    StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via, DEFAULT_RELEASE_STATUSES,
     DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
@@ -114,6 +114,11 @@ pub enum ForwardConfig {
 /// The `upstream` section: where detached exchanges go by default.
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamConfig {
+    /// The cluster of the internal listener that carries the routes (issue 21).
+    pub reentry: Option<String>,
+    /// The explicit opt-out: a cluster reached directly, skipping routes and later filters.
+    pub cluster_skipping_routes_and_filters: Option<String>,
+    /// The name before issue 21; read only to refuse it with the way forward.
     pub cluster: Option<String>,
     pub timeout: Option<String>,
     pub max_body: Option<Size>,
@@ -737,56 +742,85 @@ impl Config {
         Ok(routes)
     }
 
-    /// A route's [`Forward`]: detached wherever a cluster is known (the route's or
-    /// `upstream.cluster`), unless the route opts back into `"router"`; without any cluster the
-    /// router path is the only one possible. The upstream timeout must be shorter than the lease.
+    /// A route's [`Forward`]: detached wherever a destination is configured (`upstream.reentry`,
+    /// or the explicit `upstream.cluster_skipping_routes_and_filters`), unless the route opts back
+    /// into `"router"`; without one the router path is the only one possible. The upstream timeout
+    /// must be shorter than the lease.
     fn compile_forward(
         &self,
         route: Option<(usize, &RouteConfig)>,
         lease: Span,
     ) -> Result<Forward, Refusal> {
-        let (upstream_cluster, upstream_timeout) = match &self.upstream {
-            Some(u) => (u.cluster.as_ref(), u.timeout.as_deref()),
-            None => (None, None),
-        };
+        let upstream = self.upstream.as_ref();
+        let upstream_timeout = upstream.and_then(|u| u.timeout.as_deref());
         // `.field` of the route, or of `upstream`.
         let at = |field: &str| match route {
             Some((i, _)) => item("routes", i, field),
             None => ["upstream", field].concat(),
         };
-        let (forward, cluster, timeout) = match route {
-            Some((_, r)) => (r.forward, r.cluster.as_ref(), r.upstream_timeout.as_ref()),
-            None => (None, None, None),
+        let (forward, timeout) = match route {
+            Some((_, r)) => {
+                if r.cluster.is_some() {
+                    return Err(refuse(
+                        at(".cluster"),
+                        &["is no longer read: on re-entry Envoy's route configuration picks the cluster (match this path with an Envoy route instead; README, Deploy)"],
+                    ));
+                }
+                (r.forward, r.upstream_timeout.as_ref())
+            }
+            None => (None, None),
         };
+        if upstream.is_some_and(|u| u.cluster.is_some()) {
+            return Err(refuse(
+                copy("upstream.cluster"),
+                &["is no longer read: set `upstream.reentry` to the cluster of the internal listener that carries your routes and the filters after idemgate (README, Deploy), or, to send claimed requests straight to a cluster and skip them, `upstream.cluster_skipping_routes_and_filters`"],
+            ));
+        }
         if forward == Some(ForwardConfig::Router) {
-            if cluster.is_some() || timeout.is_some() {
+            if timeout.is_some() {
                 return Err(refuse(
-                    at(if cluster.is_some() {
-                        ".cluster"
-                    } else {
-                        ".upstream_timeout"
-                    }),
+                    at(".upstream_timeout"),
                     &["only applies when `forward` is \"detached\""],
                 ));
             }
             return Ok(Forward::Router);
         }
-        let Some(cluster) = cluster.or(upstream_cluster) else {
+        let destination = match upstream {
+            Some(UpstreamConfig {
+                reentry: Some(_),
+                cluster_skipping_routes_and_filters: Some(_),
+                ..
+            }) => {
+                return Err(refuse(
+                    copy("upstream.cluster_skipping_routes_and_filters"),
+                    &["cannot be set together with `upstream.reentry`: pick one"],
+                ))
+            }
+            Some(UpstreamConfig {
+                reentry: Some(cluster),
+                ..
+            }) => Some(("upstream.reentry", cluster, Via::Reentry)),
+            Some(UpstreamConfig {
+                cluster_skipping_routes_and_filters: Some(cluster),
+                ..
+            }) => Some((
+                "upstream.cluster_skipping_routes_and_filters",
+                cluster,
+                Via::SkippingRoutesAndFilters,
+            )),
+            _ => None,
+        };
+        let Some((field, cluster, via)) = destination else {
             if forward == Some(ForwardConfig::Detached) {
                 return Err(refuse(
-                    at(".cluster"),
-                    &["a detached route needs the Envoy cluster to send to: set it here or in `upstream.cluster`"],
+                    at(".forward"),
+                    &["a detached route needs `upstream.reentry`: the cluster of the internal listener that carries the routes (README, Deploy)"],
                 ));
             }
             return Ok(Forward::Router);
         };
         if cluster.is_empty() {
-            let field = if route.is_some_and(|(_, r)| r.cluster.is_some()) {
-                at(".cluster")
-            } else {
-                copy("upstream.cluster")
-            };
-            return Err(refuse(field, &["must name an Envoy cluster"]));
+            return Err(refuse(copy(field), &["must name an Envoy cluster"]));
         }
         let (timeout_field, timeout) = match timeout {
             Some(t) => (at(".upstream_timeout"), Some(t.as_str())),
@@ -805,6 +839,7 @@ impl Config {
         }
         Ok(Forward::Detached(Detached {
             cluster: copy(cluster),
+            via,
             timeout,
         }))
     }

@@ -39,6 +39,8 @@ pub const NEVER_REPLAYED: &[&str] = &[
     "date",
     "server",
     "idempotent-replayed",
+    // `REENTRY_MARK`: the re-entry listener's word to the filter, never the client's.
+    "x-idemgate-reentry",
 ];
 
 /// Upstream answers by which the upstream says it did not act: release the claim so a retry runs.
@@ -95,10 +97,31 @@ pub enum Forward {
 pub struct Detached {
     /// The Envoy cluster the request is sent to.
     pub cluster: String,
+    /// What that cluster is: the way back into Envoy, or a shortcut that skips it.
+    pub via: Via,
     /// The upstream timeout; always shorter than the lease (checked at configuration), so a retry
     /// never takes over a key whose exchange may still answer.
     pub timeout: Span,
 }
+
+/// What a detached exchange's cluster leads to (issue 21: adding idemgate takes nothing away).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// An internal listener that carries the same route configuration and the filters after
+    /// idemgate (`upstream.reentry`): the request is routed, rewritten, authorised and rate-limited
+    /// exactly as the same request without a key. Its answers carry [`REENTRY_MARK`].
+    Reentry,
+    /// A cluster reached directly (`upstream.cluster_skipping_routes_and_filters`, an explicit
+    /// opt-in): the route's rewrites, header rules, direct responses and cluster choice, and every
+    /// filter after idemgate, do not apply to a claimed request.
+    SkippingRoutesAndFilters,
+}
+
+/// The response header the re-entry listener's first filter (header_mutation) sets on every answer
+/// of the inner pass: `%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%`. It tells the
+/// upstream's own answer from a reply Envoy made on the inner pass, and how many upstream attempts
+/// the inner router made. Never relayed to the client, never stored.
+pub const REENTRY_MARK: &str = "x-idemgate-reentry";
 
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.

@@ -1,82 +1,121 @@
-//! Configuration of how a claimed request reaches the upstream (issue 12): `upstream` and the
-//! per-route `forward`, `cluster`, `upstream_timeout`.
+//! Configuration of how a claimed request reaches the upstream (issues 12 and 21): `upstream`
+//! (`reentry`, or the explicit `cluster_skipping_routes_and_filters`) and the per-route `forward`
+//! and `upstream_timeout`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::policy::{Detached, Forward, Policy};
+use idemgate_core::policy::{Detached, Forward, Policy, Via};
 use idemgate_core::time::Span;
 
 fn compile(text: &str) -> Result<Policy, String> {
     Policy::from_json(text, &|_| None).map_err(|e| e.to_string())
 }
 
+fn detached(cluster: &str, via: Via, secs: u64) -> Forward {
+    Forward::Detached(Detached {
+        cluster: cluster.into(),
+        via,
+        timeout: Span::from_secs(secs),
+    })
+}
+
 #[test]
-fn without_a_cluster_routes_use_the_router() {
+fn without_a_destination_routes_use_the_router() {
     let policy = compile(r#"{"routes":[{"prefix":"/"}]}"#).unwrap();
     assert_eq!(policy.routes[0].forward, Forward::Router);
     assert_eq!(compile("{}").unwrap().routes[0].forward, Forward::Router);
 }
 
 #[test]
-fn with_a_cluster_detached_is_the_default() {
+fn with_reentry_detached_is_the_default() {
     let policy = compile(
-        r#"{"upstream":{"cluster":"backend","timeout":"3s"},"lease":"10s",
+        r#"{"upstream":{"reentry":"idemgate_reentry","timeout":"3s"},"lease":"10s",
             "routes":[{"prefix":"/a"},{"prefix":"/b","forward":"router"},
-                      {"prefix":"/c","cluster":"other","upstream_timeout":"1s"}]}"#,
+                      {"prefix":"/c","upstream_timeout":"1s"}]}"#,
     )
     .unwrap();
     assert_eq!(
         policy.routes[0].forward,
-        Forward::Detached(Detached {
-            cluster: "backend".into(),
-            timeout: Span::from_secs(3)
-        })
+        detached("idemgate_reentry", Via::Reentry, 3)
     );
     assert_eq!(policy.routes[1].forward, Forward::Router);
     assert_eq!(
         policy.routes[2].forward,
-        Forward::Detached(Detached {
-            cluster: "other".into(),
-            timeout: Span::from_secs(1)
-        })
+        detached("idemgate_reentry", Via::Reentry, 1)
     );
     // The default route list follows `upstream` too.
-    let policy = compile(r#"{"upstream":{"cluster":"backend"}}"#).unwrap();
-    assert_eq!(
-        policy.routes[0].forward,
-        Forward::Detached(Detached {
-            cluster: "backend".into(),
-            timeout: Span::from_secs(15)
-        })
-    );
+    let policy = compile(r#"{"upstream":{"reentry":"back"}}"#).unwrap();
+    assert_eq!(policy.routes[0].forward, detached("back", Via::Reentry, 15));
     assert_eq!(policy.max_relay_body, 1024 * 1024);
 }
 
 #[test]
+fn skipping_routes_and_filters_is_an_explicit_choice_that_says_so() {
+    let policy = compile(r#"{"upstream":{"cluster_skipping_routes_and_filters":"app"}}"#).unwrap();
+    assert_eq!(
+        policy.routes[0].forward,
+        detached("app", Via::SkippingRoutesAndFilters, 15)
+    );
+    let e = compile(r#"{"upstream":{"reentry":"r","cluster_skipping_routes_and_filters":"app"}}"#)
+        .unwrap_err();
+    assert!(
+        e.contains("`upstream.cluster_skipping_routes_and_filters`") && e.contains("pick one"),
+        "{e}"
+    );
+}
+
+/// Before issue 21 `upstream.cluster` sent claimed requests around Envoy's routes and the filters
+/// after idemgate without saying so: a configuration that still names it is refused with the way
+/// forward, never read as one of the two new meanings.
+#[test]
+fn the_old_cluster_fields_are_refused_with_the_way_forward() {
+    let e = compile(r#"{"upstream":{"cluster":"app"}}"#).unwrap_err();
+    assert!(e.contains("`upstream.cluster`"), "{e}");
+    assert!(e.contains("`upstream.reentry`"), "{e}");
+    assert!(
+        e.contains("`upstream.cluster_skipping_routes_and_filters`"),
+        "{e}"
+    );
+    let e = compile(r#"{"upstream":{"reentry":"r"},"routes":[{"prefix":"/","cluster":"b"}]}"#)
+        .unwrap_err();
+    assert!(e.contains("`routes[0].cluster`"), "{e}");
+    assert!(e.contains("route configuration picks the cluster"), "{e}");
+}
+
+#[test]
 fn a_timeout_not_shorter_than_the_lease_is_refused_naming_the_field() {
-    let e = compile(r#"{"upstream":{"cluster":"b","timeout":"60s"}}"#).unwrap_err();
+    let e = compile(r#"{"upstream":{"reentry":"b","timeout":"60s"}}"#).unwrap_err();
     assert!(e.contains("`upstream.timeout`"), "{e}");
     assert!(e.contains("shorter than `lease`"), "{e}");
-    let e = compile(r#"{"lease":"4s","upstream":{"cluster":"b","timeout":"3s"},"routes":[{"prefix":"/","upstream_timeout":"5s"}]}"#)
+    let e = compile(r#"{"lease":"4s","upstream":{"reentry":"b","timeout":"3s"},"routes":[{"prefix":"/","upstream_timeout":"5s"}]}"#)
         .unwrap_err();
     assert!(e.contains("`routes[0].upstream_timeout`"), "{e}");
     // The default timeout (15 s) against a short lease.
-    let e = compile(r#"{"lease":"10s","upstream":{"cluster":"b"}}"#).unwrap_err();
+    let e = compile(r#"{"lease":"10s","upstream":{"reentry":"b"}}"#).unwrap_err();
     assert!(e.contains("`upstream.timeout`"), "{e}");
-    assert!(compile(r#"{"lease":"4s","upstream":{"cluster":"b","timeout":"3s"}}"#).is_ok());
+    assert!(compile(r#"{"lease":"4s","upstream":{"reentry":"b","timeout":"3s"}}"#).is_ok());
 }
 
 #[test]
 fn inconsistent_routes_are_refused_naming_the_field() {
     let e = compile(r#"{"routes":[{"prefix":"/","forward":"detached"}]}"#).unwrap_err();
-    assert!(e.contains("`routes[0].cluster`"), "{e}");
-    let e = compile(r#"{"routes":[{"prefix":"/","forward":"router","cluster":"b"}]}"#).unwrap_err();
-    assert!(e.contains("`routes[0].cluster`"), "{e}");
-    let e = compile(r#"{"upstream":{"cluster":""}}"#).unwrap_err();
-    assert!(e.contains("`upstream.cluster`"), "{e}");
-    let e = compile(r#"{"upstream":{"cluster":"b","port":1}}"#).unwrap_err();
+    assert!(e.contains("`routes[0].forward`"), "{e}");
+    assert!(e.contains("`upstream.reentry`"), "{e}");
+    let e = compile(
+        r#"{"upstream":{"reentry":"r"},"routes":[{"prefix":"/","forward":"router","upstream_timeout":"1s"}]}"#,
+    )
+    .unwrap_err();
+    assert!(e.contains("`routes[0].upstream_timeout`"), "{e}");
+    let e = compile(r#"{"upstream":{"reentry":""}}"#).unwrap_err();
+    assert!(e.contains("`upstream.reentry`"), "{e}");
+    let e = compile(r#"{"upstream":{"cluster_skipping_routes_and_filters":""}}"#).unwrap_err();
+    assert!(
+        e.contains("`upstream.cluster_skipping_routes_and_filters`"),
+        "{e}"
+    );
+    let e = compile(r#"{"upstream":{"reentry":"b","port":1}}"#).unwrap_err();
     assert!(e.contains("upstream.port"), "{e}");
     let e = compile(r#"{"routes":[{"prefix":"/","forward":"sideways"}]}"#).unwrap_err();
     assert!(e.contains("routes[0].forward"), "{e}");
-    let e = compile(r#"{"upstream":{"cluster":"b","max_body":"5GiB"}}"#).unwrap_err();
+    let e = compile(r#"{"upstream":{"reentry":"b","max_body":"5GiB"}}"#).unwrap_err();
     assert!(e.contains("`upstream.max_body`"), "{e}");
 }

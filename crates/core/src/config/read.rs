@@ -59,7 +59,13 @@ const ROUTE_FIELDS: &[&str] = &[
     "signature",
 ];
 const SIGNATURE_FIELDS: &[&str] = &["scheme", "secret", "secret_env", "tolerance"];
-const UPSTREAM_FIELDS: &[&str] = &["cluster", "timeout", "max_body"];
+const UPSTREAM_FIELDS: &[&str] = &[
+    "reentry",
+    "cluster_skipping_routes_and_filters",
+    "timeout",
+    "max_body",
+    "cluster",
+];
 const FINGERPRINT_FIELDS: &[&str] = &["mode", "headers", "fields", "max_depth"];
 const TOKEN_FIELDS: &[&str] = &["secret", "secret_env", "ttl", "issue_path", "header"];
 
@@ -372,12 +378,16 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, Shape> {
     let mut u = UpstreamConfig::default();
     for (key, value) in members(path, value)? {
         let slot = match UPSTREAM_FIELDS.iter().position(|name| name == key) {
-            // `cluster`
-            Some(0) => Slot::Text(&mut u.cluster),
+            // `reentry`
+            Some(0) => Slot::Text(&mut u.reentry),
+            // `cluster_skipping_routes_and_filters`
+            Some(1) => Slot::Text(&mut u.cluster_skipping_routes_and_filters),
             // `timeout`
-            Some(1) => Slot::Text(&mut u.timeout),
+            Some(2) => Slot::Text(&mut u.timeout),
             // `max_body`
-            Some(2) => Slot::Size(&mut u.max_body),
+            Some(3) => Slot::Size(&mut u.max_body),
+            // `cluster` (read to be refused with the way forward)
+            Some(4) => Slot::Text(&mut u.cluster),
             _ => return Err(unknown(path, key, UPSTREAM_FIELDS)),
         };
         fill(&join(path, key), value, slot)?;
@@ -824,7 +834,7 @@ mod tests {
                   "signature":{"scheme":"stripe","secret":"s","secret_env":"e","tolerance":"o"}}],
                 "fingerprint":{"mode":"raw","headers":["fh"],"fields":["/ff"],"max_depth":8},
                 "token":{"secret":"ts","secret_env":"te","ttl":"tt","issue_path":"/ti","header":"th"},
-                "upstream":{"cluster":"uc","timeout":"ut","max_body":9},
+                "upstream":{"reentry":"ur","cluster_skipping_routes_and_filters":"us","timeout":"ut","max_body":9,"cluster":"uc"},
                 "store":{"kind":"sk","cluster":"sc","timeout":"st"}}"#,
         )
         .unwrap();
@@ -856,7 +866,7 @@ mod tests {
             "scheme: Stripe, secret: Some(\"s\"), secret_env: Some(\"e\"), tolerance: Some(\"o\")",
             "mode: Some(Raw), headers: Some([\"fh\"]), fields: Some([\"/ff\"]), max_depth: Some(8)",
             "secret: Some(\"ts\"), secret_env: Some(\"te\"), ttl: Some(\"tt\"), issue_path: Some(\"/ti\"), header: Some(\"th\")",
-            "cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",
+            "reentry: Some(\"ur\"), cluster_skipping_routes_and_filters: Some(\"us\"), cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",
             "kind: Some(\"sk\"), cluster: Some(\"sc\"), timeout: Some(\"st\")",
         ];
         for part in want {
