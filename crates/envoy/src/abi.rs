@@ -225,6 +225,7 @@ mod raw {
             data: *mut *mut u8,
             size: *mut usize,
         ) -> u32;
+        pub fn proxy_remove_header_map_value(map: u32, key: *const u8, key_size: usize) -> u32;
         pub fn proxy_get_property(
             path: *const u8,
             path_size: usize,
@@ -410,6 +411,25 @@ pub fn header_value(map: MapType, name: &str) -> Result<Option<Vec<u8>>, Status>
             Status::OK if data.is_null() => Ok(None),
             Status::OK => Ok(Some(unsafe { raw::take(data, size) })),
             Status::NOT_FOUND => Ok(None),
+            other => Err(other),
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = (map, name);
+        Err(Status::NO_HOST)
+    }
+}
+
+/// Removes every value of one header (absent is no error).
+pub fn remove_header(map: MapType, name: &str) -> Result<(), Status> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        // SAFETY: the name is a live borrow; the host only reads it.
+        let code =
+            unsafe { raw::proxy_remove_header_map_value(map as u32, name.as_ptr(), name.len()) };
+        match Status(code) {
+            Status::OK | Status::NOT_FOUND => Ok(()),
             other => Err(other),
         }
     }

@@ -75,6 +75,7 @@ mod tests {
             stream,
             claimed_at: UnixMillis(0),
             kind: idemgate_core::policy::RouteKind::Api,
+            via: idemgate_core::policy::Via::Reentry,
         })
     }
 

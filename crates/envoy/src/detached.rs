@@ -41,7 +41,9 @@
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType, Status};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::{DoubtCause, NEVER_REACHED_RESETS};
+use crate::origin::{
+    classify_attempts, doubt_cause, reentry_mark, DoubtCause, Origin, NEVER_REACHED_RESETS,
+};
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::root::Shared;
@@ -50,7 +52,7 @@ use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::{Detached, RouteKind};
+use idemgate_core::policy::{Detached, RouteKind, Via, REENTRY_MARK};
 use idemgate_core::protocol::FinishOutcome;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
@@ -78,6 +80,24 @@ const NOT_FORWARDED: &[&str] = &[
     "content-length",
 ];
 
+/// Client-sent `x-envoy-*` request headers that are forwarded: facts the edge's own connection
+/// manager established (or Istio's telemetry exchange), none of which steers routing, retries or
+/// timeouts. Every other `x-envoy-*` header (`x-envoy-retry-on`, `x-envoy-max-retries`,
+/// `x-envoy-upstream-rq-timeout-ms`, ...) is dropped from a guarded request: whether Envoy
+/// honours them depends on its internal-address settings, and a client must never be able to make
+/// the router try a claimed request twice (issue 21).
+const ENVOY_HEADERS_FORWARDED: &[&str] = &[
+    "x-envoy-external-address",
+    "x-envoy-internal",
+    "x-envoy-peer-metadata",
+    "x-envoy-peer-metadata-id",
+];
+
+/// Whether a request header is an Envoy control header a guarded request must not carry.
+pub fn steers_envoy(name: &str) -> bool {
+    name.starts_with("x-envoy-") && !ENVOY_HEADERS_FORWARDED.contains(&name)
+}
+
 /// Answer headers never relayed: hop-by-hop ones, and those Envoy sets on the reply itself.
 const NOT_RELAYED: &[&str] = &[
     "connection",
@@ -90,6 +110,7 @@ const NOT_RELAYED: &[&str] = &[
     "content-length",
     "date",
     "server",
+    REENTRY_MARK,
 ];
 
 /// A detached exchange in flight: everything needed to settle its key when the answer comes, with
@@ -103,6 +124,9 @@ pub struct Exchange {
     pub claimed_at: UnixMillis,
     /// The route's kind: on a callback route only a 2xx answer settles the key (core).
     pub kind: RouteKind,
+    /// Where the exchange went: back into Envoy (answers carry the re-entry mark) or straight to a
+    /// cluster.
+    pub via: Via,
 }
 
 /// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
@@ -128,7 +152,9 @@ pub fn forward_headers<'a>(
             if let Some(pseudo) = name.strip_prefix(':') {
                 return matches!(pseudo, "method" | "path" | "authority" | "scheme");
             }
-            !NOT_FORWARDED.contains(name) && !named_by_connection.iter().any(|n| n == name)
+            !NOT_FORWARDED.contains(name)
+                && !steers_envoy(name)
+                && !named_by_connection.iter().any(|n| n == name)
         })
         .collect();
     out.push(("content-length", content_length.as_bytes()));
@@ -157,6 +183,39 @@ pub enum CalloutOrigin {
     NeverReached,
     /// No answer from the upstream after the request may have been sent.
     InDoubt(DoubtCause),
+}
+
+/// Classifies the answer of an exchange sent back into Envoy ([`Via::Reentry`]). The inner pass's
+/// first filter marks every answer it passes with [`REENTRY_MARK`] (`details;attempts`), which is
+/// classified by the router path's own table ([`classify_attempts`]): one rule for both paths.
+/// Without the mark, an answer from the re-entry listener (it has [`UPSTREAM_MARK`], set by the
+/// async client's router) means the listener lacks the marking filter: in doubt — never stored,
+/// never released — and [`Unmarked`](ReentryOrigin::Unmarked) so the filter says so in Envoy's
+/// log. An unmarked answer without [`UPSTREAM_MARK`] is the async client's own reply (the
+/// re-entry listener was never reached), classified as on the direct path.
+pub fn classify_reentry(status: u16, headers: &Headers, body: &[u8]) -> ReentryOrigin {
+    if let Some((_, value)) = headers.iter().find(|(name, _)| *name == REENTRY_MARK) {
+        let text = core::str::from_utf8(value).unwrap_or("");
+        let (details, attempts) = reentry_mark(text);
+        return ReentryOrigin::Marked(match classify_attempts(Some(details), attempts) {
+            Origin::Upstream => CalloutOrigin::Upstream,
+            Origin::NeverReached => CalloutOrigin::NeverReached,
+            Origin::InDoubt => CalloutOrigin::InDoubt(doubt_cause(Some(details))),
+        });
+    }
+    if headers.iter().any(|(name, _)| name == UPSTREAM_MARK) {
+        return ReentryOrigin::Unmarked;
+    }
+    ReentryOrigin::Marked(classify_answer(status, headers, body))
+}
+
+/// What [`classify_reentry`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReentryOrigin {
+    /// The answer says where it came from.
+    Marked(CalloutOrigin),
+    /// An answer of the re-entry listener without its mark: the listener is misconfigured.
+    Unmarked,
 }
 
 /// Classifies a callout's answer. The upstream's answers carry [`UPSTREAM_MARK`]; the replies
@@ -219,6 +278,7 @@ pub fn answered(
         owner,
         claimed_at,
         kind,
+        via,
         ..
     } = exchange;
     let policy = Rc::clone(&shared.policy);
@@ -267,7 +327,19 @@ pub fn answered(
             ),
         );
     }
-    match classify_answer(status, &headers, body.as_deref().unwrap_or(&[])) {
+    let seen = body.as_deref().unwrap_or(&[]);
+    let origin = match via {
+        Via::Reentry => match classify_reentry(status, &headers, seen) {
+            ReentryOrigin::Marked(origin) => origin,
+            ReentryOrigin::Unmarked => {
+                shared.metrics.bump(Counter::ReentryUnmarked);
+                host::log(LogLevel::Warn, UNMARKED);
+                CalloutOrigin::InDoubt(DoubtCause::Other)
+            }
+        },
+        Via::SkippingRoutesAndFilters => classify_answer(status, &headers, seen),
+    };
+    match origin {
         CalloutOrigin::NeverReached => {
             let outcome = settle(
                 &shared,
@@ -277,8 +349,20 @@ pub fn answered(
                 DoubtCause::Other,
                 false,
             );
+            // On re-entry this is Envoy's own reply on the inner pass (a direct response, an
+            // authorization denial, a rate limit): the client gets exactly what the same request
+            // without a key gets. The direct path's never-reached replies are the async client's
+            // and say nothing a client can use.
+            let answer = match (via, body) {
+                (Via::Reentry, Some(body)) => HttpAnswer {
+                    status,
+                    headers: relayed_headers(&headers),
+                    body,
+                },
+                _ => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
+            };
             Relay {
-                answer: answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
+                answer,
                 from_upstream: false,
                 outcome,
             }
@@ -320,22 +404,10 @@ pub fn answered(
                     outcome,
                 };
             };
-            let relayed = headers
-                .iter()
-                .filter(|(name, _)| {
-                    !name.starts_with(':')
-                        && !NOT_RELAYED.contains(name)
-                        && !name.starts_with("x-envoy-")
-                })
-                .filter_map(|(name, value)| {
-                    let value = core::str::from_utf8(value).ok()?;
-                    Some((name.to_owned(), value.to_owned()))
-                })
-                .collect();
             Relay {
                 answer: HttpAnswer {
                     status,
-                    headers: relayed,
+                    headers: relayed_headers(&headers),
                     body,
                 },
                 from_upstream: true,
@@ -343,6 +415,24 @@ pub fn answered(
             }
         }
     }
+}
+
+/// The warning for an answer of the re-entry listener without [`REENTRY_MARK`].
+const UNMARKED: &str = "an answer from the re-entry cluster has no x-idemgate-reentry header: the internal listener must start its http_filters with the header_mutation filter that sets it (README, Deploy); the outcome is in doubt until the lease ends";
+
+/// The answer headers a client is sent: end-to-end headers only, without Envoy's own and without
+/// the re-entry mark.
+fn relayed_headers(headers: &Headers) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| {
+            !name.starts_with(':') && !NOT_RELAYED.contains(name) && !name.starts_with("x-envoy-")
+        })
+        .filter_map(|(name, value)| {
+            let value = core::str::from_utf8(value).ok()?;
+            Some((name.to_owned(), value.to_owned()))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -367,6 +457,10 @@ mod tests {
             ("transfer-encoding", "chunked"),
             ("content-length", "99"),
             ("x-request-id", "abc"),
+            ("x-envoy-retry-on", "5xx"),
+            ("x-envoy-max-retries", "9"),
+            ("x-envoy-upstream-rq-timeout-ms", "600000"),
+            ("x-envoy-external-address", "192.0.2.9"),
             ("idempotency-key", "k"),
             ("content-type", "application/json"),
         ]);
@@ -380,12 +474,83 @@ mod tests {
                 ":authority",
                 ":scheme",
                 "x-request-id",
+                "x-envoy-external-address",
                 "idempotency-key",
                 "content-type",
                 "content-length"
             ]
         );
         assert_eq!(forwarded.last().map(|(_, v)| *v), Some(b"12".as_slice()));
+    }
+
+    /// Issue 21: on re-entry every answer comes through the inner pass and so carries the async
+    /// client's upstream mark; only the re-entry mark tells the app's answer from Envoy's replies.
+    #[test]
+    fn reentry_answers_are_told_apart_by_their_mark() {
+        let marked = |mark: &str| {
+            h(&[
+                (":status", "200"),
+                (UPSTREAM_MARK, "1"),
+                (REENTRY_MARK, mark),
+            ])
+        };
+        let origin = |mark: &str| classify_reentry(200, &marked(mark), b"");
+        assert_eq!(
+            origin("via_upstream;1"),
+            ReentryOrigin::Marked(CalloutOrigin::Upstream)
+        );
+        for never in [
+            "direct_response;0",
+            "rbac_access_denied_matched_policy[evil];0",
+            "local_rate_limited;0",
+            "ext_authz_denied;0",
+        ] {
+            assert_eq!(
+                origin(never),
+                ReentryOrigin::Marked(CalloutOrigin::NeverReached),
+                "{never}"
+            );
+        }
+        assert_eq!(
+            origin("response_timeout;1"),
+            ReentryOrigin::Marked(CalloutOrigin::InDoubt(DoubtCause::UpstreamTimeout))
+        );
+        // The route's retries: the last attempt could not connect, an earlier one may have run.
+        assert_eq!(
+            origin("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused};3"),
+            ReentryOrigin::Marked(CalloutOrigin::InDoubt(DoubtCause::UpstreamReset))
+        );
+        assert_eq!(
+            origin("upstream_reset_before_response_started{remote_connection_failure};1"),
+            ReentryOrigin::Marked(CalloutOrigin::NeverReached)
+        );
+        // A listener without the marking filter: never taken for the upstream's answer.
+        let unmarked = h(&[(":status", "504"), (UPSTREAM_MARK, "1")]);
+        assert_eq!(
+            classify_reentry(504, &unmarked, b"upstream request timeout"),
+            ReentryOrigin::Unmarked
+        );
+        // The async client's own reply: the re-entry listener was never reached.
+        let local = h(&[(":status", "503")]);
+        assert_eq!(
+            classify_reentry(503, &local, b"no healthy upstream"),
+            ReentryOrigin::Marked(CalloutOrigin::NeverReached)
+        );
+    }
+
+    #[test]
+    fn the_mark_is_never_relayed() {
+        let headers = h(&[
+            (":status", "201"),
+            (REENTRY_MARK, "via_upstream;1"),
+            ("location", "/o/1"),
+            (UPSTREAM_MARK, "3"),
+        ]);
+        let names: Vec<String> = relayed_headers(&headers)
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(names, ["location"]);
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::{classify, doubt_cause, DoubtCause, Origin};
+use crate::origin::{classify, classify_attempts, doubt_cause, DoubtCause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
@@ -476,6 +476,19 @@ impl Filter {
                 key,
             ))
         };
+        // A client must not steer a guarded execution (issue 21): Envoy's control headers
+        // (`x-envoy-retry-on`, `x-envoy-upstream-rq-timeout-ms`, ...) leave the request before the
+        // router sees it. A detached exchange never forwards them (`detached::forward_headers`).
+        if route.forward == Forward::Router {
+            for (name, _) in headers
+                .iter()
+                .filter(|(name, _)| detached::steers_envoy(name))
+            {
+                if !host::remove_request_header(name) {
+                    return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
+                }
+            }
+        }
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
         let held = match &route.forward {
@@ -704,6 +717,7 @@ impl Filter {
                     stream: self.context_id,
                     claimed_at: host::now(),
                     kind: self.kind,
+                    via: route.via,
                 };
                 if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
                     table.insert(token, Pending::Detached(exchange));
@@ -843,7 +857,7 @@ impl Filter {
             (_, _) => {
                 let details = host::property_text(&["response", "code_details"]);
                 (
-                    classify(details.as_deref()).facts_without_answer(),
+                    classify_end(details.as_deref()).facts_without_answer(),
                     doubt_cause(details.as_deref()),
                 )
             }
@@ -857,7 +871,7 @@ impl Filter {
             return Action::Continue;
         };
         let details = host::property_text(&["response", "code_details"]);
-        match classify(details.as_deref()) {
+        match classify_end(details.as_deref()) {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
                 let mut status = 0;
@@ -924,6 +938,16 @@ impl Filter {
             self.end(true);
         }
         Action::Continue
+    }
+}
+
+/// Where a router-path request's end came from. The details describe the router's last attempt;
+/// only when they say "never reached" does the attempt count matter (one more host call), since
+/// an earlier attempt of a route's retry policy may have reached the upstream (issue 21).
+fn classify_end(details: Option<&str>) -> Origin {
+    match classify(details) {
+        Origin::NeverReached => classify_attempts(details, host::upstream_attempts()),
+        origin => origin,
     }
 }
 

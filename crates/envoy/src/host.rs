@@ -21,6 +21,23 @@ pub fn response_header(name: &str) -> Option<String> {
         .and_then(|v| String::from_utf8(v).ok())
 }
 
+/// Removes a request header; `false` if the host refused.
+pub fn remove_request_header(name: &str) -> bool {
+    abi::remove_header(MapType::HttpRequestHeaders, name).is_ok()
+}
+
+/// The number of upstream attempts the router made for this stream (a route's retry policy
+/// makes several). Envoy has no value until the router made an attempt, so absence is 0; a value
+/// that is not a little-endian u64 is unknown (`None`).
+pub fn upstream_attempts() -> Option<u64> {
+    match property(&["upstream", "request_attempt_count"]) {
+        None => Some(0),
+        Some(bytes) => <[u8; 8]>::try_from(bytes.as_slice())
+            .ok()
+            .map(u64::from_le_bytes),
+    }
+}
+
 pub fn headers(map: MapType) -> Headers {
     abi::header_map(map).unwrap_or_default()
 }

@@ -43,6 +43,9 @@ pub enum Counter {
     DetachedClientGone,
     /// A detached exchange's answer was over `upstream.max_body`: recorded, not relayed.
     RelayTooLarge,
+    /// An answer from the re-entry cluster without the re-entry mark: the internal listener lacks
+    /// its marking filter (misconfigured); the outcome was taken as in doubt.
+    ReentryUnmarked,
     /// The store had no room: the configured failure mode applied.
     StoreFull,
     /// 429: the client already held its share of the store (`scope_quota` / `peer_quota`).
@@ -68,7 +71,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 29] = [
+    pub const ALL: [Counter; 30] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -86,6 +89,7 @@ impl Counter {
         Counter::Detached,
         Counter::DetachedClientGone,
         Counter::RelayTooLarge,
+        Counter::ReentryUnmarked,
         Counter::StoreFull,
         Counter::QuotaExceeded,
         Counter::HashingBudgetExceeded,
@@ -119,6 +123,7 @@ impl Counter {
             Counter::Detached => "idemgate.detached",
             Counter::DetachedClientGone => "idemgate.detached_client_gone",
             Counter::RelayTooLarge => "idemgate.relay_too_large",
+            Counter::ReentryUnmarked => "idemgate.reentry_unmarked",
             Counter::StoreFull => "idemgate.store_full",
             Counter::QuotaExceeded => "idemgate.quota_exceeded",
             Counter::HashingBudgetExceeded => "idemgate.hashing_budget_exceeded",

@@ -84,6 +84,12 @@ pub fn classify(details: Option<&str>) -> Origin {
     let Some(details) = details else {
         return Origin::InDoubt;
     };
+    // `rbac_access_denied_matched_policy[deny-evil]`: the name of the policy that matched follows
+    // the detail in brackets.
+    let details = match details.split_once('[') {
+        Some((head, _)) if details.ends_with(']') => head,
+        _ => details,
+    };
     if details == VIA_UPSTREAM {
         return Origin::Upstream;
     }
@@ -101,6 +107,27 @@ pub fn classify(details: Option<&str>) -> Origin {
         }
     }
     Origin::InDoubt
+}
+
+/// Classifies the end of a request whose upstream request may have been tried several times (a
+/// route's retry policy): `response.code_details` describe the **last** attempt only, so with more
+/// than one attempt an earlier one may have reached the upstream and been acted on. "Never
+/// reached" holds only when at most one attempt was made; an unknown count is not proof of that.
+pub fn classify_attempts(details: Option<&str>, attempts: Option<u64>) -> Origin {
+    match classify(details) {
+        Origin::NeverReached if attempts.is_none_or(|n| n > 1) => Origin::InDoubt,
+        origin => origin,
+    }
+}
+
+/// Reads the re-entry listener's mark (`idemgate_core::policy::REENTRY_MARK`):
+/// `%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%` as Envoy's header_mutation filter
+/// formats it on the inner pass. The count is `None` where Envoy wrote no number.
+pub fn reentry_mark(value: &str) -> (&str, Option<u64>) {
+    match value.rsplit_once(';') {
+        Some((details, attempts)) => (details, attempts.trim().parse().ok()),
+        None => (value, None),
+    }
 }
 
 /// Why an outcome is in doubt (the in-doubt metric is split by it).
@@ -239,6 +266,54 @@ mod tests {
             assert_eq!(classify(Some(details)), Origin::InDoubt, "{details}");
         }
         assert_eq!(classify(None), Origin::InDoubt);
+    }
+
+    #[test]
+    fn a_policy_name_after_the_detail_is_not_part_of_it() {
+        assert_eq!(
+            classify(Some("rbac_access_denied_matched_policy[deny-evil]")),
+            Origin::NeverReached
+        );
+        assert_eq!(classify(Some("via_upstream[x]")), Origin::Upstream);
+        assert_eq!(classify(Some("response_timeout[")), Origin::InDoubt);
+    }
+
+    /// Issue 21: a first attempt that reached the upstream and was reset, then a retry that could
+    /// not connect, ends with "connection failure" details — never proof that nothing ran.
+    #[test]
+    fn an_earlier_attempt_may_have_reached_the_upstream() {
+        let refused = Some("upstream_reset_before_response_started{connection_failure}");
+        assert_eq!(classify_attempts(refused, Some(1)), Origin::NeverReached);
+        assert_eq!(classify_attempts(refused, Some(0)), Origin::NeverReached);
+        assert_eq!(classify_attempts(refused, Some(2)), Origin::InDoubt);
+        assert_eq!(classify_attempts(refused, None), Origin::InDoubt);
+        assert_eq!(
+            classify_attempts(Some("direct_response"), Some(0)),
+            Origin::NeverReached
+        );
+        assert_eq!(
+            classify_attempts(Some("via_upstream"), Some(3)),
+            Origin::Upstream
+        );
+        assert_eq!(
+            classify_attempts(Some("response_timeout"), Some(1)),
+            Origin::InDoubt
+        );
+    }
+
+    #[test]
+    fn reads_the_reentry_mark() {
+        assert_eq!(reentry_mark("via_upstream;1"), ("via_upstream", Some(1)));
+        assert_eq!(
+            reentry_mark("rbac_access_denied_matched_policy[evil];0"),
+            ("rbac_access_denied_matched_policy[evil]", Some(0))
+        );
+        assert_eq!(
+            reentry_mark("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused};3"),
+            ("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused}", Some(3))
+        );
+        assert_eq!(reentry_mark("direct_response;-"), ("direct_response", None));
+        assert_eq!(reentry_mark("garbage"), ("garbage", None));
     }
 
     #[test]
