@@ -224,7 +224,7 @@ setup-examples:
 	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
 	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
 
-test-examples: setup-examples image ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
+test-examples: setup-examples setup-envoy image ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
 	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
