@@ -160,17 +160,23 @@ fn a_thousand_concurrent_duplicates_execute_once() {
                 for stream in &mut streams {
                     request.write(stream);
                 }
-                streams
-                    .into_iter()
-                    .map(|s| read_response(s).expect("an answer"))
-                    .collect::<Vec<_>>()
+                streams.into_iter().map(read_response).collect::<Vec<_>>()
             })
         })
         .collect();
-    let answers: Vec<Response> = workers
+    let (answers, failures): (Vec<_>, Vec<_>) = workers
         .into_iter()
         .flat_map(|w| w.join().expect("worker"))
-        .collect();
+        .partition(Result::is_ok);
+    let failures: Vec<String> = failures.into_iter().filter_map(Result::err).collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} requests got no answer, e.g. {:?}",
+        failures.len(),
+        THREADS * PER_THREAD,
+        failures.first()
+    );
+    let answers: Vec<Response> = answers.into_iter().filter_map(Result::ok).collect();
     assert_eq!(answers.len(), THREADS * PER_THREAD);
     let executed = answers
         .iter()
