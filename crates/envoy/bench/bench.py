@@ -7,7 +7,10 @@ Everything runs on 127.0.0.1, bounded in time, and every process started here is
     reads the whole body) and, per run, a fresh main Envoy (2 workers) in one of three shapes:
     plain (router only), noop (a do-nothing wasm filter + buffer + router: the V8 floor) and
     idemgate (examples/envoy/envoy.yaml, patched only in ports, .wasm path, capacity, fingerprint
-    mode and an extra /hold route for the 409 path). Variants alternate within each repetition.
+    mode and an extra /hold route for the 409 path), its claimed requests carried by Envoy's router
+    (c), by the detached exchange through the re-entry listener as shipped (r), or by the detached
+    exchange straight to the cluster, skipping routes and filters (f). Variants alternate within
+    each repetition.
   * The core natively and as wasm32-wasip1 in V8 (Node's WASI): crates/core/benches/core.rs.
   * Artifact sizes, Envoy startup and RSS (at rest, after unique keys beyond the capacity).
 
@@ -137,7 +140,9 @@ class Envoy:
             time.sleep(0.01)
         self.startup_s = time.monotonic() - t0
         listeners = json.loads(http(self.admin + "/listeners?format=json")[1])
-        self.port = listeners["listener_statuses"][0]["local_address"]["socket_address"]["port_value"]
+        self.port = next(lst["local_address"]["socket_address"]["port_value"]
+                         for lst in listeners["listener_statuses"]
+                         if "socket_address" in lst.get("local_address", {}))
         self.url = f"http://127.0.0.1:{self.port}"
 
     def rss_kib(self):
@@ -206,30 +211,94 @@ def noop_config(up):
                                  "clusters": [cluster("app", up)]}}
 
 
-def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, detached=False):
+REENTRY = "idemgate_reentry"  # the internal listener and its cluster (examples/envoy/envoy.yaml)
+MARKER = {"name": "envoy.filters.http.header_mutation", "typed_config": {
+    "@type": "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+    "mutations": {"response_mutations": [{"append": {
+        "header": {"key": "x-idemgate-reentry", "value": "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%"},
+        "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}}]}}}
+
+
+def main_listener(config):
+    """The listener clients connect to (not the internal re-entry listener)."""
+    return next(lst for lst in config["static_resources"]["listeners"] if "internal_listener" not in lst)
+
+
+def hcm_config(lst):
+    return lst["filter_chains"][0]["filters"][0]["typed_config"]
+
+
+def wasm_config(config):
+    """The idemgate wasm filter's `config` in the main listener's chain."""
+    filters = hcm_config(main_listener(config))["http_filters"]
+    return next(f for f in filters if f["name"] == "envoy.filters.http.wasm")["typed_config"]["config"]
+
+
+def ensure_reentry(config):
+    """The re-entry listener `idemgate_reentry` and its cluster, as examples/envoy/envoy.yaml ships
+    them: kept if the example has them, added the same way otherwise (the main listener's route
+    configuration, the same object, so both passes route alike; the marker, then the filters after
+    idemgate). Returns the re-entry listener."""
+    res = config["static_resources"]
+    inner = next((lst for lst in res["listeners"] if lst.get("name") == REENTRY), None)
+    if inner is None:
+        outer = hcm_config(main_listener(config))
+        filters = outer["http_filters"]
+        after = filters[next(i for i, f in enumerate(filters) if f["name"] == "envoy.filters.http.wasm") + 1:]
+        inner = {"name": REENTRY, "internal_listener": {}, "filter_chains": [{"filters": [{
+            "name": "envoy.filters.network.http_connection_manager", "typed_config": {
+                "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+                "stat_prefix": REENTRY, "route_config": outer["route_config"],
+                "http_filters": [MARKER] + after}}]}]}
+        res["listeners"].append(inner)
+    config.setdefault("bootstrap_extensions", [])
+    if not any(e["name"] == "envoy.bootstrap.internal_listener" for e in config["bootstrap_extensions"]):
+        config["bootstrap_extensions"].append({"name": "envoy.bootstrap.internal_listener", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener"}})
+    return inner
+
+
+def reentry_cluster():
+    return {"name": REENTRY, "load_assignment": {"cluster_name": REENTRY, "endpoints": [{"lb_endpoints": [
+        {"endpoint": {"address": {"envoy_internal_address": {"server_listener_name": REENTRY}}}}]}]}}
+
+
+def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, forward="router"):
     """examples/envoy/envoy.yaml as shipped, patched: ports, .wasm path, capacity (so that a run's
     fresh keys never fill the store), fingerprint mode, and a /hold route whose upstream accepts
     and never answers (its 0.3 s timeout leaves the key in doubt: kept in flight, so retries get 409).
-    `detached`: claimed requests take the filter's detached exchange (issue 12, as shipped);
-    otherwise the router path (the example's `upstream` section removed)."""
+    How a claimed request reaches the upstream (`forward`):
+      * "router": Envoy's router carries it (the example's `upstream` section removed);
+      * "reentry": the filter's detached exchange back into Envoy through the internal listener
+        `idemgate_reentry` (`upstream.reentry`, issue 21: as shipped);
+      * "direct": the detached exchange straight to the `app` cluster, skipping the routes and the
+        filters after idemgate (`upstream.cluster_skipping_routes_and_filters`: issue 12's path)."""
     config = yaml.safe_load((ROOT / "examples/envoy/envoy.yaml").read_text())
     res = config["static_resources"]
-    lst = res["listeners"][0]
+    lst = main_listener(config)
     lst["address"]["socket_address"].update(address="127.0.0.1", port_value=0)
-    tc = lst["filter_chains"][0]["filters"][0]["typed_config"]
-    routes = tc["route_config"]["virtual_hosts"][0]["routes"]
+    ensure_reentry(config)
+    # The route configuration is one object for both passes (a YAML anchor, or ensure_reentry).
+    routes = hcm_config(lst)["route_config"]["virtual_hosts"][0]["routes"]
     routes.insert(len(routes) - 1, {"match": {"prefix": "/hold"}, "route": {"cluster": "hold", "timeout": "0.3s"}})
-    wasm = tc["http_filters"][0]["typed_config"]["config"]
+    wasm = wasm_config(config)
     wasm["vm_config"]["code"]["local"]["filename"] = str(wasm_file or FILTER_WASM)
     core = json.loads(wasm["configuration"]["value"])
     core["capacity"] = capacity
     core["fingerprint"]["mode"] = mode
-    if detached:
-        core["routes"].insert(0, {"prefix": "/hold", "cluster": "hold", "upstream_timeout": "300ms"})
-    else:
+    if forward == "router":
         core.pop("upstream", None)
+    else:
+        upstream = core["upstream"] = {k: v for k, v in (core.get("upstream") or {}).items()
+                                       if k not in ("cluster", "reentry", "cluster_skipping_routes_and_filters")}
+        if forward == "reentry":
+            upstream["reentry"] = REENTRY
+        else:
+            upstream["cluster_skipping_routes_and_filters"] = "app"
+        # /hold's exchange ends as its route's timeout would (in doubt, kept in flight).
+        core["routes"].insert(0, {"prefix": "/hold", "key": "optional", "upstream_timeout": "300ms"})
     wasm["configuration"]["value"] = json.dumps(core)
-    res["clusters"] = [cluster("app", up), cluster("hold", hold)]
+    res["clusters"] = [cluster("app", up), cluster("hold", hold), reentry_cluster()]
     return config
 
 
@@ -299,9 +368,12 @@ VARIANTS = [
     ("n_post1k_c1", "noop", "(a′) no-op, POST 1 KB, 1 connection (unloaded latency)", "POST", "/orders", 1024, "fresh", False),
     ("c_json1k_c1", "idemgate", "(c) idemgate json, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
     ("c_raw1k_c1", "idemgate-raw", "(c) idemgate raw, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
-    ("f_json1k", "idemgate-detached", "(f) idemgate json, detached exchange, fresh key, POST 1 KB", "POST", "/orders", 1024, "fresh", False),
-    ("f_json64k", "idemgate-detached", "(f) idemgate json, detached exchange, fresh key, POST 64 KB", "POST", "/orders", 65536, "fresh", False),
-    ("f_json1k_c1", "idemgate-detached", "(f) idemgate json, detached, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
+    ("f_json1k", "idemgate-direct", "(f) idemgate json, detached straight to the cluster (skipping routes and filters), fresh key, POST 1 KB", "POST", "/orders", 1024, "fresh", False),
+    ("f_json64k", "idemgate-direct", "(f) idemgate json, detached straight to the cluster, fresh key, POST 64 KB", "POST", "/orders", 65536, "fresh", False),
+    ("f_json1k_c1", "idemgate-direct", "(f) idemgate json, detached straight to the cluster, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
+    ("r_json1k", "idemgate-reentry", "(r) idemgate json, detached through re-entry (as shipped), fresh key, POST 1 KB", "POST", "/orders", 1024, "fresh", False),
+    ("r_json64k", "idemgate-reentry", "(r) idemgate json, detached through re-entry, fresh key, POST 64 KB", "POST", "/orders", 65536, "fresh", False),
+    ("r_json1k_c1", "idemgate-reentry", "(r) idemgate json, detached through re-entry, POST 1 KB, 1 connection", "POST", "/orders", 1024, "fresh", False),
     ("d_replay1k", "idemgate", "(d) idemgate json, replay of completed keys, POST 1 KB", "POST", "/orders", 1024, "cycle", False),
     ("e_409", "idemgate", "(e) idemgate json, key in flight: 409, POST 1 KB", "POST", "/hold", 1024, "fixed", True),
 ]
@@ -322,9 +394,10 @@ def start_main(shape, up, hold):
     if shape == "noop":
         return Envoy(noop_config(up), name="noop")
     before = shape.startswith("before")
+    forward = next((f for f in ("reentry", "direct") if shape.endswith(f)), "router")
     return Envoy(idemgate_config(up, hold, mode="raw" if shape.endswith("raw") else "json",
-                                 wasm_file=BEFORE_WASM if before else None,
-                                 detached=shape.endswith("detached")), name="idemgate")
+                                 wasm_file=BEFORE_WASM if before else None, forward=forward),
+                 name="idemgate")
 
 
 def prime(envoy, variant, body, prefix):
@@ -390,7 +463,7 @@ def memory(args, up, hold, bodies, hold_server):
         out["store_full"] = envoy.counter("store_full")
     finally:
         envoy.stop()
-    out["inflight"] = inflight_memory(up, hold_server, bodies)
+    out["inflight"] = inflight_memory(up, hold_server, bodies, n=50 if args.smoke else INFLIGHT)
     return out
 
 
@@ -398,23 +471,28 @@ INFLIGHT = 500  # under Envoy's default circuit breakers (1024 requests per clus
 
 
 def inflight_memory(up, hold_server, bodies, n=INFLIGHT):
-    """Envoy's RSS per in-flight claimed request (1 KB body), router path vs detached exchange:
-    `n` requests with fresh keys to /hold, whose upstream accepts and never answers (30 s timeout),
-    held open at once; (RSS with them in flight − RSS before) / n."""
+    """Envoy's RSS per in-flight claimed request (1 KB body): the router path, the detached exchange
+    straight to the cluster, and the detached exchange through re-entry. `n` requests with fresh
+    keys to /hold, whose upstream accepts and never answers (30 s timeout), held open at once;
+    (RSS with them in flight − RSS before) / n."""
     out = {}
     body = bodies[1024].read_bytes()
-    for label, detached in (("router", False), ("detached", True)):
+    for label in ("router", "direct", "reentry"):
         hold = hold_server
-        config = idemgate_config(up, hold.port, capacity=10000, detached=detached)
-        tc = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-        for route in tc["route_config"]["virtual_hosts"][0]["routes"]:
+        config = idemgate_config(up, hold.port, capacity=10000, forward=label)
+        for route in hcm_config(main_listener(config))["route_config"]["virtual_hosts"][0]["routes"]:
             if route["match"].get("prefix") == "/hold":
                 route["route"]["timeout"] = "30s"
-        wasm = tc["http_filters"][0]["typed_config"]["config"]
+        wasm = wasm_config(config)
         core = json.loads(wasm["configuration"]["value"])
         for r in core["routes"]:
             if r["prefix"] == "/hold":
                 r["upstream_timeout"] = "30s"
+        if label == "direct":
+            # Straight to a cluster means no route picks it: send every claimed request to /hold's.
+            core["upstream"]["cluster_skipping_routes_and_filters"] = "hold"
+        if "upstream" in core:
+            core["upstream"]["timeout"] = "30s"
         wasm["configuration"]["value"] = json.dumps(core)
         envoy = Envoy(config, name=f"inflight-{label}")
         socks = []
@@ -432,7 +510,7 @@ def inflight_memory(up, hold_server, bodies, n=INFLIGHT):
             while len(hold.conns) - held_before < n and time.monotonic() < deadline:
                 time.sleep(0.05)
             time.sleep(0.5)
-            out[label] = {"held": len(hold.conns) - held_before,
+            out[label] = {"held": len(hold.conns) - held_before, "n": n,
                           "per_request_kib": (envoy.rss_kib() - before) / n,
                           "detached": envoy.counter("detached")}
         finally:
@@ -562,12 +640,14 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
           f"| {fmt_ms(med(p99))} [{fmt_ms(min(p99))}–{fmt_ms(max(p99))}] | {paired(results, name, ref):.3f} "
           f"| {sum(r['non2xx'] for r in rs)} of {sum(r['requests'] for r in rs)} |")
     w("")
+    minus = lambda x, y: x - y  # noqa: E731
     if results.get("f_json1k") and results.get("c_json1k") and results.get("n_post1k"):
-        minus = lambda x, y: x - y  # noqa: E731
         det = paired(results, "f_json1k", "n_post1k")
         rtr = paired(results, "c_json1k", "n_post1k")
-        line = (f"Detached execution (issue 12), same run, as ratios to the no-op floor (a′): 1 KB throughput "
-                f"detached {det:.3f} vs router path {rtr:.3f} (detached ÷ router {paired(results, 'f_json1k', 'c_json1k'):.3f})")
+        line = (f"Detached execution straight to the cluster (issue 12's path, now "
+                f"`upstream.cluster_skipping_routes_and_filters`), same run, as ratios to the no-op floor (a′): "
+                f"1 KB throughput detached {det:.3f} vs router path {rtr:.3f} (detached ÷ router "
+                f"{paired(results, 'f_json1k', 'c_json1k'):.3f})")
         if results.get("f_json64k") and results.get("c_json64k"):
             line += (f"; 64 KB {paired(results, 'f_json64k', 'n_post64k'):.3f} vs "
                      f"{paired(results, 'c_json64k', 'n_post64k'):.3f}")
@@ -577,6 +657,24 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
                      f"{paired(results, 'c_json1k_c1', 'n_post1k_c1', 'p50', minus) * 1000:+.0f} µs; p99 ratio "
                      f"detached {paired(results, 'f_json1k_c1', 'n_post1k_c1', 'p99'):.2f}, router "
                      f"{paired(results, 'c_json1k_c1', 'n_post1k_c1', 'p99'):.2f}")
+        w(line + ".")
+        w("")
+    if results.get("r_json1k") and results.get("f_json1k") and results.get("n_post1k"):
+        line = (f"Re-entry (issue 21: the detached exchange goes back into Envoy through the internal listener "
+                f"`idemgate_reentry`, its routes and the filters after idemgate, as shipped), same run: 1 KB "
+                f"throughput at 20 connections as a ratio to the no-op floor (a′): re-entry "
+                f"{paired(results, 'r_json1k', 'n_post1k'):.3f}, straight to the cluster "
+                f"{paired(results, 'f_json1k', 'n_post1k'):.3f} (re-entry ÷ straight "
+                f"{paired(results, 'r_json1k', 'f_json1k'):.3f}, re-entry ÷ router path "
+                f"{paired(results, 'r_json1k', 'c_json1k'):.3f})")
+        if results.get("r_json64k") and results.get("f_json64k"):
+            line += (f"; 64 KB {paired(results, 'r_json64k', 'n_post64k'):.3f} vs "
+                     f"{paired(results, 'f_json64k', 'n_post64k'):.3f}")
+        if results.get("r_json1k_c1") and results.get("f_json1k_c1"):
+            line += (f"; p50 added over (a′) at 1 connection: re-entry "
+                     f"{paired(results, 'r_json1k_c1', 'n_post1k_c1', 'p50', minus) * 1000:+.0f} µs, straight "
+                     f"{paired(results, 'f_json1k_c1', 'n_post1k_c1', 'p50', minus) * 1000:+.0f} µs (the second "
+                     f"pass: {paired(results, 'r_json1k_c1', 'f_json1k_c1', 'p50', minus) * 1000:+.0f} µs)")
         w(line + ".")
         w("")
     w("Startup (spawn → `/ready` LIVE), median: " + ", ".join(
@@ -592,11 +690,16 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
         w("")
         inf = mem.get("inflight", {})
         if inf:
-            w(f"Per in-flight claimed request (1 KB body, {INFLIGHT} held at once on an upstream that never answers; "
+            names = {"router": "router path", "direct": "detached straight to the cluster",
+                     "reentry": "detached through re-entry"}
+            n = next(iter(inf.values()))["n"]
+            w(f"Per in-flight claimed request (1 KB body, {n} held at once on an upstream that never answers; "
               "RSS delta ÷ requests): " + ", ".join(
-                  f"{label} {v['per_request_kib']:.1f} KiB ({v['held']} reached the upstream)" for label, v in inf.items())
+                  f"{names.get(label, label)} {v['per_request_kib']:.1f} KiB ({v['held']} reached the upstream)"
+                  for label, v in inf.items())
               + ". The detached path keeps the request in the filter (and the buffer filter) and an async-client "
-              "stream instead of the router's upstream request.")
+              "stream instead of the router's upstream request; re-entry adds the internal connection and the "
+              "second pass's stream (its buffer filter and router).")
             w("")
     # Core.
     w("### The core (`crates/envoy/bench/core_bench.rs`): native, and wasm32-wasip1 in V8 and in wasmtime")
@@ -728,6 +831,8 @@ def main():
         "token_issue", "token_verify") if not core_r[l].get(k)]
     if not mem.get("rest") or not mem.get("claimed"):
         missing.append("memory")
+    missing += [f"in-flight memory {label}" for label in ("router", "direct", "reentry")
+                if mem.get("inflight", {}).get(label, {}).get("held", 0) < mem["inflight"][label]["n"]]
     out = write_section(args.out, BEGIN, END, section)
     log(f"wrote {out}")
     if missing:

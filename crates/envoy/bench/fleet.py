@@ -23,7 +23,7 @@ from pathlib import Path
 
 import bench
 from bench import (Envoy, HoldServer, children, cluster, http, idemgate_config, json_body, kill, load,
-                   log, machine, med, upstream_config, wrk)
+                   log, machine, med, upstream_config, wasm_config, wrk)
 from sections import write_section
 
 BEGIN, END = "<!-- fleet:begin (written by make bench-fleet) -->", "<!-- fleet:end -->"
@@ -73,8 +73,7 @@ def fleet_config(up, hold, store_port):
     """bench.py's idemgate configuration (router path) with `store: remote` and the service's
     cluster (h2c, at most 100 streams per connection, as the README says)."""
     config = idemgate_config(up, hold)
-    wasm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"][
-        "http_filters"][0]["typed_config"]["config"]
+    wasm = wasm_config(config)
     core = json.loads(wasm["configuration"]["value"])
     core["store"] = {"kind": "remote", "cluster": "idemgate_store", "timeout": "1s"}
     wasm["configuration"]["value"] = json.dumps(core)

@@ -5,7 +5,10 @@ Runs host-tests' `work` example (the shipped filter .wasm under wasmtime, fuel a
 and rewrites the section of BENCHMARKS.md between the work markers: wasm operators executed and
 host calls made per fresh keyed, replayed and 409 request, in raw and json mode, split by
 callback and by import (which host calls), plus the detached figures (the shipped example's
-`upstream.cluster` setup: the filter sends the request with an HTTP callout). Deterministic, so it shows what an optimisation changed even on a busy machine.
+`upstream.reentry` setup: the filter sends the request with an HTTP callout, which Envoy carries
+back in through its re-entry listener; that second pass is Envoy's work, not the filter's, so it
+is not counted here). Deterministic, so it shows what an optimisation changed even on a busy
+machine.
 Usage: work.py [--out BENCHMARKS.md] [--smoke]   (--smoke: run and check, write nothing)
 """
 import argparse
@@ -61,7 +64,8 @@ def main():
         parts = ", ".join(f"{name.removeprefix('proxy_on_')} {o:,} / {h:g}" for name, o, h in split[f] if o > 1000 or h)
         lines.append(f"| {f.replace('_', ' ')} | {ops:,} | {host:g} | {parts} |")
     lines += ["", "Host calls per request by import (`proxy_` left off; *detached* is the shipped example's setup, "
-              "`upstream.cluster` set, json fingerprints: the filter sends the request with `proxy_http_call`):", "",
+              "`upstream.reentry` set, json fingerprints: the filter sends the request with `proxy_http_call`, "
+              "which Envoy carries back in through its re-entry listener, not counted here):", "",
               "| request | host calls by import |", "|---|---|"]
     for f in FIGURES:
         lines.append(f"| {f.replace('_', ' ')} | {imports.get(f, '').replace('proxy_', '')} |")
