@@ -585,5 +585,76 @@ await check("the hand-written schemas refuse a broken EnvoyPatchPolicy and Envoy
   await schemaRefuses(proxy, only("envoy-gateway", proxy), (b) => (b.spec.bootstrap.type = "Append"));
 });
 
+// --- the upstream timeout stays shorter than the lease across the inner hop (issue 21) ----------
+// The filter cannot read Envoy's route timeouts, so the shipped static configurations are checked
+// here: on re-entry a claimed request meets its route's timeout on the inner pass, which must be
+// no longer than `upstream.timeout` (the exchange's bound) and shorter than the `lease`.
+
+// "15s", "0.3s", "250ms", "1m", "24h" → milliseconds.
+function millis(text, where) {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(text));
+  if (!m) throw new Error(`${where}: cannot read the duration ${JSON.stringify(text)}`);
+  return Number(m[1]) * { ms: 1, s: 1000, m: 60000, h: 3600000 }[m[2]];
+}
+
+function routeTimeoutsWithinTheLease(doc, file) {
+  let config;
+  const routeConfigs = [];
+  for (const listener of doc.static_resources.listeners) {
+    const hcm = hcmOf(listener);
+    if (hcm?.route_config) routeConfigs.push(hcm.route_config);
+    for (const http of hcm?.http_filters ?? []) {
+      if (http.name === "envoy.filters.http.wasm") {
+        config = JSON.parse(http.typed_config.config.configuration.value);
+      }
+    }
+  }
+  if (!config?.upstream?.reentry) throw new Error(`${file}: the filter does not re-enter`);
+  const lease = millis(config.lease ?? "60s", `${file}: lease`);
+  const upstream = millis(config.upstream.timeout ?? "15s", `${file}: upstream.timeout`);
+  if (upstream >= lease) throw new Error(`${file}: upstream.timeout ${upstream} ms is not shorter than the lease ${lease} ms`);
+  let routes = 0;
+  for (const rc of routeConfigs) {
+    for (const vh of rc.virtual_hosts ?? []) {
+      for (const r of vh.routes ?? []) {
+        // Routes that never carry a claimed request: Envoy's own answers, and the filter disabled.
+        if (!r.route || r.typed_per_filter_config?.["envoy.filters.http.wasm"]?.disabled) continue;
+        routes++;
+        // Envoy's default route timeout is 15 s; 0 is none at all.
+        const timeout = millis(r.route.timeout ?? "15s", `${file}: route ${JSON.stringify(r.match)}`);
+        if (timeout === 0 || timeout > upstream) {
+          throw new Error(`${file}: route ${JSON.stringify(r.match)} has timeout ${timeout} ms (0 = none), longer than upstream.timeout ${upstream} ms: a claimed request could still be running upstream when its exchange gives up`);
+        }
+      }
+    }
+  }
+  if (routes === 0) throw new Error(`${file}: no routes found`);
+}
+
+// The checkout demo's envoy.yaml is a template (`${PORT}`, ...): its placeholders are ports and a
+// path, which do not take part in this check.
+const readYaml = (file) =>
+  YAML.parse(readFileSync(join(root, file), "utf8").replace(/\$\{[A-Z_]+\}/g, "1"));
+for (const file of ["examples/envoy/envoy.yaml", "examples/checkout/envoy.yaml"]) {
+  await check(`${file}: every route timeout is within upstream.timeout, shorter than the lease`, () =>
+    routeTimeoutsWithinTheLease(readYaml(file), file),
+  );
+}
+await check("the route timeout check refuses a route that outlasts the exchange", async () => {
+  const spoiled = readYaml("examples/envoy/envoy.yaml");
+  const wasm = hcmOf(spoiled.static_resources.listeners[0]).http_filters.find((f) => f.name === "envoy.filters.http.wasm");
+  const config = JSON.parse(wasm.typed_config.config.configuration.value);
+  config.upstream.timeout = "5s";
+  wasm.typed_config.config.configuration.value = JSON.stringify(config);
+  await refuses("a 15 s route behind a 5 s exchange", "longer than upstream.timeout", () =>
+    routeTimeoutsWithinTheLease(spoiled, "spoiled"),
+  );
+  config.upstream.timeout = "70s";
+  wasm.typed_config.config.configuration.value = JSON.stringify(config);
+  await refuses("an exchange not shorter than the lease", "not shorter than the lease", () =>
+    routeTimeoutsWithinTheLease(spoiled, "spoiled"),
+  );
+});
+
 console.log(`${passed} passed, ${failed} failed`);
 process.exit(failed ? 1 : 0);
