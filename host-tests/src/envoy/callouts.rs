@@ -22,8 +22,14 @@
 //!   empty, buffer 4 as `NotFound`, and `proxy_get_status` answers `BrokenConnection` / "reset"
 //!   (the message is cleared after the callback, the code is not — as in Envoy);
 //! - a callout is cancelled only with its VM (root contexts live as long as the plugin).
+//!
+//! A cluster is reached one of two ways ([`ClusterPath`]): directly — the async client sends the
+//! callout to the app (the filter's `upstream.cluster_skipping_routes_and_filters`) — or through
+//! the re-entry listener, whose inner pass routes it with Envoy's own routes and filters
+//! (`upstream.reentry`, modelled in [`super::reentry`]).
 
 use super::headers::HeaderMap;
+use super::reentry::{self, InnerPass};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -121,9 +127,28 @@ impl<F: Fn(&CalloutRequest) -> Outcome + Send + Sync> Service for F {
 /// A registered cluster.
 pub type Cluster = Arc<dyn Service>;
 
+/// How a cluster's callouts reach its app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterPath {
+    /// The async client sends the callout to the app: no route, no filter after idemgate applies
+    /// (what `upstream.cluster_skipping_routes_and_filters` names).
+    Direct,
+    /// The cluster's endpoint is the re-entry listener: the inner pass routes the callout with
+    /// Envoy's routes and the filters after idemgate, and marks every answer
+    /// ([`super::reentry`]).
+    Reentry,
+}
+
+/// A cluster Envoy knows: the app behind it and the way there.
+#[derive(Clone)]
+pub struct Destination {
+    pub service: Cluster,
+    pub path: ClusterPath,
+}
+
 /// The clusters of one simulated Envoy, by name.
 #[derive(Default, Clone)]
-pub struct Clusters(pub BTreeMap<String, Cluster>);
+pub struct Clusters(pub BTreeMap<String, Destination>);
 
 impl fmt::Debug for Clusters {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -151,6 +176,12 @@ pub enum CalloutFault {
     Status(u16),
     /// The upstream acts and answers this late (a timeout shorter than that fires first).
     Late(Duration),
+    /// What the inner pass of a re-entry cluster does ([`super::reentry`]). On a direct cluster
+    /// nothing of the inner pass exists: a local reply or a missing mark changes nothing (the app
+    /// serves the request — the bypass the re-entry closes), the inner timeout is the callout's
+    /// timeout, and a retried attempt is the one reset before the response (the async client does
+    /// not retry).
+    Inner(InnerPass),
 }
 
 /// What reaches `proxy_on_http_call_response`.
@@ -238,7 +269,13 @@ impl PendingCallout {
     pub fn deadline_passed(&self, now_ms: u64) -> bool {
         let immediate = matches!(
             self.fault,
-            Some(CalloutFault::ConnectionFailure | CalloutFault::Status(_))
+            Some(
+                CalloutFault::ConnectionFailure
+                    | CalloutFault::Status(_)
+                    | CalloutFault::Inner(
+                        InnerPass::LocalReply(_) | InnerPass::RetriedThenRefused { .. }
+                    )
+            )
         );
         let timeout = u64::from(self.request.timeout_ms);
         !immediate && timeout > 0 && now_ms > self.request.sent_at_ms.saturating_add(timeout)
@@ -255,19 +292,73 @@ pub struct CalloutRecord {
     pub delivered_at_ms: u64,
     /// The HTTP context that dispatched it (if it was a stream) was already gone.
     pub stream_gone: bool,
+    /// The delivery carries the app's own answer, not a reply Envoy made (on either pass).
+    pub from_app: bool,
+    /// The way the callout went.
+    pub path: ClusterPath,
 }
 
-/// What the model and the fault plan together make of one callout: whether the upstream was
-/// reached, how much time passes before the answer, and what the filter gets.
-pub fn resolve(
-    service: Option<&dyn Service>,
-    pending: &PendingCallout,
-) -> (bool, Duration, Delivery) {
+impl CalloutRecord {
+    /// The re-entry mark on the delivery, if any.
+    pub fn mark(&self) -> Option<&str> {
+        match &self.delivery {
+            Delivery::Response { headers, .. } => headers.get_str(reentry::MARK),
+            Delivery::Failure => None,
+        }
+    }
+
+    /// What the filter can tell from the delivery alone: the app answered. Direct: Envoy's router
+    /// header, which its own replies lack. Re-entry: the mark says `via_upstream`
+    /// (every inner answer has the router's header there).
+    pub fn says_app_answered(&self) -> bool {
+        match (&self.delivery, self.path) {
+            (Delivery::Failure, _) => false,
+            (Delivery::Response { headers, .. }, ClusterPath::Direct) => {
+                headers.get(reentry::SERVICE_TIME).is_some()
+            }
+            (Delivery::Response { .. }, ClusterPath::Reentry) => self
+                .mark()
+                .is_some_and(|m| reentry::parse_mark(m).0 == "via_upstream"),
+        }
+    }
+}
+
+/// What the model and the fault plan together make of one callout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    /// The app received the request and may have acted on it.
+    pub reached: bool,
+    /// How long after the request the delivery comes.
+    pub delay: Duration,
+    /// What the filter gets.
+    pub delivery: Delivery,
+    /// The delivery is the app's own answer.
+    pub from_app: bool,
+}
+
+/// What a callout to `destination` becomes: on the direct path here, through the re-entry
+/// listener in [`reentry::resolve`].
+pub fn resolve(destination: Option<&Destination>, pending: &PendingCallout) -> Resolved {
+    let service = destination.map(|d| &*d.service);
+    match destination.map(|d| d.path) {
+        Some(ClusterPath::Reentry) => reentry::resolve(service, pending),
+        _ => resolve_direct(service, pending),
+    }
+}
+
+/// The direct path: the async client's router sends the callout to the app.
+fn resolve_direct(service: Option<&dyn Service>, pending: &PendingCallout) -> Resolved {
     let request = &pending.request;
     let timeout =
         (request.timeout_ms > 0).then(|| Duration::from_millis(request.timeout_ms.into()));
+    let resolved = |reached, delay, delivery| Resolved {
+        reached,
+        delay,
+        delivery,
+        from_app: false,
+    };
     let timed_out = || {
-        (
+        resolved(
             true,
             timeout.unwrap_or_default(),
             Delivery::envoy_reply(504, TIMEOUT_BODY),
@@ -282,29 +373,41 @@ pub fn resolve(
             let delay = answer.delay + extra;
             match timeout {
                 Some(limit) if delay >= limit => timed_out(),
-                _ => (true, delay, Delivery::from_upstream(&answer)),
+                _ => Resolved {
+                    reached: true,
+                    delay,
+                    delivery: Delivery::from_upstream(&answer),
+                    from_app: true,
+                },
             }
         }
-        Outcome::ResetAfterHeaders => (true, extra, Delivery::Failure),
-        Outcome::ResetBeforeResponse => (true, extra, Delivery::envoy_reply(503, RESET_BODY)),
+        Outcome::ResetAfterHeaders => resolved(true, extra, Delivery::Failure),
+        Outcome::ResetBeforeResponse => {
+            resolved(true, extra, Delivery::envoy_reply(503, RESET_BODY))
+        }
         Outcome::Silent => timed_out(),
     };
     match pending.fault {
-        None => answered(serve(), Duration::ZERO),
+        None | Some(CalloutFault::Inner(InnerPass::LocalReply(_) | InnerPass::Unmarked)) => {
+            answered(serve(), Duration::ZERO)
+        }
         Some(CalloutFault::Late(by)) => answered(serve(), by),
-        Some(CalloutFault::Timeout) => {
+        Some(CalloutFault::Timeout | CalloutFault::Inner(InnerPass::Timeout)) => {
             let _ = serve();
             timed_out()
         }
-        Some(CalloutFault::ResetBeforeResponse) => {
+        Some(
+            CalloutFault::ResetBeforeResponse
+            | CalloutFault::Inner(InnerPass::RetriedThenRefused { .. }),
+        ) => {
             let _ = serve();
-            (true, Duration::ZERO, Delivery::envoy_reply(503, RESET_BODY))
+            resolved(true, Duration::ZERO, Delivery::envoy_reply(503, RESET_BODY))
         }
         Some(CalloutFault::ResetAfterHeaders) => {
             let _ = serve();
-            (true, Duration::ZERO, Delivery::Failure)
+            resolved(true, Duration::ZERO, Delivery::Failure)
         }
-        Some(CalloutFault::ConnectionFailure) => (
+        Some(CalloutFault::ConnectionFailure) => resolved(
             false,
             Duration::ZERO,
             Delivery::envoy_reply(503, CONNECT_BODY),
@@ -315,10 +418,15 @@ pub fn resolve(
                 .headers
                 .push(("content-type".into(), b"text/plain".to_vec()));
             answer.body = b"upstream unavailable".to_vec();
-            (false, Duration::ZERO, Delivery::from_upstream(&answer))
+            Resolved {
+                reached: false,
+                delay: Duration::ZERO,
+                delivery: Delivery::from_upstream(&answer),
+                from_app: true,
+            }
         }
         // Caught at dispatch; never pending.
-        Some(CalloutFault::DispatchFails) => (false, Duration::ZERO, Delivery::Failure),
+        Some(CalloutFault::DispatchFails) => resolved(false, Duration::ZERO, Delivery::Failure),
     }
 }
 
@@ -351,9 +459,18 @@ mod tests {
         Outcome::Answer(answer)
     }
 
+    fn direct(fault: Option<CalloutFault>, timeout_ms: u32) -> (bool, Duration, Delivery) {
+        let destination = Destination {
+            service: Arc::new(created),
+            path: ClusterPath::Direct,
+        };
+        let r = resolve(Some(&destination), &pending(timeout_ms, fault));
+        (r.reached, r.delay, r.delivery)
+    }
+
     #[test]
     fn an_answer_comes_with_status_first_and_the_routers_header() {
-        let (reached, after, delivery) = resolve(Some(&created), &pending(1000, None));
+        let (reached, after, delivery) = direct(None, 1000);
         assert!(reached);
         assert_eq!(after, Duration::from_millis(200));
         assert_eq!(delivery.status(), Some(201));
@@ -369,19 +486,19 @@ mod tests {
     #[test]
     fn a_late_answer_past_the_timeout_is_envoys_504_after_the_timeout() {
         let late = Some(CalloutFault::Late(Duration::from_secs(3)));
-        let (reached, after, delivery) = resolve(Some(&created), &pending(1000, late));
+        let (reached, after, delivery) = direct(late, 1000);
         assert!(reached, "the upstream acted, only too slowly");
         assert_eq!(after, Duration::from_secs(1));
         assert_eq!(delivery, Delivery::envoy_reply(504, TIMEOUT_BODY));
         // No timeout (0): the late answer is an answer.
-        let (_, after, delivery) = resolve(Some(&created), &pending(0, late));
+        let (_, after, delivery) = direct(late, 0);
         assert_eq!(after, Duration::from_millis(3200));
         assert_eq!(delivery.status(), Some(201));
     }
 
     #[test]
     fn failures_have_envoys_shapes() {
-        let shape = |fault| resolve(Some(&created), &pending(1000, Some(fault)));
+        let shape = |fault| direct(Some(fault), 1000);
         assert_eq!(shape(CalloutFault::ResetAfterHeaders).2, Delivery::Failure);
         let (reached, _, reply) = shape(CalloutFault::ConnectionFailure);
         assert!(!reached);
@@ -395,5 +512,27 @@ mod tests {
         let (reached, _, reply) = shape(CalloutFault::Status(503));
         assert!(!reached);
         assert_eq!(reply.status(), Some(503));
+    }
+
+    #[test]
+    fn the_direct_path_has_no_inner_pass() {
+        use crate::envoy::reentry::InnerReply;
+        // The filters after idemgate never see a direct callout: the app serves what RBAC denies.
+        let (reached, _, served) = direct(
+            Some(CalloutFault::Inner(InnerPass::LocalReply(
+                InnerReply::RBAC_DENIED,
+            ))),
+            1000,
+        );
+        assert!(reached);
+        assert_eq!(served.status(), Some(201));
+        let (reached, _, reset) = direct(
+            Some(CalloutFault::Inner(InnerPass::RetriedThenRefused {
+                attempts: 3,
+            })),
+            1000,
+        );
+        assert!(reached);
+        assert_eq!(reset, Delivery::envoy_reply(503, RESET_BODY));
     }
 }

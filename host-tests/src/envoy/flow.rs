@@ -9,7 +9,7 @@
 //! `response.code_details` set to its details), as Envoy's filter manager does.
 
 use super::headers::HeaderMap;
-use super::stream::{ClientAnswer, Forwarded, Phase, StreamState};
+use super::stream::{uint_property, ClientAnswer, Forwarded, Phase, StreamState, ATTEMPT_COUNT};
 use super::vm::Chain;
 use super::worker::{Worker, CONTINUE};
 use super::world::UpstreamCall;
@@ -147,6 +147,10 @@ impl Worker {
         let starts = !stream.upstream_started && (chain == Chain::Streaming || forwarded.complete);
         if starts {
             stream.upstream_started = true;
+            // The router's first attempt (`setAttemptCount` as it creates the upstream request).
+            stream
+                .properties
+                .insert(ATTEMPT_COUNT.into(), uint_property(1));
             let call = UpstreamCall {
                 worker: index,
                 context,
@@ -158,6 +162,15 @@ impl Worker {
             };
             self.world().record_upstream(call);
         }
+        Ok(())
+    }
+
+    /// The router made `attempts` upstream attempts in all (its retry policy retried): what
+    /// `upstream.request_attempt_count` reads from now on.
+    pub fn set_attempt_count(&mut self, context: u32, attempts: u64) -> Result<()> {
+        self.stream_mut(context)?
+            .properties
+            .insert(ATTEMPT_COUNT.into(), uint_property(attempts));
         Ok(())
     }
 

@@ -8,6 +8,7 @@ pub mod faults;
 mod flow;
 pub mod headers;
 pub mod metrics;
+pub mod reentry;
 pub mod shared_data;
 pub mod stream;
 pub mod vm;
@@ -15,14 +16,16 @@ pub mod worker;
 pub mod world;
 
 pub use callouts::{
-    Answer, CalloutFault, CalloutRecord, CalloutRequest, Cluster, Delivery, Outcome, Service,
+    Answer, CalloutFault, CalloutRecord, CalloutRequest, Cluster, ClusterPath, Delivery,
+    Destination, Outcome, Resolved, Service,
 };
 pub use clock::Clock;
 pub use faults::{BufferFault, Effect, Faults, SharedOp};
 pub use headers::HeaderMap;
 pub use metrics::{Metric, MetricKind, Metrics};
+pub use reentry::{InnerPass, InnerReply};
 pub use shared_data::{SharedData, Write};
-pub use stream::{ClientAnswer, Forwarded, LocalReply, Phase, StreamState};
+pub use stream::{ClientAnswer, Forwarded, LocalReply, Phase, StreamState, ATTEMPT_COUNT};
 pub use vm::{Chain, Gate, HttpCallResponse, VmState};
 pub use worker::{VmSetup, Worker};
 pub use world::{LogLine, UpstreamCall, World};

@@ -5,6 +5,17 @@
 use super::headers::HeaderMap;
 use std::collections::BTreeMap;
 
+/// The property `upstream.request_attempt_count`: how many upstream attempts the router made for
+/// the stream (its retry policy's tries). Envoy serves `attemptCount().value_or(0)` as a CEL
+/// uint, which proxy-wasm hands over as 8 little-endian bytes; 0 until the router starts (a
+/// reply made before it — no healthy upstream, a later filter's — has 0).
+pub const ATTEMPT_COUNT: &str = "upstream.request_attempt_count";
+
+/// A count as Envoy serializes a uint property.
+pub fn uint_property(value: u64) -> Vec<u8> {
+    value.to_le_bytes().to_vec()
+}
+
 /// A reply the filter asked Envoy to send (`proxy_send_local_response`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalReply {
@@ -92,7 +103,10 @@ pub struct StreamState {
 }
 
 impl StreamState {
-    pub fn new(properties: BTreeMap<String, Vec<u8>>) -> Self {
+    pub fn new(mut properties: BTreeMap<String, Vec<u8>>) -> Self {
+        properties
+            .entry(ATTEMPT_COUNT.to_string())
+            .or_insert_with(|| uint_property(0));
         StreamState {
             phase: Phase::Request,
             request_headers: None,

@@ -3,7 +3,9 @@
 //! turned into errors, its timer, its outgoing calls and its conformance export. The stream flow
 //! around the HTTP callbacks is in `flow.rs`.
 
-use super::callouts::{resolve, CalloutFault, CalloutRecord, CalloutRequest, Delivery};
+use super::callouts::{
+    resolve, CalloutFault, CalloutRecord, CalloutRequest, ClusterPath, Delivery,
+};
 use super::stream::{Phase, StreamState};
 use super::vm::{Chain, Gate, HttpCallResponse, VmState};
 use super::world::World;
@@ -353,8 +355,11 @@ impl Worker {
             .position(|c| c.request.token == token)
             .ok_or_else(|| HarnessError::Usage(format!("no pending callout with token {token}")))?;
         let pending = state.callouts.remove(at);
-        let service = self.world().cluster(&pending.request.cluster);
-        if service.as_ref().is_some_and(|s| s.shared_state()) {
+        let destination = self.world().destination(&pending.request.cluster);
+        if destination
+            .as_ref()
+            .is_some_and(|d| d.service.shared_state())
+        {
             let what = format!("callout {token} reaches {}", pending.request.cluster);
             self.store.data().pass_gate(&what);
         }
@@ -364,7 +369,8 @@ impl Worker {
             // Envoy's timer fired at the deadline, before this (late) delivery.
             pending.fault = Some(CalloutFault::Timeout);
         }
-        let (reached, delay, delivery) = resolve(service.as_deref(), &pending);
+        let resolved = resolve(destination.as_ref(), &pending);
+        let (reached, delay, delivery) = (resolved.reached, resolved.delay, resolved.delivery);
         let due = pending
             .request
             .sent_at_ms
@@ -383,6 +389,8 @@ impl Worker {
             delivery: delivery.clone(),
             delivered_at_ms: clock.now_ms(),
             stream_gone,
+            from_app: resolved.from_app,
+            path: destination.map_or(ClusterPath::Direct, |d| d.path),
         };
         self.world().record_callout(record.clone());
         let args = match delivery {

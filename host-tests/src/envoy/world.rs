@@ -3,7 +3,7 @@
 //! the clusters HTTP callouts reach (with the record of every callout answered).
 //! One `World` per test: nothing here is global, so tests run in parallel.
 
-use super::callouts::{CalloutRecord, Cluster, Clusters};
+use super::callouts::{CalloutRecord, Cluster, ClusterPath, Clusters, Destination};
 use super::clock::Clock;
 use super::entropy::Entropy;
 use super::faults::Faults;
@@ -130,13 +130,30 @@ impl World {
         lock(&self.0.upstream).clone()
     }
 
-    /// Makes `name` a cluster Envoy knows, served by `service` (callouts to any other name answer
-    /// `BadArgument`, as Envoy's do for a cluster it does not know).
+    /// Makes `name` a cluster Envoy knows, served by `service` and reached directly (callouts to
+    /// any other name answer `BadArgument`, as Envoy's do for a cluster it does not know).
     pub fn add_cluster(&self, name: &str, service: Cluster) {
-        lock(&self.0.clusters).0.insert(name.to_string(), service);
+        self.add_destination(name, service, ClusterPath::Direct);
     }
 
+    /// Makes `name` a re-entry cluster: its callouts go through the internal listener's inner
+    /// pass, whose routes send them to `app` (see [`super::reentry`]).
+    pub fn add_reentry_cluster(&self, name: &str, app: Cluster) {
+        self.add_destination(name, app, ClusterPath::Reentry);
+    }
+
+    pub fn add_destination(&self, name: &str, service: Cluster, path: ClusterPath) {
+        lock(&self.0.clusters)
+            .0
+            .insert(name.to_string(), Destination { service, path });
+    }
+
+    /// The app behind cluster `name`, whichever way it is reached.
     pub fn cluster(&self, name: &str) -> Option<Cluster> {
+        self.destination(name).map(|d| d.service)
+    }
+
+    pub fn destination(&self, name: &str) -> Option<Destination> {
         lock(&self.0.clusters).0.get(name).cloned()
     }
 

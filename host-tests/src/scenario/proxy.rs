@@ -14,11 +14,12 @@
 //! ```
 
 use super::exchange::Exchange;
+use super::forwarding::Forwarding;
 use super::request::Request;
 use crate::artifacts;
 use crate::envoy::{
-    CalloutRecord, CalloutRequest, Chain, Clock, Cluster, Faults, LogLine, Service, SharedData,
-    UpstreamCall, VmSetup, Worker, World,
+    CalloutRecord, CalloutRequest, Chain, Clock, Cluster, ClusterPath, Faults, LogLine, Service,
+    SharedData, UpstreamCall, VmSetup, Worker, World,
 };
 use crate::error::Result;
 use crate::runtime::{filter_module, FilterModule};
@@ -40,7 +41,7 @@ pub struct EnvoyBuilder {
     node_properties: BTreeMap<String, Vec<u8>>,
     chain: Chain,
     log_level: Option<u32>,
-    clusters: Vec<(String, Cluster)>,
+    clusters: Vec<(String, Cluster, ClusterPath)>,
 }
 
 impl EnvoyBuilder {
@@ -52,7 +53,24 @@ impl EnvoyBuilder {
     /// A cluster served by a model this test keeps a handle on (to read its state, or to share
     /// it with another simulated Envoy).
     pub fn shared_cluster(mut self, name: &str, service: Cluster) -> Self {
-        self.clusters.push((name.to_string(), service));
+        self.clusters
+            .push((name.to_string(), service, ClusterPath::Direct));
+        self
+    }
+
+    /// A re-entry cluster: its callouts go through the internal listener's inner pass (Envoy's
+    /// routes and the filters after idemgate), whose routes send them to `app`; every answer is
+    /// marked (see [`crate::envoy::reentry`]).
+    pub fn reentry_cluster(mut self, name: &str, app: Cluster) -> Self {
+        self.clusters
+            .push((name.to_string(), app, ClusterPath::Reentry));
+        self
+    }
+
+    /// The cluster `forwarding` sends detached exchanges to, served by `app` that way.
+    pub fn forwarding(mut self, forwarding: Forwarding, app: Cluster) -> Self {
+        self.clusters
+            .push((forwarding.cluster().to_string(), app, forwarding.path()));
         self
     }
 
@@ -110,8 +128,8 @@ impl EnvoyBuilder {
         };
         let module = filter_module(&path)?;
         let world = World::new(self.seed);
-        for (name, service) in self.clusters {
-            world.add_cluster(&name, service);
+        for (name, service, path) in self.clusters {
+            world.add_destination(&name, service, path);
         }
         let setup = VmSetup {
             plugin_config: self.config.into_bytes(),

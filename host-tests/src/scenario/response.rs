@@ -124,6 +124,11 @@ pub enum Failure {
     ResetBeforeResponse,
     /// The route timeout fired: in doubt.
     Timeout,
+    /// The route's retry policy retried: the first attempt reached the upstream (it acted) and was
+    /// reset, every later one could not connect; `attempts` in all (2 or more). Envoy's details
+    /// are the last attempt's — a connection failure — and `upstream.request_attempt_count` says
+    /// how many there were: in doubt.
+    RetriedThenRefused { attempts: u32 },
 }
 
 impl Failure {
@@ -142,6 +147,29 @@ impl Failure {
                 "upstream connect error or disconnect/reset before headers. reset reason: remote reset",
             ),
             Failure::Timeout => (504, "response_timeout", "upstream request timeout"),
+            Failure::RetriedThenRefused { .. } => (
+                503,
+                crate::envoy::reentry::REFUSED_DETAILS,
+                crate::envoy::reentry::RETRIED_REFUSED_BODY,
+            ),
         }
+    }
+
+    /// What `upstream.request_attempt_count` reads at the end: the router's attempts (0 when it
+    /// found no host to try: it sends that reply before counting one).
+    pub fn attempts(self) -> u64 {
+        match self {
+            Failure::NoHealthyUpstream => 0,
+            Failure::ConnectionFailure | Failure::ResetBeforeResponse | Failure::Timeout => 1,
+            Failure::RetriedThenRefused { attempts } => u64::from(attempts.max(2)),
+        }
+    }
+
+    /// The upstream received the request and may have acted on it (on some attempt).
+    pub fn may_have_reached(self) -> bool {
+        !matches!(
+            self,
+            Failure::ConnectionFailure | Failure::NoHealthyUpstream
+        )
     }
 }

@@ -201,8 +201,14 @@ mod tests {
 
     #[test]
     fn a_lost_reply_to_a_claim_still_claims() {
-        use crate::envoy::callouts::{resolve, CalloutFault, Delivery, PendingCallout};
-        let store = StoreService::new(Clock::default());
+        use crate::envoy::callouts::{
+            resolve, CalloutFault, ClusterPath, Delivery, Destination, PendingCallout,
+        };
+        let store = std::sync::Arc::new(StoreService::new(Clock::default()));
+        let destination = Destination {
+            service: store.clone(),
+            path: ClusterPath::Direct,
+        };
         let policy = Policy::defaults();
         let key = StorageKey([9; 32]);
         let claim =
@@ -213,7 +219,8 @@ mod tests {
                 fault: Some(fault),
                 from_context: 2,
             };
-            let (reached, _, delivery) = resolve(Some(&store), &lost);
+            let resolved = resolve(Some(&destination), &lost);
+            let (reached, delivery) = (resolved.reached, resolved.delivery);
             assert!(reached, "{fault:?}");
             assert!(
                 delivery == Delivery::Failure || delivery.status() == Some(504),

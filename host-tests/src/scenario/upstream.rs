@@ -44,6 +44,7 @@ pub fn respond(worker: &mut Worker, context: u32, response: &Response) -> Result
 /// The upstream fails; Envoy answers the client itself.
 pub fn fail(worker: &mut Worker, context: u32, failure: Failure) -> Result<()> {
     let (status, details, body) = failure.envoy_reply();
+    worker.set_attempt_count(context, failure.attempts())?;
     let mut headers = HeaderMap::new();
     headers.add("content-type", b"text/plain");
     headers.add("content-length", body.len().to_string().as_bytes());
