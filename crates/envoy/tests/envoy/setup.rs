@@ -284,6 +284,10 @@ bootstrap_extensions:
     type: STATIC
     load_assignment: {{ cluster_name: empty }}
   - name: {REENTRY}
+    typed_extension_protocol_options:
+      envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
+        "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
+        explicit_http_config: {{ http2_protocol_options: {{}} }}
     load_assignment:
       cluster_name: {REENTRY}
       endpoints:
