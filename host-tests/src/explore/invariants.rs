@@ -16,10 +16,16 @@
 //!   stored, not released) completed the record with that answer, whether or not its client
 //!   stayed (the answer belongs to the key) — unless a later execution legitimately took over;
 //! - with detached execution (callouts), a client that stayed gets its execution's answer relayed
-//!   (or the edge's problem answer when that execution had no answer), and a client that went
-//!   away gets nothing.
+//!   (or, when the app did not answer, the edge's problem answer or the reply Envoy made on the
+//!   re-entry pass), and a client that went away gets nothing;
+//! - a key is released only when its execution certainly did not run (it never reached the app,
+//!   or the app itself answered a release status): never after a reset, a timeout, an earlier
+//!   attempt of a retried route, or an answer of the re-entry listener without its mark;
+//! - only an answer the filter can tell is the app's (direct: Envoy's router header; re-entry:
+//!   the mark says `via_upstream`) is ever stored.
 
-use super::run::{Plan, Run};
+use super::plan::Plan;
+use super::run::Run;
 use crate::envoy::{CalloutFault, ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
 use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
@@ -59,6 +65,7 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
         .map(|a| a.actor)
         .collect();
     transitions(&run.writes, &forwarded)?;
+    no_release_in_doubt(plan, run)?;
     let completed = if plan.store.is_some() {
         store_completed(run)
     } else {
@@ -270,17 +277,18 @@ fn no_execution_after_completion(writes: &[Write], executions: &[Execution]) -> 
     Ok(())
 }
 
-/// The answers executions produced (status, body), as the upstream gave them.
+/// The answers executions produced (status, body), as the upstream gave them — only those the
+/// filter could tell were the app's (an unmarked answer from the re-entry listener is not: it must
+/// never be stored).
 fn execution_answers(plan: &Plan, run: &Run) -> Vec<(u16, Vec<u8>)> {
     let mut answers: Vec<(u16, Vec<u8>)> = run
         .callouts
         .iter()
         .filter(|c| Some(&c.request.cluster) != plan.store.as_ref())
+        .filter(|c| c.from_app && c.says_app_answered())
         .filter_map(|c| match &c.delivery {
-            Delivery::Response { headers, body, .. } if headers.get(UPSTREAM_MARK).is_some() => {
-                c.delivery.status().map(|s| (s, body.clone()))
-            }
-            _ => None,
+            Delivery::Response { body, .. } => c.delivery.status().map(|s| (s, body.clone())),
+            Delivery::Failure => None,
         })
         .collect();
     for actor in run.actors.iter().filter(|a| a.forwarded) {
@@ -336,13 +344,14 @@ fn answered_executions_are_recorded(
         if taken_over {
             continue;
         }
-        let Delivery::Response { headers, body, .. } = &record.delivery else {
+        let Delivery::Response { body, .. } = &record.delivery else {
             continue;
         };
         let Some(status) = record.delivery.status() else {
             continue;
         };
-        if headers.get(UPSTREAM_MARK).is_none() || DEFAULT_RELEASE_STATUSES.contains(&status) {
+        let knowable = record.from_app && record.says_app_answered();
+        if !knowable || DEFAULT_RELEASE_STATUSES.contains(&status) {
             continue;
         }
         let kept = completed
@@ -392,19 +401,23 @@ fn detached_answers(plan: &Plan, run: &Run) -> Result<(), String> {
         let ok = match (&actor.answer, own) {
             (None, _) => actor.left,
             (Some(answer), _) if actor.left => !answer.complete,
-            (Some(answer), Some(record)) => match &record.delivery {
-                Delivery::Response { headers, body, .. }
-                    if headers.get(UPSTREAM_MARK).is_some() =>
-                {
-                    record.delivery.status() == Some(answer.status)
-                        && *body == answer.body
-                        && answer.header("idempotent-replayed").is_none()
+            (Some(answer), Some(record)) => {
+                let relayed = match &record.delivery {
+                    Delivery::Response { body, .. } => {
+                        record.delivery.status() == Some(answer.status)
+                            && *body == answer.body
+                            && answer.header("idempotent-replayed").is_none()
+                    }
+                    Delivery::Failure => false,
+                };
+                if record.from_app && record.says_app_answered() {
+                    relayed
+                } else {
+                    // Envoy's own reply (the inner pass's, relayed as the same request without a
+                    // key would get it) or the edge's problem answer.
+                    relayed || (answer.status >= 500 && is_problem(answer))
                 }
-                _ => {
-                    answer.status >= 500
-                        && answer.header("content-type") == Some("application/problem+json")
-                }
-            },
+            }
             (Some(answer), None) => {
                 let dispatch_failed = plan
                     .callout_faults
@@ -428,8 +441,78 @@ fn detached_answers(plan: &Plan, run: &Run) -> Result<(), String> {
     Ok(())
 }
 
-/// The header Envoy's router adds to an upstream's answer (never to its own replies).
-const UPSTREAM_MARK: &str = "x-envoy-upstream-service-time";
+/// Why worker `worker`'s execution may have reached the app without an answer that settles it
+/// (`None`: releasing its key is safe — it never reached the app, or the app's own answer, as the
+/// filter could tell, has a release status).
+fn doubt_of(plan: &Plan, run: &Run, worker: usize) -> Option<String> {
+    if let Some((origin, _)) = &plan.callouts {
+        let own = run
+            .callouts
+            .iter()
+            .filter(|c| c.request.worker == worker && c.request.cluster == *origin);
+        let last = own.clone().next_back()?;
+        if !own.clone().any(|c| c.reached) {
+            return None;
+        }
+        let status = last.delivery.status();
+        let settled = last.from_app
+            && last.says_app_answered()
+            && status.is_some_and(|s| DEFAULT_RELEASE_STATUSES.contains(&s));
+        return (!settled).then(|| {
+            format!(
+                "its callout reached the app and came back {status:?} with mark {:?}",
+                last.mark()
+            )
+        });
+    }
+    if !run.upstream_calls.iter().any(|c| c.worker == worker) {
+        return None;
+    }
+    match plan.upstream_for(worker)? {
+        Upstream::Respond(r)
+            if r.cut_after.is_none() && DEFAULT_RELEASE_STATUSES.contains(&r.status) =>
+        {
+            None
+        }
+        Upstream::Fail(failure) if !failure.may_have_reached() => None,
+        other => Some(format!("the upstream got it and then {other:?}")),
+    }
+}
+
+/// A key is released (its claim removed by its owner) only when its execution certainly did not
+/// run: it never reached the app, or the app itself answered with a release status. One that may
+/// have reached the app — a reset, a timeout, an earlier attempt of a retried route, an answer of
+/// the re-entry listener without its mark — keeps the key in doubt until its lease ends: released,
+/// a retry would run it a second time.
+fn no_release_in_doubt(plan: &Plan, run: &Run) -> Result<(), String> {
+    let mut owners: HashMap<[u8; 16], usize> = HashMap::new();
+    for (n, write) in run.writes.iter().enumerate().filter(|(_, w)| is_cell(w)) {
+        let before = decode(write.before.as_deref().unwrap_or_default())?;
+        let after = decode(&write.value)?;
+        for (_, record) in &after.entries {
+            if let Record::InFlight(claim) = record {
+                owners.entry(claim.owner.0).or_insert(write.worker);
+            }
+        }
+        for (key, record) in &before.entries {
+            let Record::InFlight(claim) = record else {
+                continue;
+            };
+            let expired = claim.expires_at.0 <= write.at_ms;
+            let own = owners.get(&claim.owner.0) == Some(&write.worker);
+            if after.get(key).is_some() || expired || !own {
+                continue;
+            }
+            if let Some(doubt) = doubt_of(plan, run, write.worker) {
+                return Err(format!(
+                    "write #{n}: worker {} released its key although {doubt}: the outcome is in doubt, and a retry runs it a second time",
+                    write.worker
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// Records live in the store's cells; other shared-data keys (the layout marker the filter writes
 /// when configured) are not buckets.
@@ -667,5 +750,44 @@ mod tests {
         replay.body = br#"{"id":2}"#.to_vec();
         assert!(replay_is_the_record(&replay, &records).is_err());
         assert!(replay_is_the_record(&replay, &[]).is_err());
+    }
+
+    #[test]
+    fn a_release_after_an_attempt_that_may_have_reached_the_upstream_is_caught() {
+        use crate::envoy::UpstreamCall;
+        use crate::scenario::{Failure, Request};
+        let writes = vec![
+            write(0, None, claim(1), NOW),
+            write(0, Some(claim(1)), Bucket::default().encode(), NOW + 1),
+        ];
+        let run = Run {
+            trace: Vec::new(),
+            actors: Vec::new(),
+            upstream_calls: vec![UpstreamCall {
+                worker: 0,
+                context: 2,
+                method: "POST".into(),
+                path: "/orders".into(),
+                key: Some("k".into()),
+                at_ms: NOW,
+                writes_before: 1,
+            }],
+            callouts: Vec::new(),
+            writes,
+            store_log: Vec::new(),
+            followup: Ok(None),
+            anomalies: Vec::new(),
+            clock_jumped: false,
+        };
+        let ending = |failure| {
+            Plan::concurrent(1, Request::post("/orders"), Response::new(201))
+                .upstream(vec![Upstream::Fail(failure)])
+        };
+        let retried = ending(Failure::RetriedThenRefused { attempts: 2 });
+        let err = no_release_in_doubt(&retried, &run).unwrap_err();
+        assert!(err.contains("released its key"), "{err}");
+        assert!(no_release_in_doubt(&ending(Failure::ConnectionFailure), &run).is_ok());
+        let answered_503 = Plan::concurrent(1, Request::post("/orders"), Response::new(503));
+        assert!(no_release_in_doubt(&answered_503, &run).is_ok());
     }
 }

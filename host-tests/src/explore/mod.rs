@@ -6,11 +6,13 @@
 
 pub mod chooser;
 pub mod invariants;
+pub mod plan;
 pub mod run;
 pub mod turnstile;
 
 pub use chooser::{Chooser, DepthFirst, Seeded};
-pub use run::{ActorReport, Plan, Run};
+pub use plan::Plan;
+pub use run::{ActorReport, Run};
 
 use crate::error::Result;
 use crate::runtime::FilterModule;

@@ -7,9 +7,12 @@
 
 use crate::support::{created, filter, filter_test_build, order};
 use idemgate_host_tests::artifacts;
+use idemgate_host_tests::envoy::{CalloutFault, InnerPass, InnerReply};
 use idemgate_host_tests::explore::{run, DepthFirst, Plan};
 use idemgate_host_tests::runtime::FilterModule;
-use idemgate_host_tests::scenario::{Envoy, EnvoyBuilder, Failure, Request, Response, Upstream};
+use idemgate_host_tests::scenario::{
+    Envoy, EnvoyBuilder, Failure, Forwarding, Orders, Request, Response, Upstream,
+};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -159,7 +162,62 @@ fn stories(wasm: &std::path::Path) -> Vec<Vec<String>> {
             told,
         );
     };
+    // Issue 21: detached exchanges through the re-entry listener, and what its inner pass answers.
+    let reentering = |envoy: &Envoy, told: &mut Vec<String>| {
+        let cluster = Forwarding::Reentry.cluster();
+        let answered = |envoy: &Envoy, told: &mut Vec<String>, worker: usize, key: &str| {
+            let exchange = envoy.worker(worker).send(order(key)).unwrap();
+            let records = envoy.answer_callouts().unwrap();
+            told.push(format!(
+                "w{worker} {key}: marks {:?} answer {:?}",
+                records.iter().map(|r| r.mark()).collect::<Vec<_>>(),
+                exchange.answer()
+            ));
+        };
+        answered(envoy, told, 0, "r-1");
+        answered(envoy, told, 1, "r-1"); // replay
+        let rbac = CalloutFault::Inner(InnerPass::LocalReply(InnerReply::RBAC_DENIED));
+        envoy.faults().callout(cluster, rbac, 1);
+        answered(envoy, told, 0, "r-2"); // 403, released
+        answered(envoy, told, 1, "r-2");
+        let retried = CalloutFault::Inner(InnerPass::RetriedThenRefused { attempts: 3 });
+        envoy.faults().callout(cluster, retried, 1);
+        answered(envoy, told, 0, "r-3"); // in doubt
+        answered(envoy, told, 1, "r-3"); // 409
+        envoy
+            .faults()
+            .callout(cluster, CalloutFault::Inner(InnerPass::Unmarked), 1);
+        answered(envoy, told, 0, "r-4");
+        let routed = Request::post("/r5")
+            .key("r-5")
+            .header("x-envoy-retry-on", "5xx")
+            .json("{}");
+        let router = envoy.worker(1).send(routed).unwrap();
+        told.push(format!(
+            "w1 r-5: upstream {} forwarded {:?}",
+            router.reached_upstream(),
+            router.forwarded()
+        ));
+    };
+    let reentry_config = format!(
+        r#"{{"capacity": 64, {}, "routes": [{{"prefix": "/orders"}}, {{"prefix": "/r5", "forward": "router"}}]}}"#,
+        Forwarding::Reentry.upstream("15s")
+    );
+    let retrying = |envoy: &Envoy, told: &mut Vec<String>| {
+        let first = envoy.worker(0).send(order("t-1")).unwrap();
+        first
+            .upstream_fails(Failure::RetriedThenRefused { attempts: 2 })
+            .unwrap();
+        told.push(format!("w0: answer {:?}", first.answer()));
+        send(envoy, 1, order("t-1"), told); // in doubt: 409
+    };
     vec![
+        story(
+            builder(&reentry_config)
+                .forwarding(Forwarding::Reentry, std::sync::Arc::new(Orders::new())),
+            &reentering,
+        ),
+        story(builder(r#"{"capacity": 64}"#), &retrying),
         story(builder(r#"{"capacity": 64}"#), &checkout),
         story(
             builder(r#"{"capacity": 64, "fingerprint": {"mode": "raw"}, "lease": "5s"}"#),
@@ -274,6 +332,20 @@ fn the_shipped_and_test_builds_decide_every_interleaving_alike() {
             ])
             .max_upstream_calls(2),
         Plan::detached(2, order("k").chunked_at(&[6])).clients_may_leave(),
+        Plan::detached_via(
+            Forwarding::SkippingRoutesAndFilters,
+            2,
+            order("k").chunked_at(&[6]),
+        )
+        .clients_may_leave(),
+        Plan::detached(2, order("k").chunked_at(&[6])).callout_fault(
+            CalloutFault::Inner(InnerPass::RetriedThenRefused { attempts: 2 }),
+            1,
+        ),
+        Plan::concurrent(2, order("k"), created()).upstream(vec![
+            Upstream::Fail(Failure::RetriedThenRefused { attempts: 2 }),
+            Upstream::Respond(created()),
+        ]),
     ];
     for plan in &plans {
         let schedules = every_schedule_alike(plan, &shipped, &test);

@@ -1,23 +1,29 @@
 //! Detached execution (issue 12) as stories: the filter sends a claimed request upstream with a
 //! callout that belongs to the root context, so the answer outlives the client. The upstream is
-//! the `Orders` model: every request it serves creates order N and answers `201 {"id":N}`.
+//! the `Orders` model: every request it serves creates order N and answers `201 {"id":N}`. Every
+//! story runs both ways an exchange goes: through the re-entry listener, and directly to the
+//! cluster (`cluster_skipping_routes_and_filters`).
 
 use crate::support::order;
 use idemgate_host_tests::envoy::{CalloutFault, ClientAnswer};
-use idemgate_host_tests::scenario::{Abort, Envoy, Orders};
+use idemgate_host_tests::scenario::{Abort, Envoy, Forwarding, Orders};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Detached execution to the cluster "upstream" (timeout 15 s, lease 60 s by default).
-pub const DETACHED: &str =
-    r#"{"capacity": 64, "upstream": {"cluster": "upstream", "timeout": "15s"}}"#;
+/// Both ways a detached exchange goes: every story here holds for each.
+pub const BOTH: [Forwarding; 2] = [Forwarding::Reentry, Forwarding::SkippingRoutesAndFilters];
 
-fn shop(workers: usize) -> (Envoy, Arc<Orders>) {
+/// Detached execution the way `forwarding` says (timeout 15 s, lease 60 s by default).
+pub fn detached_config(forwarding: Forwarding) -> String {
+    format!(r#"{{"capacity": 64, {}}}"#, forwarding.upstream("15s"))
+}
+
+fn shop(forwarding: Forwarding, workers: usize) -> (Envoy, Arc<Orders>) {
     let orders = Arc::new(Orders::new());
     let envoy = Envoy::builder()
         .workers(workers)
-        .config(DETACHED)
-        .shared_cluster("upstream", orders.clone())
+        .config(&detached_config(forwarding))
+        .forwarding(forwarding, orders.clone())
         .start()
         .unwrap();
     (envoy, orders)
@@ -38,65 +44,83 @@ fn problem(answer: &ClientAnswer) -> String {
 
 #[test]
 fn a_client_that_waits_gets_the_upstreams_answer_relayed() {
-    let (envoy, orders) = shop(1);
-    let first = envoy.worker(0).send(order("k")).unwrap();
-    assert!(
-        !first.reached_upstream(),
-        "the router never starts: the callout carries the request"
-    );
-    let pending = envoy.worker(0).pending_callouts();
-    assert_eq!(pending.len(), 1);
-    assert_eq!(
-        (pending[0].method(), pending[0].path()),
-        ("POST", "/orders")
-    );
-    assert_eq!(pending[0].key(), Some("k"));
-    assert_eq!(pending[0].body, br#"{"sku":"A1","qty":1}"#);
-    assert_eq!(pending[0].timeout_ms, 15_000);
-    assert!(first.answer().is_none());
+    for way in BOTH {
+        let (envoy, orders) = shop(way, 1);
+        let first = envoy.worker(0).send(order("k")).unwrap();
+        assert!(
+            !first.reached_upstream(),
+            "the router never starts: the callout carries the request"
+        );
+        let pending = envoy.worker(0).pending_callouts();
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].cluster, way.cluster());
+        assert_eq!(
+            (pending[0].method(), pending[0].path()),
+            ("POST", "/orders")
+        );
+        assert_eq!(pending[0].key(), Some("k"));
+        assert_eq!(pending[0].body, br#"{"sku":"A1","qty":1}"#);
+        assert_eq!(pending[0].timeout_ms, 15_000);
+        assert!(first.answer().is_none());
 
-    envoy.worker(0).answer_callouts().unwrap();
-    let answer = first.answer().unwrap();
-    assert!(
-        is_order(&answer, 1),
-        "{} {}",
-        answer.status,
-        answer.body_text()
-    );
-    assert_eq!(answer.header("location"), Some("/orders/1"));
-    assert_eq!(answer.header("idempotent-replayed"), None);
-    assert!(answer.header("x-envoy-upstream-service-time").is_none());
-    let replay = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
-    assert!(is_replay_of_order(&replay, 1));
-    assert_eq!(orders.served().len(), 1);
-    assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
+        envoy.worker(0).answer_callouts().unwrap();
+        let answer = first.answer().unwrap();
+        assert!(
+            is_order(&answer, 1),
+            "{way:?}: {} {}",
+            answer.status,
+            answer.body_text()
+        );
+        assert_eq!(answer.header("location"), Some("/orders/1"));
+        assert_eq!(answer.header("idempotent-replayed"), None);
+        assert!(answer.header("x-envoy-upstream-service-time").is_none());
+        assert!(answer.header("x-idemgate-reentry").is_none(), "{way:?}");
+        let replay = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+        assert!(is_replay_of_order(&replay, 1), "{way:?}");
+        assert!(replay.header("x-idemgate-reentry").is_none(), "{way:?}");
+        assert_eq!(orders.served().len(), 1);
+        assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
+    }
 }
 
 #[test]
 fn the_client_goes_away_and_its_retry_gets_the_created_order() {
     // Three chunks: the client leaves once the last one went out (the callout is on its way).
-    for abort in [Abort::AfterRequest, Abort::AfterChunk(3)] {
-        let (envoy, orders) = shop(2);
+    for (way, abort) in BOTH
+        .into_iter()
+        .flat_map(|w| [(w, Abort::AfterRequest), (w, Abort::AfterChunk(3))])
+    {
+        let (envoy, orders) = shop(way, 2);
         let gone = envoy
             .worker(0)
             .send(order("k").chunked_at(&[5, 10]).abort_after(abort))
             .unwrap();
-        assert!(gone.is_done() && gone.answer().is_none(), "{abort:?}");
-        assert_eq!(envoy.worker(0).pending_callouts().len(), 1, "{abort:?}");
+        assert!(
+            gone.is_done() && gone.answer().is_none(),
+            "{way:?} {abort:?}"
+        );
+        assert_eq!(
+            envoy.worker(0).pending_callouts().len(),
+            1,
+            "{way:?} {abort:?}"
+        );
 
         let meanwhile = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
-        assert_eq!(meanwhile.status, 409, "{abort:?}: the execution still runs");
+        assert_eq!(
+            meanwhile.status, 409,
+            "{way:?} {abort:?}: the execution still runs"
+        );
 
         let records = envoy.worker(0).answer_callouts().unwrap();
-        assert!(records[0].stream_gone, "{abort:?}");
+        assert!(records[0].stream_gone, "{way:?} {abort:?}");
         let retry = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
         assert!(
             is_replay_of_order(&retry, 1),
-            "{abort:?}: {} {}",
+            "{way:?} {abort:?}: {} {}",
             retry.status,
             retry.body_text()
         );
-        assert_eq!(orders.served().len(), 1, "{abort:?}: one execution");
+        assert_eq!(orders.served().len(), 1, "{way:?} {abort:?}: one execution");
         assert_eq!(envoy.metric("idemgate.detached_client_gone"), Some(1));
         assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
     }
@@ -104,119 +128,159 @@ fn the_client_goes_away_and_its_retry_gets_the_created_order() {
 
 #[test]
 fn a_client_gone_before_its_body_ended_never_executes() {
-    for abort in [
-        Abort::AfterHeaders,
-        Abort::AfterChunk(1),
-        Abort::AfterChunk(2),
-    ] {
-        let (envoy, orders) = shop(1);
+    for (way, abort) in BOTH.into_iter().flat_map(|w| {
+        [
+            (w, Abort::AfterHeaders),
+            (w, Abort::AfterChunk(1)),
+            (w, Abort::AfterChunk(2)),
+        ]
+    }) {
+        let (envoy, orders) = shop(way, 1);
         let gone = envoy
             .worker(0)
             .send(order("k").chunked_at(&[5, 10]).abort_after(abort))
             .unwrap();
-        assert!(gone.is_done(), "{abort:?}");
-        assert!(envoy.worker(0).pending_callouts().is_empty(), "{abort:?}");
+        assert!(gone.is_done(), "{way:?} {abort:?}");
+        assert!(
+            envoy.worker(0).pending_callouts().is_empty(),
+            "{way:?} {abort:?}"
+        );
         // The stream's later callbacks never come: a chunk that still arrives reaches no filter.
         let body_calls = |envoy: &Envoy| envoy.work().get("proxy_on_request_body").map(|w| w.calls);
         let before = body_calls(&envoy);
         let mut gone = gone;
-        assert!(gone.send_next_chunk().unwrap(), "{abort:?}");
-        assert_eq!(body_calls(&envoy), before, "{abort:?}");
+        assert!(gone.send_next_chunk().unwrap(), "{way:?} {abort:?}");
+        assert_eq!(body_calls(&envoy), before, "{way:?} {abort:?}");
         // Nothing was sent: the retry runs (now, not after a lease).
         let retry = envoy.worker(0).send(order("k")).unwrap();
         envoy.answer_callouts().unwrap();
-        assert!(is_order(&retry.answer().unwrap(), 1), "{abort:?}");
-        assert_eq!(orders.served().len(), 1, "{abort:?}");
+        assert!(is_order(&retry.answer().unwrap(), 1), "{way:?} {abort:?}");
+        assert_eq!(orders.served().len(), 1, "{way:?} {abort:?}");
     }
+}
+
+/// The answer of a client whose execution is in doubt: the edge's `upstream_no_answer` problem
+/// (504, with `retry-after`) — or, on re-entry, the reply the inner pass made, relayed as the same
+/// request without a key gets it.
+fn in_doubt_answer(way: Forwarding, answer: &ClientAnswer, inner: Option<u16>) -> bool {
+    let problem_504 = answer.status == 504
+        && problem(answer) == "upstream_no_answer"
+        && answer.header("retry-after").is_some();
+    let relayed = way == Forwarding::Reentry && inner == Some(answer.status);
+    problem_504 || relayed
 }
 
 #[test]
 fn an_upstream_that_times_out_leaves_the_key_in_doubt_until_the_lease_ends() {
-    for fault in [
-        CalloutFault::Timeout,
-        CalloutFault::Late(Duration::from_secs(20)),
-        CalloutFault::ResetBeforeResponse,
-        CalloutFault::ResetAfterHeaders,
-    ] {
-        let (envoy, orders) = shop(2);
-        envoy.faults().callout("upstream", fault, 1);
+    for (way, fault) in BOTH.into_iter().flat_map(|w| {
+        [
+            CalloutFault::Timeout,
+            CalloutFault::Late(Duration::from_secs(20)),
+            CalloutFault::ResetBeforeResponse,
+            CalloutFault::ResetAfterHeaders,
+        ]
+        .map(|f| (w, f))
+    }) {
+        let (envoy, orders) = shop(way, 2);
+        envoy.faults().callout(way.cluster(), fault, 1);
         let first = envoy.worker(0).send(order("k")).unwrap();
-        envoy.answer_callouts().unwrap();
+        let records = envoy.answer_callouts().unwrap();
         let answer = first.answer().unwrap();
-        assert_eq!(answer.status, 504, "{fault:?}: {}", answer.body_text());
-        assert_eq!(problem(&answer), "upstream_no_answer", "{fault:?}");
-        assert!(answer.header("retry-after").is_some());
+        assert!(
+            in_doubt_answer(way, &answer, records[0].delivery.status()),
+            "{way:?} {fault:?}: {} {}",
+            answer.status,
+            answer.body_text()
+        );
         let meanwhile = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
-        assert_eq!(meanwhile.status, 409, "{fault:?}: it may have acted");
-        assert_eq!(envoy.metric("idemgate.in_doubt"), Some(1), "{fault:?}");
+        assert_eq!(
+            meanwhile.status, 409,
+            "{way:?} {fault:?}: it may have acted"
+        );
+        assert_eq!(
+            envoy.metric("idemgate.in_doubt"),
+            Some(1),
+            "{way:?} {fault:?}"
+        );
 
         envoy.advance(Duration::from_secs(61)).unwrap();
         let retry = envoy.worker(1).send(order("k")).unwrap();
         envoy.answer_callouts().unwrap();
-        assert!(is_order(&retry.answer().unwrap(), 2), "{fault:?}");
+        assert!(is_order(&retry.answer().unwrap(), 2), "{way:?} {fault:?}");
         assert_eq!(
             orders.served().len(),
             2,
-            "{fault:?}: one take-over after the lease"
+            "{way:?} {fault:?}: one take-over after the lease"
         );
     }
 }
 
 #[test]
 fn an_upstream_that_never_got_the_request_releases_the_key() {
-    for (fault, status) in [
-        (CalloutFault::ConnectionFailure, 503),
-        (CalloutFault::Status(503), 503),
-        (CalloutFault::DispatchFails, 503),
-    ] {
-        let (envoy, orders) = shop(2);
-        envoy.faults().callout("upstream", fault, 1);
+    for (way, fault) in BOTH.into_iter().flat_map(|w| {
+        [
+            CalloutFault::ConnectionFailure,
+            CalloutFault::Status(503),
+            CalloutFault::DispatchFails,
+        ]
+        .map(|f| (w, f))
+    }) {
+        let (envoy, orders) = shop(way, 2);
+        envoy.faults().callout(way.cluster(), fault, 1);
         let first = envoy.worker(0).send(order("k")).unwrap();
         envoy.answer_callouts().unwrap();
-        assert_eq!(first.answer().unwrap().status, status, "{fault:?}");
+        assert_eq!(first.answer().unwrap().status, 503, "{way:?} {fault:?}");
         let retry = envoy.worker(1).send(order("k")).unwrap();
         envoy.answer_callouts().unwrap();
         assert!(
             is_order(&retry.answer().unwrap(), 1),
-            "{fault:?}: released, so the retry runs at once"
+            "{way:?} {fault:?}: released, so the retry runs at once"
         );
-        assert_eq!(orders.served().len(), 1, "{fault:?}");
+        assert_eq!(orders.served().len(), 1, "{way:?} {fault:?}");
     }
 }
 
 #[test]
 fn a_late_answer_after_a_take_over_never_overwrites_the_new_owner() {
-    let (envoy, orders) = shop(2);
-    let gone = envoy
-        .worker(0)
-        .send(order("k").abort_after(Abort::AfterRequest))
-        .unwrap();
-    assert!(gone.is_done());
-    // The first callout is still pending when the lease (60 s) ends: by then Envoy's 15 s timer
-    // has fired, so it is delivered as the timeout it is.
-    envoy.advance(Duration::from_secs(61)).unwrap();
-    let second = envoy.worker(1).send(order("k")).unwrap();
-    assert_eq!(envoy.worker(1).pending_callouts().len(), 1, "took over");
-    let late = envoy.worker(0).answer_callouts().unwrap();
-    assert_eq!(late[0].delivery.status(), Some(504));
-    envoy.worker(1).answer_callouts().unwrap();
-    assert!(is_order(&second.answer().unwrap(), 2));
-    let replay = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
-    assert!(is_replay_of_order(&replay, 2), "{}", replay.body_text());
-    assert_eq!(orders.served().len(), 2);
+    for way in BOTH {
+        let (envoy, orders) = shop(way, 2);
+        let gone = envoy
+            .worker(0)
+            .send(order("k").abort_after(Abort::AfterRequest))
+            .unwrap();
+        assert!(gone.is_done());
+        // The first callout is still pending when the lease (60 s) ends: by then Envoy's 15 s
+        // timer has fired, so it is delivered as the timeout it is.
+        envoy.advance(Duration::from_secs(61)).unwrap();
+        let second = envoy.worker(1).send(order("k")).unwrap();
+        assert_eq!(envoy.worker(1).pending_callouts().len(), 1, "took over");
+        let late = envoy.worker(0).answer_callouts().unwrap();
+        assert_eq!(late[0].delivery.status(), Some(504));
+        envoy.worker(1).answer_callouts().unwrap();
+        assert!(is_order(&second.answer().unwrap(), 2), "{way:?}");
+        let replay = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+        assert!(
+            is_replay_of_order(&replay, 2),
+            "{way:?}: {}",
+            replay.body_text()
+        );
+        assert_eq!(orders.served().len(), 2);
+    }
 }
 
 #[test]
 fn a_vm_restart_cancels_its_callouts_and_the_key_waits_for_its_lease() {
-    let (envoy, orders) = shop(2);
-    envoy.worker(0).send(order("k")).unwrap();
-    envoy.restart_worker(0).unwrap();
-    assert!(envoy.worker(0).pending_callouts().is_empty());
-    let meanwhile = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
-    assert_eq!(meanwhile.status, 409);
-    envoy.advance(Duration::from_secs(61)).unwrap();
-    let retry = envoy.worker(1).send(order("k")).unwrap();
-    envoy.answer_callouts().unwrap();
-    assert!(is_order(&retry.answer().unwrap(), 1));
-    assert_eq!(orders.served().len(), 1);
+    for way in BOTH {
+        let (envoy, orders) = shop(way, 2);
+        envoy.worker(0).send(order("k")).unwrap();
+        envoy.restart_worker(0).unwrap();
+        assert!(envoy.worker(0).pending_callouts().is_empty());
+        let meanwhile = envoy.worker(1).send(order("k")).unwrap().answer().unwrap();
+        assert_eq!(meanwhile.status, 409);
+        envoy.advance(Duration::from_secs(61)).unwrap();
+        let retry = envoy.worker(1).send(order("k")).unwrap();
+        envoy.answer_callouts().unwrap();
+        assert!(is_order(&retry.answer().unwrap(), 1), "{way:?}");
+        assert_eq!(orders.served().len(), 1);
+    }
 }

@@ -2,10 +2,11 @@
 //! large seeded sample (three). Set `IDEMGATE_EXPLORE_SEED` to reproduce a sampled failure, and
 //! `IDEMGATE_EXPLORE_RUNS` to sample more.
 
+use crate::detached::BOTH;
 use crate::support::{created, filter, order};
-use idemgate_host_tests::envoy::{CalloutFault, Outcome};
+use idemgate_host_tests::envoy::{CalloutFault, InnerPass, InnerReply, Outcome};
 use idemgate_host_tests::explore::{every_schedule, sampled_schedules, Coverage, Plan};
-use idemgate_host_tests::scenario::{Failure, Response, Upstream};
+use idemgate_host_tests::scenario::{Failure, Forwarding, Response, Upstream};
 
 fn seed() -> u64 {
     std::env::var("IDEMGATE_EXPLORE_SEED")
@@ -110,30 +111,51 @@ fn three_requests_with_the_lease_expiring_sampled() {
 
 // Detached execution (issue 12): each claimed request goes upstream as a callout that belongs to
 // the root context; its answer may come after the client went away. The upstream model creates
-// one order per request it serves, so every answer says which execution it came from.
+// one order per request it serves, so every answer says which execution it came from. Every
+// exhaustive plan runs both ways the exchange goes (issue 21): back into Envoy through the
+// re-entry listener, whose inner pass marks every answer, and straight to the cluster
+// (`cluster_skipping_routes_and_filters`).
 
 fn detached_order() -> idemgate_host_tests::scenario::Request {
     order("k").chunked_at(&[6])
 }
 
+/// Every schedule of the plan `make` builds, for each way; the coverage of each.
+fn both(make: impl Fn(Forwarding) -> Plan) -> Vec<Coverage> {
+    BOTH.into_iter()
+        .map(|way| {
+            let coverage = all(&make(way));
+            println!("{way:?}: {coverage:?}");
+            coverage
+        })
+        .collect()
+}
+
+fn detached(way: Forwarding) -> Plan {
+    Plan::detached_via(way, 2, detached_order())
+}
+
 #[test]
 fn two_detached_requests_one_key_every_interleaving() {
-    let coverage = all(&Plan::detached(2, detached_order()));
-    assert!(coverage.schedules > 10, "{coverage:?}");
+    for coverage in both(detached) {
+        assert!(coverage.schedules > 10, "{coverage:?}");
+    }
 }
 
 #[test]
 fn two_detached_requests_with_clients_leaving_at_every_step() {
-    let coverage = all(&Plan::detached(2, detached_order()).clients_may_leave());
-    assert!(coverage.schedules > 100, "{coverage:?}");
+    for coverage in both(|way| detached(way).clients_may_leave()) {
+        assert!(coverage.schedules > 100, "{coverage:?}");
+    }
 }
 
 #[test]
 fn two_detached_requests_in_doubt_with_the_lease_expiring_anywhere() {
-    let plan = Plan::detached(2, detached_order())
-        .outcomes(vec![Some(Outcome::Silent), None])
-        .with_lease_expiry();
-    all(&plan);
+    both(|way| {
+        detached(way)
+            .outcomes(vec![Some(Outcome::Silent), None])
+            .with_lease_expiry()
+    });
 }
 
 #[test]
@@ -148,11 +170,12 @@ fn two_detached_requests_in_doubt_with_clients_leaving_and_the_lease_expiring_sa
 
 #[test]
 fn two_detached_requests_when_the_first_execution_answers_503() {
-    let plan = Plan::detached(2, detached_order())
-        .outcomes(vec![Some(Response::new(503).outcome()), None])
-        .clients_may_leave()
-        .max_upstream_calls(2);
-    all(&plan);
+    both(|way| {
+        detached(way)
+            .outcomes(vec![Some(Response::new(503).outcome()), None])
+            .clients_may_leave()
+            .max_upstream_calls(2)
+    });
 }
 
 #[test]
@@ -167,19 +190,82 @@ fn three_detached_requests_with_clients_leaving_sampled() {
 
 #[test]
 fn two_detached_requests_when_the_first_is_reset_mid_answer_with_the_lease_expiring_anywhere() {
-    let plan = Plan::detached(2, detached_order())
-        .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
-        .with_lease_expiry();
-    all(&plan);
+    both(|way| {
+        detached(way)
+            .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
+            .with_lease_expiry()
+    });
 }
 
 #[test]
 fn two_detached_requests_when_the_first_dispatch_fails_or_never_connects() {
     for fault in [CalloutFault::DispatchFails, CalloutFault::ConnectionFailure] {
-        let plan = Plan::detached(2, detached_order())
-            .callout_fault(fault, 1)
-            .clients_may_leave();
+        both(|way| detached(way).callout_fault(fault, 1).clients_may_leave());
+    }
+}
+
+// Issue 21: what the inner pass of the re-entry listener answers. The key is never released —
+// so never run twice — when an earlier attempt may have reached the app; a reply the inner pass
+// made without reaching it is never stored, and releases the key.
+
+fn reentering() -> Plan {
+    Plan::detached(2, detached_order())
+}
+
+#[test]
+fn two_detached_requests_when_the_inner_route_retried_a_reset_attempt() {
+    for attempts in [2, 3] {
+        let fault = CalloutFault::Inner(InnerPass::RetriedThenRefused { attempts });
+        let coverage = all(&reentering().callout_fault(fault, 1).clients_may_leave());
+        println!("attempts {attempts}: {coverage:?}");
+    }
+}
+
+#[test]
+fn two_detached_requests_when_the_inner_route_retried_a_reset_attempt_with_the_lease_expiring_anywhere(
+) {
+    let fault = CalloutFault::Inner(InnerPass::RetriedThenRefused { attempts: 2 });
+    all(&reentering().callout_fault(fault, 1).with_lease_expiry());
+}
+
+#[test]
+fn two_detached_requests_when_the_inner_pass_answers_itself() {
+    for reply in [
+        InnerReply::RBAC_DENIED,
+        InnerReply::DIRECT_RESPONSE,
+        InnerReply::LOCAL_RATE_LIMITED,
+    ] {
+        let fault = CalloutFault::Inner(InnerPass::LocalReply(reply));
+        let coverage = all(&reentering().callout_fault(fault, 1).clients_may_leave());
+        println!("{}: {coverage:?}", reply.details);
+    }
+}
+
+#[test]
+fn two_detached_requests_when_the_inner_route_times_out_with_the_lease_expiring_anywhere() {
+    let fault = CalloutFault::Inner(InnerPass::Timeout);
+    all(&reentering().callout_fault(fault, 1).with_lease_expiry());
+}
+
+#[test]
+fn two_detached_requests_when_the_listener_does_not_mark_with_the_lease_expiring_anywhere() {
+    let fault = CalloutFault::Inner(InnerPass::Unmarked);
+    all(&reentering().callout_fault(fault, 1).with_lease_expiry());
+}
+
+// The router path with a route retry policy: the details are the last attempt's, the attempt
+// count says there were more.
+
+#[test]
+fn two_requests_when_the_route_retried_a_reset_attempt_with_the_lease_expiring_anywhere() {
+    for attempts in [2, 3] {
+        let plan = Plan::concurrent(2, order("k"), created())
+            .upstream(vec![
+                Upstream::Fail(Failure::RetriedThenRefused { attempts }),
+                Upstream::Respond(created()),
+            ])
+            .with_lease_expiry();
         let coverage = all(&plan);
-        println!("{fault:?}: {coverage:?}");
+        println!("attempts {attempts}: {coverage:?}");
     }
 }

@@ -8,6 +8,7 @@ mod detached;
 mod failures;
 mod fleet;
 mod interleavings;
+mod reentry;
 mod scenarios;
 mod support;
 mod vectors;
