@@ -8,11 +8,12 @@
 //! prints `WORK <figure> <wasm operators per request> <host calls per request>` lines plus the
 //! split by callback and an `imports:` line naming the host calls (calls per request by import).
 //! Modes: `raw` and `json` answer on Envoy's router path; `detached` is the shipped example's
-//! setup (`upstream.cluster` set, json fingerprints): the filter sends the request itself with an
-//! HTTP callout and answers from the callout's response.
+//! setup (`upstream.reentry` set, json fingerprints): the filter sends the request itself with an
+//! HTTP callout back into Envoy through the re-entry listener, and answers from the callout's
+//! (marked) response.
 
 use idemgate_host_tests::envoy::world::Work;
-use idemgate_host_tests::scenario::{Envoy, Orders, Request, Response};
+use idemgate_host_tests::scenario::{Envoy, Forwarding, Orders, Request, Response};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -99,10 +100,11 @@ fn report(figure: &str, work: &Ledger, imports: &Imports, requests: u64) {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let body = String::from_utf8(order_body::json_body(1024))?;
     for mode in ["raw", "json", "detached"] {
+        let reentry = Forwarding::Reentry;
         let (fingerprint, upstream) = match mode {
-            "raw" => ("raw", ""),
-            "json" => ("json", ""),
-            _ => ("json", r#","upstream":{"cluster":"orders","timeout":"3s"}"#),
+            "raw" => ("raw", String::new()),
+            "json" => ("json", String::new()),
+            _ => ("json", format!(",{}", reentry.upstream("3s"))),
         };
         let config = format!(
             r#"{{"routes":[{{"prefix":"/orders","methods":["POST"],"key":"required"}}],
@@ -115,7 +117,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .workers(1)
             .log_level(2)
             .config(&config)
-            .shared_cluster("orders", Arc::new(Orders::new()))
+            .forwarding(reentry, Arc::new(Orders::new()))
             .start()?;
         let worker = envoy.worker(0);
         let detached = mode == "detached";
