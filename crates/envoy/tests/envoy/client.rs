@@ -252,3 +252,34 @@ pub fn get(port: u16, path: &str) -> Result<Response, String> {
         .map_err(|e| e.to_string())?;
     read_response(stream)
 }
+
+/// A burst of duplicates, as a retry storm makes them: `threads × per_thread` connections, all
+/// opened first, then written at once (a barrier), then read. Every answer, or why there was none;
+/// failures are reported by the caller with the rest.
+pub fn burst(
+    port: u16,
+    request: &Request,
+    threads: usize,
+    per_thread: usize,
+) -> Vec<Result<Response, String>> {
+    use std::sync::{Arc, Barrier};
+    let barrier = Arc::new(Barrier::new(threads));
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let request = request.clone();
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut streams: Vec<_> = (0..per_thread).map(|_| request.open(port)).collect();
+                barrier.wait();
+                for stream in &mut streams {
+                    request.write(stream);
+                }
+                streams.into_iter().map(read_response).collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    workers
+        .into_iter()
+        .flat_map(|w| w.join().expect("worker"))
+        .collect()
+}

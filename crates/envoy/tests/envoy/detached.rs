@@ -3,7 +3,7 @@
 //! the claimed request itself (an HTTP call owned by the root context) back into Envoy through the
 //! re-entry listener (see `harness`), and relays the answer.
 
-use crate::client::{read_response, Request, Response};
+use crate::client::{burst, read_response, Request, Response};
 use crate::harness::{filter_wasm, validate, yaml, Envoy, Setup, TempDir};
 use crate::upstream::Upstream;
 use std::time::{Duration, Instant};
@@ -206,7 +206,6 @@ fn an_upstream_timeout_not_shorter_than_the_lease_is_refused() {
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn concurrent_duplicates_reach_the_upstream_once_through_detached_exchanges() {
-    use std::sync::{Arc, Barrier};
     let upstream = Upstream::start();
     let envoy = Envoy::start(&Setup::new(DETACHED, upstream.port));
     let port = envoy.port;
@@ -215,27 +214,9 @@ fn concurrent_duplicates_reach_the_upstream_once_through_detached_exchanges() {
     for round in 0..3 {
         let key = format!("burst-{round}");
         let request = Request::post("/orders", &key).script("delay=300");
-        let barrier = Arc::new(Barrier::new(THREADS));
-        let workers: Vec<_> = (0..THREADS)
-            .map(|_| {
-                let request = request.clone();
-                let barrier = barrier.clone();
-                std::thread::spawn(move || {
-                    let mut streams: Vec<_> = (0..PER_THREAD).map(|_| request.open(port)).collect();
-                    barrier.wait();
-                    for stream in &mut streams {
-                        request.write(stream);
-                    }
-                    streams
-                        .into_iter()
-                        .map(|s| read_response(s).expect("an answer"))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        let answers: Vec<Response> = workers
+        let answers: Vec<Response> = burst(port, &request, THREADS, PER_THREAD)
             .into_iter()
-            .flat_map(|w| w.join().expect("worker"))
+            .map(|answer| answer.expect("an answer"))
             .collect();
         let executed = answers
             .iter()

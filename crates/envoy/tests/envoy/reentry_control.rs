@@ -2,13 +2,12 @@
 //! `x-envoy-*` control headers (even where Envoy would honour them), not a route's retry policy
 //! whose earlier attempt reached the app, not a thousand concurrent duplicates.
 
-use crate::client::{read_response, Response};
+use crate::client::{burst, Response};
 use crate::harness::{Envoy, Setup};
 use crate::reentry::{alike, assert_in_flight, inner_passes, keyed, plain, setup, FILTER};
 use crate::reset_once::ResetOnce;
 use crate::upstream::Upstream;
 use std::net::TcpListener;
-use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 /// Makes every loopback client internal to Envoy (Envoy takes a loopback peer for the machine's
@@ -148,25 +147,9 @@ fn a_thousand_concurrent_duplicates_execute_once() {
     ));
     let port = envoy.port;
     let request = keyed("/orders", "thousand").script("delay=500");
-    let barrier = Arc::new(Barrier::new(THREADS));
     let started = Instant::now();
-    let workers: Vec<_> = (0..THREADS)
-        .map(|_| {
-            let request = request.clone();
-            let barrier = barrier.clone();
-            std::thread::spawn(move || {
-                let mut streams: Vec<_> = (0..PER_THREAD).map(|_| request.open(port)).collect();
-                barrier.wait();
-                for stream in &mut streams {
-                    request.write(stream);
-                }
-                streams.into_iter().map(read_response).collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let (answers, failures): (Vec<_>, Vec<_>) = workers
+    let (answers, failures): (Vec<_>, Vec<_>) = burst(port, &request, THREADS, PER_THREAD)
         .into_iter()
-        .flat_map(|w| w.join().expect("worker"))
         .partition(Result::is_ok);
     let failures: Vec<String> = failures.into_iter().filter_map(Result::err).collect();
     assert!(
