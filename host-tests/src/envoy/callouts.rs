@@ -430,26 +430,37 @@ fn resolve_direct(service: Option<&dyn Service>, pending: &PendingCallout) -> Re
     }
 }
 
+/// A callout as the unit tests of this module and of [`super::reentry`] resolve it: to `cluster`,
+/// with `timeout_ms` and `fault`, an empty request.
+#[cfg(test)]
+pub(crate) fn test_callout(
+    cluster: &str,
+    timeout_ms: u32,
+    fault: Option<CalloutFault>,
+) -> PendingCallout {
+    PendingCallout {
+        request: CalloutRequest {
+            worker: 0,
+            token: 4,
+            cluster: cluster.into(),
+            headers: HeaderMap::new(),
+            body: Vec::new(),
+            trailers: HeaderMap::new(),
+            timeout_ms,
+            sent_at_ms: 0,
+            writes_before: 0,
+        },
+        fault,
+        from_context: 2,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn pending(timeout_ms: u32, fault: Option<CalloutFault>) -> PendingCallout {
-        PendingCallout {
-            request: CalloutRequest {
-                worker: 0,
-                token: 4,
-                cluster: "upstream".into(),
-                headers: HeaderMap::new(),
-                body: Vec::new(),
-                trailers: HeaderMap::new(),
-                timeout_ms,
-                sent_at_ms: 0,
-                writes_before: 0,
-            },
-            fault,
-            from_context: 2,
-        }
+        test_callout("upstream", timeout_ms, fault)
     }
 
     fn created(request: &CalloutRequest) -> Outcome {

@@ -294,21 +294,7 @@ mod tests {
     use crate::envoy::callouts::CalloutRequest;
 
     fn pending(fault: Option<CalloutFault>) -> PendingCallout {
-        PendingCallout {
-            request: CalloutRequest {
-                worker: 0,
-                token: 4,
-                cluster: REENTRY_CLUSTER.into(),
-                headers: HeaderMap::new(),
-                body: Vec::new(),
-                trailers: HeaderMap::new(),
-                timeout_ms: 1000,
-                sent_at_ms: 0,
-                writes_before: 0,
-            },
-            fault,
-            from_context: 2,
-        }
+        crate::envoy::callouts::test_callout(REENTRY_CLUSTER, 1000, fault)
     }
 
     fn created(_: &CalloutRequest) -> Outcome {
