@@ -258,7 +258,12 @@ def ensure_reentry(config):
     return inner
 
 
-def reentry_cluster():
+def reentry_cluster(shipped=None):
+    """The example's own `idemgate_reentry` cluster (as shipped: HTTP/2 into the internal
+    listener), else a plain one."""
+    for c in shipped or []:
+        if c.get("name") == REENTRY:
+            return c
     return {"name": REENTRY, "load_assignment": {"cluster_name": REENTRY, "endpoints": [{"lb_endpoints": [
         {"endpoint": {"address": {"envoy_internal_address": {"server_listener_name": REENTRY}}}}]}]}}
 
@@ -298,7 +303,7 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, f
         # /hold's exchange ends as its route's timeout would (in doubt, kept in flight).
         core["routes"].insert(0, {"prefix": "/hold", "key": "optional", "upstream_timeout": "300ms"})
     wasm["configuration"]["value"] = json.dumps(core)
-    res["clusters"] = [cluster("app", up), cluster("hold", hold), reentry_cluster()]
+    res["clusters"] = [cluster("app", up), cluster("hold", hold), reentry_cluster(res.get("clusters"))]
     return config
 
 
