@@ -197,7 +197,7 @@ pub fn classify_reentry(status: u16, headers: &Headers, body: &[u8]) -> ReentryO
     if let Some((_, value)) = headers.iter().find(|(name, _)| *name == REENTRY_MARK) {
         let text = core::str::from_utf8(value).unwrap_or("");
         let (details, attempts) = reentry_mark(text);
-        return ReentryOrigin::Marked(match classify_attempts(Some(details), attempts) {
+        return ReentryOrigin::Marked(match classify_attempts(Some(details), || attempts) {
             Origin::Upstream => CalloutOrigin::Upstream,
             Origin::NeverReached => CalloutOrigin::NeverReached,
             Origin::InDoubt => CalloutOrigin::InDoubt(doubt_cause(Some(details))),

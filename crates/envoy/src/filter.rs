@@ -22,7 +22,7 @@ use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::{classify, classify_attempts, doubt_cause, DoubtCause, Origin};
+use crate::origin::{classify_attempts, doubt_cause, DoubtCause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
@@ -942,13 +942,10 @@ impl Filter {
 }
 
 /// Where a router-path request's end came from. The details describe the router's last attempt;
-/// only when they say "never reached" does the attempt count matter (one more host call), since
-/// an earlier attempt of a route's retry policy may have reached the upstream (issue 21).
+/// an earlier attempt of a route's retry policy may have reached the upstream (issue 21), so the
+/// attempt count is read when the details say "never reached".
 fn classify_end(details: Option<&str>) -> Origin {
-    match classify(details) {
-        Origin::NeverReached => classify_attempts(details, host::upstream_attempts()),
-        origin => origin,
-    }
+    classify_attempts(details, host::upstream_attempts)
 }
 
 /// The stream callbacks, as [`crate::dispatch`] calls them.

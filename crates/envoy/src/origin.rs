@@ -113,9 +113,10 @@ pub fn classify(details: Option<&str>) -> Origin {
 /// route's retry policy): `response.code_details` describe the **last** attempt only, so with more
 /// than one attempt an earlier one may have reached the upstream and been acted on. "Never
 /// reached" holds only when at most one attempt was made; an unknown count is not proof of that.
-pub fn classify_attempts(details: Option<&str>, attempts: Option<u64>) -> Origin {
+/// The count is asked for only when it matters (on the router path it costs a host call).
+pub fn classify_attempts(details: Option<&str>, attempts: impl FnOnce() -> Option<u64>) -> Origin {
     match classify(details) {
-        Origin::NeverReached if attempts.is_none_or(|n| n > 1) => Origin::InDoubt,
+        Origin::NeverReached if attempts().is_none_or(|n| n > 1) => Origin::InDoubt,
         origin => origin,
     }
 }
@@ -283,20 +284,20 @@ mod tests {
     #[test]
     fn an_earlier_attempt_may_have_reached_the_upstream() {
         let refused = Some("upstream_reset_before_response_started{connection_failure}");
-        assert_eq!(classify_attempts(refused, Some(1)), Origin::NeverReached);
-        assert_eq!(classify_attempts(refused, Some(0)), Origin::NeverReached);
-        assert_eq!(classify_attempts(refused, Some(2)), Origin::InDoubt);
-        assert_eq!(classify_attempts(refused, None), Origin::InDoubt);
+        assert_eq!(classify_attempts(refused, || Some(1)), Origin::NeverReached);
+        assert_eq!(classify_attempts(refused, || Some(0)), Origin::NeverReached);
+        assert_eq!(classify_attempts(refused, || Some(2)), Origin::InDoubt);
+        assert_eq!(classify_attempts(refused, || None), Origin::InDoubt);
         assert_eq!(
-            classify_attempts(Some("direct_response"), Some(0)),
+            classify_attempts(Some("direct_response"), || Some(0)),
             Origin::NeverReached
         );
         assert_eq!(
-            classify_attempts(Some("via_upstream"), Some(3)),
+            classify_attempts(Some("via_upstream"), || Some(3)),
             Origin::Upstream
         );
         assert_eq!(
-            classify_attempts(Some("response_timeout"), Some(1)),
+            classify_attempts(Some("response_timeout"), || Some(1)),
             Origin::InDoubt
         );
     }
