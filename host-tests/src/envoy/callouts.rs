@@ -413,11 +413,7 @@ fn resolve_direct(service: Option<&dyn Service>, pending: &PendingCallout) -> Re
             Delivery::envoy_reply(503, CONNECT_BODY),
         ),
         Some(CalloutFault::Status(status)) => {
-            let mut answer = Answer::new(status);
-            answer
-                .headers
-                .push(("content-type".into(), b"text/plain".to_vec()));
-            answer.body = b"upstream unavailable".to_vec();
+            let answer = unavailable(status);
             Resolved {
                 reached: false,
                 delay: Duration::ZERO,
@@ -428,6 +424,17 @@ fn resolve_direct(service: Option<&dyn Service>, pending: &PendingCallout) -> Re
         // Caught at dispatch; never pending.
         Some(CalloutFault::DispatchFails) => resolved(false, Duration::ZERO, Delivery::Failure),
     }
+}
+
+/// The app's answer under [`CalloutFault::Status`]: `status`, saying it is unavailable (it did
+/// not act), on either way to the app.
+pub(super) fn unavailable(status: u16) -> Answer {
+    let mut answer = Answer::new(status);
+    answer
+        .headers
+        .push(("content-type".into(), b"text/plain".to_vec()));
+    answer.body = b"upstream unavailable".to_vec();
+    answer
 }
 
 /// A callout as the unit tests of this module and of [`super::reentry`] resolve it: to `cluster`,

@@ -233,11 +233,7 @@ pub fn resolve(app: Option<&dyn Service>, pending: &PendingCallout) -> Resolved 
             reply(false, Duration::ZERO, 503, REFUSED_BODY, REFUSED_DETAILS, 1)
         }
         Some(CalloutFault::Status(status)) => {
-            let mut answer = Answer::new(status);
-            answer
-                .headers
-                .push(("content-type".into(), b"text/plain".to_vec()));
-            answer.body = b"upstream unavailable".to_vec();
+            let answer = super::callouts::unavailable(status);
             Resolved {
                 reached: false,
                 delay: Duration::ZERO,
