@@ -2,27 +2,49 @@
 //! that its provider did not sign before it reaches the upstream, so a forged delivery can neither
 //! run the handler nor take the delivery id of the real one.
 //!
-//! Two schemes, both HMAC-SHA-256 over the body with a secret shared with the provider:
-//! - GitHub: `X-Hub-Signature-256: sha256=<hex HMAC(secret, body)>`;
-//! - Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC(secret, "<t>.<body>")>[,v1=…]`, with
-//!   the timestamp within a tolerance of now (a replayed old delivery is refused).
+//! Six schemes, each a MAC or signature over some header values and the body:
+//! - GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>`;
+//! - Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC(secret, "<t>.<body>")>[,v1=…]`;
+//! - Standard Webhooks and Svix (one format under two header prefixes, `webhook-` and `svix-`):
+//!   `*-signature: v1,<base64 HMAC(key, "<id>.<timestamp>.<body>")> [v1a,<base64 Ed25519>] …`
+//!   with the id and timestamp from `*-id` / `*-timestamp` ([`standard_webhooks`]);
+//! - Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC(secret, body)>`;
+//! - Slack: `X-Slack-Signature: v0=<hex HMAC(secret, "v0:<X-Slack-Request-Timestamp>:<body>")>`.
 //!
-//! The MAC is computed as the body streams past ([`SignatureCheck::update`]); nothing of the body is
-//! kept. Comparison is constant-time (the `hmac` crate's `verify_slice`).
+//! The timestamped schemes (Stripe, Standard Webhooks, Svix, Slack) refuse a timestamp outside a
+//! tolerance of now in either direction: a replayed old delivery is refused. A rule holds one or
+//! more secrets so a secret can be rotated without refusing deliveries: a delivery verifies when
+//! any secret matches any signature it carries.
+//!
+//! The MACs and Ed25519 hashes are computed as the body streams past ([`SignatureCheck::update`]);
+//! nothing of the body is kept. MAC comparison is constant-time (the `hmac` crate's
+//! `verify_slice`); Ed25519 verifies public data and needs no secrecy.
 
-use crate::hash::hex_digit;
+mod base64;
+mod error;
+mod formats;
+pub mod standard_webhooks;
+
+pub use error::SignatureError;
+pub use standard_webhooks::HeaderNames;
+
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 use core::fmt;
+use ed25519_dalek::{Signature, StreamVerifier, VerifyingKey};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Shortest secret accepted: both providers issue far longer ones; a short one is a typo.
+/// Shortest secret accepted: providers issue far longer ones; a short one is a typo.
 pub const MIN_SECRET_LEN: usize = 8;
-/// Stripe's own default tolerance.
+/// The tolerance Stripe, Standard Webhooks, Svix and Slack each document as their default.
 pub const DEFAULT_TOLERANCE: Span = Span(300_000);
+/// Most signatures a delivery may carry: each Ed25519 one is a hash of the whole body per public
+/// key, so an unbounded list would let one forged delivery cost the edge many passes over its body.
+/// Providers send one, or two while a secret rotates.
+pub const MAX_SIGNATURES: usize = 8;
 
 /// Which provider's signature format a route checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,30 +53,72 @@ pub enum SignatureScheme {
     GitHub,
     /// `Stripe-Signature: t=…,v1=…`; the timestamp must be within `tolerance` of now.
     Stripe { tolerance: Span },
+    /// Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature`; the timestamp
+    /// must be within `tolerance` of now. Secrets are `whsec_<base64>` or `whpk_<base64>`.
+    StandardWebhooks { tolerance: Span },
+    /// Svix: Standard Webhooks under `svix-id`, `svix-timestamp`, `svix-signature`.
+    Svix { tolerance: Span },
+    /// `X-Shopify-Hmac-Sha256: <base64>` over the body alone.
+    Shopify,
+    /// `X-Slack-Signature: v0=<hex>` with `X-Slack-Request-Timestamp` within `tolerance` of now.
+    Slack { tolerance: Span },
 }
 
 impl SignatureScheme {
-    /// The request header that carries the signature (lowercase).
+    /// The request header that carries the signature itself (lowercase).
     pub fn header(&self) -> &'static str {
+        match self.headers() {
+            [first, ..] => first,
+            [] => "",
+        }
+    }
+
+    /// Every request header the scheme reads (lowercase), the signature header first: what a
+    /// delivery must carry, and what a host must pass to [`SignatureRule::start`].
+    pub fn headers(&self) -> &'static [&'static str] {
         match self {
-            SignatureScheme::GitHub => "x-hub-signature-256",
-            SignatureScheme::Stripe { .. } => "stripe-signature",
+            SignatureScheme::GitHub => &[formats::GITHUB],
+            SignatureScheme::Stripe { .. } => &[formats::STRIPE],
+            SignatureScheme::StandardWebhooks { .. } => HeaderNames::STANDARD.all(),
+            SignatureScheme::Svix { .. } => HeaderNames::SVIX.all(),
+            SignatureScheme::Shopify => &[formats::SHOPIFY],
+            SignatureScheme::Slack { .. } => &[formats::SLACK, formats::SLACK_TIMESTAMP],
+        }
+    }
+
+    /// How far a signed timestamp may be from now; `None` for schemes that sign no timestamp.
+    pub fn tolerance(&self) -> Option<Span> {
+        match *self {
+            SignatureScheme::GitHub | SignatureScheme::Shopify => None,
+            SignatureScheme::Stripe { tolerance }
+            | SignatureScheme::StandardWebhooks { tolerance }
+            | SignatureScheme::Svix { tolerance }
+            | SignatureScheme::Slack { tolerance } => Some(tolerance),
         }
     }
 }
 
-/// A route's signature rule: scheme and the keyed HMAC (the secret itself is never printed).
+/// One configured secret, ready to use.
+#[derive(Clone)]
+enum Key {
+    /// The HMAC-SHA256 keyed once at configuration; cloned per delivery.
+    Hmac(HmacSha256),
+    /// A Standard Webhooks `whpk_` public key (`v1a` signatures).
+    Ed25519(VerifyingKey),
+}
+
+/// A route's signature rule: scheme and its keys (no secret is ever printed).
 #[derive(Clone)]
 pub struct SignatureRule {
     pub scheme: SignatureScheme,
-    keyed: HmacSha256,
+    keys: Vec<Key>,
 }
 
 impl fmt::Debug for SignatureRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SignatureRule")
             .field("scheme", &self.scheme)
-            .field("secret", &"<redacted>")
+            .field("secrets", &format_args!("<{} redacted>", self.keys.len()))
             .finish()
     }
 }
@@ -69,83 +133,136 @@ impl PartialEq for SignatureRule {
 impl Eq for SignatureRule {}
 
 impl SignatureRule {
-    pub fn new(scheme: SignatureScheme, secret: &[u8]) -> Result<SignatureRule, SignatureError> {
-        if secret.len() < MIN_SECRET_LEN {
-            return Err(SignatureError::SecretTooShort { len: secret.len() });
+    /// A rule from one or more secrets (several while one is rotated out). GitHub, Stripe, Shopify
+    /// and Slack use each secret's bytes as given; Standard Webhooks and Svix read
+    /// `[whsec_]<base64>` as an HMAC key and `whpk_<base64>` as an Ed25519 public key.
+    pub fn new(
+        scheme: SignatureScheme,
+        secrets: &[&[u8]],
+    ) -> Result<SignatureRule, SignatureError> {
+        if secrets.is_empty() {
+            return Err(SignatureError::NoSecret);
         }
-        HmacSha256::new_from_slice(secret)
-            .map(|keyed| SignatureRule { scheme, keyed })
-            .map_err(|_| SignatureError::SecretTooShort { len: secret.len() })
+        let keys = secrets
+            .iter()
+            .enumerate()
+            .map(|(index, secret)| match scheme {
+                SignatureScheme::StandardWebhooks { .. } | SignatureScheme::Svix { .. } => {
+                    standard_webhooks::key(index, secret)
+                }
+                _ => hmac_key(index, secret),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(SignatureRule { scheme, keys })
     }
 
-    /// Starts checking a delivery from its signature header values (every occurrence): refuses a
-    /// missing, malformed or (Stripe) stale signature at once, before any body arrives.
-    pub fn start(
+    /// Starts checking a delivery from its headers (`header` gives every value of a lowercase
+    /// name): refuses a missing, malformed or stale signature at once, before any body arrives.
+    /// Checked in this order: each header present once (in [`SignatureScheme::headers`] order),
+    /// their format, at least one and at most [`MAX_SIGNATURES`] signatures, the timestamp.
+    pub fn start<'h>(
         &self,
-        values: &[&[u8]],
+        header: &dyn Fn(&str) -> Vec<&'h [u8]>,
         now: UnixMillis,
     ) -> Result<SignatureCheck, SignatureError> {
-        let [value] = values else {
-            return Err(if values.is_empty() {
-                SignatureError::Missing {
-                    header: self.scheme.header(),
-                }
-            } else {
-                SignatureError::Malformed
-            });
+        let claim = match self.scheme {
+            SignatureScheme::GitHub => formats::github(header)?,
+            SignatureScheme::Stripe { .. } => formats::stripe(header)?,
+            SignatureScheme::Shopify => formats::shopify(header)?,
+            SignatureScheme::Slack { .. } => formats::slack(header)?,
+            SignatureScheme::StandardWebhooks { .. } => {
+                standard_webhooks::claim(&HeaderNames::STANDARD, header)?
+            }
+            SignatureScheme::Svix { .. } => standard_webhooks::claim(&HeaderNames::SVIX, header)?,
         };
-        let text = core::str::from_utf8(value).map_err(|_| SignatureError::Malformed)?;
-        let mut mac = self.keyed.clone();
-        let mut expected = Vec::new();
-        match self.scheme {
-            SignatureScheme::GitHub => {
-                let hex = text
-                    .trim()
-                    .strip_prefix("sha256=")
-                    .ok_or(SignatureError::Malformed)?;
-                expected.push(decode_hex32(hex).ok_or(SignatureError::Malformed)?);
-            }
-            SignatureScheme::Stripe { tolerance } => {
-                let mut timestamp: Option<&str> = None;
-                for item in text.split(',') {
-                    let (name, value) = item
-                        .trim()
-                        .split_once('=')
-                        .ok_or(SignatureError::Malformed)?;
-                    match name {
-                        "t" => timestamp = Some(value),
-                        // Several v1 entries appear while the provider rolls a secret.
-                        "v1" => {
-                            expected.push(decode_hex32(value).ok_or(SignatureError::Malformed)?)
-                        }
-                        _ => {}
-                    }
-                }
-                let t = timestamp.ok_or(SignatureError::Malformed)?;
-                let seconds: u64 = match t.bytes().all(|b| b.is_ascii_digit()) {
-                    true => t.parse().map_err(|_| SignatureError::Malformed)?,
-                    false => return Err(SignatureError::Malformed),
-                };
-                let now_s = now.0 / 1000;
-                if now_s.abs_diff(seconds).saturating_mul(1000) > tolerance.as_millis() {
-                    return Err(SignatureError::Stale);
-                }
-                mac.update(t.as_bytes());
-                mac.update(b".");
-            }
-        }
-        if expected.is_empty() {
+        let count = claim.macs.len() + claim.ed25519.len();
+        if count == 0 || count > MAX_SIGNATURES {
             return Err(SignatureError::Malformed);
         }
-        Ok(SignatureCheck { mac, expected })
+        if let (Some(seconds), Some(tolerance)) = (claim.signed_at, self.scheme.tolerance()) {
+            let now_s = now.0 / 1000;
+            if now_s.abs_diff(seconds).saturating_mul(1000) > tolerance.as_millis() {
+                return Err(SignatureError::Stale);
+            }
+        }
+        let mut check = SignatureCheck {
+            macs: Vec::new(),
+            expected: claim.macs,
+            ed25519: Vec::new(),
+        };
+        for key in &self.keys {
+            match key {
+                Key::Hmac(keyed) => check.macs.push(keyed.clone()),
+                // A signature that cannot be valid (a non-canonical scalar) matches no key: it is
+                // left out, as a MAC that matches nothing would be.
+                Key::Ed25519(public) => check.ed25519.extend(
+                    claim
+                        .ed25519
+                        .iter()
+                        .filter_map(|signature| public.verify_stream(signature).ok()),
+                ),
+            }
+        }
+        check.update(&claim.prefix);
+        Ok(check)
     }
 }
 
+fn hmac_key(index: usize, secret: &[u8]) -> Result<Key, SignatureError> {
+    let too_short = SignatureError::SecretTooShort {
+        index,
+        len: secret.len(),
+    };
+    if secret.len() < MIN_SECRET_LEN {
+        return Err(too_short);
+    }
+    HmacSha256::new_from_slice(secret)
+        .map(Key::Hmac)
+        .map_err(|_| too_short)
+}
+
+/// What a delivery's headers claim: the bytes signed before the body, the signatures, and the
+/// signed timestamp (unix seconds) if the scheme has one.
+#[derive(Default)]
+struct Claim {
+    prefix: Vec<u8>,
+    macs: Vec<[u8; 32]>,
+    ed25519: Vec<Signature>,
+    signed_at: Option<u64>,
+}
+
+/// The one value of a header the scheme needs: absent → `Missing`, repeated → `Malformed` (two
+/// values would leave it open which one was signed).
+fn one<'h>(
+    header: &dyn Fn(&str) -> Vec<&'h [u8]>,
+    name: &'static str,
+) -> Result<&'h [u8], SignatureError> {
+    match header(name).as_slice() {
+        [] => Err(SignatureError::Missing { header: name }),
+        [value] => Ok(value),
+        _ => Err(SignatureError::Malformed),
+    }
+}
+
+/// Unix seconds as the providers write them: ASCII digits only (no sign, no space), fitting a u64.
+fn seconds(text: &[u8]) -> Result<u64, SignatureError> {
+    if text.is_empty() || !text.iter().all(u8::is_ascii_digit) {
+        return Err(SignatureError::Malformed);
+    }
+    core::str::from_utf8(text)
+        .ok()
+        .and_then(|digits| digits.parse().ok())
+        .ok_or(SignatureError::Malformed)
+}
+
 /// A signature check in progress: feed the body, then [`SignatureCheck::verify`].
-#[derive(Clone)]
 pub struct SignatureCheck {
-    mac: HmacSha256,
+    /// One running MAC per HMAC key, each already fed the signed prefix.
+    macs: Vec<HmacSha256>,
+    /// The MACs the delivery carries; any key may match any of them.
     expected: Vec<[u8; 32]>,
+    /// One running verifier per (public key, `v1a` signature) pair.
+    ed25519: Vec<StreamVerifier>,
 }
 
 impl fmt::Debug for SignatureCheck {
@@ -156,15 +273,30 @@ impl fmt::Debug for SignatureCheck {
 
 impl SignatureCheck {
     pub fn update(&mut self, chunk: &[u8]) {
-        self.mac.update(chunk);
+        for mac in &mut self.macs {
+            mac.update(chunk);
+        }
+        for verifier in &mut self.ed25519 {
+            verifier.update(chunk);
+        }
     }
 
-    /// The whole body was fed: does one of the given signatures match?
+    /// The whole body was fed: does one of the signatures match under one of the keys?
     pub fn verify(self) -> Result<(), SignatureError> {
-        let SignatureCheck { mac, expected } = self;
-        if expected
-            .iter()
-            .any(|tag| mac.clone().verify_slice(tag).is_ok())
+        let SignatureCheck {
+            macs,
+            expected,
+            ed25519,
+        } = self;
+        let mac_matches = macs.iter().any(|mac| {
+            expected
+                .iter()
+                .any(|tag| mac.clone().verify_slice(tag).is_ok())
+        });
+        if mac_matches
+            || ed25519
+                .into_iter()
+                .any(|verifier| verifier.finalize_and_verify().is_ok())
         {
             Ok(())
         } else {
@@ -173,186 +305,5 @@ impl SignatureCheck {
     }
 }
 
-fn decode_hex32(text: &str) -> Option<[u8; 32]> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (slot, pair) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-        let hi = hex_digit(*pair.first()?)?;
-        let lo = hex_digit(*pair.get(1)?)?;
-        *slot = (hi << 4) | lo;
-    }
-    Some(out)
-}
-
-/// Why a delivery's signature was refused (each is one problem `type` at the edge).
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum SignatureError {
-    /// The route requires a signature and the delivery carries none.
-    Missing { header: &'static str },
-    /// The header is not in the scheme's format (or given twice).
-    Malformed,
-    /// No signature matches the body under the configured secret.
-    Mismatch,
-    /// The signed timestamp is outside the tolerance (Stripe): an old delivery replayed.
-    Stale,
-    /// Configuration: the secret is shorter than [`MIN_SECRET_LEN`].
-    SecretTooShort { len: usize },
-}
-
-impl SignatureError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            SignatureError::Missing { .. } => "signature_missing",
-            SignatureError::Malformed => "signature_malformed",
-            SignatureError::Mismatch => "signature_mismatch",
-            SignatureError::Stale => "signature_stale",
-            SignatureError::SecretTooShort { .. } => "signature_secret_too_short",
-        }
-    }
-}
-
-impl fmt::Display for SignatureError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SignatureError::Missing { header } => {
-                write!(
-                    f,
-                    "this endpoint accepts only signed deliveries; the {header} header is missing"
-                )
-            }
-            SignatureError::Malformed => {
-                f.write_str("the delivery's signature header is not in the provider's format")
-            }
-            SignatureError::Mismatch => {
-                f.write_str("the delivery's signature does not match its body")
-            }
-            SignatureError::Stale => {
-                f.write_str("the delivery's signed timestamp is outside the accepted tolerance")
-            }
-            SignatureError::SecretTooShort { len } => write!(
-                f,
-                "the signing secret has {len} bytes; at least {MIN_SECRET_LEN} are required"
-            ),
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::hash::to_hex;
-
-    const SECRET: &[u8] = b"whsec_test_secret";
-
-    fn hmac_hex(parts: &[&[u8]]) -> alloc::string::String {
-        let mut mac = HmacSha256::new_from_slice(SECRET).unwrap();
-        for p in parts {
-            mac.update(p);
-        }
-        to_hex(&mac.finalize().into_bytes())
-    }
-
-    fn check(
-        rule: &SignatureRule,
-        header: &str,
-        body: &[u8],
-        now: u64,
-    ) -> Result<(), &'static str> {
-        let mut check = rule
-            .start(&[header.as_bytes()], UnixMillis(now))
-            .map_err(|e| e.code())?;
-        // Fed in pieces: the MAC streams.
-        for piece in body.chunks(3) {
-            check.update(piece);
-        }
-        check.verify().map_err(|e| e.code())
-    }
-
-    #[test]
-    fn github_signature() {
-        let rule = SignatureRule::new(SignatureScheme::GitHub, SECRET).unwrap();
-        let body = br#"{"action":"opened"}"#;
-        let good = alloc::format!("sha256={}", hmac_hex(&[body]));
-        assert_eq!(check(&rule, &good, body, 0), Ok(()));
-        assert_eq!(
-            check(&rule, &good, b"{\"action\":\"closed\"}", 0),
-            Err("signature_mismatch")
-        );
-        assert_eq!(
-            check(&rule, "sha1=abc", body, 0),
-            Err("signature_malformed")
-        );
-        assert_eq!(
-            check(&rule, "sha256=zz", body, 0),
-            Err("signature_malformed")
-        );
-        assert_eq!(
-            rule.start(&[], UnixMillis(0))
-                .map(|_| ())
-                .map_err(|e| e.code()),
-            Err("signature_missing")
-        );
-        let other = SignatureRule::new(SignatureScheme::GitHub, b"another secret").unwrap();
-        assert_eq!(check(&other, &good, body, 0), Err("signature_mismatch"));
-    }
-
-    #[test]
-    fn stripe_signature_and_tolerance() {
-        let rule = SignatureRule::new(
-            SignatureScheme::Stripe {
-                tolerance: DEFAULT_TOLERANCE,
-            },
-            SECRET,
-        )
-        .unwrap();
-        let body = br#"{"id":"evt_1"}"#;
-        let t = "1700000000";
-        let good = alloc::format!("t={t},v1={}", hmac_hex(&[t.as_bytes(), b".", body]));
-        let now = 1_700_000_000_000;
-        assert_eq!(check(&rule, &good, body, now), Ok(()));
-        // A rolled secret: any v1 may match; v0 and unknown entries are ignored.
-        let rolled = alloc::format!(
-            "t={t},v1={},v1={},v0=00",
-            "0".repeat(64),
-            hmac_hex(&[t.as_bytes(), b".", body])
-        );
-        assert_eq!(check(&rule, &rolled, body, now), Ok(()));
-        assert_eq!(
-            check(&rule, &good, br#"{"id":"evt_2"}"#, now),
-            Err("signature_mismatch")
-        );
-        assert_eq!(
-            check(&rule, &good, body, now + 301_000),
-            Err("signature_stale")
-        );
-        assert_eq!(
-            check(&rule, &good, body, now - 301_000),
-            Err("signature_stale")
-        );
-        assert_eq!(check(&rule, &good, body, now + 299_000), Ok(()));
-        // The timestamp is signed: moving it breaks the signature.
-        let moved = good.replace("t=1700000000", "t=1700000001");
-        assert_eq!(check(&rule, &moved, body, now), Err("signature_mismatch"));
-        assert_eq!(check(&rule, "v1=00", body, now), Err("signature_malformed"));
-        assert_eq!(
-            check(&rule, &alloc::format!("t={t}"), body, now),
-            Err("signature_malformed")
-        );
-        assert_eq!(
-            check(&rule, "t=-1,v1=00", body, now),
-            Err("signature_malformed")
-        );
-    }
-
-    #[test]
-    fn short_secrets_are_refused() {
-        assert_eq!(
-            SignatureRule::new(SignatureScheme::GitHub, b"short").map(|_| ()),
-            Err(SignatureError::SecretTooShort { len: 5 })
-        );
-    }
-}
+mod tests;
