@@ -13,7 +13,7 @@
 use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::decision::ResponseFacts;
 use crate::key::{IdempotencyKey, KeyError};
-use crate::key_source::{self, describe_sources, KeySearch, KeyStart};
+use crate::key_source::{self, describe_sources, KeySearch, KeyStart, SourceError};
 use crate::policy::{KeyRequirement, Route, RouteKind};
 use crate::scope::Scope;
 use crate::signature::{SignatureCheck, SignatureError};
@@ -34,6 +34,18 @@ pub enum Refusal {
         sources: String,
     },
     Signature(SignatureError),
+    /// The key's source could not be read: a body no body source can read, an incomplete
+    /// CloudEvent, a CloudEvents batch (never [`SourceError::Key`]: that is `InvalidKey`).
+    Source(SourceError),
+}
+
+impl From<SourceError> for Refusal {
+    fn from(e: SourceError) -> Refusal {
+        match e {
+            SourceError::Key(e) => Refusal::InvalidKey(e),
+            e => Refusal::Source(e),
+        }
+    }
 }
 
 impl Refusal {
@@ -42,6 +54,7 @@ impl Refusal {
             Refusal::InvalidKey(e) => e.code(),
             Refusal::MissingKey { .. } => "key_missing",
             Refusal::Signature(e) => e.code(),
+            Refusal::Source(e) => e.code(),
         }
     }
 
@@ -51,6 +64,7 @@ impl Refusal {
             Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
             Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
             Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
+            Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
         }
     }
 }
@@ -77,13 +91,23 @@ pub fn admit<'h>(
     now: UnixMillis,
 ) -> Result<Admission, Refusal> {
     let signature = match &route.signature {
-        Some(rule) => Some(
-            rule.start(&header(rule.scheme.header()), now)
-                .map_err(Refusal::Signature)?,
-        ),
+        Some(rule) => Some(rule.start(header, now).map_err(Refusal::Signature)?),
         None => None,
     };
-    let key = match key_source::start(&route.key_from, header).map_err(Refusal::InvalidKey)? {
+    // A control message the route lets through (an SNS subscription confirmation): no key, never
+    // stored — but still only with a valid signature where the route checks one.
+    if route
+        .pass_through
+        .as_ref()
+        .is_some_and(|pass| pass.matches(header))
+    {
+        return Ok(Admission {
+            key: Key::Decided(None),
+            signature,
+            required: false,
+        });
+    }
+    let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
         KeyStart::Decided(key) => Key::Decided(key),
         KeyStart::Body(search) => Key::Body(search),
     };
@@ -141,7 +165,7 @@ impl Admission {
         }
         let key = match self.key {
             Key::Decided(key) => key,
-            Key::Body(search) => search.finish().map_err(Refusal::InvalidKey)?,
+            Key::Body(search) => search.finish().map_err(Refusal::from)?,
         };
         match key {
             None if self.required => Err(missing(route)),
@@ -344,6 +368,168 @@ mod tests {
                 .map_err(|e| e.code()),
             Err("key_missing")
         );
+    }
+
+    /// Each preset fills what the sender needs; what the route sets wins.
+    #[test]
+    fn presets_fill_and_yield() {
+        let route = |json: &str| policy(&format!("[{json}]")).map(|p| p.routes[0].clone());
+        let github = route(
+            r#"{"prefix": "/gh", "preset": "github", "signature": {"secret_env": "HOOK_SECRET"}}"#,
+        )
+        .unwrap();
+        assert_eq!(github.kind, RouteKind::Callback);
+        assert_eq!(github.key, KeyRequirement::Required);
+        assert_eq!(github.methods, vec![String::from("POST")]);
+        assert_eq!(
+            github.signature.as_ref().map(|s| s.scheme),
+            Some(crate::signature::SignatureScheme::GitHub)
+        );
+        assert_eq!(
+            describe_sources(&github.key_from),
+            "the x-github-delivery header"
+        );
+        // Signed presets need the secret; an API kind contradicts a preset.
+        for (json, field) in [
+            (
+                r#"{"prefix": "/gh", "preset": "github"}"#,
+                "routes[0].signature",
+            ),
+            (
+                r#"{"prefix": "/s", "preset": "svix", "kind": "api", "signature": {"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}"#,
+                "routes[0].kind",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "cloudevents", "signature": {"secret": "0123456789"}}"#,
+                "routes[0].signature.scheme",
+            ),
+            (
+                r#"{"prefix": "/c", "kind": "callback", "key_from": [{"header": "x"}], "signature": {"scheme": "github"}}"#,
+                "routes[0].signature.secret",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "shopify", "signature": {"secret": "0123456789", "tolerance": "1m"}}"#,
+                "routes[0].signature.tolerance",
+            ),
+            (
+                r#"{"prefix": "/c", "pass_through": {"header": "x", "values": ["a"]}}"#,
+                "routes[0].pass_through",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "sns", "pass_through": {"header": "x", "values": []}}"#,
+                "routes[0].pass_through.values",
+            ),
+        ] {
+            let e = route(json).unwrap_err();
+            assert!(
+                alloc::format!("{e}").contains(&alloc::format!("`{field}`")),
+                "{json}: {e}"
+            );
+        }
+        // Overrides: the route's own key source, key requirement and methods win.
+        let custom = route(
+            r#"{"prefix": "/st", "preset": "stripe", "key_from": [{"json": "/data/object/id"}],
+                "key": "optional", "methods": ["PUT"], "signature": {"secret": "whsec_0123456789"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            describe_sources(&custom.key_from),
+            "the JSON body field /data/object/id"
+        );
+        assert_eq!(custom.key, KeyRequirement::Optional);
+        assert_eq!(custom.methods, vec![String::from("PUT")]);
+        // Rotation: several secrets, from the environment.
+        let rotated = policy(
+            r#"[{"prefix": "/gh", "preset": "github", "signature": {"secrets_env": ["HOOK_SECRET", "OTHER"]}}]"#,
+        )
+        .unwrap_err();
+        assert!(
+            alloc::format!("{rotated}").contains("`OTHER` is not set"),
+            "{rotated}"
+        );
+    }
+
+    #[test]
+    fn sns_confirmations_pass_and_notifications_are_keyed() {
+        let policy = policy(r#"[{"prefix": "/sns", "preset": "sns"}]"#).unwrap();
+        let id = (
+            "x-amz-sns-message-id",
+            "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
+        );
+        for kind in ["SubscriptionConfirmation", "UnsubscribeConfirmation"] {
+            assert_eq!(
+                run(&policy, &[("x-amz-sns-message-type", kind), id], "{}"),
+                Ok(None),
+                "{kind} passes unguarded"
+            );
+        }
+        assert_eq!(
+            run(
+                &policy,
+                &[("x-amz-sns-message-type", "Notification"), id],
+                "{}"
+            ),
+            Ok(Some(id.1.into()))
+        );
+        // A confirmation type next to another type is not a confirmation.
+        assert_eq!(
+            run(
+                &policy,
+                &[
+                    ("x-amz-sns-message-type", "SubscriptionConfirmation"),
+                    ("x-amz-sns-message-type", "Notification"),
+                    id
+                ],
+                "{}"
+            ),
+            Ok(Some(id.1.into()))
+        );
+        assert_eq!(
+            run(&policy, &[("x-amz-sns-message-type", "Notification")], "{}"),
+            Err("key_missing".into())
+        );
+    }
+
+    #[test]
+    fn cloudevents_and_pubsub_presets() {
+        let policy = policy(
+            r#"[{"prefix": "/events", "preset": "cloudevents"}, {"prefix": "/push", "preset": "pubsub-push"}]"#,
+        )
+        .unwrap();
+        let batch = admit(
+            &policy.routes[0],
+            &|n| match n {
+                "content-type" => vec![b"application/cloudevents-batch+json".as_slice()],
+                _ => vec![],
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(batch.code(), "cloudevents_batch_unsupported");
+        assert_eq!(batch.answer().status, 415);
+        let push = Policy {
+            routes: vec![policy.routes[1].clone()],
+            ..policy.clone()
+        };
+        assert_eq!(
+            run(
+                &push,
+                &[("x-goog-pubsub-message-id", "136969346945")],
+                "raw payload"
+            ),
+            Ok(Some("136969346945".into()))
+        );
+        assert_eq!(
+            run(
+                &push,
+                &[],
+                r#"{"message":{"data":"e30=","messageId":"2070443601311540","message_id":"2070443601311540"},"subscription":"projects/p/subscriptions/s"}"#
+            ),
+            Ok(Some("2070443601311540".into()))
+        );
+        let unreadable = run_admission(&push.routes[0], "raw payload").unwrap_err();
+        assert_eq!(unreadable.code(), "key_body_unreadable");
+        assert_eq!(unreadable.answer().status, 400);
     }
 
     fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {

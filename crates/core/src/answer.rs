@@ -4,6 +4,7 @@
 
 use crate::fingerprint::FingerprintError;
 use crate::key::KeyError;
+use crate::key_source::SourceError;
 use crate::protocol::ProtocolError;
 use crate::record::{StoredBody, StoredResponse};
 use crate::signature::SignatureError;
@@ -76,6 +77,9 @@ pub enum EdgeAnswer<'a> {
     },
     /// A callback delivery without a valid provider signature.
     Signature(&'a SignatureError),
+    /// The key's source could not be read (issue 27): a body no body source can read, an
+    /// incomplete CloudEvent (400), a CloudEvents batch (415).
+    KeySource(&'a SourceError),
     /// A fresh one-time token from the issuing endpoint.
     TokenIssued {
         token: &'a str,
@@ -218,6 +222,11 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
+        EdgeAnswer::KeySource(SourceError::Key(e)) => answer(&EdgeAnswer::InvalidKey(e)),
+        EdgeAnswer::KeySource(e @ SourceError::CloudEventsBatch) => {
+            problem(415, e.code(), "CloudEvents batch not accepted", &e.to_string(), None)
+        }
+        EdgeAnswer::KeySource(e) => problem(400, e.code(), "Idempotency key unreadable", &e.to_string(), None),
         EdgeAnswer::TokenRouteUnknown => problem(
             400,
             "token_route_unknown",

@@ -11,9 +11,9 @@ use crate::json::{JsonLimits, JsonPointer};
 use crate::key_source::KeySource;
 use crate::policy::RouteKind;
 use crate::policy::{
-    Capacity, Detached, FailureMode, Forward, KeyRequirement, Policy, Quota, Route, ScopeSource,
-    StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via, DEFAULT_RELEASE_STATUSES,
-    DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
+    Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, Policy, Quota, Route,
+    ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
+    DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
@@ -25,6 +25,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod preset;
 mod read;
 
 /// The configuration document. Every field is optional; see the README for defaults.
@@ -74,6 +75,18 @@ pub struct RouteConfig {
     pub kind: Option<RouteKindConfig>,
     pub key_from: Option<Vec<KeySourceConfig>>,
     pub signature: Option<SignatureConfig>,
+    /// A sender's usual settings (issue 27, [`preset`]); every other field overrides them.
+    pub preset: Option<PresetConfig>,
+    pub pass_through: Option<PassThroughConfig>,
+}
+
+pub use preset::PresetConfig;
+
+/// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassThroughConfig {
+    pub header: String,
+    pub values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,25 +95,35 @@ pub enum RouteKindConfig {
     Callback,
 }
 
-/// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
+/// `{"header": name}`, `{"json": pointer}`, `{"form": field}` or `{"cloudevents": true}`.
 #[derive(Debug, Clone)]
 pub enum KeySourceConfig {
     Header(String),
     Json(String),
     Form(String),
+    CloudEvent,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignatureSchemeConfig {
     GitHub,
     Stripe,
+    StandardWebhooks,
+    Svix,
+    Shopify,
+    Slack,
 }
 
-#[derive(Debug, Clone)]
+/// `routes[i].signature`. The scheme may come from the route's preset; the secret is exactly one
+/// of `secret`, `secret_env`, `secrets` or `secrets_env` (the lists: several secrets at once, while
+/// a sender rotates them).
+#[derive(Debug, Clone, Default)]
 pub struct SignatureConfig {
-    pub scheme: SignatureSchemeConfig,
+    pub scheme: Option<SignatureSchemeConfig>,
     pub secret: Option<String>,
     pub secret_env: Option<String>,
+    pub secrets: Option<Vec<String>>,
+    pub secrets_env: Option<Vec<String>>,
     pub tolerance: Option<String>,
 }
 
@@ -338,6 +361,7 @@ impl Policy {
                 kind: RouteKind::Api,
                 key_from: alloc::vec![KeySource::Header(header.clone())].into(),
                 signature: None,
+                pass_through: None,
             }],
             header,
             scope: alloc::vec![
@@ -646,10 +670,19 @@ impl Config {
                 kind: RouteKind::Api,
                 key_from: default_key_from,
                 signature: None,
+                pass_through: None,
             }]);
         };
         let mut routes = Vec::new();
         for (i, route) in list.iter().enumerate() {
+            let filled;
+            let route = match route.preset {
+                Some(preset) => {
+                    filled = preset.fill(i, route)?;
+                    &filled
+                }
+                None => route,
+            };
             if !route.prefix.starts_with('/') {
                 return Err(refuse(
                     item("routes", i, ".prefix"),
@@ -711,6 +744,28 @@ impl Config {
                 }
                 (Some(sig), RouteKind::Callback) => Some(compile_signature(i, sig, env)?),
             };
+            let pass_through = match (&route.pass_through, kind) {
+                (None, _) => None,
+                (Some(_), RouteKind::Api) => {
+                    return Err(refuse(
+                        item("routes", i, ".pass_through"),
+                        &["only applies to routes of kind \"callback\""],
+                    ))
+                }
+                (Some(pass), RouteKind::Callback) => {
+                    let at = item("routes", i, ".pass_through.values");
+                    if pass.values.is_empty() {
+                        return Err(refuse(at, &["must name at least one value"]));
+                    }
+                    Some(PassThrough {
+                        header: header_name(
+                            &item("routes", i, ".pass_through.header"),
+                            &pass.header,
+                        )?,
+                        values: pass.values.clone(),
+                    })
+                }
+            };
             // Stored in the form requests are compared in (see `crate::path`).
             let case_sensitive = route.case_sensitive.unwrap_or(false);
             let mut prefix = crate::path::normalize(&route.prefix);
@@ -724,6 +779,7 @@ impl Config {
                 kind,
                 key_from,
                 signature,
+                pass_through,
                 key: match (route.key, kind) {
                     (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
                         KeyRequirement::Required
@@ -1004,6 +1060,7 @@ fn compile_key_from(route: usize, list: &[KeySourceConfig]) -> Result<Arc<[KeySo
                 return Err(refuse(field, &["the form field name may not be empty"]))
             }
             KeySourceConfig::Form(name) => KeySource::Form(copy(name)),
+            KeySourceConfig::CloudEvent => KeySource::CloudEvent,
         });
     }
     Ok(sources.into())
@@ -1015,43 +1072,73 @@ fn compile_signature(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<SignatureRule, Refusal> {
     let at = |name: &str| item("routes", route, &[".signature.", name].concat());
-    let from_env;
-    let secret = match (&sig.secret, &sig.secret_env) {
-        (Some(secret), None) => secret,
-        (None, Some(name)) => {
-            from_env = env(name).ok_or_else(|| {
-                refuse(
-                    at("secret_env"),
-                    &["environment variable `", name, "` is not set for the VM"],
-                )
-            })?;
-            &from_env
+    let from_env = |field: &str, name: &str| {
+        env(name).ok_or_else(|| {
+            refuse(
+                at(field),
+                &["environment variable `", name, "` is not set for the VM"],
+            )
+        })
+    };
+    let secrets: Vec<String> = match (&sig.secret, &sig.secret_env, &sig.secrets, &sig.secrets_env)
+    {
+        (Some(secret), None, None, None) => alloc::vec![copy(secret)],
+        (None, Some(name), None, None) => alloc::vec![from_env("secret_env", name)?],
+        (None, None, Some(list), None) if !list.is_empty() => list.clone(),
+        (None, None, None, Some(names)) if !names.is_empty() => {
+            let mut out = Vec::new();
+            for name in names {
+                out.push(from_env("secrets_env", name)?);
+            }
+            out
+        }
+        (None, None, Some(_), None) | (None, None, None, Some(_)) => {
+            return Err(refuse(at("secrets"), &["must name at least one secret"]))
         }
         _ => {
             return Err(refuse(
                 at("secret"),
-                &["give exactly one of `secret` or `secret_env`"],
+                &["give exactly one of `secret`, `secret_env`, `secrets` or `secrets_env`"],
             ))
         }
     };
-    let scheme = match (sig.scheme, &sig.tolerance) {
-        (SignatureSchemeConfig::GitHub, None) => SignatureScheme::GitHub,
-        (SignatureSchemeConfig::GitHub, Some(_)) => {
+    let Some(scheme) = sig.scheme else {
+        return Err(refuse(
+            at("scheme"),
+            &["missing field (or give the route a `preset` that names one)"],
+        ));
+    };
+    let tolerance = || -> Result<Span, Refusal> {
+        match &sig.tolerance {
+            None => Ok(DEFAULT_TOLERANCE),
+            Some(text) => text
+                .parse::<Span>()
+                .map_err(|e| refuse(at("tolerance"), &[e.text()])),
+        }
+    };
+    let scheme = match scheme {
+        SignatureSchemeConfig::GitHub | SignatureSchemeConfig::Shopify if sig.tolerance.is_some() => {
             return Err(refuse(
                 at("tolerance"),
-                &["only applies to scheme \"stripe\" (GitHub signs no timestamp)"],
+                &["only applies to schemes that sign a timestamp (stripe, standard-webhooks, svix, slack); this one signs none"],
             ))
         }
-        (SignatureSchemeConfig::Stripe, tolerance) => {
-            let tolerance = match tolerance {
-                None => DEFAULT_TOLERANCE,
-                Some(text) => text
-                    .parse::<Span>()
-                    .map_err(|e| refuse(at("tolerance"), &[e.text()]))?,
-            };
-            SignatureScheme::Stripe { tolerance }
-        }
+        SignatureSchemeConfig::GitHub => SignatureScheme::GitHub,
+        SignatureSchemeConfig::Shopify => SignatureScheme::Shopify,
+        SignatureSchemeConfig::Stripe => SignatureScheme::Stripe {
+            tolerance: tolerance()?,
+        },
+        SignatureSchemeConfig::StandardWebhooks => SignatureScheme::StandardWebhooks {
+            tolerance: tolerance()?,
+        },
+        SignatureSchemeConfig::Svix => SignatureScheme::Svix {
+            tolerance: tolerance()?,
+        },
+        SignatureSchemeConfig::Slack => SignatureScheme::Slack {
+            tolerance: tolerance()?,
+        },
     };
+    let secrets: Vec<&[u8]> = secrets.iter().map(|s| s.as_bytes()).collect();
     // The error names the rule, never the secret.
-    SignatureRule::new(scheme, secret.as_bytes()).map_err(|e| refuse(at("secret"), &[&shown(&e)]))
+    SignatureRule::new(scheme, &secrets).map_err(|e| refuse(at("secret"), &[&shown(&e)]))
 }

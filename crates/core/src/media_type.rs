@@ -47,11 +47,7 @@ impl BodyKind {
 
     /// Classifies one `Content-Type` field value.
     pub fn of_content_type(value: &[u8]) -> BodyKind {
-        let essence = value
-            .split(|&b| b == b';')
-            .next()
-            .unwrap_or_default()
-            .trim_ascii();
+        let essence = essence(value);
         let Some(slash) = essence.iter().position(|&b| b == b'/') else {
             return BodyKind::Raw;
         };
@@ -74,6 +70,16 @@ impl BodyKind {
         }
         BodyKind::Raw
     }
+}
+
+/// A `Content-Type` value's essence: `type/subtype` before any parameter, without surrounding
+/// spaces and tabs (compare it ASCII case-insensitively).
+pub fn essence(value: &[u8]) -> &[u8] {
+    value
+        .split(|&b| b == b';')
+        .next()
+        .unwrap_or_default()
+        .trim_ascii()
 }
 
 /// An RFC 9110 token (`tchar`s, at least one).

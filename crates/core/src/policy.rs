@@ -68,6 +68,34 @@ pub struct Route {
     pub key_from: alloc::sync::Arc<[crate::key_source::KeySource]>,
     /// On callback routes: the provider's signature every delivery must carry.
     pub signature: Option<crate::signature::SignatureRule>,
+    /// On callback routes: the control messages that pass unguarded (an SNS subscription
+    /// confirmation): never claimed, never stored.
+    pub pass_through: Option<PassThrough>,
+}
+
+/// Requests a callback route lets through without a key (issue 27): those whose `header` has one
+/// of `values` (exact, after optional whitespace). Such a message is not a delivery to
+/// deduplicate — AWS SNS sends `x-amz-sns-message-type: SubscriptionConfirmation`, and each one
+/// must reach the subscriber.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassThrough {
+    /// Lowercase header name.
+    pub header: String,
+    pub values: Vec<String>,
+}
+
+impl PassThrough {
+    /// Whether a request with these headers passes (`header` gives every value of a lowercase
+    /// name). Every occurrence must name a passing value: a control type and a notification type
+    /// in one request is not a control message.
+    pub fn matches<'h>(&self, header: &dyn Fn(&str) -> Vec<&'h [u8]>) -> bool {
+        let values = header(&self.header);
+        !values.is_empty()
+            && values.iter().all(|value| {
+                let value = crate::key::trim_ows(value);
+                self.values.iter().any(|v| v.as_bytes() == value)
+            })
+    }
 }
 
 /// What kind of traffic a route guards.

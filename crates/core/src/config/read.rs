@@ -12,6 +12,7 @@ use super::{
     TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
+use super::{PassThroughConfig, PresetConfig};
 use crate::json::Value;
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -57,8 +58,18 @@ const ROUTE_FIELDS: &[&str] = &[
     "kind",
     "key_from",
     "signature",
+    "preset",
+    "pass_through",
 ];
-const SIGNATURE_FIELDS: &[&str] = &["scheme", "secret", "secret_env", "tolerance"];
+const SIGNATURE_FIELDS: &[&str] = &[
+    "scheme",
+    "secret",
+    "secret_env",
+    "tolerance",
+    "secrets",
+    "secrets_env",
+];
+const PASS_THROUGH_FIELDS: &[&str] = &["header", "values"];
 const UPSTREAM_FIELDS: &[&str] = &[
     "reentry",
     "cluster_skipping_routes_and_filters",
@@ -98,9 +109,47 @@ const ROUTE_KINDS: Choices<RouteKindConfig, 2> = (
     ["api", "callback"],
     [RouteKindConfig::Api, RouteKindConfig::Callback],
 );
-const SCHEMES: Choices<SignatureSchemeConfig, 2> = (
-    ["github", "stripe"],
-    [SignatureSchemeConfig::GitHub, SignatureSchemeConfig::Stripe],
+const SCHEMES: Choices<SignatureSchemeConfig, 6> = (
+    [
+        "github",
+        "stripe",
+        "standard-webhooks",
+        "svix",
+        "shopify",
+        "slack",
+    ],
+    [
+        SignatureSchemeConfig::GitHub,
+        SignatureSchemeConfig::Stripe,
+        SignatureSchemeConfig::StandardWebhooks,
+        SignatureSchemeConfig::Svix,
+        SignatureSchemeConfig::Shopify,
+        SignatureSchemeConfig::Slack,
+    ],
+);
+const PRESETS: Choices<PresetConfig, 9> = (
+    [
+        "standard-webhooks",
+        "svix",
+        "stripe",
+        "github",
+        "shopify",
+        "slack",
+        "cloudevents",
+        "pubsub-push",
+        "sns",
+    ],
+    [
+        PresetConfig::StandardWebhooks,
+        PresetConfig::Svix,
+        PresetConfig::Stripe,
+        PresetConfig::GitHub,
+        PresetConfig::Shopify,
+        PresetConfig::Slack,
+        PresetConfig::CloudEvents,
+        PresetConfig::PubSubPush,
+        PresetConfig::Sns,
+    ],
 );
 const MODES: Choices<ModeConfig, 6> = (
     ["auto", "raw", "json", "form", "fields", "none"],
@@ -301,6 +350,8 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         kind: None,
         key_from: None,
         signature: None,
+        preset: None,
+        pass_through: None,
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -364,6 +415,20 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
                 };
                 continue;
             }
+            // `preset`
+            Some(11) => {
+                r.preset = opt_pick(&at, value, &PRESETS)?;
+                continue;
+            }
+            // `pass_through`
+            Some(12) => {
+                r.pass_through = if value.is_null() {
+                    None
+                } else {
+                    Some(pass_through(&at, value)?)
+                };
+                continue;
+            }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
         };
         fill(&at, value, slot)?;
@@ -412,9 +477,9 @@ fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Shape>
     Ok(s)
 }
 
-/// `{"header": name}`, `{"json": pointer}` or `{"form": field}`.
+/// `{"header": name}`, `{"json": pointer}`, `{"form": field}` or `{"cloudevents": true}`.
 fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, Shape> {
-    const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}";
+    const EXPECTED: &str = "expected {\"header\": name}, {\"json\": pointer}, {\"form\": field} or {\"cloudevents\": true}";
     let Value::Object(members) = value else {
         return Err(found(path, EXPECTED, value));
     };
@@ -422,6 +487,12 @@ fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, Shape> {
         return Err(shape(path, &[EXPECTED]));
     };
     let at = join(path, key);
+    if key == "cloudevents" {
+        return match value {
+            Value::Bool(true) => Ok(KeySourceConfig::CloudEvent),
+            _ => Err(found(&at, "expected true", value)),
+        };
+    }
     let make = match key.as_str() {
         "header" => KeySourceConfig::Header,
         "json" => KeySourceConfig::Json,
@@ -431,38 +502,53 @@ fn key_source(path: &str, value: &Value) -> Result<KeySourceConfig, Shape> {
     Ok(make(string(&at, value)?))
 }
 
+/// The `scheme` may be left to the route's preset; `compile` refuses a rule without one.
 fn signature(path: &str, value: &Value) -> Result<SignatureConfig, Shape> {
-    let mut scheme = None;
-    let mut sig = SignatureConfig {
-        scheme: SignatureSchemeConfig::GitHub,
-        secret: None,
-        secret_env: None,
-        tolerance: None,
-    };
+    let mut sig = SignatureConfig::default();
     for (key, value) in members(path, value)? {
         let at = join(path, key);
         let slot = match SIGNATURE_FIELDS.iter().position(|name| name == key) {
             // `scheme`
             Some(0) => {
-                let i = choice(&at, value, &SCHEMES.0)?;
-                scheme = SCHEMES.1.get(i).copied();
+                sig.scheme = opt_pick(&at, value, &SCHEMES)?;
                 continue;
             }
             // `secret`
-            Some(1) => &mut sig.secret,
+            Some(1) => Slot::Text(&mut sig.secret),
             // `secret_env`
-            Some(2) => &mut sig.secret_env,
+            Some(2) => Slot::Text(&mut sig.secret_env),
             // `tolerance`
-            Some(3) => &mut sig.tolerance,
+            Some(3) => Slot::Text(&mut sig.tolerance),
+            // `secrets`
+            Some(4) => Slot::Texts(&mut sig.secrets),
+            // `secrets_env`
+            Some(5) => Slot::Texts(&mut sig.secrets_env),
             _ => return Err(unknown(path, key, SIGNATURE_FIELDS)),
         };
-        fill(&at, value, Slot::Text(slot))?;
+        fill(&at, value, slot)?;
     }
-    let Some(scheme) = scheme else {
-        return Err(shape(&join(path, "scheme"), &["missing field"]));
-    };
-    sig.scheme = scheme;
     Ok(sig)
+}
+
+/// `{"header": name, "values": [value, ...]}`, both required.
+fn pass_through(path: &str, value: &Value) -> Result<PassThroughConfig, Shape> {
+    let mut header = None;
+    let mut values = None;
+    for (key, value) in members(path, value)? {
+        let slot = match PASS_THROUGH_FIELDS.iter().position(|name| name == key) {
+            // `header`
+            Some(0) => Slot::Text(&mut header),
+            // `values`
+            Some(1) => Slot::Texts(&mut values),
+            _ => return Err(unknown(path, key, PASS_THROUGH_FIELDS)),
+        };
+        fill(&join(path, key), value, slot)?;
+    }
+    match (header, values) {
+        (Some(header), Some(values)) => Ok(PassThroughConfig { header, values }),
+        (None, _) => Err(shape(&join(path, "header"), &["missing field"])),
+        (_, None) => Err(shape(&join(path, "values"), &["missing field"])),
+    }
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
@@ -831,7 +917,9 @@ mod tests {
                 "routes":[{"prefix":"/p","methods":["M"],"key":"required","token":"required",
                   "forward":"detached","cluster":"c","upstream_timeout":"u","case_sensitive":true,
                   "kind":"callback","key_from":[{"header":"k"}],
-                  "signature":{"scheme":"stripe","secret":"s","secret_env":"e","tolerance":"o"}}],
+                  "signature":{"scheme":"stripe","secret":"s","secret_env":"e","tolerance":"o",
+                    "secrets":["s1"],"secrets_env":["e1"]},
+                  "preset":"sns","pass_through":{"header":"ph","values":["pv"]}}],
                 "fingerprint":{"mode":"raw","headers":["fh"],"fields":["/ff"],"max_depth":8},
                 "token":{"secret":"ts","secret_env":"te","ttl":"tt","issue_path":"/ti","header":"th"},
                 "upstream":{"reentry":"ur","cluster_skipping_routes_and_filters":"us","timeout":"ut","max_body":9,"cluster":"uc"},
@@ -863,7 +951,9 @@ mod tests {
             "upstream_timeout: Some(\"u\")",
             "kind: Some(Callback)",
             "key_from: Some([Header(\"k\")])",
-            "scheme: Stripe, secret: Some(\"s\"), secret_env: Some(\"e\"), tolerance: Some(\"o\")",
+            "scheme: Some(Stripe), secret: Some(\"s\"), secret_env: Some(\"e\"), secrets: Some([\"s1\"]), secrets_env: Some([\"e1\"]), tolerance: Some(\"o\")",
+            "preset: Some(Sns)",
+            "pass_through: Some(PassThroughConfig { header: \"ph\", values: [\"pv\"] })",
             "mode: Some(Raw), headers: Some([\"fh\"]), fields: Some([\"/ff\"]), max_depth: Some(8)",
             "secret: Some(\"ts\"), secret_env: Some(\"te\"), ttl: Some(\"tt\"), issue_path: Some(\"/ti\"), header: Some(\"th\")",
             "reentry: Some(\"ur\"), cluster_skipping_routes_and_filters: Some(\"us\"), cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",

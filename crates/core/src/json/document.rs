@@ -73,6 +73,12 @@ impl Number {
         }
     }
 
+    /// The number's value as text, one spelling per value (`1e2`, `100.0` → `100`; `1.5` →
+    /// `15e-1`): see `number::value_text`. Integers up to `plain_max` digits are written plainly.
+    pub fn value_text(&self, plain_max: usize) -> Option<String> {
+        super::number::value_text(&self.0, plain_max).and_then(|v| String::from_utf8(v).ok())
+    }
+
     /// The value if the number is written as an integer that fits in an `i64`.
     pub fn as_i64(&self) -> Option<i64> {
         let text = self.0.as_str();

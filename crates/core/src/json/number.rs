@@ -210,6 +210,47 @@ impl Decimal<'_> {
     }
 }
 
+/// A number token's value as text (issue 27: a key taken from a JSON body must compare by value,
+/// exactly as the fingerprint does): `0` for zero; an integer as its plain decimal digits while
+/// they are at most `plain_max` long (`1e2`, `100.0` and `100` are all `100`); any other value as
+/// its canonical `<digits>e<exponent>` (`1.50` → `15e-1`). `None` if `token` is not one complete
+/// number token or is out of range.
+pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
+    let mut lexer = NumberLexer::new(u16::try_from(token.len()).ok()?);
+    let mut bytes = token.bytes();
+    lexer.begin(bytes.next()?, 0).ok()?;
+    for (at, b) in (1u64..).zip(bytes) {
+        if !matches!(lexer.step(b, at).ok()?, Step::Take) {
+            return None;
+        }
+    }
+    if !lexer.is_complete() {
+        return None;
+    }
+    let value = lexer.value().ok()?;
+    let mut out = Vec::new();
+    if value.digits.is_empty() {
+        out.push(b'0');
+        return Some(out);
+    }
+    if value.negative {
+        out.push(b'-');
+    }
+    out.extend_from_slice(value.digits);
+    let zeros = usize::try_from(value.exponent).ok();
+    match zeros.filter(|z| value.digits.len().saturating_add(*z) <= plain_max) {
+        Some(zeros) => out.resize(out.len() + zeros, b'0'),
+        None => {
+            out.push(b'e');
+            if value.exponent < 0 {
+                out.push(b'-');
+            }
+            write_decimal(&mut out, value.exponent.unsigned_abs());
+        }
+    }
+    Some(out)
+}
+
 /// Writes `n` in decimal ([`Digits`]: no `core::fmt`, no index that could fail).
 #[inline]
 fn write_decimal(out: &mut Vec<u8>, n: u64) {
@@ -284,6 +325,27 @@ mod tests {
                 Err(JsonError::NumberOutOfRange { offset: 0 }),
                 "{token}"
             );
+        }
+    }
+
+    #[test]
+    fn value_text_is_one_spelling_per_value() {
+        let text =
+            |t: &str| value_text(t, 20).map(|v| alloc::string::String::from_utf8(v).unwrap());
+        for (tokens, want) in [
+            (&["100", "1e2", "100.0", "1.00E+2", "10000e-2"][..], "100"),
+            (&["0", "-0", "0.0e7"], "0"),
+            (&["-42", "-4.2e1"], "-42"),
+            (&["1.5", "15e-1", "1.50"], "15e-1"),
+            (&["1e30"], "1e30"),
+            (&["12345678901234567890"], "12345678901234567890"),
+        ] {
+            for token in tokens {
+                assert_eq!(text(token).as_deref(), Some(want), "{token}");
+            }
+        }
+        for bad in ["", "-", "1.", "1e", "01x", "1e10000"] {
+            assert_eq!(text(bad), None, "{bad}");
         }
     }
 
