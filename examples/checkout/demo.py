@@ -5,9 +5,16 @@
 
 Ports default to $DEMO_PORT / $DEMO_ADMIN_PORT (10000 / 9901); 0 picks free ones. Prints the URL and
 what to try, runs until Ctrl-C (or SIGTERM), and stops what it started. Tests start it with
-`--ready-file`: once everything answers, it writes {"url", "admin", "orders"} there as JSON.
+`--ready-file`: once everything answers, it writes {"url", "admin", "orders", "webhook_secret",
+"standard_webhook_secret"} there as JSON.
+
+Secrets come from the environment, else the demo makes them: IDEMGATE_TOKEN_SECRET,
+IDEMGATE_WEBHOOK_SECRET (Stripe-style) and DEMO_STANDARD_WEBHOOK_SECRET (Standard Webhooks,
+`whsec_` + base64 of 32 random bytes); it prints the webhook secrets with a signed `curl` each.
 """
 import argparse
+import base64
+import binascii
 import json
 import os
 import secrets
@@ -62,6 +69,34 @@ def listener_port(admin):
     return None
 
 
+def standard_webhook_secret(env):
+    """DEMO_STANDARD_WEBHOOK_SECRET from `env`, or a new one set there (`whsec_` + base64 of 32
+    random bytes); fails unless it is `whsec_` + valid base64 of at least 24 bytes. Returns it
+    and its HMAC key (the decoded bytes)."""
+    if not env.get("DEMO_STANDARD_WEBHOOK_SECRET"):
+        env["DEMO_STANDARD_WEBHOOK_SECRET"] = "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
+    secret = env["DEMO_STANDARD_WEBHOOK_SECRET"]
+    try:
+        if not secret.startswith("whsec_"):
+            raise ValueError("no `whsec_` prefix")
+        key = base64.b64decode(secret[len("whsec_"):], validate=True)
+    except (ValueError, binascii.Error) as err:
+        fail(f"DEMO_STANDARD_WEBHOOK_SECRET is not `whsec_` + base64: {err}")
+    if len(key) < 24:
+        fail(f"DEMO_STANDARD_WEBHOOK_SECRET is {len(key)} bytes; it needs at least 24")
+    return secret, key
+
+
+def standard_webhook_curl(url, key, order=1, msg_id="msg_demo_1"):
+    """One line a person can paste into a shell: signs a `payment.succeeded` for `order` at paste
+    time (openssl, the key as hex) and delivers it to the Standard Webhooks route."""
+    body = json.dumps({"type": "payment.succeeded", "data": {"order": order}}, separators=(",", ":"))
+    return (f"id={msg_id}; t=$(date +%s); body='{body}'; "
+            f"sig=$(printf '%s' \"$id.$t.$body\" | openssl dgst -sha256 -mac HMAC -macopt hexkey:{key.hex()} -binary | base64); "
+            f"curl -si -X POST {url}/api/webhooks/standard -H \"webhook-id: $id\" -H \"webhook-timestamp: $t\" "
+            f"-H \"webhook-signature: v1,$sig\" -H 'content-type: application/json' -d \"$body\"")
+
+
 def keeper(work):
     """The processes a demo starts (append them to the list) and a `stop` that ends them in
     reverse order (terminate, then kill after 5 s) and removes the demo's temp dir `work`."""
@@ -97,6 +132,14 @@ def main():
         fail(f"the npm package is not built at {args.pkg}: run `make build-web`")
     envoy = shutil.which("envoy") or fail("`envoy` is not installed: run `make setup-envoy`")
 
+    env = dict(os.environ)
+    env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+    # The payment provider's webhook signing secret (Stripe-style `whsec_…`).
+    env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
+    webhook_secret = env["IDEMGATE_WEBHOOK_SECRET"]
+    # The Standard Webhooks sender's secret: the edge verifies with it, the service again.
+    standard_secret, standard_key = standard_webhook_secret(env)
+
     work = tempfile.mkdtemp(prefix="idemgate-demo-")
     children, stop = keeper(work)
 
@@ -104,7 +147,7 @@ def main():
     try:
         orders = subprocess.Popen(
             [sys.executable, "-u", os.path.join(HERE, "order_service.py"), "--port", "0", "--pkg", args.pkg],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, text=True, env=env)
         children.append(orders)
         line = orders.stdout.readline()
         if "listening on" not in line:
@@ -117,11 +160,6 @@ def main():
         with open(config_path, "w") as f:
             f.write(config)
         admin_file = os.path.join(work, "admin-address")
-        env = dict(os.environ)
-        env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
-        # The payment provider's webhook signing secret (Stripe-style `whsec_…`).
-        env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
-        webhook_secret = env["IDEMGATE_WEBHOOK_SECRET"]
         log = open(os.path.join(work, "envoy.log"), "w")
         proxy = subprocess.Popen(
             [envoy, "-c", config_path, "--concurrency", "2", "--admin-address-path", admin_file,
@@ -142,7 +180,8 @@ def main():
         if args.ready_file:
             with open(args.ready_file + ".tmp", "w") as f:
                 json.dump({"url": url, "admin": f"http://127.0.0.1:{admin}", "orders": orders_port,
-                           "pid": os.getpid(), "webhook_secret": webhook_secret}, f)
+                           "pid": os.getpid(), "webhook_secret": webhook_secret,
+                           "standard_webhook_secret": standard_secret}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         if not args.quiet:
             print(f"""
@@ -165,6 +204,16 @@ def main():
         sig=$(printf '%s' "$t.$body" | openssl dgst -sha256 -hmac '{webhook_secret}' | sed 's/.* //')
         curl -si -X POST {url}/api/webhooks/payments -H "stripe-signature: t=$t,v1=$sig" \\
           -H 'content-type: application/json' -d "$body"
+    * the same event from a Standard Webhooks sender, signed with
+        DEMO_STANDARD_WEBHOOK_SECRET={standard_secret}
+      applied once per `webhook-id` (paste the line again: 200, replayed; change `id=` for a new
+      event; a wrong signature or a timestamp older than 5 minutes gets 403):
+        {standard_webhook_curl(url, standard_key)}
+    * a CloudEvent (binary mode), applied once per (ce-source, ce-id); the same id from another
+      source is another event:
+        curl -si -X POST {url}/api/events -H 'ce-specversion: 1.0' -H 'ce-id: pay-1' \\
+          -H 'ce-source: /demo/payments' -H 'ce-type: payment.succeeded' \\
+          -H 'content-type: application/json' -d '{{"order":1}}'
 
   Ctrl-C stops it.
 """, flush=True)

@@ -9,7 +9,8 @@ Ports default to $DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO
 $DEMO_ADMIN_PORT_B (Envoy B: 10001 / 9902); 0 picks free ones. Redis and the service take free
 ports. A request sent to A and its retry sent to B behave as if there were one Envoy. Prints both
 URLs, runs until Ctrl-C (or SIGTERM), and stops everything it started. With `--ready-file`, once
-everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders", "store"} there.
+everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders", "store",
+"webhook_secret", "standard_webhook_secret"} there. The secrets are as in demo.py, one set for both.
 """
 import argparse
 import json
@@ -23,7 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-from demo import DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, keeper, listener_port, wait_for
+from demo import (DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, keeper, listener_port,
+                  standard_webhook_curl, standard_webhook_secret, wait_for)
 
 DEFAULT_STORE = os.path.join(ROOT, "target", "release", "idemgate-store")
 STORE_CONFIG = '"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s" },'
@@ -85,6 +87,14 @@ def main():
     redis_server = shutil.which("redis-server") or fail(
         "`redis-server` is not installed: run `make setup-redis`")
 
+    env = dict(os.environ)
+    # One secret for both Envoys: a token issued by A is verified by B.
+    env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+    # The payment provider's webhook signing secret (Stripe-style `whsec_…`), as in demo.py.
+    env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
+    # The Standard Webhooks sender's secret (both Envoys and the order service verify with it).
+    standard_secret, standard_key = standard_webhook_secret(env)
+
     work = tempfile.mkdtemp(prefix="idemgate-demo-fleet-")
     children, stop = keeper(work)
 
@@ -118,18 +128,13 @@ def main():
         orders = subprocess.Popen(
             [sys.executable, "-u", os.path.join(HERE, "order_service.py"), "--port", "0",
              "--pkg", args.pkg],
-            stdout=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE, text=True, env=env)
         children.append(orders)
         line = orders.stdout.readline()
         if "listening on" not in line:
             fail(f"order service did not start: {line!r}")
         orders_port = int(line.rsplit(":", 1)[1])
 
-        env = dict(os.environ)
-        # One secret for both Envoys: a token issued by A is verified by B.
-        env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
-        # The payment provider's webhook signing secret (Stripe-style `whsec_…`), as in demo.py.
-        env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
         urls = []
         admins = []
         for name, port, admin_port, base in (("a", args.port, args.admin_port, 0),
@@ -164,7 +169,8 @@ def main():
                 json.dump({"url": urls[0], "url_b": urls[1], "admin": admins[0],
                            "admin_b": admins[1], "orders": orders_port,
                            "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid(),
-                           "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"]}, f)
+                           "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"],
+                           "standard_webhook_secret": standard_secret}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         if not args.quiet:
             a, b = urls
@@ -181,7 +187,10 @@ def main():
         -H 'idempotency-key: fleet-1' -H 'content-type: application/json' \\
         -d '{{"items":[{{"sku":"beans","qty":1,"price_cents":2400}}]}}'; done
     curl -s {a}/api/orders
-  The pages at {a}/ and {b}/ work as in `make demo`.
+  The pages at {a}/ and {b}/ work as in `make demo`, and so do the payment events: a
+  Standard Webhooks delivery (DEMO_STANDARD_WEBHOOK_SECRET={standard_secret}) sent to A, then
+  the same line with B's URL, is applied once:
+    {standard_webhook_curl(a, standard_key)}
 
   Ctrl-C stops it.
 """, flush=True)

@@ -21,9 +21,25 @@ in `GET /api/orders`) — so a duplicate delivery that slipped past idemgate wou
 callback route keys deliveries by the event's `id` and checks its signature before this service
 sees it.
 
+Two more kinds of the same event, just as naive (applied and counted every time they arrive):
+  * `POST /api/webhooks/standard`: a Standard Webhooks delivery (`webhook-id`, `webhook-timestamp`,
+    `webhook-signature: v1,<base64 HMAC-SHA256>`), body `{"type": "payment.succeeded", "data":
+    {"order": N}}`. The edge keys it by `webhook-id` and verifies it; this service verifies the
+    signature again (defence in depth, secret `DEMO_STANDARD_WEBHOOK_SECRET` when set: 401 when
+    it does not hold) but never dedupes.
+  * `POST /api/events`: a CloudEvent over HTTP, binary mode (`ce-specversion`, `ce-id`, `ce-source`,
+    `ce-type` headers, the body is the event's data `{"order": N}`) or structured mode
+    (`content-type: application/cloudevents+json`, the whole event as JSON); type
+    `payment.succeeded` marks the order paid. Batched mode is refused (415). The edge keys it by
+    (source, id).
+
     python3 order_service.py --port 8081 [--db orders.sqlite] [--static DIR] [--pkg DIR]
 """
 import argparse
+import base64
+import binascii
+import hashlib
+import hmac
 import json
 import mimetypes
 import os
@@ -34,6 +50,39 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MAX_BODY = 64 * 1024
+# Standard Webhooks: a delivery whose timestamp is further than this from now is refused.
+STANDARD_TOLERANCE_S = 5 * 60
+
+
+def standard_webhook_key(secret):
+    """The HMAC key of a Standard Webhooks secret: the base64 after its `whsec_` prefix, decoded."""
+    if not secret.startswith("whsec_"):
+        raise ValueError("a Standard Webhooks secret starts with `whsec_`")
+    return base64.b64decode(secret[len("whsec_"):], validate=True)
+
+
+def standard_webhook_signature(key, msg_id, timestamp, body):
+    """`v1,` + base64 of HMAC-SHA256(key, "{id}.{timestamp}.{body}")."""
+    mac = hmac.new(key, f"{msg_id}.{timestamp}.".encode() + body, hashlib.sha256).digest()
+    return "v1," + base64.b64encode(mac).decode()
+
+
+def verify_standard_webhook(key, headers, body, now=None):
+    """None when the delivery is signed with `key` and fresh, else why not (the edge's codes)."""
+    msg_id, timestamp = headers.get("webhook-id"), headers.get("webhook-timestamp")
+    signatures = headers.get("webhook-signature")
+    if not msg_id or not timestamp or not signatures:
+        return "signature_missing"
+    if not timestamp.isdigit():
+        return "signature_malformed"
+    now = time.time() if now is None else now
+    if abs(now - int(timestamp)) > STANDARD_TOLERANCE_S:
+        return "signature_stale"
+    expected = standard_webhook_signature(key, msg_id, timestamp, body)
+    # A space-separated list of `version,signature`; any v1 that matches will do.
+    if any(hmac.compare_digest(expected.encode(), sig.encode()) for sig in signatures.split()):
+        return None
+    return "signature_mismatch"
 
 
 class Orders:
@@ -163,6 +212,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.create_order(raw)
         if path == "/api/webhooks/payments":
             return self.payment_event(raw)
+        if path == "/api/webhooks/standard":
+            return self.standard_webhook(raw)
+        if path == "/api/events":
+            return self.cloud_event(raw)
         if path == "/api/vouchers/redeem":
             return self.send_json(200, {"redeemed": True})
         return self.problem(404, "not_found", "no such endpoint")
@@ -199,6 +252,62 @@ class Handler(BaseHTTPRequestHandler):
         if not self.server.orders.apply_payment(order_id):
             return self.problem(404, "no_such_order", f"order {order_id} does not exist")
         self.send_json(200, {"received": True, "event": event["id"], "order": order_id, "status": "paid"})
+
+    def pay(self, order_id, answer):
+        """Applies a `payment.succeeded` for `order_id` (counted every time: no dedup here)."""
+        if not isinstance(order_id, int) or isinstance(order_id, bool):
+            return self.problem(400, "bad_event", "`data.order` must be an integer")
+        if not self.server.orders.apply_payment(order_id):
+            return self.problem(404, "no_such_order", f"order {order_id} does not exist")
+        self.send_json(200, dict(answer, received=True, order=order_id, status="paid"))
+
+    def standard_webhook(self, raw):
+        """A Standard Webhooks delivery. Any non-2xx answer tells the sender to deliver it again."""
+        key = self.server.standard_key
+        if key is not None:
+            refused = verify_standard_webhook(key, self.headers, raw)
+            if refused:
+                return self.problem(401, refused, "the order service's own signature check failed")
+        try:
+            event = json.loads(raw or b"null")
+            kind, data = event["type"], event["data"]
+            if not isinstance(kind, str) or not isinstance(data, dict):
+                raise ValueError("`type` must be a string and `data` an object")
+        except (ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
+            return self.problem(400, "bad_event", f"not a Standard Webhooks event: {err}")
+        answer = {"webhook_id": self.headers.get("webhook-id"), "type": kind}
+        if kind != "payment.succeeded":
+            return self.send_json(200, dict(answer, received=True, ignored=kind))
+        return self.pay(data.get("order"), answer)
+
+    def cloud_event(self, raw):
+        """A CloudEvent over HTTP (binary or structured mode; batched mode is not taken)."""
+        ctype = (self.headers.get("content-type") or "").split(";", 1)[0].strip().lower()
+        if ctype == "application/cloudevents-batch+json":
+            return self.problem(415, "batch_not_supported", "deliver one event per request")
+        try:
+            if ctype == "application/cloudevents+json":
+                event = json.loads(raw or b"null")
+                if not isinstance(event, dict):
+                    raise ValueError("a structured event is a JSON object")
+                attrs = {name: event.get(name) for name in ("specversion", "id", "source", "type")}
+                data = event.get("data")
+            else:
+                attrs = {name: self.headers.get(f"ce-{name}") for name in ("specversion", "id", "source", "type")}
+                data = json.loads(raw) if raw else None
+            missing = [name for name, value in attrs.items() if not isinstance(value, str) or not value]
+            if missing:
+                raise ValueError(f"missing attributes: {', '.join(missing)}")
+            if attrs["specversion"] != "1.0":
+                raise ValueError(f"specversion {attrs['specversion']!r} is not 1.0")
+        except (ValueError, json.JSONDecodeError) as err:
+            return self.problem(400, "bad_event", f"not a CloudEvent: {err}")
+        answer = {"id": attrs["id"], "source": attrs["source"], "type": attrs["type"]}
+        if attrs["type"] != "payment.succeeded":
+            return self.send_json(200, dict(answer, received=True, ignored=attrs["type"]))
+        if not isinstance(data, dict):
+            return self.problem(400, "bad_event", "a payment.succeeded event's data is {\"order\": N}")
+        return self.pay(data.get("order"), answer)
 
     def static(self, path):
         if path in ("/", "/index.html"):
@@ -238,6 +347,11 @@ def main():
     server.static_dir = args.static
     server.pkg_dir = args.pkg if os.path.isdir(args.pkg) else None
     server.verbose = args.verbose
+    secret = os.environ.get("DEMO_STANDARD_WEBHOOK_SECRET")
+    try:
+        server.standard_key = standard_webhook_key(secret) if secret else None
+    except (ValueError, binascii.Error) as err:
+        sys.exit(f"orders: DEMO_STANDARD_WEBHOOK_SECRET: {err}")
     print(f"orders: listening on http://{args.host}:{server.server_address[1]}", flush=True)
     try:
         server.serve_forever()
