@@ -157,3 +157,35 @@ test('cloudevents: a structured event whose body is not JSON is refused with 400
   assert.equal((await res.json()).code, 'key_body_unreadable');
   assert.equal(upstream.requests.length, 0);
 });
+
+test('cloudevents: the preset takes a signature scheme as an override (Standard Webhooks signing, key still (source, id))', async (t) => {
+  const { Webhook } = await import('standardwebhooks');
+  const secret = `whsec_${Buffer.from('cloudevents signed with standard webhooks').toString('base64')}`;
+  const filter = JSON.stringify({
+    routes: [{ prefix: '/events/cloudevents', preset: 'cloudevents', signature: { scheme: 'standard-webhooks', secret } }],
+  });
+  const processed = [];
+  const { envoy, upstream } = await startStack(t, { filter, handler: consumer(processed, { delayMs: 0 }) });
+  const url = `${envoy.url}/events/cloudevents`;
+  const event = orderEvent({ n: 8 });
+  const message = HTTP.binary(event);
+  const signed = (id) => {
+    const date = new Date();
+    return {
+      ...message.headers,
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(date.getTime() / 1000)),
+      'webhook-signature': new Webhook(secret).sign(id, date, message.body),
+    };
+  };
+  const unsigned = await fetch(url, { method: 'POST', headers: message.headers, body: message.body });
+  assert.equal(unsigned.status, 403);
+  assert.equal((await unsigned.json()).code, 'signature_missing');
+  assert.equal(upstream.requests.length, 0);
+  // Two signed deliveries of the event under different webhook-ids: the key is still (source, id).
+  assert.deepEqual((await deliver(url, signed('msg_a'), message.body)).statuses, [202]);
+  const second = await deliver(url, signed('msg_b'), message.body);
+  assert.deepEqual(second.statuses, [202]);
+  assert.equal(second.headers.get('idempotent-replayed'), 'true');
+  assert.deepEqual(processed, [`/shop/orders ${event.id}`]);
+});

@@ -142,3 +142,22 @@ test('standard: v1a (Ed25519) deliveries verify against the configured whpk_ key
   assert.deepEqual((await deliver(url, listed, otherBody)).statuses, [200]);
   assert.deepEqual(processed, [id, other]);
 });
+
+test('standard: `tolerance` widens the timestamp window: 10 min old verifies under "1h", 2 h old is stale', async (t) => {
+  const processed = [];
+  const filter = JSON.stringify({
+    routes: [{ prefix: '/tolerant/standard', preset: 'standard-webhooks', signature: { secret: s.secret, tolerance: '1h' } }],
+  });
+  const { envoy } = await startStack(t, { filter, handler: receiver({ ...s, secret: s.secret }, processed, { delayMs: 0 }) });
+  const url = `${envoy.url}/tolerant/standard`;
+  const id = s.newId();
+  const body = s.body(id, 12);
+  const old = await fetch(url, { method: 'POST', headers: s.sign({ id, body, secret: s.secret, date: new Date(Date.now() - 2 * 3600_000) }), body });
+  assert.equal(old.status, 403);
+  assert.equal((await old.json()).code, 'signature_stale');
+  // The receiver's own library keeps its 5-minute window: it is only the edge's that is wider.
+  const tenMinutes = await fetch(url, { method: 'POST', headers: s.sign({ id, body, secret: s.secret, date: new Date(Date.now() - 600_000) }), body });
+  assert.equal(tenMinutes.status, 401, 'the edge let it through; the receiver library refused it as too old');
+  assert.match(await tenMinutes.text(), /too old/i);
+  assert.deepEqual(processed, []);
+});
