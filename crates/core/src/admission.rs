@@ -560,18 +560,37 @@ mod tests {
         );
     }
 
-    /// The README's copyable example is a valid configuration, and means what it says.
+    /// The README's copyable examples are valid configurations, and mean what they say: one
+    /// per preset, then the routes written out.
     #[test]
-    fn readme_example_compiles() {
+    fn readme_examples_compile() {
         let readme = include_str!("../../../README.md");
         let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
-        let start = section.find("```json\n").unwrap() + "```json\n".len();
-        let json = &section[start..start + section[start..].find("```").unwrap()];
-        let policy = Policy::from_json(json, &|name| {
-            name.ends_with("_WEBHOOK_SECRET")
-                .then(|| String::from(SECRET))
-        })
-        .unwrap();
+        let section = &section[..section.find("## Browser apps").unwrap()];
+        let env = |name: &str| {
+            name.contains("SECRET")
+                .then(|| String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+        };
+        let mut policies = Vec::new();
+        for block in section.split("```json\n").skip(1) {
+            let json = &block[..block.find("```").unwrap()];
+            policies.push(Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}")));
+        }
+        assert_eq!(
+            policies.len(),
+            10,
+            "one example per preset, then the written-out routes"
+        );
+        for policy in &policies[..9] {
+            assert_eq!(policy.routes.len(), 1);
+            assert_eq!(policy.routes[0].kind, RouteKind::Callback);
+        }
+        let signed = policies[..9]
+            .iter()
+            .filter(|p| p.routes[0].signature.is_some())
+            .count();
+        assert_eq!(signed, 6, "the six senders that sign with a shared secret");
+        let policy = &policies[9];
         let kinds: Vec<RouteKind> = policy.routes.iter().map(|r| r.kind).collect();
         assert_eq!(
             kinds,
