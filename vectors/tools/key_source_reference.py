@@ -1,20 +1,46 @@
 #!/usr/bin/env python3
 """Independent reference for vectors/key_source.json (where a route's idempotency key comes from).
 
-Written from the README's "Key sources and callback routes" and semantics §1, not from the Rust
-code (stdlib only). A route's `key_from` sources are tried in order; the first present wins:
+Written from the README's "Key sources and callback routes", semantics §1 and issue 27 (presets,
+CloudEvents, pass-through, numbers by value, unreadable bodies), not from the Rust code (stdlib
+only: json, decimal, hashlib). A route's `key_from` sources are tried in order; the first present
+wins:
 - {"header": NAME}: every value of the header (case-insensitive name); absent if none;
-- {"json": POINTER}: RFC 6901 in a JSON body (absent if the body is not JSON or the pointer selects
-  nothing; array elements only by a canonical index); a string is the key, a number its text,
-  anything else is key_not_text;
-- {"form": FIELD}: only when the one Content-Type is application/x-www-form-urlencoded (essence,
-  case-insensitive); every value of the field (pieces split at "&" and the first "="; "+" a space,
-  "%XX" a byte, a "%" without two hex digits kept as is).
-Every value obeys the key rules: spaces/tabs around are ignored; a value starting with '"' is an
-RFC 8941 sf-string (escapes \\" and \\\\ only; else key_malformed_quoted_string); then 1 to 255
-bytes (key_empty, key_too_long), visible ASCII only (key_non_ascii for a byte >= 0x80, else
-key_invalid_character). Several values that differ: key_conflicting. No key: null, or key_missing
-when the route's key is required (callback routes require it by default).
+- {"json": POINTER}: RFC 6901 in a JSON body (the pointer selecting nothing is absent; array
+  elements only by a canonical index); a string is the key as it is spelled ("1e2" stays 1e2), a
+  number is the key by its VALUE, one spelling per value (Python's decimal, never floats): zero is
+  0; an integer value is its plain decimal digits (with "-" if negative) when that is at most 255
+  characters (100, 1e2, 100.0, 1.00E+2 -> 100); any other value is
+  <significant digits without leading/trailing zeros>e<exponent>, value = digits x 10^exponent
+  (1.5, 1.50, 15e-1 -> 15e-1; -0.25 -> -25e-2; 1e300 -> 1e300); anything else is key_not_text;
+- {"form": FIELD}: every value of the field (pieces split at "&" and the first "="; "+" a space,
+  "%XX" a byte, a "%" without two hex digits kept as is);
+- {"cloudevents": true}: any Content-Type value whose essence is application/cloudevents-batch+json
+  -> cloudevents_batch_unsupported. The one Content-Type's essence application/cloudevents+json
+  (structured mode): a body source over the JSON body's members "source" and "id" (both absent:
+  absent; both non-empty strings: the key; else cloudevent_incomplete). Otherwise (binary mode): a
+  header source over ce-source and ce-id (each: values trimmed of spaces/tabs, several values must
+  all be equal else key_conflicting; both absent: absent; one absent or either empty:
+  cloudevent_incomplete). The key is "ce:" + lowercase hex SHA-256 over the parts
+  [b"idemgate.cloudevent.v1", source, id], each preceded by its length as a u64 big-endian.
+Body sources and what they can read: JSON sources and a structured CloudEvent source read a body
+that parses as JSON (UTF-8); form sources read a body whose one Content-Type essence (before ";",
+trimmed, case-insensitive) is application/x-www-form-urlencoded. When the search reaches a body
+source (no earlier source found the key): no body source of the route can read the body ->
+key_body_unreadable; otherwise a body source that cannot read it is absent. Header sources found
+before any body source decide without the body.
+Every key value (not the CloudEvent parts, which are hashed) obeys the key rules: spaces/tabs
+around are ignored; a value starting with '"' is an RFC 8941 sf-string (escapes \\" and \\\\ only;
+else key_malformed_quoted_string); then 1 to 255 bytes (key_empty, key_too_long), visible ASCII
+only (key_non_ascii for a byte >= 0x80, else key_invalid_character). Several values that differ:
+key_conflicting. No key: null, or key_missing when the route's key is required (callback routes
+require it by default).
+Routes: `pass_through` {"header": H, "values": [...]} (callback routes): H present and every value
+of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), before any key source.
+`preset` makes a callback route (key required unless said otherwise) with the sender's key_from
+(and, for sns, pass_through); every field the route sets itself wins (PRESETS below). The signed
+presets also need a signature the vectors' evaluator verifies; this reference does not model
+signatures and refuses them.
 
 Usage:
   key_source_reference.py --check vectors/key_source.json
@@ -22,6 +48,8 @@ Usage:
 """
 
 import argparse
+import decimal
+import hashlib
 import json
 import sys
 
@@ -116,36 +144,134 @@ def no_duplicates(pairs):
     return dict(pairs)
 
 
+PRESETS = {
+    # preset: (key_from, key requirement, pass_through, signed)
+    "standard-webhooks": ([{"header": "webhook-id"}], "required", None, True),
+    "svix": ([{"header": "svix-id"}], "required", None, True),
+    "stripe": ([{"json": "/id"}], "required", None, True),
+    "github": ([{"header": "x-github-delivery"}], "required", None, True),
+    "shopify": ([{"header": "x-shopify-webhook-id"}], "required", None, True),
+    "slack": ([{"json": "/event_id"}], "optional", None, True),
+    "cloudevents": ([{"cloudevents": True}], "required", None, False),
+    "pubsub-push": ([{"header": "x-goog-pubsub-message-id"}, {"json": "/message/messageId"}], "required", None, False),
+    "sns": ([{"header": "x-amz-sns-message-id"}], "required",
+            {"header": "x-amz-sns-message-type", "values": ["SubscriptionConfirmation", "UnsubscribeConfirmation"]}, False),
+}
+
+CE_TAG = b"idemgate.cloudevent.v1"
+CE_STRUCTURED = b"application/cloudevents+json"
+CE_BATCH = b"application/cloudevents-batch+json"
+FORM = b"application/x-www-form-urlencoded"
+
+
+class Number:
+    """A JSON number, kept as its exact decimal value (never a float)."""
+
+    def __init__(self, text):
+        self.value = decimal.Decimal(text)
+
+
+def no_constants(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def number_key(number):
+    """One spelling per value: 0; an integer's plain digits (at most 255 characters); else
+    <significant digits>e<exponent>."""
+    sign, digits, exponent = number.value.as_tuple()
+    digits = "".join(map(str, digits)).lstrip("0")
+    if not digits:
+        return "0"
+    stripped = digits.rstrip("0")
+    exponent += len(digits) - len(stripped)
+    minus = "-" if sign else ""
+    if exponent >= 0:
+        plain = minus + stripped + "0" * exponent
+        if len(plain) <= 255:
+            return plain
+    return f"{minus}{stripped}e{exponent}"
+
+
+def essence(value):
+    return value.split(b";")[0].strip(b" \t").lower()
+
+
+def ce_key(source, ident):
+    if not source or not ident:
+        raise KeyError_("cloudevent_incomplete")
+    h = hashlib.sha256()
+    for part in (CE_TAG, source, ident):
+        h.update(len(part).to_bytes(8, "big") + part)
+    return "ce:" + h.hexdigest()
+
+
+def ce_header(values, name):
+    found = [v.strip(b" \t") for v in values(name)]
+    if any(v != found[0] for v in found):
+        raise KeyError_("key_conflicting")
+    return found[0] if found else None
+
+
 def find(case):
-    route = case["route"]
+    route = dict(case["route"])
     headers = case.get("headers", [])
     body = bytes.fromhex(case["body_hex"]) if "body_hex" in case else case.get("body", "").encode()
     values = lambda name: [v.encode() for n, v in headers if n.lower() == name.lower()]
+    if "preset" in route:
+        key_from, key, pass_through, signed = PRESETS[route["preset"]]
+        if signed:
+            raise SystemExit(f"preset {route['preset']}: signed presets need a verified signature, not modelled here")
+        preset = {"kind": "callback", "key_from": key_from, "key": key}
+        if pass_through:
+            preset["pass_through"] = pass_through
+        route = {**preset, **route}
     kind = route.get("kind", "api")
     required = route.get("key", "required" if kind == "callback" else "optional") == "required"
     sources = route.get("key_from", [{"header": "idempotency-key"}])
+    pass_through = route.get("pass_through")
+    if pass_through:
+        found = values(pass_through["header"])
+        if found and all(v.strip(b" \t").decode() in pass_through["values"] for v in found):
+            return {"ok": None}
     types = values("content-type")
-    is_form = len(types) == 1 and types[0].split(b";")[0].strip(b" \t").lower() == b"application/x-www-form-urlencoded"
+    one_type = essence(types[0]) if len(types) == 1 else None
+    batch = any(essence(t) == CE_BATCH for t in types)
     try:
-        doc = (True, json.loads(body.decode("utf-8"), object_pairs_hook=no_duplicates, parse_float=str, parse_int=str))
+        doc = (True, json.loads(body.decode("utf-8"), object_pairs_hook=no_duplicates,
+                                parse_float=Number, parse_int=Number, parse_constant=no_constants))
     except (ValueError, UnicodeDecodeError):
         doc = (False, None)
+
+    def is_body(source):
+        (kind_, _), = source.items()
+        return kind_ in ("json", "form") or (kind_ == "cloudevents" and not batch and one_type == CE_STRUCTURED)
+
+    def reads(source):
+        (kind_, _), = source.items()
+        return one_type == FORM if kind_ == "form" else doc[0]
+
+    readable = any(is_body(s) and reads(s) for s in sources)
     try:
         for source in sources:
             (kind_, name), = source.items()
+            if is_body(source):
+                if not readable:
+                    raise KeyError_("key_body_unreadable")
+                if not reads(source):
+                    continue
             if kind_ == "header":
                 found = values(name)
                 if found:
                     return {"ok": parse_all(found)}
-            elif kind_ == "json" and doc[0]:
+            elif kind_ == "json":
                 ok, value = resolve(doc[1], name)
                 if ok:
-                    if isinstance(value, str) and not isinstance(value, bool):
-                        # Numbers were parsed as their text (parse_int/parse_float=str): a JSON
-                        # string and a number both arrive as str; tell them apart by the source.
+                    if isinstance(value, str):
                         return {"ok": parse_key(value.encode())}
+                    if isinstance(value, Number):
+                        return {"ok": parse_key(number_key(value).encode())}
                     raise KeyError_("key_not_text")
-            elif kind_ == "form" and is_form:
+            elif kind_ == "form":
                 found = []
                 for piece in body.split(b"&"):
                     n, _, v = piece.partition(b"=")
@@ -153,6 +279,23 @@ def find(case):
                         found.append(form_decode(v))
                 if found:
                     return {"ok": parse_all(found)}
+            elif kind_ == "cloudevents":
+                if batch:
+                    raise KeyError_("cloudevents_batch_unsupported")
+                if is_body(source):
+                    event = doc[1] if isinstance(doc[1], dict) else {}
+                    if "source" not in event and "id" not in event:
+                        continue
+                    source_, ident = event.get("source"), event.get("id")
+                    if not isinstance(source_, str) or not isinstance(ident, str):
+                        raise KeyError_("cloudevent_incomplete")
+                    return {"ok": ce_key(source_.encode(), ident.encode())}
+                source_, ident = ce_header(values, "ce-source"), ce_header(values, "ce-id")
+                if source_ is None and ident is None:
+                    continue
+                if source_ is None or ident is None:
+                    raise KeyError_("cloudevent_incomplete")
+                return {"ok": ce_key(source_, ident)}
     except KeyError_ as e:
         return {"error": e.code}
     return {"error": "key_missing"} if required else {"ok": None}
