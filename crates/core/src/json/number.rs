@@ -238,7 +238,9 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
     }
     out.extend_from_slice(value.digits);
     let zeros = usize::try_from(value.exponent).ok();
-    match zeros.filter(|z| value.digits.len().saturating_add(*z) <= plain_max) {
+    // The plain spelling's whole length, sign included, is what must fit.
+    let sign = usize::from(value.negative);
+    match zeros.filter(|z| sign + value.digits.len().saturating_add(*z) <= plain_max) {
         Some(zeros) => out.resize(out.len() + zeros, b'0'),
         None => {
             out.push(b'e');
@@ -339,6 +341,9 @@ mod tests {
             (&["1.5", "15e-1", "1.50"], "15e-1"),
             (&["1e30"], "1e30"),
             (&["12345678901234567890"], "12345678901234567890"),
+            // 20 characters with the sign: 19 digits plain, 20 digits in exponent form.
+            (&["-1e18"], "-1000000000000000000"),
+            (&["-1e19"], "-1e19"),
         ] {
             for token in tokens {
                 assert_eq!(text(token).as_deref(), Some(want), "{token}");
