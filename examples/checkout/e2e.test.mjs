@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
-import { createHmac } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, '../../crates/web/package.json'));
@@ -69,6 +69,22 @@ async function openPage(query = '', { beforeLoad } = {}) {
   return page;
 }
 
+/** The page's "What happened" list: clicks on Pay and requests, in order. */
+function happened(page) {
+  return page.evaluate(() => [...document.querySelectorAll('#attempts li')].map((li) => ({
+    kind: li.dataset.kind, click: li.dataset.click, status: li.dataset.status, decision: li.dataset.decision,
+    text: li.textContent,
+  })));
+}
+
+/** What the page says the server holds (refreshed before it says how a payment ended). */
+function pageCounts(page) {
+  return page.evaluate(() => ({
+    count: Number(document.getElementById('count').textContent),
+    events: Number(document.getElementById('events').textContent),
+  }));
+}
+
 async function outcome(page) {
   await page.waitForFunction(() => ['succeeded', 'failed_final'].includes(document.getElementById('status').dataset.state),
     null, { timeout: 30_000 });
@@ -84,10 +100,13 @@ test('a double and a triple click on Pay make one order each', async () => {
   const page = await openPage();
   const before = await orders();
   await page.click('#pay', { clickCount: 2 });
-  assert.equal((await outcome(page)).state, 'succeeded');
+  const first = await outcome(page);
+  assert.equal(first.state, 'succeeded');
   const afterDouble = await orders();
   assert.equal(afterDouble.count, before.count + 1, 'one order for a double click');
   assert.equal(afterDouble.received, before.received + 1, 'only one request reached the order service');
+  // The page's count is the server's by the time it says the order is placed.
+  assert.equal((await pageCounts(page)).count, afterDouble.count, first.text);
 
   await page.evaluate(() => { document.getElementById('status').dataset.state = 'idle'; });
   await page.click('#pay', { clickCount: 3 });
@@ -97,12 +116,31 @@ test('a double and a triple click on Pay make one order each', async () => {
   const afterTriple = await orders();
   assert.equal(afterTriple.count, afterDouble.count + 1, 'one order for a triple click');
   assert.equal(afterTriple.received, afterDouble.received + 1);
+  const orderId = afterTriple.orders.at(-1).id;
+  assert.match(done.text, new RegExp(`Order #${orderId} placed`));
+  assert.deepEqual(await pageCounts(page), { count: afterTriple.count, events: afterTriple.events_applied },
+    'the page shows what the server holds, no lag behind the placed order');
+
+  // What happened, as a person did it: five clicks, two payments. Each gesture's first click
+  // started a payment (one request, claimed); every other click was absorbed into that payment.
+  await page.waitForFunction(() => document.querySelectorAll('#attempts li[data-kind="click"]').length >= 5);
+  const seen = await happened(page);
+  const story = JSON.stringify(seen, null, 1);
+  const clicks = seen.filter((e) => e.kind === 'click');
+  const requests = seen.filter((e) => e.kind === 'request');
+  assert.deepEqual(clicks.map((e) => e.click), ['submitted', 'absorbed', 'submitted', 'absorbed', 'absorbed'], story);
+  assert.deepEqual(requests.map((e) => [e.status, e.decision]), [['201', 'claimed'], ['201', 'claimed']], story);
+  [1, 1, 2, 2, 2].forEach((payment, i) => assert.match(clicks[i].text, new RegExp(`payment ${payment}\\b`), story));
+  for (const e of clicks.filter((x) => x.click === 'absorbed')) assert.match(e.text, /click absorbed/, story);
+  assert.match(requests[0].text, new RegExp(`payment 1, .*→ order #${afterDouble.orders.at(-1).id}$`), story);
+  assert.match(requests[1].text, new RegExp(`payment 2, .*→ order #${orderId}$`), story);
+  assert.ok(seen.indexOf(requests[1]) > seen.indexOf(clicks[2]), `payment 2's request follows its click: ${story}`);
   // A test run never rewrites tracked files: the picture goes to target/ unless asked for.
   const shot = process.env.IDEMGATE_UPDATE_SCREENSHOT === '1'
     ? join(here, 'screenshot.png')
     : join(here, '..', '..', 'target', 'checkout-screenshot.png');
   mkdirSync(dirname(shot), { recursive: true });
-  await page.screenshot({ path: shot });
+  await page.screenshot({ path: shot, fullPage: true });
   await page.close();
 });
 
@@ -132,12 +170,18 @@ test('a loaded machine: a slow package load and a double click answered between 
   }
   // A click that submits says in_flight synchronously, inside its own dispatch: none did.
   assert.equal(await page.evaluate(() => document.getElementById('status').dataset.state), 'succeeded');
-  const attempts = await page.evaluate(() => [...document.querySelectorAll('#attempts li')].map((li) => li.textContent));
+  // The page decides a click's fate by the next task: wait until all three are listed.
+  await page.waitForFunction(() => document.querySelectorAll('#attempts li[data-kind="click"]').length >= 3);
+  const seen = await happened(page);
+  const story = JSON.stringify(seen, null, 1);
   const after = await orders();
   assert.equal(page.url(), url, 'no native form submission');
-  assert.equal(after.count, before.count + 1, `one order for one double click: ${JSON.stringify(attempts)}`);
+  assert.equal(after.count, before.count + 1, `one order for one double click: ${story}`);
   assert.equal(after.received, before.received + 1, 'only one request reached the order service');
-  assert.equal(attempts.length, 1, JSON.stringify(attempts));
+  assert.equal(seen.filter((e) => e.kind === 'request').length, 1, story);
+  // Shown as they happened: the clicks after the answer were absorbed, not paid again.
+  assert.deepEqual(seen.filter((e) => e.kind === 'click').map((e) => e.click), ['submitted', 'absorbed', 'absorbed'], story);
+  assert.match(seen.at(-1).text, /click absorbed — click 3 of the triple click whose first click started payment 1/, story);
   await page.close();
 });
 
@@ -254,9 +298,150 @@ test('a payment event delivered again and again marks the order paid once; every
   }
 });
 
+/** A new unpaid order (its own client and key). */
+async function newOrder(client) {
+  const res = await fetch(`${stack.url}/api/orders`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${client}`, 'idempotency-key': `order-${Date.now()}-${Math.random()}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ items: [{ sku: 'beans', qty: 1, price_cents: 2400 }] }),
+  });
+  assert.equal(res.status, 201);
+  const order = await res.json();
+  assert.equal(order.status, 'unpaid');
+  return order;
+}
+
+const statusOf = async (id) => (await orders()).orders.find((o) => o.id === id).status;
+
+/** Sends until acknowledged, as a sender does: a 409 (in flight) is sent again later. */
+async function untilAcknowledged(send) {
+  const statuses = [];
+  for (let i = 0; i < 40; i += 1) {
+    const res = await send();
+    statuses.push(res.status);
+    const body = await res.text();
+    if (res.status !== 409) return { statuses, res, body };
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`never acknowledged: ${statuses}`);
+}
+
+// Standard Webhooks (standardwebhooks.com): `webhook-signature: v1,<base64 HMAC-SHA256(key,
+// "{id}.{timestamp}.{body}")>`, the key being the base64 after the secret's `whsec_` prefix.
+// Signed with node:crypto by that documented algorithm: this test has no package.json of its own
+// (it borrows playwright-core from crates/web's), so the npm `standardwebhooks` is not installed.
+function standardSignature(secret, id, timestamp, body) {
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+}
+
+function deliverStandard(id, body, { secret = stack.standard_webhook_secret, age = 0, to = stack.url, signature } = {}) {
+  const timestamp = String(Math.floor(Date.now() / 1000) - age);
+  const headers = { 'content-type': 'application/json', 'webhook-id': id, 'webhook-timestamp': timestamp };
+  if (signature !== null) headers['webhook-signature'] = signature ?? standardSignature(secret, id, timestamp, body);
+  return fetch(`${to}/api/webhooks/standard`, { method: 'POST', headers, body });
+}
+
+test('a Standard Webhooks delivery sent 8 times at once and once late marks the order paid once; forged and stale ones are refused', async () => {
+  const order = await newOrder('standard-webhooks-test');
+  const before = await orders();
+  const id = `msg_${order.id}_${Date.now()}`;
+  const body = JSON.stringify({ type: 'payment.succeeded', data: { order: order.id } });
+
+  // Refused at the edge (403, problem+json), never applied, and none of them takes the id: the
+  // real delivery after them is applied.
+  const forgedSecret = `whsec_${randomBytes(32).toString('base64')}`;
+  for (const [what, options, code] of [
+    ['forged (another secret)', { secret: forgedSecret }, 'signature_mismatch'],
+    ['stale (signed 10 minutes ago)', { age: 600 }, 'signature_stale'],
+    ['unsigned', { signature: null }, 'signature_missing'],
+  ]) {
+    const res = await deliverStandard(id, body, options);
+    assert.equal(res.status, 403, what);
+    assert.match(res.headers.get('content-type') ?? '', /^application\/problem\+json/, what);
+    assert.equal((await res.json()).code, code, what);
+  }
+  assert.equal((await orders()).events_applied, before.events_applied, 'no refused delivery was applied');
+  assert.equal(await statusOf(order.id), 'unpaid');
+  // Past the edge, the order service checks the signature too (defence in depth): 401, not applied.
+  const direct = await deliverStandard(id, body, { secret: forgedSecret, to: `http://127.0.0.1:${stack.orders}` });
+  assert.equal(direct.status, 401);
+  await direct.arrayBuffer();
+  assert.equal((await orders()).events_applied, before.events_applied);
+
+  // 8 concurrent deliveries of one message (each attempt signed afresh, as a sender's retry is),
+  // then a late one: every one acknowledged with a 2xx, the order service applies it once.
+  const concurrent = await Promise.all(Array.from({ length: 8 }, () => untilAcknowledged(() => deliverStandard(id, body))));
+  const late = await untilAcknowledged(() => deliverStandard(id, body));
+  for (const d of [...concurrent, late]) {
+    assert.ok(d.res.status >= 200 && d.res.status < 300, `acknowledged: ${d.statuses} ${d.body}`);
+    assert.ok(d.statuses.slice(0, -1).every((st) => st === 409), `only 409 (in flight) before: ${d.statuses}`);
+    assert.equal(JSON.parse(d.body).status, 'paid', d.body);
+  }
+  assert.equal(late.res.headers.get('idempotent-replayed'), 'true');
+  const after = await orders();
+  assert.equal(after.events_applied, before.events_applied + 1, 'applied exactly once');
+  assert.equal(after.orders.find((o) => o.id === order.id).status, 'paid');
+});
+
+/** A CloudEvent over HTTP: binary mode (ce-* headers, the body is the data) or structured mode. */
+function deliverCloudEvent(mode, { id, source, data, type = 'payment.succeeded' }) {
+  const init = mode === 'binary'
+    ? {
+      headers: { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': id, 'ce-source': source, 'ce-type': type },
+      body: JSON.stringify(data),
+    }
+    : {
+      headers: { 'content-type': 'application/cloudevents+json' },
+      body: JSON.stringify({ specversion: '1.0', id, source, type, datacontenttype: 'application/json', data }),
+    };
+  return fetch(`${stack.url}/api/events`, { method: 'POST', ...init });
+}
+
+for (const mode of ['binary', 'structured']) {
+  test(`CloudEvents (${mode} mode): applied once per (source, id); the same id from another source is another event`, async () => {
+    const order = await newOrder(`cloudevents-${mode}-test`);
+    const before = await orders();
+    const event = { id: `pay-${mode}-${order.id}-${Date.now()}`, source: `/e2e/${mode}/provider-a`, data: { order: order.id } };
+    const deliveries = await Promise.all([1, 2, 3, 4].map(() => untilAcknowledged(() => deliverCloudEvent(mode, event))));
+    const late = await untilAcknowledged(() => deliverCloudEvent(mode, event));
+    for (const d of [...deliveries, late]) {
+      assert.equal(d.res.status, 200, `acknowledged: ${d.statuses} ${d.body}`);
+      assert.deepEqual([JSON.parse(d.body).id, JSON.parse(d.body).source], [event.id, event.source]);
+    }
+    assert.equal(late.res.headers.get('idempotent-replayed'), 'true');
+    const once = await orders();
+    assert.equal(once.events_applied, before.events_applied + 1, 'applied once for (source, id)');
+    assert.equal(once.orders.find((o) => o.id === order.id).status, 'paid');
+
+    // The same id from another source: another event, applied (and then once only, too).
+    const other = { ...event, source: `/e2e/${mode}/provider-b` };
+    const first = await untilAcknowledged(() => deliverCloudEvent(mode, other));
+    assert.equal(first.res.status, 200, first.body);
+    assert.notEqual(first.res.headers.get('idempotent-replayed'), 'true', 'not a replay of provider-a\'s event');
+    const again = await untilAcknowledged(() => deliverCloudEvent(mode, other));
+    assert.equal(again.res.headers.get('idempotent-replayed'), 'true');
+    assert.equal((await orders()).events_applied, before.events_applied + 2, 'one more, for the other source');
+  });
+}
+
+test('CloudEvents batched mode is refused (415), never applied', async () => {
+  const order = await newOrder('cloudevents-batch-test');
+  const before = await orders();
+  const res = await fetch(`${stack.url}/api/events`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/cloudevents-batch+json' },
+    body: JSON.stringify([{ specversion: '1.0', id: `batch-${order.id}`, source: '/e2e/batch', type: 'payment.succeeded', data: { order: order.id } }]),
+  });
+  await res.arrayBuffer();
+  assert.equal(res.status, 415);
+  const after = await orders();
+  assert.equal(after.events_applied, before.events_applied);
+  assert.equal(after.orders.find((o) => o.id === order.id).status, 'unpaid');
+});
+
 test('the page lists every attempt with the edge\'s decision for it', async () => {
-  const attempts = (page) => page.evaluate(() => [...document.querySelectorAll('#attempts li')]
-    .map((li) => ({ status: li.dataset.status, decision: li.dataset.decision, text: li.textContent })));
+  const attempts = async (page) => (await happened(page)).filter((e) => e.kind === 'request');
   // A double click: one request, claimed and forwarded.
   const page = await openPage();
   await page.click('#pay', { clickCount: 2 });
