@@ -3,9 +3,11 @@
 sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy (one order, the
 retry is the replay, byte for byte; a claimed request re-enters Envoy through its internal
 listener), a one-time token issued by A is used once across both, a signed payment event (its
-key taken from the body) delivered to A and B is applied once — then stops it with SIGTERM and
+key taken from the body), a Standard Webhooks delivery (keyed by `webhook-id`) and a CloudEvent
+(keyed by source and id) delivered to A and B are each applied once — then stops it with SIGTERM and
 checks that it exited and removed its work dir. Bounded: fails after 90 s.
 """
+import base64
 import glob
 import hashlib
 import hmac
@@ -121,8 +123,42 @@ def main():
         _, _, after = request("GET", a + "/api/orders", {"authorization": "Bearer fleet-test"})
         applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
         check(applied == 1, f"the event was applied {applied} times")
+
+        # The same event from a Standard Webhooks sender (key: `webhook-id`) and as a CloudEvent
+        # (key: source and id), each delivered to A, then to B: each applied once.
+        key = base64.b64decode(info["standard_webhook_secret"][len("whsec_"):])
+        standard = json.dumps({"type": "payment.succeeded", "data": {"order": order_id}}).encode()
+        msg_id = f"msg_fleet_{order_id}_{int(time.time())}"
+
+        def standard_headers():
+            t = str(int(time.time()))
+            mac = hmac.new(key, f"{msg_id}.{t}.".encode() + standard, hashlib.sha256).digest()
+            return {"content-type": "application/json", "webhook-id": msg_id, "webhook-timestamp": t,
+                    "webhook-signature": "v1," + base64.b64encode(mac).decode()}
+
+        cloud = {"content-type": "application/json", "ce-specversion": "1.0", "ce-id": msg_id,
+                 "ce-source": "/fleet-test", "ce-type": "payment.succeeded"}
+        for what, path, headers, body in (
+                ("Standard Webhooks", "/api/webhooks/standard", standard_headers, standard),
+                ("CloudEvents", "/api/events", lambda: cloud,
+                 json.dumps({"order": order_id}).encode())):
+            _, _, listed = request("GET", a + "/api/orders")
+            got = []
+            for url in (a, b):
+                for _ in range(50):
+                    reply = request("POST", url + path, headers(), body)
+                    if reply[0] != 409:
+                        break
+                    time.sleep(0.1)
+                got.append(reply)
+            check([g[0] for g in got] == [200, 200], f"{what}: {[(g[0], g[2]) for g in got]}")
+            check(got[1][1].get("idempotent-replayed") == "true", f"{what}: B's is the replay: {got[1][1]}")
+            _, _, after = request("GET", a + "/api/orders")
+            applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
+            check(applied == 1, f"{what}: the event was applied {applied} times")
         print("demo-fleet: A→B retry replayed, one order (through A's re-entry listener); token used once "
-              "across A and B; a payment event delivered to A and B applied once")
+              "across A and B; a payment event (Stripe-style, Standard Webhooks, CloudEvents) delivered "
+              "to A and B applied once each")
     finally:
         if demo.poll() is None:
             demo.send_signal(signal.SIGTERM)
