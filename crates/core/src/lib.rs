@@ -41,6 +41,7 @@ extern crate alloc;
 
 pub mod admission;
 pub mod answer;
+mod base64;
 mod codec;
 #[cfg(feature = "config")]
 pub mod config;

@@ -300,40 +300,14 @@ fn b64url_encode(bytes: &[u8], out: &mut String) {
     }
 }
 
-fn b64url_value(c: u8) -> Option<u32> {
-    let v = match c {
-        b'A'..=b'Z' => c - b'A',
-        b'a'..=b'z' => c - b'a' + 26,
-        b'0'..=b'9' => c - b'0' + 52,
-        b'-' => 62,
-        b'_' => 63,
-        _ => return None,
-    };
-    Some(u32::from(v))
-}
-
-/// Decodes exactly 43 base64url characters into 32 bytes. Strict: no padding, no whitespace, and
-/// the 2 unused bits of the last character must be zero, so every token has one spelling only.
+/// Decodes exactly 43 base64url characters into 32 bytes. Strict ([`crate::base64`]): no
+/// padding, no whitespace, and the 2 unused bits of the last character must be zero, so every
+/// token has one spelling only.
 fn b64url_decode_32(text: &str) -> Option<[u8; 32]> {
-    let chars = text.as_bytes();
-    if chars.len() != B64_32 {
+    if text.len() != B64_32 {
         return None;
     }
-    let mut out = [0u8; 32];
-    let mut acc: u32 = 0;
-    let mut bits = 0;
-    let mut written = 0;
-    for &c in chars {
-        acc = (acc << 6) | b64url_value(c)?;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            *out.get_mut(written)? = (acc >> bits) as u8;
-            written += 1;
-            acc &= (1 << bits) - 1;
-        }
-    }
-    (written == 32 && acc == 0).then_some(out)
+    crate::base64::decode_url_array(text.as_bytes())
 }
 
 /// Why a token (or its secret) was refused. `code()` is the stable string used in vectors, problem

@@ -1,7 +1,8 @@
 //! The single-header formats (GitHub, Stripe, Shopify) and Slack's: what each delivery's headers
 //! claim. Standard Webhooks and Svix are in `standard_webhooks`.
 
-use super::{base64, one, seconds, Claim, SignatureError};
+use super::{one, seconds, Claim, SignatureError};
+use crate::base64;
 use crate::hash::hex_digit;
 use alloc::vec::Vec;
 

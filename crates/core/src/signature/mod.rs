@@ -20,7 +20,6 @@
 //! nothing of the body is kept. MAC comparison is constant-time (the `hmac` crate's
 //! `verify_slice`); Ed25519 verifies public data and needs no secrecy.
 
-mod base64;
 mod error;
 mod formats;
 pub mod standard_webhooks;

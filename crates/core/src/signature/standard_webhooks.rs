@@ -8,7 +8,8 @@
 //! keys. Other versions are ignored, so a provider can add one without breaking this edge. The
 //! timestamp is signed as the libraries sign it: its decimal value (`007` signs as `7`).
 
-use super::{base64, hmac_key, one, seconds, Claim, Key, SignatureError};
+use super::{hmac_key, one, seconds, Claim, Key, SignatureError};
+use crate::base64;
 use alloc::vec::Vec;
 use ed25519_dalek::{Signature, VerifyingKey};
 
