@@ -1,0 +1,103 @@
+//! The engines the service carries the core's exchange to. Each gives the exchange the same two
+//! atomic steps — *read* (a key's value and the engine's clock, together) and *compare-and-set*
+//! (write or delete only if the value's version is still the one read) — so every decision about a
+//! record stays the core's ([`idemgate_core::remote::Exchange`]), whatever holds the records.
+
+mod redis;
+
+pub use self::redis::Redis;
+
+use crate::config::{Config, EngineKind};
+use idemgate_core::remote::{ValueVersion, Write};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::WriteOutcome;
+use idemgate_core::time::UnixMillis;
+use std::fmt;
+
+/// Why an engine did not give an answer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Out of space (Redis `maxmemory` with `noeviction`, a full disk): a write that cannot land.
+    Full,
+    /// The engine did not answer within the response timeout.
+    Timeout,
+    /// Connection failure, an error reply, or a reply of the wrong shape.
+    Unavailable(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Full => f.write_str("the store engine is out of space"),
+            EngineError::Timeout => f.write_str("the store engine did not answer in time"),
+            EngineError::Unavailable(why) => write!(f, "the store engine is unavailable: {why}"),
+        }
+    }
+}
+
+/// The configured engine.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Engine {
+    Redis(Redis),
+}
+
+impl Engine {
+    /// Connects to the engine `config` names (bounded by its connect timeout).
+    pub async fn connect(config: &Config) -> Result<Engine, String> {
+        match config.engine {
+            EngineKind::Redis => Redis::connect(
+                &config.redis,
+                config.cluster,
+                config.key_prefix.clone(),
+                config.connect_timeout,
+                config.op_timeout,
+            )
+            .await
+            .map(Engine::Redis)
+            .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(","))),
+            EngineKind::Postgres | EngineKind::RedisPostgres => Err(format!(
+                "--engine {} is not available in this build",
+                config.engine.name()
+            )),
+        }
+    }
+
+    /// The key's value and the engine's clock, read in one atomic step. `authoritative`: the
+    /// exchange read before and its compare-and-set met another version — an engine with a
+    /// cache in front reads its source of truth this time.
+    pub async fn read(
+        &self,
+        key: &StorageKey,
+        authoritative: bool,
+    ) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
+        let _ = authoritative;
+        match self {
+            Engine::Redis(redis) => redis.read(&redis.redis_key(key)).await,
+        }
+    }
+
+    /// Writes (or deletes) only if the key still holds `expect` (`None`: absent).
+    pub async fn compare_and_set(
+        &self,
+        key: &StorageKey,
+        expect: Option<ValueVersion>,
+        write: &Write,
+    ) -> Result<WriteOutcome, EngineError> {
+        match self {
+            Engine::Redis(redis) => {
+                redis
+                    .compare_and_set(&redis.redis_key(key), expect, write)
+                    .await
+            }
+        }
+    }
+
+    /// Whether the engine answers: what `/readyz` asks.
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        match self {
+            Engine::Redis(redis) => redis.ping().await,
+        }
+    }
+}
