@@ -64,3 +64,64 @@ impl StoredValue {
         }
     }
 }
+
+/// Whether `bytes`, the value stored under `key`, holds a record that nothing can change any more
+/// except its expiry: a completed answer (every later claim replays it or is refused as a
+/// mismatch, every finish is not the owner's) or a token's use (every later use is refused). A
+/// cache in front of the engine may keep such a value until it expires and answer from it; an
+/// in-flight claim, or bytes this protocol cannot read, are never settled.
+pub fn is_settled(key: &StorageKey, bytes: &[u8]) -> bool {
+    matches!(
+        StoredValue::decode(key, bytes),
+        Ok(StoredValue {
+            record: Record::Completed(_) | Record::TokenUsed { .. },
+            ..
+        })
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fingerprint::Fingerprint;
+    use crate::record::{Completed, InFlight, OwnerToken, StoredBody, StoredResponse};
+    use crate::time::UnixMillis;
+
+    fn value(key: &StorageKey, record: Record) -> Vec<u8> {
+        StoredValue {
+            version: ValueVersion([9; VERSION_LEN]),
+            record,
+        }
+        .encode(key)
+    }
+
+    #[test]
+    fn only_completed_answers_and_token_uses_are_settled() {
+        let key = StorageKey([1; 32]);
+        let completed = Record::Completed(Completed {
+            fingerprint: Fingerprint([2; 32]),
+            response: StoredResponse {
+                status: 201,
+                headers: alloc::vec![],
+                body: StoredBody::Kept(alloc::vec![0, 255, 7]),
+            },
+            expires_at: UnixMillis(5_000),
+        });
+        let in_flight = Record::InFlight(InFlight {
+            fingerprint: Fingerprint([2; 32]),
+            owner: OwnerToken([3; 16]),
+            lease_until: UnixMillis(4_000),
+            expires_at: UnixMillis(5_000),
+        });
+        let used = Record::TokenUsed {
+            expires_at: UnixMillis(5_000),
+        };
+        assert!(is_settled(&key, &value(&key, completed.clone())));
+        assert!(is_settled(&key, &value(&key, used)));
+        assert!(!is_settled(&key, &value(&key, in_flight)));
+        // Another key's value, and bytes that are no value at all, are not settled.
+        assert!(!is_settled(&StorageKey([4; 32]), &value(&key, completed)));
+        assert!(!is_settled(&key, &[0; VERSION_LEN]));
+        assert!(!is_settled(&key, b""));
+    }
+}
