@@ -3,8 +3,10 @@
 //! (write or delete only if the value's version is still the one read) — so every decision about a
 //! record stays the core's ([`idemgate_core::remote::Exchange`]), whatever holds the records.
 
+mod postgres;
 mod redis;
 
+pub use self::postgres::Postgres;
 pub use self::redis::Redis;
 
 use crate::config::{Config, EngineKind};
@@ -41,6 +43,7 @@ impl fmt::Display for EngineError {
 #[non_exhaustive]
 pub enum Engine {
     Redis(Redis),
+    Postgres(Postgres),
 }
 
 impl Engine {
@@ -57,7 +60,18 @@ impl Engine {
             .await
             .map(Engine::Redis)
             .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(","))),
-            EngineKind::Postgres | EngineKind::RedisPostgres => Err(format!(
+            EngineKind::Postgres => {
+                let url = config
+                    .postgres
+                    .as_deref()
+                    .ok_or("--engine postgres needs --postgres")?;
+                let sweep_every = postgres::sweep_every_from_env(&|name| std::env::var(name).ok())?;
+                Postgres::connect(url, config.connect_timeout, config.op_timeout, sweep_every)
+                    .await
+                    .map(Engine::Postgres)
+                    .map_err(|e| e.to_string())
+            }
+            EngineKind::RedisPostgres => Err(format!(
                 "--engine {} is not available in this build",
                 config.engine.name()
             )),
@@ -75,6 +89,7 @@ impl Engine {
         let _ = authoritative;
         match self {
             Engine::Redis(redis) => redis.read(&redis.redis_key(key)).await,
+            Engine::Postgres(postgres) => postgres.read(key).await,
         }
     }
 
@@ -91,6 +106,7 @@ impl Engine {
                     .compare_and_set(&redis.redis_key(key), expect, write)
                     .await
             }
+            Engine::Postgres(postgres) => postgres.compare_and_set(key, expect, write).await,
         }
     }
 
@@ -98,6 +114,7 @@ impl Engine {
     pub async fn ping(&self) -> Result<(), EngineError> {
         match self {
             Engine::Redis(redis) => redis.ping().await,
+            Engine::Postgres(postgres) => postgres.ping().await,
         }
     }
 }
