@@ -521,9 +521,11 @@ impl Settings {
                     ))
                 }
             },
-            Some(other) => return Err(StartError::Settings(format!(
-                "sslmode={other} is not supported: use verify-full (with sslrootcert) or disable"
-            ))),
+            Some(other) => {
+                return Err(StartError::Settings(format!(
+                    "sslmode={other} is not supported (verify-full with sslrootcert, or disable)"
+                )))
+            }
         };
         let url = if rest.is_empty() {
             base.to_string()
