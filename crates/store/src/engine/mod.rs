@@ -5,9 +5,11 @@
 
 mod postgres;
 mod redis;
+mod tiered;
 
 pub use self::postgres::Postgres;
 pub use self::redis::Redis;
+pub use self::tiered::RedisPostgres;
 
 use crate::config::{Config, EngineKind};
 use idemgate_core::remote::{ValueVersion, Write};
@@ -44,6 +46,8 @@ impl fmt::Display for EngineError {
 pub enum Engine {
     Redis(Redis),
     Postgres(Postgres),
+    /// Redis in front of PostgreSQL: Redis answers what it can, PostgreSQL decides.
+    RedisPostgres(RedisPostgres),
 }
 
 impl Engine {
@@ -71,10 +75,26 @@ impl Engine {
                     .map(Engine::Postgres)
                     .map_err(|e| e.to_string())
             }
-            EngineKind::RedisPostgres => Err(format!(
-                "--engine {} is not available in this build",
-                config.engine.name()
-            )),
+            EngineKind::RedisPostgres => {
+                let url = config
+                    .postgres
+                    .as_deref()
+                    .ok_or("--engine redis+postgres needs --postgres")?;
+                let sweep_every = postgres::sweep_every_from_env(&|name| std::env::var(name).ok())?;
+                let postgres =
+                    Postgres::connect(url, config.connect_timeout, config.op_timeout, sweep_every)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                let redis = tiered::RedisSettings {
+                    urls: config.redis.clone(),
+                    cluster: config.cluster,
+                    prefix: config.key_prefix.clone(),
+                    connect_timeout: config.connect_timeout,
+                };
+                Ok(Engine::RedisPostgres(
+                    RedisPostgres::connect(redis, postgres, config.op_timeout).await,
+                ))
+            }
         }
     }
 
@@ -90,6 +110,7 @@ impl Engine {
         match self {
             Engine::Redis(redis) => redis.read(&redis.redis_key(key)).await,
             Engine::Postgres(postgres) => postgres.read(key).await,
+            Engine::RedisPostgres(tiered) => tiered.read(key, authoritative).await,
         }
     }
 
@@ -107,6 +128,17 @@ impl Engine {
                     .await
             }
             Engine::Postgres(postgres) => postgres.compare_and_set(key, expect, write).await,
+            Engine::RedisPostgres(tiered) => tiered.compare_and_set(key, expect, write).await,
+        }
+    }
+
+    /// The engine's own counters in Prometheus text (only `redis+postgres` has some), for
+    /// `/metrics` to append.
+    #[allow(dead_code)] // not yet appended by server.rs
+    pub fn render_metrics(&self) -> String {
+        match self {
+            Engine::RedisPostgres(tiered) => tiered.render_metrics(),
+            _ => String::new(),
         }
     }
 
@@ -115,6 +147,7 @@ impl Engine {
         match self {
             Engine::Redis(redis) => redis.ping().await,
             Engine::Postgres(postgres) => postgres.ping().await,
+            Engine::RedisPostgres(tiered) => tiered.ping().await,
         }
     }
 }
