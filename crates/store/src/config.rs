@@ -27,7 +27,9 @@ usage: idemgate-store [options]
                          and retries included; then a typed
                          timeout answer (keep it below the
                          filter's callout timeout)
-  --connect-timeout DUR  connecting to Redis                    env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
+  --connect-timeout DUR  connecting to the engine               env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
+  --sweep-every DUR      postgres engines: time between rounds  env IDEMGATE_STORE_SWEEP_EVERY default 30s
+                         of deleting expired rows
   --shutdown-grace DUR   SIGTERM/SIGINT: time for in-flight     env IDEMGATE_STORE_SHUTDOWN_GRACE default 10s
                          operations before exit
   --key-prefix TEXT      prefix of every Redis key              env IDEMGATE_STORE_KEY_PREFIX default idemgate:
@@ -80,6 +82,8 @@ pub struct Config {
     pub cluster: bool,
     pub op_timeout: Duration,
     pub connect_timeout: Duration,
+    /// PostgreSQL engines: time between sweep rounds of expired rows.
+    pub sweep_every: Duration,
     pub shutdown_grace: Duration,
     pub key_prefix: String,
     pub max_body: usize,
@@ -129,6 +133,7 @@ pub fn parse(
     };
     let mut op_timeout = env("IDEMGATE_STORE_OP_TIMEOUT");
     let mut connect_timeout = env("IDEMGATE_STORE_CONNECT_TIMEOUT");
+    let mut sweep_every = env("IDEMGATE_STORE_SWEEP_EVERY");
     let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
     let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
@@ -160,6 +165,7 @@ pub fn parse(
             }
             "--op-timeout" => op_timeout = Some(value("--op-timeout")?),
             "--connect-timeout" => connect_timeout = Some(value("--connect-timeout")?),
+            "--sweep-every" => sweep_every = Some(value("--sweep-every")?),
             "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
             "--max-body" => max_body = Some(value("--max-body")?),
@@ -252,6 +258,7 @@ pub fn parse(
         cluster,
         op_timeout: duration("--op-timeout", op_timeout, "250ms")?,
         connect_timeout: duration("--connect-timeout", connect_timeout, "2s")?,
+        sweep_every: duration("--sweep-every", sweep_every, "30s")?,
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
         key_prefix,
         max_body,
@@ -326,6 +333,11 @@ mod tests {
         assert!(!c.cluster);
         assert_eq!(c.op_timeout, Duration::from_millis(250));
         assert_eq!(c.key_prefix, "idemgate:");
+        assert_eq!(c.sweep_every, Duration::from_secs(30));
+        let c = config(&["--sweep-every", "250ms"], &[]);
+        assert_eq!(c.sweep_every, Duration::from_millis(250));
+        let c = config(&[], &[("IDEMGATE_STORE_SWEEP_EVERY", "1m")]);
+        assert_eq!(c.sweep_every, Duration::from_secs(60));
     }
 
     #[test]
@@ -385,6 +397,7 @@ mod tests {
             &["--redis", "redis://a,redis://b"],
             &["--cluster"],
             &["--max-body", "-1"],
+            &["--sweep-every", "0s"],
         ] {
             assert!(
                 matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),

@@ -69,22 +69,29 @@ impl Engine {
                     .postgres
                     .as_deref()
                     .ok_or("--engine postgres needs --postgres")?;
-                let sweep_every = postgres::sweep_every_from_env(&|name| std::env::var(name).ok())?;
-                Postgres::connect(url, config.connect_timeout, config.op_timeout, sweep_every)
-                    .await
-                    .map(Engine::Postgres)
-                    .map_err(|e| e.to_string())
+                Postgres::connect(
+                    url,
+                    config.connect_timeout,
+                    config.op_timeout,
+                    config.sweep_every,
+                )
+                .await
+                .map(Engine::Postgres)
+                .map_err(|e| e.to_string())
             }
             EngineKind::RedisPostgres => {
                 let url = config
                     .postgres
                     .as_deref()
                     .ok_or("--engine redis+postgres needs --postgres")?;
-                let sweep_every = postgres::sweep_every_from_env(&|name| std::env::var(name).ok())?;
-                let postgres =
-                    Postgres::connect(url, config.connect_timeout, config.op_timeout, sweep_every)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                let postgres = Postgres::connect(
+                    url,
+                    config.connect_timeout,
+                    config.op_timeout,
+                    config.sweep_every,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
                 let redis = tiered::RedisSettings {
                     urls: config.redis.clone(),
                     cluster: config.cluster,
@@ -134,7 +141,6 @@ impl Engine {
 
     /// The engine's own counters in Prometheus text (only `redis+postgres` has some), for
     /// `/metrics` to append.
-    #[allow(dead_code)] // not yet appended by server.rs
     pub fn render_metrics(&self) -> String {
         match self {
             Engine::RedisPostgres(tiered) => tiered.render_metrics(),

@@ -22,7 +22,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod
 use idemgate_core::remote::{ValueVersion, Write};
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::WriteOutcome;
-use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::time::UnixMillis;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -84,8 +84,6 @@ const SWEEP_BATCH: u64 = 500;
 const SWEEP_MAX_BATCHES: usize = 20;
 /// One batch's bound.
 const SWEEP_BATCH_TIMEOUT: Duration = Duration::from_secs(10);
-/// The default time between sweep rounds; `IDEMGATE_STORE_SWEEP_EVERY` changes it.
-pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 /// Connections in the pool.
 const POOL_SIZE: usize = 16;
 /// The latest `expires_at` written (9999-12-31): far beyond any TTL, inside `timestamptz`.
@@ -465,19 +463,6 @@ async fn sweep_batch(pool: &Pool, redact: &Redact) -> Result<u64, String> {
         .map_err(|e| redact.describe(&e))
 }
 
-/// The sweep period from `IDEMGATE_STORE_SWEEP_EVERY` (`30s`, `500ms`; default [`SWEEP_EVERY`]).
-pub fn sweep_every_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Duration, String> {
-    match env("IDEMGATE_STORE_SWEEP_EVERY") {
-        None => Ok(SWEEP_EVERY),
-        Some(text) => match text.trim().parse::<Span>() {
-            Ok(span) if span.as_millis() > 0 => Ok(Duration::from_millis(span.as_millis())),
-            _ => Err(format!(
-                "IDEMGATE_STORE_SWEEP_EVERY: {text:?} is not a duration above zero such as 30s"
-            )),
-        },
-    }
-}
-
 /// What the URL asks for: the tokio-postgres settings, and the CA file when TLS is on.
 struct Settings {
     pg: tokio_postgres::Config,
@@ -641,17 +626,6 @@ mod tests {
             .err()
             .unwrap();
         assert!(!e.to_string().contains("hunter2"), "{e}");
-    }
-
-    #[test]
-    fn the_sweep_period_comes_from_the_environment() {
-        assert_eq!(sweep_every_from_env(&|_| None), Ok(SWEEP_EVERY));
-        assert_eq!(
-            sweep_every_from_env(&|_| Some("250ms".into())),
-            Ok(Duration::from_millis(250))
-        );
-        assert!(sweep_every_from_env(&|_| Some("0s".into())).is_err());
-        assert!(sweep_every_from_env(&|_| Some("soon".into())).is_err());
     }
 
     #[test]
