@@ -83,7 +83,21 @@ fn give_away(path: &Path) {
 fn template() -> &'static Path {
     static TEMPLATE: OnceLock<PathBuf> = OnceLock::new();
     TEMPLATE.get_or_init(|| {
-        let dest = Path::new(env!("CARGO_TARGET_TMPDIR")).join("idemgate-postgres-template");
+        // Named by the server's version: another PostgreSQL could not read it.
+        let version = Command::new(binary("postgres"))
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        let version: String = version
+            .split_whitespace()
+            .find(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+            .unwrap_or("unknown")
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+            .collect();
+        let dest = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("idemgate-postgres-template-{version}"));
         if dest.join("PG_VERSION").is_file() {
             return dest;
         }
