@@ -66,6 +66,14 @@ class Server:
 def start():
     """initdb in a fresh temp dir and a server on a free port: a `Server` (proc, url)."""
     work = tempfile.mkdtemp(prefix="idemgate-bench-postgres-")
+    try:
+        return _start(work)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+def _start(work):
     user = {}
     data = os.path.join(work, "data")
     if os.geteuid() == 0:
