@@ -152,7 +152,7 @@ demo-fleet: setup-rust setup-envoy build-filter build-web build-store $(ENGINE_S
 
 .PHONY: test-demo-fleet
 test-demo-fleet: build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
-	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine; done
+	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine || exit 1; done
 
 test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
 	node --test examples/checkout/e2e.test.mjs
