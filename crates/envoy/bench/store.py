@@ -91,7 +91,7 @@ def render(mach, load0, load1, ops, results):
     base = results["redis"]["pairs_s"]
     ratios = ", ".join(f"`{e}` {results[e]['pairs_s'] / base:.2f}" for e in ENGINES[1:]) if base else "?"
     lines += ["", f"- Pairs/s against `redis`: {ratios}.",
-              "- A claim on `postgres` is one `INSERT … ON CONFLICT DO NOTHING` (a commit); on "
+              "- A claim on `postgres` is one `INSERT … ON CONFLICT (key) DO UPDATE … WHERE` the old row has expired (one commit); on "
               "`redis+postgres` the PostgreSQL write decides and is then written through to Redis, so a "
               "fresh claim costs both (Redis answers replays and in-flight duplicates first).", "", END]
     return "\n".join(lines)
