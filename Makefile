@@ -74,7 +74,7 @@ test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients tes
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test-envoy: build-filter build-store setup-redis ## the filter in a real Envoy (fleet tests: with the store service and redis-server)
+test-envoy: build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
 
 # Client SDKs written by others (npm `stripe`, `@octokit/webhooks`, plain fetch; pinned in
@@ -114,33 +114,45 @@ bench-work: build-filter ## wasm operators and host calls per request; writes it
 	python3 crates/envoy/bench/work.py
 
 # The fleet's record store (issue 13): crates/store against a real redis-server and a real
-# three-primary Redis Cluster that its tests start on free ports (and kill by PID).
-.PHONY: setup-redis build-store test-store bench-store
+# three-primary Redis Cluster that its tests start on free ports (and kill by PID); PostgreSQL
+# (issue 25) for `--engine postgres` and `redis+postgres`.
+.PHONY: setup-redis setup-postgres build-store test-store bench-store
 setup-redis:
 	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+# Debian's package keeps initdb and postgres in /usr/lib/postgresql/<version>/bin (not on PATH):
+# the tests, demo and bench look there too. As root they run PostgreSQL as the `postgres` user.
+setup-postgres:
+	@{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
 
 build-store: setup-rust ## the store service binary (target/release/idemgate-store)
 	$(CARGO) build -p idemgate-store --release
 
-test-store: setup-rust setup-redis ## the store service against real Redis and Redis Cluster
+test-store: setup-rust setup-redis setup-postgres ## the store service against real Redis, Redis Cluster and PostgreSQL
 	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
 
-bench-store: setup-rust setup-redis ## store operation latency and throughput over h2c (prints figures; LOAD_OPS, default 5000)
+bench-store: setup-rust setup-redis setup-postgres ## store latency and throughput over h2c per engine (LOAD_OPS, default 5000); writes its section of BENCHMARKS.md
 	$(CARGO) build -p idemgate-store --release --bin idemgate-store --example load
-	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store $${CARGO_TARGET_DIR:-target}/release/examples/load
+	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store \
+	  python3 crates/envoy/bench/store.py --load $${CARGO_TARGET_DIR:-target}/release/examples/load
 
 # ---------------------------------------------------------------------------------------------
 demo: setup-rust setup-envoy build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
 
-# The same checkout stack with two Envoys sharing Redis through the store service (issue 13).
+# The same checkout stack with two Envoys sharing one record store through the store service
+# (issue 13), on the engine ENGINE (issue 25; also read from the environment): redis (default),
+# postgres (no redis-server: a PostgreSQL of the demo's own) or redis+postgres (both).
+ENGINE       ?= redis
+FLEET_ENGINES := redis postgres redis+postgres
+ENGINE_SETUP := $(if $(findstring redis,$(ENGINE)),setup-redis) $(if $(findstring postgres,$(ENGINE)),setup-postgres)
 .PHONY: demo-fleet
-demo-fleet: setup-rust setup-envoy build-filter build-web build-store setup-redis ## the checkout demo behind two Envoys sharing one Redis: A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
-	python3 examples/checkout/demo_fleet.py
+demo-fleet: setup-rust setup-envoy build-filter build-web build-store $(ENGINE_SETUP) ## the checkout demo behind two Envoys sharing one store (ENGINE=redis|postgres|redis+postgres): A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
+	python3 examples/checkout/demo_fleet.py --engine $(ENGINE)
 
 .PHONY: test-demo-fleet
-test-demo-fleet: build-filter build-web build-store setup-redis ## demo-fleet's contract: a request to Envoy A and its retry to B are one request
-	python3 examples/checkout/demo_fleet_test.py
+test-demo-fleet: build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
+	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine || exit 1; done
 
 test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
 	node --test examples/checkout/e2e.test.mjs
@@ -164,14 +176,15 @@ bench-tools: setup-rust ## the bench's no-op filter, core bench (native, wasm32-
 bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 	python3 crates/envoy/bench/bench.py
 
-test-bench: setup-bench build-filter bench-tools build-store setup-redis ## benchmark smoke (seconds, no timing assertions)
+test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-postgres ## benchmark smoke (seconds, no timing assertions)
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
 
-# The fleet (issue 13): the remote store (idemgate-store + redis-server) against the local store,
-# same run; writes its section of BENCHMARKS.md (about 4 minutes).
+# The fleet (issue 13): the remote store (idemgate-store on redis, postgres and redis+postgres,
+# issue 25) against the local store, same run; writes its section of BENCHMARKS.md (about 8
+# minutes).
 .PHONY: bench-fleet
-bench-fleet: setup-bench build-filter build-store setup-redis ## fleet vs local store through Envoy; writes its section of BENCHMARKS.md
+bench-fleet: setup-bench build-filter build-store setup-redis setup-postgres ## fleet (each engine) vs local store through Envoy; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/fleet.py
 
 # ---------------------------------------------------------------------------------------------

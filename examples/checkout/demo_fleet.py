@@ -1,18 +1,26 @@
 #!/usr/bin/env python3
 """`make demo-fleet`: the checkout demo (same API and pages as `make demo`) behind TWO Envoys that
-share one record store: redis-server and the idemgate-store service (issue 13), in the foreground.
+share one record store: the idemgate-store service (issue 13) in front of redis-server, PostgreSQL
+or both (issue 25), in the foreground.
 
-    python3 examples/checkout/demo_fleet.py [--port 10000] [--admin-port 9901]
+    python3 examples/checkout/demo_fleet.py [--engine redis|postgres|redis+postgres]
+                                            [--port 10000] [--admin-port 9901]
                                             [--port-b 10001] [--admin-port-b 9902] [--ready-file F]
 
-Ports default to $DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO_PORT_B /
-$DEMO_ADMIN_PORT_B (Envoy B: 10001 / 9902); 0 picks free ones. Redis and the service take free
-ports. A request sent to A and its retry sent to B behave as if there were one Envoy. Prints both
-URLs, runs until Ctrl-C (or SIGTERM), and stops everything it started. With `--ready-file`, once
-everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders", "store",
-"webhook_secret", "standard_webhook_secret"} there. The secrets are as in demo.py, one set for both.
+The engine defaults to $ENGINE, else `redis` (`make demo-fleet ENGINE=postgres`). `redis` starts a
+redis-server; `postgres` starts no redis-server but a PostgreSQL of its own (initdb in the demo's
+temp dir, as the `postgres` user when run as root); `redis+postgres` starts both. Ports default to
+$DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO_PORT_B / $DEMO_ADMIN_PORT_B (Envoy
+B: 10001 / 9902); 0 picks free ones. Redis, PostgreSQL and the service take free ports. A request
+sent to A and its retry sent to B behave as if there were one Envoy. Prints both URLs, runs until
+Ctrl-C (or SIGTERM), and stops everything it started (also when a start fails). With
+`--ready-file`, once everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders",
+"store", "engine", "redis", "postgres", "webhook_secret", "standard_webhook_secret"} there (redis
+and postgres: the URL, or null when the engine has none). The secrets are as in demo.py, one set
+for both.
 """
 import argparse
+import glob
 import json
 import os
 import secrets
@@ -45,6 +53,75 @@ STORE_CLUSTER = """
 """
 
 
+ENGINES = ("redis", "postgres", "redis+postgres")
+
+
+def postgres_binary(name):
+    """A PostgreSQL binary: on PATH, else Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which(name) or (sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}")) or [None])[-1]
+    return found or fail(f"`{name}` is not installed: run `make setup-postgres`")
+
+
+class Postgres(subprocess.Popen):
+    """The postmaster. Its `terminate` is a fast shutdown (SIGINT: clients disconnected, then
+    exit) rather than SIGTERM's smart shutdown, which waits for every client to leave."""
+
+    def terminate(self):
+        self.send_signal(signal.SIGINT)
+
+
+def start_postgres(work, children):
+    """initdb in `work`/postgres and a postgres on a free port of 127.0.0.1 (TCP only, trust
+    auth, user `idemgate`); as root, both run as the `postgres` user. Returns its URL."""
+    initdb, postgres = postgres_binary("initdb"), postgres_binary("postgres")
+    user = {}
+    data = os.path.join(work, "postgres")
+    os.mkdir(data, 0o700)
+    if os.geteuid() == 0:
+        import pwd
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            fail("running as root needs a `postgres` user: run `make setup-postgres`")
+        user = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+        os.chmod(work, 0o711)  # the postgres user reaches its own dir, and lists nothing else
+        os.chown(data, pw.pw_uid, pw.pw_gid)
+    out = subprocess.run(
+        [initdb, "-D", data, "-U", "idemgate", "--auth=trust", "-E", "UTF8", "--locale=C",
+         "--no-sync", "--no-instructions"], cwd=work, capture_output=True, text=True, **user)
+    if out.returncode != 0:
+        fail(f"initdb failed: {out.stderr.strip()}")
+    port = free_port()
+    log_path = os.path.join(work, "postgres.log")
+    log = open(log_path, "w")
+    proc = Postgres(
+        [postgres, "-D", data, "-p", str(port), "-c", "listen_addresses=127.0.0.1",
+         "-c", "unix_socket_directories="],
+        cwd=work, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, **user)
+    children.append(proc)
+    wait_for("postgres", lambda: "ready to accept connections" in open(log_path).read(), proc)
+    return f"postgres://idemgate@127.0.0.1:{port}/postgres"
+
+
+def start_redis(work, children, redis_server):
+    """A redis-server on a free port (AOF, fsync always: records outlive a crash). Returns its URL."""
+    port = free_port()
+    redis = subprocess.Popen(
+        [redis_server, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+         "--appendonly", "yes", "--appendfsync", "always", "--dir", work,
+         "--maxmemory-policy", "noeviction", "--protected-mode", "no"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    children.append(redis)
+
+    def redis_pong():
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(16).startswith(b"+PONG")
+
+    wait_for("redis-server", redis_pong, redis)
+    return f"redis://127.0.0.1:{port}"
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -64,7 +141,9 @@ def fleet_config(port, admin, orders_port, wasm, store_port):
 
 
 def main():
-    ap = argparse.ArgumentParser(description="idemgate checkout demo, two Envoys sharing Redis")
+    ap = argparse.ArgumentParser(description="idemgate checkout demo, two Envoys sharing one store")
+    ap.add_argument("--engine", choices=ENGINES, default=os.environ.get("ENGINE") or "redis",
+                    help="the store service's engine (default: $ENGINE, else redis)")
     ap.add_argument("--port", type=int, default=int(os.environ.get("DEMO_PORT", 10000)))
     ap.add_argument("--admin-port", type=int, default=int(os.environ.get("DEMO_ADMIN_PORT", 9901)))
     ap.add_argument("--port-b", type=int, default=int(os.environ.get("DEMO_PORT_B", 10001)))
@@ -84,8 +163,13 @@ def main():
     if not os.path.isfile(os.path.join(args.pkg, "index.js")):
         fail(f"the npm package is not built at {args.pkg}: run `make build-web`")
     envoy = shutil.which("envoy") or fail("`envoy` is not installed: run `make setup-envoy`")
-    redis_server = shutil.which("redis-server") or fail(
-        "`redis-server` is not installed: run `make setup-redis`")
+    uses_redis, uses_postgres = args.engine != "postgres", args.engine != "redis"
+    redis_server = None
+    if uses_redis:
+        redis_server = shutil.which("redis-server") or fail(
+            "`redis-server` is not installed: run `make setup-redis`")
+    if uses_postgres:
+        postgres_binary("initdb")
 
     env = dict(os.environ)
     # One secret for both Envoys: a token issued by A is verified by B.
@@ -100,25 +184,14 @@ def main():
 
     signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
     try:
-        redis_port = free_port()
-        redis = subprocess.Popen(
-            [redis_server, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "yes", "--appendfsync", "always", "--dir", work,
-             "--maxmemory-policy", "noeviction", "--protected-mode", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        children.append(redis)
-
-        def redis_pong():
-            with socket.create_connection(("127.0.0.1", redis_port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                return s.recv(16).startswith(b"+PONG")
-
-        wait_for("redis-server", redis_pong, redis)
+        redis_url = start_redis(work, children, redis_server) if uses_redis else None
+        postgres_url = start_postgres(work, children) if uses_postgres else None
 
         store_port = free_port()
         store = subprocess.Popen(
-            [args.store, "--listen", f"127.0.0.1:{store_port}",
-             "--redis", f"redis://127.0.0.1:{redis_port}"],
+            [args.store, "--listen", f"127.0.0.1:{store_port}", "--engine", args.engine]
+            + (["--redis", redis_url] if redis_url else [])
+            + (["--postgres", postgres_url] if postgres_url else []),
             stdout=subprocess.PIPE, text=True)
         children.append(store)
         line = store.stdout.readline()
@@ -169,16 +242,23 @@ def main():
                 json.dump({"url": urls[0], "url_b": urls[1], "admin": admins[0],
                            "admin_b": admins[1], "orders": orders_port,
                            "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid(),
+                           "engine": args.engine, "redis": redis_url, "postgres": postgres_url,
                            "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"],
                            "standard_webhook_secret": standard_secret}, f)
             os.replace(args.ready_file + ".tmp", args.ready_file)
         if not args.quiet:
             a, b = urls
+            what = {"redis": "Redis", "postgres": "PostgreSQL",
+                    "redis+postgres": "Redis in front of PostgreSQL"}[args.engine]
+            backends = "   ".join(f"{name}: {url}" for name, url in
+                                   (("Redis", redis_url), ("PostgreSQL", postgres_url)) if url)
             print(f"""
-  idemgate fleet demo is running: two Envoys, one record store (Redis via idemgate-store)
+  idemgate fleet demo is running: two Envoys, one record store ({what} via idemgate-store,
+  --engine {args.engine})
     Envoy A:  {a}    (admin {admins[0]}/stats?filter=idemgate)
     Envoy B:  {b}    (admin {admins[1]}/stats?filter=idemgate)
-    store:    http://127.0.0.1:{store_port}/metrics   Redis: 127.0.0.1:{redis_port}
+    store:    http://127.0.0.1:{store_port}/metrics
+    {backends}
 
   Try: a request sent to A, its retry sent to B (the second answer is the replay,
   Idempotent-Replayed: true; one order):

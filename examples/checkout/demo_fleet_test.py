@@ -4,9 +4,17 @@ sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy 
 retry is the replay, byte for byte; a claimed request re-enters Envoy through its internal
 listener), a one-time token issued by A is used once across both, a signed payment event (its
 key taken from the body), a Standard Webhooks delivery (keyed by `webhook-id`) and a CloudEvent
-(keyed by source and id) delivered to A and B are each applied once — then stops it with SIGTERM and
-checks that it exited and removed its work dir. Bounded: fails after 90 s.
+(keyed by source and id) delivered to A and B are each applied once — then stops it and checks that
+it exited, that every process it started is gone and that it removed its work dir. Bounded: fails
+after 90 s.
+
+    python3 examples/checkout/demo_fleet_test.py [--engine redis|postgres|redis+postgres]
+
+On `--engine` (default $ENGINE, else redis; `make test-demo-fleet` runs each): with `postgres` no
+redis-server runs, with `redis` no PostgreSQL. The Redis demo is stopped with SIGTERM, the others
+with SIGINT (what Ctrl-C sends).
 """
+import argparse
 import base64
 import glob
 import hashlib
@@ -41,17 +49,53 @@ def reentered(admin):
     return values[0] if len(values) == 1 else None
 
 
+def processes_under(pid):
+    """{pid: command name} of every process descending from `pid` (read from /proc)."""
+    parents, names = {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            head, rest = stat.rsplit(")", 1)
+            parents[int(entry)] = int(rest.split()[1])
+            names[int(entry)] = head.split("(", 1)[1]
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                found[child] = names[child]
+                frontier.append(child)
+    return found
+
+
+def alive(pid):
+    """Whether `pid` runs (a zombie not yet reaped by whoever adopted it does not)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
 
 
 def main():
+    ap = argparse.ArgumentParser(description="demo-fleet's contract")
+    ap.add_argument("--engine", choices=("redis", "postgres", "redis+postgres"),
+                    default=os.environ.get("ENGINE") or "redis")
+    engine = ap.parse_args().engine
     ready_dir = tempfile.mkdtemp(prefix="idemgate-demo-fleet-test-")
     ready = os.path.join(ready_dir, "ready.json")
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "idemgate-demo-fleet-*")))
+    started = {}
     demo = subprocess.Popen(
-        [sys.executable, os.path.join(HERE, "demo_fleet.py"), "--port", "0", "--admin-port", "0",
+        [sys.executable, os.path.join(HERE, "demo_fleet.py"), "--engine", engine,
+         "--port", "0", "--admin-port", "0",
          "--port-b", "0", "--admin-port-b", "0", "--ready-file", ready, "--quiet"]
         + (["--pkg", os.environ["IDEMGATE_WEB_PKG"]] if os.environ.get("IDEMGATE_WEB_PKG") else []))
     try:
@@ -63,6 +107,13 @@ def main():
         info = json.load(open(ready))
         a, b = info["url"], info["url_b"]
         check(a != b, "two Envoys")
+        check(info["engine"] == engine, f"engine {info['engine']}")
+        started = processes_under(demo.pid)
+        names = set(started.values())
+        check(("redis-server" in names) == (engine != "postgres"), f"{engine}: processes {names}")
+        check(("postgres" in names) == (engine != "redis"), f"{engine}: processes {names}")
+        check((info["redis"] is None) == (engine == "postgres") and
+              (info["postgres"] is None) == (engine == "redis"), f"{engine}: {info}")
 
         order = json.dumps({"items": [{"sku": "beans", "qty": 1, "price_cents": 2400}]}).encode()
         headers = {"authorization": "Bearer fleet-test", "idempotency-key": "fleet-test-1",
@@ -156,19 +207,26 @@ def main():
             _, _, after = request("GET", a + "/api/orders")
             applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
             check(applied == 1, f"{what}: the event was applied {applied} times")
-        print("demo-fleet: A→B retry replayed, one order (through A's re-entry listener); token used once "
+        print(f"demo-fleet ({engine}): A→B retry replayed, one order (through A's re-entry listener); token used once "
               "across A and B; a payment event (Stripe-style, Standard Webhooks, CloudEvents) delivered "
               "to A and B applied once each")
     finally:
+        how = signal.SIGTERM if engine == "redis" else signal.SIGINT
+        started = started or processes_under(demo.pid)
         if demo.poll() is None:
-            demo.send_signal(signal.SIGTERM)
+            demo.send_signal(how)
         try:
             code = demo.wait(timeout=20)
         except subprocess.TimeoutExpired:
             demo.kill()
-            raise AssertionError("demo_fleet.py did not stop on SIGTERM")
+            raise AssertionError(f"demo_fleet.py did not stop on {how.name}")
         shutil.rmtree(ready_dir, ignore_errors=True)
     check(code == 0, f"demo_fleet.py exit status {code}")
+    deadline = time.monotonic() + 10
+    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = {pid: name for pid, name in started.items() if alive(pid)}
+    check(not left, f"processes left running: {left}")
     left = set(glob.glob(os.path.join(tempfile.gettempdir(), "idemgate-demo-fleet-*"))) - before
     left = {d for d in left if "-test-" not in d}
     check(not left, f"work dirs left behind: {left}")

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Fleet bench (issue 13): the filter with the remote store (`idemgate-store` + `redis-server`)
-against the local store, in the same run, variants alternating in every repetition. `make
+"""Fleet bench (issues 13 and 25): the filter with the remote store — `idemgate-store` on each of
+its engines, `redis` (one `redis-server`), `postgres` (one PostgreSQL) and `redis+postgres` (both)
+— against the local store, in the same run, variants alternating in every repetition. `make
 bench-fleet` writes its section of BENCHMARKS.md; `--smoke` runs it for seconds into another file.
 
 Measured with wrk (crates/envoy/bench/fresh.lua), POST 1 KB JSON, router path (the example's
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 import bench
+import postgres
 from bench import (Envoy, HoldServer, children, cluster, http, idemgate_config, json_body, kill, load,
                    log, machine, med, upstream_config, wasm_config, wrk)
 from sections import write_section
@@ -29,6 +31,7 @@ from sections import write_section
 BEGIN, END = "<!-- fleet:begin (written by make bench-fleet) -->", "<!-- fleet:end -->"
 STORE_BIN = Path(os.environ.get("IDEMGATE_STORE_BIN", bench.TARGET / "release/idemgate-store"))
 REPLAY_KEYS = 200
+ENGINES = ("redis", "postgres", "redis+postgres")
 
 
 def free_port():
@@ -57,10 +60,12 @@ def start_redis(work):
     raise SystemExit("redis-server did not start")
 
 
-def start_store(redis_port):
+def start_store(engine, redis_port=None, postgres_url=None):
     port = free_port()
     proc = subprocess.Popen(
-        [str(STORE_BIN), "--listen", f"127.0.0.1:{port}", "--redis", f"redis://127.0.0.1:{redis_port}"],
+        [str(STORE_BIN), "--listen", f"127.0.0.1:{port}", "--engine", engine]
+        + (["--redis", f"redis://127.0.0.1:{redis_port}"] if redis_port else [])
+        + (["--postgres", postgres_url] if postgres_url else []),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=bench._die_with_parent)
     children.append(proc)
     line = proc.stdout.readline()
@@ -85,15 +90,14 @@ def fleet_config(up, hold, store_port):
     return config
 
 
-# name, store, description, key mode, connections
-VARIANTS = [
-    ("local_c1", "local", "local store, fresh keys, 1 connection", "fresh", 1),
-    ("fleet_c1", "fleet", "remote store, fresh keys, 1 connection", "fresh", 1),
-    ("local_c8", "local", "local store, fresh keys, 8 connections", "fresh", 8),
-    ("fleet_c8", "fleet", "remote store, fresh keys, 8 connections", "fresh", 8),
-    ("local_replay", "local", "local store, replays (same Envoy), 8 connections", "cycle", 8),
-    ("fleet_replay", "fleet", "remote store, replays through Envoy B of keys completed through A, 8 connections", "cycle", 8),
-]
+# name, store (None: local, else the remote store's engine), description, key mode, connections
+VARIANTS = [("local_c1", None, "local store, fresh keys, 1 connection", "fresh", 1)]
+VARIANTS += [(f"fleet_c1_{e}", e, f"remote store `{e}`, fresh keys, 1 connection", "fresh", 1) for e in ENGINES]
+VARIANTS += [("local_c8", None, "local store, fresh keys, 8 connections", "fresh", 8)]
+VARIANTS += [(f"fleet_c8_{e}", e, f"remote store `{e}`, fresh keys, 8 connections", "fresh", 8) for e in ENGINES]
+VARIANTS += [("local_replay", None, "local store, replays (same Envoy), 8 connections", "cycle", 8)]
+VARIANTS += [(f"fleet_replay_{e}", e, f"remote store `{e}`, replays through Envoy B of keys completed through A, "
+              "8 connections", "cycle", 8) for e in ENGINES]
 
 
 def prime(url, body, prefix):
@@ -115,16 +119,17 @@ def replay_ready(url, body, prefix):
     raise SystemExit("primed keys never replayed")
 
 
-def run(args, up, hold, store_port, body_file):
+def run(args, up, hold, store_ports, body_file):
     body = body_file.read_bytes()
-    results = {v[0]: [] for v in VARIANTS}
+    variants = [v for v in VARIANTS if v[1] is None or v[1] in store_ports]
+    results = {v[0]: [] for v in variants}
     for rep in range(args.reps):
         log(f"fleet repetition {rep + 1}/{args.reps}")
-        for name, store, _, key_mode, conns in VARIANTS:
-            config = (lambda: fleet_config(up, hold, store_port)) if store == "fleet" else (
+        for name, store, _, key_mode, conns in variants:
+            config = (lambda: fleet_config(up, hold, store_ports[store])) if store else (
                 lambda: idemgate_config(up, hold))
             envoys = [Envoy(config(), name=name)]
-            if key_mode == "cycle" and store == "fleet":
+            if key_mode == "cycle" and store:
                 envoys.append(Envoy(config(), name=name + "-b"))
             try:
                 prefix = f"r{rep}-{name}-{os.getpid()}-"
@@ -140,7 +145,7 @@ def run(args, up, hold, store_port, body_file):
                 r = wrk(target.url, "POST", "/orders", body_file, mode, prefix, args.duration, **shape)
                 r["counters"] = {c: target.counter(c) for c in ("claimed", "replayed", "conflict", "store_error")}
                 results[name].append(r)
-                log(f"  {name:13s} {r['rps']:9.0f} req/s p50 {r['p50']:.3f} ms p99 {r['p99']:.3f} ms "
+                log(f"  {name:27s} {r['rps']:9.0f} req/s p50 {r['p50']:.3f} ms p99 {r['p99']:.3f} ms "
                     f"non2xx {r['non2xx']} {r['counters']}")
             finally:
                 for envoy in envoys:
@@ -149,28 +154,40 @@ def run(args, up, hold, store_port, body_file):
 
 
 def render(args, mach, load0, load1, results):
+    engines = [e for e in ENGINES if e in args.engines]
+    variants = [v for v in VARIANTS if v[1] is None or v[1] in engines]
     m = {name: {k: med([r[k] for r in rs]) for k in ("rps", "p50", "p99")} for name, rs in results.items()}
-    added = m["fleet_c1"]["p50"] - m["local_c1"]["p50"]
-    ratio = m["fleet_c8"]["rps"] / m["local_c8"]["rps"] if m["local_c8"]["rps"] else 0.0
     non2xx = {name: sum(r["non2xx"] for r in rs) for name, rs in results.items()}
     lines = [BEGIN, "",
              f"`make bench-fleet` ({mach['date']}; {mach['cpu']}, {mach['cores']} cores, Envoy {mach['envoy']}; "
              f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; {args.reps} repetition(s) × "
              f"{args.duration} s per variant, variants alternating; medians). POST 1 KB JSON through the "
              "filter (router path) to a direct-response upstream Envoy; the remote store is "
-             "`idemgate-store` (release build) on one `redis-server`, all on this machine.", "",
+             "`idemgate-store` (release build), one service per engine, each on backends of its own: "
+             + ", ".join({"redis": "`redis` on a `redis-server` (no persistence)",
+                          "postgres": f"`postgres` on a PostgreSQL {postgres.version()} (its defaults: "
+                                      "fsync and synchronous_commit on)",
+                          "redis+postgres": "`redis+postgres` on both"}[e] for e in engines)
+             + "; all on this machine.", "",
              "| variant | req/s | p50 | p99 | non-2xx |", "|---|---|---|---|---|"]
-    for name, _, desc, _, _ in VARIANTS:
+    for name, _, desc, _, _ in variants:
         lines.append(f"| {desc} | {m[name]['rps']:.0f} | {m[name]['p50']:.3f} ms | {m[name]['p99']:.3f} ms | "
                      f"{non2xx[name]} |")
-    lines += ["",
-              f"- Added p50 per keyed request at 1 connection (fleet − local): **{added:.3f} ms** (goal ≤ 0.5 ms).",
-              f"- Throughput at 8 connections, fleet / local: **{ratio:.2f}** (goal ≥ 0.6).",
-              f"- Replay from the other Envoy: {m['fleet_replay']['rps']:.0f} req/s, p50 "
-              f"{m['fleet_replay']['p50']:.3f} ms (local replay: {m['local_replay']['rps']:.0f} req/s, p50 "
-              f"{m['local_replay']['p50']:.3f} ms).",
-              "", "Each fleet request makes one callout to the service per store operation (claim, then "
-              "the completion after the answer), each one or two Redis script calls.", "", END]
+    lines += ["", "| engine | added p50 per keyed request, 1 connection (fleet − local; goal ≤ 0.5 ms) | "
+              "throughput at 8 connections, fleet / local (goal ≥ 0.6) | replay from the other Envoy |",
+              "|---|---|---|---|"]
+    for e in engines:
+        added = m[f"fleet_c1_{e}"]["p50"] - m["local_c1"]["p50"]
+        ratio = m[f"fleet_c8_{e}"]["rps"] / m["local_c8"]["rps"] if m["local_c8"]["rps"] else 0.0
+        rep_ = m[f"fleet_replay_{e}"]
+        lines.append(f"| `{e}` | **{added:.3f} ms** | **{ratio:.2f}** | {rep_['rps']:.0f} req/s, p50 "
+                     f"{rep_['p50']:.3f} ms |")
+    lines += ["", f"Local replay (same Envoy): {m['local_replay']['rps']:.0f} req/s, p50 "
+              f"{m['local_replay']['p50']:.3f} ms.", "",
+              "Each fleet request makes one callout to the service per store operation (claim, then "
+              "the completion after the answer): on `redis` one or two Redis script calls, on `postgres` "
+              "one or two statements (each its own commit), on `redis+postgres` the PostgreSQL write "
+              "first, then Redis.", "", END]
     return "\n".join(lines)
 
 
@@ -181,7 +198,12 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--out", default=str(bench.ROOT / "BENCHMARKS.md"))
     ap.add_argument("--smoke", action="store_true", help="1 repetition of 2 s, no warm-up")
+    ap.add_argument("--engines", default=",".join(ENGINES), help="the remote store's engines to measure")
     args = ap.parse_args()
+    args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = set(args.engines) - set(ENGINES)
+    if unknown or not args.engines:
+        raise SystemExit(f"--engines: {sorted(unknown)} not among {ENGINES}")
     if args.smoke:
         args.reps, args.duration, args.warmup = 1, 2, 0
     for path, make in ((bench.FILTER_WASM, "build-filter"), (STORE_BIN, "build-store")):
@@ -189,16 +211,24 @@ def main():
             raise SystemExit(f"{path} is missing: run `make {make}`")
     work = Path(tempfile.mkdtemp(prefix="idemgate-bench-fleet-"))
     up = None
+    servers = []  # PostgreSQL servers, stopped after the services that use them
     try:
         mach = machine()
         load0 = load()
-        redis, redis_port = start_redis(work)
-        store, store_port = start_store(redis_port)
+        store_ports = {}
+        for engine in args.engines:
+            redis_port = start_redis(work)[1] if engine != "postgres" else None
+            postgres_url = None
+            if engine != "redis":
+                server = postgres.start()
+                servers.append(server)
+                postgres_url = server.url
+            store_ports[engine] = start_store(engine, redis_port, postgres_url)[1]
         up = Envoy(upstream_config(), name="upstream")
         hold = HoldServer()
         body_file = work / "body-1k.json"
         body_file.write_bytes(json_body(1024))
-        results = run(args, up.port, hold.port, store_port, body_file)
+        results = run(args, up.port, hold.port, store_ports, body_file)
         load1 = load()
         section = render(args, mach, load0, load1, results)
         out = write_section(args.out, BEGIN, END, section,
@@ -210,6 +240,8 @@ def main():
             up.stop()
         for proc in list(children):
             kill(proc)
+        for server in servers:
+            server.stop()
         import shutil
         shutil.rmtree(work, ignore_errors=True)
 

@@ -32,11 +32,13 @@ pub async fn carry(
 }
 
 async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Response {
-    let key = engine.redis_key(request.key());
+    let key = *request.key();
     let (mut exchange, mut need) = Exchange::start(request);
+    // After a compare-and-set met another version, reads go to the engine's source of truth.
+    let mut conflicted = false;
     loop {
         let step = match need {
-            Need::Read => match engine.read(&key).await {
+            Need::Read => match engine.read(&key, conflicted).await {
                 Ok((now, value)) => match fresh_version() {
                     Some(fresh) => exchange.read(now, value.as_deref(), fresh),
                     None => return Response::Failed(Failure::Unavailable),
@@ -48,6 +50,7 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
                     Ok(outcome) => {
                         if outcome == WriteOutcome::Conflict {
                             metrics.cas_conflict();
+                            conflicted = true;
                         }
                         exchange.written(outcome)
                     }

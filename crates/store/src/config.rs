@@ -9,11 +9,17 @@ use std::time::Duration;
 
 /// The usage text (`--help`); the README's table mirrors it.
 pub const USAGE: &str = "\
-idemgate-store: carries the idemgate remote store protocol to Redis or Redis Cluster
+idemgate-store: carries the idemgate remote store protocol to Redis, Redis Cluster or PostgreSQL
 
 usage: idemgate-store [options]
 
   --listen ADDR          address to serve HTTP/1.1 and h2c on   env IDEMGATE_STORE_LISTEN   default 127.0.0.1:8787
+  --engine NAME          redis, postgres, or redis+postgres     env IDEMGATE_STORE_ENGINE   default redis
+                         (Redis answers what it can, PostgreSQL
+                         decides)
+  --postgres URL         PostgreSQL URL (postgres://user:pass@  env IDEMGATE_STORE_POSTGRES (required by the
+                         host:port/db?sslmode=verify-full&                                  postgres engines)
+                         sslrootcert=ca.pem)
   --redis URL            Redis URL; repeat (or comma-separate)  env IDEMGATE_STORE_REDIS    default redis://127.0.0.1:6379
                          for the seed nodes of a cluster
   --cluster              the URLs are Redis Cluster seed nodes  env IDEMGATE_STORE_CLUSTER  default off
@@ -21,7 +27,9 @@ usage: idemgate-store [options]
                          and retries included; then a typed
                          timeout answer (keep it below the
                          filter's callout timeout)
-  --connect-timeout DUR  connecting to Redis                    env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
+  --connect-timeout DUR  connecting to the engine               env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
+  --sweep-every DUR      postgres engines: time between rounds  env IDEMGATE_STORE_SWEEP_EVERY default 30s
+                         of deleting expired rows
   --shutdown-grace DUR   SIGTERM/SIGINT: time for in-flight     env IDEMGATE_STORE_SHUTDOWN_GRACE default 10s
                          operations before exit
   --key-prefix TEXT      prefix of every Redis key              env IDEMGATE_STORE_KEY_PREFIX default idemgate:
@@ -30,13 +38,52 @@ usage: idemgate-store [options]
 Durations: 250ms, 2s, 1m. Endpoints: POST /v1/op, GET /healthz, /readyz, /metrics.
 ";
 
+/// Which engine holds the records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EngineKind {
+    /// Redis or Redis Cluster.
+    Redis,
+    /// PostgreSQL: one table, the primary key is the unique constraint.
+    Postgres,
+    /// Redis in front of PostgreSQL: Redis answers what it can, PostgreSQL decides.
+    RedisPostgres,
+}
+
+impl EngineKind {
+    const ALL: [EngineKind; 3] = [
+        EngineKind::Redis,
+        EngineKind::Postgres,
+        EngineKind::RedisPostgres,
+    ];
+
+    /// The spelling of `--engine`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Redis => "redis",
+            EngineKind::Postgres => "postgres",
+            EngineKind::RedisPostgres => "redis+postgres",
+        }
+    }
+
+    /// Whether the engine needs `--postgres`.
+    pub fn uses_postgres(self) -> bool {
+        matches!(self, EngineKind::Postgres | EngineKind::RedisPostgres)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     pub listen: SocketAddr,
+    pub engine: EngineKind,
+    /// The PostgreSQL URL (postgres engines only).
+    pub postgres: Option<String>,
     pub redis: Vec<String>,
     pub cluster: bool,
     pub op_timeout: Duration,
     pub connect_timeout: Duration,
+    /// PostgreSQL engines: time between sweep rounds of expired rows.
+    pub sweep_every: Duration,
     pub shutdown_grace: Duration,
     pub key_prefix: String,
     pub max_body: usize,
@@ -75,6 +122,8 @@ pub fn parse(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Command, ConfigError> {
     let mut listen = env("IDEMGATE_STORE_LISTEN");
+    let mut engine = env("IDEMGATE_STORE_ENGINE");
+    let mut postgres = env("IDEMGATE_STORE_POSTGRES");
     let mut redis: Vec<String> = env("IDEMGATE_STORE_REDIS")
         .map(|v| split_urls(&v))
         .unwrap_or_default();
@@ -84,6 +133,7 @@ pub fn parse(
     };
     let mut op_timeout = env("IDEMGATE_STORE_OP_TIMEOUT");
     let mut connect_timeout = env("IDEMGATE_STORE_CONNECT_TIMEOUT");
+    let mut sweep_every = env("IDEMGATE_STORE_SWEEP_EVERY");
     let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
     let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
@@ -104,6 +154,8 @@ pub fn parse(
         match flag.as_str() {
             "--help" | "-h" => return Ok(Command::Help),
             "--listen" => listen = Some(value("--listen")?),
+            "--engine" => engine = Some(value("--engine")?),
+            "--postgres" => postgres = Some(value("--postgres")?),
             "--redis" => flag_urls.extend(split_urls(&value("--redis")?)),
             "--cluster" => {
                 cluster = match &inline {
@@ -113,6 +165,7 @@ pub fn parse(
             }
             "--op-timeout" => op_timeout = Some(value("--op-timeout")?),
             "--connect-timeout" => connect_timeout = Some(value("--connect-timeout")?),
+            "--sweep-every" => sweep_every = Some(value("--sweep-every")?),
             "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
             "--max-body" => max_body = Some(value("--max-body")?),
@@ -145,6 +198,40 @@ pub fn parse(
             why: "several URLs are only meaningful with --cluster".into(),
         });
     }
+    let engine = match engine {
+        None => EngineKind::Redis,
+        Some(name) => EngineKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name.trim())
+            .ok_or_else(|| ConfigError::Invalid {
+                name: "--engine",
+                why: format!("{name:?} is not redis, postgres or redis+postgres"),
+            })?,
+    };
+    match (&postgres, engine.uses_postgres()) {
+        (None, true) => {
+            return Err(ConfigError::Invalid {
+                name: "--postgres",
+                why: format!("--engine {} needs the PostgreSQL URL", engine.name()),
+            })
+        }
+        (Some(_), false) => {
+            return Err(ConfigError::Invalid {
+                name: "--postgres",
+                why: "only applies to --engine postgres or redis+postgres".into(),
+            })
+        }
+        (Some(url), true)
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) =>
+        {
+            // Never echo the URL: it may carry a password.
+            return Err(ConfigError::Invalid {
+                name: "--postgres",
+                why: "is not a postgres:// or postgresql:// URL".into(),
+            });
+        }
+        _ => {}
+    }
     let listen = listen.unwrap_or_else(|| "127.0.0.1:8787".into());
     let listen = listen.parse().map_err(|_| ConfigError::Invalid {
         name: "--listen",
@@ -165,10 +252,13 @@ pub fn parse(
     };
     Ok(Command::Run(Config {
         listen,
+        engine,
+        postgres,
         redis,
         cluster,
         op_timeout: duration("--op-timeout", op_timeout, "250ms")?,
         connect_timeout: duration("--connect-timeout", connect_timeout, "2s")?,
+        sweep_every: duration("--sweep-every", sweep_every, "30s")?,
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
         key_prefix,
         max_body,
@@ -243,6 +333,11 @@ mod tests {
         assert!(!c.cluster);
         assert_eq!(c.op_timeout, Duration::from_millis(250));
         assert_eq!(c.key_prefix, "idemgate:");
+        assert_eq!(c.sweep_every, Duration::from_secs(30));
+        let c = config(&["--sweep-every", "250ms"], &[]);
+        assert_eq!(c.sweep_every, Duration::from_millis(250));
+        let c = config(&[], &[("IDEMGATE_STORE_SWEEP_EVERY", "1m")]);
+        assert_eq!(c.sweep_every, Duration::from_secs(60));
     }
 
     #[test]
@@ -302,6 +397,7 @@ mod tests {
             &["--redis", "redis://a,redis://b"],
             &["--cluster"],
             &["--max-body", "-1"],
+            &["--sweep-every", "0s"],
         ] {
             assert!(
                 matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),
@@ -309,5 +405,38 @@ mod tests {
             );
         }
         assert_eq!(run(&["--help"], &[]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn engines() {
+        assert_eq!(config(&[], &[]).engine, EngineKind::Redis);
+        let url = "postgres://idemgate@127.0.0.1:5432/idemgate";
+        let c = config(&["--engine", "postgres", "--postgres", url], &[]);
+        assert_eq!(
+            (c.engine, c.postgres.as_deref()),
+            (EngineKind::Postgres, Some(url))
+        );
+        let c = config(
+            &[],
+            &[
+                ("IDEMGATE_STORE_ENGINE", "redis+postgres"),
+                ("IDEMGATE_STORE_POSTGRES", url),
+            ],
+        );
+        assert_eq!(c.engine, EngineKind::RedisPostgres);
+        for args in [
+            &["--engine", "postgres"][..],
+            &["--engine", "mysql"],
+            &["--postgres", url],
+            &["--engine", "postgres", "--postgres", "mysql://x"],
+        ] {
+            assert!(
+                matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),
+                "{args:?}"
+            );
+        }
+        // A password in a bad URL is never echoed.
+        let e = run(&["--engine=postgres", "--postgres=pg://u:hunter2@h/d"], &[]).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 }

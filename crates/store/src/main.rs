@@ -1,7 +1,8 @@
 //! `idemgate-store`: a stateless service that carries the idemgate core's remote store protocol
-//! to Redis or Redis Cluster, so that a fleet of Envoys shares one record store. It decides
-//! nothing of its own: every decision is the core's ([`idemgate_core::remote`]); this binary
-//! moves bytes between HTTP and Redis. See the crate README.
+//! to an engine (Redis or Redis Cluster; PostgreSQL; Redis in front of PostgreSQL), so that a
+//! fleet of Envoys shares one record store. It decides nothing of its own: every decision is the
+//! core's ([`idemgate_core::remote`]); this binary moves bytes between HTTP and the engine. See
+//! the crate README.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -50,15 +51,7 @@ fn main() -> ExitCode {
 }
 
 async fn run(config: Config) -> Result<(), String> {
-    let engine = engine::Engine::connect(
-        &config.redis,
-        config.cluster,
-        config.key_prefix.clone(),
-        config.connect_timeout,
-        config.op_timeout,
-    )
-    .await
-    .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(",")))?;
+    let engine = engine::Engine::connect(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -92,12 +92,14 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
                 Ok(Err(e)) => text(StatusCode::SERVICE_UNAVAILABLE, &format!("{e}\n")),
                 Err(_) => text(
                     StatusCode::SERVICE_UNAVAILABLE,
-                    "redis did not answer in time\n",
+                    "the store engine did not answer in time\n",
                 ),
             }
         }
         (&Method::GET, "/metrics") => {
-            let mut response = text(StatusCode::OK, &state.metrics.render());
+            let mut body = state.metrics.render();
+            body.push_str(&state.engine.render_metrics());
+            let mut response = text(StatusCode::OK, &body);
             response.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static("text/plain; version=0.0.4"),

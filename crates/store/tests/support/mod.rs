@@ -3,6 +3,8 @@
 //! h2c client. Every process is killed by PID when its handle drops, also when a test fails.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http2::SendRequest;

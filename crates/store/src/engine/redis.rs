@@ -1,4 +1,4 @@
-//! Redis, as the two atomic steps the core's exchange needs: *read* (the key's value and Redis's
+//! The Redis engine: the two atomic steps the core's exchange needs: *read* (the key's value and Redis's
 //! clock) and *compare-and-set* (write or delete only if the value's version is still the one
 //! read). Both are Lua scripts on one key, so they run atomically on the node that owns the key and
 //! Redis Cluster routes them like any single-key command.
@@ -7,6 +7,7 @@
 //! failover) answers `NOSCRIPT` and gets the script once with `EVAL`, which also caches it there.
 //! No `SCRIPT LOAD` fan-out, so the same code serves one Redis and a cluster.
 
+use super::EngineError;
 use idemgate_core::remote::{ValueVersion, Write};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
@@ -14,7 +15,6 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{Cmd, ErrorKind, RedisError, Script, Value};
-use std::fmt;
 use std::time::Duration;
 
 /// `{seconds, microseconds, value-or-nil}`: the record and the clock it is judged by, together.
@@ -39,40 +39,6 @@ end
 return 1
 ";
 
-/// Why Redis did not give an answer.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum EngineError {
-    /// Out of memory (`maxmemory` with `noeviction`): a write that cannot land.
-    Full,
-    /// Redis did not answer within the response timeout.
-    Timeout,
-    /// Connection failure, an error reply, or a reply of the wrong shape.
-    Unavailable(String),
-}
-
-impl fmt::Display for EngineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EngineError::Full => f.write_str("redis is out of memory"),
-            EngineError::Timeout => f.write_str("redis did not answer in time"),
-            EngineError::Unavailable(why) => write!(f, "redis unavailable: {why}"),
-        }
-    }
-}
-
-impl From<RedisError> for EngineError {
-    fn from(e: RedisError) -> Self {
-        if e.code() == Some("OOM") {
-            EngineError::Full
-        } else if e.is_timeout() {
-            EngineError::Timeout
-        } else {
-            EngineError::Unavailable(e.to_string())
-        }
-    }
-}
-
 /// A connection to one Redis or to a cluster: both multiplex every operation over pooled
 /// connections (one per node) that reconnect on their own.
 #[derive(Clone)]
@@ -82,14 +48,14 @@ enum Conn {
 }
 
 #[derive(Clone)]
-pub struct Engine {
+pub struct Redis {
     conn: Conn,
     prefix: String,
     read_sha: String,
     cas_sha: String,
 }
 
-impl Engine {
+impl Redis {
     /// Connects (bounded by `connect_timeout`); `response_timeout` bounds each command so a
     /// stopped Redis cannot hold a connection's pipeline forever.
     pub async fn connect(
@@ -98,7 +64,7 @@ impl Engine {
         prefix: String,
         connect_timeout: Duration,
         response_timeout: Duration,
-    ) -> Result<Engine, EngineError> {
+    ) -> Result<Redis, EngineError> {
         let conn = if cluster {
             let client = redis::cluster::ClusterClient::builder(urls.to_vec())
                 .connection_timeout(connect_timeout)
@@ -124,7 +90,7 @@ impl Engine {
                 Err(_) => return Err(EngineError::Unavailable("connect timed out".into())),
             }
         };
-        Ok(Engine {
+        Ok(Redis {
             conn,
             prefix,
             read_sha: Script::new(READ).get_hash().to_string(),
@@ -227,6 +193,18 @@ impl Engine {
         match &self.conn {
             Conn::Single(conn) => cmd.query_async(&mut conn.clone()).await,
             Conn::Cluster(conn) => cmd.query_async(&mut conn.clone()).await,
+        }
+    }
+}
+
+impl From<RedisError> for EngineError {
+    fn from(e: RedisError) -> Self {
+        if e.code() == Some("OOM") {
+            EngineError::Full
+        } else if e.is_timeout() {
+            EngineError::Timeout
+        } else {
+            EngineError::Unavailable(format!("redis: {e}"))
         }
     }
 }

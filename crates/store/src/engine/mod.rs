@@ -1,0 +1,159 @@
+//! The engines the service carries the core's exchange to. Each gives the exchange the same two
+//! atomic steps — *read* (a key's value and the engine's clock, together) and *compare-and-set*
+//! (write or delete only if the value's version is still the one read) — so every decision about a
+//! record stays the core's ([`idemgate_core::remote::Exchange`]), whatever holds the records.
+
+mod postgres;
+mod redis;
+mod tiered;
+
+pub use self::postgres::Postgres;
+pub use self::redis::Redis;
+pub use self::tiered::RedisPostgres;
+
+use crate::config::{Config, EngineKind};
+use idemgate_core::remote::{ValueVersion, Write};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::WriteOutcome;
+use idemgate_core::time::UnixMillis;
+use std::fmt;
+
+/// Why an engine did not give an answer.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// Out of space (Redis `maxmemory` with `noeviction`, a full disk): a write that cannot land.
+    Full,
+    /// The engine did not answer within the response timeout.
+    Timeout,
+    /// Connection failure, an error reply, or a reply of the wrong shape.
+    Unavailable(String),
+}
+
+impl fmt::Display for EngineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EngineError::Full => f.write_str("the store engine is out of space"),
+            EngineError::Timeout => f.write_str("the store engine did not answer in time"),
+            EngineError::Unavailable(why) => write!(f, "the store engine is unavailable: {why}"),
+        }
+    }
+}
+
+/// The configured engine.
+#[derive(Clone)]
+#[non_exhaustive]
+pub enum Engine {
+    Redis(Redis),
+    Postgres(Postgres),
+    /// Redis in front of PostgreSQL: Redis answers what it can, PostgreSQL decides.
+    RedisPostgres(RedisPostgres),
+}
+
+impl Engine {
+    /// Connects to the engine `config` names (bounded by its connect timeout).
+    pub async fn connect(config: &Config) -> Result<Engine, String> {
+        match config.engine {
+            EngineKind::Redis => Redis::connect(
+                &config.redis,
+                config.cluster,
+                config.key_prefix.clone(),
+                config.connect_timeout,
+                config.op_timeout,
+            )
+            .await
+            .map(Engine::Redis)
+            .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(","))),
+            EngineKind::Postgres => {
+                let url = config
+                    .postgres
+                    .as_deref()
+                    .ok_or("--engine postgres needs --postgres")?;
+                Postgres::connect(
+                    url,
+                    config.connect_timeout,
+                    config.op_timeout,
+                    config.sweep_every,
+                )
+                .await
+                .map(Engine::Postgres)
+                .map_err(|e| e.to_string())
+            }
+            EngineKind::RedisPostgres => {
+                let url = config
+                    .postgres
+                    .as_deref()
+                    .ok_or("--engine redis+postgres needs --postgres")?;
+                let postgres = Postgres::connect(
+                    url,
+                    config.connect_timeout,
+                    config.op_timeout,
+                    config.sweep_every,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+                let redis = tiered::RedisSettings {
+                    urls: config.redis.clone(),
+                    cluster: config.cluster,
+                    prefix: config.key_prefix.clone(),
+                    connect_timeout: config.connect_timeout,
+                };
+                Ok(Engine::RedisPostgres(
+                    RedisPostgres::connect(redis, postgres, config.op_timeout).await,
+                ))
+            }
+        }
+    }
+
+    /// The key's value and the engine's clock, read in one atomic step. `authoritative`: the
+    /// exchange read before and its compare-and-set met another version — an engine with a
+    /// cache in front reads its source of truth this time.
+    pub async fn read(
+        &self,
+        key: &StorageKey,
+        authoritative: bool,
+    ) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
+        let _ = authoritative;
+        match self {
+            Engine::Redis(redis) => redis.read(&redis.redis_key(key)).await,
+            Engine::Postgres(postgres) => postgres.read(key).await,
+            Engine::RedisPostgres(tiered) => tiered.read(key, authoritative).await,
+        }
+    }
+
+    /// Writes (or deletes) only if the key still holds `expect` (`None`: absent).
+    pub async fn compare_and_set(
+        &self,
+        key: &StorageKey,
+        expect: Option<ValueVersion>,
+        write: &Write,
+    ) -> Result<WriteOutcome, EngineError> {
+        match self {
+            Engine::Redis(redis) => {
+                redis
+                    .compare_and_set(&redis.redis_key(key), expect, write)
+                    .await
+            }
+            Engine::Postgres(postgres) => postgres.compare_and_set(key, expect, write).await,
+            Engine::RedisPostgres(tiered) => tiered.compare_and_set(key, expect, write).await,
+        }
+    }
+
+    /// The engine's own counters in Prometheus text (only `redis+postgres` has some), for
+    /// `/metrics` to append.
+    pub fn render_metrics(&self) -> String {
+        match self {
+            Engine::RedisPostgres(tiered) => tiered.render_metrics(),
+            _ => String::new(),
+        }
+    }
+
+    /// Whether the engine answers: what `/readyz` asks.
+    pub async fn ping(&self) -> Result<(), EngineError> {
+        match self {
+            Engine::Redis(redis) => redis.ping().await,
+            Engine::Postgres(postgres) => postgres.ping().await,
+            Engine::RedisPostgres(tiered) => tiered.ping().await,
+        }
+    }
+}
