@@ -144,6 +144,9 @@ def main():
     children, stop = keeper(work)
 
     signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
+    # Ctrl-C stops the demo even when it was started with SIGINT ignored (a shell without job
+    # control ignores it in everything it starts in the background, and children inherit that).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         orders = subprocess.Popen(
             [sys.executable, "-u", os.path.join(HERE, "order_service.py"), "--port", "0", "--pkg", args.pkg],

@@ -183,6 +183,9 @@ def main():
     children, stop = keeper(work)
 
     signal.signal(signal.SIGTERM, lambda *_: (stop(), sys.exit(0)))
+    # Ctrl-C stops the demo even when it was started with SIGINT ignored (a shell without job
+    # control ignores it in everything it starts in the background, and children inherit that).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         redis_url = start_redis(work, children, redis_server) if uses_redis else None
         postgres_url = start_postgres(work, children) if uses_postgres else None
