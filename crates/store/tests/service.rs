@@ -9,36 +9,11 @@ mod support;
 
 use hyper::StatusCode;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
-use support::{claim, skey, Client, Cluster, Redis, Service};
-
-/// Generous: these tests check outcomes, not speed, on a shared 2-core machine.
-const SLOW_OK: &str = "5s";
-
-fn owner(n: u32) -> OwnerToken {
-    let mut token = [0u8; 16];
-    token[..4].copy_from_slice(&n.to_be_bytes());
-    OwnerToken(token)
-}
-
-fn stored_response(seed: u8) -> StoredResponse {
-    // Every byte value, so a lossy conversion anywhere would show.
-    let body: Vec<u8> = (0..70_000u32)
-        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
-        .collect();
-    StoredResponse {
-        status: 201,
-        headers: vec![
-            ("content-type".into(), "application/octet-stream".into()),
-            ("location".into(), format!("/orders/{seed}")),
-        ],
-        body: StoredBody::Kept(body),
-    }
-}
+use support::{claim, owner, skey, stored_response, Client, Cluster, Redis, Service, SLOW_OK};
 
 /// `n` concurrent claims of each key, spread over `clients` connections: returns, per key, the
 /// number of Forward and Conflict answers (anything else fails the test).

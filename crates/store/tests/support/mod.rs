@@ -12,7 +12,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::key::IdempotencyKey;
-use idemgate_core::record::OwnerToken;
+use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::remote;
 use idemgate_core::scope::{Scope, StorageKey};
 use idemgate_core::time::Span;
@@ -404,6 +404,31 @@ impl Client {
     }
 }
 
+/// Generous: these tests check outcomes, not speed, on a shared 2-core machine.
+pub const SLOW_OK: &str = "5s";
+
+/// Owner token number `n`.
+pub fn owner(n: u32) -> OwnerToken {
+    let mut token = [0u8; 16];
+    token[..4].copy_from_slice(&n.to_be_bytes());
+    OwnerToken(token)
+}
+
+/// A 70 KB answer of every byte value, so a lossy conversion anywhere would show.
+pub fn stored_response(seed: u8) -> StoredResponse {
+    let body: Vec<u8> = (0..70_000u32)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect();
+    StoredResponse {
+        status: 201,
+        headers: vec![
+            ("content-type".into(), "application/octet-stream".into()),
+            ("location".into(), format!("/orders/{seed}")),
+        ],
+        body: StoredBody::Kept(body),
+    }
+}
+
 /// A real storage key (SHA-256 of scope, method, route and key), so keys spread over cluster slots.
 pub fn skey(name: &str) -> StorageKey {
     let key = IdempotencyKey::parse(name.as_bytes()).expect("a valid key");
@@ -415,12 +440,10 @@ pub fn skey(name: &str) -> StorageKey {
 }
 
 pub fn claim(key: StorageKey, fingerprint: u8, owner: u32) -> remote::Request {
-    let mut token = [0u8; 16];
-    token[..4].copy_from_slice(&owner.to_be_bytes());
     remote::Request::Claim {
         key,
         fingerprint: Fingerprint([fingerprint; 32]),
-        owner: OwnerToken(token),
+        owner: self::owner(owner),
         lease: Span::from_secs(30),
         ttl: Span::from_secs(3600),
     }
