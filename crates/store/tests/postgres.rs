@@ -16,7 +16,7 @@ use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
 use support::postgres::{self as pg, Postgres};
-use support::{claim, owner, skey, stored_response, Client, Service, SLOW_OK};
+use support::{claim, once_recovered, owner, skey, stored_response, Client, Service, SLOW_OK};
 
 fn finish(name: &str, owner_id: u32, seed: u8) -> Request {
     Request::Finish {
@@ -268,17 +268,7 @@ async fn records_survive_a_postgres_sigkill_mid_traffic_and_nothing_forwards_twi
     eprintln!("{failures} claims failed typed while the database was away");
 
     // The service's pool reconnects by itself; the first calls may fail while it does.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let replay = loop {
-        match clients[0].op(&claim(skey("pg-done"), 1, 3)).await {
-            (StatusCode::OK, answer) => break answer,
-            (status, Response::Failed(_)) if Instant::now() < deadline => {
-                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => panic!("after restart: {other:?}"),
-        }
-    };
+    let replay = once_recovered(&clients[0], &claim(skey("pg-done"), 1, 3), "after restart").await;
     assert_eq!(
         replay,
         Response::Claim(ClaimOutcome::Replay(stored_response(9)))
@@ -340,22 +330,16 @@ async fn a_stopped_postgres_gives_a_typed_timeout_then_recovery() {
     );
     assert_eq!(client.get("/healthz").await.0, StatusCode::OK);
     postgres.cont();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.op(&claim(skey("pg-after-cont"), 1, 2)).await {
-            (StatusCode::OK, answer) => {
-                assert!(matches!(
-                    answer,
-                    Response::Claim(ClaimOutcome::Forward { .. })
-                ));
-                break;
-            }
-            (_, Response::Failed(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            other => panic!("after SIGCONT: {other:?}"),
-        }
-    }
+    let answer = once_recovered(
+        &client,
+        &claim(skey("pg-after-cont"), 1, 2),
+        "after SIGCONT",
+    )
+    .await;
+    assert!(matches!(
+        answer,
+        Response::Claim(ClaimOutcome::Forward { .. })
+    ));
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
     let metrics = client.get("/metrics").await.1;
     assert!(

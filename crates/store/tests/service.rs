@@ -13,7 +13,9 @@ use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
-use support::{claim, owner, skey, stored_response, Client, Cluster, Redis, Service, SLOW_OK};
+use support::{
+    claim, once_recovered, owner, skey, stored_response, Client, Cluster, Redis, Service, SLOW_OK,
+};
 
 /// `n` concurrent claims of each key, spread over `clients` connections: returns, per key, the
 /// number of Forward and Conflict answers (anything else fails the test).
@@ -220,17 +222,7 @@ async fn records_survive_a_redis_crash_with_aof() {
     redis.crash_and_restart();
 
     // The service's connection reconnects by itself; the first calls may fail while it does.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let replay = loop {
-        match client.op(&claim(done, 1, 3)).await {
-            (StatusCode::OK, answer) => break answer,
-            (status, Response::Failed(_)) if Instant::now() < deadline => {
-                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            other => panic!("after restart: {other:?}"),
-        }
-    };
+    let replay = once_recovered(&client, &claim(done, 1, 3), "after restart").await;
     assert_eq!(
         replay,
         Response::Claim(ClaimOutcome::Replay(stored_response(9)))
@@ -267,22 +259,11 @@ async fn a_stopped_redis_gives_a_typed_timeout_then_recovery() {
     );
     assert_eq!(client.get("/healthz").await.0, StatusCode::OK);
     redis.cont();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match client.op(&claim(skey("after-cont"), 1, 2)).await {
-            (StatusCode::OK, answer) => {
-                assert!(matches!(
-                    answer,
-                    Response::Claim(ClaimOutcome::Forward { .. })
-                ));
-                break;
-            }
-            (_, Response::Failed(_)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            other => panic!("after SIGCONT: {other:?}"),
-        }
-    }
+    let answer = once_recovered(&client, &claim(skey("after-cont"), 1, 2), "after SIGCONT").await;
+    assert!(matches!(
+        answer,
+        Response::Claim(ClaimOutcome::Forward { .. })
+    ));
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
     let metrics = client.get("/metrics").await.1;
     assert!(

@@ -429,6 +429,26 @@ pub fn stored_response(seed: u8) -> StoredResponse {
     }
 }
 
+/// The answer to `request` once the engine is back (restarted, resumed): a typed failure (503) is
+/// retried for up to 20 s while the service reconnects; any other answer ends the wait.
+pub async fn once_recovered(
+    client: &Client,
+    request: &remote::Request,
+    what: &str,
+) -> remote::Response {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.op(request).await {
+            (StatusCode::OK, answer) => return answer,
+            (status, remote::Response::Failed(_)) if Instant::now() < deadline => {
+                assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{what}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+}
+
 /// A real storage key (SHA-256 of scope, method, route and key), so keys spread over cluster slots.
 pub fn skey(name: &str) -> StorageKey {
     let key = IdempotencyKey::parse(name.as_bytes()).expect("a valid key");
