@@ -16,7 +16,10 @@ use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
 use support::postgres::{self as pg, Postgres};
-use support::{claim, once_recovered, owner, skey, stored_response, Client, Service, SLOW_OK};
+use support::{
+    claim, concurrent_claims, once_recovered, owner, skey, stored_response, Client, Service,
+    SLOW_OK,
+};
 
 fn finish(name: &str, owner_id: u32, seed: u8) -> Request {
     Request::Finish {
@@ -33,36 +36,6 @@ async fn clients(service: &Service, n: usize) -> Vec<Client> {
         clients.push(Client::connect(service.addr).await);
     }
     clients
-}
-
-/// `n` concurrent claims of each key (owner `k << 16 | i`), spread over `clients`: per key, the
-/// number of Forward and Conflict answers (anything else fails the test).
-async fn concurrent_claims(clients: &[Client], keys: &[String], n: u32) -> Vec<(usize, usize)> {
-    let mut tasks = Vec::new();
-    for (k, name) in keys.iter().enumerate() {
-        for i in 0..n {
-            let client = clients[i as usize % clients.len()].clone();
-            let request = claim(skey(name), 7, (k as u32) << 16 | i);
-            tasks.push((k, tokio::spawn(async move { client.op(&request).await })));
-        }
-    }
-    let mut counts = vec![(0, 0); keys.len()];
-    for (k, task) in tasks {
-        match task.await.unwrap() {
-            (
-                StatusCode::OK,
-                Response::Claim(ClaimOutcome::Forward {
-                    takeover: false, ..
-                }),
-            ) => counts[k].0 += 1,
-            (StatusCode::OK, Response::Claim(ClaimOutcome::Conflict { retry_after })) => {
-                assert!(retry_after > Span(0) && retry_after <= Span::from_secs(30));
-                counts[k].1 += 1
-            }
-            other => panic!("unexpected answer to a claim: {other:?}"),
-        }
-    }
-    counts
 }
 
 /// Which of the `n` owners of key `k` won: the one whose completion lands.

@@ -14,38 +14,9 @@ use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
 use support::{
-    claim, once_recovered, owner, skey, stored_response, Client, Cluster, Redis, Service, SLOW_OK,
+    claim, concurrent_claims, once_recovered, owner, skey, stored_response, Client, Cluster, Redis,
+    Service, SLOW_OK,
 };
-
-/// `n` concurrent claims of each key, spread over `clients` connections: returns, per key, the
-/// number of Forward and Conflict answers (anything else fails the test).
-async fn concurrent_claims(clients: &[Client], keys: &[&str], n: u32) -> Vec<(usize, usize)> {
-    let mut tasks = Vec::new();
-    for (k, name) in keys.iter().enumerate() {
-        for i in 0..n {
-            let client = clients[i as usize % clients.len()].clone();
-            let request = claim(skey(name), 7, (k as u32) << 16 | i);
-            tasks.push((k, tokio::spawn(async move { client.op(&request).await })));
-        }
-    }
-    let mut counts = vec![(0, 0); keys.len()];
-    for (k, task) in tasks {
-        match task.await.unwrap() {
-            (
-                StatusCode::OK,
-                Response::Claim(ClaimOutcome::Forward {
-                    takeover: false, ..
-                }),
-            ) => counts[k].0 += 1,
-            (StatusCode::OK, Response::Claim(ClaimOutcome::Conflict { retry_after })) => {
-                assert!(retry_after > Span(0) && retry_after <= Span::from_secs(30));
-                counts[k].1 += 1
-            }
-            other => panic!("unexpected answer to a claim: {other:?}"),
-        }
-    }
-    counts
-}
 
 async fn exactly_once_then_replay(service: &Service, tag: &str) {
     let mut clients = Vec::new();

@@ -12,6 +12,7 @@ use hyper::{Request, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::key::IdempotencyKey;
+use idemgate_core::protocol::ClaimOutcome;
 use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::remote;
 use idemgate_core::scope::{Scope, StorageKey};
@@ -427,6 +428,40 @@ pub fn stored_response(seed: u8) -> StoredResponse {
         ],
         body: StoredBody::Kept(body),
     }
+}
+
+/// `n` concurrent claims of each key (owner `k << 16 | i`), spread over `clients` connections:
+/// per key, the number of Forward and Conflict answers (anything else fails the test).
+pub async fn concurrent_claims(
+    clients: &[Client],
+    keys: &[impl AsRef<str>],
+    n: u32,
+) -> Vec<(usize, usize)> {
+    let mut tasks = Vec::new();
+    for (k, name) in keys.iter().enumerate() {
+        for i in 0..n {
+            let client = clients[i as usize % clients.len()].clone();
+            let request = claim(skey(name.as_ref()), 7, (k as u32) << 16 | i);
+            tasks.push((k, tokio::spawn(async move { client.op(&request).await })));
+        }
+    }
+    let mut counts = vec![(0, 0); keys.len()];
+    for (k, task) in tasks {
+        match task.await.unwrap() {
+            (
+                StatusCode::OK,
+                remote::Response::Claim(ClaimOutcome::Forward {
+                    takeover: false, ..
+                }),
+            ) => counts[k].0 += 1,
+            (StatusCode::OK, remote::Response::Claim(ClaimOutcome::Conflict { retry_after })) => {
+                assert!(retry_after > Span(0) && retry_after <= Span::from_secs(30));
+                counts[k].1 += 1
+            }
+            other => panic!("unexpected answer to a claim: {other:?}"),
+        }
+    }
+    counts
 }
 
 /// The answer to `request` once the engine is back (restarted, resumed): a typed failure (503) is
