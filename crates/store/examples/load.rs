@@ -1,5 +1,6 @@
 //! What one store operation costs: starts `redis-server` and the service (release build
-//! recommended: `make bench-store`), then measures, over h2c like an Envoy cluster:
+//! recommended: `make bench-store`), then measures, over HTTP/2 inside mutual TLS like an Envoy
+//! cluster:
 //! - one connection, one operation at a time: claim latency (p50, p99) — what a keyed request
 //!   adds at the edge for its claim;
 //! - 8 connections × 8 in flight: claim + finish pairs per second.
@@ -53,7 +54,7 @@ async fn main() {
         .unwrap_or(5000);
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", "5s"]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     // Warm up: connections, scripts cached on the node.
     for i in 0..200 {
         claim_and_finish(&client, &format!("warm-{i}"), i).await;
@@ -79,7 +80,7 @@ async fn main() {
 
     let mut clients = Vec::new();
     for _ in 0..8 {
-        clients.push(Client::connect(service.addr).await);
+        clients.push(Client::connect(&service).await);
     }
     let started = Instant::now();
     let mut tasks = Vec::new();

@@ -3,6 +3,7 @@
 //! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
 
 use crate::engine::{Engine, EngineError};
+use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::exchange::full;
@@ -23,11 +24,15 @@ pub async fn carry(
     let _in_flight = metrics.enter();
     let started = Instant::now();
     let op = op_name(&request);
+    let key = *request.key();
     let response = match tokio::time::timeout(timeout, exchange(engine, metrics, request)).await {
         Ok(response) => response,
         Err(_) => Response::Failed(Failure::Timeout),
     };
     metrics.operation(op, outcome_name(&response), started.elapsed());
+    if let Some(event) = RecordEvent::of(&response) {
+        record_event(event, &key);
+    }
     response
 }
 
@@ -70,7 +75,7 @@ fn failed(exchange: &Exchange, error: EngineError) -> Response {
         EngineError::Full => full(exchange.request()),
         EngineError::Timeout => Response::Failed(Failure::Timeout),
         EngineError::Unavailable(why) => {
-            eprintln!("idemgate-store: {why}");
+            tracing::warn!("{why}");
             Response::Failed(Failure::Unavailable)
         }
     }

@@ -5,6 +5,7 @@
 use idemgate_core::time::Span;
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// The usage text (`--help`); the README's table mirrors it.
@@ -13,7 +14,8 @@ idemgate-store: carries the idemgate remote store protocol to Redis, Redis Clust
 
 usage: idemgate-store [options]
 
-  --listen ADDR          address to serve HTTP/1.1 and h2c on   env IDEMGATE_STORE_LISTEN   default 127.0.0.1:8787
+  --listen ADDR          address to serve on (HTTPS with mutual env IDEMGATE_STORE_LISTEN   default 127.0.0.1:8787
+                         TLS: HTTP/2 and HTTP/1.1 by ALPN)
   --engine NAME          redis, postgres, or redis+postgres     env IDEMGATE_STORE_ENGINE   default redis
                          (Redis answers what it can, PostgreSQL
                          decides)
@@ -34,6 +36,19 @@ usage: idemgate-store [options]
                          operations before exit
   --key-prefix TEXT      prefix of every Redis key              env IDEMGATE_STORE_KEY_PREFIX default idemgate:
   --max-body BYTES       largest request body accepted          env IDEMGATE_STORE_MAX_BODY default 16777216
+
+  Mutual TLS (required unless --plaintext-unauthenticated):
+  --tls-cert FILE        the service's certificate chain (PEM)  env IDEMGATE_STORE_TLS_CERT
+  --tls-key FILE         its private key (PEM)                  env IDEMGATE_STORE_TLS_KEY
+  --client-ca FILE       CA(s) whose client certificates may    env IDEMGATE_STORE_CLIENT_CA
+                         connect (PEM); others are refused
+  --plaintext-unauthenticated  serve HTTP/1.1 and h2c without   env IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED
+                         TLS: anyone who reaches the port can
+                         claim, complete or release any record
+  --log-format FORMAT    text or json lines on stderr           env IDEMGATE_STORE_LOG_FORMAT default text
+  --log-level LEVEL      error, warn, info, debug, trace or off env IDEMGATE_STORE_LOG_LEVEL default info
+                         (without either, RUST_LOG's filter)
+
   --help                 this text
 Durations: 250ms, 2s, 1m. Endpoints: POST /v1/op, GET /healthz, /readyz, /metrics.
 ";
@@ -87,6 +102,10 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub key_prefix: String,
     pub max_body: usize,
+    /// Mutual TLS, or plaintext by explicit choice (issue 24).
+    pub transport: Transport,
+    /// Log format and filter (issue 24).
+    pub log: LogSettings,
 }
 
 /// What the command line asked for.
@@ -137,6 +156,16 @@ pub fn parse(
     let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
     let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
+    // Issue 24: transport security and logging.
+    let mut tls_cert = env("IDEMGATE_STORE_TLS_CERT");
+    let mut tls_key = env("IDEMGATE_STORE_TLS_KEY");
+    let mut client_ca = env("IDEMGATE_STORE_CLIENT_CA");
+    let mut plaintext = match env("IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED") {
+        None => false,
+        Some(v) => flag_value("IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED", &v)?,
+    };
+    let mut log_format = env("IDEMGATE_STORE_LOG_FORMAT");
+    let mut log_level = env("IDEMGATE_STORE_LOG_LEVEL");
 
     let mut flag_urls: Vec<String> = Vec::new();
     let mut args = args.into_iter();
@@ -169,6 +198,18 @@ pub fn parse(
             "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
             "--max-body" => max_body = Some(value("--max-body")?),
+            // Issue 24: transport security and logging.
+            "--tls-cert" => tls_cert = Some(value("--tls-cert")?),
+            "--tls-key" => tls_key = Some(value("--tls-key")?),
+            "--client-ca" => client_ca = Some(value("--client-ca")?),
+            "--plaintext-unauthenticated" => {
+                plaintext = match &inline {
+                    Some(v) => flag_value("--plaintext-unauthenticated", v)?,
+                    None => true,
+                }
+            }
+            "--log-format" => log_format = Some(value("--log-format")?),
+            "--log-level" => log_level = Some(value("--log-level")?),
             _ => return Err(ConfigError::UnknownFlag(arg)),
         }
     }
@@ -262,7 +303,128 @@ pub fn parse(
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
         key_prefix,
         max_body,
+        transport: transport(tls_cert, tls_key, client_ca, plaintext)?,
+        log: log_settings(log_format, log_level, env("RUST_LOG"))?,
     }))
+}
+
+// ---- Issue 24: transport security and logging -------------------------------------------------
+
+/// How the listener talks to its clients.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transport {
+    /// TLS terminated by the service; every client must present a certificate that chains to
+    /// `client_ca` (the Envoys' cluster certificate), or it gets no operation at all.
+    MutualTls {
+        cert: PathBuf,
+        key: PathBuf,
+        client_ca: PathBuf,
+    },
+    /// HTTP/1.1 and h2c without TLS or authentication: only behind
+    /// `--plaintext-unauthenticated`, so nobody runs it by omission.
+    PlaintextUnauthenticated,
+}
+
+/// The shape of log lines on stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogSettings {
+    pub format: LogFormat,
+    /// An `EnvFilter` directive: a level from `--log-level`, else `RUST_LOG`, else `info`.
+    pub filter: String,
+}
+
+const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+
+fn transport(
+    cert: Option<String>,
+    key: Option<String>,
+    client_ca: Option<String>,
+    plaintext: bool,
+) -> Result<Transport, ConfigError> {
+    match (cert, key, client_ca, plaintext) {
+        (None, None, None, true) => Ok(Transport::PlaintextUnauthenticated),
+        (_, _, _, true) => Err(ConfigError::Invalid {
+            name: "--plaintext-unauthenticated",
+            why: "cannot be combined with --tls-cert, --tls-key or --client-ca".into(),
+        }),
+        (Some(cert), Some(key), Some(client_ca), false) => Ok(Transport::MutualTls {
+            cert: cert.into(),
+            key: key.into(),
+            client_ca: client_ca.into(),
+        }),
+        (None, None, None, false) => Err(ConfigError::Invalid {
+            name: "--tls-cert",
+            why: "the service requires mutual TLS: give --tls-cert, --tls-key and --client-ca \
+                  (anyone who reaches a plaintext port can claim, complete or release any \
+                  record; --plaintext-unauthenticated serves h2c anyway)"
+                .into(),
+        }),
+        (cert, key, client_ca, false) => {
+            let missing: Vec<&str> = [
+                ("--tls-cert", cert.is_none()),
+                ("--tls-key", key.is_none()),
+                ("--client-ca", client_ca.is_none()),
+            ]
+            .into_iter()
+            .filter_map(|(name, missing)| missing.then_some(name))
+            .collect();
+            Err(ConfigError::Invalid {
+                name: "--tls-cert",
+                why: format!(
+                    "mutual TLS needs --tls-cert, --tls-key and --client-ca; missing {}",
+                    missing.join(", ")
+                ),
+            })
+        }
+    }
+}
+
+fn log_settings(
+    format: Option<String>,
+    level: Option<String>,
+    rust_log: Option<String>,
+) -> Result<LogSettings, ConfigError> {
+    let format = match format.as_deref().map(str::trim) {
+        None | Some("text") => LogFormat::Text,
+        Some("json") => LogFormat::Json,
+        Some(other) => {
+            return Err(ConfigError::Invalid {
+                name: "--log-format",
+                why: format!("{other:?} is not text or json"),
+            })
+        }
+    };
+    let filter = match (level, rust_log) {
+        (Some(level), _) => {
+            let level = level.trim().to_ascii_lowercase();
+            if !LOG_LEVELS.contains(&level.as_str()) {
+                return Err(ConfigError::Invalid {
+                    name: "--log-level",
+                    why: format!("{level:?} is not one of {}", LOG_LEVELS.join(", ")),
+                });
+            }
+            level
+        }
+        (None, Some(directives)) if !directives.trim().is_empty() => {
+            tracing_subscriber::EnvFilter::builder()
+                .parse(&directives)
+                .map_err(|e| ConfigError::Invalid {
+                    name: "RUST_LOG",
+                    why: format!("{directives:?}: {e}"),
+                })?;
+            directives
+        }
+        (None, _) => "info".into(),
+    };
+    Ok(LogSettings { format, filter })
 }
 
 fn split_urls(text: &str) -> Vec<String> {
@@ -308,7 +470,23 @@ fn duration(
 mod tests {
     use super::*;
 
+    /// `args` with the plaintext opt-out first, unless they (or `env`) speak of TLS.
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
+        let tls = args
+            .iter()
+            .any(|a| a.starts_with("--tls-") || a.starts_with("--client-ca"))
+            || env.iter().any(|(k, _)| {
+                k.starts_with("IDEMGATE_STORE_TLS") || k.starts_with("IDEMGATE_STORE_PLAINTEXT")
+            });
+        let mut with = vec!["--plaintext-unauthenticated"];
+        if tls {
+            with.clear();
+        }
+        with.extend(args);
+        run_raw(&with, env)
+    }
+
+    fn run_raw(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
         let env: Vec<(String, String)> = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -438,5 +616,81 @@ mod tests {
         // A password in a bad URL is never echoed.
         let e = run(&["--engine=postgres", "--postgres=pg://u:hunter2@h/d"], &[]).unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn mutual_tls_or_an_explicit_plaintext_opt_out() {
+        let tls = [
+            "--tls-cert",
+            "s.pem",
+            "--tls-key",
+            "s.key",
+            "--client-ca",
+            "ca.pem",
+        ];
+        assert_eq!(
+            config(&tls, &[]).transport,
+            Transport::MutualTls {
+                cert: "s.pem".into(),
+                key: "s.key".into(),
+                client_ca: "ca.pem".into(),
+            }
+        );
+        let c = config(
+            &[],
+            &[
+                ("IDEMGATE_STORE_TLS_CERT", "a"),
+                ("IDEMGATE_STORE_TLS_KEY", "b"),
+                ("IDEMGATE_STORE_CLIENT_CA", "c"),
+            ],
+        );
+        assert!(matches!(c.transport, Transport::MutualTls { .. }));
+        assert_eq!(
+            config(&["--plaintext-unauthenticated"], &[]).transport,
+            Transport::PlaintextUnauthenticated
+        );
+        let c = run(&[], &[("IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED", "1")]);
+        assert!(matches!(
+            c,
+            Ok(Command::Run(Config {
+                transport: Transport::PlaintextUnauthenticated,
+                ..
+            }))
+        ));
+        // Nothing said: no service at all, and the message says how to get one.
+        let e = run_raw(&[], &[]).unwrap_err();
+        assert!(e.to_string().contains("--plaintext-unauthenticated"), "{e}");
+        let e = run(&["--tls-cert", "s.pem", "--client-ca", "ca.pem"], &[]).unwrap_err();
+        assert!(e.to_string().contains("missing --tls-key"), "{e}");
+        let mut both = tls.to_vec();
+        both.push("--plaintext-unauthenticated");
+        assert!(matches!(run(&both, &[]), Err(ConfigError::Invalid { .. })));
+    }
+
+    #[test]
+    fn log_format_and_level() {
+        let c = config(&[], &[]);
+        assert_eq!(
+            c.log,
+            LogSettings {
+                format: LogFormat::Text,
+                filter: "info".into()
+            }
+        );
+        let c = config(&["--log-format", "json", "--log-level", "WARN"], &[]);
+        assert_eq!(
+            (c.log.format, c.log.filter.as_str()),
+            (LogFormat::Json, "warn")
+        );
+        let c = config(&[], &[("RUST_LOG", "idemgate_store=debug")]);
+        assert_eq!(c.log.filter, "idemgate_store=debug");
+        let c = config(&["--log-level=error"], &[("RUST_LOG", "debug")]);
+        assert_eq!(c.log.filter, "error");
+        for args in [&["--log-format", "xml"][..], &["--log-level", "loud"]] {
+            assert!(
+                matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),
+                "{args:?}"
+            );
+        }
     }
 }

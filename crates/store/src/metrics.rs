@@ -17,6 +17,7 @@ pub struct Metrics {
     /// (operation, outcome) → count.
     operations: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     cas_conflicts: AtomicU64,
+    tls_refused: AtomicU64,
     in_flight: AtomicI64,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
@@ -45,6 +46,11 @@ impl Metrics {
         self.cas_conflicts.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// A connection that did not complete mutual TLS (issue 24).
+    pub fn tls_refused(&self) {
+        self.tls_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an operation in flight until the guard drops.
     pub fn enter(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -69,6 +75,13 @@ impl Metrics {
             out,
             "idemgate_store_cas_conflicts_total {}",
             self.cas_conflicts.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP idemgate_store_tls_refused_total Connections closed because they did not complete mutual TLS.\n");
+        out.push_str("# TYPE idemgate_store_tls_refused_total counter\n");
+        let _ = writeln!(
+            out,
+            "idemgate_store_tls_refused_total {}",
+            self.tls_refused.load(Ordering::Relaxed)
         );
         out.push_str("# HELP idemgate_store_in_flight Operations being carried out now.\n");
         out.push_str("# TYPE idemgate_store_in_flight gauge\n");

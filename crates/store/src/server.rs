@@ -1,6 +1,7 @@
-//! HTTP: HTTP/1.1 and h2c (HTTP/2 with prior knowledge, what an Envoy cluster with
-//! `http2_protocol_options` speaks) on one port. `POST /v1/op` carries one operation per round
-//! trip; `/healthz`, `/readyz` and `/metrics` serve orchestration and monitoring.
+//! HTTP: HTTP/2 and HTTP/1.1 on one port — inside mutual TLS (see [`crate::tls`]), or as
+//! plaintext HTTP/1.1 and h2c behind `--plaintext-unauthenticated`. `POST /v1/op` carries one
+//! operation per round trip; `/healthz`, `/readyz` and `/metrics` serve orchestration and
+//! monitoring (over the same listener: a probe needs a client certificate too).
 //!
 //! Shutdown (SIGTERM, SIGINT): stop accepting, tell every connection to finish (HTTP/2 GOAWAY,
 //! HTTP/1.1 close after the current response), wait for in-flight operations up to the grace
@@ -20,8 +21,15 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use idemgate_core::remote::{self, Failure};
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
+/// Longest a client may take to finish its TLS handshake before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 struct State {
     engine: Engine,
@@ -33,6 +41,7 @@ struct State {
 /// the grace period is over.
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     engine: Engine,
     config: Config,
     shutdown: impl std::future::Future<Output = ()>,
@@ -48,37 +57,75 @@ pub async fn serve(
     loop {
         tokio::select! {
             accepted = listener.accept() => {
-                let stream = match accepted {
-                    Ok((stream, _)) => stream,
+                let (stream, peer) = match accepted {
+                    Ok(accepted) => accepted,
                     Err(e) => {
-                        eprintln!("idemgate-store: accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        tracing::warn!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
                     }
                 };
                 let _ = stream.set_nodelay(true);
                 let state = Arc::clone(&state);
-                let service = hyper::service::service_fn(move |req| {
-                    let state = Arc::clone(&state);
-                    async move { Ok::<_, Infallible>(handle(&state, req).await) }
-                });
-                let conn = builder.serve_connection(TokioIo::new(stream), service).into_owned();
-                let conn = graceful.watch(conn);
+                let builder = builder.clone();
+                // Taken before the task runs: a shutdown during the handshake still reaches it.
+                let watcher = graceful.watcher();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    let _ = conn.await;
+                    match tls {
+                        None => serve_connection(&builder, stream, state, watcher).await,
+                        Some(acceptor) => {
+                            let handshake = tokio::time::timeout(
+                                HANDSHAKE_TIMEOUT,
+                                acceptor.accept(stream),
+                            );
+                            match handshake.await {
+                                Ok(Ok(stream)) => {
+                                    serve_connection(&builder, stream, state, watcher).await;
+                                }
+                                Ok(Err(e)) => refused(&state, peer, &e.to_string()),
+                                Err(_) => refused(&state, peer, "handshake timed out"),
+                            }
+                        }
+                    }
                 });
             }
             () = &mut shutdown => break,
         }
     }
     drop(listener);
-    eprintln!("idemgate-store: shutting down, finishing in-flight operations");
+    tracing::info!("shutting down, finishing in-flight operations");
     tokio::select! {
-        () = graceful.shutdown() => eprintln!("idemgate-store: all connections finished"),
+        () = graceful.shutdown() => tracing::info!("all connections finished"),
         () = tokio::time::sleep(state.config.shutdown_grace) => {
-            eprintln!("idemgate-store: grace period over, exiting with connections open");
+            tracing::warn!("grace period over, exiting with connections open");
         }
     }
+}
+
+/// A connection that did not complete mutual TLS (no certificate, one from another CA, no TLS at
+/// all): it is closed without reading a request. Info, not warn: a port scanner is not an error.
+fn refused(state: &State, peer: SocketAddr, why: &str) {
+    state.metrics.tls_refused();
+    tracing::info!(%peer, why, "TLS connection refused");
+}
+
+async fn serve_connection<S>(
+    builder: &auto::Builder<TokioExecutor>,
+    stream: S,
+    state: Arc<State>,
+    watcher: hyper_util::server::graceful::Watcher,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let state = Arc::clone(&state);
+        async move { Ok::<_, Infallible>(handle(&state, req).await) }
+    });
+    let conn = builder
+        .serve_connection(TokioIo::new(stream), service)
+        .into_owned();
+    let _ = watcher.watch(conn).await;
 }
 
 async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -124,7 +171,7 @@ async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes
     let request = match remote::Request::decode(&body) {
         Ok(request) => request,
         Err(e) => {
-            eprintln!("idemgate-store: bad request: {e}");
+            tracing::warn!(error = %e, "bad request");
             state
                 .metrics
                 .operation("invalid", e.code(), std::time::Duration::ZERO);

@@ -33,7 +33,7 @@ fn finish(name: &str, owner_id: u32, seed: u8) -> Request {
 async fn clients(service: &Service, n: usize) -> Vec<Client> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect(service.addr).await);
+        clients.push(Client::connect(&service).await);
     }
     clients
 }
@@ -111,7 +111,7 @@ async fn concurrent_claims_forward_once_and_completions_replay_byte_identical() 
 async fn release_deletes_the_row_and_a_token_is_consumed_once() {
     let postgres = Postgres::start();
     let service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let key = skey("pg-release");
     assert!(matches!(
         client.op(&claim(key, 1, 1)).await.1,
@@ -269,7 +269,7 @@ async fn records_survive_a_postgres_sigkill_mid_traffic_and_nothing_forwards_twi
 async fn a_stopped_postgres_gives_a_typed_timeout_then_recovery() {
     let postgres = Postgres::start();
     let service = pg::service(&postgres.url(), &["--op-timeout", "300ms"], &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
     assert!(matches!(
         client.op(&claim(skey("pg-before-stop"), 1, 1)).await.1,
@@ -338,10 +338,10 @@ async fn two_service_replicas_started_together_share_one_database_and_forward_on
         "1"
     );
     let clients = vec![
-        Client::connect(a.addr).await,
-        Client::connect(b.addr).await,
-        Client::connect(a.addr).await,
-        Client::connect(b.addr).await,
+        Client::connect(&a).await,
+        Client::connect(&b).await,
+        Client::connect(&a).await,
+        Client::connect(&b).await,
     ];
     let keys = names("pg-replicas", 3);
     let counts = concurrent_claims(&clients, &keys, 300).await;
@@ -360,7 +360,7 @@ async fn expired_rows_are_never_served_and_are_swept_in_batches() {
     let postgres = Postgres::start();
     // The default sweep period (30 s): nothing is swept during the first part.
     let service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert!(matches!(
         client.op(&claim(skey("pg-expired"), 7, 1)).await.1,
         Response::Claim(ClaimOutcome::Forward { .. })
@@ -409,7 +409,7 @@ async fn expired_rows_are_never_served_and_are_swept_in_batches() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(postgres.psql("SELECT count(*) FROM idemgate_records"), "1");
-    let client = Client::connect(sweeper.addr).await;
+    let client = Client::connect(&sweeper).await;
     assert!(matches!(
         client.op(&claim(skey("pg-expired"), 7, 4)).await.1,
         Response::Claim(ClaimOutcome::Conflict { .. })
@@ -434,7 +434,7 @@ async fn the_shipped_sql_file_applied_by_hand_is_the_schema_the_service_uses() {
         "1"
     );
     let mut service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert!(matches!(
         client.op(&claim(skey("pg-by-hand"), 7, 1)).await.1,
         Response::Claim(ClaimOutcome::Forward { .. })
@@ -464,7 +464,7 @@ async fn tls_verify_full_works_and_a_wrong_ca_or_host_is_refused_at_start() {
         )
     };
     let service = pg::service(&tls(&base, &certs.ca), &["--op-timeout", SLOW_OK], &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert!(matches!(
         client.op(&claim(skey("pg-tls"), 7, 1)).await.1,
         Response::Claim(ClaimOutcome::Forward { .. })

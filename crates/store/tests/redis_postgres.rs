@@ -35,7 +35,7 @@ fn start(redis: &Redis, postgres: &Postgres, op_timeout: &str) -> Service {
 async fn clients(service: &Service, n: usize) -> Vec<Client> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect(service.addr).await);
+        clients.push(Client::connect(&service).await);
     }
     clients
 }
@@ -272,7 +272,7 @@ async fn a_redis_down_at_start_is_connected_later() {
     let postgres = Postgres::start();
     redis.stop();
     let service = start(&redis, &postgres, SLOW_OK);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let keys = names("late-redis", 1);
     let tally = claims(std::slice::from_ref(&client), &keys, 0, 10).await;
     assert_eq!(tally[0].forwards, 1);

@@ -1,8 +1,8 @@
 //! The service against a real `redis-server` (and a real three-primary Redis Cluster), driven over
-//! h2c like an Envoy cluster would: exactly one claim wins under concurrency, completions replay
-//! byte for byte, releases free the key, tokens are used once, records survive a Redis crash with
-//! AOF, a stopped Redis gives a typed timeout and then recovery, and shutdown finishes in-flight
-//! operations. Run with `make test-store` (needs `redis-server`; the tests start their own).
+//! HTTP/2 inside mutual TLS like an Envoy cluster would: exactly one claim wins under concurrency,
+//! completions replay byte for byte, releases free the key, tokens are used once, records survive
+//! a Redis crash with AOF, a stopped Redis gives a typed timeout and then recovery, and shutdown
+//! finishes in-flight operations. Run with `make test-store` (needs `redis-server`; the tests start their own).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -21,7 +21,7 @@ use support::{
 async fn exactly_once_then_replay(service: &Service, tag: &str) {
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(Client::connect(service.addr).await);
+        clients.push(Client::connect(&service).await);
     }
     let names: Vec<String> = (0..6).map(|i| format!("{tag}-order-{i}")).collect();
     let keys: Vec<&str> = names.iter().map(String::as_str).collect();
@@ -86,7 +86,7 @@ async fn concurrent_claims_forward_once_and_completions_replay_byte_identical() 
 async fn release_frees_the_key_and_a_stale_owner_changes_nothing() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let key = skey("release-me");
     let (_, first) = client.op(&claim(key, 1, 1)).await;
     assert!(matches!(
@@ -138,7 +138,7 @@ async fn release_frees_the_key_and_a_stale_owner_changes_nothing() {
 async fn a_token_is_consumed_once() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap();
@@ -168,7 +168,7 @@ async fn a_token_is_consumed_once() {
 async fn records_survive_a_redis_crash_with_aof() {
     let mut redis = Redis::start(true);
     let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let done = skey("aof-done");
     let flying = skey("aof-flying");
     assert!(matches!(
@@ -209,7 +209,7 @@ async fn records_survive_a_redis_crash_with_aof() {
 async fn a_stopped_redis_gives_a_typed_timeout_then_recovery() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", "300ms"]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
     redis.stop();
     let started = Instant::now();
@@ -250,7 +250,7 @@ async fn a_stopped_redis_gives_a_typed_timeout_then_recovery() {
 async fn shutdown_finishes_in_flight_operations() {
     let redis = Redis::start(false);
     let mut service = Service::start(&redis.url(), &["--op-timeout", "10s"]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     // Hold an operation in flight: Redis is stopped while the claim is sent.
     redis.stop();
     let pending = {
@@ -284,7 +284,7 @@ async fn shutdown_finishes_in_flight_operations() {
 async fn garbage_and_wrong_paths_get_typed_answers() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &[]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let (status, body) = client.post("/v1/op", b"hello".to_vec()).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert_eq!(
@@ -324,7 +324,7 @@ fn bad_configuration_or_no_redis_exits_non_zero_with_a_message() {
     let port = support::free_port(false);
     let out = std::process::Command::new(bin)
         .args(["--redis", &format!("redis://127.0.0.1:{port}")])
-        .args(["--connect-timeout", "500ms"])
+        .args(["--connect-timeout", "500ms", "--plaintext-unauthenticated"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -352,7 +352,7 @@ async fn a_redis_cluster_gives_the_same_exactly_once_result() {
         per_node.iter().filter(|n| **n > 0).count() >= 2,
         "{per_node:?}"
     );
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     assert_eq!(client.get("/readyz").await.0, StatusCode::OK);
 }
 
@@ -364,10 +364,10 @@ async fn two_service_replicas_share_one_redis_and_forward_once() {
     let b = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
     // Two connections to each replica, claims alternating between them.
     let clients = vec![
-        Client::connect(a.addr).await,
-        Client::connect(b.addr).await,
-        Client::connect(a.addr).await,
-        Client::connect(b.addr).await,
+        Client::connect(&a).await,
+        Client::connect(&b).await,
+        Client::connect(&a).await,
+        Client::connect(&b).await,
     ];
     let keys = ["replicas-1", "replicas-2", "replicas-3"];
     let counts = concurrent_claims(&clients, &keys, 300).await;
@@ -379,7 +379,7 @@ async fn two_service_replicas_share_one_redis_and_forward_once() {
 async fn a_service_killed_during_a_claim_then_restarted_forwards_once() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", "10s"]);
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let key = skey("killed-mid-claim");
     // The claim reaches the service and waits on a stopped Redis; the service dies under it.
     redis.stop();
@@ -400,7 +400,7 @@ async fn a_service_killed_during_a_claim_then_restarted_forwards_once() {
     // Retries through the new service. The lost claim never wrote (its read was still queued in
     // the stopped Redis when the service died), so exactly one retry forwards — once, in three
     // rounds of 50 concurrent retries (the 30 s lease keeps a take-over out of this test).
-    let client = Client::connect(service.addr).await;
+    let client = Client::connect(&service).await;
     let mut forwards = 0;
     for round in 0..3u32 {
         let mut tasks = Vec::new();

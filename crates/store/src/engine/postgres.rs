@@ -417,7 +417,7 @@ async fn migrate(client: &mut deadpool_postgres::Client) -> Result<(), tokio_pos
     for (version, sql) in MIGRATIONS {
         if *version > current {
             tx.batch_execute(sql).await?;
-            eprintln!("idemgate-store: PostgreSQL schema migrated to version {version}");
+            tracing::info!("PostgreSQL schema migrated to version {version}");
         }
     }
     tx.commit().await
@@ -436,11 +436,11 @@ async fn sweep_loop(pool: Pool, redact: Arc<Redact>, every: Duration) {
                 Ok(Ok(deleted)) if deleted < SWEEP_BATCH => break,
                 Ok(Ok(_)) => {}
                 Ok(Err(why)) => {
-                    eprintln!("idemgate-store: sweep of expired rows failed: {why}");
+                    tracing::warn!("sweep of expired rows failed: {why}");
                     break;
                 }
                 Err(_) => {
-                    eprintln!("idemgate-store: sweep of expired rows timed out");
+                    tracing::warn!("sweep of expired rows timed out");
                     break;
                 }
             }

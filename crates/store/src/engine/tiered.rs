@@ -118,15 +118,13 @@ impl State {
     fn pg_answered(&self) {
         self.pg_last_ok.store(self.now_ms(), Ordering::Relaxed);
         if !self.pg_up.swap(true, Ordering::Relaxed) {
-            eprintln!("idemgate-store: PostgreSQL answers again; Redis answers reads again");
+            tracing::info!("PostgreSQL answers again; Redis answers reads again");
         }
     }
 
     fn pg_failed(&self, e: &EngineError) {
         if self.pg_up.swap(false, Ordering::Relaxed) {
-            eprintln!(
-                "idemgate-store: PostgreSQL failed ({e}); Redis answers nothing until it is back"
-            );
+            tracing::warn!("PostgreSQL failed ({e}); Redis answers nothing until it is back");
         }
     }
 
@@ -146,8 +144,8 @@ impl State {
             .redis_skip_until
             .swap(now.saturating_add(millis(REDIS_BACKOFF)), Ordering::Relaxed);
         if was <= now {
-            eprintln!(
-                "idemgate-store: Redis {what} failed ({e}); PostgreSQL alone answers for {REDIS_BACKOFF:?}"
+            tracing::warn!(
+                "Redis {what} failed ({e}); PostgreSQL alone answers for {REDIS_BACKOFF:?}"
             );
         }
     }
@@ -183,8 +181,8 @@ impl RedisPostgres {
                 let _ = slot.set(connected);
             }
             Err(e) => {
-                eprintln!(
-                    "idemgate-store: cannot connect to Redis yet ({e}); PostgreSQL alone answers until it can"
+                tracing::warn!(
+                    "cannot connect to Redis yet ({e}); PostgreSQL alone answers until it can"
                 );
                 tasks.push(tokio::spawn(reconnect(
                     redis,
@@ -492,7 +490,7 @@ async fn reconnect(settings: RedisSettings, budget: Duration, slot: Weak<OnceLoc
         if let Ok(redis) = connect_redis(&settings, budget).await {
             if let Some(slot) = slot.upgrade() {
                 let _ = slot.set(redis);
-                eprintln!("idemgate-store: connected to Redis; it answers reads again");
+                tracing::info!("connected to Redis; it answers reads again");
             }
             return;
         }

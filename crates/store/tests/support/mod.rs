@@ -1,8 +1,11 @@
 //! Real parts for the service's tests: `redis-server` processes (single, or three cluster
-//! primaries) on free ports in temporary directories, the built `idemgate-store` binary, and an
-//! h2c client. Every process is killed by PID when its handle drops, also when a test fails.
+//! primaries) on free ports in temporary directories, the built `idemgate-store` binary with
+//! certificates made for it by `openssl` (mutual TLS, issue 24), and an HTTP/2 client that
+//! presents a client certificate. Every process is killed by PID when its handle drops, also when
+//! a test fails.
 #![allow(dead_code)]
 
+pub mod pki;
 pub mod postgres;
 
 use bytes::Bytes;
@@ -17,11 +20,14 @@ use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::remote;
 use idemgate_core::scope::{Scope, StorageKey};
 use idemgate_core::time::Span;
+use pki::Pki;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_rustls::rustls;
 
 /// A port free on 127.0.0.1 (and, for cluster nodes, its bus port + 10000 too).
 pub fn free_port(with_bus: bool) -> u16 {
@@ -255,14 +261,34 @@ pub struct Service {
     pub addr: SocketAddr,
     /// The service's stderr goes to a file (a pipe nobody reads would block it when full).
     log: tempfile::NamedTempFile,
+    /// Its certificates and the client's (`None`: started `--plaintext-unauthenticated`).
+    pub pki: Option<Pki>,
+    _certs: Option<tempfile::TempDir>,
 }
 
 impl Service {
+    /// On Redis at `redis_urls`, with mutual TLS.
     pub fn start(redis_urls: &str, extra: &[&str]) -> Service {
-        let log = tempfile::NamedTempFile::new().expect("log file");
-        let mut child = Command::new(service_binary())
+        let mut command = Command::new(service_binary());
+        command
             .args(["--listen", "127.0.0.1:0", "--redis", redis_urls])
-            .args(extra)
+            .args(extra);
+        Service::launch(command, true)
+    }
+
+    /// Runs `command` (the binary with its engine flags) on port 0 — with certificates made for
+    /// it and the mutual TLS flags when `tls`, else as given — and reads the address it printed.
+    pub fn launch(mut command: Command, tls: bool) -> Service {
+        let (pki, certs) = if tls {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let pki = pki::make(dir.path());
+            command.args(pki.service_args());
+            (Some(pki), Some(dir))
+        } else {
+            (None, None)
+        };
+        let log = tempfile::NamedTempFile::new().expect("log file");
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(log.reopen().expect("log file"))
             .spawn()
@@ -272,19 +298,27 @@ impl Service {
             child: Some(child),
             addr: SocketAddr::from(([127, 0, 0, 1], 0)),
             log,
+            pki,
+            _certs: certs,
         };
         let mut line = String::new();
         let _ = BufReader::new(stdout).read_line(&mut line);
+        let scheme = if tls { "https://" } else { "http://" };
         let addr = line
             .trim()
-            .rsplit("http://")
-            .next()
+            .strip_prefix("idemgate-store: listening on ")
+            .and_then(|rest| rest.strip_prefix(scheme))
             .and_then(|a| a.parse().ok());
         match addr {
             Some(addr) => service.addr = addr,
             None => panic!("service did not start: {line:?}, {}", service.take_stderr()),
         }
         service
+    }
+
+    /// The service's PKI (it was started with mutual TLS).
+    pub fn pki(&self) -> &Pki {
+        self.pki.as_ref().expect("the service runs with mutual TLS")
     }
 
     pub fn pid(&self) -> u32 {
@@ -323,7 +357,41 @@ impl Drop for Service {
     }
 }
 
-/// An h2c client (prior knowledge), as an Envoy cluster with `http2_protocol_options` connects.
+/// A rustls client configuration trusting `ca` for the service, presenting `cert`/`key` if given,
+/// offering ALPN `h2` as Envoy's cluster does.
+pub fn tls_client_config(ca: &Path, identity: Option<(&Path, &Path)>) -> Arc<rustls::ClientConfig> {
+    let pem = |path: &Path| std::fs::read(path).expect("read a PEM file");
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem(ca).as_slice()) {
+        roots
+            .add(cert.expect("a CA certificate"))
+            .expect("a usable CA");
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_root_certificates(roots);
+    let mut config = match identity {
+        Some((cert, key)) => {
+            let chain = rustls_pemfile::certs(&mut pem(cert).as_slice())
+                .collect::<Result<Vec<_>, _>>()
+                .expect("client certificate");
+            let key = rustls_pemfile::private_key(&mut pem(key).as_slice())
+                .expect("client key")
+                .expect("a private key in the file");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client identity")
+        }
+        None => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Arc::new(config)
+}
+
+/// An HTTP/2 client, as an Envoy cluster with `http2_protocol_options` connects: inside mutual
+/// TLS with the service's client certificate, or h2c (prior knowledge) to a plaintext service.
 #[derive(Clone)]
 pub struct Client {
     send: SendRequest<Full<Bytes>>,
@@ -331,25 +399,66 @@ pub struct Client {
 }
 
 impl Client {
-    pub async fn connect(addr: SocketAddr) -> Client {
-        let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        // As Envoy does upstream: without it Nagle and delayed ACKs add ~40 ms per request.
-        tcp.set_nodelay(true).expect("nodelay");
-        let (send, conn) =
-            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+    /// To `service`, presenting the client certificate its CA signed (or h2c when it runs
+    /// `--plaintext-unauthenticated`).
+    pub async fn connect(service: &Service) -> Client {
+        match &service.pki {
+            Some(pki) => {
+                let config = tls_client_config(&pki.ca, Some((&pki.client_cert, &pki.client_key)));
+                Client::connect_tls(service.addr, config)
+                    .await
+                    .expect("mutual TLS with the service's own client certificate")
+            }
+            None => Client::connect_plain(service.addr)
                 .await
-                .expect("h2 handshake");
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
-        Client {
-            send,
-            authority: addr.to_string(),
+                .expect("h2c connection"),
         }
     }
 
+    /// h2c with prior knowledge.
+    pub async fn connect_plain(addr: SocketAddr) -> Result<Client, String> {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        // As Envoy does upstream: without it Nagle and delayed ACKs add ~40 ms per request.
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        Client::handshake(TokioIo::new(tcp), format!("http://{addr}")).await
+    }
+
+    /// HTTP/2 inside TLS with `config` (server name 127.0.0.1). The TLS handshake may succeed
+    /// on the client's side and the server still refuse (TLS 1.3 checks the client certificate
+    /// after the client's last flight): then the HTTP/2 handshake or the first request fails.
+    pub async fn connect_tls(
+        addr: SocketAddr,
+        config: Arc<rustls::ClientConfig>,
+    ) -> Result<Client, String> {
+        let tcp = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| e.to_string())?;
+        tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+        let tls = tokio_rustls::TlsConnector::from(config)
+            .connect(name, tcp)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))?;
+        Client::handshake(TokioIo::new(tls), format!("https://{addr}")).await
+    }
+
+    async fn handshake<T>(io: TokioIo<T>, authority: String) -> Result<Client, String>
+    where
+        T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    {
+        let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+            .await
+            .map_err(|e| format!("HTTP/2 handshake: {e}"))?;
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        Ok(Client { send, authority })
+    }
+
     pub async fn post(&self, path: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
-        let request = Request::post(format!("http://{}{path}", self.authority))
+        let request = Request::post(format!("{}{path}", self.authority))
             .header("content-type", remote::CONTENT_TYPE)
             .body(Full::new(Bytes::from(body)))
             .expect("request");
@@ -357,7 +466,7 @@ impl Client {
     }
 
     pub async fn get(&self, path: &str) -> (StatusCode, String) {
-        let request = Request::get(format!("http://{}{path}", self.authority))
+        let request = Request::get(format!("{}{path}", self.authority))
             .body(Full::new(Bytes::new()))
             .expect("request");
         let (status, body) = self.send(request).await;
@@ -370,7 +479,7 @@ impl Client {
         path: &str,
         body: Vec<u8>,
     ) -> Result<StatusCode, hyper::Error> {
-        let request = Request::post(format!("http://{}{path}", self.authority))
+        let request = Request::post(format!("{}{path}", self.authority))
             .header("content-type", remote::CONTENT_TYPE)
             .body(Full::new(Bytes::from(body)))
             .expect("request");

@@ -16,8 +16,6 @@
 //! shared memory a restart needs. (A process group would not do: every backend calls `setsid`.)
 
 use super::{service_binary, Service};
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -330,8 +328,8 @@ fn alive(pid: u32) -> bool {
 
 /// The service on `--engine postgres --postgres url`, with `env` set, killed by PID on drop.
 pub fn service(url: &str, extra: &[&str], env: &[(&str, &str)]) -> Service {
-    let log = tempfile::NamedTempFile::new().expect("log file");
-    let mut child = Command::new(service_binary())
+    let mut command = Command::new(service_binary());
+    command
         .args([
             "--listen",
             "127.0.0.1:0",
@@ -341,29 +339,8 @@ pub fn service(url: &str, extra: &[&str], env: &[(&str, &str)]) -> Service {
             url,
         ])
         .args(extra)
-        .envs(env.iter().copied())
-        .stdout(Stdio::piped())
-        .stderr(log.reopen().expect("log file"))
-        .spawn()
-        .expect("the service starts");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut service = Service {
-        child: Some(child),
-        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
-        log,
-    };
-    let mut line = String::new();
-    let _ = BufReader::new(stdout).read_line(&mut line);
-    match line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .and_then(|a| a.parse().ok())
-    {
-        Some(addr) => service.addr = addr,
-        None => panic!("service did not start: {line:?}, {}", service.take_stderr()),
-    }
-    service
+        .envs(env.iter().copied());
+    Service::launch(command, true)
 }
 
 /// Runs the service expecting it to refuse to start: its exit code and stderr.
@@ -376,6 +353,8 @@ pub fn refused(url: &str, extra: &[&str]) -> (Option<i32>, String) {
             "postgres",
             "--postgres",
             url,
+            // What these tests refuse is about PostgreSQL, not the service's own listener.
+            "--plaintext-unauthenticated",
         ])
         .args(extra)
         .stdin(Stdio::null())

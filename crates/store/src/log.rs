@@ -1,0 +1,151 @@
+//! Logs (issue 24): `tracing` events on stderr, as text or JSON lines, filtered by level.
+//!
+//! Besides operational messages, every record's life is logged: one structured line when a
+//! record is created, completed, released, evicted or a token is used — with the storage key's
+//! hash, never the key itself (the storage key names the Redis key or row, so a log reader could
+//! otherwise look records up; and a client's idempotency key never reaches the service at all).
+
+use crate::config::{LogFormat, LogSettings};
+use idemgate_core::hash::{sha256, to_hex};
+use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::remote::Response;
+use idemgate_core::scope::StorageKey;
+use tracing_subscriber::EnvFilter;
+
+/// The target of record events, so a filter can keep or drop them alone
+/// (`RUST_LOG=info,idemgate_store::record=off`).
+pub const RECORD_TARGET: &str = "idemgate_store::record";
+
+/// Installs the process-wide subscriber. Called once, before anything is logged.
+pub fn init(settings: &LogSettings) -> Result<(), String> {
+    let filter = EnvFilter::builder()
+        .parse(&settings.filter)
+        .map_err(|e| format!("log filter {:?}: {e}", settings.filter))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false);
+    let installed = match settings.format {
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+    installed.map_err(|e| format!("cannot install the logger: {e}"))
+}
+
+/// Logs `message` at error level before [`init`] could run (a bad command line): as a text line,
+/// since the settings that would say otherwise are what failed.
+pub fn early_error(message: &str) {
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .finish();
+    tracing::subscriber::with_default(subscriber, || tracing::error!("{message}"));
+}
+
+/// What happened to a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RecordEvent {
+    /// A claim landed: the request goes upstream (a take-over of an expired claim too).
+    Created,
+    /// The owner's answer is stored and will be replayed.
+    Completed,
+    /// The owner gave the key back: the next retry runs again.
+    Released,
+    /// An operator removed the record: the next retry runs again.
+    #[allow(dead_code)] // until operator eviction (issue 24, the admin side) logs through it
+    Evicted,
+    /// A one-time token was used.
+    TokenUsed,
+}
+
+impl RecordEvent {
+    pub fn name(self) -> &'static str {
+        match self {
+            RecordEvent::Created => "created",
+            RecordEvent::Completed => "completed",
+            RecordEvent::Released => "released",
+            RecordEvent::Evicted => "evicted",
+            RecordEvent::TokenUsed => "token_used",
+        }
+    }
+
+    /// The event the core's answer means, if it changed a record (a replay, a conflict or a
+    /// failure changed nothing).
+    pub fn of(response: &Response) -> Option<RecordEvent> {
+        match response {
+            Response::Claim(ClaimOutcome::Forward { .. }) => Some(RecordEvent::Created),
+            Response::Finish(FinishOutcome::Stored) => Some(RecordEvent::Completed),
+            Response::Finish(FinishOutcome::Released) => Some(RecordEvent::Released),
+            Response::Consume(ConsumeOutcome::Consumed) => Some(RecordEvent::TokenUsed),
+            _ => None,
+        }
+    }
+}
+
+/// The first 16 hex digits of SHA-256 over the storage key: enough to follow one record through
+/// the logs, useless for finding it in the engine.
+pub fn key_hash(key: &StorageKey) -> String {
+    let digest = sha256(&key.0);
+    to_hex(&digest[..8])
+}
+
+/// One structured line for a record's event (target [`RECORD_TARGET`], level info).
+pub fn record_event(event: RecordEvent, key: &StorageKey) {
+    tracing::info!(
+        target: RECORD_TARGET,
+        event = event.name(),
+        key_hash = %key_hash(key),
+        "record {}",
+        event.name()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use idemgate_core::record::OwnerToken;
+
+    #[test]
+    fn the_hash_is_stable_short_and_not_the_key() {
+        let key = StorageKey([7u8; 32]);
+        let hash = key_hash(&key);
+        assert_eq!(hash.len(), 16);
+        assert_eq!(hash, to_hex(&sha256(&[7u8; 32])[..8]));
+        assert!(!to_hex(&key.0).contains(&hash));
+        assert_ne!(hash, key_hash(&StorageKey([8u8; 32])));
+    }
+
+    #[test]
+    fn events_follow_the_core_outcome() {
+        let forward = Response::Claim(ClaimOutcome::Forward {
+            owner: OwnerToken([1; 16]),
+            takeover: true,
+        });
+        assert_eq!(RecordEvent::of(&forward), Some(RecordEvent::Created));
+        assert_eq!(
+            RecordEvent::of(&Response::Finish(FinishOutcome::Stored)),
+            Some(RecordEvent::Completed)
+        );
+        assert_eq!(
+            RecordEvent::of(&Response::Finish(FinishOutcome::Released)),
+            Some(RecordEvent::Released)
+        );
+        assert_eq!(
+            RecordEvent::of(&Response::Consume(ConsumeOutcome::Consumed)),
+            Some(RecordEvent::TokenUsed)
+        );
+        for unchanged in [
+            Response::Finish(FinishOutcome::NotOwner),
+            Response::Finish(FinishOutcome::KeptInFlight),
+            Response::Claim(ClaimOutcome::Mismatch),
+            Response::Consume(ConsumeOutcome::AlreadyUsed),
+        ] {
+            assert_eq!(RecordEvent::of(&unchanged), None, "{unchanged:?}");
+        }
+    }
+}
