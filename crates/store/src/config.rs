@@ -110,6 +110,7 @@ pub struct Config {
 
 /// What the command line asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // made once per process: boxing would buy nothing
 pub enum Command {
     Run(Config),
     Help,

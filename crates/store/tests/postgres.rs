@@ -33,7 +33,7 @@ fn finish(name: &str, owner_id: u32, seed: u8) -> Request {
 async fn clients(service: &Service, n: usize) -> Vec<Client> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect(&service).await);
+        clients.push(Client::connect(service).await);
     }
     clients
 }

@@ -35,7 +35,7 @@ fn start(redis: &Redis, postgres: &Postgres, op_timeout: &str) -> Service {
 async fn clients(service: &Service, n: usize) -> Vec<Client> {
     let mut clients = Vec::new();
     for _ in 0..n {
-        clients.push(Client::connect(&service).await);
+        clients.push(Client::connect(service).await);
     }
     clients
 }

@@ -21,7 +21,7 @@ use support::{
 async fn exactly_once_then_replay(service: &Service, tag: &str) {
     let mut clients = Vec::new();
     for _ in 0..4 {
-        clients.push(Client::connect(&service).await);
+        clients.push(Client::connect(service).await);
     }
     let names: Vec<String> = (0..6).map(|i| format!("{tag}-order-{i}")).collect();
     let keys: Vec<&str> = names.iter().map(String::as_str).collect();
