@@ -3,6 +3,8 @@
 //! PostgreSQL, or both (issue 25: `--engine redis`, `postgres`, `redis+postgres`) — each process
 //! started on free ports in a temp dir and killed by PID on drop, also when a test fails.
 //! A request sent to one Envoy and its retry sent to the other behave as if there were one Envoy.
+//! Envoy and the service speak HTTP/2 inside mutual TLS (issue 24), with certificates made by
+//! `openssl` for each store (the store crate's test PKI helper).
 //!
 //! Every test that is not about Redis itself (its cluster mode) runs once per engine: a module per
 //! test, with a test function per engine (`fleet::<test>::redis`, `::postgres`, `::redis_postgres`).
@@ -21,6 +23,11 @@ use std::time::{Duration, Instant};
 #[path = "postgres.rs"]
 mod postgres;
 use postgres::Postgres;
+
+#[path = "../../../store/tests/support/pki.rs"]
+#[allow(dead_code)] // the store's own tests use the rest (the stranger's certificate)
+mod pki;
+use pki::Pki;
 
 /// The remote store as the filter's configuration names it.
 const STORE: &str =
@@ -235,7 +242,8 @@ impl Backend {
     }
 }
 
-/// The store service on a fixed port (so Envoy's cluster still finds it after a restart).
+/// The store service on a fixed port (so Envoy's cluster still finds it after a restart), with
+/// mutual TLS: its certificate, and the client certificate the Envoys present.
 struct Store {
     child: Option<Child>,
     port: u16,
@@ -243,6 +251,8 @@ struct Store {
     args: Vec<String>,
     /// The service's `--op-timeout`.
     op_timeout: &'static str,
+    pki: Pki,
+    _certs: TempDir,
 }
 
 impl Store {
@@ -264,11 +274,14 @@ impl Store {
     }
 
     fn start_with(args: Vec<String>, op_timeout: &'static str) -> Store {
+        let certs = TempDir::new();
         let mut store = Store {
             child: None,
             port: free_port(),
             args,
             op_timeout,
+            pki: pki::make(&certs.0),
+            _certs: certs,
         };
         store.spawn();
         store
@@ -279,13 +292,14 @@ impl Store {
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(&self.args)
             .args(["--op-timeout", self.op_timeout])
+            .args(self.pki.service_args())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the store service starts");
         let mut line = String::new();
         let _ = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
-        assert!(line.contains("http://"), "store did not start: {line:?}");
+        assert!(line.contains("https://"), "store did not start: {line:?}");
         self.child = Some(child);
     }
 
@@ -300,7 +314,7 @@ impl Store {
         }
     }
 
-    /// The Envoy cluster of the service: HTTP/2 without TLS (h2c), as the store README says, at
+    /// The Envoy cluster of the service: HTTP/2 inside mutual TLS, as the store README says, at
     /// most 100 streams per connection (the service accepts 200: a burst over that on one
     /// connection would see streams refused, i.e. 503s, before Envoy learns the limit).
     fn cluster(&self) -> String {
@@ -312,12 +326,13 @@ impl Store {
     envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
       "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
       explicit_http_config: {{ http2_protocol_options: {{ max_concurrent_streams: 100 }} }}
-  load_assignment:
+{}  load_assignment:
     cluster_name: idemgate_store
     endpoints:
     - lb_endpoints:
       - endpoint: {{ address: {{ socket_address: {{ address: 127.0.0.1, port_value: {} }} }} }}
 "#,
+            pki::envoy_transport_socket(&self.pki),
             self.port
         )
     }
