@@ -11,8 +11,10 @@ The engine defaults to $ENGINE, else `redis` (`make demo-fleet ENGINE=postgres`)
 redis-server; `postgres` starts no redis-server but a PostgreSQL of its own (initdb in the demo's
 temp dir, as the `postgres` user when run as root); `redis+postgres` starts both. Ports default to
 $DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO_PORT_B / $DEMO_ADMIN_PORT_B (Envoy
-B: 10001 / 9902); 0 picks free ones. Redis, PostgreSQL and the service take free ports. A request
-sent to A and its retry sent to B behave as if there were one Envoy. Prints both URLs, runs until
+B: 10001 / 9902); 0 picks free ones. Redis, PostgreSQL and the service take free ports. The Envoys
+reach the service over mutual TLS (issue 24) with certificates made at start in the demo's temp dir
+(examples/store/certs.py). A request sent to A and its retry sent to B behave as if there were one
+Envoy. Prints both URLs, runs until
 Ctrl-C (or SIGTERM), and stops everything it started (also when a start fails). With
 `--ready-file`, once everything answers, it writes {"url", "url_b", "admin", "admin_b", "orders",
 "store", "engine", "redis", "postgres", "webhook_secret", "standard_webhook_secret"} there (redis
@@ -35,6 +37,9 @@ import tempfile
 from demo import (DEFAULT_PKG, DEFAULT_WASM, HERE, ROOT, fail, get, keeper, listener_port,
                   standard_webhook_curl, standard_webhook_secret, wait_for)
 
+sys.path.insert(0, os.path.join(ROOT, "examples", "store"))
+import certs  # noqa: E402  (examples/store/certs.py: the mutual TLS certificates)
+
 DEFAULT_STORE = os.path.join(ROOT, "target", "release", "idemgate-store")
 STORE_CONFIG = '"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s" },'
 STORE_CLUSTER = """
@@ -45,6 +50,7 @@ STORE_CLUSTER = """
       envoy.extensions.upstreams.http.v3.HttpProtocolOptions:
         "@type": type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions
         explicit_http_config: { http2_protocol_options: { max_concurrent_streams: 100 } }
+    transport_socket: %s
     load_assignment:
       cluster_name: idemgate_store
       endpoints:
@@ -128,16 +134,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def fleet_config(port, admin, orders_port, wasm, store_port):
+def fleet_config(port, admin, orders_port, wasm, store_port, tls):
     """The demo's envoy.yaml with the remote store: one line in the filter configuration (after
-    `lease`) and the service's cluster."""
+    `lease`) and the service's cluster (mutual TLS with the certificates `tls`)."""
     text = string.Template(open(os.path.join(HERE, "envoy.yaml")).read()).substitute(
         PORT=port, ADMIN_PORT=admin, ORDERS_PORT=orders_port, FILTER_WASM=wasm)
     anchor = '"lease": "5s",'
     if text.count(anchor) != 1 or not text.rstrip().endswith("}"):
         fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")
     text = text.replace(anchor, anchor + "\n                      " + STORE_CONFIG)
-    return text.rstrip("\n") + "\n" + STORE_CLUSTER % store_port
+    socket = json.dumps(certs.transport_socket(tls))  # JSON is YAML
+    return text.rstrip("\n") + "\n" + STORE_CLUSTER % (socket, store_port)
 
 
 def main():
@@ -191,14 +198,19 @@ def main():
         postgres_url = start_postgres(work, children) if uses_postgres else None
 
         store_port = free_port()
+        try:
+            tls = certs.make(os.path.join(work, "certs"))
+        except (OSError, RuntimeError) as e:
+            fail(f"cannot make the mutual TLS certificates: {e}")
         store = subprocess.Popen(
             [args.store, "--listen", f"127.0.0.1:{store_port}", "--engine", args.engine]
             + (["--redis", redis_url] if redis_url else [])
-            + (["--postgres", postgres_url] if postgres_url else []),
+            + (["--postgres", postgres_url] if postgres_url else [])
+            + certs.store_args(tls),
             stdout=subprocess.PIPE, text=True)
         children.append(store)
         line = store.stdout.readline()
-        if "http://" not in line:
+        if "https://" not in line:
             fail(f"the store service did not start: {line!r}")
 
         orders = subprocess.Popen(
@@ -217,7 +229,7 @@ def main():
                                              ("b", args.port_b, args.admin_port_b, 1)):
             config_path = os.path.join(work, f"envoy-{name}.yaml")
             with open(config_path, "w") as f:
-                f.write(fleet_config(port, admin_port, orders_port, args.wasm, store_port))
+                f.write(fleet_config(port, admin_port, orders_port, args.wasm, store_port, tls))
             admin_file = os.path.join(work, f"admin-address-{name}")
             log = open(os.path.join(work, f"envoy-{name}.log"), "w")
             proxy = subprocess.Popen(
@@ -244,7 +256,7 @@ def main():
             with open(args.ready_file + ".tmp", "w") as f:
                 json.dump({"url": urls[0], "url_b": urls[1], "admin": admins[0],
                            "admin_b": admins[1], "orders": orders_port,
-                           "store": f"http://127.0.0.1:{store_port}", "pid": os.getpid(),
+                           "store": f"https://127.0.0.1:{store_port}", "pid": os.getpid(),
                            "engine": args.engine, "redis": redis_url, "postgres": postgres_url,
                            "webhook_secret": env["IDEMGATE_WEBHOOK_SECRET"],
                            "standard_webhook_secret": standard_secret}, f)
@@ -260,7 +272,8 @@ def main():
   --engine {args.engine})
     Envoy A:  {a}    (admin {admins[0]}/stats?filter=idemgate)
     Envoy B:  {b}    (admin {admins[1]}/stats?filter=idemgate)
-    store:    http://127.0.0.1:{store_port}/metrics
+    store:    https://127.0.0.1:{store_port}/metrics   (mutual TLS: curl --cacert {tls['ca']} \\
+                --cert {tls['envoy_cert']} --key {tls['envoy_key']})
     {backends}
 
   Try: a request sent to A, its retry sent to B (the second answer is the replay,

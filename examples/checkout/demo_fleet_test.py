@@ -4,7 +4,8 @@ sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy 
 retry is the replay, byte for byte; a claimed request re-enters Envoy through its internal
 listener), a one-time token issued by A is used once across both, a signed payment event (its
 key taken from the body), a Standard Webhooks delivery (keyed by `webhook-id`) and a CloudEvent
-(keyed by source and id) delivered to A and B are each applied once — then stops it and checks that
+(keyed by source and id) delivered to A and B are each applied once, and the store service refuses
+a TLS client without a certificate (the Envoys reach it over mutual TLS) — then stops it and checks that
 it exited, that every process it started is gone and that it removed its work dir. Bounded: fails
 after 90 s.
 
@@ -23,6 +24,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -40,6 +43,21 @@ def request(method, url, headers=None, body=None):
             return res.status, dict(res.headers), res.read()
     except urllib.error.HTTPError as e:
         return e.code, dict(e.headers), e.read()
+
+
+def refuses_anonymous_tls(url):
+    """Whether the store at https://host:port closes a TLS connection that presents no client
+    certificate before answering anything (TLS 1.3 refuses it after the client's last flight)."""
+    host, port = url.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as raw:
+            with context.wrap_socket(raw) as tls:
+                tls.sendall(b"GET /healthz HTTP/1.1\r\nhost: store\r\n\r\n")
+                return tls.recv(64) == b""
+    except (ssl.SSLError, ConnectionError):
+        return True
 
 
 def reentered(admin):
@@ -114,6 +132,8 @@ def main():
         check(("postgres" in names) == (engine != "redis"), f"{engine}: processes {names}")
         check((info["redis"] is None) == (engine == "postgres") and
               (info["postgres"] is None) == (engine == "redis"), f"{engine}: {info}")
+        check(info["store"].startswith("https://") and refuses_anonymous_tls(info["store"]),
+              f"the store service serves mutual TLS only: {info['store']}")
 
         order = json.dumps({"items": [{"sku": "beans", "qty": 1, "price_cents": 2400}]}).encode()
         headers = {"authorization": "Bearer fleet-test", "idempotency-key": "fleet-test-1",
@@ -209,7 +229,7 @@ def main():
             check(applied == 1, f"{what}: the event was applied {applied} times")
         print(f"demo-fleet ({engine}): A→B retry replayed, one order (through A's re-entry listener); token used once "
               "across A and B; a payment event (Stripe-style, Standard Webhooks, CloudEvents) delivered "
-              "to A and B applied once each")
+              "to A and B applied once each; the store refuses a TLS client without a certificate")
     finally:
         how = signal.SIGTERM if engine == "redis" else signal.SIGINT
         started = started or processes_under(demo.pid)
