@@ -534,9 +534,23 @@ await check("the store Deployment sets only documented idemgate-store options", 
   for (const name of names) {
     if (!documented.includes(`\`${name}`)) throw new Error(`${name} is not in crates/store/README.md`);
   }
-  for (const [probe, path] of [["livenessProbe", "/healthz"], ["readinessProbe", "/readyz"]]) {
-    if (container[probe]?.httpGet?.path !== path) throw new Error(`${probe} must GET ${path}`);
-    if (!documented.includes(path)) throw new Error(`${path} is not in crates/store/README.md`);
+  // Mutual TLS (issue 24): every HTTP path needs a client certificate the kubelet does not have,
+  // so the probes check the TLS port; the certificates come from a Secret volume.
+  const port = container.ports?.[0]?.name;
+  for (const probe of ["livenessProbe", "readinessProbe"]) {
+    if (container[probe]?.tcpSocket?.port !== port) throw new Error(`${probe} must check port ${port}`);
+  }
+  const tls = ["IDEMGATE_STORE_TLS_CERT", "IDEMGATE_STORE_TLS_KEY", "IDEMGATE_STORE_CLIENT_CA"];
+  const env = new Map((container.env ?? []).map((e) => [e.name, e.value]));
+  const mounts = (container.volumeMounts ?? []).map((m) => m.mountPath);
+  for (const name of tls) {
+    const path = env.get(name);
+    if (!path || !mounts.some((m) => path.startsWith(m + "/"))) {
+      throw new Error(`${name} must name a file in a mounted volume (got ${path})`);
+    }
+  }
+  if (env.has("IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED") || (container.args ?? []).includes("--plaintext-unauthenticated")) {
+    throw new Error("the example must not turn authentication off");
   }
 });
 
