@@ -117,13 +117,19 @@ bench-work: build-filter ## wasm operators and host calls per request; writes it
 # three-primary Redis Cluster that its tests start on free ports (and kill by PID); PostgreSQL
 # (issue 25) for `--engine postgres` and `redis+postgres`.
 .PHONY: setup-redis setup-postgres build-store test-store bench-store
+# The store's tests, the fleet tests, demo and bench make their mutual TLS certificates (issue 24)
+# with the openssl command.
+SETUP_OPENSSL = command -v openssl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
+
 setup-redis:
 	@{ command -v redis-server && command -v redis-cli; } >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+	@$(SETUP_OPENSSL)
 
 # Debian's package keeps initdb and postgres in /usr/lib/postgresql/<version>/bin (not on PATH):
 # the tests, demo and bench look there too. As root they run PostgreSQL as the `postgres` user.
 setup-postgres:
 	@{ command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; }
+	@$(SETUP_OPENSSL)
 
 build-store: setup-rust ## the store service binary (target/release/idemgate-store)
 	$(CARGO) build -p idemgate-store --release
@@ -131,7 +137,7 @@ build-store: setup-rust ## the store service binary (target/release/idemgate-sto
 test-store: setup-rust setup-redis setup-postgres ## the store service against real Redis, Redis Cluster and PostgreSQL
 	$(CARGO) test -p idemgate-store -- --include-ignored --test-threads 2
 
-bench-store: setup-rust setup-redis setup-postgres ## store latency and throughput over h2c per engine (LOAD_OPS, default 5000); writes its section of BENCHMARKS.md
+bench-store: setup-rust setup-redis setup-postgres ## store latency and throughput over mutual TLS per engine (LOAD_OPS, default 5000); writes its section of BENCHMARKS.md
 	$(CARGO) build -p idemgate-store --release --bin idemgate-store --example load
 	IDEMGATE_STORE_BIN=$${CARGO_TARGET_DIR:-target}/release/idemgate-store \
 	  python3 crates/envoy/bench/store.py --load $${CARGO_TARGET_DIR:-target}/release/examples/load

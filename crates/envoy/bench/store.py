@@ -5,8 +5,8 @@ service and its load generator (crates/store/examples/load.rs) and writes its se
 BENCHMARKS.md; `--out` writes elsewhere.
 
 For each engine, the load generator starts its redis-server and the service (release build) and
-measures over h2c, as an Envoy cluster talks to it: claim latency at one connection, one operation
-at a time (p50, p99), then claim + finish pairs per second at 8 connections × 8 in flight. The
+measures over HTTP/2 inside mutual TLS, as an Envoy cluster talks to it: claim latency at one
+connection, one operation at a time (p50, p99), then claim + finish pairs per second at 8 connections × 8 in flight. The
 engine is chosen through the service's environment (IDEMGATE_STORE_ENGINE, IDEMGATE_STORE_POSTGRES:
 the load generator's `--redis` is then unused on `postgres`); each PostgreSQL engine gets a fresh
 PostgreSQL of its own (crates/envoy/bench/postgres.py: defaults, fsync on). Counts are LOAD_OPS
@@ -80,7 +80,7 @@ def render(mach, load0, load1, ops, results):
     lines = [BEGIN, "",
              f"`make bench-store` ({mach['date']}; {mach['cpu']}, {mach['cores']} cores; PostgreSQL "
              f"{postgres.version()}; load average {load0[0]:.1f} before, {load1[0]:.1f} after; "
-             f"LOAD_OPS={ops}). The service (release build) over h2c, as an Envoy cluster talks to it, "
+             f"LOAD_OPS={ops}). The service (release build) over HTTP/2 inside mutual TLS, as an Envoy cluster talks to it, "
              "on one `redis-server` (no persistence), one PostgreSQL (its defaults: fsync and "
              "synchronous_commit on), or both, all on this machine; engines one after the other.", "",
              "| engine | claim p50 (1 connection, sequential) | claim p99 | claim + finish pairs/s (8 connections × 8 in flight) |",
