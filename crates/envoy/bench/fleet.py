@@ -10,7 +10,9 @@ Measured with wrk (crates/envoy/bench/fresh.lua), POST 1 KB JSON, router path (t
   * fresh keys at 8 connections (throughput ratio fleet / local);
   * replays of completed keys: the local store (same Envoy) against the fleet, where the keys were
     completed through Envoy A and are replayed through Envoy B.
-Everything runs on 127.0.0.1; every process started here is killed by its PID at exit.
+Envoy reaches the service over mutual TLS (issue 24), as deployed, with certificates made at start
+(examples/store/certs.py). Everything runs on 127.0.0.1; every process started here is killed by
+its PID at exit.
 """
 import argparse
 import json
@@ -27,6 +29,9 @@ import postgres
 from bench import (Envoy, HoldServer, children, cluster, http, idemgate_config, json_body, kill, load,
                    log, machine, med, upstream_config, wasm_config, wrk)
 from sections import write_section
+
+sys.path.insert(0, str(bench.ROOT / "examples" / "store"))
+import certs  # noqa: E402  (examples/store/certs.py: the mutual TLS certificates)
 
 BEGIN, END = "<!-- fleet:begin (written by make bench-fleet) -->", "<!-- fleet:end -->"
 STORE_BIN = Path(os.environ.get("IDEMGATE_STORE_BIN", bench.TARGET / "release/idemgate-store"))
@@ -60,23 +65,24 @@ def start_redis(work):
     raise SystemExit("redis-server did not start")
 
 
-def start_store(engine, redis_port=None, postgres_url=None):
+def start_store(engine, tls, redis_port=None, postgres_url=None):
     port = free_port()
     proc = subprocess.Popen(
         [str(STORE_BIN), "--listen", f"127.0.0.1:{port}", "--engine", engine]
         + (["--redis", f"redis://127.0.0.1:{redis_port}"] if redis_port else [])
-        + (["--postgres", postgres_url] if postgres_url else []),
+        + (["--postgres", postgres_url] if postgres_url else [])
+        + certs.store_args(tls),
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, preexec_fn=bench._die_with_parent)
     children.append(proc)
     line = proc.stdout.readline()
-    if "http://" not in line:
+    if "https://" not in line:
         raise SystemExit(f"idemgate-store did not start: {line!r}")
     return proc, port
 
 
-def fleet_config(up, hold, store_port):
+def fleet_config(up, hold, store_port, tls):
     """bench.py's idemgate configuration (router path) with `store: remote` and the service's
-    cluster (h2c, at most 100 streams per connection, as the README says)."""
+    cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as the README says)."""
     config = idemgate_config(up, hold)
     wasm = wasm_config(config)
     core = json.loads(wasm["configuration"]["value"])
@@ -86,6 +92,7 @@ def fleet_config(up, hold, store_port):
     store["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
         "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
         "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 100}}}}
+    store["transport_socket"] = certs.transport_socket(tls)
     config["static_resources"]["clusters"].append(store)
     return config
 
@@ -119,14 +126,14 @@ def replay_ready(url, body, prefix):
     raise SystemExit("primed keys never replayed")
 
 
-def run(args, up, hold, store_ports, body_file):
+def run(args, up, hold, store_ports, tls, body_file):
     body = body_file.read_bytes()
     variants = [v for v in VARIANTS if v[1] is None or v[1] in store_ports]
     results = {v[0]: [] for v in variants}
     for rep in range(args.reps):
         log(f"fleet repetition {rep + 1}/{args.reps}")
         for name, store, _, key_mode, conns in variants:
-            config = (lambda: fleet_config(up, hold, store_ports[store])) if store else (
+            config = (lambda: fleet_config(up, hold, store_ports[store], tls)) if store else (
                 lambda: idemgate_config(up, hold))
             envoys = [Envoy(config(), name=name)]
             if key_mode == "cycle" and store:
@@ -163,7 +170,7 @@ def render(args, mach, load0, load1, results):
              f"load average {load0[0]:.1f} before, {load1[0]:.1f} after; {args.reps} repetition(s) × "
              f"{args.duration} s per variant, variants alternating; medians). POST 1 KB JSON through the "
              "filter (router path) to a direct-response upstream Envoy; the remote store is "
-             "`idemgate-store` (release build), one service per engine, each on backends of its own: "
+             "`idemgate-store` (release build, reached over mutual TLS), one service per engine, each on backends of its own: "
              + ", ".join({"redis": "`redis` on a `redis-server` (no persistence)",
                           "postgres": f"`postgres` on a PostgreSQL {postgres.version()} (its defaults: "
                                       "fsync and synchronous_commit on)",
@@ -216,6 +223,7 @@ def main():
         mach = machine()
         load0 = load()
         store_ports = {}
+        tls = certs.make(work / "certs")
         for engine in args.engines:
             redis_port = start_redis(work)[1] if engine != "postgres" else None
             postgres_url = None
@@ -223,12 +231,12 @@ def main():
                 server = postgres.start()
                 servers.append(server)
                 postgres_url = server.url
-            store_ports[engine] = start_store(engine, redis_port, postgres_url)[1]
+            store_ports[engine] = start_store(engine, tls, redis_port, postgres_url)[1]
         up = Envoy(upstream_config(), name="upstream")
         hold = HoldServer()
         body_file = work / "body-1k.json"
         body_file.write_bytes(json_body(1024))
-        results = run(args, up.port, hold.port, store_ports, body_file)
+        results = run(args, up.port, hold.port, store_ports, tls, body_file)
         load1 = load()
         section = render(args, mach, load0, load1, results)
         out = write_section(args.out, BEGIN, END, section,
