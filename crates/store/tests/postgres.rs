@@ -1,6 +1,6 @@
 //! `--engine postgres` against a real PostgreSQL started by each test (`initdb` in a temporary
 //! directory, a free port, killed by PID; see `support/postgres.rs`, also for running as root),
-//! driven over h2c like an Envoy cluster would: exactly one claim wins under concurrency,
+//! driven over mutual TLS like an Envoy cluster would: exactly one claim wins under concurrency,
 //! completions replay byte for byte, a token is used once, records survive a SIGKILLed database,
 //! a stopped one gives a typed timeout and then recovery, two replicas share one database, expired
 //! rows are never served and are swept, TLS `verify-full` works and a wrong CA or host name is
