@@ -5,8 +5,15 @@
 use idemgate_core::time::Span;
 use std::fmt;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+
+// Issue 24: transport security and logging, each in its own module.
+mod logging;
+mod transport;
+use logging::log_settings;
+pub use logging::{LogFormat, LogSettings};
 use std::time::Duration;
+use transport::transport;
+pub use transport::Transport;
 
 /// The usage text (`--help`); the README's table mirrors it.
 pub const USAGE: &str = "\
@@ -307,125 +314,6 @@ pub fn parse(
         transport: transport(tls_cert, tls_key, client_ca, plaintext)?,
         log: log_settings(log_format, log_level, env("RUST_LOG"))?,
     }))
-}
-
-// ---- Issue 24: transport security and logging -------------------------------------------------
-
-/// How the listener talks to its clients.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Transport {
-    /// TLS terminated by the service; every client must present a certificate that chains to
-    /// `client_ca` (the Envoys' cluster certificate), or it gets no operation at all.
-    MutualTls {
-        cert: PathBuf,
-        key: PathBuf,
-        client_ca: PathBuf,
-    },
-    /// HTTP/1.1 and h2c without TLS or authentication: only behind
-    /// `--plaintext-unauthenticated`, so nobody runs it by omission.
-    PlaintextUnauthenticated,
-}
-
-/// The shape of log lines on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogSettings {
-    pub format: LogFormat,
-    /// An `EnvFilter` directive: a level from `--log-level`, else `RUST_LOG`, else `info`.
-    pub filter: String,
-}
-
-const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
-
-fn transport(
-    cert: Option<String>,
-    key: Option<String>,
-    client_ca: Option<String>,
-    plaintext: bool,
-) -> Result<Transport, ConfigError> {
-    match (cert, key, client_ca, plaintext) {
-        (None, None, None, true) => Ok(Transport::PlaintextUnauthenticated),
-        (_, _, _, true) => Err(ConfigError::Invalid {
-            name: "--plaintext-unauthenticated",
-            why: "cannot be combined with --tls-cert, --tls-key or --client-ca".into(),
-        }),
-        (Some(cert), Some(key), Some(client_ca), false) => Ok(Transport::MutualTls {
-            cert: cert.into(),
-            key: key.into(),
-            client_ca: client_ca.into(),
-        }),
-        (None, None, None, false) => Err(ConfigError::Invalid {
-            name: "--tls-cert",
-            why: "the service requires mutual TLS: give --tls-cert, --tls-key and --client-ca \
-                  (anyone who reaches a plaintext port can claim, complete or release any \
-                  record; --plaintext-unauthenticated serves h2c anyway)"
-                .into(),
-        }),
-        (cert, key, client_ca, false) => {
-            let missing: Vec<&str> = [
-                ("--tls-cert", cert.is_none()),
-                ("--tls-key", key.is_none()),
-                ("--client-ca", client_ca.is_none()),
-            ]
-            .into_iter()
-            .filter_map(|(name, missing)| missing.then_some(name))
-            .collect();
-            Err(ConfigError::Invalid {
-                name: "--tls-cert",
-                why: format!(
-                    "mutual TLS needs --tls-cert, --tls-key and --client-ca; missing {}",
-                    missing.join(", ")
-                ),
-            })
-        }
-    }
-}
-
-fn log_settings(
-    format: Option<String>,
-    level: Option<String>,
-    rust_log: Option<String>,
-) -> Result<LogSettings, ConfigError> {
-    let format = match format.as_deref().map(str::trim) {
-        None | Some("text") => LogFormat::Text,
-        Some("json") => LogFormat::Json,
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                name: "--log-format",
-                why: format!("{other:?} is not text or json"),
-            })
-        }
-    };
-    let filter = match (level, rust_log) {
-        (Some(level), _) => {
-            let level = level.trim().to_ascii_lowercase();
-            if !LOG_LEVELS.contains(&level.as_str()) {
-                return Err(ConfigError::Invalid {
-                    name: "--log-level",
-                    why: format!("{level:?} is not one of {}", LOG_LEVELS.join(", ")),
-                });
-            }
-            level
-        }
-        (None, Some(directives)) if !directives.trim().is_empty() => {
-            tracing_subscriber::EnvFilter::builder()
-                .parse(&directives)
-                .map_err(|e| ConfigError::Invalid {
-                    name: "RUST_LOG",
-                    why: format!("{directives:?}: {e}"),
-                })?;
-            directives
-        }
-        (None, _) => "info".into(),
-    };
-    Ok(LogSettings { format, filter })
 }
 
 fn split_urls(text: &str) -> Vec<String> {

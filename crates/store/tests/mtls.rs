@@ -66,13 +66,24 @@ async fn a_connection_without_a_valid_client_certificate_gets_no_operation() {
     // Nothing reached Redis, nothing was counted as an operation; four refusals were.
     assert_eq!(redis.cli(&["dbsize"]).trim(), "0");
     let client = Client::connect(&service).await;
-    let metrics = client.get("/metrics").await.1;
+    // The service counts a refusal once its side of the handshake has failed, which a loaded
+    // machine may schedule after the client saw the alert: wait for it, up to 5 s.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    let metrics = loop {
+        let metrics = client.get("/metrics").await.1;
+        if metrics.contains("idemgate_store_tls_refused_total 4")
+            || std::time::Instant::now() > deadline
+        {
+            break metrics;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
     assert!(
-        !metrics.contains("idemgate_store_operations_total{"),
+        metrics.contains("idemgate_store_tls_refused_total 4"),
         "{metrics}"
     );
     assert!(
-        metrics.contains("idemgate_store_tls_refused_total 4"),
+        !metrics.contains("idemgate_store_operations_total{"),
         "{metrics}"
     );
     // The same claim with the right certificate lands: the refusals above were about identity.
