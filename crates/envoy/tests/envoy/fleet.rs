@@ -878,3 +878,47 @@ fn a_finish_that_gets_no_answer_is_sent_again_and_lands(engine: Engine) {
     assert_eq!(upstream.hits("resent"), 1);
 }
 on_every_engine!(a_finish_that_gets_no_answer_is_sent_again_and_lands);
+
+/// The store's side of mutual TLS, seen through Envoy (issue 24): an Envoy whose cluster speaks
+/// h2c, or TLS without the client certificate, gets no store operation — its keyed requests get
+/// the failure mode (503) and never reach the upstream — while the Envoy with the certificate
+/// runs the same key once.
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn an_envoy_without_the_client_certificate_gets_no_store_operation() {
+    let backend = Backend::start(Engine::Redis);
+    let store = Store::start(&backend);
+    let upstream = Upstream::start();
+    let filter = config("");
+    let with = |cluster: String| {
+        let mut setup = Setup::new(&filter, upstream.port);
+        setup.clusters = cluster;
+        Envoy::start(&setup)
+    };
+    let full = store.cluster();
+    let socket = pki::envoy_transport_socket(&store.pki);
+    let plaintext = with(full.replace(&socket, ""));
+    let identity = format!(
+        "        tls_certificates:\n        - certificate_chain: {{ filename: \"{}\" }}\n          private_key: {{ filename: \"{}\" }}\n",
+        store.pki.client_cert.display(),
+        store.pki.client_key.display()
+    );
+    assert!(full.contains(&identity), "{full}");
+    let anonymous = with(full.replace(&identity, ""));
+    for (name, envoy) in [("h2c", &plaintext), ("no certificate", &anonymous)] {
+        let answer = Request::post("/pay", "mtls-1").send(envoy.port);
+        assert_eq!(answer.status, 503, "{name}: {}", answer.text());
+        assert_eq!(answer.problem_code(), "store_unavailable", "{name}");
+        assert!(envoy.counter("store_error") >= 1, "{name}");
+    }
+    assert_eq!(upstream.hits("mtls-1"), 0);
+    let (good, _) = envoy(&filter, &upstream, &store);
+    let answer = Request::post("/pay", "mtls-1").send(good.port);
+    assert_eq!(
+        (answer.status, answer.replayed()),
+        (201, false),
+        "{}",
+        answer.text()
+    );
+    assert_eq!(upstream.hits("mtls-1"), 1);
+}
