@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod postgres;
+pub mod tls;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
