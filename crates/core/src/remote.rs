@@ -12,8 +12,11 @@
 //!   release) or token consume — with the few policy values the record needs (lease, TTL);
 //! - the service reads the key, calls [`exchange::apply`] on the record it found (the same
 //!   [`crate::decision::decide_with`] as the local store), and writes the result with a
-//!   compare-and-set on the value's [`stored::ValueVersion`], re-reading on a lost race
-//!   ([`exchange::Exchange`] is that loop, sans-IO);
+//!   compare-and-set on the value's [`stored::ValueVersion`], deciding again on a lost race
+//!   ([`exchange::Exchange`] is that loop, sans-IO). In the common cases (a fresh claim, a token's
+//!   first use, the owner's finish) the exchange skips the read: it decides on the state the key
+//!   most likely holds and lets the compare-and-set prove it ([`exchange::Exchange::speculate`]),
+//!   one engine round trip instead of two;
 //! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns
 //!   ([`client`] holds both of the filter's steps).
 //!
@@ -22,12 +25,20 @@
 //! on a key — from any service replica, for any Envoy — uses one clock, and it is the clock that
 //! enforces the key's expiry (`PXAT`), so a record the core calls live is one Redis still holds.
 //! Service replicas with skewed clocks therefore cannot disagree about a lease.
+//!
+//! A speculative write is decided before anything is read, so on the service's clock; it carries
+//! that time, and the engine refuses it (answering with its own clock and the key's value, in the
+//! same atomic step) unless its clock is within [`exchange::CLOCK_TOLERANCE`] of it. The decision
+//! is then made again on the engine's clock. So every write that lands was decided at the
+//! engine's time, to within the tolerance; and a speculative decision never depends on a lease
+//! or an expiry of a record it did not see (it assumes the key absent, or holding the claim the
+//! service itself just wrote), so the tolerance moves only the times of the record it writes.
 
 pub mod client;
 pub mod exchange;
 pub mod stored;
 pub mod wire;
 
-pub use exchange::{apply, Change, Exchange, Need, Step, Write};
+pub use exchange::{apply, Change, Exchange, Need, Step, Write, CLOCK_TOLERANCE};
 pub use stored::{StoredValue, ValueVersion};
 pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};

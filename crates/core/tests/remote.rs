@@ -13,6 +13,7 @@ use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{
     Exchange, Failure, Need, Request, Response, Step, StoredValue, ValueVersion, WireError, Write,
+    CLOCK_TOLERANCE,
 };
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::{MemoryStore, WriteOutcome};
@@ -22,10 +23,19 @@ use std::collections::BTreeMap;
 
 /// A model of the engine: one value per key, expiring on the engine's clock, compare-and-set on
 /// the value's version prefix — what the service's Lua scripts do in Redis.
+///
+/// With `speculate` on, it also models the service's side of one-round-trip operations: the host
+/// clock (the engine's plus `host_skew` ms), the values the host wrote for the claims it
+/// forwarded, and a compare-and-set that answers a refusal with the engine's clock and value.
 #[derive(Default)]
 struct ModelEngine {
     keys: BTreeMap<[u8; 32], (Vec<u8>, UnixMillis)>,
     writes: u64,
+    speculate: bool,
+    host_skew: i64,
+    claimed: BTreeMap<[u8; 32], Vec<u8>>,
+    /// Engine calls made (each is one round trip to Redis).
+    calls: u64,
 }
 
 impl ModelEngine {
@@ -74,25 +84,87 @@ impl ModelEngine {
         ValueVersion(v)
     }
 
-    /// Runs one operation to its end, uninterrupted.
+    fn speculative(host_skew: i64) -> ModelEngine {
+        ModelEngine {
+            speculate: true,
+            host_skew,
+            ..ModelEngine::default()
+        }
+    }
+
+    /// The Redis compare-and-set script: a speculative write (`at`) is refused off the engine's
+    /// clock; a refusal answers with the engine's clock and the key's value.
+    fn cas_found(
+        &mut self,
+        key: &StorageKey,
+        now: UnixMillis,
+        expect: Option<ValueVersion>,
+        write: &Write,
+        at: Option<UnixMillis>,
+    ) -> Result<(), (UnixMillis, Option<Vec<u8>>)> {
+        let off_clock = at.is_some_and(|at| at.0.abs_diff(now.0) > CLOCK_TOLERANCE.0);
+        if off_clock || self.cas(key, now, expect, write) == WriteOutcome::Conflict {
+            return Err((now, self.get(key, now)));
+        }
+        Ok(())
+    }
+
+    fn host_clock(&self, now: UnixMillis) -> UnixMillis {
+        UnixMillis(now.0.saturating_add_signed(self.host_skew))
+    }
+
+    /// Runs one operation to its end, uninterrupted; `now` is the engine's clock.
     fn run(&mut self, request: Request, now: UnixMillis) -> Response {
         let key = *request.key();
-        let (mut exchange, mut need) = Exchange::start(request);
+        let is_claim = matches!(request, Request::Claim { .. });
+        let is_finish = matches!(request, Request::Finish { .. });
+        let (mut exchange, mut need) = if self.speculate {
+            let fresh = self.fresh();
+            let claimed = self.claimed.get(&key.0).cloned();
+            Exchange::speculate(request, self.host_clock(now), claimed.as_deref(), fresh)
+        } else {
+            Exchange::start(request)
+        };
+        let mut written = None;
         loop {
+            self.calls += 1;
             let step = match need {
                 Need::Read => {
                     let value = self.get(&key, now);
                     let fresh = self.fresh();
                     exchange.read(now, value.as_deref(), fresh)
                 }
-                Need::Write { expect, write } => {
+                Need::Write { expect, write, at } if self.speculate => {
+                    match self.cas_found(&key, now, expect, &write, at) {
+                        Ok(()) => {
+                            written = Some(write);
+                            exchange.written(WriteOutcome::Written)
+                        }
+                        Err((now, value)) => {
+                            let fresh = self.fresh();
+                            exchange.conflicted(now, value.as_deref(), fresh)
+                        }
+                    }
+                }
+                Need::Write { expect, write, .. } => {
                     let outcome = self.cas(&key, now, expect, &write);
                     exchange.written(outcome)
                 }
             };
             match step {
                 Step::Need(next) => need = next,
-                Step::Done(response) => return response,
+                Step::Done(response) => {
+                    // What the service remembers: the claims it forwarded, until their finish.
+                    if is_finish {
+                        self.claimed.remove(&key.0);
+                    }
+                    if let (true, Some(Write::Set { value, .. })) = (is_claim, written) {
+                        if matches!(response, Response::Claim(ClaimOutcome::Forward { .. })) {
+                            self.claimed.insert(key.0, value);
+                        }
+                    }
+                    return response;
+                }
             }
         }
     }
@@ -316,49 +388,235 @@ fn an_unreadable_value_is_never_overwritten() {
 }
 
 /// Every interleaving of N claims' reads and writes: exactly one Forward; the others see the
-/// winner's claim (409) after re-reading.
+/// winner's claim (409) after re-reading — whether they start with a read or speculate.
 #[test]
 fn concurrent_claims_admit_one() {
-    for n in 2..6u8 {
-        let mut engine = ModelEngine::default();
-        let now = UnixMillis(1_000_000);
-        let mut exchanges: Vec<(Exchange, Need)> =
-            (0..n).map(|i| Exchange::start(claim(1, 7, i))).collect();
-        let mut results = vec![None; usize::from(n)];
-        // Round-robin: every exchange makes one engine call per round, so all reads happen before
-        // any write in the first round — the worst case for a check-then-set.
-        while results.iter().any(Option::is_none) {
-            for (i, (exchange, need)) in exchanges.iter_mut().enumerate() {
-                if results[i].is_some() {
-                    continue;
+    for speculate in [false, true] {
+        for n in 2..6u8 {
+            concurrent_claims(n, speculate);
+        }
+    }
+}
+
+fn concurrent_claims(n: u8, speculate: bool) {
+    let mut engine = ModelEngine::speculative(0);
+    let now = UnixMillis(1_000_000);
+    let mut exchanges: Vec<(Exchange, Need)> = (0..n)
+        .map(|i| {
+            if speculate {
+                Exchange::speculate(claim(1, 7, i), now, None, engine.fresh())
+            } else {
+                Exchange::start(claim(1, 7, i))
+            }
+        })
+        .collect();
+    let mut results = vec![None; usize::from(n)];
+    // Round-robin: every exchange makes one engine call per round, so all reads happen before
+    // any write in the first round — the worst case for a check-then-set.
+    while results.iter().any(Option::is_none) {
+        for (i, (exchange, need)) in exchanges.iter_mut().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            let step = match need.clone() {
+                Need::Read => {
+                    let value = engine.get(&skey(1), now);
+                    let fresh = engine.fresh();
+                    exchange.read(now, value.as_deref(), fresh)
                 }
-                let step = match need.clone() {
-                    Need::Read => {
-                        let value = engine.get(&skey(1), now);
-                        let fresh = engine.fresh();
-                        exchange.read(now, value.as_deref(), fresh)
+                Need::Write { expect, write, at } => {
+                    match engine.cas_found(&skey(1), now, expect, &write, at) {
+                        Ok(()) => exchange.written(WriteOutcome::Written),
+                        Err((now, value)) => {
+                            let fresh = engine.fresh();
+                            exchange.conflicted(now, value.as_deref(), fresh)
+                        }
                     }
-                    Need::Write { expect, write } => {
-                        let outcome = engine.cas(&skey(1), now, expect, &write);
-                        exchange.written(outcome)
-                    }
-                };
-                match step {
-                    Step::Need(next) => *need = next,
-                    Step::Done(response) => results[i] = Some(response),
                 }
+            };
+            match step {
+                Step::Need(next) => *need = next,
+                Step::Done(response) => results[i] = Some(response),
             }
         }
-        let forwards = results
-            .iter()
-            .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Forward { .. }))))
-            .count();
-        let conflicts = results
-            .iter()
-            .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Conflict { .. }))))
-            .count();
-        assert_eq!((forwards, conflicts), (1, usize::from(n) - 1));
     }
+    let forwards = results
+        .iter()
+        .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Forward { .. }))))
+        .count();
+    let conflicts = results
+        .iter()
+        .filter(|r| matches!(r, Some(Response::Claim(ClaimOutcome::Conflict { .. }))))
+        .count();
+    assert_eq!(
+        (forwards, conflicts),
+        (1, usize::from(n) - 1),
+        "{speculate}"
+    );
+}
+
+fn finish_store(key: u8, owner: u8, body: &[u8]) -> Request {
+    Request::Finish {
+        key: skey(key),
+        owner: OwnerToken([owner; 16]),
+        ttl: Span::from_secs(86_400),
+        end: End::Store(response(body)),
+    }
+}
+
+/// The common cases take one engine call each: a fresh claim and a token's first use assume
+/// the key absent, the owner's finish assumes the claim the service wrote; the compare-and-set
+/// proves each assumption.
+#[test]
+fn a_fresh_claim_the_owners_finish_and_a_token_use_take_one_engine_call() {
+    let mut engine = ModelEngine::speculative(0);
+    let now = UnixMillis(1_000_000);
+    let forward = engine.run(claim(1, 7, 3), now);
+    assert!(matches!(
+        forward,
+        Response::Claim(ClaimOutcome::Forward {
+            takeover: false,
+            ..
+        })
+    ));
+    assert_eq!(engine.calls, 1);
+    let stored = engine.run(finish_store(1, 3, b"ok"), now.after(Span(5)));
+    assert_eq!(stored, Response::Finish(FinishOutcome::Stored));
+    assert_eq!(engine.calls, 2);
+    let consume = Request::Consume {
+        key: skey(2),
+        expires_at: UnixMillis(2_000_000),
+    };
+    assert_eq!(
+        engine.run(consume, now),
+        Response::Consume(ConsumeOutcome::Consumed)
+    );
+    assert_eq!(engine.calls, 3);
+    // A retry is decided on what the refused speculation brought back: still one call, a replay.
+    let replay = engine.run(claim(1, 7, 4), now.after(Span(10)));
+    assert_eq!(
+        replay,
+        Response::Claim(ClaimOutcome::Replay(response(b"ok")))
+    );
+    assert_eq!(engine.calls, 4);
+}
+
+/// A speculation that meets another state is decided again on what the engine answered with,
+/// and writes only what that decision writes.
+#[test]
+fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
+    let now = UnixMillis(1_000_000);
+    // Another host's claim in flight: a second claim is told to wait, nothing is written.
+    let mut engine = ModelEngine::speculative(0);
+    engine.run(claim(1, 7, 1), now);
+    let remembered = engine.claimed.clone();
+    let before = engine.keys[&skey(1).0].clone();
+    let conflict = engine.run(claim(1, 7, 2), now.after(Span(1_000)));
+    assert_eq!(
+        conflict,
+        Response::Claim(ClaimOutcome::Conflict {
+            retry_after: Span(59_000)
+        })
+    );
+    assert_eq!(engine.keys[&skey(1).0], before);
+    // Another payload under the key: a mismatch.
+    let mismatch = engine.run(claim(1, 8, 2), now.after(Span(1_000)));
+    assert_eq!(mismatch, Response::Claim(ClaimOutcome::Mismatch));
+    // The lease ended: the retry takes the claim over, decided on the engine's value (two
+    // calls: the refused speculation, then the compare-and-set on the version it returned).
+    let calls = engine.calls;
+    let takeover = engine.run(claim(1, 7, 2), now.after(Span(61_000)));
+    assert_eq!(
+        takeover,
+        Response::Claim(ClaimOutcome::Forward {
+            owner: OwnerToken([2; 16]),
+            takeover: true
+        })
+    );
+    assert_eq!(engine.calls - calls, 2);
+    // The first owner's finish, speculating on the claim it remembers, finds the takeover: it
+    // is not the owner any more and nothing is written.
+    engine.claimed = remembered;
+    let before = engine.keys[&skey(1).0].clone();
+    let late = engine.run(finish_store(1, 1, b"late"), now.after(Span(62_000)));
+    assert_eq!(late, Response::Finish(FinishOutcome::NotOwner));
+    assert_eq!(engine.keys[&skey(1).0], before);
+    // A token used before: already used, in one call.
+    let consume = Request::Consume {
+        key: skey(2),
+        expires_at: UnixMillis(2_000_000),
+    };
+    engine.run(consume.clone(), now);
+    let calls = engine.calls;
+    assert_eq!(
+        engine.run(consume, now),
+        Response::Consume(ConsumeOutcome::AlreadyUsed)
+    );
+    assert_eq!(engine.calls - calls, 1);
+}
+
+/// A host whose clock is off the engine's by more than the tolerance never lands a speculative
+/// write: the engine refuses it and the decision is made again on the engine's clock, so the
+/// record's lease and expiry are the engine's.
+#[test]
+fn a_speculation_off_the_engines_clock_is_refused_and_decided_on_the_engines() {
+    let now = UnixMillis(1_000_000);
+    for skew in [-10_000i64, 10_000] {
+        let mut engine = ModelEngine::speculative(skew);
+        let forward = engine.run(claim(1, 7, 3), now);
+        assert!(matches!(
+            forward,
+            Response::Claim(ClaimOutcome::Forward { .. })
+        ));
+        assert_eq!(
+            engine.calls, 2,
+            "refused, then written on the engine's clock"
+        );
+        let (value, expires_at) = engine.keys[&skey(1).0].clone();
+        assert_eq!(expires_at, now.after(Span::from_secs(86_400)));
+        match StoredValue::decode(&skey(1), &value).unwrap().record {
+            Record::InFlight(claim) => {
+                assert_eq!(claim.lease_until, now.after(Span::from_secs(60)))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Within the tolerance the speculation lands, at the host's time.
+    let skew = i64::try_from(CLOCK_TOLERANCE.0).unwrap();
+    let mut engine = ModelEngine::speculative(skew);
+    engine.run(claim(1, 7, 3), now);
+    assert_eq!(engine.calls, 1);
+    let expires_at = engine.keys[&skey(1).0].1;
+    assert_eq!(
+        expires_at,
+        now.after(CLOCK_TOLERANCE).after(Span::from_secs(86_400))
+    );
+}
+
+/// A finish with nothing remembered (another service replica forwarded the claim), or whose
+/// remembered claim is another owner's, reads first: it cannot assume what it never wrote.
+#[test]
+fn a_finish_without_its_claim_remembered_reads_first() {
+    let now = UnixMillis(1_000_000);
+    let (_, need) = Exchange::speculate(finish_store(1, 3, b"x"), now, None, ValueVersion([1; 16]));
+    assert_eq!(need, Need::Read);
+    let mut engine = ModelEngine::speculative(0);
+    engine.run(claim(1, 7, 3), now);
+    let claimed = engine.claimed[&skey(1).0].clone();
+    let (_, need) = Exchange::speculate(
+        finish_store(1, 4, b"x"),
+        now,
+        Some(&claimed),
+        ValueVersion([1; 16]),
+    );
+    assert_eq!(need, Need::Read);
+    let (_, need) = Exchange::speculate(
+        finish_store(1, 3, b"x"),
+        now,
+        Some(&claimed),
+        ValueVersion([1; 16]),
+    );
+    assert!(matches!(need, Need::Write { at: Some(at), .. } if at == now));
 }
 
 #[test]
@@ -512,7 +770,12 @@ proptest! {
         policy.capacity.cells = 64;
         policy.capacity.per_cell = 64;
         let mut local = MemoryStore::new();
-        let mut remote = ModelEngine::default();
+        // Read first; speculate on the engine's clock; speculate off it (always refused).
+        let mut remotes = [
+            ModelEngine::default(),
+            ModelEngine::speculative(0),
+            ModelEngine::speculative(5_000),
+        ];
         let mut now = UnixMillis(1_700_000_000_000);
         let mut next_owner = 0u8;
         for op in ops {
@@ -530,8 +793,10 @@ proptest! {
                         lease: policy.lease,
                         ttl: policy.ttl,
                     };
-                    let r = remote.run(request, now).into_claim().unwrap();
-                    prop_assert_eq!(l, r);
+                    for remote in &mut remotes {
+                        let r = remote.run(request.clone(), now).into_claim().unwrap();
+                        prop_assert_eq!(&l, &r);
+                    }
                 }
                 Op::Finish { key, owner, status } => {
                     let facts = if status == 0 {
@@ -546,8 +811,10 @@ proptest! {
                     let owner = OwnerToken([owner; 16]);
                     let mut engine = Engine { store: &mut local, policy: &policy };
                     let l = engine.finish(skey(key), owner, Some(facts.clone()), now).unwrap();
-                    let r = remote_finish(&mut remote, &policy, skey(key), owner, facts, now);
-                    prop_assert_eq!(l, r);
+                    for remote in &mut remotes {
+                        let r = remote_finish(remote, &policy, skey(key), owner, facts.clone(), now);
+                        prop_assert_eq!(&l, &r);
+                    }
                 }
             }
         }

@@ -192,7 +192,8 @@ def render(args, mach, load0, load1, results):
     lines += ["", f"Local replay (same Envoy): {m['local_replay']['rps']:.0f} req/s, p50 "
               f"{m['local_replay']['p50']:.3f} ms.", "",
               "Each fleet request makes one callout to the service per store operation (claim, then "
-              "the completion after the answer): on `redis` one or two Redis script calls, on `postgres` "
+              "the completion after the answer): on `redis` one Redis script call (a compare-and-set "
+              "decided without a read; two when it is refused and the new decision writes), on `postgres` "
               "one or two statements (each its own commit), on `redis+postgres` the PostgreSQL write "
               "first, then Redis.", "", END]
     return "\n".join(lines)

@@ -1,15 +1,22 @@
 //! One operation, carried: the core's [`Exchange`] asks for a read or a compare-and-set, Redis
 //! answers, the core decides. Nothing here decides anything about records; it maps engine
 //! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
+//!
+//! On Redis the exchange starts with a speculative compare-and-set (one round trip for a fresh
+//! claim, a token's first use, the owner's finish), decided on the service's clock and, for a
+//! finish, on the claim value this replica remembers writing ([`crate::engine::Recall`]).
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Cas, Engine, EngineError};
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::exchange::full;
-use idemgate_core::remote::{Exchange, Failure, Need, Request, Response, Step, ValueVersion};
+use idemgate_core::remote::{
+    Exchange, Failure, Need, Request, Response, Step, ValueVersion, Write,
+};
 use idemgate_core::store::WriteOutcome;
-use std::time::{Duration, Instant};
+use idemgate_core::time::UnixMillis;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Carries `request` to its answer within `timeout`. A timeout answers [`Failure::Timeout`]; a
 /// compare-and-set sent before the timeout may still land, which the protocol tolerates (a claim
@@ -38,10 +45,23 @@ pub async fn carry(
 
 async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Response {
     let key = *request.key();
-    let (mut exchange, mut need) = Exchange::start(request);
+    let claiming = matches!(request, Request::Claim { .. });
+    let recall = engine.recall();
+    // A finish uses what this replica wrote for its claim, once, whatever its outcome.
+    let claimed = match (&request, recall) {
+        (Request::Finish { .. }, Some(recall)) => recall.take(&key),
+        _ => None,
+    };
+    let (mut exchange, mut need) = match (engine.speculates(), fresh_version()) {
+        (true, Some(fresh)) => {
+            Exchange::speculate(request, service_clock(), claimed.as_deref(), fresh)
+        }
+        _ => Exchange::start(request),
+    };
     // After a compare-and-set met another version, reads go to the engine's source of truth.
     let mut conflicted = false;
     loop {
+        metrics.engine_call();
         let step = match need {
             Need::Read => match engine.read(&key, conflicted).await {
                 Ok((now, value)) => match fresh_version() {
@@ -50,14 +70,33 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
                 },
                 Err(e) => return failed(&exchange, e),
             },
-            Need::Write { expect, write } => {
-                match engine.compare_and_set(&key, expect, &write).await {
-                    Ok(outcome) => {
-                        if outcome == WriteOutcome::Conflict {
-                            metrics.cas_conflict();
-                            conflicted = true;
+            Need::Write { expect, write, at } => {
+                match engine.compare_and_set(&key, expect, &write, at).await {
+                    Ok(Cas::Written) => {
+                        let step = exchange.written(WriteOutcome::Written);
+                        // Remember a forwarded claim's value for its owner's finish.
+                        if let (true, Some(recall), Write::Set { value, .. }) =
+                            (claiming, recall, write)
+                        {
+                            if matches!(step, Step::Done(Response::Claim(_))) {
+                                recall.remember(key, value);
+                            }
                         }
-                        exchange.written(outcome)
+                        step
+                    }
+                    Ok(Cas::Conflict(found)) => {
+                        // A speculation that missed is the common retry, not a race.
+                        if at.is_none() {
+                            metrics.cas_conflict();
+                        }
+                        conflicted = true;
+                        match (found, fresh_version()) {
+                            (None, _) => exchange.written(WriteOutcome::Conflict),
+                            (Some((now, value)), Some(fresh)) => {
+                                exchange.conflicted(now, value.as_deref(), fresh)
+                            }
+                            (Some(_), None) => return Response::Failed(Failure::Unavailable),
+                        }
                     }
                     Err(e) => return failed(&exchange, e),
                 }
@@ -68,6 +107,15 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
             Step::Done(response) => return response,
         }
     }
+}
+
+/// The service's clock, which a speculative write is decided on (the engine refuses it unless
+/// its own clock is within the core's tolerance of it).
+fn service_clock() -> UnixMillis {
+    let since_epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    UnixMillis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn failed(exchange: &Exchange, error: EngineError) -> Response {

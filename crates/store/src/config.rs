@@ -11,6 +11,7 @@ mod logging;
 mod transport;
 use logging::log_settings;
 pub use logging::{LogFormat, LogSettings};
+use std::path::PathBuf;
 use std::time::Duration;
 use transport::transport;
 pub use transport::Transport;
@@ -32,6 +33,12 @@ usage: idemgate-store [options]
   --redis URL            Redis URL; repeat (or comma-separate)  env IDEMGATE_STORE_REDIS    default redis://127.0.0.1:6379
                          for the seed nodes of a cluster
   --cluster              the URLs are Redis Cluster seed nodes  env IDEMGATE_STORE_CLUSTER  default off
+                         rediss:// is TLS; an ACL user goes in the URL: rediss://user:password@host:port
+  --redis-ca FILE        PEM CA to verify Redis's certificate   env IDEMGATE_STORE_REDIS_CA (default: the
+                         (rediss:// only)                                                   system's roots)
+  --redis-cert FILE      PEM client certificate for Redis       env IDEMGATE_STORE_REDIS_CERT
+                         (tls-auth-clients yes; with --redis-key)
+  --redis-key FILE       PEM private key of --redis-cert        env IDEMGATE_STORE_REDIS_KEY
   --op-timeout DUR       one operation end to end, Redis calls  env IDEMGATE_STORE_OP_TIMEOUT default 250ms
                          and retries included; then a typed
                          timeout answer (keep it below the
@@ -102,6 +109,8 @@ pub struct Config {
     pub postgres: Option<String>,
     pub redis: Vec<String>,
     pub cluster: bool,
+    /// TLS to Redis beyond the `rediss://` scheme.
+    pub redis_tls: RedisTls,
     pub op_timeout: Duration,
     pub connect_timeout: Duration,
     /// PostgreSQL engines: time between sweep rounds of expired rows.
@@ -113,6 +122,21 @@ pub struct Config {
     pub transport: Transport,
     /// Log format and filter (issue 24).
     pub log: LogSettings,
+}
+
+/// TLS to Redis beyond what a `rediss://` URL says: a CA to trust instead of the system's roots
+/// (a managed Redis's own CA, a test CA) and a client certificate for Redis's mutual TLS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RedisTls {
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+impl RedisTls {
+    fn is_set(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.key.is_some()
+    }
 }
 
 /// What the command line asked for.
@@ -174,6 +198,12 @@ pub fn parse(
     };
     let mut log_format = env("IDEMGATE_STORE_LOG_FORMAT");
     let mut log_level = env("IDEMGATE_STORE_LOG_LEVEL");
+    // TLS to Redis.
+    let mut redis_tls = RedisTls {
+        ca: env("IDEMGATE_STORE_REDIS_CA").map(PathBuf::from),
+        cert: env("IDEMGATE_STORE_REDIS_CERT").map(PathBuf::from),
+        key: env("IDEMGATE_STORE_REDIS_KEY").map(PathBuf::from),
+    };
 
     let mut flag_urls: Vec<String> = Vec::new();
     let mut args = args.into_iter();
@@ -218,6 +248,10 @@ pub fn parse(
             }
             "--log-format" => log_format = Some(value("--log-format")?),
             "--log-level" => log_level = Some(value("--log-level")?),
+            // TLS to Redis.
+            "--redis-ca" => redis_tls.ca = Some(value("--redis-ca")?.into()),
+            "--redis-cert" => redis_tls.cert = Some(value("--redis-cert")?.into()),
+            "--redis-key" => redis_tls.key = Some(value("--redis-key")?.into()),
             _ => return Err(ConfigError::UnknownFlag(arg)),
         }
     }
@@ -235,12 +269,14 @@ pub fn parse(
     }
     for url in &redis {
         if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            // Never echo the URL: it may carry a password.
             return Err(ConfigError::Invalid {
                 name: "--redis",
-                why: format!("{url:?} is not a redis:// or rediss:// URL"),
+                why: "is not a redis:// or rediss:// URL".into(),
             });
         }
     }
+    check_redis_tls(&redis_tls, &redis, engine.as_deref())?;
     if !cluster && redis.len() > 1 {
         return Err(ConfigError::Invalid {
             name: "--redis",
@@ -305,6 +341,7 @@ pub fn parse(
         postgres,
         redis,
         cluster,
+        redis_tls,
         op_timeout: duration("--op-timeout", op_timeout, "250ms")?,
         connect_timeout: duration("--connect-timeout", connect_timeout, "2s")?,
         sweep_every: duration("--sweep-every", sweep_every, "30s")?,
@@ -314,6 +351,38 @@ pub fn parse(
         transport: transport(tls_cert, tls_key, client_ca, plaintext)?,
         log: log_settings(log_format, log_level, env("RUST_LOG"))?,
     }))
+}
+
+/// The Redis TLS files apply only to `rediss://` URLs and an engine that uses Redis, and a client
+/// certificate needs its key (and the key its certificate).
+fn check_redis_tls(
+    tls: &RedisTls,
+    urls: &[String],
+    engine: Option<&str>,
+) -> Result<(), ConfigError> {
+    let invalid = |name, why: &str| {
+        Err(ConfigError::Invalid {
+            name,
+            why: why.into(),
+        })
+    };
+    if !tls.is_set() {
+        return Ok(());
+    }
+    if engine.map(str::trim) == Some("postgres") {
+        return invalid(
+            "--redis-ca",
+            "Redis TLS settings need an engine that uses Redis",
+        );
+    }
+    if !urls.iter().all(|url| url.starts_with("rediss://")) {
+        return invalid("--redis-ca", "Redis TLS settings need rediss:// URLs");
+    }
+    match (&tls.cert, &tls.key) {
+        (Some(_), None) => invalid("--redis-cert", "needs --redis-key"),
+        (None, Some(_)) => invalid("--redis-key", "needs --redis-cert"),
+        _ => Ok(()),
+    }
 }
 
 fn split_urls(text: &str) -> Vec<String> {
@@ -472,6 +541,38 @@ mod tests {
             );
         }
         assert_eq!(run(&["--help"], &[]), Ok(Command::Help));
+    }
+
+    #[test]
+    fn redis_tls() {
+        assert_eq!(config(&[], &[]).redis_tls, RedisTls::default());
+        let c = config(
+            &["--redis", "rediss://app:pw@h:6380", "--redis-ca", "ca.pem"],
+            &[
+                ("IDEMGATE_STORE_REDIS_CERT", "c.pem"),
+                ("IDEMGATE_STORE_REDIS_KEY", "k.pem"),
+            ],
+        );
+        assert_eq!(
+            c.redis_tls,
+            RedisTls {
+                ca: Some("ca.pem".into()),
+                cert: Some("c.pem".into()),
+                key: Some("k.pem".into()),
+            }
+        );
+        for args in [
+            &["--redis-ca", "ca.pem"][..],
+            &["--redis", "rediss://h", "--redis-cert", "c.pem"],
+            &["--redis", "rediss://h", "--redis-key", "k.pem"],
+        ] {
+            assert!(
+                matches!(run(args, &[]), Err(ConfigError::Invalid { .. })),
+                "{args:?}"
+            );
+        }
+        let e = run(&["--redis", "http://u:hunter2@h"], &[]).unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

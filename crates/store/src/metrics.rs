@@ -18,6 +18,7 @@ pub struct Metrics {
     operations: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     cas_conflicts: AtomicU64,
     tls_refused: AtomicU64,
+    engine_calls: AtomicU64,
     in_flight: AtomicI64,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
@@ -51,6 +52,11 @@ impl Metrics {
         self.tls_refused.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// One call to the engine (a read or a compare-and-set: one round trip to Redis).
+    pub fn engine_call(&self) {
+        self.engine_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an operation in flight until the guard drops.
     pub fn enter(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -82,6 +88,13 @@ impl Metrics {
             out,
             "idemgate_store_tls_refused_total {}",
             self.tls_refused.load(Ordering::Relaxed)
+        );
+        out.push_str("# HELP idemgate_store_engine_calls_total Engine calls made (reads and compare-and-sets), one round trip each.\n");
+        out.push_str("# TYPE idemgate_store_engine_calls_total counter\n");
+        let _ = writeln!(
+            out,
+            "idemgate_store_engine_calls_total {}",
+            self.engine_calls.load(Ordering::Relaxed)
         );
         out.push_str("# HELP idemgate_store_in_flight Operations being carried out now.\n");
         out.push_str("# TYPE idemgate_store_in_flight gauge\n");

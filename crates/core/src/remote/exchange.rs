@@ -122,11 +122,26 @@ pub enum Need {
     Read,
     /// Compare-and-set: write only if the key is still as it was read — absent when `expect` is
     /// `None`, else holding a value whose first bytes are `expect`.
+    ///
+    /// `at` is `Some` for a *speculative* write ([`Exchange::speculate`]): one decided without a
+    /// read, on the host's clock at `at`. The engine must refuse it unless its own clock is within
+    /// [`CLOCK_TOLERANCE`] of `at`, so every write still lands on a decision made at the engine's
+    /// time (within the tolerance). An engine that can, answers a refusal with its clock and the
+    /// key's current value in the same step ([`Exchange::conflicted`]), so the fallback decision
+    /// needs no read of its own.
     Write {
         expect: Option<ValueVersion>,
         write: Write,
+        at: Option<UnixMillis>,
     },
 }
+
+/// How far the host's clock may be from the engine's for a speculative write to land: a
+/// speculative decision uses the host's clock, and this bounds how far its times (a new claim's
+/// lease and expiry, a completed record's expiry, a token use's hold) can be from the ones a
+/// decision on the engine's clock would have given. Past it, the engine refuses and the exchange
+/// decides again on the engine's clock.
+pub const CLOCK_TOLERANCE: Span = Span(100);
 
 /// The write half of [`Need::Write`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,9 +161,16 @@ pub enum Step {
     Done(Response),
 }
 
-/// One operation in progress: read → [`apply`] → compare-and-set, re-reading after a lost race
+/// One operation in progress: read → [`apply`] → compare-and-set, deciding again after a lost race
 /// (someone else changed the key, so the decision is made again on what they wrote), at most
 /// [`MAX_ATTEMPTS`] times.
+///
+/// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
+/// key most likely holds — nothing, for a claim or a token use; the claim the host itself wrote,
+/// for the owner's finish — decides on that with [`apply`] as usual, and sends the write as a
+/// compare-and-set on the assumed version. The compare-and-set *proves* the assumption (versions
+/// never repeat at a key, see [`super::stored`]), so a write that lands is exactly the one a read
+/// would have led to; one that does not is decided again on what the engine holds.
 #[derive(Debug)]
 pub struct Exchange {
     request: Request,
@@ -157,7 +179,7 @@ pub struct Exchange {
 }
 
 impl Exchange {
-    /// Starts an operation; the first call is always a read.
+    /// Starts an operation with a read.
     #[must_use = "the first step must be carried out"]
     pub fn start(request: Request) -> (Exchange, Need) {
         let exchange = Exchange {
@@ -166,6 +188,44 @@ impl Exchange {
             pending: None,
         };
         (exchange, Need::Read)
+    }
+
+    /// Starts an operation with a speculative compare-and-set when one can be decided without a
+    /// read, else with a read ([`Exchange::start`]).
+    ///
+    /// `at` is the host's clock; `claimed` is the value the host itself wrote for a claim on this
+    /// key, if it remembers one (only a finish uses it: its owner's claim is what it expects to
+    /// find); `fresh` a random version for the write. A claim and a token use assume the key is
+    /// absent. Speculation is only sent when the assumed state leads to a write: an answer that
+    /// writes nothing (a replay, a conflict) must come from what the engine really holds.
+    #[must_use = "the first step must be carried out"]
+    pub fn speculate(
+        request: Request,
+        at: UnixMillis,
+        claimed: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> (Exchange, Need) {
+        let key = *request.key();
+        let assumed = match &request {
+            Request::Claim { .. } | Request::Consume { .. } => None,
+            Request::Finish { owner, .. } => {
+                match claimed.map(|bytes| StoredValue::decode(&key, bytes)) {
+                    Some(Ok(value)) if matches!(&value.record, Record::InFlight(c) if c.owner == *owner) => {
+                        Some(value)
+                    }
+                    _ => return Exchange::start(request),
+                }
+            }
+        };
+        let (mut exchange, read) = Exchange::start(request);
+        match exchange.decide(assumed.as_ref(), at, fresh, Some(at)) {
+            Step::Need(need @ Need::Write { .. }) => (exchange, need),
+            // Nothing to write on the assumed state: ask the engine what it holds.
+            _ => {
+                exchange.pending = None;
+                (exchange, read)
+            }
+        }
     }
 
     pub fn request(&self) -> &Request {
@@ -183,8 +243,20 @@ impl Exchange {
             // Never overwrite what cannot be read: it may be a record of a newer format.
             Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
         };
-        let (response, change) = apply(&self.request, current.as_ref().map(|s| &s.record), now);
-        let expect = current.as_ref().map(|s| s.version);
+        self.decide(current.as_ref(), now, fresh, None)
+    }
+
+    /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.
+    fn decide(
+        &mut self,
+        current: Option<&StoredValue>,
+        now: UnixMillis,
+        fresh: ValueVersion,
+        at: Option<UnixMillis>,
+    ) -> Step {
+        let key = *self.request.key();
+        let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
+        let expect = current.map(|s| s.version);
         let write = match change {
             Change::Keep => return Step::Done(response),
             Change::Delete => Write::Delete,
@@ -201,24 +273,46 @@ impl Exchange {
             }
         };
         self.pending = Some(response);
-        Step::Need(Need::Write { expect, write })
+        Step::Need(Need::Write { expect, write, at })
     }
 
-    /// Resumes with the compare-and-set's result.
+    /// Resumes with the compare-and-set's result, when the engine said only whether it wrote: a
+    /// conflict is followed by a read.
     #[must_use = "the next step must be carried out"]
     pub fn written(&mut self, outcome: WriteOutcome) -> Step {
         match (outcome, self.pending.take()) {
             (WriteOutcome::Written, Some(response)) => Step::Done(response),
-            (WriteOutcome::Conflict, Some(_)) => {
-                self.attempts += 1;
-                if self.attempts >= MAX_ATTEMPTS {
-                    Step::Done(Response::Failed(Failure::Contention))
-                } else {
-                    Step::Need(Need::Read)
-                }
-            }
+            (WriteOutcome::Conflict, Some(_)) => match self.lost() {
+                Some(done) => done,
+                None => Step::Need(Need::Read),
+            },
             // A write result with no write asked for: a host bug, answered as a failure.
             (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
         }
+    }
+
+    /// Resumes after a compare-and-set the engine refused (another version, or a speculative
+    /// write off the engine's clock) and answered, in the same atomic step, with its clock and
+    /// the key's current value: decided again on those, as after a read.
+    #[must_use = "the next step must be carried out"]
+    pub fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Step {
+        if self.pending.take().is_none() {
+            return Step::Done(Response::Failed(Failure::Unavailable));
+        }
+        match self.lost() {
+            Some(done) => done,
+            None => self.read(now, value, fresh),
+        }
+    }
+
+    /// Counts a lost compare-and-set: the answer once there were too many.
+    fn lost(&mut self) -> Option<Step> {
+        self.attempts += 1;
+        (self.attempts >= MAX_ATTEMPTS).then_some(Step::Done(Response::Failed(Failure::Contention)))
     }
 }

@@ -4,10 +4,12 @@
 //! record stays the core's ([`idemgate_core::remote::Exchange`]), whatever holds the records.
 
 mod postgres;
+mod recall;
 mod redis;
 mod tiered;
 
 pub use self::postgres::Postgres;
+pub use self::recall::Recall;
 pub use self::redis::Redis;
 pub use self::tiered::RedisPostgres;
 
@@ -40,11 +42,22 @@ impl fmt::Display for EngineError {
     }
 }
 
+/// What a compare-and-set did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cas {
+    Written,
+    /// Not written: the key held another version (or a speculative write was off the engine's
+    /// clock). An engine that read the key in the same atomic step gives its clock and the key's
+    /// value, so the exchange decides again without a read.
+    Conflict(Option<(UnixMillis, Option<Vec<u8>>)>),
+}
+
 /// The configured engine.
 #[derive(Clone)]
 #[non_exhaustive]
 pub enum Engine {
-    Redis(Redis),
+    /// Redis or Redis Cluster, with what this replica wrote for the claims it forwarded.
+    Redis(Redis, std::sync::Arc<Recall>),
     Postgres(Postgres),
     /// Redis in front of PostgreSQL: Redis answers what it can, PostgreSQL decides.
     RedisPostgres(RedisPostgres),
@@ -58,12 +71,16 @@ impl Engine {
                 &config.redis,
                 config.cluster,
                 config.key_prefix.clone(),
+                &config.redis_tls,
                 config.connect_timeout,
                 config.op_timeout,
             )
             .await
-            .map(Engine::Redis)
-            .map_err(|e| format!("cannot connect to {}: {e}", config.redis.join(","))),
+            .map(|redis| Engine::Redis(redis, Default::default()))
+            .map_err(|e| {
+                let urls: Vec<String> = config.redis.iter().map(|u| redacted(u)).collect();
+                format!("cannot connect to {}: {e}", urls.join(","))
+            }),
             EngineKind::Postgres => {
                 let url = config
                     .postgres
@@ -96,6 +113,7 @@ impl Engine {
                     urls: config.redis.clone(),
                     cluster: config.cluster,
                     prefix: config.key_prefix.clone(),
+                    tls: config.redis_tls.clone(),
                     connect_timeout: config.connect_timeout,
                 };
                 Ok(Engine::RedisPostgres(
@@ -115,27 +133,57 @@ impl Engine {
     ) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
         let _ = authoritative;
         match self {
-            Engine::Redis(redis) => redis.read(&redis.redis_key(key)).await,
+            Engine::Redis(redis, _) => redis.read(&redis.redis_key(key)).await,
             Engine::Postgres(postgres) => postgres.read(key).await,
             Engine::RedisPostgres(tiered) => tiered.read(key, authoritative).await,
         }
     }
 
-    /// Writes (or deletes) only if the key still holds `expect` (`None`: absent).
+    /// Writes (or deletes) only if the key still holds `expect` (`None`: absent). `at`: the
+    /// service's clock for a speculative write, which only an engine that [`speculates`]
+    /// carries out; any other refuses it (a conflict with nothing found: the exchange reads).
+    ///
+    /// [`speculates`]: Engine::speculates
     pub async fn compare_and_set(
         &self,
         key: &StorageKey,
         expect: Option<ValueVersion>,
         write: &Write,
-    ) -> Result<WriteOutcome, EngineError> {
+        at: Option<UnixMillis>,
+    ) -> Result<Cas, EngineError> {
+        let plain = |outcome| match outcome {
+            WriteOutcome::Written => Cas::Written,
+            WriteOutcome::Conflict => Cas::Conflict(None),
+        };
         match self {
-            Engine::Redis(redis) => {
+            Engine::Redis(redis, _) => {
                 redis
-                    .compare_and_set(&redis.redis_key(key), expect, write)
+                    .compare_and_set_found(&redis.redis_key(key), expect, write, at)
                     .await
             }
-            Engine::Postgres(postgres) => postgres.compare_and_set(key, expect, write).await,
-            Engine::RedisPostgres(tiered) => tiered.compare_and_set(key, expect, write).await,
+            _ if at.is_some() => Ok(Cas::Conflict(None)),
+            Engine::Postgres(postgres) => postgres
+                .compare_and_set(key, expect, write)
+                .await
+                .map(plain),
+            Engine::RedisPostgres(tiered) => {
+                tiered.compare_and_set(key, expect, write).await.map(plain)
+            }
+        }
+    }
+
+    /// Whether the exchange may start with a speculative compare-and-set (one round trip): only
+    /// Redis, whose script checks the clock and answers a refusal with what it found. The
+    /// PostgreSQL engines keep read → compare-and-set (two steps).
+    pub fn speculates(&self) -> bool {
+        matches!(self, Engine::Redis(..))
+    }
+
+    /// What this replica remembers writing for the claims it forwarded (Redis only).
+    pub fn recall(&self) -> Option<&Recall> {
+        match self {
+            Engine::Redis(_, recall) => Some(recall),
+            _ => None,
         }
     }
 
@@ -151,9 +199,45 @@ impl Engine {
     /// Whether the engine answers: what `/readyz` asks.
     pub async fn ping(&self) -> Result<(), EngineError> {
         match self {
-            Engine::Redis(redis) => redis.ping().await,
+            Engine::Redis(redis, _) => redis.ping().await,
             Engine::Postgres(postgres) => postgres.ping().await,
             Engine::RedisPostgres(tiered) => tiered.ping().await,
         }
+    }
+}
+
+/// `url` without its password (`rediss://user:***@host`), for messages: a URL may carry one.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".into();
+    };
+    // Everything before the last '@' is user information, even if it holds a '/' or a '?'
+    // that should have been percent-encoded.
+    match rest.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let hidden = if userinfo.contains(':') { ":***" } else { "" };
+            format!("{scheme}://{user}{hidden}@{host}")
+        }
+        None => url.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redacted;
+
+    #[test]
+    fn passwords_are_never_in_messages() {
+        assert_eq!(
+            redacted("rediss://app:hunter2@cache:6380/0"),
+            "rediss://app:***@cache:6380/0"
+        );
+        assert_eq!(redacted("redis://:hunter2@h"), "redis://:***@h");
+        assert_eq!(redacted("redis://h:1"), "redis://h:1");
+        assert_eq!(redacted("redis://user@h"), "redis://user@h");
+        assert_eq!(redacted("nonsense hunter2"), "(not a URL)");
+        assert!(!redacted("rediss://a:b@c:hunter2@h/x").contains("hunter2"));
+        assert_eq!(redacted("rediss://u:hun/ter2@h:1"), "rediss://u:***@h:1");
     }
 }

@@ -6,15 +6,25 @@
 //! Scripts are sent by SHA (`EVALSHA`); a node that does not know one yet (first use, restart,
 //! failover) answers `NOSCRIPT` and gets the script once with `EVAL`, which also caches it there.
 //! No `SCRIPT LOAD` fan-out, so the same code serves one Redis and a cluster.
+//!
+//! A compare-and-set that does not write answers, in the same script, with Redis's clock and the
+//! key's current value, so the exchange decides again without a read of its own; and a
+//! speculative one (decided on the service's clock, see the core's `remote` docs) is refused
+//! when the service's clock is more than the core's `CLOCK_TOLERANCE` away from Redis's.
+//!
+//! TLS (`rediss://`) is rustls with the ring provider; the server is verified against the
+//! system's roots or the CA file the service was given, and the service can present a client
+//! certificate (Redis `tls-auth-clients yes`). An ACL user and password go in the URL.
 
-use super::EngineError;
-use idemgate_core::remote::{ValueVersion, Write};
+use super::{Cas, EngineError};
+use crate::config::RedisTls;
+use idemgate_core::remote::{ValueVersion, Write, CLOCK_TOLERANCE};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
-use redis::{Cmd, ErrorKind, RedisError, Script, Value};
+use redis::{ClientTlsConfig, Cmd, ErrorKind, RedisError, Script, TlsCertificates, Value};
 use std::time::Duration;
 
 /// `{seconds, microseconds, value-or-nil}`: the record and the clock it is judged by, together.
@@ -23,14 +33,24 @@ local t = redis.call('TIME')
 return {t[1], t[2], redis.call('GET', KEYS[1])}
 ";
 
-/// ARGV: expected version ('' = the key must be absent), 'set' or 'del', value, PXAT milliseconds.
+/// ARGV: expected version ('' = the key must be absent), 'set' or 'del', value, PXAT milliseconds,
+/// the service's clock in milliseconds for a speculative write ('' = none), the tolerance in
+/// milliseconds. Returns 1 when written, else `{0, seconds, microseconds, value-or-nil}`: Redis's
+/// clock and what the key holds, for the exchange to decide on.
 const CAS: &str = r"
 local cur = redis.call('GET', KEYS[1])
-if ARGV[1] == '' then
-  if cur then return 0 end
-elseif (not cur) or string.sub(cur, 1, #ARGV[1]) ~= ARGV[1] then
-  return 0
+local t = redis.call('TIME')
+local holds = true
+if ARGV[5] ~= '' then
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if math.abs(now - tonumber(ARGV[5])) > tonumber(ARGV[6]) then holds = false end
 end
+if ARGV[1] == '' then
+  if cur then holds = false end
+elseif (not cur) or string.sub(cur, 1, #ARGV[1]) ~= ARGV[1] then
+  holds = false
+end
+if not holds then return {0, t[1], t[2], cur} end
 if ARGV[2] == 'del' then
   redis.call('DEL', KEYS[1])
 else
@@ -62,14 +82,22 @@ impl Redis {
         urls: &[String],
         cluster: bool,
         prefix: String,
+        tls: &RedisTls,
         connect_timeout: Duration,
         response_timeout: Duration,
     ) -> Result<Redis, EngineError> {
+        // The redis crate builds its rustls config on the process's default provider: make it
+        // ring, as for PostgreSQL (an error only says one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let certificates = certificates(tls)?;
         let conn = if cluster {
-            let client = redis::cluster::ClusterClient::builder(urls.to_vec())
+            let mut builder = redis::cluster::ClusterClient::builder(urls.to_vec())
                 .connection_timeout(connect_timeout)
-                .response_timeout(response_timeout)
-                .build()?;
+                .response_timeout(response_timeout);
+            if let Some(certificates) = certificates {
+                builder = builder.certs(certificates);
+            }
+            let client = builder.build()?;
             let connect = client.get_async_connection();
             match tokio::time::timeout(connect_timeout, connect).await {
                 Ok(conn) => Conn::Cluster(conn?),
@@ -79,7 +107,20 @@ impl Redis {
             let url = urls
                 .first()
                 .ok_or_else(|| EngineError::Unavailable("no Redis URL".into()))?;
-            let client = redis::Client::open(url.as_str())?;
+            let client = match certificates {
+                None => redis::Client::open(url.as_str())?,
+                Some(certificates) => redis::Client::build_with_tls(url.as_str(), certificates)?,
+            };
+            // One plain connection first: the connection manager retries a refused handshake (a
+            // wrong password, an unknown CA) until the timeout, which would hide why.
+            let probe = redis::AsyncConnectionConfig::new()
+                .set_connection_timeout(connect_timeout)
+                .set_response_timeout(response_timeout);
+            let probe = client.get_multiplexed_async_connection_with_config(&probe);
+            match tokio::time::timeout(connect_timeout, probe).await {
+                Ok(probe) => drop(probe?),
+                Err(_) => return Err(EngineError::Unavailable("connect timed out".into())),
+            }
             let config = ConnectionManagerConfig::new()
                 .set_connection_timeout(connect_timeout)
                 .set_response_timeout(response_timeout)
@@ -116,27 +157,52 @@ impl Redis {
         parse_read(reply)
     }
 
+    /// Writes (or deletes) only if the key still holds `expect`; the caching engine's call,
+    /// which needs only whether it wrote.
     pub async fn compare_and_set(
         &self,
         key: &str,
         expect: Option<ValueVersion>,
         write: &Write,
     ) -> Result<WriteOutcome, EngineError> {
+        Ok(
+            match self.compare_and_set_found(key, expect, write, None).await? {
+                Cas::Written => WriteOutcome::Written,
+                Cas::Conflict(_) => WriteOutcome::Conflict,
+            },
+        )
+    }
+
+    /// Writes (or deletes) only if the key still holds `expect` and, for a speculative write, if
+    /// `at` is within the tolerance of Redis's clock; else Redis's clock and the key's value.
+    pub async fn compare_and_set_found(
+        &self,
+        key: &str,
+        expect: Option<ValueVersion>,
+        write: &Write,
+        at: Option<UnixMillis>,
+    ) -> Result<Cas, EngineError> {
         let expect: &[u8] = match &expect {
             Some(version) => &version.0,
             None => b"",
         };
-        let pxat;
-        let args: [&[u8]; 4] = match write {
+        let at = at.map(|at| at.0.to_string()).unwrap_or_default();
+        let tolerance = CLOCK_TOLERANCE.0.to_string();
+        let expiry;
+        let (op, value, pxat): (&[u8], &[u8], &[u8]) = match write {
             Write::Set { value, expires_at } => {
-                pxat = expires_at.0.to_string();
-                [expect, b"set", value, pxat.as_bytes()]
+                expiry = expires_at.0.to_string();
+                (&b"set"[..], value.as_slice(), expiry.as_bytes())
             }
-            Write::Delete => [expect, b"del", b"", b"0"],
+            Write::Delete => (&b"del"[..], &b""[..], &b"0"[..]),
         };
+        let args = [expect, op, value, pxat, at.as_bytes(), tolerance.as_bytes()];
         match self.script(&self.cas_sha, CAS, key, &args).await? {
-            Value::Int(1) => Ok(WriteOutcome::Written),
-            Value::Int(0) => Ok(WriteOutcome::Conflict),
+            Value::Int(1) => Ok(Cas::Written),
+            Value::Array(mut items) if items.len() == 4 => {
+                items.remove(0);
+                Ok(Cas::Conflict(Some(parse_read(Value::Array(items))?)))
+            }
             other => Err(EngineError::Unavailable(format!(
                 "unexpected compare-and-set reply {other:?}"
             ))),
@@ -210,6 +276,33 @@ impl From<RedisError> for EngineError {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The CA and client certificate files, read: `None` when none was given (a `rediss://` URL then
+/// trusts the system's roots).
+fn certificates(tls: &RedisTls) -> Result<Option<TlsCertificates>, EngineError> {
+    let read = |flag: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| {
+            EngineError::Unavailable(format!("cannot read {flag} {}: {e}", path.display()))
+        })
+    };
+    let root_cert = match &tls.ca {
+        Some(path) => Some(read("--redis-ca", path)?),
+        None => None,
+    };
+    let client_tls = match (&tls.cert, &tls.key) {
+        (Some(cert), Some(key)) => Some(ClientTlsConfig {
+            client_cert: read("--redis-cert", cert)?,
+            client_key: read("--redis-key", key)?,
+        }),
+        _ => None,
+    };
+    Ok(
+        (root_cert.is_some() || client_tls.is_some()).then_some(TlsCertificates {
+            client_tls,
+            root_cert,
+        }),
+    )
+}
 
 fn parse_read(reply: Value) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError> {
     let bad = |what: &str| EngineError::Unavailable(format!("unexpected read reply: {what}"));

@@ -107,6 +107,7 @@ pub struct RedisSettings {
     pub urls: Vec<String>,
     pub cluster: bool,
     pub prefix: String,
+    pub tls: crate::config::RedisTls,
     pub connect_timeout: Duration,
 }
 
@@ -474,6 +475,7 @@ async fn connect_redis(settings: &RedisSettings, budget: Duration) -> Result<Red
         &settings.urls,
         settings.cluster,
         settings.prefix.clone(),
+        &settings.tls,
         settings.connect_timeout,
         budget,
     )

@@ -7,6 +7,7 @@
 
 pub mod pki;
 pub mod postgres;
+pub mod tls;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
