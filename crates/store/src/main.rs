@@ -6,10 +6,13 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+mod admin;
 mod carry;
+mod cli;
 mod config;
 mod engine;
 mod metrics;
+mod records;
 mod server;
 
 use config::{Command, Config};
@@ -17,7 +20,11 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let command = match config::parse(std::env::args().skip(1), &|name| std::env::var(name).ok()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(operator) = cli::parse(&args, &|name| std::env::var(name).ok()) {
+        return operate(operator);
+    }
+    let command = match config::parse(args, &|name| std::env::var(name).ok()) {
         Ok(command) => command,
         Err(e) => {
             eprintln!("idemgate-store: {e}");
@@ -50,7 +57,37 @@ fn main() -> ExitCode {
     }
 }
 
+/// An operator command (`records get|evict`, `stats`): 0 when done, 2 for a bad command line,
+/// 1 when the engine could not answer.
+fn operate(operator: Result<cli::Operator, cli::CliError>) -> ExitCode {
+    let operator = match operator {
+        Ok(operator) => operator,
+        Err(e) => {
+            eprintln!("idemgate-store: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("idemgate-store: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(cli::run(operator)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("idemgate-store: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 async fn run(config: Config) -> Result<(), String> {
+    let admin_port = admin::prepare(&config).await?;
     let engine = engine::Engine::connect(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -60,6 +97,11 @@ async fn run(config: Config) -> Result<(), String> {
         .map_err(|e| format!("cannot read the listening address: {e}"))?;
     // The first line on stdout names the address (tests and scripts pass port 0 and read it).
     println!("idemgate-store: listening on http://{addr}");
+    // Operator controls (issue 24): the admin port, on its own address, when configured.
+    if let Some(admin) = admin_port {
+        let addr = admin.start(engine.clone())?;
+        println!("idemgate-store: admin on http://{addr}");
+    }
     let _ = std::io::stdout().flush();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
