@@ -119,7 +119,10 @@ async fn serve(listener: TcpListener, admin: Arc<Admin>) {
 
 async fn handle(admin: &Admin, req: Request<Incoming>) -> Response<Full<Bytes>> {
     if !authorized(admin, &req) {
-        let mut out = problem(StatusCode::UNAUTHORIZED, "a valid admin bearer token is needed");
+        let mut out = problem(
+            StatusCode::UNAUTHORIZED,
+            "a valid admin bearer token is needed",
+        );
         out.headers_mut()
             .insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         return out;

@@ -135,7 +135,9 @@ fn parse_command(
             "--method" => own.method = Some(value("--method")?),
             "--body" => own.body = true,
             "--top" => own.top = Some(count("--top", &value("--top")?)?),
-            "--scan-limit" => own.scan_limit = Some(count("--scan-limit", &value("--scan-limit")?)?),
+            "--scan-limit" => {
+                own.scan_limit = Some(count("--scan-limit", &value("--scan-limit")?)?)
+            }
             _ => {
                 engine_args.push(arg.clone());
                 if inline.is_none() && takes_value(&flag) {
@@ -310,7 +312,11 @@ mod tests {
             panic!("not a get")
         };
         assert_eq!(
-            (query.key.as_str(), query.route.as_str(), query.method.as_str()),
+            (
+                query.key.as_str(),
+                query.route.as_str(),
+                query.method.as_str()
+            ),
             ("k1", "/orders", "PATCH")
         );
         assert_eq!(query.scope.as_deref(), Some("Bearer a"));

@@ -98,8 +98,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub key_prefix: String,
     pub max_body: usize,
-    /// Operator controls (issue 24).
-    pub admin: AdminSettings,
+    /// Operator controls (issue 24); boxed, as most runs leave them off.
+    pub admin: Box<AdminSettings>,
 }
 
 /// What the command line asked for.
@@ -279,7 +279,7 @@ pub fn parse(
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
         key_prefix,
         max_body,
-        admin: admin.validated()?,
+        admin: Box::new(admin.validated()?),
     }))
 }
 
@@ -487,7 +487,7 @@ mod tests {
 
     #[test]
     fn the_admin_port_is_off_by_default_and_needs_its_token() {
-        assert_eq!(config(&[], &[]).admin, AdminSettings::default());
+        assert_eq!(*config(&[], &[]).admin, AdminSettings::default());
         let c = config(
             &["--admin-listen", "127.0.0.1:9", "--admin-token-file=/t"],
             &[("IDEMGATE_STORE_POLICY", "/p.json")],
@@ -499,7 +499,10 @@ mod tests {
             (&["--admin-listen", "127.0.0.1:9"][..], &[][..]),
             (&["--admin-token-file", "/t"], &[]),
             (&[], &[("IDEMGATE_STORE_ADMIN_LISTEN", "127.0.0.1:9")]),
-            (&["--admin-listen", "nowhere", "--admin-token-file", "/t"], &[]),
+            (
+                &["--admin-listen", "nowhere", "--admin-token-file", "/t"],
+                &[],
+            ),
         ] {
             assert!(
                 matches!(run(args, env), Err(ConfigError::Invalid { .. })),

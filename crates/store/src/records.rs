@@ -73,13 +73,12 @@ impl Query {
     pub fn storage_key(&self, policy: &Policy) -> Result<StorageKey, QueryError> {
         let key = IdempotencyKey::parse(self.key.as_bytes())
             .map_err(|e| QueryError::BadKey(e.to_string()))?;
-        let matched =
-            policy
-                .match_request(&self.method, &self.route)
-                .ok_or_else(|| QueryError::NoRoute {
-                    method: self.method.clone(),
-                    route: self.route.clone(),
-                })?;
+        let matched = policy
+            .match_request(&self.method, &self.route)
+            .ok_or_else(|| QueryError::NoRoute {
+                method: self.method.clone(),
+                route: self.route.clone(),
+            })?;
         if let Some(own) = matched.route.own_scope() {
             return Ok(StorageKey::derive(own, &self.method, &matched.path, &key));
         }

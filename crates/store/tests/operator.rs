@@ -51,7 +51,10 @@ fn record_args<'a>(verb: &'a str, key: &'a str) -> Vec<&'a str> {
 /// Claims `name` (in `support::skey`'s scope) and stores an answer for it.
 async fn completed(client: &Client, name: &str) {
     let (_, answer) = client.op(&claim(skey(name), 1, 1)).await;
-    assert!(matches!(answer, Response::Claim(ClaimOutcome::Forward { .. })));
+    assert!(matches!(
+        answer,
+        Response::Claim(ClaimOutcome::Forward { .. })
+    ));
     let finish = Request::Finish {
         key: skey(name),
         owner: owner(1),
@@ -73,14 +76,24 @@ async fn get_evict_forward(service: &Service, engine: &[&str]) {
     assert!(got.contains("\"status\":201"), "{got}");
     assert!(got.contains("\"body_bytes\":70000"), "{got}");
     assert!(got.contains(&skey("op-1").to_hex()), "{got}");
-    assert!(!got.contains("body_base64"), "the body only with --body: {got}");
+    assert!(
+        !got.contains("body_base64"),
+        "the body only with --body: {got}"
+    );
     let mut with_body = record_args("get", "op-1");
     with_body.push("--body");
     assert!(stdout(&cli(&with_body, engine)).contains("\"body_base64\":\""));
     // Another scope's same key is another record.
     let other = cli(
         &[
-            "records", "get", "--key", "op-1", "--route", "/orders", "--scope", "Bearer mallory",
+            "records",
+            "get",
+            "--key",
+            "op-1",
+            "--route",
+            "/orders",
+            "--scope",
+            "Bearer mallory",
         ],
         engine,
     );
@@ -97,7 +110,10 @@ async fn get_evict_forward(service: &Service, engine: &[&str]) {
         log.contains(&format!("event=record_evicted key_hash={label} via=cli")),
         "{log}"
     );
-    assert!(!log.contains("op-1") && !log.contains("fleet-test"), "{log}");
+    assert!(
+        !log.contains("op-1") && !log.contains("fleet-test"),
+        "{log}"
+    );
     assert!(stdout(&cli(&record_args("get", "op-1"), engine)).contains("\"state\":\"absent\""));
     let (_, answer) = client.op(&claim(skey("op-1"), 1, 3)).await;
     assert!(
@@ -129,7 +145,9 @@ async fn stats_by_scope(service: &Service, engine: &[&str]) {
         source: "header:authorization",
         value: SCOPE.as_bytes(),
     });
-    let first = format!("\"top_scopes\":[{{\"scope_tag\":\"{busy}\",\"class\":\"identified\",\"records\":3,");
+    let first = format!(
+        "\"top_scopes\":[{{\"scope_tag\":\"{busy}\",\"class\":\"identified\",\"records\":3,"
+    );
     assert!(out.contains(&first), "{out}");
     assert!(
         out.contains(&format!("{{\"scope_tag\":\"{}\",", tag(other))),
@@ -250,7 +268,11 @@ async fn admin_port_needs_its_token_and_answers_like_the_cli() {
     completed(&client, "adm-1").await;
     let path = "/v1/records?key=adm-1&route=/orders&scope=Bearer+fleet-test";
 
-    for bad in [None, Some("wrong-token-wrong-token"), Some("s3cret-admin-token-012345678")] {
+    for bad in [
+        None,
+        Some("wrong-token-wrong-token"),
+        Some("s3cret-admin-token-012345678"),
+    ] {
         let (status, body) = http(port, "GET", path, bad);
         assert_eq!(status, 401, "{bad:?}: {body}");
         assert!(!body.contains("completed"), "{body}");
@@ -265,7 +287,10 @@ async fn admin_port_needs_its_token_and_answers_like_the_cli() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"records\":1,"), "{body}");
     // Bad input is a 400 problem, not a guess.
-    assert_eq!(http(port, "GET", "/v1/records?route=/orders", Some(token)).0, 400);
+    assert_eq!(
+        http(port, "GET", "/v1/records?route=/orders", Some(token)).0,
+        400
+    );
     assert_eq!(http(port, "GET", "/v1/records?nope=1", Some(token)).0, 400);
 
     let (status, body) = http(port, "DELETE", path, Some(token));
@@ -273,7 +298,10 @@ async fn admin_port_needs_its_token_and_answers_like_the_cli() {
     assert!(body.contains("\"evicted\":true"), "{body}");
     assert_eq!(http(port, "GET", path, Some(token)).0, 404);
     let (_, answer) = client.op(&claim(skey("adm-1"), 1, 2)).await;
-    assert!(matches!(answer, Response::Claim(ClaimOutcome::Forward { .. })));
+    assert!(matches!(
+        answer,
+        Response::Claim(ClaimOutcome::Forward { .. })
+    ));
 
     // The store port never serves the operator endpoints.
     let (status, _) = client.get("/v1/stats").await;
@@ -316,7 +344,10 @@ fn the_admin_port_never_starts_without_a_good_token() {
 #[test]
 fn bad_command_lines_exit_non_zero_with_a_message() {
     for (args, words) in [
-        (&["records", "get", "--route", "/orders"][..], "--key is required"),
+        (
+            &["records", "get", "--route", "/orders"][..],
+            "--key is required",
+        ),
         (&["records", "frob", "--key", "k"], "unknown command"),
         (&["status"], "unknown command"),
         (&["records", "get", "--key", "k"], "--route is required"),
@@ -330,7 +361,9 @@ fn bad_command_lines_exit_non_zero_with_a_message() {
     }
     // A query no route of the policy guards: the engine is never asked.
     let out = cli(
-        &["records", "get", "--key", "k", "--route", "/orders", "--method", "GET", "--scope", "x"],
+        &[
+            "records", "get", "--key", "k", "--route", "/orders", "--method", "GET", "--scope", "x",
+        ],
         &["--redis", "redis://127.0.0.1:1"],
     );
     assert_eq!(out.status.code(), Some(1));

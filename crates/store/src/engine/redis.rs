@@ -240,26 +240,6 @@ fn parse_read(reply: Value) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError
     Ok((UnixMillis(now), value))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn read_reply_shapes() {
-        let reply = Value::Array(vec![
-            Value::BulkString(b"1700000000".to_vec()),
-            Value::BulkString(b"123456".to_vec()),
-            Value::Nil,
-        ]);
-        assert_eq!(
-            parse_read(reply).unwrap(),
-            (UnixMillis(1_700_000_000_123), None)
-        );
-        assert!(parse_read(Value::Int(1)).is_err());
-        assert!(parse_read(Value::Array(vec![Value::Nil])).is_err());
-    }
-}
-
 /// Operator controls (issue 24): evicting one record, surveying the keyspace.
 impl Redis {
     /// `DEL`: whether the key held a value.
@@ -343,4 +323,24 @@ fn glob_escape(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_reply_shapes() {
+        let reply = Value::Array(vec![
+            Value::BulkString(b"1700000000".to_vec()),
+            Value::BulkString(b"123456".to_vec()),
+            Value::Nil,
+        ]);
+        assert_eq!(
+            parse_read(reply).unwrap(),
+            (UnixMillis(1_700_000_000_123), None)
+        );
+        assert!(parse_read(Value::Int(1)).is_err());
+        assert!(parse_read(Value::Array(vec![Value::Nil])).is_err());
+    }
 }

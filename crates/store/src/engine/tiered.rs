@@ -541,4 +541,3 @@ impl RedisPostgres {
         self.pg(self.postgres.survey(top)).await
     }
 }
-
