@@ -17,17 +17,22 @@ Prints the manifest digest (what a Deployment pins with `image: …@sha256:<hex>
 """
 
 import argparse
+import importlib.util
 import io
 import os
 import struct
 import sys
 import tarfile
 
-# The filter's image script holds the reproducible OCI helpers; reuse them without leaving a
-# __pycache__ in the source tree.
+# The filter's image script holds the reproducible OCI helpers; reuse them (under a name of their
+# own: this file has the same name) without leaving a __pycache__ in the source tree.
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../envoy/scripts"))
-import oci_image as oci  # noqa: E402
+_spec = importlib.util.spec_from_file_location(
+    "envoy_oci_image",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../envoy/scripts/oci_image.py"),
+)
+oci = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(oci)
 
 LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 BINARY = "usr/local/bin/idemgate-store"

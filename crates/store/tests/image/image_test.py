@@ -15,6 +15,7 @@ Usage: image_test.py --layout target/oci/idemgate-store --tag 0.1.0
 import argparse
 import gzip
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -28,8 +29,12 @@ import time
 import urllib.request
 
 sys.dont_write_bytecode = True
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts"))
-import oci_image as store_image  # noqa: E402
+_spec = importlib.util.spec_from_file_location(
+    "store_oci_image",
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts/oci_image.py"),
+)
+store_image = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(store_image)
 
 failures = []
 
