@@ -100,7 +100,8 @@ async fn run(config: Config) -> Result<(), String> {
     // Operator controls (issue 24): the admin port, on its own address, when configured.
     if let Some(admin) = admin_port {
         let addr = admin.start(engine.clone())?;
-        println!("idemgate-store: admin on http://{addr}");
+        // Not println!: a reader that took only the first line has closed the pipe (EPIPE).
+        let _ = writeln!(std::io::stdout(), "idemgate-store: admin on http://{addr}");
     }
     let _ = std::io::stdout().flush();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

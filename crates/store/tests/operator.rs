@@ -121,6 +121,19 @@ async fn get_evict_forward(service: &Service, engine: &[&str]) {
         "{answer:?}"
     );
     assert!(stdout(&cli(&record_args("get", "op-1"), engine)).contains("\"state\":\"in_flight\""));
+    // Evicting a claim in flight: its owner's finish then stores nothing (not its record).
+    assert!(stdout(&cli(&record_args("evict", "op-1"), engine)).contains("\"evicted\":true"));
+    let late = Request::Finish {
+        key: skey("op-1"),
+        owner: owner(3),
+        ttl: Span::from_secs(3600),
+        end: End::Store(stored_response(4)),
+    };
+    assert_eq!(
+        client.op(&late).await.1,
+        Response::Finish(FinishOutcome::NotOwner)
+    );
+    assert!(stdout(&cli(&record_args("get", "op-1"), engine)).contains("\"state\":\"absent\""));
     // Evicting what is not there says so.
     assert!(stdout(&cli(&record_args("evict", "op-none"), engine)).contains("\"evicted\":false"));
 }
@@ -304,10 +317,11 @@ async fn admin_port_needs_its_token_and_answers_like_the_cli() {
     ));
 
     // The store port never serves the operator endpoints.
-    let (status, _) = client.get("/v1/stats").await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    let (status, _) = client.get(path).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
+    let store = Client::connect(service.addr).await;
+    let (status, body) = store.get(path).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (status, body) = store.get("/v1/stats").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
 }
 
 #[test]
