@@ -69,7 +69,7 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-demo-fleet ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-image-store test-demo-fleet ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -243,8 +243,8 @@ setup-examples:
 	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
 	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
 
-test-examples: setup-examples setup-envoy image ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
-	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --out target/examples
+test-examples: setup-examples setup-envoy image image-store ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
+	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --store-digest $(STORE_IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
 test-deploy: setup-deploy image ## the OCI image through a local registry into a real Envoy
@@ -255,21 +255,44 @@ test-deploy: setup-deploy image ## the OCI image through a local registry into a
 test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
 	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
 
+# The store service as an OCI container image (issue 24): a static (musl) binary in one layer, as
+# user 65532, no shell; reproducible like the filter's image. ring's C code needs musl-gcc.
+STORE_TARGET       := x86_64-unknown-linux-musl
+STORE_STATIC       := target/$(STORE_TARGET)/release/idemgate-store
+STORE_IMAGE_LAYOUT := target/oci/idemgate-store
+STORE_IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(STORE_IMAGE_LAYOUT)/index.json)
+.PHONY: setup-musl build-store-static image-store test-image-store
+setup-musl: setup-rust
+	@rustup target list --installed | grep -qx $(STORE_TARGET) || rustup target add $(STORE_TARGET)
+	@command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
+
+build-store-static: setup-musl ## the store service as a static binary ($(STORE_STATIC))
+	CC_x86_64_unknown_linux_musl=musl-gcc $(CARGO) build -p idemgate-store --release --target $(STORE_TARGET)
+
+image-store: build-store-static ## the store service's OCI image (reproducible) in target/oci/idemgate-store; prints its digest
+	python3 crates/store/scripts/oci_image.py --binary $(STORE_STATIC) --out $(STORE_IMAGE_LAYOUT) --tag $(IMAGE_TAG)
+
+test-image-store: setup-deploy setup-redis image-store ## the store image: skopeo inspect, reproducible, its binary run from the layer against redis-server
+	python3 crates/store/tests/image/image_test.py --layout $(STORE_IMAGE_LAYOUT) --tag $(IMAGE_TAG)
+
 # Release artifacts (ignored by git). `cargo package` verifies each publishable crate (idemgate-web
 # and host-tests are publish = false) by building it from its packaged sources. It refuses a
 # dirty tree unless ALLOW_DIRTY=1.
 DIST := dist
 .PHONY: dist
-dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layout, npm tarball, crates, K8s manifests
+dist: image image-store build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layouts (filter, store), npm tarball, crates, K8s manifests
 	rm -rf $(DIST) && mkdir -p $(DIST)/npm $(DIST)/crates
 	cp $(FILTER_WASM) $(DIST)/idemgate_envoy.wasm
 	cd $(DIST) && sha256sum idemgate_envoy.wasm > idemgate_envoy.wasm.sha256
 	cp -a $(IMAGE_LAYOUT) $(DIST)/oci
 	echo "sha256:$(IMAGE_DIGEST)" > $(DIST)/oci.digest
+	cp -a $(STORE_IMAGE_LAYOUT) $(DIST)/oci-store
+	echo "sha256:$(STORE_IMAGE_DIGEST)" > $(DIST)/oci-store.digest
 	for dir in istio envoy-gateway store; do mkdir -p $(DIST)/examples/$$dir; \
 	  cp examples/$$dir/README.md $(DIST)/examples/$$dir/; \
 	  for f in examples/$$dir/*.yaml; do \
-	    sed 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
+	    sed -e 's/$${IDEMGATE_IMAGE_SHA256}/'"$(IMAGE_DIGEST)"'/' -e 's/$${IDEMGATE_STORE_IMAGE_SHA256}/'"$(STORE_IMAGE_DIGEST)"'/' \
+	      "$$f" > $(DIST)/examples/$$dir/$$(basename "$$f"); done; done
 	npm pack ./crates/web/pkg --pack-destination $(DIST)/npm --loglevel=error
 	@# Verifying idemgate-envoy takes the just-packaged idemgate-core from a local registry, but
 	@# cargo treats a registry crate of the same name and version as unchanged and reuses an
@@ -279,4 +302,4 @@ dist: image build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI
 	cp target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
 	   target/dist-package/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
 	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
-	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest)"
+	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest), store image $$(cat $(DIST)/oci-store.digest)"

@@ -63,8 +63,19 @@ usage: idemgate-store [options]
   --log-level LEVEL      error, warn, info, debug, trace or off env IDEMGATE_STORE_LOG_LEVEL default info
                          (without either, RUST_LOG's filter)
 
+  --admin-listen ADDR    serve the operator endpoints (records,  env IDEMGATE_STORE_ADMIN_LISTEN default off
+                         stats) on this address, never on
+                         --listen; needs --admin-token-file
+  --admin-token-file F   the admin port's bearer token (at      env IDEMGATE_STORE_ADMIN_TOKEN_FILE
+                         least 16 characters)
+  --policy FILE          the filter's JSON configuration, to    env IDEMGATE_STORE_POLICY   default: the filter's
+                         derive storage keys as the filter does                             defaults
   --help                 this text
 Durations: 250ms, 2s, 1m. Endpoints: POST /v1/op, GET /healthz, /readyz, /metrics.
+
+usage: idemgate-store records get|evict --key KEY --route PATH [--scope VALUE] [options]
+       idemgate-store stats [--top N] [--scan-limit N] [options]
+  (operator controls; the same engine options as the service; see records --help)
 ";
 
 /// Which engine holds the records.
@@ -122,6 +133,8 @@ pub struct Config {
     pub transport: Transport,
     /// Log format and filter (issue 24).
     pub log: LogSettings,
+    /// Operator controls (issue 24); boxed, as most runs leave them off.
+    pub admin: Box<AdminSettings>,
 }
 
 /// TLS to Redis beyond what a `rediss://` URL says: a CA to trust instead of the system's roots
@@ -205,6 +218,7 @@ pub fn parse(
         key: env("IDEMGATE_STORE_REDIS_KEY").map(PathBuf::from),
     };
 
+    let mut admin = AdminSettings::from_env(env);
     let mut flag_urls: Vec<String> = Vec::new();
     let mut args = args.into_iter();
     while let Some(arg) = args.next() {
@@ -218,6 +232,9 @@ pub fn parse(
                 None => args.next().ok_or(ConfigError::MissingValue(name)),
             }
         };
+        if admin.flag(&flag, &mut value)? {
+            continue;
+        }
         match flag.as_str() {
             "--help" | "-h" => return Ok(Command::Help),
             "--listen" => listen = Some(value("--listen")?),
@@ -350,6 +367,7 @@ pub fn parse(
         max_body,
         transport: transport(tls_cert, tls_key, client_ca, plaintext)?,
         log: log_settings(log_format, log_level, env("RUST_LOG"))?,
+        admin: Box::new(admin.validated()?),
     }))
 }
 
@@ -382,6 +400,66 @@ fn check_redis_tls(
         (Some(_), None) => invalid("--redis-cert", "needs --redis-key"),
         (None, Some(_)) => invalid("--redis-key", "needs --redis-cert"),
         _ => Ok(()),
+    }
+}
+
+/// The operator controls' settings (issue 24): the admin port, its token, and the filter policy
+/// storage keys are derived with.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AdminSettings {
+    /// Where the admin endpoints listen; `None`: no admin port (the default).
+    pub listen: Option<SocketAddr>,
+    /// The file holding the admin port's bearer token.
+    pub token_file: Option<std::path::PathBuf>,
+    /// The filter's JSON configuration (`None`: the filter's defaults).
+    pub policy: Option<std::path::PathBuf>,
+    listen_text: Option<String>,
+}
+
+impl AdminSettings {
+    fn from_env(env: &dyn Fn(&str) -> Option<String>) -> AdminSettings {
+        AdminSettings {
+            listen_text: env("IDEMGATE_STORE_ADMIN_LISTEN"),
+            token_file: env("IDEMGATE_STORE_ADMIN_TOKEN_FILE").map(Into::into),
+            policy: env("IDEMGATE_STORE_POLICY").map(Into::into),
+            listen: None,
+        }
+    }
+
+    /// Takes `flag` if it is one of ours.
+    fn flag(
+        &mut self,
+        flag: &str,
+        value: &mut dyn FnMut(&'static str) -> Result<String, ConfigError>,
+    ) -> Result<bool, ConfigError> {
+        match flag {
+            "--admin-listen" => self.listen_text = Some(value("--admin-listen")?),
+            "--admin-token-file" => self.token_file = Some(value("--admin-token-file")?.into()),
+            "--policy" => self.policy = Some(value("--policy")?.into()),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// An admin port needs its token, and a token file without a port is a mistake.
+    fn validated(mut self) -> Result<AdminSettings, ConfigError> {
+        if let Some(text) = self.listen_text.take() {
+            self.listen = Some(text.parse().map_err(|_| ConfigError::Invalid {
+                name: "--admin-listen",
+                why: format!("{text:?} is not an address such as 127.0.0.1:8788"),
+            })?);
+        }
+        match (&self.listen, &self.token_file) {
+            (Some(_), None) => Err(ConfigError::Invalid {
+                name: "--admin-token-file",
+                why: "the admin port needs a bearer token file; it never starts without one".into(),
+            }),
+            (None, Some(_)) => Err(ConfigError::Invalid {
+                name: "--admin-token-file",
+                why: "only applies with --admin-listen".into(),
+            }),
+            _ => Ok(self),
+        }
     }
 }
 
@@ -573,6 +651,32 @@ mod tests {
         }
         let e = run(&["--redis", "http://u:hunter2@h"], &[]).unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
+    }
+
+    #[test]
+    fn the_admin_port_is_off_by_default_and_needs_its_token() {
+        assert_eq!(*config(&[], &[]).admin, AdminSettings::default());
+        let c = config(
+            &["--admin-listen", "127.0.0.1:9", "--admin-token-file=/t"],
+            &[("IDEMGATE_STORE_POLICY", "/p.json")],
+        );
+        assert_eq!(c.admin.listen.map(|a| a.port()), Some(9));
+        assert_eq!(c.admin.token_file, Some("/t".into()));
+        assert_eq!(c.admin.policy, Some("/p.json".into()));
+        for (args, env) in [
+            (&["--admin-listen", "127.0.0.1:9"][..], &[][..]),
+            (&["--admin-token-file", "/t"], &[]),
+            (&[], &[("IDEMGATE_STORE_ADMIN_LISTEN", "127.0.0.1:9")]),
+            (
+                &["--admin-listen", "nowhere", "--admin-token-file", "/t"],
+                &[],
+            ),
+        ] {
+            assert!(
+                matches!(run(args, env), Err(ConfigError::Invalid { .. })),
+                "{args:?} {env:?}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,6 @@
 //! otherwise look records up; and a client's idempotency key never reaches the service at all).
 
 use crate::config::{LogFormat, LogSettings};
-use idemgate_core::hash::{sha256, to_hex};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::Response;
 use idemgate_core::scope::StorageKey;
@@ -57,7 +56,6 @@ pub enum RecordEvent {
     /// The owner gave the key back: the next retry runs again.
     Released,
     /// An operator removed the record: the next retry runs again.
-    #[allow(dead_code)] // until operator eviction (issue 24, the admin side) logs through it
     Evicted,
     /// A one-time token was used.
     TokenUsed,
@@ -87,11 +85,10 @@ impl RecordEvent {
     }
 }
 
-/// The first 16 hex digits of SHA-256 over the storage key: enough to follow one record through
-/// the logs, useless for finding it in the engine.
+/// The storage key's log label ([`StorageKey::log_label`], the same the filter logs): enough to
+/// follow one record from Envoy's log to this one, useless for finding it in the engine.
 pub fn key_hash(key: &StorageKey) -> String {
-    let digest = sha256(&key.0);
-    to_hex(&digest[..8])
+    key.log_label()
 }
 
 /// One structured line for a record's event (target [`RECORD_TARGET`], level info).
@@ -105,18 +102,31 @@ pub fn record_event(event: RecordEvent, key: &StorageKey) {
     );
 }
 
+/// [`record_event`] for an operator's action, with where it came from (`cli`, `admin`).
+pub fn record_event_via(event: RecordEvent, key: &StorageKey, via: &str) {
+    tracing::info!(
+        target: RECORD_TARGET,
+        event = event.name(),
+        key_hash = %key_hash(key),
+        via = %via,
+        "record {}",
+        event.name()
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::hash::to_hex;
     use idemgate_core::record::OwnerToken;
 
     #[test]
     fn the_hash_is_stable_short_and_not_the_key() {
         let key = StorageKey([7u8; 32]);
         let hash = key_hash(&key);
-        assert_eq!(hash.len(), 16);
-        assert_eq!(hash, to_hex(&sha256(&[7u8; 32])[..8]));
-        assert!(!to_hex(&key.0).contains(&hash));
+        assert_eq!(hash.len(), 12);
+        assert_eq!(hash, key.log_label());
+        assert_ne!(hash, to_hex(&key.0));
         assert_ne!(hash, key_hash(&StorageKey([8u8; 32])));
     }
 

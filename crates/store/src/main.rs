@@ -6,11 +6,14 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+mod admin;
 mod carry;
+mod cli;
 mod config;
 mod engine;
 mod log;
 mod metrics;
+mod records;
 mod server;
 mod tls;
 
@@ -19,7 +22,11 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let command = match config::parse(std::env::args().skip(1), &|name| std::env::var(name).ok()) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if let Some(operator) = cli::parse(&args, &|name| std::env::var(name).ok()) {
+        return operate(operator);
+    }
+    let command = match config::parse(args, &|name| std::env::var(name).ok()) {
         Ok(command) => command,
         Err(e) => {
             log::early_error(&e.to_string());
@@ -56,6 +63,35 @@ fn main() -> ExitCode {
     }
 }
 
+/// An operator command (`records get|evict`, `stats`): 0 when done, 2 for a bad command line,
+/// 1 when the engine could not answer.
+fn operate(operator: Result<cli::Operator, cli::CliError>) -> ExitCode {
+    let operator = match operator {
+        Ok(operator) => operator,
+        Err(e) => {
+            eprintln!("idemgate-store: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("idemgate-store: cannot start the runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(cli::run(operator)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("idemgate-store: {message}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 async fn run(config: Config) -> Result<(), String> {
     // Certificates first: a bad file is found before any engine connection is made.
     let tls = match &config.transport {
@@ -74,6 +110,7 @@ async fn run(config: Config) -> Result<(), String> {
             None
         }
     };
+    let admin_port = admin::prepare(&config).await?;
     let engine = engine::Engine::connect(&config).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -84,7 +121,17 @@ async fn run(config: Config) -> Result<(), String> {
     // The first line on stdout names the address (tests and scripts pass port 0 and read it);
     // its scheme says whether the port speaks TLS.
     let scheme = if tls.is_some() { "https" } else { "http" };
-    println!("idemgate-store: listening on {scheme}://{addr}");
+    // Not println!: a reader may close the pipe after this line (EPIPE must not stop the service).
+    let _ = writeln!(
+        std::io::stdout(),
+        "idemgate-store: listening on {scheme}://{addr}"
+    );
+    // Operator controls (issue 24): the admin port, on its own address, when configured.
+    if let Some(admin) = admin_port {
+        let addr = admin.start(engine.clone())?;
+        // Not println!: a reader that took only the first line has closed the pipe (EPIPE).
+        let _ = writeln!(std::io::stdout(), "idemgate-store: admin on http://{addr}");
+    }
     let _ = std::io::stdout().flush();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| format!("cannot watch SIGTERM: {e}"))?;

@@ -8,7 +8,7 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::hash::{sha256, to_hex};
+use idemgate_core::hash::to_hex;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{Request, Response};
@@ -260,7 +260,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
             )
         })
         .collect();
-    let hash = |key: idemgate_core::scope::StorageKey| to_hex(&sha256(&key.0)[..8]);
+    let hash = |key: idemgate_core::scope::StorageKey| key.log_label();
     assert_eq!(
         events,
         vec![

@@ -1,7 +1,8 @@
 // Validates the Kubernetes examples (examples/istio, examples/envoy-gateway, examples/store) offline.
 //
-// Each manifest is rendered with the digest of the image `make image` built (the placeholder
-// ${IDEMGATE_IMAGE_SHA256} becomes its hex) into --out, then checked:
+// Each manifest is rendered with the digests of the images `make image` and `make image-store`
+// built (the placeholders ${IDEMGATE_IMAGE_SHA256} and ${IDEMGATE_STORE_IMAGE_SHA256} become their
+// hex) into --out, then checked:
 //  - against the CRD schemas shipped in npm packages, where one exists: @kubernetes-models/istio
 //    (WasmPlugin, EnvoyFilter, Gateway, VirtualService: generated from Istio's CRDs) and
 //    @kubernetes-models/gateway-api (GatewayClass, Gateway, HTTPRoute: generated from the Gateway
@@ -27,7 +28,7 @@
 //  - every validator and re-entry check must refuse a broken copy (so these checks can fail).
 // Prints `N passed, N failed`.
 //
-//   node examples.mjs --models target/k8s-models --digest HEX --out target/examples
+//   node examples.mjs --models target/k8s-models --digest HEX --store-digest HEX --out target/examples
 
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -38,10 +39,16 @@ import { isDeepStrictEqual, parseArgs } from "node:util";
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../../../..");
 const { values: args } = parseArgs({
-  options: { models: { type: "string" }, digest: { type: "string" }, out: { type: "string" } },
+  options: {
+    models: { type: "string" },
+    digest: { type: "string" },
+    "store-digest": { type: "string" },
+    out: { type: "string" },
+  },
 });
-if (!args.models || !/^[a-f0-9]{64}$/.test(args.digest ?? "") || !args.out) {
-  console.error("usage: examples.mjs --models DIR --digest HEX64 --out DIR");
+const hex64 = (text) => /^[a-f0-9]{64}$/.test(text ?? "");
+if (!args.models || !hex64(args.digest) || !hex64(args["store-digest"]) || !args.out) {
+  console.error("usage: examples.mjs --models DIR --digest HEX64 --store-digest HEX64 --out DIR");
   process.exit(2);
 }
 const modules = join(resolve(args.models), "node_modules");
@@ -162,10 +169,9 @@ const rendered = []; // { dir, name, label, file, text, doc }
 for (const dir of ["istio", "envoy-gateway", "store"]) {
   mkdirSync(join(args.out, dir), { recursive: true });
   for (const name of readdirSync(join(root, "examples", dir)).filter((f) => f.endsWith(".yaml")).sort()) {
-    const text = readFileSync(join(root, "examples", dir, name), "utf8").replaceAll(
-      "${IDEMGATE_IMAGE_SHA256}",
-      args.digest,
-    );
+    const text = readFileSync(join(root, "examples", dir, name), "utf8")
+      .replaceAll("${IDEMGATE_IMAGE_SHA256}", args.digest)
+      .replaceAll("${IDEMGATE_STORE_IMAGE_SHA256}", args["store-digest"]);
     const file = join(args.out, dir, name);
     writeFileSync(file, text);
     const doc = YAML.parse(text);
@@ -551,6 +557,18 @@ await check("the store Deployment sets only documented idemgate-store options", 
   }
   if (env.has("IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED") || (container.args ?? []).includes("--plaintext-unauthenticated")) {
     throw new Error("the example must not turn authentication off");
+  }
+});
+
+// The store Deployment runs the image `make image-store` built, pinned by its digest (issue 24).
+await check("the store Deployment pins the image make image-store built", () => {
+  const container = only("store", "apps/v1/Deployment").doc.spec.template.spec.containers[0];
+  if (!container.image.endsWith(`/idemgate-store@sha256:${args["store-digest"]}`)) {
+    throw new Error(`image ${container.image} is not idemgate-store@sha256:<the built digest>`);
+  }
+  const security = container.securityContext ?? {};
+  if (security.runAsNonRoot !== true || security.runAsUser !== 65532) {
+    throw new Error("the store container must run as the image's non-root user 65532");
   }
 });
 

@@ -6,11 +6,13 @@
 mod postgres;
 mod recall;
 mod redis;
+mod survey;
 mod tiered;
 
 pub use self::postgres::Postgres;
 pub use self::recall::Recall;
 pub use self::redis::Redis;
+pub use self::survey::{Survey, UsageOfScope, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
 pub use self::tiered::RedisPostgres;
 
 use crate::config::{Config, EngineKind};
@@ -202,6 +204,29 @@ impl Engine {
             Engine::Redis(redis, _) => redis.ping().await,
             Engine::Postgres(postgres) => postgres.ping().await,
             Engine::RedisPostgres(tiered) => tiered.ping().await,
+        }
+    }
+}
+
+/// Operator controls (issue 24): what `records evict` and `stats` ask of every engine.
+impl Engine {
+    /// Deletes the record under `key`, whatever it holds: the next claim of the key forwards
+    /// again. Whether there was one.
+    pub async fn evict(&self, key: &StorageKey) -> Result<bool, EngineError> {
+        match self {
+            Engine::Redis(redis, _) => redis.evict(&redis.redis_key(key)).await,
+            Engine::Postgres(postgres) => postgres.evict(key).await,
+            Engine::RedisPostgres(tiered) => tiered.evict(key).await,
+        }
+    }
+
+    /// Records, bytes and the `top` scopes by records (a Redis survey sees at most `scan_limit`
+    /// keys).
+    pub async fn survey(&self, top: usize, scan_limit: u64) -> Result<Survey, EngineError> {
+        match self {
+            Engine::Redis(redis, _) => redis.survey(top, scan_limit).await,
+            Engine::Postgres(postgres) => postgres.survey(top).await,
+            Engine::RedisPostgres(tiered) => tiered.survey(top).await,
         }
     }
 }

@@ -575,6 +575,80 @@ fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect,
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
+/// Operator controls (issue 24): evicting one record, surveying the table.
+impl Postgres {
+    /// `DELETE` the key's row: whether it held a live record.
+    pub async fn evict(&self, key: &StorageKey) -> Result<bool, EngineError> {
+        self.bounded(async {
+            let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
+            let row = client
+                .query_opt(EVICT, &[&key.0.as_slice()])
+                .await
+                .map_err(|e| self.pg(e))?;
+            match row {
+                Some(row) => row.try_get::<_, bool>(0).map_err(|e| self.pg(e)),
+                None => Ok(false),
+            }
+        })
+        .await
+    }
+
+    /// Live records and their bytes, in total and for the `top` scopes with the most records
+    /// (grouped by the quota tag, bytes 4..8 of the key), as SQL aggregates.
+    pub async fn survey(&self, top: usize) -> Result<super::Survey, EngineError> {
+        // Aggregates over the whole table: bounded by their own, longer timeout.
+        let survey = async {
+            let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
+            let totals = client
+                .query_one(SURVEY_TOTALS, &[])
+                .await
+                .map_err(|e| self.pg(e))?;
+            let count = |v: i64| u64::try_from(v).unwrap_or(0);
+            let records: i64 = totals.try_get(0).map_err(|e| self.pg(e))?;
+            let bytes: i64 = totals.try_get(1).map_err(|e| self.pg(e))?;
+            let limit = i64::try_from(top).unwrap_or(i64::MAX);
+            let rows = client
+                .query(SURVEY_SCOPES, &[&limit])
+                .await
+                .map_err(|e| self.pg(e))?;
+            let mut scopes = Vec::with_capacity(rows.len());
+            for row in rows {
+                let tag: Vec<u8> = row.try_get(0).map_err(|e| self.pg(e))?;
+                let Ok(tag) = <[u8; 4]>::try_from(tag) else {
+                    continue;
+                };
+                scopes.push(super::UsageOfScope {
+                    tag: idemgate_core::scope::QuotaTag(tag),
+                    records: count(row.try_get(1).map_err(|e| self.pg(e))?),
+                    bytes: count(row.try_get(2).map_err(|e| self.pg(e))?),
+                });
+            }
+            Ok(super::Survey {
+                records: count(records),
+                bytes: count(bytes),
+                top: super::survey::top_of(scopes, top),
+                complete: true,
+            })
+        };
+        tokio::time::timeout(super::survey::SURVEY_TIMEOUT, survey)
+            .await
+            .unwrap_or(Err(EngineError::Timeout))
+    }
+}
+
+/// Deletes the key's row, live or expired; says whether it was live.
+const EVICT: &str = "\
+DELETE FROM idemgate_records WHERE key = $1 RETURNING expires_at > clock_timestamp()";
+
+const SURVEY_TOTALS: &str = "\
+SELECT count(*)::int8, coalesce(sum(octet_length(value)), 0)::int8
+FROM idemgate_records WHERE expires_at > clock_timestamp()";
+
+const SURVEY_SCOPES: &str = "\
+SELECT substring(key FROM 5 FOR 4), count(*)::int8, coalesce(sum(octet_length(value)), 0)::int8
+FROM idemgate_records WHERE expires_at > clock_timestamp()
+GROUP BY 1 ORDER BY 2 DESC, 3 DESC LIMIT $1";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -333,6 +333,91 @@ fn parse_read(reply: Value) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError
     Ok((UnixMillis(now), value))
 }
 
+/// Operator controls (issue 24): evicting one record, surveying the keyspace.
+impl Redis {
+    /// `DEL`: whether the key held a value.
+    pub async fn evict(&self, key: &str) -> Result<bool, EngineError> {
+        match self.query(redis::cmd("DEL").arg(key)).await? {
+            Value::Int(n) => Ok(n > 0),
+            other => Err(EngineError::Unavailable(format!(
+                "unexpected DEL reply {other:?}"
+            ))),
+        }
+    }
+
+    /// Counts the prefix's records and their bytes (`STRLEN`) with a cursor-based `SCAN`, at most
+    /// `limit` keys. One Redis only: a cluster's nodes each hold a part of the keyspace.
+    pub async fn survey(&self, top: usize, limit: u64) -> Result<super::Survey, EngineError> {
+        let Conn::Single(conn) = &self.conn else {
+            return Err(EngineError::Unavailable(
+                "stats on Redis Cluster is not supported: survey each primary with --redis".into(),
+            ));
+        };
+        let mut conn = conn.clone();
+        let pattern = format!("{}*", glob_escape(&self.prefix));
+        let mut tally = super::survey::Tally::default();
+        let mut seen: u64 = 0;
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await?;
+            let keys: Vec<(String, idemgate_core::scope::StorageKey)> = keys
+                .into_iter()
+                .filter_map(|k| {
+                    let key = self.storage_key_of(&k)?;
+                    Some((k, key))
+                })
+                .collect();
+            if !keys.is_empty() {
+                let mut pipe = redis::pipe();
+                for (k, _) in &keys {
+                    pipe.cmd("STRLEN").arg(k);
+                }
+                let lengths: Vec<u64> = pipe.query_async(&mut conn).await?;
+                for ((_, key), len) in keys.iter().zip(lengths) {
+                    // A key that expired between SCAN and STRLEN reads 0: not a record any more.
+                    if len > 0 {
+                        tally.add(key, len);
+                    }
+                }
+            }
+            seen += keys.len() as u64;
+            cursor = next;
+            if cursor == 0 {
+                return Ok(tally.finish(top, true));
+            }
+            if seen >= limit {
+                return Ok(tally.finish(top, false));
+            }
+        }
+    }
+
+    /// The storage key a Redis key names (`None`: not one of ours).
+    fn storage_key_of(&self, redis_key: &str) -> Option<idemgate_core::scope::StorageKey> {
+        let hex = redis_key.strip_prefix(self.prefix.as_str())?;
+        let bytes = idemgate_core::hash::from_hex(hex)?;
+        Some(idemgate_core::scope::StorageKey(bytes.try_into().ok()?))
+    }
+}
+
+/// `text` as a literal in a `SCAN MATCH` glob.
+fn glob_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

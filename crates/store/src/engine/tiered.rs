@@ -518,3 +518,26 @@ async fn heartbeat(postgres: Postgres, state: Weak<State>) {
         }
     }
 }
+/// Operator controls (issue 24).
+impl RedisPostgres {
+    /// Deletes the record from PostgreSQL, then Redis's copy. A Redis that cannot be reached is an
+    /// error (its copy of a settled answer would otherwise go on replaying until it expires); the
+    /// eviction may then be repeated.
+    pub async fn evict(&self, key: &StorageKey) -> Result<bool, EngineError> {
+        let in_postgres = self.pg(self.postgres.evict(key)).await?;
+        let in_redis = match self.redis.get() {
+            Some(redis) => redis.evict(&redis.redis_key(key)).await.map_err(|e| {
+                EngineError::Unavailable(format!(
+                    "evicted from PostgreSQL, but Redis still holds a copy ({e}); evict again"
+                ))
+            })?,
+            None => false,
+        };
+        Ok(in_postgres || in_redis)
+    }
+
+    /// PostgreSQL's survey: it holds every record.
+    pub async fn survey(&self, top: usize) -> Result<super::Survey, EngineError> {
+        self.pg(self.postgres.survey(top)).await
+    }
+}
