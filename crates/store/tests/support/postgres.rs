@@ -377,7 +377,8 @@ pub struct Certs {
     pub server_key: PathBuf,
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs the `openssl` command in `dir` (the Redis TLS helpers use it too).
+pub fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
         .current_dir(dir)

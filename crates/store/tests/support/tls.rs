@@ -4,6 +4,7 @@
 //! the default user off. Killed by PID on drop, like [`super::Redis`].
 
 use super::free_port;
+use super::postgres::openssl;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -106,19 +107,6 @@ impl Certs {
             ],
         );
     }
-}
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A `redis-server` on a TLS port only, with the ACL user [`USER`].
