@@ -18,6 +18,7 @@ use crate::policy::{
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
 use crate::time::Span;
+use crate::seal::{RecordSecrets, SealError, MIN_SECRET_LEN as MIN_RECORD_SECRET_LEN};
 use crate::token::TokenSecret;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
@@ -54,12 +55,17 @@ pub struct Config {
     pub store: Option<StoreBackendConfig>,
 }
 
-/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …}`.
+/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …,
+/// "record_secret_env": …}`. A remote store's answers are sealed with a secret from the VM's
+/// environment: `record_secret_env` names one variable, `record_secrets_env` several (rotation:
+/// the first seals, each is accepted); neither means [`defaults::RECORD_SECRET_ENV`].
 #[derive(Debug, Clone, Default)]
 pub struct StoreBackendConfig {
     pub kind: Option<String>,
     pub cluster: Option<String>,
     pub timeout: Option<String>,
+    pub record_secret_env: Option<String>,
+    pub record_secrets_env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -227,6 +233,8 @@ pub mod defaults {
     pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
+    /// The variable holding the secret that seals a remote store's answers (`store.kind: "remote"`).
+    pub const RECORD_SECRET_ENV: &str = "IDEMGATE_RECORD_SECRET";
     pub const METHODS: &[&str] = &["POST", "PATCH"];
     /// Envoy's own default route timeout.
     pub const UPSTREAM_TIMEOUT: &str = "15s";
@@ -391,6 +399,56 @@ impl Policy {
             store: StoreKind::Local,
         }
     }
+}
+
+/// The secrets that seal a remote store's answers, read from the VM's environment. Required: a
+/// remote store without them would replay whatever its engine holds (no unsealed fallback).
+fn record_secrets(
+    store: &StoreBackendConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<RecordSecrets, Refusal> {
+    let (field, names): (&str, Vec<&str>) =
+        match (&store.record_secret_env, &store.record_secrets_env) {
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "store.record_secret_env",
+                    &["give either `record_secret_env` or `record_secrets_env`, not both"],
+                ))
+            }
+            (Some(name), None) => ("store.record_secret_env", alloc::vec![name.as_str()]),
+            (None, Some(names)) => (
+                "store.record_secrets_env",
+                names.iter().map(String::as_str).collect(),
+            ),
+            (None, None) => (
+                "store.record_secret_env",
+                alloc::vec![defaults::RECORD_SECRET_ENV],
+            ),
+        };
+    let mut values = Vec::with_capacity(names.len());
+    for name in &names {
+        let value = env(name).ok_or_else(|| {
+            invalid(
+                field,
+                &[
+                    "environment variable `",
+                    name,
+                    "` is not set for the VM (a remote store's answers are sealed with it)",
+                ],
+            )
+        })?;
+        // The error names the variable and the rule, never the secret.
+        if value.len() < MIN_RECORD_SECRET_LEN {
+            let error = SealError::SecretTooShort { len: value.len() };
+            return Err(invalid(
+                field,
+                &["environment variable `", name, "`: ", &shown(&error)],
+            ));
+        }
+        values.push(value);
+    }
+    let secrets: Vec<&[u8]> = values.iter().map(String::as_bytes).collect();
+    RecordSecrets::new(&secrets).map_err(|e| invalid(field, &[&shown(&e)]))
 }
 
 fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, Refusal> {
@@ -612,12 +670,12 @@ impl Config {
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
-            store: self.compile_store()?,
+            store: self.compile_store(env)?,
         })
     }
 
     /// The `store` section: local (the default) or the remote store service.
-    fn compile_store(&self) -> Result<StoreKind, Refusal> {
+    fn compile_store(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<StoreKind, Refusal> {
         let Some(store) = &self.store else {
             return Ok(StoreKind::Local);
         };
@@ -627,6 +685,12 @@ impl Config {
                     return Err(invalid(
                         "store.cluster",
                         &["only applies when `kind` is \"remote\""],
+                    ));
+                }
+                if store.record_secret_env.is_some() || store.record_secrets_env.is_some() {
+                    return Err(invalid(
+                        "store.record_secret_env",
+                        &["only applies when `kind` is \"remote\": the local store is written by this Envoy alone"],
                     ));
                 }
                 Ok(StoreKind::Local)
@@ -645,7 +709,12 @@ impl Config {
                 if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
                     return Err(invalid("store.timeout", &["must be between 1ms and 60s"]));
                 }
-                Ok(StoreKind::Remote { cluster, timeout })
+                let secrets = record_secrets(store, env)?;
+                Ok(StoreKind::Remote {
+                    cluster,
+                    timeout,
+                    secrets,
+                })
             }
             Some(_) => Err(invalid("store.kind", &["expected \"local\" or \"remote\""])),
         }
