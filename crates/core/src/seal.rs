@@ -95,7 +95,10 @@ impl fmt::Display for SealError {
         match self {
             SealError::NoSecret => f.write_str("no record secret is given"),
             SealError::TooManySecrets { count } => {
-                write!(f, "{count} record secrets; at most {MAX_SECRETS} are accepted")
+                write!(
+                    f,
+                    "{count} record secrets; at most {MAX_SECRETS} are accepted"
+                )
             }
             SealError::SecretTooShort { len } => write!(
                 f,
@@ -318,10 +321,7 @@ mod tests {
         let new = rotating.seal(&KEY, answer());
         assert_ne!(new.seal, old.seal);
         assert_eq!(secrets(&[TWO]).check(&KEY, &new), Ok(()));
-        assert_eq!(
-            secrets(&[ONE]).check(&KEY, &new),
-            Err(SealError::Mismatch)
-        );
+        assert_eq!(secrets(&[ONE]).check(&KEY, &new), Err(SealError::Mismatch));
     }
 
     #[test]

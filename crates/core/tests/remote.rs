@@ -449,7 +449,10 @@ fn remote_claim(
 fn unsealed(outcome: ClaimOutcome) -> ClaimOutcome {
     match outcome {
         ClaimOutcome::Replay(mut stored) => {
-            assert!(stored.seal.take().is_some(), "a remote replay carries a seal");
+            assert!(
+                stored.seal.take().is_some(),
+                "a remote replay carries a seal"
+            );
             ClaimOutcome::Replay(stored)
         }
         other => other,
@@ -462,7 +465,8 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
     let mut engine = ModelEngine::default();
     let now = UnixMillis(1_000_000);
     let key = skey(4);
-    let claim = |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+    let claim =
+        |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
     assert!(matches!(
         remote_claim(&mut engine, claim(1), now),
         Ok(ClaimOutcome::Forward { .. })
@@ -487,16 +491,19 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
     let Record::Completed(done) = &original.record else {
         panic!("a completed record")
     };
-    let forged: Vec<Box<dyn Fn(&mut StoredResponse)>> = vec![
-        Box::new(|r| r.headers.push(("access-control-allow-origin".into(), "*".into()))),
-        Box::new(|r| r.body = StoredBody::Kept(b"{\"id\":2}".to_vec())),
-        Box::new(|r| r.status = 200),
-        Box::new(|r| r.seal = None),
-        Box::new(|r| {
+    let forged: [fn(&mut StoredResponse); 5] = [
+        |r| {
+            r.headers
+                .push(("access-control-allow-origin".into(), "*".into()))
+        },
+        |r| r.body = StoredBody::Kept(b"{\"id\":2}".to_vec()),
+        |r| r.status = 200,
+        |r| r.seal = None,
+        |r| {
             // Sealed, but with another secret.
             let other = RecordSecrets::new(&[b"not-the-fleet-secret-0123456789abcd"]).unwrap();
             *r = other.seal(&skey(4), r.clone());
-        }),
+        },
     ];
     for forge in &forged {
         let mut response = done.response.clone();
@@ -536,7 +543,8 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
 fn callout_answers_are_decoded_or_refused() {
     let ok = Response::Claim(ClaimOutcome::Mismatch).encode();
     let failed = Response::Failed(Failure::Timeout).encode();
-    let answer = |status, body| client::claim_outcome(Answer { status, body }, &skey(1), &secrets());
+    let answer =
+        |status, body| client::claim_outcome(Answer { status, body }, &skey(1), &secrets());
     assert_eq!(answer(Some(200), &ok), Ok(ClaimOutcome::Mismatch));
     // No answer, a proxy's error page, a truncated body: store errors for the failure mode.
     assert_eq!(answer(None, &ok).unwrap_err().code(), "store_unavailable");

@@ -98,7 +98,10 @@ fn a_remote_store_without_its_record_secret_is_refused_naming_the_variable() {
         r#"{"store":{"kind":"remote","cluster":"s","record_secrets_env":["NEW","MISSING"]}}"#,
     )
     .unwrap_err();
-    assert!(e.contains("store.record_secrets_env") && e.contains("MISSING"), "{e}");
+    assert!(
+        e.contains("store.record_secrets_env") && e.contains("MISSING"),
+        "{e}"
+    );
     // Too short: the variable and the rule are named, never the value.
     let e = compile_with_env(
         r#"{"store":{"kind":"remote","cluster":"s","record_secret_env":"SHORT"}}"#,

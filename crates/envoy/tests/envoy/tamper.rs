@@ -37,7 +37,7 @@ fn redis(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
     reader.read_line(&mut line).expect("redis reply");
     let line = line.trim_end();
     match line.as_bytes().first() {
-        Some(b'+') => Some(line[1..].as_bytes().to_vec()),
+        Some(b'+') => Some(line.as_bytes()[1..].to_vec()),
         Some(b'$') => {
             let len: i64 = line[1..].parse().expect("bulk length");
             if len < 0 {
@@ -82,7 +82,10 @@ fn only_record(port: u16) -> (String, StorageKey) {
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
         .collect();
-    (names[0].clone(), StorageKey(bytes.try_into().expect("32 bytes")))
+    (
+        names[0].clone(),
+        StorageKey(bytes.try_into().expect("32 bytes")),
+    )
 }
 
 #[test]
@@ -97,7 +100,12 @@ fn a_record_rewritten_in_redis_is_refused_at_replay() {
 
     let request = Request::post("/pay", "tamper-1");
     let first = request.send(a.port);
-    assert_eq!((first.status, first.replayed()), (201, false), "{}", first.text());
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
     let genuine = replay(&request, b.port);
     assert!(genuine.replayed(), "{} {}", genuine.status, genuine.text());
     assert_eq!(genuine.body, first.body);
