@@ -237,7 +237,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
             actors + 1,
             VmSetup {
                 plugin_config: plan.config.clone().into_bytes(),
-        env: plan.env.clone(),
+                env: plan.env.clone(),
                 chain: plan.chain,
                 ..VmSetup::default()
             },
