@@ -41,7 +41,8 @@ sys.path.insert(0, os.path.join(ROOT, "examples", "store"))
 import certs  # noqa: E402  (examples/store/certs.py: the mutual TLS certificates)
 
 DEFAULT_STORE = os.path.join(ROOT, "target", "release", "idemgate-store")
-STORE_CONFIG = '"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s" },'
+STORE_CONFIG = ('"store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "1s",'
+                ' "record_secret_env": "IDEMGATE_RECORD_SECRET" },')
 STORE_CLUSTER = """
   - name: idemgate_store
     connect_timeout: 1s
@@ -143,6 +144,11 @@ def fleet_config(port, admin, orders_port, wasm, store_port, tls):
     if text.count(anchor) != 1 or not text.rstrip().endswith("}"):
         fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")
     text = text.replace(anchor, anchor + "\n                      " + STORE_CONFIG)
+    # The VM reads the record secret (issue 24: it seals every stored answer) from Envoy's env.
+    keys = 'host_env_keys: ["IDEMGATE_TOKEN_SECRET",'
+    if text.count(keys) != 1:
+        fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")
+    text = text.replace(keys, 'host_env_keys: ["IDEMGATE_RECORD_SECRET", "IDEMGATE_TOKEN_SECRET",')
     socket = json.dumps(certs.transport_socket(tls))  # JSON is YAML
     return text.rstrip("\n") + "\n" + STORE_CLUSTER % (socket, store_port)
 
@@ -181,6 +187,9 @@ def main():
     env = dict(os.environ)
     # One secret for both Envoys: a token issued by A is verified by B.
     env.setdefault("IDEMGATE_TOKEN_SECRET", secrets.token_hex(32))
+    # One record secret for both Envoys: an answer sealed by A is checked by B (the service never
+    # sees it).
+    env.setdefault("IDEMGATE_RECORD_SECRET", secrets.token_hex(32))
     # The payment provider's webhook signing secret (Stripe-style `whsec_…`), as in demo.py.
     env.setdefault("IDEMGATE_WEBHOOK_SECRET", "whsec_" + secrets.token_hex(16))
     # The Standard Webhooks sender's secret (both Envoys and the order service verify with it).

@@ -5,6 +5,7 @@
 use crate::fingerprint::FingerprintError;
 use crate::key::KeyError;
 use crate::key_source::SourceError;
+use crate::policy::replayable;
 use crate::protocol::ProtocolError;
 use crate::record::{StoredBody, StoredResponse};
 use crate::signature::SignatureError;
@@ -48,7 +49,13 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     Mismatch,
-    Replay(&'a StoredResponse),
+    /// A stored answer, replayed with only the headers today's allow-list names
+    /// (`Policy::replay_headers`): an answer stored under an earlier, wider list (or planted in a
+    /// store) cannot emit more.
+    Replay {
+        stored: &'a StoredResponse,
+        replay_headers: &'a [String],
+    },
     StoreFull {
         retry_after: Span,
     },
@@ -123,7 +130,10 @@ impl HttpAnswer {
 /// Maps an edge answer to HTTP.
 pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
     match edge {
-        EdgeAnswer::Replay(stored) => replay(stored),
+        EdgeAnswer::Replay {
+            stored,
+            replay_headers,
+        } => replay(stored, replay_headers),
         EdgeAnswer::TokenIssued {
             token,
             expires_at_ms,
@@ -200,6 +210,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "the edge is fingerprinting as many request bodies as its memory budget allows; retry shortly",
             Some(Span::from_secs(1)),
         ),
+        EdgeAnswer::StoreFailed(e @ ProtocolError::Tampered(_)) => problem(
+            502,
+            e.code(),
+            "Stored answer failed its integrity check",
+            "an answer is stored under this Idempotency-Key, but it failed its integrity check, so it is not replayed; the request may already have been executed, so it is not executed again either. Ask the operator to remove the record, or use a new key only if you know the operation did not happen",
+            None,
+        ),
         EdgeAnswer::StoreFailed(e) => problem(
             503,
             e.code(),
@@ -262,8 +279,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
     }
 }
 
-fn replay(stored: &StoredResponse) -> HttpAnswer {
-    let mut headers = stored.headers.clone();
+fn replay(stored: &StoredResponse, replay_headers: &[String]) -> HttpAnswer {
+    let mut headers: Vec<(String, String)> = stored
+        .headers
+        .iter()
+        .filter(|(name, _)| replayable(name, replay_headers))
+        .cloned()
+        .collect();
     headers.push((REPLAYED_HEADER.into(), "true".into()));
     let body = match &stored.body {
         StoredBody::Kept(body) => body.clone(),
@@ -464,5 +486,56 @@ mod tests {
         });
         assert_eq!(missing["code"], "key_missing");
         assert_eq!(missing["error"]["type"], "idempotency_error");
+    }
+
+    #[test]
+    fn a_replay_sends_only_the_headers_the_policy_replays_today() {
+        // Stored under a wider allow-list, or planted: a header outside today's list is dropped.
+        let stored = StoredResponse {
+            status: 201,
+            headers: alloc::vec![
+                ("content-type".into(), "application/json".into()),
+                ("access-control-allow-origin".into(), "*".into()),
+                ("x-custom".into(), "1".into()),
+            ],
+            body: StoredBody::Kept(b"{}".to_vec()),
+            seal: None,
+        };
+        let policy = crate::policy::Policy::defaults();
+        let http = answer(&EdgeAnswer::Replay {
+            stored: &stored,
+            replay_headers: &policy.replay_headers,
+        });
+        assert_eq!(http.status, 201);
+        assert_eq!(http.header("content-type"), Some("application/json"));
+        assert_eq!(http.header("access-control-allow-origin"), None);
+        assert_eq!(http.header("x-custom"), None);
+        assert_eq!(http.header(REPLAYED_HEADER), Some("true"));
+        assert_eq!(http.body, b"{}");
+        let mut wider = policy.replay_headers.clone();
+        wider.push("x-custom".into());
+        let http = answer(&EdgeAnswer::Replay {
+            stored: &stored,
+            replay_headers: &wider,
+        });
+        assert_eq!(http.header("x-custom"), Some("1"));
+    }
+
+    #[test]
+    fn a_tampered_record_is_a_502_that_says_the_request_may_have_run() {
+        let e = ProtocolError::Tampered(crate::seal::SealError::Mismatch);
+        let http = answer(&EdgeAnswer::StoreFailed(&e));
+        assert_eq!(http.status, 502);
+        assert_eq!(http.header("retry-after"), None);
+        let problem = body(&EdgeAnswer::StoreFailed(&e));
+        assert_eq!(problem["type"], "urn:idemgate:problem:record_corrupt");
+        assert!(problem["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("may already have been executed")));
+        assert!(!e.allows_failure_mode());
+        let unavailable =
+            ProtocolError::Store(crate::store::StoreError::Unavailable("down".into()));
+        assert!(unavailable.allows_failure_mode());
+        assert_eq!(answer(&EdgeAnswer::StoreFailed(&unavailable)).status, 503);
     }
 }

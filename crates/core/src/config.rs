@@ -27,6 +27,7 @@ use core::fmt;
 
 mod preset;
 mod read;
+mod store;
 
 /// The configuration document. Every field is optional; see the README for defaults.
 #[derive(Debug, Clone, Default)]
@@ -54,12 +55,17 @@ pub struct Config {
     pub store: Option<StoreBackendConfig>,
 }
 
-/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …}`.
+/// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …,
+/// "record_secret_env": …}`. A remote store's answers are sealed with a secret from the VM's
+/// environment: `record_secret_env` names one variable, `record_secrets_env` several (rotation:
+/// the first seals, each is accepted); neither means [`defaults::RECORD_SECRET_ENV`].
 #[derive(Debug, Clone, Default)]
 pub struct StoreBackendConfig {
     pub kind: Option<String>,
     pub cluster: Option<String>,
     pub timeout: Option<String>,
+    pub record_secret_env: Option<String>,
+    pub record_secrets_env: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone)]
@@ -227,6 +233,8 @@ pub mod defaults {
     pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
+    /// The variable holding the secret that seals a remote store's answers (`store.kind: "remote"`).
+    pub const RECORD_SECRET_ENV: &str = "IDEMGATE_RECORD_SECRET";
     pub const METHODS: &[&str] = &["POST", "PATCH"];
     /// Envoy's own default route timeout.
     pub const UPSTREAM_TIMEOUT: &str = "15s";
@@ -612,43 +620,8 @@ impl Config {
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
-            store: self.compile_store()?,
+            store: self.compile_store(env)?,
         })
-    }
-
-    /// The `store` section: local (the default) or the remote store service.
-    fn compile_store(&self) -> Result<StoreKind, Refusal> {
-        let Some(store) = &self.store else {
-            return Ok(StoreKind::Local);
-        };
-        match store.kind.as_deref() {
-            None | Some("local") => {
-                if store.cluster.is_some() || store.timeout.is_some() {
-                    return Err(invalid(
-                        "store.cluster",
-                        &["only applies when `kind` is \"remote\""],
-                    ));
-                }
-                Ok(StoreKind::Local)
-            }
-            Some("remote") => {
-                let cluster = match store.cluster.as_deref() {
-                    Some(c) if !c.is_empty() => copy(c),
-                    _ => {
-                        return Err(invalid(
-                            "store.cluster",
-                            &["a remote store needs the Envoy cluster of the store service"],
-                        ))
-                    }
-                };
-                let timeout = span("store.timeout", store.timeout.as_deref(), "250ms")?;
-                if timeout.as_millis() == 0 || timeout.as_millis() > 60_000 {
-                    return Err(invalid("store.timeout", &["must be between 1ms and 60s"]));
-                }
-                Ok(StoreKind::Remote { cluster, timeout })
-            }
-            Some(_) => Err(invalid("store.kind", &["expected \"local\" or \"remote\""])),
-        }
     }
 
     fn compile_routes(

@@ -192,6 +192,7 @@ pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
                 status,
                 headers,
                 body,
+                seal: None,
             })
         }
     }

@@ -63,6 +63,7 @@ pub mod record;
 pub mod remote;
 pub mod retry;
 pub mod scope;
+pub mod seal;
 pub mod signature;
 mod sort;
 pub mod store;

@@ -350,6 +350,8 @@ pub enum StoreKind {
         cluster: String,
         /// How long one operation may take; no answer by then is a store failure.
         timeout: Span,
+        /// Seal every stored answer and check it before a replay (`store.record_secret_env`).
+        secrets: crate::seal::RecordSecrets,
     },
 }
 
@@ -375,13 +377,14 @@ impl Policy {
 
     /// Whether a response header is stored for replay.
     pub fn replays_header(&self, name: &str) -> bool {
-        // `never_replayed`, not a lowercased copy of the name: no allocation per response header.
-        !never_replayed(name)
-            && self
-                .replay_headers
-                .iter()
-                .any(|h| h.eq_ignore_ascii_case(name))
+        replayable(name, &self.replay_headers)
     }
+}
+
+/// Whether `name` is replayed under the allow-list `replay_headers` (`Policy::replay_headers`).
+pub fn replayable(name: &str, replay_headers: &[String]) -> bool {
+    // `never_replayed`, not a lowercased copy of the name: no allocation per response header.
+    !never_replayed(name) && replay_headers.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 /// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.

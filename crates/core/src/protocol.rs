@@ -13,6 +13,7 @@ use crate::fingerprint::Fingerprint;
 use crate::policy::{Policy, Quota};
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
 use crate::scope::StorageKey;
+use crate::seal::SealError;
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -62,6 +63,10 @@ pub enum ProtocolError {
     Contention,
     /// A reply that does not answer the request made (a host bug).
     UnexpectedReply,
+    /// The remote store holds a completed answer for the key whose seal does not check out
+    /// ([`crate::seal`]): planted or altered by whoever reached the engine or the service. Never
+    /// replayed, and not a store failure either: see [`ProtocolError::allows_failure_mode`].
+    Tampered(SealError),
 }
 
 impl ProtocolError {
@@ -71,7 +76,16 @@ impl ProtocolError {
             ProtocolError::Corrupt(_) => "store_corrupt",
             ProtocolError::Contention => "store_contention",
             ProtocolError::UnexpectedReply => "store_unexpected_reply",
+            ProtocolError::Tampered(_) => "record_corrupt",
         }
+    }
+
+    /// Whether the configured failure mode (`on_store_error`) may answer for this error. Not for
+    /// a tampered record: the store says the key's request completed, so passing it through could
+    /// run it a second time, and replaying it would send what an attacker planted. The client gets
+    /// the core's `record_corrupt` answer instead ([`crate::answer`]).
+    pub fn allows_failure_mode(&self) -> bool {
+        !matches!(self, ProtocolError::Tampered(_))
     }
 }
 
@@ -84,6 +98,7 @@ impl fmt::Display for ProtocolError {
                 f.write_str("too many concurrent writers on one store cell")
             }
             ProtocolError::UnexpectedReply => f.write_str("store reply does not match the request"),
+            ProtocolError::Tampered(e) => write!(f, "stored answer refused: {e}"),
         }
     }
 }

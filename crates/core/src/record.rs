@@ -6,6 +6,7 @@
 use crate::codec::{Reader, Writer};
 use crate::fingerprint::Fingerprint;
 use crate::scope::{QuotaTag, StorageKey};
+use crate::seal::{Seal, SEAL_LEN};
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -42,6 +43,9 @@ pub struct StoredResponse {
     /// Allow-listed headers only, lowercase names, values validated (no CR, LF or NUL).
     pub headers: Vec<(String, String)>,
     pub body: StoredBody,
+    /// The filter's MAC over the answer and its key ([`crate::seal`]): set on answers kept in
+    /// the remote store, checked before they are replayed; `None` in the local store.
+    pub seal: Option<Seal>,
 }
 
 /// Whether the response body was kept for replay.
@@ -101,6 +105,9 @@ const VERSION: u8 = 1;
 const TAG_IN_FLIGHT: u8 = 1;
 const TAG_COMPLETED: u8 = 2;
 const TAG_TOKEN_USED: u8 = 3;
+/// A completed record whose answer carries a seal: as [`TAG_COMPLETED`], with the seal after the
+/// fingerprint. Unsealed records keep their tag, so their bytes are what they always were.
+const TAG_COMPLETED_SEALED: u8 = 4;
 
 impl Bucket {
     pub fn get(&self, key: &StorageKey) -> Option<&Record> {
@@ -201,8 +208,17 @@ fn encode_record(w: &mut Writer, record: &Record) {
             w.u64(r.expires_at.0);
         }
         Record::Completed(r) => {
-            w.u8(TAG_COMPLETED);
-            w.bytes(&r.fingerprint.0);
+            match &r.response.seal {
+                None => {
+                    w.u8(TAG_COMPLETED);
+                    w.bytes(&r.fingerprint.0);
+                }
+                Some(seal) => {
+                    w.u8(TAG_COMPLETED_SEALED);
+                    w.bytes(&r.fingerprint.0);
+                    w.bytes(&seal.0);
+                }
+            }
             w.u64(r.expires_at.0);
             w.u16(r.response.status);
             w.u16(r.response.headers.len() as u16);
@@ -234,8 +250,12 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             lease_until: UnixMillis(r.u64()?),
             expires_at: UnixMillis(r.u64()?),
         })),
-        TAG_COMPLETED => {
+        tag @ (TAG_COMPLETED | TAG_COMPLETED_SEALED) => {
             let fingerprint = Fingerprint(r.array::<32>()?);
+            let seal = match tag {
+                TAG_COMPLETED_SEALED => Some(Seal(r.array::<SEAL_LEN>()?)),
+                _ => None,
+            };
             let expires_at = UnixMillis(r.u64()?);
             let status = r.u16()?;
             if !is_storable_status(status) {
@@ -269,6 +289,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
                     status,
                     headers,
                     body,
+                    seal,
                 },
                 expires_at,
             }))

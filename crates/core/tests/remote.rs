@@ -7,7 +7,7 @@
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
+use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError};
 use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::End;
@@ -16,6 +16,7 @@ use idemgate_core::remote::{
     CLOCK_TOLERANCE,
 };
 use idemgate_core::scope::StorageKey;
+use idemgate_core::seal::{RecordSecrets, SealError};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;
@@ -179,6 +180,7 @@ fn response(body: &[u8]) -> StoredResponse {
         status: 201,
         headers: vec![("content-type".into(), "application/json".into())],
         body: StoredBody::Kept(body.to_vec()),
+        seal: None,
     }
 }
 
@@ -215,6 +217,7 @@ fn samples() -> Vec<Request> {
                 status: 500,
                 headers: vec![],
                 body: StoredBody::NotKept,
+                seal: None,
             }),
         },
         Request::Consume {
@@ -279,9 +282,15 @@ fn garbage_gets_typed_errors() {
     let good = claim(1, 2, 3).encode();
     assert_eq!(Request::decode(b""), Err(WireError::Truncated));
     assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-    let mut v2 = good.clone();
-    v2[2] = 2;
-    assert_eq!(Request::decode(&v2), Err(WireError::UnsupportedVersion(2)));
+    // Version 1 (before sealed answers) and a future version are refused alike.
+    for version in [1, 3] {
+        let mut other = good.clone();
+        other[2] = version;
+        assert_eq!(
+            Request::decode(&other),
+            Err(WireError::UnsupportedVersion(version))
+        );
+    }
     let mut op = good.clone();
     op[3] = 99;
     assert_eq!(Request::decode(&op), Err(WireError::UnknownOp(99)));
@@ -318,6 +327,7 @@ fn a_replay_cannot_smuggle_a_header() {
         status: 200,
         headers: vec![("set-cookie".into(), "session=stolen".into())],
         body: StoredBody::NotKept,
+        seal: None,
     }));
     assert_eq!(
         Response::decode(&bad.encode()),
@@ -327,6 +337,7 @@ fn a_replay_cannot_smuggle_a_header() {
         status: 200,
         headers: vec![("location".into(), "/a\r\nx-evil: 1".into())],
         body: StoredBody::NotKept,
+        seal: None,
     }));
     assert_eq!(
         Response::decode(&split.encode()),
@@ -336,6 +347,7 @@ fn a_replay_cannot_smuggle_a_header() {
         status: 42,
         headers: vec![],
         body: StoredBody::NotKept,
+        seal: None,
     }));
     assert_eq!(
         Response::decode(&status.encode()),
@@ -655,7 +667,7 @@ fn remote_finish(
     facts: ResponseFacts,
     now: UnixMillis,
 ) -> FinishOutcome {
-    match client::finish(key, owner, facts, policy) {
+    match client::finish(key, owner, facts, policy, &secrets()) {
         None => FinishOutcome::KeptInFlight,
         Some(request) => {
             let response = engine.run(request, now);
@@ -674,11 +686,129 @@ fn remote_finish(
     }
 }
 
+/// The secrets the filters of these tests seal with.
+fn secrets() -> RecordSecrets {
+    RecordSecrets::new(&[b"remote-tests-record-secret-0123456789"]).unwrap()
+}
+
+/// A claim through the service model, its answer read as the filter reads it (seal checked).
+fn remote_claim(
+    engine: &mut ModelEngine,
+    request: Request,
+    now: UnixMillis,
+) -> Result<ClaimOutcome, ProtocolError> {
+    let key = *request.key();
+    let body = engine.run(request, now).encode();
+    client::claim_outcome(
+        Answer {
+            status: Some(200),
+            body: &body,
+        },
+        &key,
+        &secrets(),
+    )
+}
+
+/// A replay without its (checked) seal: what the local store replays.
+fn unsealed(outcome: ClaimOutcome) -> ClaimOutcome {
+    match outcome {
+        ClaimOutcome::Replay(mut stored) => {
+            assert!(
+                stored.seal.take().is_some(),
+                "a remote replay carries a seal"
+            );
+            ClaimOutcome::Replay(stored)
+        }
+        other => other,
+    }
+}
+
+#[test]
+fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
+    let policy = Policy::defaults();
+    let mut engine = ModelEngine::default();
+    let now = UnixMillis(1_000_000);
+    let key = skey(4);
+    let claim =
+        |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+    assert!(matches!(
+        remote_claim(&mut engine, claim(1), now),
+        Ok(ClaimOutcome::Forward { .. })
+    ));
+    let facts = ResponseFacts::Upstream {
+        status: 201,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: Some(b"{\"id\":1}".to_vec()),
+    };
+    let finished = remote_finish(&mut engine, &policy, key, OwnerToken([1; 16]), facts, now);
+    assert_eq!(finished, FinishOutcome::Stored);
+    let Ok(ClaimOutcome::Replay(stored)) = remote_claim(&mut engine, claim(2), now) else {
+        panic!("the sealed answer replays")
+    };
+    assert_eq!(secrets().check(&key, &stored), Ok(()));
+
+    // Whoever can write the engine rewrites the value: a planted header, another body, another
+    // status, no seal at all. Each keeps the value's framing (version, key, record), so the
+    // service reads it and sends it on; the filter's check refuses it.
+    let value = engine.keys[&key.0].0.clone();
+    let original = StoredValue::decode(&key, &value).unwrap();
+    let Record::Completed(done) = &original.record else {
+        panic!("a completed record")
+    };
+    let forged: [fn(&mut StoredResponse); 5] = [
+        |r| {
+            r.headers
+                .push(("access-control-allow-origin".into(), "*".into()))
+        },
+        |r| r.body = StoredBody::Kept(b"{\"id\":2}".to_vec()),
+        |r| r.status = 200,
+        |r| r.seal = None,
+        |r| {
+            // Sealed, but with another secret.
+            let other = RecordSecrets::new(&[b"not-the-fleet-secret-0123456789abcd"]).unwrap();
+            *r = other.seal(&skey(4), r.clone());
+        },
+    ];
+    for forge in &forged {
+        let mut response = done.response.clone();
+        forge(&mut response);
+        let mut record = done.clone();
+        record.response = response;
+        let planted = StoredValue {
+            version: original.version,
+            record: Record::Completed(record),
+        };
+        let expiry = engine.keys[&key.0].1;
+        engine.keys.insert(key.0, (planted.encode(&key), expiry));
+        let refused = remote_claim(&mut engine, claim(3), now).unwrap_err();
+        assert!(matches!(refused, ProtocolError::Tampered(_)), "{refused:?}");
+        assert!(!refused.allows_failure_mode());
+        assert_eq!(refused.code(), "record_corrupt");
+    }
+
+    // The genuine answer of one key, copied under another key (re-framed for that key): its
+    // seal names the first key.
+    let other = skey(5);
+    let moved = StoredValue {
+        version: original.version,
+        record: original.record.clone(),
+    };
+    engine
+        .keys
+        .insert(other.0, (moved.encode(&other), UnixMillis(u64::MAX)));
+    let claim_other = client::claim(other, Fingerprint([1; 32]), OwnerToken([4; 16]), &policy);
+    assert_eq!(
+        remote_claim(&mut engine, claim_other, now),
+        Err(ProtocolError::Tampered(SealError::Mismatch))
+    );
+}
+
 #[test]
 fn callout_answers_are_decoded_or_refused() {
     let ok = Response::Claim(ClaimOutcome::Mismatch).encode();
     let failed = Response::Failed(Failure::Timeout).encode();
-    let answer = |status, body| client::claim_outcome(Answer { status, body });
+    let answer =
+        |status, body| client::claim_outcome(Answer { status, body }, &skey(1), &secrets());
     assert_eq!(answer(Some(200), &ok), Ok(ClaimOutcome::Mismatch));
     // No answer, a proxy's error page, a truncated body: store errors for the failure mode.
     assert_eq!(answer(None, &ok).unwrap_err().code(), "store_unavailable");
@@ -721,7 +851,8 @@ fn an_outcome_in_doubt_sends_nothing() {
             skey(1),
             OwnerToken([1; 16]),
             ResponseFacts::InDoubt,
-            &policy
+            &policy,
+            &secrets()
         ),
         None
     );
@@ -730,7 +861,8 @@ fn an_outcome_in_doubt_sends_nothing() {
             skey(1),
             OwnerToken([1; 16]),
             ResponseFacts::NeverReached,
-            &policy
+            &policy,
+            &secrets()
         ),
         Some(Request::Finish {
             end: End::Release,
@@ -793,8 +925,9 @@ proptest! {
                         lease: policy.lease,
                         ttl: policy.ttl,
                     };
+                    // Through the filter's check: a replay's seal holds, and is all that differs.
                     for remote in &mut remotes {
-                        let r = remote.run(request.clone(), now).into_claim().unwrap();
+                        let r = remote_claim(remote, request.clone(), now).map(unsealed).unwrap();
                         prop_assert_eq!(&l, &r);
                     }
                 }

@@ -86,8 +86,15 @@ def fleet_config(up, hold, store_port, tls):
     config = idemgate_config(up, hold)
     wasm = wasm_config(config)
     core = json.loads(wasm["configuration"]["value"])
-    core["store"] = {"kind": "remote", "cluster": "idemgate_store", "timeout": "1s"}
+    core["store"] = {"kind": "remote", "cluster": "idemgate_store", "timeout": "1s",
+                     "record_secret_env": "IDEMGATE_RECORD_SECRET"}
     wasm["configuration"]["value"] = json.dumps(core)
+    # The secret that seals the stored answers (issue 24): the same for both Envoys, from the
+    # environment every Envoy started here inherits.
+    keys = wasm["vm_config"].setdefault("environment_variables", {}).setdefault("host_env_keys", [])
+    if "IDEMGATE_RECORD_SECRET" not in keys:
+        keys.append("IDEMGATE_RECORD_SECRET")
+    os.environ.setdefault("IDEMGATE_RECORD_SECRET", "bench-record-secret-0123456789abcdef")
     store = cluster("idemgate_store", store_port)
     store["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
         "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",

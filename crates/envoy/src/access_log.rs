@@ -7,7 +7,7 @@
 //! - `idemgate.decision` — what the filter did with the request: `claimed`, `taken_over`,
 //!   `replayed`, `conflict`, `mismatch`, `invalid_key`, `missing_key`, `body_too_large`,
 //!   `invalid_body`, `store_full`, `store_error`, `scope_unavailable`, `passthrough`,
-//!   `token_issued`, `token_rejected`, `signature_rejected`;
+//!   `token_issued`, `token_rejected`, `signature_rejected`, `record_corrupt`;
 //! - `idemgate.outcome` — what became of a claim when the exchange ended: `stored`, `released`,
 //!   `in_doubt`.
 //!

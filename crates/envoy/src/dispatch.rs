@@ -25,7 +25,6 @@ use crate::settle::settle;
 use core::cell::{Cell, RefCell};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;
-use idemgate_core::remote::client;
 use idemgate_core::time::UnixMillis;
 
 struct Vm {
@@ -312,7 +311,7 @@ pub extern "C" fn proxy_on_http_call_response(
                         if !delivered {
                             // The client is gone: a claim won for it is released (never sent).
                             if let Ok(ClaimOutcome::Forward { .. }) =
-                                client::claim_outcome(reply.answer())
+                                remote_store::claim_outcome(&shared, &reply, &key)
                             {
                                 settle(
                                     &shared,

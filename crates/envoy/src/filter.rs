@@ -664,7 +664,10 @@ impl Filter {
             Ok(ClaimOutcome::Replay(stored)) => {
                 self.count(Counter::Replayed);
                 self.debug(&key, "completed: replayed");
-                self.reply(&EdgeAnswer::Replay(&stored))
+                self.reply(&EdgeAnswer::Replay {
+                    stored: &stored,
+                    replay_headers: &policy.replay_headers,
+                })
             }
             Ok(ClaimOutcome::Mismatch) => {
                 self.count(Counter::Mismatch);
@@ -681,6 +684,18 @@ impl Filter {
                 self.debug(&key, "store full");
                 self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
                     .unwrap_or_else(|| self.unprotected(token.as_ref()))
+            }
+            Err(e) if !e.allows_failure_mode() => {
+                // A completed answer that failed its seal: never replayed, never run again.
+                self.count(Counter::RecordCorrupt);
+                host::log(
+                    LogLevel::Warn,
+                    &format!(
+                        "key {}: {e}; not replayed (502 record_corrupt)",
+                        key.log_label()
+                    ),
+                );
+                self.reply(&EdgeAnswer::StoreFailed(&e))
             }
             Err(e) => {
                 self.store_failed(&e);
@@ -760,7 +775,7 @@ impl Filter {
         let Claiming {
             key, token, held, ..
         } = *claiming;
-        let outcome = client::claim_outcome(reply.answer());
+        let outcome = remote_store::claim_outcome(&self.shared, reply, &key);
         let action = self.claimed(key, outcome, token, held);
         self.resume(action);
     }

@@ -68,10 +68,13 @@ pub enum Counter {
     InvalidBody,
     /// 403: a callback delivery without a valid provider signature (never forwarded).
     SignatureRejected,
+    /// 502: the remote store's answer for the key failed its seal (planted or altered in the
+    /// store): never replayed, never forwarded.
+    RecordCorrupt,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 30] = [
+    pub const ALL: [Counter; 31] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -102,6 +105,7 @@ impl Counter {
         Counter::BodyTooLarge,
         Counter::InvalidBody,
         Counter::SignatureRejected,
+        Counter::RecordCorrupt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -136,6 +140,7 @@ impl Counter {
             Counter::BodyTooLarge => "idemgate.body_too_large",
             Counter::InvalidBody => "idemgate.invalid_body",
             Counter::SignatureRejected => "idemgate.signature_rejected",
+            Counter::RecordCorrupt => "idemgate.record_corrupt",
         }
     }
 }

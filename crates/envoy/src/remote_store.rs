@@ -26,7 +26,7 @@ use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
-use idemgate_core::protocol::{FinishOutcome, ProtocolError};
+use idemgate_core::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::{End, Request, CONTENT_TYPE};
@@ -69,9 +69,26 @@ pub fn is_remote(shared: &Shared) -> bool {
     matches!(shared.policy.store, StoreKind::Remote { .. })
 }
 
+/// What a claim's answer means for `key`; a replay is checked against the record secrets first
+/// (in the core: [`client::claim_outcome`]), so a planted or altered answer is never replayed.
+pub fn claim_outcome(
+    shared: &Shared,
+    reply: &Reply,
+    key: &StorageKey,
+) -> Result<ClaimOutcome, ProtocolError> {
+    match &shared.policy.store {
+        StoreKind::Remote { secrets, .. } => client::claim_outcome(reply.answer(), key, secrets),
+        // A claim is sent only when the store is remote: a host bug, answered as one.
+        _ => Err(ProtocolError::UnexpectedReply),
+    }
+}
+
 /// Sends one operation to the store service; the token names the callout.
 pub fn send(shared: &Shared, body: &[u8]) -> Result<u32, Status> {
-    let StoreKind::Remote { cluster, timeout } = &shared.policy.store else {
+    let StoreKind::Remote {
+        cluster, timeout, ..
+    } = &shared.policy.store
+    else {
         return Err(Status::NO_HOST);
     };
     abi::http_call(
@@ -164,7 +181,11 @@ pub fn settle(
     facts: ResponseFacts,
     cause: DoubtCause,
 ) -> Option<FinishOutcome> {
-    let Some(request) = client::finish(key, owner, facts, &shared.policy) else {
+    let StoreKind::Remote { secrets, .. } = &shared.policy.store else {
+        // Called only when the store is remote ([`crate::settle`]).
+        return None;
+    };
+    let Some(request) = client::finish(key, owner, facts, &shared.policy, secrets) else {
         shared.metrics.bump(Counter::InDoubt);
         shared.metrics.bump(cause.counter());
         debug(

@@ -37,6 +37,7 @@ async fn claim_and_finish(client: &Client, name: &str, owner: u32) {
                     status: 201,
                     headers: vec![("content-type".into(), "application/json".into())],
                     body: StoredBody::Kept(vec![b'x'; 1024]),
+                    seal: None,
                 }),
             };
             let (_, done) = client.op(&finish).await;

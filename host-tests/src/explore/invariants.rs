@@ -649,6 +649,7 @@ mod tests {
                 status: 201,
                 headers: vec![],
                 body: StoredBody::Kept(b"ok".to_vec()),
+                seal: None,
             },
             expires_at: UnixMillis(NOW + 86_400_000),
         };

@@ -40,6 +40,8 @@ pub struct Plan {
     /// the wall clock and one [`StoreService`] behind this cluster, fresh per run); the callout
     /// faults then hit the first Envoy's store callouts.
     pub store: Option<String>,
+    /// Environment variables of every VM (e.g. the remote store's record secret).
+    pub env: Vec<(String, String)>,
 }
 
 impl Plan {
@@ -62,6 +64,7 @@ impl Plan {
             client_may_leave: false,
             callout_faults: Vec::new(),
             store: None,
+            env: Vec::new(),
         }
     }
 
@@ -71,9 +74,13 @@ impl Plan {
     pub fn fleet(n: usize, request: Request, response: crate::scenario::Response) -> Plan {
         let mut plan = Plan::concurrent(n, request, response);
         plan.config = String::from(
-            r#"{"capacity": 64, "store": {"kind": "remote", "cluster": "store", "timeout": "2s"}}"#,
+            r#"{"capacity": 64, "store": {"kind": "remote", "cluster": "store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET"}}"#,
         );
         plan.store = Some("store".into());
+        plan.env = vec![(
+            "IDEMGATE_RECORD_SECRET".into(),
+            crate::scenario::RECORD_SECRET.into(),
+        )];
         plan
     }
 

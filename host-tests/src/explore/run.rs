@@ -91,6 +91,7 @@ fn drive(
     let gate: Gate = Arc::new(move |_worker, what| gate_turnstile.park(actor, what));
     let setup = VmSetup {
         plugin_config: plan.config.clone().into_bytes(),
+        env: plan.env.clone(),
         gate: Some(gate),
         chain: plan.chain,
         ..VmSetup::default()
@@ -171,6 +172,7 @@ fn followup(plan: &Plan, module: &FilterModule, world: &World) -> Result<Option<
     world.clock().advance(plan.lease + Duration::from_secs(1));
     let setup = VmSetup {
         plugin_config: plan.config.clone().into_bytes(),
+        env: plan.env.clone(),
         chain: plan.chain,
         ..VmSetup::default()
     };
@@ -235,6 +237,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
             actors + 1,
             VmSetup {
                 plugin_config: plan.config.clone().into_bytes(),
+                env: plan.env.clone(),
                 chain: plan.chain,
                 ..VmSetup::default()
             },

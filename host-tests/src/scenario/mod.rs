@@ -16,4 +16,8 @@ pub use request::{Abort, Request};
 pub use response::{Failure, Response};
 pub use services::{Orders, Scripted};
 pub use store_service::StoreService;
+
+/// The record secret the remote store's answers are sealed with in host tests (the VM's
+/// `IDEMGATE_RECORD_SECRET`, which a remote store requires).
+pub const RECORD_SECRET: &str = "host-tests-record-secret-0123456789abcdef";
 pub use upstream::Upstream;

@@ -165,6 +165,7 @@ mod tests {
             status: 201,
             headers: vec![],
             body: StoredBody::Kept(br#"{"id":1}"#.to_vec()),
+            seal: None,
         };
         let finish = |owner: u8| remote::Request::Finish {
             key,

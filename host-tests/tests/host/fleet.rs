@@ -8,7 +8,7 @@ use crate::support::{created, order};
 use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::remote;
 use idemgate_host_tests::envoy::{CalloutFault, Clock};
-use idemgate_host_tests::scenario::{Envoy, Exchange, StoreService};
+use idemgate_host_tests::scenario::{Envoy, Exchange, StoreService, RECORD_SECRET};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +30,7 @@ impl Fleet {
         let envoy = |seed: u64| {
             Envoy::builder()
                 .config(REMOTE)
+                .env("IDEMGATE_RECORD_SECRET", RECORD_SECRET)
                 .seed(seed)
                 .shared_cluster("store", store.clone())
                 .start()

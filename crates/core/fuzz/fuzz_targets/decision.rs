@@ -294,6 +294,7 @@ fn vectors() -> &'static Vectors {
                             Some(b) => StoredBody::Kept(b.as_bytes().to_vec()),
                             None => StoredBody::NotKept,
                         },
+                        seal: None,
                     },
                     expires_at: t(&r["expires_at"]),
                 }),
@@ -367,6 +368,7 @@ fn build_record(r: &ArbRecord, now: UnixMillis) -> Option<Record> {
                 status: *status,
                 headers: headers.iter().map(|(n, v)| (n.text(), v.clone())).collect(),
                 body: body.clone().map_or(StoredBody::NotKept, StoredBody::Kept),
+                seal: None,
             },
             expires_at: expires_at.at(now),
         }),
@@ -437,7 +439,10 @@ fn check_decide(
             retry_after: *retry_after,
         })),
         Decision::Mismatch => Some(answer(&EdgeAnswer::Mismatch)),
-        Decision::Replay(r) => Some(answer(&EdgeAnswer::Replay(r))),
+        Decision::Replay(r) => Some(answer(&EdgeAnswer::Replay {
+            stored: r,
+            replay_headers: &policy.replay_headers,
+        })),
         Decision::Claim { .. } => None,
     };
     if let (Some(http), Decision::Conflict { .. }) = (&http, &decision) {

@@ -50,8 +50,17 @@ fuzz_target!(|data: &[u8]| {
                         "unsafe stored header {name:?}: {value:?}"
                     );
                 }
-                let http = answer(&EdgeAnswer::Replay(&done.response));
+                let http = answer(&EdgeAnswer::Replay {
+                    stored: &done.response,
+                    replay_headers: &policy().replay_headers,
+                });
                 assert_eq!(http.status, done.response.status);
+                // Only what today's allow-list replays, whatever the record holds.
+                assert!(http
+                    .headers
+                    .iter()
+                    .filter(|(n, _)| n != "idempotent-replayed" && n != "idempotent-body-omitted")
+                    .all(|(n, _)| policy().replays_header(n)));
                 assert!(http
                     .headers
                     .iter()

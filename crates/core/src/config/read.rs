@@ -45,7 +45,13 @@ const CONFIG_FIELDS: &[&str] = &[
     "upstream",
     "store",
 ];
-const STORE_FIELDS: &[&str] = &["kind", "cluster", "timeout"];
+const STORE_FIELDS: &[&str] = &[
+    "kind",
+    "cluster",
+    "timeout",
+    "record_secret_env",
+    "record_secrets_env",
+];
 const ROUTE_FIELDS: &[&str] = &[
     "prefix",
     "methods",
@@ -465,14 +471,18 @@ fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Shape>
     for (key, value) in members(path, value)? {
         let slot = match STORE_FIELDS.iter().position(|name| name == key) {
             // `kind`
-            Some(0) => &mut s.kind,
+            Some(0) => Slot::Text(&mut s.kind),
             // `cluster`
-            Some(1) => &mut s.cluster,
+            Some(1) => Slot::Text(&mut s.cluster),
             // `timeout`
-            Some(2) => &mut s.timeout,
+            Some(2) => Slot::Text(&mut s.timeout),
+            // `record_secret_env`
+            Some(3) => Slot::Text(&mut s.record_secret_env),
+            // `record_secrets_env`
+            Some(4) => Slot::Texts(&mut s.record_secrets_env),
             _ => return Err(unknown(path, key, STORE_FIELDS)),
         };
-        fill(&join(path, key), value, Slot::Text(slot))?;
+        fill(&join(path, key), value, slot)?;
     }
     Ok(s)
 }
@@ -923,7 +933,8 @@ mod tests {
                 "fingerprint":{"mode":"raw","headers":["fh"],"fields":["/ff"],"max_depth":8},
                 "token":{"secret":"ts","secret_env":"te","ttl":"tt","issue_path":"/ti","header":"th"},
                 "upstream":{"reentry":"ur","cluster_skipping_routes_and_filters":"us","timeout":"ut","max_body":9,"cluster":"uc"},
-                "store":{"kind":"sk","cluster":"sc","timeout":"st"}}"#,
+                "store":{"kind":"sk","cluster":"sc","timeout":"st","record_secret_env":"rs",
+                  "record_secrets_env":["r1"]}}"#,
         )
         .unwrap();
         let shown = format!("{c:?}");
@@ -957,7 +968,7 @@ mod tests {
             "mode: Some(Raw), headers: Some([\"fh\"]), fields: Some([\"/ff\"]), max_depth: Some(8)",
             "secret: Some(\"ts\"), secret_env: Some(\"te\"), ttl: Some(\"tt\"), issue_path: Some(\"/ti\"), header: Some(\"th\")",
             "reentry: Some(\"ur\"), cluster_skipping_routes_and_filters: Some(\"us\"), cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",
-            "kind: Some(\"sk\"), cluster: Some(\"sc\"), timeout: Some(\"st\")",
+            "kind: Some(\"sk\"), cluster: Some(\"sc\"), timeout: Some(\"st\"), record_secret_env: Some(\"rs\"), record_secrets_env: Some([\"r1\"])",
         ];
         for part in want {
             assert!(shown.contains(part), "{part} missing from {shown}");

@@ -37,7 +37,7 @@ pub fn eval(input: &Value) -> Outcome {
         },
         Decision::Replay(stored) => object! {
             "decision" => "replay",
-            "http" => http(&answer(&EdgeAnswer::Replay(&stored))),
+            "http" => http(&answer(&EdgeAnswer::Replay { stored: &stored, replay_headers: &policy.replay_headers })),
         },
         Decision::Mismatch => object! {
             "decision" => "mismatch",
@@ -108,6 +108,7 @@ fn record_from(value: &Value) -> Result<Record, String> {
                     status,
                     headers: header_pairs(value, "headers")?,
                     body,
+                    seal: None,
                 },
                 expires_at,
             }))

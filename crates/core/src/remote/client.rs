@@ -3,6 +3,10 @@
 //! it sends [`claim`], [`finish`] or [`consume`] as the body of `POST /v1/op` and feeds what came
 //! back — or that nothing came back — to [`answer`], which returns the same outcomes the local
 //! protocol returns, or a [`ProtocolError`] for the configured failure mode.
+//!
+//! The engine is not trusted with the answers it keeps (issue 24): [`finish`] seals the answer it
+//! stores with the Envoys' [`RecordSecrets`], and [`claim_outcome`] replays only an answer whose
+//! seal checks out for its key — anything else is [`ProtocolError::Tampered`], never replayed.
 
 use super::wire::{End, Request, Response};
 use crate::decision::{verdict, ResponseFacts, Verdict};
@@ -11,6 +15,7 @@ use crate::policy::Policy;
 use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
 use crate::record::OwnerToken;
 use crate::scope::StorageKey;
+use crate::seal::RecordSecrets;
 use crate::store::StoreError;
 use crate::time::UnixMillis;
 use alloc::string::String;
@@ -40,17 +45,19 @@ pub fn claim(
 }
 
 /// What the end of a forwarded request sends: the policy decides here, on the filter's side,
-/// which answers are stored and how ([`verdict`]). `None` when nothing is to be written (the
-/// outcome is in doubt: the claim stays in flight), so no callout is made.
+/// which answers are stored and how ([`verdict`]), and a stored answer is sealed for `key` with
+/// `secrets`. `None` when nothing is to be written (the outcome is in doubt: the claim stays in
+/// flight), so no callout is made.
 #[must_use = "the request must be sent to the store service"]
 pub fn finish(
     key: StorageKey,
     owner: OwnerToken,
     facts: ResponseFacts,
     policy: &Policy,
+    secrets: &RecordSecrets,
 ) -> Option<Request> {
     let end = match verdict(facts, policy) {
-        Verdict::Store(response) => End::Store(response),
+        Verdict::Store(response) => End::Store(secrets.seal(&key, response)),
         Verdict::Release => End::Release,
         Verdict::KeepInFlight => return None,
     };
@@ -92,10 +99,23 @@ pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
     }
 }
 
-/// [`answer`] for a claim.
+/// [`answer`] for the claim of `key`. A replay whose seal does not check out under `secrets`
+/// (planted or altered in the engine, moved from another key, or unsealed) is
+/// [`ProtocolError::Tampered`]: it is never replayed, and the failure mode does not apply
+/// ([`ProtocolError::allows_failure_mode`]).
 #[must_use = "the outcome says what the host must do with the request"]
-pub fn claim_outcome(reply: Answer<'_>) -> Result<ClaimOutcome, ProtocolError> {
-    answer(reply)?.into_claim()
+pub fn claim_outcome(
+    reply: Answer<'_>,
+    key: &StorageKey,
+    secrets: &RecordSecrets,
+) -> Result<ClaimOutcome, ProtocolError> {
+    match answer(reply)?.into_claim()? {
+        ClaimOutcome::Replay(stored) => match secrets.check(key, &stored) {
+            Ok(()) => Ok(ClaimOutcome::Replay(stored)),
+            Err(e) => Err(ProtocolError::Tampered(e)),
+        },
+        other => Ok(other),
+    }
 }
 
 /// [`answer`] for a finish.

@@ -118,6 +118,7 @@ mod tests {
                 status: 201,
                 headers: alloc::vec![],
                 body: StoredBody::Kept(alloc::vec![0, 255, 7]),
+                seal: None,
             },
             expires_at: UnixMillis(5_000),
         });

@@ -10,6 +10,7 @@
 //! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
+//!   sealed(1) [ seal(32) ]      (the filter's MAC over the answer and its key: `crate::seal`)
 //! ```
 //!
 //! Decoders take untrusted bytes (a garbage reply from a broken service, a hostile client of the
@@ -22,6 +23,7 @@ use crate::fingerprint::Fingerprint;
 use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
 use crate::record::{is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse};
 use crate::scope::StorageKey;
+use crate::seal::Seal;
 use crate::store::StoreError;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -30,8 +32,10 @@ use core::fmt;
 
 /// The HTTP media type of both bodies.
 pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
-/// The wire format's version; a peer speaking another one gets `UnsupportedVersion`.
-pub const WIRE_VERSION: u8 = 1;
+/// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
+/// answers carry their seal (issue 24), so a filter and a service of different versions refuse
+/// each other's messages by version instead of misreading them.
+pub const WIRE_VERSION: u8 = 2;
 const REQUEST_MAGIC: [u8; 2] = *b"IQ";
 const RESPONSE_MAGIC: [u8; 2] = *b"IA";
 
@@ -462,6 +466,13 @@ pub(crate) fn put_response(w: &mut Writer, response: &StoredResponse) {
             w.bytes(body);
         }
     }
+    match &response.seal {
+        None => w.u8(0),
+        Some(seal) => {
+            w.u8(1);
+            w.bytes(&seal.0);
+        }
+    }
 }
 
 pub(crate) fn get_response(r: &mut Reader<'_>) -> Result<StoredResponse, WireError> {
@@ -491,10 +502,16 @@ pub(crate) fn get_response(r: &mut Reader<'_>) -> Result<StoredResponse, WireErr
         }
         tag => return Err(WireError::UnknownTag(tag)),
     };
+    let seal = match r.u8()? {
+        0 => None,
+        1 => Some(Seal(r.array()?)),
+        tag => return Err(WireError::UnknownTag(tag)),
+    };
     Ok(StoredResponse {
         status,
         headers,
         body,
+        seal,
     })
 }
 

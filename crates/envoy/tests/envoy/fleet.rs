@@ -29,9 +29,12 @@ use postgres::Postgres;
 mod pki;
 use pki::Pki;
 
-/// The remote store as the filter's configuration names it.
-const STORE: &str =
-    r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s" }"#;
+/// The remote store as the filter's configuration names it, with the variable holding the secret
+/// that seals its answers (issue 24).
+const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
+
+/// The fleet's record secret: every Envoy of a fleet gets the same one in its VM's environment.
+pub(crate) const RECORD_SECRET: &str = "fleet-tests-record-secret-0123456789abcdef";
 
 pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -49,9 +52,9 @@ fn signal(pid: u32, sig: &str) {
 }
 
 /// A `redis-server` on a free port, killed by PID on drop.
-struct Redis {
+pub(crate) struct Redis {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     args: Vec<String>,
     dir: TempDir,
 }
@@ -164,22 +167,22 @@ fn store_binary() -> PathBuf {
 
 /// The engine the store service runs (`--engine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Engine {
+pub(crate) enum Engine {
     Redis,
     Postgres,
     RedisPostgres,
 }
 
 /// What the service keeps its records in: a `redis-server`, a PostgreSQL, or both.
-struct Backend {
+pub(crate) struct Backend {
     engine: Engine,
-    redis: Option<Redis>,
+    pub(crate) redis: Option<Redis>,
     postgres: Option<Postgres>,
 }
 
 impl Backend {
     /// Redis (if the engine has it) without persistence.
-    fn start(engine: Engine) -> Backend {
+    pub(crate) fn start(engine: Engine) -> Backend {
         Backend::start_with(engine, &["--appendonly", "no"])
     }
 
@@ -244,7 +247,7 @@ impl Backend {
 
 /// The store service on a fixed port (so Envoy's cluster still finds it after a restart), with
 /// mutual TLS: its certificate, and the client certificate the Envoys present.
-struct Store {
+pub(crate) struct Store {
     child: Option<Child>,
     port: u16,
     /// The engine's flags (`--engine`, `--redis`, `--postgres`, `--cluster`).
@@ -256,7 +259,7 @@ struct Store {
 }
 
 impl Store {
-    fn start(backend: &Backend) -> Store {
+    pub(crate) fn start(backend: &Backend) -> Store {
         Store::start_with(backend.args(), "300ms")
     }
 
@@ -349,9 +352,12 @@ fn config(rest: &str) -> String {
     format!(r#"{{ "routes": [{{ "prefix": "/" }}], {STORE}{rest} }}"#)
 }
 
-fn envoy(filter: &str, upstream: &Upstream, store: &Store) -> (Envoy, Setup) {
+pub(crate) fn envoy(filter: &str, upstream: &Upstream, store: &Store) -> (Envoy, Setup) {
     let mut setup = Setup::new(filter, upstream.port);
     setup.clusters = store.cluster();
+    setup
+        .vm_env
+        .push(("IDEMGATE_RECORD_SECRET".into(), RECORD_SECRET.into()));
     (Envoy::start(&setup), setup)
 }
 
@@ -455,7 +461,7 @@ macro_rules! on_every_engine {
     };
 }
 
-fn replay(request: &Request, port: u16) -> Response {
+pub(crate) fn replay(request: &Request, port: u16) -> Response {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let answer = request.send(port);
@@ -575,10 +581,13 @@ fn a_one_time_token_is_usable_once_across_the_fleet(engine: Engine) {
     let start = || {
         let mut setup = Setup::new(&filter, upstream.port);
         setup.clusters = store.cluster();
-        setup.vm_env = vec![(
-            "IDEMGATE_TEST_TOKEN_SECRET".into(),
-            "a-test-secret-that-is-long-enough".into(),
-        )];
+        setup.vm_env = vec![
+            (
+                "IDEMGATE_TEST_TOKEN_SECRET".into(),
+                "a-test-secret-that-is-long-enough".into(),
+            ),
+            ("IDEMGATE_RECORD_SECRET".into(), RECORD_SECRET.into()),
+        ];
         Envoy::start(&setup)
     };
     let (a, b) = (start(), start());

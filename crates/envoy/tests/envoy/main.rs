@@ -25,5 +25,6 @@ mod reentry_control;
 mod requests;
 mod responses;
 mod soak;
+mod tamper;
 mod threats;
 mod tokens;

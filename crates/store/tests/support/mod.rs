@@ -537,6 +537,7 @@ pub fn stored_response(seed: u8) -> StoredResponse {
             ("location".into(), format!("/orders/{seed}")),
         ],
         body: StoredBody::Kept(body),
+        seal: None,
     }
 }
 
