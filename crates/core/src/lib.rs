@@ -66,6 +66,7 @@ pub mod scope;
 pub mod signature;
 mod sort;
 pub mod store;
+pub mod target;
 mod text;
 pub mod time;
 pub mod token;
