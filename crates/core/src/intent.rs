@@ -90,10 +90,7 @@ pub fn reuses_key(held: Option<&str>, payload: Option<&str>) -> bool {
 /// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
 #[must_use]
 pub fn is_over(state: &str) -> bool {
-    matches!(
-        crate::transition::SUBMIT_LIFECYCLE.on(state, "reset"),
-        crate::transition::Transition::Apply { .. }
-    )
+    crate::transition::SUBMIT_LIFECYCLE.has(state, "reset")
 }
 
 /// What a submitted payload is, as far as comparing it with the last one goes (the browser sees
@@ -130,29 +127,20 @@ impl Payload {
         }
     }
 
-    /// The fingerprint that decides whether two payloads of this kind are the same ([`reuses_key`]
-    /// compares them), over [`PAYLOAD_METHOD`] and [`PAYLOAD_PATH`] and no headers; `None` when no
-    /// two can be (a stream).
+    /// The fingerprint mode that decides whether two payloads of this kind are the same
+    /// ([`reuses_key`] compares the fingerprints): canonical JSON for values and form entries,
+    /// the raw bytes of a body; `None` when no two can be (a stream). The payload is
+    /// fingerprinted alone: no headers, and the same method and path for every payload.
     #[must_use]
-    pub fn spec(self) -> Option<crate::fingerprint::FingerprintSpec> {
-        use crate::fingerprint::{FingerprintMode, FingerprintSpec};
-        let mode = match self {
-            Payload::Value | Payload::FormEntries => FingerprintMode::Json,
-            Payload::Body => FingerprintMode::Raw,
-            Payload::Stream => return None,
-        };
-        Some(FingerprintSpec {
-            mode,
-            headers: alloc::vec::Vec::new(),
-            ..FingerprintSpec::default()
-        })
+    pub const fn mode(self) -> Option<crate::fingerprint::FingerprintMode> {
+        use crate::fingerprint::FingerprintMode;
+        match self {
+            Payload::Value | Payload::FormEntries => Some(FingerprintMode::Json),
+            Payload::Body => Some(FingerprintMode::Raw),
+            Payload::Stream => None,
+        }
     }
 }
-
-/// The method and path a payload's own fingerprint is taken over: fixed, so only the payload counts.
-pub const PAYLOAD_METHOD: &str = "POST";
-/// See [`PAYLOAD_METHOD`].
-pub const PAYLOAD_PATH: &str = "/";
 
 #[cfg(test)]
 mod tests {
@@ -207,10 +195,15 @@ mod tests {
     #[test]
     fn payloads_compare_by_their_kind() {
         use crate::fingerprint::FingerprintBuilder;
+        use crate::fingerprint::FingerprintSpec;
         let print = |kind: Payload, body: &[u8]| {
-            let spec = kind.spec()?;
+            let spec = FingerprintSpec {
+                mode: kind.mode()?,
+                headers: alloc::vec::Vec::new(),
+                json_limits: crate::json::JsonLimits::default(),
+            };
             let none = core::iter::empty::<(&str, &[u8])>();
-            let mut fp = FingerprintBuilder::new(&spec, PAYLOAD_METHOD, PAYLOAD_PATH, none);
+            let mut fp = FingerprintBuilder::new(&spec, "POST", "/", none);
             fp.update(body).ok()?;
             fp.finish().ok()
         };

@@ -51,9 +51,9 @@ pub fn spell(normalized: &str, case_sensitive: bool) -> String {
 pub fn with_query<'a>(path: &'a str, path_and_query: &str) -> Cow<'a, str> {
     match path_and_query.find(['?', '#']) {
         Some(at) => {
-            let mut out = String::with_capacity(path.len() + path_and_query.len() - at);
-            out.push_str(path);
-            out.push_str(&path_and_query[at..]);
+            let mut out = String::from(path);
+            // `at` is the offset of an ASCII byte: `get` always finds the query.
+            out.push_str(path_and_query.get(at..).unwrap_or_default());
             Cow::Owned(out)
         }
         None => Cow::Borrowed(path),

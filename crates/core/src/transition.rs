@@ -133,6 +133,11 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         self.terminal.iter().any(|t| t.as_ref() == state)
     }
 
+    /// Whether `(from, event)` is a transition of the table (what [`StateTable::on`] applies).
+    pub fn has(&self, from: &str, event: &str) -> bool {
+        self.edges().any(|(f, e, _)| f == from && e == event)
+    }
+
     /// The answer for `event` at `current`; the rule is in the module documentation.
     pub fn on(&self, current: &str, event: &str) -> Transition<'_> {
         if !self.is_state(current) {
