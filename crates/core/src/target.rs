@@ -36,6 +36,7 @@ pub fn sent_method(method: &str) -> &str {
 /// An already normalised path as a route with this case rule spells it: lower-cased unless the
 /// route is case-sensitive (route prefixes are stored the same way).
 #[must_use]
+#[inline]
 pub fn spell(normalized: &str, case_sensitive: bool) -> String {
     if case_sensitive {
         normalized.into()
@@ -48,6 +49,7 @@ pub fn spell(normalized: &str, case_sensitive: bool) -> String {
 /// it, from its first `?` or `#`: what a fingerprint hashes, since a query can change what a
 /// request does. Borrows `path` when there is no query (no allocation on the common request).
 #[must_use]
+#[inline]
 pub fn with_query<'a>(path: &'a str, path_and_query: &str) -> Cow<'a, str> {
     match path_and_query.find(['?', '#']) {
         Some(at) => {
