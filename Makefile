@@ -4,6 +4,15 @@ SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
 
+# Every target is a command, not a file: one list, kept here.
+.PHONY: help setup setup-rust setup-envoy setup-web setup-chromium setup-npm build \
+        build-core-wasm build-filter build-web lint check test test-rust test-envoy test-clients \
+        soak test-web test-host size bench-work setup-redis setup-postgres build-store \
+        test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
+        bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
+        test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
+        test-image-store
+
 CARGO           ?= cargo
 ENVOY_VERSION   := 1.40.0
 # Must equal the `wasm-bindgen` crate version pinned in crates/web/Cargo.toml.
@@ -17,8 +26,6 @@ export IDEMGATE_FILTER_WASM := $(CURDIR)/$(FILTER_WASM)
 FILTER_TEST_WASM := target/wasm32-wasip1/release-conformance/idemgate_envoy.wasm
 export IDEMGATE_FILTER_TEST_WASM := $(CURDIR)/$(FILTER_TEST_WASM)
 
-.PHONY: help setup setup-rust setup-envoy setup-web setup-chromium setup-npm build build-core-wasm build-filter build-web \
-        lint test test-rust test-envoy test-web test-host test-e2e demo bench
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s $$'\t'
@@ -69,28 +76,33 @@ lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# What a contributor runs before pushing: formatting, clippy and the native unit, property and
+# vector tests. Installs nothing and needs no .wasm, Envoy, Redis or browser (`make test` runs all).
+check: ## fmt, clippy and the native tests (installs nothing)
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) test --workspace --exclude idemgate-host-tests
+
 test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-image-store test-demo-fleet ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
 test-envoy: build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
-	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3
+	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3 --skip soak::
 
 # Client SDKs written by others (npm `stripe`, `@octokit/webhooks`, plain fetch; pinned in
 # package.json and package-lock.json) against the filter in a real Envoy (crates/envoy/tests/clients,
 # node --test; each test starts its own Envoy and upstream and kills them by PID).
-.PHONY: test-clients
 test-clients: build-filter setup-npm ## real client SDKs and signed webhooks against the filter in Envoy
 	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
 	node --test crates/envoy/tests/clients/
 
 # The soak: unique keys at full speed through Envoy with a small store for SOAK_SECONDS; samples
 # time, Envoy's RSS and the filter's counters every SOAK_SAMPLE_SECONDS (table in target/soak.csv).
-# Its test returns at once unless SOAK_SECONDS is set, so `make test-envoy` skips it.
+# `make test-envoy` skips it by name (`--skip soak::`); without SOAK_SECONDS it fails.
 SOAK_SECONDS        ?= 180
 SOAK_SAMPLE_SECONDS ?= 10
-.PHONY: soak
 soak: build-filter ## soak Envoy with unique keys (SOAK_SECONDS, default 180); memory flat, zero errors
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_SAMPLE_SECONDS=$(SOAK_SAMPLE_SECONDS) \
 	  $(CARGO) test -p idemgate-envoy --test envoy -- --ignored --nocapture --exact soak::soak_unique_keys_at_full_speed
@@ -103,20 +115,17 @@ test-host: build-filter build-web ## both .wasm files under wasmtime
 	python3 crates/envoy/bench/work.py --smoke
 
 # Where the filter's bytes go: its code by crate and module (names kept in a separate build).
-.PHONY: size
 size: setup-rust setup-npm ## the filter .wasm's size by crate and module (wasm-objdump from wabt)
 	@command -v wasm-objdump >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wabt >/dev/null; }
 	python3 crates/envoy/scripts/size.py
 
 # The filter's work per request, counted (wasm operators, host calls): deterministic, unlike time.
-.PHONY: bench-work
 bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/work.py
 
 # The fleet's record store (issue 13): crates/store against a real redis-server and a real
 # three-primary Redis Cluster that its tests start on free ports (and kill by PID); PostgreSQL
 # (issue 25) for `--engine postgres` and `redis+postgres`.
-.PHONY: setup-redis setup-postgres build-store test-store bench-store
 # The store's tests, the fleet tests, demo and bench make their mutual TLS certificates (issue 24)
 # with the openssl command.
 SETUP_OPENSSL = command -v openssl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
@@ -152,11 +161,9 @@ demo: setup-rust setup-envoy build-filter build-web ## run the checkout demo beh
 ENGINE       ?= redis
 FLEET_ENGINES := redis postgres redis+postgres
 ENGINE_SETUP := $(if $(findstring redis,$(ENGINE)),setup-redis) $(if $(findstring postgres,$(ENGINE)),setup-postgres)
-.PHONY: demo-fleet
 demo-fleet: setup-rust setup-envoy build-filter build-web build-store $(ENGINE_SETUP) ## the checkout demo behind two Envoys sharing one store (ENGINE=redis|postgres|redis+postgres): A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
 	python3 examples/checkout/demo_fleet.py --engine $(ENGINE)
 
-.PHONY: test-demo-fleet
 test-demo-fleet: build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
 	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine || exit 1; done
 
@@ -166,7 +173,6 @@ test-e2e: setup-chromium build-filter build-web ## the demo stack driven by head
 # Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
 # the generated section of BENCHMARKS.md; `test-bench` is its smoke (same code path, seconds, tiny
 # counts, checks only that every figure came out) and writes target/bench-smoke.md instead.
-.PHONY: setup-bench bench-tools test-bench
 setup-bench: setup-envoy
 	@command -v wrk >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }
 	@command -v node >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; }
@@ -189,7 +195,6 @@ test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-p
 # The fleet (issue 13): the remote store (idemgate-store on redis, postgres and redis+postgres,
 # issue 25) against the local store, same run; writes its section of BENCHMARKS.md (about 8
 # minutes).
-.PHONY: bench-fleet
 bench-fleet: setup-bench build-filter build-store setup-redis setup-postgres ## fleet (each engine) vs local store through Envoy; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/fleet.py
 
@@ -205,7 +210,6 @@ FUZZ_SETUP = rustup toolchain list | grep -q '^nightly' || rustup toolchain inst
 	$(CARGO) fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $(CARGO_FUZZ_VERSION)" || \
 	  $(CARGO) install cargo-fuzz --version $(CARGO_FUZZ_VERSION)
 
-.PHONY: fuzz test-fuzz
 fuzz: ## fuzz each core target for FUZZ_SECONDS (default 60) and print executions per target
 	@$(FUZZ_SETUP)
 	crates/core/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
@@ -219,7 +223,6 @@ test-fuzz: ## fuzz smoke: FUZZ_SMOKE_SECONDS (default 10) per core target, fails
 # Gateway's EnvoyExtensionPolicy pull), the Kubernetes examples, the deploy path tested for real.
 IMAGE_TAG    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE_LAYOUT := target/oci/idemgate-envoy
-.PHONY: image setup-deploy test-deploy
 
 image: build-filter ## the filter's compat OCI image (reproducible) in target/oci/; prints the digest for `sha256`
 	python3 crates/envoy/scripts/oci_image.py --wasm $(FILTER_WASM) --out $(IMAGE_LAYOUT) --tag $(IMAGE_TAG)
@@ -235,7 +238,6 @@ IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 K8S_MODELS     := target/k8s-models
 K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1
-.PHONY: setup-examples test-examples
 setup-examples:
 	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
 	  pip install --quiet "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"
@@ -251,7 +253,6 @@ test-deploy: setup-deploy image ## the OCI image through a local registry into a
 	python3 crates/envoy/tests/deploy/deploy_test.py --layout $(IMAGE_LAYOUT) --tag $(IMAGE_TAG) --wasm $(FILTER_WASM)
 
 # examples/envoy/envoy.yaml in a real Envoy: each decision's access-log line, the Prometheus names.
-.PHONY: test-access-log
 test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
 	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
 
@@ -261,7 +262,6 @@ STORE_TARGET       := x86_64-unknown-linux-musl
 STORE_STATIC       := target/$(STORE_TARGET)/release/idemgate-store
 STORE_IMAGE_LAYOUT := target/oci/idemgate-store
 STORE_IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(STORE_IMAGE_LAYOUT)/index.json)
-.PHONY: setup-musl build-store-static image-store test-image-store
 setup-musl: setup-rust
 	@rustup target list --installed | grep -qx $(STORE_TARGET) || rustup target add $(STORE_TARGET)
 	@command -v musl-gcc >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq musl-tools >/dev/null; }
@@ -279,7 +279,6 @@ test-image-store: setup-deploy setup-redis image-store ## the store image: skope
 # and host-tests are publish = false) by building it from its packaged sources. It refuses a
 # dirty tree unless ALLOW_DIRTY=1.
 DIST := dist
-.PHONY: dist
 dist: image image-store build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layouts (filter, store), npm tarball, crates, K8s manifests
 	rm -rf $(DIST) && mkdir -p $(DIST)/npm $(DIST)/crates
 	cp $(FILTER_WASM) $(DIST)/idemgate_envoy.wasm

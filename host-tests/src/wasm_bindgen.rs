@@ -3,14 +3,17 @@
 //! stable). It runs the browser module's `.wasm` without JavaScript:
 //!
 //! - imports: `__wbg_idemgate_error_*(code, message) -> externref` records the error (the JS glue
-//!   builds an `Error` with that `code`), `__wbg_getRandomValues_*` fills from the test's entropy,
+//!   builds an `Error` with that `code`), `__wbg_idemgate_object_*(json) -> externref` records a
+//!   result object's JSON text (the JS glue parses it into the object an export returns),
+//!   `__wbg_getRandomValues_*` fills from the test's entropy,
 //!   `__wbg___wbindgen_throw_*` traps with its message, `__wbindgen_init_externref_table` does
 //!   nothing (null entries serve); any other import traps when called, naming itself;
 //! - arguments: strings and byte arrays are copied in through `__wbindgen_malloc(len, align)` and
 //!   passed as `(ptr, len)` (`(0, 0)` for `None`); numbers as `i32`/`f64`;
 //! - results: `Result<T, JsValue>` comes back flattened with `(err, is_err)` appended; a string is
 //!   `(ptr, len)` freed with `__wbindgen_free(ptr, len, 1)`, `Option<String>` the same with ptr 0
-//!   for `None`, an exported struct a handle `ptr`, a `Vec<f64>` `(ptr, len)` freed with align 8.
+//!   for `None`, an exported struct a handle `ptr`, a `Vec<f64>` `(ptr, len)` freed with align 8,
+//!   a `JsValue` one `externref` (here always null: the object is the recorded JSON text).
 
 use crate::envoy::entropy::Entropy;
 use crate::error::{HarnessError, Result};
@@ -31,6 +34,7 @@ pub struct JsError {
 /// What the host keeps for one instance of the module.
 pub struct WebState {
     last_error: Option<JsError>,
+    last_object: Option<String>,
     entropy: Entropy,
 }
 
@@ -47,6 +51,8 @@ pub enum Arg {
     I32(i32),
     /// `Option<u16>`: wasm-bindgen passes `None` as `0xFFFFFF`.
     OptU16(Option<u16>),
+    /// `Option<bool>`: `0`/`1`, `None` as `0xFFFFFF`.
+    OptBool(Option<bool>),
     /// `Option<u32>`: passed as an `f64`, `None` as 2^53-1.
     OptU32(Option<u32>),
     /// `f64` (every JS number that is not an integer type in Rust).
@@ -117,6 +123,19 @@ fn link(linker: &mut Linker<WebState>, module: &Module) -> wasmtime::Result<()> 
                     None
                 },
             )?;
+        } else if name.starts_with("__wbg_idemgate_object_") {
+            linker.func_wrap(
+                &from,
+                &name,
+                |mut caller: Caller<'_, WebState>,
+                 ptr: i32,
+                 len: i32|
+                 -> Option<Rooted<ExternRef>> {
+                    let json = text(&mut caller, ptr, len);
+                    caller.data_mut().last_object = Some(json);
+                    None
+                },
+            )?;
         } else if name.starts_with("__wbg_getRandomValues_") {
             linker.func_wrap(
                 &from,
@@ -175,6 +194,7 @@ impl WebModule {
             &engine,
             WebState {
                 last_error: None,
+                last_object: None,
                 entropy: Entropy::seeded(seed),
             },
         );
@@ -246,6 +266,7 @@ impl WebModule {
                 }
                 Arg::I32(v) => params.push(Val::I32(*v)),
                 Arg::OptU16(v) => params.push(Val::I32(v.map_or(0xFF_FFFF, i32::from))),
+                Arg::OptBool(v) => params.push(Val::I32(v.map_or(0xFF_FFFF, i32::from))),
                 Arg::OptU32(v) => {
                     let n = v.map_or(9_007_199_254_740_991.0, f64::from);
                     params.push(Val::F64(n.to_bits()));
@@ -271,6 +292,7 @@ impl WebModule {
             })
             .collect();
         self.store.data_mut().last_error = None;
+        self.store.data_mut().last_object = None;
         self.store
             .set_fuel(FUEL_PER_CALL)
             .map_err(|e| trap(export, e))?;
@@ -414,6 +436,32 @@ impl WebModule {
     pub fn unit(&mut self, export: &str, args: &[Arg]) -> Result<std::result::Result<(), JsError>> {
         let results = self.call(export, args)?;
         Ok(self.thrown(export, &results)?.map(|_| ()))
+    }
+
+    /// An export returning a plain JS object (`JsValue`, or `Result<JsValue, JsValue>`): the
+    /// object as the JSON text the module wrote for it.
+    pub fn object(
+        &mut self,
+        export: &str,
+        args: &[Arg],
+    ) -> Result<std::result::Result<serde_json::Value, JsError>> {
+        let results = self.call(export, args)?;
+        if results.len() > 1 {
+            if let Err(e) = self.thrown(export, &results)? {
+                return Ok(Err(e));
+            }
+        }
+        let text = self
+            .store
+            .data_mut()
+            .last_object
+            .take()
+            .ok_or_else(|| interface(format!("{export} made no object")))?;
+        serde_json::from_str(&text).map(Ok).map_err(|e| {
+            interface(format!(
+                "{export} made an object that is not JSON ({e}): {text}"
+            ))
+        })
     }
 
     /// A constructor returning `Result<Struct, JsValue>`: the struct's handle.

@@ -9,7 +9,9 @@ rules, written from semantics §9 and the README's behaviour table, not from the
 - replayed: `true` (any case) or the structured-field boolean `?1`, spaces/tabs trimmed.
 - reuses_key: only with a held fingerprint equal to the new payload's (both known).
 - token_target: endpoint + (`&` if it has a query else `?`) + method=..&path=.., both
-  percent-encoded except RFC 3986 unreserved characters (Python's quote with safe='').
+  percent-encoded except RFC 3986 unreserved characters (Python's quote with safe=''); the method
+  as `fetch` sends it (DELETE, GET, HEAD, OPTIONS, POST, PUT upper-cased case-insensitively, any
+  other as written), the path without its query (from the first `?` or `#`: a token binds none).
 - token_fresh: a token is usable strictly before its expiry (`now < expires_at`), as the edge
   refuses it from `expires_at` on (semantics §7).
 
@@ -66,7 +68,11 @@ def answer(inp):
     if op == "token_target":
         endpoint = inp["endpoint"]
         sep = "&" if "?" in endpoint else "?"
-        return f"{endpoint}{sep}method={quote(inp['method'], safe='')}&path={quote(inp['path'], safe='')}"
+        method = inp["method"]
+        if method.upper() in {"DELETE", "GET", "HEAD", "OPTIONS", "POST", "PUT"}:
+            method = method.upper()
+        path = inp["path"].split("?")[0].split("#")[0]
+        return f"{endpoint}{sep}method={quote(method, safe='')}&path={quote(path, safe='')}"
     if op == "token_fresh":
         return inp["now"] < inp["expires_at"]
     raise KeyError(op)

@@ -364,7 +364,7 @@ impl Policy {
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
-                case_sensitive: false,
+                case_sensitive: crate::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: Forward::Router,
                 kind: RouteKind::Api,
                 key_from: alloc::vec![KeySource::Header(header.clone())].into(),
@@ -638,7 +638,7 @@ impl Config {
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
-                case_sensitive: false,
+                case_sensitive: crate::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: self.compile_forward(None, lease)?,
                 kind: RouteKind::Api,
                 key_from: default_key_from,
@@ -740,7 +740,9 @@ impl Config {
                 }
             };
             // Stored in the form requests are compared in (see `crate::path`).
-            let case_sensitive = route.case_sensitive.unwrap_or(false);
+            let case_sensitive = route
+                .case_sensitive
+                .unwrap_or(crate::target::CASE_SENSITIVE_BY_DEFAULT);
             let mut prefix = crate::path::normalize(&route.prefix);
             if !case_sensitive {
                 prefix.make_ascii_lowercase();

@@ -26,7 +26,7 @@ pub enum Settled {
 }
 
 impl Settled {
-    /// Every value, in the order of their numeric codes (the browser module passes the index).
+    /// Every value.
     pub const ALL: [Settled; 3] = [
         Settled::Succeeded,
         Settled::FailedRetryable,
@@ -83,6 +83,65 @@ pub fn reuses_key(held: Option<&str>, payload: Option<&str>) -> bool {
     matches!((held, payload), (Some(a), Some(b)) if a == b)
 }
 
+/// Whether an intent in `state` (of [`SUBMIT_LIFECYCLE`]) is over: it succeeded or failed for
+/// good, so the next submit is a new intent — `reset` first, then a new key. Read off the table
+/// (the states `reset` leaves), so the browser never keeps its own list of final states.
+///
+/// [`SUBMIT_LIFECYCLE`]: crate::transition::SUBMIT_LIFECYCLE
+#[must_use]
+pub fn is_over(state: &str) -> bool {
+    crate::transition::SUBMIT_LIFECYCLE.has(state, "reset")
+}
+
+/// What a submitted payload is, as far as comparing it with the last one goes (the browser sees
+/// the JS type; the rule for each is here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Payload {
+    /// A value sent as JSON: compared as canonical JSON, so member order and spelling do not matter.
+    Value,
+    /// A body sent as it is (text, bytes, a Blob, URLSearchParams): compared byte for byte.
+    Body,
+    /// A form with files (FormData), given as the JSON list of its entries: compared as canonical
+    /// JSON (its multipart encoding differs on every request).
+    FormEntries,
+    /// A stream, readable once: never the same payload, so every submit is a new intent.
+    Stream,
+}
+
+impl Payload {
+    /// Every kind, by name (the browser module's argument).
+    pub const ALL: [Payload; 4] = [
+        Payload::Value,
+        Payload::Body,
+        Payload::FormEntries,
+        Payload::Stream,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Payload::Value => "value",
+            Payload::Body => "body",
+            Payload::FormEntries => "form_entries",
+            Payload::Stream => "stream",
+        }
+    }
+
+    /// The fingerprint mode that decides whether two payloads of this kind are the same
+    /// ([`reuses_key`] compares the fingerprints): canonical JSON for values and form entries,
+    /// the raw bytes of a body; `None` when no two can be (a stream). The payload is
+    /// fingerprinted alone: no headers, and the same method and path for every payload.
+    #[must_use]
+    pub const fn mode(self) -> Option<crate::fingerprint::FingerprintMode> {
+        use crate::fingerprint::FingerprintMode;
+        match self {
+            Payload::Value | Payload::FormEntries => Some(FingerprintMode::Json),
+            Payload::Body => Some(FingerprintMode::Raw),
+            Payload::Stream => None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +176,48 @@ mod tests {
         }
         let kept: [bool; 3] = Settled::ALL.map(Settled::keeps_key);
         assert_eq!(kept, [false, true, false]);
+    }
+
+    #[test]
+    fn an_intent_is_over_after_a_final_outcome_only() {
+        let over: [bool; 5] = [
+            "idle",
+            "in_flight",
+            "succeeded",
+            "failed_retryable",
+            "failed_final",
+        ]
+        .map(is_over);
+        assert_eq!(over, [false, false, true, false, true]);
+        assert!(!is_over("no_such_state"));
+    }
+
+    #[test]
+    fn payloads_compare_by_their_kind() {
+        use crate::fingerprint::FingerprintBuilder;
+        use crate::fingerprint::FingerprintSpec;
+        let print = |kind: Payload, body: &[u8]| {
+            let spec = FingerprintSpec {
+                mode: kind.mode()?,
+                headers: alloc::vec::Vec::new(),
+                json_limits: crate::json::JsonLimits::default(),
+            };
+            let none = core::iter::empty::<(&str, &[u8])>();
+            let mut fp = FingerprintBuilder::new(&spec, "POST", "/", none);
+            fp.update(body).ok()?;
+            fp.finish().ok()
+        };
+        let (a, b) = (br#"{"a":1,"b":2}"#, br#"{ "b": 2, "a": 1 }"#);
+        assert_eq!(print(Payload::Value, a), print(Payload::Value, b));
+        assert!(print(Payload::Value, a).is_some());
+        assert_eq!(
+            print(Payload::FormEntries, a),
+            print(Payload::FormEntries, b)
+        );
+        assert_ne!(print(Payload::Body, a), print(Payload::Body, b));
+        assert_eq!(print(Payload::Stream, a), None);
+        let names = Payload::ALL.map(Payload::name);
+        assert_eq!(names, ["value", "body", "form_entries", "stream"]);
     }
 
     #[test]

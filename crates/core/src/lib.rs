@@ -67,6 +67,7 @@ pub mod seal;
 pub mod signature;
 mod sort;
 pub mod store;
+pub mod target;
 mod text;
 pub mod time;
 pub mod token;

@@ -80,7 +80,9 @@ fn decode(path: &str) -> String {
                     .iter()
                     .position(|b| b.is_ascii())
                     .map_or(bytes.len(), |n| i + 1 + n);
-                match &path[i..end] {
+                // `i` and `end` are offsets of ASCII bytes (or the end): `get` always finds the
+                // text, and keeps a panicking slice out of the modules.
+                match path.get(i..end).unwrap_or_default() {
                     "\\" => out.push('/'),
                     text => out.push_str(text),
                 }

@@ -154,11 +154,7 @@ pub const REENTRY_MARK: &str = "x-idemgate-reentry";
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.
     fn path_for(&self, normalized: &str) -> String {
-        if self.case_sensitive {
-            normalized.into()
-        } else {
-            normalized.to_ascii_lowercase()
-        }
+        crate::target::spell(normalized, self.case_sensitive)
     }
 
     fn matches(&self, method: &str, normalized: &str) -> bool {
@@ -179,6 +175,16 @@ pub struct Matched<'p> {
     /// The path the rules use — for the storage key and the fingerprint — without its query:
     /// normalised, lower-cased on a case-insensitive route. Every spelling of one path gives one.
     pub path: String,
+}
+
+impl Matched<'_> {
+    /// What the request's fingerprint hashes as its path: [`Matched::path`] with the query of
+    /// `path_and_query` (the raw `:path`) as sent. The browser module gets the same spelling from
+    /// [`crate::target::of_fetch`].
+    #[must_use]
+    pub fn target<'a>(&'a self, path_and_query: &str) -> alloc::borrow::Cow<'a, str> {
+        crate::target::with_query(&self.path, path_and_query)
+    }
 }
 
 /// Whether a guarded request must carry a key.
@@ -397,8 +403,10 @@ pub fn never_replayed(name: &str) -> bool {
 
 /// `/a/b?x=1` → `/a/b`.
 pub fn path_without_query(path: &str) -> &str {
+    // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
+    // panicking slice is compiled in.
     match path.find(['?', '#']) {
-        Some(end) => &path[..end],
+        Some(end) => path.get(..end).unwrap_or(path),
         None => path,
     }
 }

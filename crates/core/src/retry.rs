@@ -111,7 +111,7 @@ pub enum StatusClass {
 }
 
 impl StatusClass {
-    /// Every class, in declaration order (the browser module hands JS a class as its index here).
+    /// Every class, in declaration order.
     pub const ALL: [StatusClass; 9] = [
         StatusClass::Success,
         StatusClass::Redirect,

@@ -33,13 +33,17 @@ type HmacSha256 = Hmac<Sha256>;
 /// Where the edge issues tokens unless configured otherwise (`token.issue_path`).
 pub const ISSUE_PATH: &str = "/.idemgate/token";
 
-/// The request target a client asks `endpoint` with for a token for the request `method path`:
-/// a token is bound to the route and method it is for (issue 14), so the edge must be told which,
-/// as `?method=…&path=…` (`&` if `endpoint` has a query already). Both values are
-/// percent-encoded except RFC 3986's unreserved characters, so a path with `?`, `&`, `#`, `+` or
-/// `%` arrives as it was.
+/// The request target a client asks `endpoint` with for a token for the request it will send
+/// with `fetch(path_and_query, {method})`: a token is bound to the route and method it is for
+/// (issue 14), so the edge must be told which, as `?method=…&path=…` (`&` if `endpoint` has a
+/// query already). The method is the one `fetch` sends ([`crate::target::sent_method`]); the
+/// path is the request's without its query (a token binds no query). Both values are
+/// percent-encoded except RFC 3986's unreserved characters, so a path with `&`, `=`, `+` or `%`
+/// arrives as it was.
 #[must_use]
-pub fn issue_target(endpoint: &str, method: &str, path: &str) -> String {
+pub fn issue_target(endpoint: &str, method: &str, path_and_query: &str) -> String {
+    let method = crate::target::sent_method(method);
+    let path = crate::policy::path_without_query(path_and_query);
     let mut out = String::with_capacity(endpoint.len() + method.len() + path.len() * 3 + 14);
     out.push_str(endpoint);
     out.push_str(if endpoint.contains('?') {
@@ -394,13 +398,15 @@ mod tests {
         fn issue_targets_round_trip(
             query in "(\\?[a-z]{1,4}=[a-z0-9]{0,4})?",
             method in "[A-Za-z]{1,7}",
-            path in "\\PC{1,24}",
+            path in "/\\PC{0,24}",
         ) {
             let target = issue_target(&alloc::format!("/t{query}"), &method, &path);
             let read = issued_for(&target);
+            // The query (from `?` or `#`) is not sent: a token binds the path alone.
+            let bound = crate::policy::path_without_query(&path).into();
             proptest::prop_assert_eq!(
                 read,
-                Some(IssueFor { method: method.to_ascii_uppercase(), path })
+                Some(IssueFor { method: method.to_ascii_uppercase(), path: bound })
             );
         }
     }
@@ -412,8 +418,14 @@ mod tests {
             "/.idemgate/token?method=POST&path=%2Fpay%2F1"
         );
         assert_eq!(
-            issue_target("/t?tenant=a", "PATCH", "/a b?x=1&y=%+é"),
-            "/t?tenant=a&method=PATCH&path=%2Fa%20b%3Fx%3D1%26y%3D%25%2B%C3%A9"
+            issue_target("/t?tenant=a", "PATCH", "/a b&y=%+é?x=1#f"),
+            "/t?tenant=a&method=PATCH&path=%2Fa%20b%26y%3D%25%2B%C3%A9"
+        );
+        // As `fetch` sends it: `post` upper-cased, `patch` not.
+        assert_eq!(issue_target("/t", "post", "/p"), "/t?method=POST&path=%2Fp");
+        assert_eq!(
+            issue_target("/t", "patch", "/p"),
+            "/t?method=patch&path=%2Fp"
         );
     }
     use alloc::format;

@@ -20,7 +20,9 @@
 //!    always finds the path that skipped it.
 //!
 //! Versions: an update names the version (or entity-tag) it read; a mismatch is a conflict, never a
-//! silent overwrite — see [`check_if_match`] and [`check_version`].
+//! silent overwrite — see [`check_if_match`] and [`check_version`]. A relative update (`x = x + n`)
+//! is never idempotent — each retry moves the value again — so it needs an idempotency key or a
+//! version check in front of it; an absolute one (`x = 5`) is safe to repeat.
 
 use alloc::borrow::Cow;
 use alloc::string::String;
@@ -131,6 +133,11 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         self.terminal.iter().any(|t| t.as_ref() == state)
     }
 
+    /// Whether `(from, event)` is a transition of the table (what [`StateTable::on`] applies).
+    pub fn has(&self, from: &str, event: &str) -> bool {
+        self.edges().any(|(f, e, _)| f == from && e == event)
+    }
+
     /// The answer for `event` at `current`; the rule is in the module documentation.
     pub fn on(&self, current: &str, event: &str) -> Transition<'_> {
         if !self.is_state(current) {
@@ -206,22 +213,6 @@ pub static SUBMIT_LIFECYCLE: StateTable = StateTable::from_static(
         ("failed_final", "reset", "idle"),
     ],
 );
-
-/// How an update states its change. `Absolute` (`x = 5`) is idempotent: applying it twice leaves
-/// what applying it once did. `Relative` (`x = x + n`) never is: each application moves the value
-/// again, so a retried or replayed request adds `n` twice. Relative updates need an idempotency key
-/// or a version check in front of them; absolute ones are safe to repeat.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Update {
-    Absolute,
-    Relative,
-}
-
-impl Update {
-    pub const fn is_idempotent(self) -> bool {
-        matches!(self, Update::Absolute)
-    }
-}
 
 /// An update names the version it read; any other current version is a conflict, never a silent
 /// overwrite of someone else's change.

@@ -4,7 +4,7 @@
 
 use idemgate_core::transition::{
     check_if_match, check_version, PreconditionError, StateTable, TableError, Transition,
-    TransitionError, Update, SUBMIT_LIFECYCLE,
+    TransitionError, SUBMIT_LIFECYCLE,
 };
 use proptest::prelude::*;
 
@@ -285,7 +285,7 @@ fn if_match_follows_rfc9110() {
 }
 
 #[test]
-fn versions_and_updates() {
+fn versions() {
     assert_eq!(check_version(3, 3), Ok(()));
     let conflict = check_version(3, 4).unwrap_err();
     assert_eq!(
@@ -296,8 +296,6 @@ fn versions_and_updates() {
         }
     );
     assert_eq!(conflict.code(), "version_conflict");
-    assert!(Update::Absolute.is_idempotent());
-    assert!(!Update::Relative.is_idempotent());
 }
 
 proptest! {

@@ -412,14 +412,8 @@ impl Filter {
             return Action::Continue;
         };
         let route = matched.route;
-        let guarded: alloc::borrow::Cow<'_, str> = match path.find(['?', '#']) {
-            Some(query) => {
-                let mut guarded = matched.path.clone();
-                guarded.push_str(path.get(query..).unwrap_or_default());
-                guarded.into()
-            }
-            None => matched.path.as_str().into(),
-        };
+        // The core's spelling, the one the browser module fingerprints with too (issue 22).
+        let guarded = matched.target(path);
         self.kind = route.kind;
         // What the request must show, and in which order, is the core's call.
         // `admit` reads the clock only for a signature's time window: a route without one costs

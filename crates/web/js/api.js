@@ -2,8 +2,8 @@
 
 export { IdemgateError } from './errors.js';
 export {
-  newKey, parseKey, fingerprint, Fingerprinter, DEFAULT_FINGERPRINT, retryDecision, retryDefaults,
-  parseRetryAfter, classifyStatus, transition, submitTransition, version,
+  newKey, parseKey, fingerprint, Fingerprinter, DEFAULT_FINGERPRINT, requestTarget, retryDecision,
+  retryDefaults, parseRetryAfter, classifyStatus, transition, submitTransition, version,
 } from './core.js';
 export { idempotentFetch, REPLAYED_HEADER } from './fetch.js';
 export { fetchToken, attachToken, tokenIsFresh, TOKEN_ENDPOINT } from './token.js';

@@ -6,7 +6,7 @@ import { toBytes, headerBytes, headerPairs, pathAndQuery, eachChunk, joinParts }
 
 /**
  * The core's defaults (retry policy, fingerprint configuration, token endpoint, replay header,
- * version) and the names of the numeric codes the wasm exports return, read once.
+ * how an unanswered submission settles, version), read once.
  */
 export const CORE = JSON.parse(wasm.defaults());
 
@@ -41,25 +41,27 @@ export const DEFAULT_FINGERPRINT = Object.freeze({
 /**
  * An incremental fingerprint: the edge's SHA-256 over method, path and query, the configured
  * headers and the body in the configured mode. Feed body chunks with `update`, then `finish()`
- * returns 64 hex digits.
+ * returns 64 hex digits. The method and path are hashed as the edge sees them (the core's
+ * spelling, see `requestTarget`): `post /Orders` is the edge's `POST /orders`.
  */
 export class Fingerprinter {
   #inner;
 
   /**
-   * @param {object} [spec] `{ mode, fields, headers, maxDepth, maxNumberLen }` as configured at the edge
+   * @param {object} [spec] `{ mode, fields, headers, maxDepth, maxNumberLen, caseSensitive }` as
+   *   configured at the edge (`caseSensitive`: the route's setting)
    * @param {object} [request] `{ method, url, headers }`
    */
   constructor(spec = {}, request = {}) {
-    // Anything not given is the core's default (mode, header list, limits).
-    const { mode, fields = [], headers, maxDepth, maxNumberLen } = spec;
+    // Anything not given is the core's default (mode, header list, limits, case rule).
+    const { mode, fields = [], headers, maxDepth, maxNumberLen, caseSensitive } = spec;
     const names = headers == null ? null : [...headers];
-    const text = [String(request.method ?? 'POST').toUpperCase(), pathAndQuery(request.url ?? '/'), ...fields, ...(names ?? [])];
+    const text = [String(request.method ?? 'POST'), pathAndQuery(request.url ?? '/'), ...fields, ...(names ?? [])];
     const parts = text.map((t) => toBytes(String(t)));
     for (const [name, value] of headerPairs(request.headers)) parts.push(toBytes(name), headerBytes(value));
     const { joined, lengths } = joinParts(parts);
     this.#inner = new wasm.Fingerprinter(mode ?? undefined, maxDepth ?? undefined, maxNumberLen ?? undefined,
-      joined, lengths, text.length - 2 - (names?.length ?? 0), names?.length);
+      caseSensitive ?? undefined, joined, lengths, text.length - 2 - (names?.length ?? 0), names?.length);
   }
 
   /** Feeds the next body chunk (a string is UTF-8). */
@@ -110,6 +112,26 @@ export async function fingerprint(request, spec = DEFAULT_FINGERPRINT) {
   return fp.finish();
 }
 
+/**
+ * The request as the edge sees it: `{ method, path }`, the method as `fetch` sends it (`post` →
+ * `POST`; `patch` stays `patch`) and the path as a route spells it (normalised, lower-cased unless
+ * `caseSensitive`), with the query. What a fingerprint hashes.
+ */
+export function requestTarget(method, url, { caseSensitive } = {}) {
+  return wasm.requestTarget(String(method), pathAndQuery(url), caseSensitive ?? undefined);
+}
+
+/**
+ * The fingerprint that decides whether a payload is the same as the last one, by the core's rule
+ * for its `kind` (`value`, `body`, `form_entries`; the core picks the mode): `null` for a `stream`
+ * (never the same). The payload alone: no headers, one method and path for every payload.
+ */
+export async function fingerprintPayload(kind, body) {
+  const mode = wasm.payloadMode(kind);
+  if (mode === undefined) return null;
+  return fingerprint({ method: 'POST', url: '/', headers: [], body }, { mode, headers: [] });
+}
+
 let defaults = null;
 
 /**
@@ -134,13 +156,12 @@ export function randomU32() {
 export function retryDecision(step, policy = {}) {
   const p = { ...retryDefaults(), ...policy };
   const { attemptsMade, elapsedMs = 0, outcome = 'response', status = 0, retryAfter = null, nowMs = Date.now(), random = randomU32() } = step;
-  const code = CORE.outcomes.indexOf(outcome);
-  // A delay in ms (≥ 0), or -1 - the code of the final reason.
-  const next = wasm.retryNext(
+  // `{ retry: true, delayMs }` or `{ retry: false, reason }`, from the core; an unknown outcome
+  // throws `invalid_argument`.
+  return wasm.retryNext(
     p.maxAttempts, p.baseDelayMs, p.maxDelayMs, p.maxTotalMs,
-    attemptsMade, elapsedMs, code < 0 ? 255 : code, status, retryAfter ?? undefined, nowMs, random,
+    attemptsMade, elapsedMs, String(outcome), status, retryAfter ?? undefined, nowMs, random,
   );
-  return next >= 0 ? { retry: true, delayMs: next } : { retry: false, reason: CORE.reasons[-1 - next] };
 }
 
 /** A `Retry-After` value in milliseconds (delta-seconds or an HTTP date), or `null`. */
@@ -153,7 +174,7 @@ export function parseRetryAfter(value, nowMs = Date.now()) {
  * `unavailable` (502–504), `key_reused` (422), `client_error`, `server_error` or `invalid`.
  */
 export function classifyStatus(status) {
-  return CORE.statusClasses[wasm.classifyStatus(status)];
+  return wasm.classifyStatus(status);
 }
 
 /**
@@ -161,17 +182,12 @@ export function classifyStatus(status) {
  * event (`succeed`, `fail_retryable`, `fail_final`) and whether the intent keeps its key.
  */
 export function settle(status) {
-  return settled(wasm.settle(status));
+  return wasm.settle(status);
 }
 
-/**
- * `{ event, keepsKey }` of a settled code: `settle`'s, or the core's `CORE.unanswered` (no answer:
- * network error, timeout, a rejected sender) and `CORE.resolved` (a sender that resolved without
- * an HTTP answer).
- */
-export function settled(code) {
-  const [event, keepsKey] = CORE.settled[code];
-  return { event, keepsKey };
+/** Whether an intent in submit state `state` is over (succeeded or failed for good): the core's rule. */
+export function intentIsOver(state) {
+  return wasm.intentIsOver(String(state));
 }
 
 /** Whether the next submit reuses a key made for payload fingerprint `held` (null: no key). */
@@ -189,7 +205,10 @@ export function tokenFresh(expiresAtMs, nowMs) {
   return wasm.tokenIsFresh(expiresAtMs, nowMs);
 }
 
-/** The request target asking the token `endpoint` for a token for `method` and `path`. */
+/**
+ * The request target asking the token `endpoint` for a token for the request `method path` (a
+ * path and query: the core drops the query and spells the method as `fetch` sends it).
+ */
 export function tokenTarget(endpoint, method, path) {
   return wasm.tokenTarget(endpoint, method, path);
 }
@@ -200,8 +219,7 @@ export function tokenTarget(endpoint, method, path) {
  * A rejected event throws (`transition_illegal`, `transition_unknown_state`, …).
  */
 export function transition(table, state, event) {
-  const next = wasm.transition(table, state, event);
-  return next === undefined ? { outcome: 'already_applied', state } : { outcome: 'apply', state: next };
+  return wasm.transition(table, state, event);
 }
 
 /** `transition('submit', state, event)`: the submit button's lifecycle. */

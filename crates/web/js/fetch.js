@@ -2,7 +2,7 @@
 
 import { IdemgateError, invalidArgument } from './errors.js';
 import { newKey, retryDecision, randomU32, isReplayed, CORE } from './core.js';
-import { encodeBody } from './bytes.js';
+import { encodeBody, pathAndQuery } from './bytes.js';
 import { fetchToken, attachToken, tokenIsFresh } from './token.js';
 
 /** The header that marks a stored answer replayed by the edge (the core's name, lowercase). */
@@ -108,7 +108,8 @@ export async function idempotentFetch(url, init = {}, options = {}) {
           fetch: fetchImpl,
           signal,
           requestMethod: method,
-          requestPath: new URL(String(target), globalThis.location?.href ?? 'http://localhost/').pathname,
+          // The request's path and query; the core drops the query and spells the method.
+          requestPath: pathAndQuery(target),
           ...tokenOptions,
         });
       }

@@ -44,6 +44,11 @@ export interface FingerprintSpec {
   maxDepth?: number;
   /** Default 64. */
   maxNumberLen?: number;
+  /**
+   * The edge route's `case_sensitive`: the path is hashed as that route spells it. Default `false`
+   * (lower-cased), as at the edge.
+   */
+  caseSensitive?: boolean;
 }
 
 export type HeadersLike = Headers | Record<string, string> | Array<[string, string]>;
@@ -60,7 +65,17 @@ export interface RequestFacts {
 }
 
 /** The edge's default fingerprint configuration, from the core (mode `auto` over `content-type`, limits 64/64). */
-export declare const DEFAULT_FINGERPRINT: Readonly<Required<Pick<FingerprintSpec, 'mode' | 'headers' | 'fields' | 'maxDepth' | 'maxNumberLen'>>>;
+export declare const DEFAULT_FINGERPRINT: Readonly<Required<Pick<FingerprintSpec, 'mode' | 'headers' | 'fields' | 'maxDepth' | 'maxNumberLen' | 'caseSensitive'>>>;
+
+/** A request as the edge sees it: what a fingerprint hashes. */
+export interface RequestTarget {
+  /** As `fetch` sends it: DELETE, GET, HEAD, OPTIONS, POST, PUT upper-cased; any other as written. */
+  method: string;
+  /** Normalised (`//a;x/../b` → `/b`), lower-cased unless `caseSensitive`, with the query. */
+  path: string;
+}
+/** The method and path the edge sees for `fetch(url, { method })` (the core's spelling). */
+export declare function requestTarget(method: string, url: string | URL, options?: { caseSensitive?: boolean }): RequestTarget;
 
 /** The edge's request fingerprint, 64 lowercase hex digits. */
 export declare function fingerprint(request: RequestFacts | Request, spec?: FingerprintSpec): Promise<string>;

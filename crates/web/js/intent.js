@@ -4,7 +4,7 @@
 // failed_retryable / failed_final); a submit while in flight is "already applied", which is how a
 // double click becomes one request.
 
-import { newKey, fingerprint, submitTransition, settle, settled, reusesKey, CORE } from './core.js';
+import { newKey, fingerprint, fingerprintPayload, submitTransition, settle, intentIsOver, reusesKey, CORE } from './core.js';
 import { idempotentFetch } from './fetch.js';
 
 const isInstance = (value, name) => typeof globalThis[name] === 'function' && value instanceof globalThis[name];
@@ -26,21 +26,25 @@ export function encodePayload(payload) {
 }
 
 /**
- * The fingerprint that decides whether a payload is "the same" as the last one: canonical JSON for
- * values sent as JSON (member order does not matter), the bytes otherwise; FormData by its
- * entries, since its multipart encoding differs on every request.
+ * The fingerprint that decides whether a payload is "the same" as the last one, by the core's
+ * rule for its kind (`idemgate_core::intent::Payload`): canonical JSON for values sent as JSON
+ * (member order does not matter), the bytes of a body, FormData by its entries (its multipart
+ * encoding differs on every request); `null` for a stream (read once: never the same). JS only
+ * tells the kinds apart and encodes the bytes. A `spec` (the intent's `fingerprint` option)
+ * fingerprints the bytes with that configuration instead.
  */
 export async function payloadFingerprint(payload, spec) {
   let body = encodePayload(payload).body;
-  let mode = isBody(payload) ? 'raw' : 'json';
+  let kind = isBody(payload) ? 'body' : 'value';
   if (isInstance(payload, 'FormData')) {
     body = JSON.stringify([...payload.entries()].map(([name, value]) => [name, typeof value === 'string'
       ? value : { name: value.name, size: value.size, type: value.type, lastModified: value.lastModified }]));
-    mode = 'json';
+    kind = 'form_entries';
   } else if (isInstance(payload, 'ReadableStream')) {
-    return null; // a stream can be read once: every submit is a new payload
+    kind = 'stream';
   }
-  return fingerprint({ method: 'POST', url: '/', headers: [], body }, spec ?? { mode, headers: [] });
+  if (spec == null || kind === 'stream') return fingerprintPayload(kind, body);
+  return fingerprint({ method: 'POST', url: '/', headers: [], body }, spec);
 }
 
 /**
@@ -51,7 +55,7 @@ export async function payloadFingerprint(payload, spec) {
 function settleResult(result) {
   const response = isInstance(result, 'Response') ? result
     : result && typeof result.reason === 'string' && 'response' in result ? result.response : null;
-  return response ? settle(response.status) : settled(CORE.resolved);
+  return response ? settle(response.status) : CORE.resolved;
 }
 
 /**
@@ -94,7 +98,7 @@ export class Intent {
 
   /** Submits `payload` through `send({ key, payload })`; one submission at a time. */
   submit(payload, send) {
-    if (this.#state === 'succeeded' || this.#state === 'failed_final') this.reset();
+    if (intentIsOver(this.#state)) this.reset();
     const step = submitTransition(this.#state, 'submit');
     if (step.outcome === 'already_applied') return this.#pending;
     this.#pending = this.#run(payload, send);
@@ -121,7 +125,7 @@ export class Intent {
       outcome = { ...settleResult(result), result };
     } catch (error) {
       // No answer to judge: the request may have run (the core's `unanswered`: keep the key).
-      outcome = { ...settled(CORE.unanswered), error };
+      outcome = { ...CORE.unanswered, error };
     }
     this.#pending = null;
     const step = submitTransition(this.#state, outcome.event);

@@ -15,7 +15,8 @@ const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
  *
  * A token is bound to the method and path of the request it is for (the edge refuses it on any
  * other route or method): `requestMethod` and `requestPath` name them, sent as
- * `?method=…&path=…`. `idempotentFetch` fills them in.
+ * `?method=…&path=…` by the core's rule (the method as `fetch` sends it, the path without its
+ * query). `idempotentFetch` fills them in.
  *
  * @param {object} [options] `{ endpoint, method, requestMethod, requestPath, headers, credentials, signal, fetch }`
  */

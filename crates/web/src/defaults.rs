@@ -1,34 +1,34 @@
-//! The core's defaults and code tables, handed to JS once as one JSON document, so the package's
-//! defaults (retry policy, fingerprint configuration, token endpoint, replay header) and the names
-//! behind the numeric codes other exports return are the core's, with one small export instead of
-//! one per value (each export costs JS glue).
+//! The core's defaults, handed to JS once as one JSON document, so the package's defaults (retry
+//! policy, fingerprint configuration, token endpoint, headers, how an unanswered submission
+//! settles) are the core's, with one small export instead of one per value (each export costs JS
+//! glue). No code tables: every other export answers names and objects (see [`crate::object`]).
 
-use crate::retry::{OUTCOMES, REASONS};
+use crate::object::{Json, Member};
 use alloc::string::String;
 use idemgate_core::fingerprint::FingerprintSpec;
 use idemgate_core::intent::Settled;
-use idemgate_core::retry::{RetryPolicy, StatusClass};
+use idemgate_core::retry::RetryPolicy;
 use wasm_bindgen::prelude::*;
 
-/// The core's defaults and code tables as JSON:
+/// The core's defaults as JSON:
 ///
 /// ```json
 /// {"version":"0.1.0",
 ///  "retry":{"maxAttempts":5,"baseDelayMs":250,"maxDelayMs":10000,"maxTotalMs":30000},
-///  "fingerprint":{"mode":"auto","headers":["content-type"],"fields":[],"maxDepth":64,"maxNumberLen":64},
+///  "fingerprint":{"mode":"auto","headers":["content-type"],"fields":[],"maxDepth":64,
+///                 "maxNumberLen":64,"caseSensitive":false},
 ///  "tokenEndpoint":"/.idemgate/token","keyHeader":"idempotency-key",
 ///  "replayedHeader":"idempotent-replayed",
-///  "outcomes":[…],"reasons":[…],"statusClasses":[…],"settled":[["succeed",false],…],
-///  "unanswered":1,"resolved":0}
+///  "unanswered":{"event":"fail_retryable","keepsKey":true},
+///  "resolved":{"event":"succeed","keepsKey":false}}
 /// ```
 ///
-/// `outcomes` names `retryNext`'s outcome codes, `reasons` its final reasons (`-1 - code`),
-/// `statusClasses` the codes of `classifyStatus`, `settled` the codes of `settle` (event, whether
-/// the key is kept); `unanswered` and `resolved` are the `settled` codes of a submission without
-/// an answer and of a sender that resolved without an HTTP answer.
+/// `caseSensitive` is a route's default (paths are compared in lower case); `unanswered` and
+/// `resolved` are how a submission without an answer and a sender that resolved without an HTTP
+/// answer settle (the shape `settle` answers).
 #[wasm_bindgen]
 pub fn defaults() -> String {
-    let mut out = Json(String::with_capacity(640));
+    let mut out = Json(String::with_capacity(512));
     out.raw("{\"version\":");
     out.string(env!("CARGO_PKG_VERSION"));
     let retry = RetryPolicy::default();
@@ -49,107 +49,110 @@ pub fn defaults() -> String {
     out.number(u64::from(fp.json_limits.max_depth));
     out.raw(",\"maxNumberLen\":");
     out.number(u64::from(fp.json_limits.max_number_len));
+    out.raw(",\"caseSensitive\":");
+    out.raw(if idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT {
+        "true"
+    } else {
+        "false"
+    });
     out.raw("},\"tokenEndpoint\":");
     out.string(idemgate_core::token::ISSUE_PATH);
     out.raw(",\"keyHeader\":");
     out.string(idemgate_core::key::HEADER);
     out.raw(",\"replayedHeader\":");
     out.string(idemgate_core::answer::REPLAYED_HEADER);
-    out.raw(",\"outcomes\":");
-    out.strings(OUTCOMES.iter().copied());
-    out.raw(",\"reasons\":");
-    out.strings(REASONS.iter().map(|r| r.code()));
-    out.raw(",\"statusClasses\":");
-    out.strings(StatusClass::ALL.iter().map(|c| c.name()));
-    out.raw(",\"settled\":[");
-    for (i, settled) in Settled::ALL.iter().enumerate() {
-        out.raw(if i == 0 { "[" } else { ",[" });
-        out.string(settled.event());
-        out.raw(if settled.keeps_key() {
-            ",true]"
-        } else {
-            ",false]"
-        });
-    }
-    out.raw("],\"unanswered\":");
-    out.number(settled_code(Settled::UNANSWERED));
+    out.raw(",\"unanswered\":");
+    out.raw(&settled(Settled::UNANSWERED).0);
     out.raw(",\"resolved\":");
-    out.number(settled_code(Settled::RESOLVED));
+    out.raw(&settled(Settled::RESOLVED).0);
     out.raw("}");
     out.0
 }
 
-/// The code of `settled` (its index in `Settled::ALL`).
-pub fn settled_code(settled: Settled) -> u64 {
-    let index = Settled::ALL.iter().position(|s| *s == settled);
-    index.unwrap_or(Settled::ALL.len()) as u64
-}
-
-/// A minimal JSON writer: the values above are ASCII names and paths without `"` or `\` (checked
-/// by the tests), and whole numbers, so no escaping and no `core::fmt` (size).
-struct Json(String);
-
-impl Json {
-    fn raw(&mut self, text: &str) {
-        self.0.push_str(text);
-    }
-
-    fn string(&mut self, text: &str) {
-        self.0.push('"');
-        self.0.push_str(text);
-        self.0.push('"');
-    }
-
-    fn strings<'a>(&mut self, items: impl Iterator<Item = &'a str>) {
-        self.0.push('[');
-        for (i, item) in items.enumerate() {
-            if i > 0 {
-                self.0.push(',');
-            }
-            self.string(item);
-        }
-        self.0.push(']');
-    }
-
-    fn number(&mut self, mut n: u64) {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        for &d in &digits[at..] {
-            self.0.push(char::from(d));
-        }
-    }
+/// `{"event": …, "keepsKey": …}` of a settled submission.
+pub fn settled(settled: Settled) -> Json {
+    Json::object(&[
+        ("event", Member::Text(settled.event())),
+        ("keepsKey", Member::Bool(settled.keeps_key())),
+    ])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::json::Value;
 
+    fn number(doc: &Value, path: &[&str]) -> Option<u64> {
+        path.iter()
+            .try_fold(doc, |v, name| v.get(name))
+            .and_then(Value::as_u64)
+    }
+
+    fn text<'a>(doc: &'a Value, path: &[&str]) -> Option<&'a str> {
+        path.iter()
+            .try_fold(doc, |v, name| v.get(name))
+            .and_then(Value::as_str)
+    }
+
+    /// Read back with the core's JSON reader and compared with the core's values, not with a
+    /// copy of the text.
     #[test]
-    fn numbers_and_names_are_plain_json() {
-        let mut out = Json(String::new());
-        for n in [0, 7, 10, 30_000, u64::MAX] {
-            out.number(n);
-            out.raw(" ");
+    fn the_document_holds_the_core_values() {
+        let doc = Value::parse(&defaults()).unwrap();
+        let retry = RetryPolicy::default();
+        assert_eq!(
+            number(&doc, &["retry", "maxAttempts"]),
+            Some(u64::from(retry.max_attempts))
+        );
+        assert_eq!(
+            number(&doc, &["retry", "baseDelayMs"]),
+            Some(retry.base_delay.as_millis())
+        );
+        assert_eq!(
+            number(&doc, &["retry", "maxDelayMs"]),
+            Some(retry.max_delay.as_millis())
+        );
+        assert_eq!(
+            number(&doc, &["retry", "maxTotalMs"]),
+            Some(retry.max_total.as_millis())
+        );
+        let fp = FingerprintSpec::default();
+        assert_eq!(text(&doc, &["fingerprint", "mode"]), Some(fp.mode.name()));
+        let headers: Option<alloc::vec::Vec<&str>> = doc
+            .get("fingerprint")
+            .and_then(|f| f.get("headers"))
+            .and_then(Value::as_array)
+            .map(|l| l.iter().filter_map(Value::as_str).collect());
+        assert_eq!(
+            headers,
+            Some(fp.headers.iter().map(String::as_str).collect())
+        );
+        assert_eq!(
+            number(&doc, &["fingerprint", "maxDepth"]),
+            Some(u64::from(fp.json_limits.max_depth))
+        );
+        assert_eq!(
+            number(&doc, &["fingerprint", "maxNumberLen"]),
+            Some(u64::from(fp.json_limits.max_number_len))
+        );
+        let case = doc.get("fingerprint").and_then(|f| f.get("caseSensitive"));
+        assert_eq!(
+            case.and_then(Value::as_bool),
+            Some(idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT)
+        );
+        assert_eq!(
+            text(&doc, &["tokenEndpoint"]),
+            Some(idemgate_core::token::ISSUE_PATH)
+        );
+        assert_eq!(text(&doc, &["keyHeader"]), Some(idemgate_core::key::HEADER));
+        for (name, want) in [
+            ("unanswered", Settled::UNANSWERED),
+            ("resolved", Settled::RESOLVED),
+        ] {
+            assert_eq!(text(&doc, &[name, "event"]), Some(want.event()), "{name}");
+            let kept = doc.get(name).and_then(|s| s.get("keepsKey"));
+            assert_eq!(kept.and_then(Value::as_bool), Some(want.keeps_key()));
         }
-        assert_eq!(out.0, "0 7 10 30000 18446744073709551615 ");
-        let text = defaults();
-        assert!(text.starts_with("{\"version\":\""));
-        assert!(text.ends_with(",\"unanswered\":1,\"resolved\":0}"));
-        assert!(text.contains(
-            "\"retry\":{\"maxAttempts\":5,\"baseDelayMs\":250,\"maxDelayMs\":10000,\"maxTotalMs\":30000}"
-        ));
-        assert!(text.contains(
-            "\"settled\":[[\"succeed\",false],[\"fail_retryable\",true],[\"fail_final\",false]]"
-        ));
-        // No name needs escaping: between the quotes there is never a backslash.
-        assert!(!text.contains('\\'));
+        assert_eq!(text(&doc, &["version"]), Some(env!("CARGO_PKG_VERSION")));
     }
 }

@@ -1,6 +1,8 @@
 //! The edge's request fingerprint (semantics §3), fed incrementally: configure and describe the
-//! request in one call, stream the body, finish. The same modes and the same bytes as the Envoy filter, because
-//! both call `idemgate_core::fingerprint`.
+//! request in one call, stream the body, finish. The same modes and the same bytes as the Envoy
+//! filter, because both call `idemgate_core::fingerprint` — over the same method and path spelling,
+//! because both take it from `idemgate_core::target` (issue 22: `post /Orders` from a browser is
+//! the edge's `POST /orders`).
 
 use crate::error::{CodedError, JsResult, FINGERPRINTER_STATE, INVALID_ARGUMENT};
 use alloc::string::String;
@@ -12,15 +14,19 @@ use wasm_bindgen::prelude::*;
 /// Incremental fingerprint, configured and described in one call, then fed the body. In JS:
 ///
 /// ```js
-/// // parts: method, path with query, `fields` JSON pointers, `names` header names, then the
-/// // request's headers as name, value pairs; joined into one buffer, with their byte lengths.
-/// const fp = new Fingerprinter(mode, maxDepth, maxNumberLen, joined, lengths, fields, names);
+/// // parts: method (as the app gives it to fetch), path with query, `fields` JSON pointers,
+/// // `names` header names, then the request's headers as name, value pairs; joined into one
+/// // buffer, with their byte lengths.
+/// const fp = new Fingerprinter(mode, maxDepth, maxNumberLen, caseSensitive, joined, lengths,
+///                              fields, names);
 /// fp.update(chunk); fp.update(chunk2);            // body, in any split
 /// fp.finish();                                    // 64 hex digits
 /// ```
 ///
-/// `undefined` for `mode`, a limit or `names` means the core's default (`auto`, 64, 64, and
-/// `content-type`). One export instead of one per setting keeps the JS glue small.
+/// `undefined` for `mode`, a limit, `caseSensitive` or `names` means the core's default (`auto`,
+/// 64, 64, a case-insensitive route, and `content-type`). `caseSensitive` is the edge route's
+/// setting: the path is hashed as that route spells it. One export instead of one per setting
+/// keeps the JS glue small.
 #[wasm_bindgen]
 pub struct Fingerprinter {
     builder: Option<FingerprintBuilder>,
@@ -31,6 +37,7 @@ pub struct Setup<'a> {
     pub mode: Option<&'a str>,
     pub max_depth: Option<u16>,
     pub max_number_len: Option<u16>,
+    pub case_sensitive: Option<bool>,
     pub parts: &'a [&'a [u8]],
     pub fields: u32,
     pub names: Option<u32>,
@@ -42,10 +49,12 @@ impl Fingerprinter {
     /// `invalid_argument` for an unknown mode, fields outside `fields` mode or parts that do not
     /// add up, `json_pointer_invalid` for a field that is not an RFC 6901 pointer.
     #[wasm_bindgen(constructor)]
+    #[allow(clippy::too_many_arguments)] // one flat, harness-callable call per request
     pub fn new(
         mode: Option<String>,
         max_depth: Option<u16>,
         max_number_len: Option<u16>,
+        case_sensitive: Option<bool>,
         joined: &[u8],
         lengths: &[u32],
         fields: u32,
@@ -56,6 +65,7 @@ impl Fingerprinter {
             mode: mode.as_deref(),
             max_depth,
             max_number_len,
+            case_sensitive,
             parts: &parts,
             fields,
             names,
@@ -141,12 +151,15 @@ impl Fingerprinter {
             headers.push((crate::parts::text(pair[0])?.to_ascii_lowercase(), pair[1]));
         }
         let pairs = headers.iter().map(|(n, v)| (n.as_str(), *v));
-        let builder = FingerprintBuilder::new(
-            &spec,
+        let case_sensitive = setup
+            .case_sensitive
+            .unwrap_or(idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT);
+        let target = idemgate_core::target::of_fetch(
             crate::parts::text(method)?,
             crate::parts::text(path)?,
-            pairs,
+            case_sensitive,
         );
+        let builder = FingerprintBuilder::new(&spec, target.method, &target.path, pairs);
         Ok(Fingerprinter {
             builder: Some(builder),
         })
@@ -197,6 +210,7 @@ mod tests {
             mode,
             max_depth: None,
             max_number_len: None,
+            case_sensitive: None,
             parts: &parts,
             fields: fields.len() as u32,
             names: Some(1),
@@ -247,6 +261,7 @@ mod tests {
             mode: None,
             max_depth: None,
             max_number_len: None,
+            case_sensitive: None,
             parts: &parts,
             fields: 0,
             names: None,
@@ -275,6 +290,7 @@ mod tests {
                 mode: None,
                 max_depth: None,
                 max_number_len: None,
+                case_sensitive: None,
                 parts,
                 fields: 0,
                 names,
@@ -286,6 +302,7 @@ mod tests {
             mode: Some("raw"),
             max_depth: None,
             max_number_len: None,
+            case_sensitive: None,
             parts: &[b"POST", b"/"],
             fields: 0,
             names: None,

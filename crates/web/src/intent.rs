@@ -1,19 +1,50 @@
 //! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
-//! submission settled and whether the next one keeps the key (`idemgate_core::intent`), whether an
-//! answer is a replay (`idemgate_core::answer`), and how to ask the edge for a one-time token and
-//! whether one is still usable (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
+//! submission settled and whether the next one keeps the key, when an intent is over and how two
+//! payloads compare (`idemgate_core::intent`), whether an answer is a replay
+//! (`idemgate_core::answer`), and how to ask the edge for a one-time token and whether one is
+//! still usable (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
 
-use crate::error::{millis, JsResult};
+use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
 use alloc::string::String;
-use idemgate_core::intent;
+use idemgate_core::intent::{self, Payload};
 use idemgate_core::time::UnixMillis;
 use wasm_bindgen::prelude::*;
 
-/// How a submission answered with `status` settled, as the index of `Settled::ALL` (names and
-/// whether the key is kept: `settled` of [`crate::defaults::defaults`]).
+/// How a submission answered with `status` settled: `{event, keepsKey}`, the submit-lifecycle
+/// event (`succeed`, `fail_retryable`, `fail_final`) and whether the intent keeps its key.
 #[wasm_bindgen]
-pub fn settle(status: u16) -> u8 {
-    crate::defaults::settled_code(intent::settle(status)) as u8
+pub fn settle(status: u16) -> JsValue {
+    crate::defaults::settled(intent::settle(status)).into_js()
+}
+
+/// Whether an intent in submit-lifecycle `state` is over (succeeded or failed for good): the
+/// next submit is a new intent, with a new key.
+#[wasm_bindgen(js_name = intentIsOver)]
+pub fn intent_is_over(state: &str) -> bool {
+    intent::is_over(state)
+}
+
+/// The fingerprint mode that decides whether a payload of `kind` is the same as the last one
+/// (`value`: sent as JSON; `body`: sent as it is; `form_entries`: FormData as the JSON list of its
+/// entries): `json` or `raw`, for the payload alone (no headers, one method and path for all);
+/// `undefined` for a `stream`, which is never the same payload. Another kind throws
+/// `invalid_argument`.
+#[wasm_bindgen(js_name = payloadMode)]
+pub fn payload_mode(kind: &str) -> JsResult<Option<String>> {
+    Ok(mode(kind)?)
+}
+
+pub fn mode(kind: &str) -> Result<Option<String>, CodedError> {
+    let kind = Payload::ALL
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .ok_or_else(|| {
+            CodedError::new(
+                INVALID_ARGUMENT,
+                "unknown payload kind: use value, body, form_entries or stream",
+            )
+        })?;
+    Ok(kind.mode().map(|mode| String::from(mode.name())))
 }
 
 /// Whether the next submit reuses the intent's key: `held` is the fingerprint of the payload the
@@ -50,16 +81,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codes_index_the_core_tables() {
-        use idemgate_core::intent::Settled;
-        let event = |status| Settled::ALL[usize::from(settle(status))].event();
-        assert_eq!(
-            [event(201), event(503), event(422)],
-            ["succeed", "fail_retryable", "fail_final"]
-        );
+    fn the_core_rules() {
         assert!(reuses_key(Some("a".into()), Some("a".into())));
         assert!(!reuses_key(None, Some("a".into())));
         assert!(is_replayed(Some("?1".into())) && !is_replayed(None));
-        assert_eq!(token_target("/t", "POST", "/p"), "/t?method=POST&path=%2Fp");
+        assert_eq!(
+            token_target("/t", "post", "/p?x"),
+            "/t?method=POST&path=%2Fp"
+        );
+        assert!(intent_is_over("succeeded") && !intent_is_over("failed_retryable"));
+    }
+
+    #[test]
+    fn payloads_by_kind() {
+        let named = |kind: &str| mode(kind).map_err(|e| e.code);
+        assert_eq!(named("value"), Ok(Some("json".into())));
+        assert_eq!(named("form_entries"), Ok(Some("json".into())));
+        assert_eq!(named("body"), Ok(Some("raw".into())));
+        assert_eq!(named("stream"), Ok(None));
+        assert_eq!(named("blob"), Err(INVALID_ARGUMENT));
     }
 }

@@ -5,16 +5,20 @@
 //! decides anything the core does not: keys are parsed, fingerprints hashed, retries timed and
 //! submit states moved by `idemgate-core`; this crate converts values and errors at the boundary.
 //!
-//! Exports (JS names): `defaults` (the core's defaults and code tables), `newKey`,
-//! `parseKeyValues`, `Fingerprinter`, `retryNext`, `parseRetryAfter`, `classifyStatus`, `settle`,
-//! `reusesKey`, `isReplayed`, `tokenTarget`, `tokenIsFresh`, `transition`. Errors are JS `Error`s named
-//! `IdemgateError` with a stable `code` (the core's `code()` string).
+//! Exports (JS names): `defaults` (the core's defaults), `newKey`, `parseKeyValues`,
+//! `Fingerprinter`, `requestTarget`, `retryNext`, `parseRetryAfter`, `classifyStatus`, `settle`,
+//! `intentIsOver`, `payloadMode`, `reusesKey`, `isReplayed`, `tokenTarget`,
+//! `tokenIsFresh`, `transition`. Errors are JS `Error`s named `IdemgateError` with a stable `code`
+//! (the core's `code()` string).
 //!
-//! Every export takes and returns strings, numbers, booleans and byte arrays only, so the same
-//! `.wasm` also runs under a host without JavaScript (the wasmtime harness), with
-//! `idemgate_error` as its only JS import that matters (JS draws the randomness `newKey` formats). Results are typed:
-//! a number (a delay, or a code whose name is in `defaults()`), a boolean, an optional string —
-//! never a string with a prefix to parse. Fewer, flatter exports also mean less JS glue (size).
+//! Every export takes strings, numbers, booleans and byte arrays, so the same `.wasm` also runs
+//! under a host without JavaScript (the wasmtime harness), with `idemgate_error` and
+//! `idemgate_object` as its only JS imports that matter (JS draws the randomness `newKey` formats).
+//! Results are typed (issue 22): a name (`classifyStatus`), a boolean, an optional string, or a
+//! plain object with named members (`retryNext`'s `{retry, delayMs | reason}`, `settle`'s
+//! `{event, keepsKey}`, `transition`'s `{outcome, state}`, `requestTarget`'s `{method, path}`;
+//! see [`object`]) — never a number whose meaning a table elsewhere decodes, and never a string
+//! with a prefix to parse. Fewer, flatter exports also mean less JS glue (size).
 #![cfg_attr(all(target_arch = "wasm32", feature = "standalone"), no_std)]
 #![forbid(unsafe_code)]
 
@@ -25,8 +29,10 @@ pub mod error;
 pub mod fingerprint;
 pub mod intent;
 pub mod key;
+pub mod object;
 pub mod parts;
 pub mod retry;
+pub mod target;
 pub mod transition;
 
 /// Without std (feature `standalone`, wasm32): a panic traps. The crate has no panicking paths by

@@ -2,6 +2,7 @@
 //! the order table is this package's example of a business table (the core ships none).
 
 use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
+use crate::object::{Json, Member};
 use alloc::string::String;
 use idemgate_core::transition::{StateTable, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
@@ -18,15 +19,24 @@ static ORDER_LIFECYCLE: StateTable = StateTable::from_static(
     ],
 );
 
-/// The answer of built-in `table` (`"submit"` or `"order"`) for `event` at `state`: the next state
-/// when the event applies, `undefined` when it was already applied (the state stays); a rejection
-/// throws with the core's code (`transition_illegal`, `transition_unknown_state`,
-/// `transition_unknown_event`).
+/// The answer of built-in `table` (`"submit"` or `"order"`) for `event` at `state`:
+/// `{outcome: "apply", state: next}` when the event applies, `{outcome: "already_applied", state}`
+/// when it was applied before (the state stays); a rejection throws with the core's code
+/// (`transition_illegal`, `transition_unknown_state`, `transition_unknown_event`).
 #[wasm_bindgen]
-pub fn transition(table: &str, state: &str, event: &str) -> JsResult<Option<String>> {
-    Ok(answer(table, state, event)?)
+pub fn transition(table: &str, state: &str, event: &str) -> JsResult<JsValue> {
+    let (outcome, to) = match answer(table, state, event)? {
+        Some(next) => ("apply", next),
+        None => ("already_applied", String::from(state)),
+    };
+    let object = Json::object(&[
+        ("outcome", Member::Text(outcome)),
+        ("state", Member::Text(&to)),
+    ]);
+    Ok(object.into_js())
 }
 
+/// The next state, or `None` when the event was already applied.
 pub fn answer(table: &str, state: &str, event: &str) -> Result<Option<String>, CodedError> {
     let table: &StateTable = match table {
         "submit" => &SUBMIT_LIFECYCLE,

@@ -2,9 +2,10 @@
 //! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
 //! the policy defaults of `defaults`), `transition` (state tables) through `transition`, `client`
 //! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey`, `tokenTarget` and
-//! `tokenIsFresh` (codes named by `defaults`). A case the module's API
-//! cannot express (another group, a malformed input, a policy that does not parse) is not exposed
-//! and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
+//! `tokenIsFresh`, `target` (browser–edge parity) through `requestTarget` and a `Fingerprinter`
+//! with the route's `caseSensitive`. Results are names and objects, read as they are. A case the
+//! module's API cannot express (another group, a malformed input, a policy that does not parse, a
+//! request no route guards — the browser does not route) is not exposed and answers `None`. What the wasm-bindgen convention is lives in [`crate::wasm_bindgen`]; this
 //! module only maps a group's input onto calls.
 
 use super::Case;
@@ -15,7 +16,14 @@ use serde_json::{json, Value};
 use std::path::Path;
 
 /// The groups this module answers.
-pub const EXPOSED_GROUPS: &[&str] = &["key", "fingerprint", "retry", "transition", "client"];
+pub const EXPOSED_GROUPS: &[&str] = &[
+    "key",
+    "fingerprint",
+    "retry",
+    "transition",
+    "client",
+    "target",
+];
 
 pub struct WebVectors {
     web: WebModule,
@@ -49,6 +57,7 @@ impl WebVectors {
             "retry" => self.retry(&case.input),
             "transition" => self.transition(&case.input),
             "client" => self.client(&case.input),
+            "target" => self.target(case),
             _ => Ok(None),
         }
     }
@@ -149,6 +158,7 @@ impl WebVectors {
             text(spec.mode.name()),
             Arg::OptU16(Some(limits.max_depth)),
             Arg::OptU16(Some(limits.max_number_len)),
+            Arg::OptBool(None),
             Arg::Bytes(parts.concat()),
             Arg::U32s(lengths),
             Arg::I32(fields.len() as i32),
@@ -221,7 +231,7 @@ impl WebVectors {
             return Ok(None);
         };
         let flag = |name: &str| raw.get(name).and_then(Value::as_bool) == Some(true);
-        // Outcome codes: the index in `defaults().outcomes` (response, network_error, timeout).
+        // The outcome by name.
         let (kind, status, retry_after) = if flag("network_error") {
             ("network_error", 0, None)
         } else if flag("timeout") {
@@ -248,20 +258,23 @@ impl WebVectors {
             Arg::F64(total),
             Arg::I32(attempts as i32),
             Arg::F64(elapsed as f64),
-            Arg::I32(self.code_of("/outcomes", kind, &defaults)?),
+            text(kind),
             Arg::I32(i32::from(status)),
             Arg::OptBytes(retry_after),
             Arg::F64(now as f64),
             Arg::I32(random as i32),
         ];
-        // A delay (≥ 0), or -1 - the index of the final reason in `defaults().reasons`.
-        let result = self.web.number("retryNext", &args)?;
-        Ok(Some(outcome(result.map(|n| {
-            if n >= 0.0 {
-                json!({ "retry_ms": n as u64 })
-            } else {
-                let reason = defaults.pointer(&format!("/reasons/{}", (-1.0 - n) as u64));
-                json!({ "final": reason.cloned().unwrap_or(Value::Null) })
+        // `{retry: true, delayMs}` or `{retry: false, reason}`.
+        let result = self.web.object("retryNext", &args)?;
+        Ok(Some(outcome(result.map(|answer| {
+            match (
+                answer.get("retry"),
+                answer.get("delayMs"),
+                answer.get("reason"),
+            ) {
+                (Some(Value::Bool(true)), Some(ms), None) => json!({ "retry_ms": ms }),
+                (Some(Value::Bool(false)), None, Some(reason)) => json!({ "final": reason }),
+                _ => json!({ "unexpected": answer }),
             }
         }))))
     }
@@ -279,18 +292,16 @@ impl WebVectors {
             .and_then(|s| u16::try_from(s).ok())
             .map(|s| Arg::I32(i32::from(s)));
         let answer = match (field("op"), status) {
-            (Some("classify"), Some(status)) => {
-                let code = self.web.int("classifyStatus", &[status])?;
-                self.defaults()?
-                    .pointer(&format!("/statusClasses/{code}"))
-                    .cloned()
-            }
-            (Some("settle"), Some(status)) => {
-                let code = self.web.int("settle", &[status])?;
-                let defaults = self.defaults()?;
-                let entry = defaults.pointer(&format!("/settled/{code}"));
-                entry.map(|e| json!({ "event": e[0], "keeps_key": e[1] }))
-            }
+            (Some("classify"), Some(status)) => Some(Value::String(
+                self.web.string_result("classifyStatus", &[status])?,
+            )),
+            (Some("settle"), Some(status)) => match self.web.object("settle", &[status])? {
+                Ok(settled) => Some(json!({
+                    "event": settled.get("event"),
+                    "keeps_key": settled.get("keepsKey"),
+                })),
+                Err(e) => return Ok(Some(outcome(Err(e)))),
+            },
             (Some("replayed"), _) => match opt("value") {
                 Some(value) => Some(json!(self.web.int("isReplayed", &[value])? != 0)),
                 None => return Ok(None),
@@ -326,24 +337,12 @@ impl WebVectors {
         Ok(Some(outcome(Ok(answer.unwrap_or(Value::Null)))))
     }
 
-    /// The module's defaults and code tables (`defaults()`, JSON).
+    /// The module's defaults (`defaults()`, JSON).
     fn defaults(&mut self) -> Result<Value> {
         let text = self.web.string_result("defaults", &[])?;
         serde_json::from_str(&text).map_err(|e| {
             crate::error::HarnessError::Interface(format!("defaults() is not JSON: {e}"))
         })
-    }
-
-    /// The index of `name` in the code table at `pointer` of the defaults.
-    fn code_of(&self, pointer: &str, name: &str, defaults: &Value) -> Result<i32> {
-        defaults
-            .pointer(pointer)
-            .and_then(Value::as_array)
-            .and_then(|names| names.iter().position(|n| n == name))
-            .map(|i| i as i32)
-            .ok_or_else(|| {
-                crate::error::HarnessError::Interface(format!("no code for {name} in {pointer}"))
-            })
     }
 
     fn transition(&mut self, input: &Value) -> Result<Option<Value>> {
@@ -360,13 +359,97 @@ impl WebVectors {
         if table != "submit" {
             return Ok(None);
         }
-        // The next state, or none when the event was already applied.
+        // `{outcome: "apply", state: next}` or `{outcome: "already_applied", state}`.
         let result = self
             .web
-            .optional_string("transition", &[text(table), text(state), text(event)])?;
-        Ok(Some(outcome(result.map(|next| match next {
-            Some(to) => json!({ "apply": to }),
-            None => Value::String("already_applied".into()),
+            .object("transition", &[text(table), text(state), text(event)])?;
+        Ok(Some(outcome(result.map(|answer| {
+            match (
+                answer.get("outcome").and_then(Value::as_str),
+                answer.get("state"),
+            ) {
+                (Some("apply"), Some(to)) => json!({ "apply": to }),
+                (Some("already_applied"), Some(at)) if at == state => {
+                    Value::String("already_applied".into())
+                }
+                _ => json!({ "unexpected": answer }),
+            }
+        }))))
+    }
+
+    /// Browser–edge parity: `{method, path}` from `requestTarget` and the fingerprint from a
+    /// `Fingerprinter`, both given the request as the app writes it and the route's case rule.
+    /// A request no route guards (`null`) is the edge's alone: the browser does not route.
+    fn target(&mut self, case: &Case) -> Result<Option<Value>> {
+        if case.expect == json!({ "ok": null }) {
+            return Ok(None);
+        }
+        let input = &case.input;
+        let policy = match input.get("policy") {
+            None | Some(Value::Null) => Policy::defaults(),
+            Some(config) => match Policy::from_json(&config.to_string(), &|_| None) {
+                Ok(policy) => policy,
+                Err(_) => return Ok(None),
+            },
+        };
+        // The route's case rule, as an app configures its fingerprint (one route per vector).
+        let case_sensitive = input
+            .pointer("/policy/routes/0/case_sensitive")
+            .and_then(Value::as_bool);
+        let (Some(method), Some(path)) = (
+            input.get("method").and_then(Value::as_str),
+            input.get("path").and_then(Value::as_str),
+        ) else {
+            return Ok(None);
+        };
+        let mut headers = Vec::new();
+        for pair in input
+            .get("headers")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            match pair.as_array().map(Vec::as_slice) {
+                Some([Value::String(n), Value::String(v)]) => headers.push((n.clone(), v.clone())),
+                _ => return Ok(None),
+            }
+        }
+        let body = match input.get("body") {
+            Some(Value::String(s)) => s.as_bytes().to_vec(),
+            None => Vec::new(),
+            _ => return Ok(None),
+        };
+        let args = [text(method), text(path), Arg::OptBool(case_sensitive)];
+        let seen = match self.web.object("requestTarget", &args)? {
+            Ok(seen) => seen,
+            Err(e) => return Ok(Some(outcome(Err(e)))),
+        };
+        let spec = &policy.fingerprint;
+        let mut parts: Vec<&[u8]> = vec![method.as_bytes(), path.as_bytes()];
+        parts.extend(spec.headers.iter().map(|n| n.as_bytes()));
+        for (name, value) in &headers {
+            parts.extend([name.as_bytes(), value.as_bytes()]);
+        }
+        let lengths = parts.iter().map(|p| p.len() as u32).collect();
+        let limits = &spec.json_limits;
+        let args = [
+            text(spec.mode.name()),
+            Arg::OptU16(Some(limits.max_depth)),
+            Arg::OptU16(Some(limits.max_number_len)),
+            Arg::OptBool(case_sensitive),
+            Arg::Bytes(parts.concat()),
+            Arg::U32s(lengths),
+            Arg::I32(0),
+            Arg::OptU32(Some(spec.headers.len() as u32)),
+        ];
+        let handle = match self.web.handle("fingerprinter_new", &args)? {
+            Ok(handle) => handle,
+            Err(e) => return Ok(Some(outcome(Err(e)))),
+        };
+        let print = self.fingerprint_with(handle, &[body.as_slice()])?;
+        self.web.free("fingerprinter", handle)?;
+        Ok(Some(outcome(print.map(|fingerprint| {
+            json!({ "method": seen.get("method"), "path": seen.get("path"), "fingerprint": fingerprint })
         }))))
     }
 }

@@ -33,6 +33,8 @@ mod retry;
 mod signature;
 #[path = "storage_key.rs"]
 mod storage_key;
+#[path = "target.rs"]
+mod target;
 #[path = "token.rs"]
 mod token;
 #[path = "transition.rs"]
@@ -55,6 +57,7 @@ pub const NAMES: &[&str] = &[
     "signature",
     "key_source",
     "client",
+    "target",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -75,6 +78,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "signature" => signature::eval(input),
         "key_source" => key_source::eval(input),
         "client" => client::eval(input),
+        "target" => target::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }

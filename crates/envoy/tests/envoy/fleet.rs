@@ -489,11 +489,17 @@ fn two_envoys_sharing_the_store_run_each_key_once_and_replay_it_identically(engi
     for round in 0..4 {
         let key = format!("fleet-burst-{round}");
         let answers = once_across_the_fleet(&upstream, &[a.port, b.port], &key, 1000, 20);
+        // Counted, not assumed: what the clients saw executed and what reached the upstream.
+        let executed = answers
+            .iter()
+            .filter(|r| r.status == 201 && !r.replayed())
+            .count();
+        let calls = upstream.hits(&key);
         let replayed = answers.iter().filter(|r| r.replayed()).count();
         let conflicts = answers.iter().filter(|r| r.status == 409).count();
         let unavailable = answers.iter().filter(|r| r.status == 503).count();
         report.push(format!(
-            "{key}: 1 executed, {replayed} replayed, {conflicts} conflicts, {unavailable} store-unavailable"
+            "{key}: {executed} executed ({calls} upstream call(s)), {replayed} replayed, {conflicts} conflicts, {unavailable} store-unavailable"
         ));
     }
     eprintln!("{}", report.join("\n"));

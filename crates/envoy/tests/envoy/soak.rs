@@ -1,6 +1,6 @@
 //! Soak (issue 8, part 3): unique keys at full speed through Envoy with a small store, for
-//! `SOAK_SECONDS`. Runs only when `SOAK_SECONDS` is set (`make soak`, default 180 s); in
-//! `make test-envoy` it returns at once. Every `SOAK_SAMPLE_SECONDS` (default 10) it samples the
+//! `SOAK_SECONDS`. Run by `make soak` (default 180 s) only: `make test-envoy` skips it by name, and
+//! without `SOAK_SECONDS` it fails instead of passing having checked nothing (issue 22). Every `SOAK_SAMPLE_SECONDS` (default 10) it samples the
 //! time, Envoy's RSS (`/proc/PID/status` VmRSS) and the filter's counters, prints a table (also
 //! written to `SOAK_OUT`, default `target/soak.csv`), and asserts: no answer other than 201 and
 //! the configured store-full 503; Envoy's memory flat once the store is at capacity. The live
@@ -32,13 +32,10 @@ struct Sample {
 #[test]
 #[ignore = "a soak: `make soak` (SOAK_SECONDS, default 180)"]
 fn soak_unique_keys_at_full_speed() {
-    let Some(seconds) = std::env::var("SOAK_SECONDS")
+    let seconds = std::env::var("SOAK_SECONDS")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())
-    else {
-        eprintln!("soak skipped: set SOAK_SECONDS (make soak)");
-        return;
-    };
+        .expect("the soak needs SOAK_SECONDS (a whole number of seconds): run it with `make soak`");
     let every = std::env::var("SOAK_SAMPLE_SECONDS")
         .ok()
         .and_then(|s| s.parse::<u64>().ok())

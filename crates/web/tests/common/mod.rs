@@ -7,7 +7,7 @@
 use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::json::{JsonLimits, JsonPointer};
 use idemgate_web::fingerprint::Fingerprinter;
-use idemgate_web::{key, retry, transition};
+use idemgate_web::{intent, key, retry, target, transition};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -93,6 +93,7 @@ fn fingerprinter(mode: &str, fields: &[&str]) -> Result<Fingerprinter, JsValue> 
         Some(mode.into()),
         None,
         None,
+        None,
         &parts.concat(),
         &lengths,
         fields,
@@ -148,17 +149,25 @@ fn fingerprint_errors_carry_codes() {
     assert_eq!(code_of(err).0, "json_pointer_invalid");
     let err = fingerprinter("xml", &[]).err().unwrap();
     assert_eq!(code_of(err).0, "invalid_argument");
-    let short = Fingerprinter::new(None, None, None, b"POST", &[4], 0, None);
+    let short = Fingerprinter::new(None, None, None, None, b"POST", &[4], 0, None);
     assert_eq!(code_of(short.err().unwrap()).0, "invalid_argument");
     let mut fp = fingerprinter("raw", &[]).unwrap();
     fp.finish().unwrap();
     assert_eq!(code_of(fp.finish().unwrap_err()).0, "fingerprinter_state");
 }
 
+/// A member of a plain JS object an export answered (`{retry, delayMs}` …), as JSON text.
+fn member(object: &JsValue, name: &str) -> String {
+    assert!(object.is_object(), "not an object: {object:?}");
+    let value = js_sys::Reflect::get(object, &JsValue::from_str(name)).unwrap();
+    js_sys::JSON::stringify(&value)
+        .map(String::from)
+        .unwrap_or_default()
+}
+
 #[wasm_bindgen_test]
-fn retry_and_transitions() {
-    // Outcome codes: 0 response, 1 network_error, 2 timeout; a final reason is -1 - its code.
-    let next = |outcome: u8, status: u16, retry_after: Option<&str>, attempts: u32| {
+fn retry_and_transitions_answer_objects() {
+    let next = |outcome: &str, status: u16, retry_after: Option<&str>, attempts: u32| {
         retry::retry_next(
             5,
             250.0,
@@ -173,34 +182,94 @@ fn retry_and_transitions() {
             1 << 31,
         )
     };
-    assert_eq!(next(1, 0, None, 1).unwrap(), 125.0);
-    assert_eq!(next(0, 429, Some("3"), 1).unwrap(), 3000.0);
-    let date = Some("Sun, 06 Nov 1994 08:49:47 GMT");
-    assert_eq!(next(0, 503, date, 1).unwrap(), 10_000.0);
-    assert_eq!(next(0, 422, None, 1).unwrap(), -2.0); // not_retryable
-    assert_eq!(next(0, 504, None, 5).unwrap(), -3.0); // retry_exhausted_attempts
+    let delay = |answer: JsValue| (member(&answer, "retry"), member(&answer, "delayMs"));
+    let stop = |answer: JsValue| (member(&answer, "retry"), member(&answer, "reason"));
+    let yes = |ms: &str| ("true".to_string(), ms.to_string());
     assert_eq!(
-        code_of(next(9, 0, None, 1).unwrap_err()).0,
+        delay(next("network_error", 0, None, 1).unwrap()),
+        yes("125")
+    );
+    assert_eq!(
+        delay(next("response", 429, Some("3"), 1).unwrap()),
+        yes("3000")
+    );
+    let date = Some("Sun, 06 Nov 1994 08:49:47 GMT");
+    assert_eq!(delay(next("response", 503, date, 1).unwrap()), yes("10000"));
+    let no = |why: &str| ("false".to_string(), format!("\"{why}\""));
+    assert_eq!(
+        stop(next("response", 422, None, 1).unwrap()),
+        no("not_retryable")
+    );
+    assert_eq!(
+        stop(next("response", 504, None, 5).unwrap()),
+        no("retry_exhausted_attempts")
+    );
+    assert_eq!(
+        code_of(next("sneezed", 0, None, 1).unwrap_err()).0,
         "invalid_argument"
     );
-    let negative = retry::retry_next(5, -1.0, 0.0, 0.0, 1, 0.0, 2, 0, None, 0.0, 0);
+    let negative = retry::retry_next(5, -1.0, 0.0, 0.0, 1, 0.0, "timeout", 0, None, 0.0, 0);
     assert_eq!(code_of(negative.unwrap_err()).0, "invalid_argument");
     assert_eq!(retry::parse_retry_after("7", 0.0).unwrap(), Some(7000.0));
     assert_eq!(retry::parse_retry_after("soon", 0.0).unwrap(), None);
+    assert_eq!(retry::classify_status(409), "in_flight");
 
+    let step = |state: &str, event: &str| {
+        let answer = transition::transition("submit", state, event).unwrap();
+        (member(&answer, "outcome"), member(&answer, "state"))
+    };
+    let pair = |a: &str, b: &str| (format!("\"{a}\""), format!("\"{b}\""));
+    assert_eq!(step("idle", "submit"), pair("apply", "in_flight"));
     assert_eq!(
-        transition::transition("submit", "idle", "submit").unwrap(),
-        Some("in_flight".into())
-    );
-    assert_eq!(
-        transition::transition("submit", "in_flight", "submit").unwrap(),
-        None
+        step("in_flight", "submit"),
+        pair("already_applied", "in_flight")
     );
     // A submit after success is "already applied" (the intent is over; a new one needs `reset`).
     assert_eq!(
-        transition::transition("submit", "succeeded", "submit").unwrap(),
-        None
+        step("succeeded", "submit"),
+        pair("already_applied", "succeeded")
     );
+    assert!(intent::intent_is_over("succeeded"));
     let illegal = transition::transition("submit", "idle", "succeed").unwrap_err();
     assert_eq!(code_of(illegal).0, "transition_illegal");
+
+    let settled = intent::settle(503);
+    assert_eq!(member(&settled, "event"), "\"fail_retryable\"");
+    assert_eq!(member(&settled, "keepsKey"), "true");
+}
+
+/// Browser–edge parity (issue 22): what the page fingerprints is what the edge sees.
+#[wasm_bindgen_test]
+fn the_browser_spells_a_request_as_the_edge_does() {
+    let seen = target::request_target("post", "/Orders//x;v=1?Q=A", None);
+    assert_eq!(member(&seen, "method"), "\"POST\"");
+    assert_eq!(member(&seen, "path"), "\"/orders/x?Q=A\"");
+    let print = |method: &str, path: &str, case_sensitive: Option<bool>| {
+        let parts: [&[u8]; 2] = [method.as_bytes(), path.as_bytes()];
+        let lengths = [parts[0].len() as u32, parts[1].len() as u32];
+        let mut fp = Fingerprinter::new(
+            Some("raw".into()),
+            None,
+            None,
+            case_sensitive,
+            &parts.concat(),
+            &lengths,
+            0,
+            Some(0),
+        )
+        .unwrap();
+        fp.finish().unwrap()
+    };
+    assert_eq!(
+        print("post", "/Orders", None),
+        print("POST", "/orders", None)
+    );
+    assert_ne!(
+        print("post", "/Orders", Some(true)),
+        print("POST", "/orders", Some(true))
+    );
+    assert_ne!(
+        print("patch", "/orders", None),
+        print("PATCH", "/orders", None)
+    );
 }

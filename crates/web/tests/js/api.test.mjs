@@ -62,6 +62,28 @@ describe('fingerprint', () => {
     assert.equal(await api.fingerprint({ ...facts, headers: { 'content-type': 'application/json', 'x-trace': '1' }, body: text }), base);
   });
 
+  // Browser–edge parity (issue 22): the edge fingerprints `POST /orders` for every spelling below
+  // (the method as fetch sends it, the path as a case-insensitive route spells it).
+  it('the method and path are hashed as the edge sees them', async () => {
+    const edge = await api.fingerprint({ ...facts, method: 'POST', url: '/orders?x=1', body: text });
+    for (const [method, url] of [['post', '/Orders?x=1'], ['Post', 'http://example.test//orders;v=2?x=1'], ['POST', '/a/../%6Frders?x=1']]) {
+      assert.equal(await api.fingerprint({ ...facts, method, url, body: text }), edge, `${method} ${url}`);
+    }
+    assert.deepEqual(api.requestTarget('post', '/Orders//7;v=1?Q=A'), { method: 'POST', path: '/orders/7?Q=A' });
+    assert.deepEqual(api.requestTarget('patch', '/Orders', { caseSensitive: true }), { method: 'patch', path: '/Orders' });
+    const sensitive = { ...api.DEFAULT_FINGERPRINT, caseSensitive: true };
+    assert.notEqual(await api.fingerprint({ ...facts, url: '/Orders?x=1', body: text }, sensitive), edge);
+    assert.notEqual(await api.fingerprint({ ...facts, url: '/orders/?x=1', body: text }), edge, 'a trailing slash is another path');
+  });
+
+  it('results cross as names and objects, an unknown outcome is an error (no sentinel code)', () => {
+    assert.deepEqual(api.retryDecision({ attemptsMade: 1, outcome: 'network_error', random: 0 }), { retry: true, delayMs: 0 });
+    assert.deepEqual(api.retryDecision({ attemptsMade: 1, status: 422 }), { retry: false, reason: 'not_retryable' });
+    assert.equal(codeOf(() => api.retryDecision({ attemptsMade: 1, outcome: 'sneezed' })), 'invalid_argument');
+    assert.equal(api.classifyStatus(429), 'rate_limited');
+    assert.deepEqual(api.transition('submit', 'in_flight', 'submit'), { outcome: 'already_applied', state: 'in_flight' });
+  });
+
   it('FormData must be encoded once; encodeBody gives identical bytes for every attempt', async () => {
     const form = new FormData();
     form.append('sku', 'A1');
