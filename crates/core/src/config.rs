@@ -353,6 +353,24 @@ impl Policy {
         config.compile(env)
     }
 
+    /// A filter configuration compiled only to derive storage keys as the filter does — what the
+    /// store service's operator controls need (`idemgate-store records …`). Routes, key sources
+    /// and scopes are the filter's; the secrets the configuration names (the remote store's record
+    /// secrets, the token secret, webhook signature secrets) are never read, because only the
+    /// Envoys hold them. So the policy it returns verifies no signature, seals nothing and issues
+    /// or checks no token: use it for storage keys alone.
+    pub fn for_storage_keys(text: &str) -> Result<Policy, ConfigError> {
+        let config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            Config::from_json(text)?
+        };
+        config
+            .without_secrets()
+            .map_err(|refusal| *refusal.0)?
+            .compile(&|_| None)
+    }
+
     /// The default policy: what `{}` (or an empty document) configures, built directly.
     /// `tests/defaults.rs` holds it equal to `Policy::from_json("{}")`, field by field.
     pub fn defaults() -> Policy {
@@ -464,6 +482,23 @@ fn header_name(field: &str, name: &str) -> Result<String, Refusal> {
 }
 
 impl Config {
+    /// The configuration without what needs a secret: the store section (its record secrets), the
+    /// token section and routes' token requirements, and signature rules — each preset filled in
+    /// first, so a callback route keeps the key source and scope its preset gives it.
+    fn without_secrets(mut self) -> Result<Config, Refusal> {
+        self.store = None;
+        self.token = None;
+        for (i, route) in self.routes.iter_mut().flatten().enumerate() {
+            if let Some(preset) = route.preset.take() {
+                let filled = preset.fill(i, route)?;
+                *route = filled;
+            }
+            route.signature = None;
+            route.token = None;
+        }
+        Ok(self)
+    }
+
     /// Validates into a [`Policy`].
     pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
         self.validate(env).map_err(|refusal| *refusal.0)

@@ -149,3 +149,59 @@ fn bad_store_sections_are_refused_with_the_field() {
         assert!(e.contains(field), "{text}: {e}");
     }
 }
+
+/// The store service's operator controls derive storage keys from the filter's configuration
+/// without the secrets it names (only the Envoys hold them): the same routes, key sources and
+/// scopes as the filter's own compile, and no secret read.
+#[test]
+fn storage_keys_come_from_the_configuration_without_its_secrets() {
+    let text = r#"{
+        "store": { "kind": "remote", "cluster": "idemgate_store", "record_secret_env": "NEW" },
+        "token": { "secret_env": "TOKEN_SECRET" },
+        "routes": [
+            { "prefix": "/webhooks/stripe", "preset": "stripe",
+              "signature": { "secret_env": "STRIPE_SECRET" } },
+            { "prefix": "/Orders", "case_sensitive": true },
+            { "prefix": "/pay", "token": "required" }
+        ] }"#;
+    let env = |name: &str| match name {
+        "NEW" => Some(SECRET.to_string()),
+        "TOKEN_SECRET" => Some("token-secret-of-the-fleet-0123456789abcdef".to_string()),
+        "STRIPE_SECRET" => Some("whsec_test_secret".to_string()),
+        _ => None,
+    };
+    let filter = Policy::from_json(text, &env).unwrap();
+    // Without the environment the filter's compile is refused; the key-only compile is not.
+    assert!(compile(text).is_err());
+    let keys = Policy::for_storage_keys(text).unwrap();
+    assert_eq!(keys.store, StoreKind::Local);
+    assert_eq!(keys.scope, filter.scope);
+    for (method, path) in [
+        ("POST", "/webhooks/stripe"),
+        ("POST", "/Orders/7"),
+        ("POST", "/orders/7"),
+        ("POST", "/pay/x?y=1"),
+        ("GET", "/pay/x"),
+    ] {
+        let (a, b) = (
+            filter.match_request(method, path),
+            keys.match_request(method, path),
+        );
+        assert_eq!(a.is_some(), b.is_some(), "{method} {path}");
+        if let (Some(a), Some(b)) = (a, b) {
+            assert_eq!(a.path, b.path, "{method} {path}");
+            assert_eq!(a.route.prefix, b.route.prefix, "{method} {path}");
+            assert_eq!(
+                a.route.own_scope().map(|s| (s.source, s.value.to_vec())),
+                b.route.own_scope().map(|s| (s.source, s.value.to_vec())),
+                "{method} {path}"
+            );
+        }
+    }
+    // The callback route keeps its preset's scope: the route itself.
+    let stripe = keys.match_request("POST", "/webhooks/stripe").unwrap();
+    assert!(stripe.route.own_scope().is_some());
+    // A preset route without its signature is still refused, as the filter refuses it.
+    let unsigned = r#"{ "routes": [{ "prefix": "/w", "preset": "stripe" }] }"#;
+    assert!(Policy::for_storage_keys(unsigned).is_err());
+}

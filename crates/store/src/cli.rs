@@ -219,7 +219,7 @@ impl Own {
 /// The service's options that take a value (the flag form without `=`), so their value is passed
 /// on with them; `--cluster` alone is a switch.
 fn takes_value(flag: &str) -> bool {
-    flag.starts_with("--") && flag != "--cluster"
+    flag.starts_with("--") && !matches!(flag, "--cluster" | "--plaintext-unauthenticated")
 }
 
 fn count(name: &'static str, text: &str) -> Result<u64, CliError> {
@@ -239,8 +239,8 @@ pub fn load_policy(config: &Config) -> Result<Policy, String> {
     };
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("--policy: cannot read {}: {e}", path.display()))?;
-    Policy::from_json(&text, &|name| std::env::var(name).ok())
-        .map_err(|e| format!("--policy: {}: {e}", path.display()))
+    // Storage keys only: the secrets the filter's configuration names stay with the Envoys.
+    Policy::for_storage_keys(&text).map_err(|e| format!("--policy: {}: {e}", path.display()))
 }
 
 /// Runs an operator command: its output on stdout; `Err` is the message for a non-zero exit.
@@ -252,10 +252,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
         crate::log::init(&config.log)?;
     }
     match operator {
-        Operator::Help => {
-            print!("{USAGE}");
-            Ok(())
-        }
+        Operator::Help => emit(USAGE.trim_end()),
         Operator::Get {
             query,
             body,
@@ -267,10 +264,9 @@ pub async fn run(operator: Operator) -> Result<(), String> {
             let engine = Engine::connect(&config).await?;
             let (now, value) = engine.read(&key, true).await.map_err(|e| e.to_string())?;
             match value {
-                Some(bytes) => println!("{}", records::record_json(&key, &bytes, now, body)),
-                None => println!("{}", records::absent_json(&key)),
+                Some(bytes) => emit(&records::record_json(&key, &bytes, now, body)),
+                None => emit(&records::absent_json(&key)),
             }
-            Ok(())
         }
         Operator::Evict { query, config } => {
             let key = query
@@ -279,8 +275,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
             let engine = Engine::connect(&config).await?;
             let evicted = engine.evict(&key).await.map_err(|e| e.to_string())?;
             records::log_eviction(&key, evicted, "cli");
-            println!("{}", records::evicted_json(&key, evicted));
-            Ok(())
+            emit(&records::evicted_json(&key, evicted))
         }
         Operator::Stats {
             top,
@@ -292,10 +287,19 @@ pub async fn run(operator: Operator) -> Result<(), String> {
                 .survey(top, scan_limit)
                 .await
                 .map_err(|e| e.to_string())?;
-            println!("{}", records::survey_json(&survey));
-            Ok(())
+            emit(&records::survey_json(&survey))
         }
     }
+}
+
+/// One line of a command's output on stdout. Not `println!`: a reader that closed the pipe
+/// (`… | head -c 100`) must get an error exit, not a panic.
+fn emit(line: &str) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{line}")
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("cannot write the output: {e}"))
 }
 
 #[cfg(test)]

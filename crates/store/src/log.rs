@@ -2,8 +2,8 @@
 //!
 //! Besides operational messages, every record's life is logged: one structured line when a
 //! record is created, completed, released, evicted or a token is used — with the storage key's
-//! hash, never the key itself (the storage key names the Redis key or row, so a log reader could
-//! otherwise look records up; and a client's idempotency key never reaches the service at all).
+//! log label (its first 6 bytes, the label the filter's debug logs use), never the whole key (it
+//! names the Redis key or row; and a client's idempotency key never reaches the service at all).
 
 use crate::config::{LogFormat, LogSettings};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
@@ -86,7 +86,8 @@ impl RecordEvent {
 }
 
 /// The storage key's log label ([`StorageKey::log_label`], the same the filter logs): enough to
-/// follow one record from Envoy's log to this one, useless for finding it in the engine.
+/// follow one record from Envoy's log to this one. It is a prefix of the engine's key name, so
+/// whoever reads the logs and can scan the engine can find the record: guard both alike.
 pub fn key_hash(key: &StorageKey) -> String {
     key.log_label()
 }

@@ -525,15 +525,22 @@ impl RedisPostgres {
     /// eviction may then be repeated.
     pub async fn evict(&self, key: &StorageKey) -> Result<bool, EngineError> {
         let in_postgres = self.pg(self.postgres.evict(key)).await?;
-        let in_redis = match self.redis.get() {
-            Some(redis) => redis.evict(&redis.redis_key(key)).await.map_err(|e| {
-                EngineError::Unavailable(format!(
-                    "evicted from PostgreSQL, but Redis still holds a copy ({e}); evict again"
-                ))
-            })?,
-            None => false,
+        let Some(redis) = self.redis.get() else {
+            return Ok(in_postgres);
         };
-        Ok(in_postgres || in_redis)
+        let rkey = redis.redis_key(key);
+        let unreachable = |e: EngineError| {
+            EngineError::Unavailable(format!(
+                "evicted from PostgreSQL, but Redis still holds a copy ({e}); evict again"
+            ))
+        };
+        let in_redis = redis.evict(&rkey).await.map_err(unreachable)?;
+        // A read that found the row in PostgreSQL just before it was deleted may still fill
+        // Redis with it (a fill is one Redis call, bounded by the Redis budget): delete again
+        // once any such fill has landed or given up, so no copy outlives the eviction.
+        tokio::time::sleep(self.redis_budget).await;
+        let filled_since = redis.evict(&rkey).await.map_err(unreachable)?;
+        Ok(in_postgres || in_redis || filled_since)
     }
 
     /// PostgreSQL's survey: it holds every record.
