@@ -851,6 +851,12 @@ fn a_claim_won_for_a_client_that_left_is_released(engine: Engine) {
     );
     assert_eq!(upstream.hits("left-early"), 1);
     // The claim did land for the client that left, and was released (not merely never made).
+    // The service answers the release after Redis has it, so the retry can get in before Envoy
+    // counts the answer: wait for the count (bounded), then require exactly one.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while a.counter("released") == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(a.counter("released"), 1);
 }
 on_every_engine!(a_claim_won_for_a_client_that_left_is_released);
@@ -908,6 +914,9 @@ fn an_envoy_without_the_client_certificate_gets_no_store_operation() {
     let with = |cluster: String| {
         let mut setup = Setup::new(&filter, upstream.port);
         setup.clusters = cluster;
+        setup
+            .vm_env
+            .push(("IDEMGATE_RECORD_SECRET".into(), RECORD_SECRET.into()));
         Envoy::start(&setup)
     };
     let full = store.cluster();
