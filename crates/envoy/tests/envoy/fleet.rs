@@ -819,11 +819,14 @@ on_every_engine!(pass_through_forwards_unprotected_while_the_store_is_down);
 fn a_claim_won_for_a_client_that_left_is_released(engine: Engine) {
     let backend = Backend::start(engine);
     // With the default 300 ms, a loaded machine could time the claim out inside the service
-    // before the backend resumes: then no claim lands and there is nothing to release.
-    let store = Store::start_patient(&backend);
+    // before the backend resumes: then no claim lands and there is nothing to release. The
+    // filter waits for the service longer still (10 s against 5 s), so the claim's answer always
+    // reaches it.
+    let store = Store::start_with(backend.args(), "5s");
     let upstream = Upstream::start();
     // The service waits on the backend longer than the client: the claim lands after the client left.
-    let filter = config("");
+    let filter = config("").replace(r#""timeout": "2s""#, r#""timeout": "10s""#);
+    assert!(filter.contains(r#""timeout": "10s""#), "{filter}");
     let (a, _) = envoy(&filter, &upstream, &store);
     backend.freeze();
     let request = Request::post("/pay", "left-early");
@@ -857,7 +860,13 @@ fn a_claim_won_for_a_client_that_left_is_released(engine: Engine) {
     while a.counter("released") == 0 && Instant::now() < deadline {
         thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(a.counter("released"), 1);
+    assert_eq!(
+        a.counter("released"),
+        1,
+        "store errors {}; Envoy's log:\n{}",
+        a.counter("store_error"),
+        a.log_text()
+    );
 }
 on_every_engine!(a_claim_won_for_a_client_that_left_is_released);
 

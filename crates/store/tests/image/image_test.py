@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tarfile
@@ -29,6 +30,9 @@ import time
 import urllib.request
 
 sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..",
+                                "examples", "store"))
+import certs  # noqa: E402  (examples/store/certs.py: the mutual TLS certificates)
 _spec = importlib.util.spec_from_file_location(
     "store_oci_image",
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../scripts/oci_image.py"),
@@ -142,18 +146,31 @@ def main():
                                   "no", "--dir", work], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
         check("redis-server starts", wait_port(port))
+        # As deployed: mutual TLS, with certificates made here (examples/store/certs.py).
+        pki = certs.make(os.path.join(work, "certs"))
         service = subprocess.Popen([exe, "--listen", "127.0.0.1:0", "--redis",
-                                    f"redis://127.0.0.1:{port}"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE, text=True)
+                                    f"redis://127.0.0.1:{port}", *certs.store_args(pki)],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = service.stdout.readline().strip()
-        addr = line.rsplit("http://", 1)[-1] if "http://" in line else None
-        check("the service from the layer listens", addr is not None, line + service.stderr.read()
-              if addr is None else "")
+        addr = line.rsplit("https://", 1)[-1] if "https://" in line else None
+        check("the service from the layer listens (mutual TLS)", addr is not None,
+              line + service.stderr.read() if addr is None else "")
         if addr:
+            tls = ssl.create_default_context(cafile=pki["ca"])
+            tls.load_cert_chain(pki["envoy_cert"], pki["envoy_key"])
             for path, body in (("/healthz", "ok"), ("/readyz", "ready")):
-                with urllib.request.urlopen(f"http://{addr}{path}", timeout=10) as r:
+                with urllib.request.urlopen(f"https://{addr}{path}", timeout=10,
+                                            context=tls) as r:
                     text = r.read().decode().strip()
                     check(f"GET {path} → 200 {body}", r.status == 200 and text == body, text)
+            # Without a client certificate the handshake is refused.
+            anonymous = ssl.create_default_context(cafile=pki["ca"])
+            try:
+                urllib.request.urlopen(f"https://{addr}/healthz", timeout=10, context=anonymous)
+                refused = False
+            except (OSError, ssl.SSLError):
+                refused = True
+            check("a client without a certificate is refused", refused)
     finally:
         kill(service)
         kill(redis)
