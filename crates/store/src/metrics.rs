@@ -75,34 +75,38 @@ impl Metrics {
                 );
             }
         }
-        out.push_str("# HELP idemgate_store_cas_conflicts_total Compare-and-set writes that lost a race and were decided again.\n");
-        out.push_str("# TYPE idemgate_store_cas_conflicts_total counter\n");
-        let _ = writeln!(
-            out,
-            "idemgate_store_cas_conflicts_total {}",
-            self.cas_conflicts.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP idemgate_store_tls_refused_total Connections closed because they did not complete mutual TLS.\n");
-        out.push_str("# TYPE idemgate_store_tls_refused_total counter\n");
-        let _ = writeln!(
-            out,
-            "idemgate_store_tls_refused_total {}",
-            self.tls_refused.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP idemgate_store_engine_calls_total Engine calls made (reads and compare-and-sets), one round trip each.\n");
-        out.push_str("# TYPE idemgate_store_engine_calls_total counter\n");
-        let _ = writeln!(
-            out,
-            "idemgate_store_engine_calls_total {}",
-            self.engine_calls.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP idemgate_store_in_flight Operations being carried out now.\n");
-        out.push_str("# TYPE idemgate_store_in_flight gauge\n");
-        let _ = writeln!(
-            out,
-            "idemgate_store_in_flight {}",
-            self.in_flight.load(Ordering::Relaxed)
-        );
+        let single: [(&str, &str, &str, String); 4] = [
+            (
+                "idemgate_store_cas_conflicts_total",
+                "counter",
+                "Compare-and-set writes that lost a race and were decided again.",
+                self.cas_conflicts.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "idemgate_store_tls_refused_total",
+                "counter",
+                "Connections closed because they did not complete mutual TLS.",
+                self.tls_refused.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "idemgate_store_engine_calls_total",
+                "counter",
+                "Engine calls made (reads and compare-and-sets), one round trip each.",
+                self.engine_calls.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "idemgate_store_in_flight",
+                "gauge",
+                "Operations being carried out now.",
+                self.in_flight.load(Ordering::Relaxed).to_string(),
+            ),
+        ];
+        for (name, kind, help, value) in single {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
         out.push_str("# HELP idemgate_store_operation_seconds Time from request body to answer.\n");
         out.push_str("# TYPE idemgate_store_operation_seconds histogram\n");
         for (bound, bucket) in BUCKETS.iter().zip(&self.latency_buckets) {
