@@ -38,7 +38,8 @@ impl Pki {
 /// The name the server certificate carries besides `IP:127.0.0.1` (Envoy's `sni` and SAN match).
 pub const SERVER_NAME: &str = "localhost";
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// Runs the `openssl` command in `dir` (the PostgreSQL and Redis TLS helpers use it too).
+pub fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .args(args)
         .current_dir(dir)

@@ -15,6 +15,7 @@
 //! that serve open connections too, and a SIGKILL must leave no orphaned backend holding the
 //! shared memory a restart needs. (A process group would not do: every backend calls `setsid`.)
 
+use super::pki::openssl;
 use super::{service_binary, Service};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -375,20 +376,6 @@ pub struct Certs {
     pub other_ca: PathBuf,
     pub server_cert: PathBuf,
     pub server_key: PathBuf,
-}
-
-/// Runs the `openssl` command in `dir` (the Redis TLS helpers use it too).
-pub fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl runs");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Makes the certificates in `dir`; the server's key is handed to the user PostgreSQL runs as

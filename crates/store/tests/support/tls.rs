@@ -4,7 +4,7 @@
 //! the default user off. Killed by PID on drop, like [`super::Redis`].
 
 use super::free_port;
-use super::postgres::openssl;
+use super::pki::openssl;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
