@@ -106,24 +106,9 @@ impl WebVectors {
                     .collect()
             })
             .unwrap_or_default();
-        let (Some(method), Some(path)) = (
-            input.get("method").and_then(Value::as_str),
-            input.get("path").and_then(Value::as_str),
-        ) else {
+        let Some((method, path, headers)) = request_parts(input) else {
             return Ok(None);
         };
-        let mut headers = Vec::new();
-        for pair in input
-            .get("headers")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            match pair.as_array().map(Vec::as_slice) {
-                Some([Value::String(n), Value::String(v)]) => headers.push((n.clone(), v.clone())),
-                _ => return Ok(None),
-            }
-        }
         let body = match (input.get("body"), input.get("body_hex")) {
             (Some(Value::String(s)), _) => s.as_bytes().to_vec(),
             (None, Some(hex)) => match hex.as_str().and_then(idemgate_core::hash::from_hex) {
@@ -396,24 +381,9 @@ impl WebVectors {
         let case_sensitive = input
             .pointer("/policy/routes/0/case_sensitive")
             .and_then(Value::as_bool);
-        let (Some(method), Some(path)) = (
-            input.get("method").and_then(Value::as_str),
-            input.get("path").and_then(Value::as_str),
-        ) else {
+        let Some((method, path, headers)) = request_parts(input) else {
             return Ok(None);
         };
-        let mut headers = Vec::new();
-        for pair in input
-            .get("headers")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            match pair.as_array().map(Vec::as_slice) {
-                Some([Value::String(n), Value::String(v)]) => headers.push((n.clone(), v.clone())),
-                _ => return Ok(None),
-            }
-        }
         let body = match input.get("body") {
             Some(Value::String(s)) => s.as_bytes().to_vec(),
             None => Vec::new(),
@@ -452,4 +422,27 @@ impl WebVectors {
             json!({ "method": seen.get("method"), "path": seen.get("path"), "fingerprint": fingerprint })
         }))))
     }
+}
+
+/// A request's headers, as `(name, value)` pairs.
+type Headers = Vec<(String, String)>;
+
+/// A vector's request — `method`, `path` and `headers` as `[name, value]` pairs — or `None`
+/// when it is not one this runner can send.
+fn request_parts(input: &Value) -> Option<(&str, &str, Headers)> {
+    let method = input.get("method").and_then(Value::as_str)?;
+    let path = input.get("path").and_then(Value::as_str)?;
+    let mut headers = Vec::new();
+    for pair in input
+        .get("headers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        match pair.as_array().map(Vec::as_slice) {
+            Some([Value::String(n), Value::String(v)]) => headers.push((n.clone(), v.clone())),
+            _ => return None,
+        }
+    }
+    Some((method, path, headers))
 }
