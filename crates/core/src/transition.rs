@@ -30,6 +30,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod declared;
+
+pub use declared::DeclaredTable;
+
 type Edge<S> = (S, S, S);
 
 /// A state machine given as data: states, terminal states (no way out), and `(from, event, to)`
@@ -48,6 +52,35 @@ pub enum Transition<'t> {
     Apply { to: &'t str },
     AlreadyApplied,
     Reject(TransitionError),
+}
+
+/// What an event arriving at an order-guarded edge does ([`StateTable::arrival`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Arrival<'t> {
+    /// Legal now: forward it; the state moves to `to` once the receiver has acted (a 2xx).
+    Apply { to: &'t str },
+    /// Applied before, or stale (the object is already at or past the event's target).
+    AlreadyApplied,
+    /// Applies to a state the object has not reached yet: deliver it again later.
+    Early,
+    /// Legal neither now nor from any later state.
+    Illegal { terminal: bool },
+    /// An unknown state or event.
+    Reject(TransitionError),
+}
+
+impl Arrival<'_> {
+    /// The name hosts show (a header value, a log field, a vector answer).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Arrival::Apply { .. } => "apply",
+            Arrival::AlreadyApplied => "already_applied",
+            Arrival::Early => "early",
+            Arrival::Illegal { .. } => "illegal",
+            Arrival::Reject(e) => e.code(),
+        }
+    }
 }
 
 impl StateTable {
@@ -125,6 +158,11 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         Ok(())
     }
 
+    /// The states, in the order the table lists them.
+    pub fn states(&self) -> impl Iterator<Item = &str> + '_ {
+        self.states.iter().map(AsRef::as_ref)
+    }
+
     pub fn is_state(&self, state: &str) -> bool {
         self.index(state).is_some()
     }
@@ -160,6 +198,40 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         } else {
             let terminal = self.is_terminal(current);
             Transition::Reject(TransitionError::Illegal { terminal })
+        }
+    }
+
+    /// What an event arriving at `current` does at an edge that guards the order of events (a
+    /// callback route's `order`): [`StateTable::on`], with its rejections told apart, because a
+    /// sender must retry one kind and must not retry the other:
+    ///
+    /// - [`Arrival::Early`] — not applicable yet, but a source of `event` is reachable from
+    ///   `current`: the event arrived before the one that leads there (Stripe documents that events
+    ///   arrive in any order), so the sender should deliver it again later;
+    /// - [`Arrival::Illegal`] — applicable neither now nor in any later state: delivering it again
+    ///   cannot help, so the edge acknowledges it (and counts and logs it) instead of forwarding.
+    pub fn arrival(&self, current: &str, event: &str) -> Arrival<'_> {
+        match self.on(current, event) {
+            Transition::Apply { to } => Arrival::Apply { to },
+            Transition::AlreadyApplied => Arrival::AlreadyApplied,
+            Transition::Reject(TransitionError::Illegal { terminal }) => {
+                let mut sources = self
+                    .edges()
+                    .filter(|(_, e, _)| *e == event)
+                    .map(|(from, _, _)| from);
+                let later = || {
+                    self.edges()
+                        .filter(|(f, _, _)| *f == current)
+                        .map(|(_, _, to)| to)
+                };
+                let reachable = sources.any(|source| self.reaches(later(), source, |_, _| true));
+                if reachable {
+                    Arrival::Early
+                } else {
+                    Arrival::Illegal { terminal }
+                }
+            }
+            Transition::Reject(e) => Arrival::Reject(e),
         }
     }
 
@@ -384,8 +456,17 @@ impl fmt::Display for TransitionError {
 pub enum TableError {
     DuplicateState(String),
     UnknownState(String),
-    DuplicateTransition { from: String, event: String },
+    DuplicateTransition {
+        from: String,
+        event: String,
+    },
     TerminalHasTransition(String),
+    /// A declaration ([`DeclaredTable`]) with no transitions.
+    Empty,
+    /// A declaration that is not the documented JSON shape.
+    Malformed(&'static str),
+    /// A declaration member the format does not have.
+    UnknownField(String),
 }
 
 impl TableError {
@@ -395,6 +476,9 @@ impl TableError {
             TableError::UnknownState(_) => "transition_table_unknown_state",
             TableError::DuplicateTransition { .. } => "transition_table_duplicate_transition",
             TableError::TerminalHasTransition(_) => "transition_table_terminal_has_transition",
+            TableError::Empty => "transition_table_empty",
+            TableError::Malformed(_) => "transition_table_malformed",
+            TableError::UnknownField(_) => "transition_table_unknown_field",
         }
     }
 }
@@ -410,6 +494,9 @@ impl fmt::Display for TableError {
             TableError::TerminalHasTransition(s) => {
                 write!(f, "terminal state {s:?} has an outgoing transition")
             }
+            TableError::Empty => f.write_str("a table needs at least one transition"),
+            TableError::Malformed(shape) => f.write_str(shape),
+            TableError::UnknownField(name) => write!(f, "a table has no member {name:?}"),
         }
     }
 }
