@@ -7,6 +7,7 @@
 //! finish, on the claim value this replica remembers writing ([`crate::engine::Recall`]).
 
 use crate::engine::{Cas, Engine, EngineError};
+use crate::entropy::Entropy;
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
@@ -129,11 +130,12 @@ fn failed(exchange: &Exchange, error: EngineError) -> Response {
     }
 }
 
+/// The process's pool of OS randomness for versions.
+static ENTROPY: Entropy = Entropy::new();
+
 /// A random version for the value about to be written (see the core's `remote::stored`).
 fn fresh_version() -> Option<ValueVersion> {
-    let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes).ok()?;
-    Some(ValueVersion(bytes))
+    ENTROPY.version()
 }
 
 pub fn op_name(request: &Request) -> &'static str {

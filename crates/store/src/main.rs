@@ -11,6 +11,7 @@ mod carry;
 mod cli;
 mod config;
 mod engine;
+mod entropy;
 mod log;
 mod metrics;
 mod records;
