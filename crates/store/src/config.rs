@@ -50,6 +50,9 @@ usage: idemgate-store [options]
                          operations before exit
   --key-prefix TEXT      prefix of every Redis key              env IDEMGATE_STORE_KEY_PREFIX default idemgate:
   --max-body BYTES       largest request body accepted          env IDEMGATE_STORE_MAX_BODY default 16777216
+  --workers N            threads serving operations; 1 on a     env IDEMGATE_STORE_WORKERS  default: one per core
+                         machine whose cores it shares (with
+                         Envoy, Redis)
 
   Mutual TLS (required unless --plaintext-unauthenticated):
   --tls-cert FILE        the service's certificate chain (PEM)  env IDEMGATE_STORE_TLS_CERT
@@ -77,6 +80,10 @@ usage: idemgate-store records get|evict --key KEY --route PATH [--scope VALUE] [
        idemgate-store stats [--top N] [--scan-limit N] [options]
   (operator controls; the same engine options as the service; see records --help)
 ";
+
+/// Most `--workers` accepted: far above any useful count, low enough that a typo is refused
+/// instead of starting thousands of threads.
+const MAX_WORKERS: usize = 1024;
 
 /// Which engine holds the records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,6 +136,9 @@ pub struct Config {
     pub shutdown_grace: Duration,
     pub key_prefix: String,
     pub max_body: usize,
+    /// Runtime worker threads (`None`: one per core). On a machine the service shares with Envoy
+    /// and Redis, fewer threads than cores spend less CPU waking each other per operation.
+    pub workers: Option<std::num::NonZeroUsize>,
     /// Mutual TLS, or plaintext by explicit choice (issue 24).
     pub transport: Transport,
     /// Log format and filter (issue 24).
@@ -201,6 +211,7 @@ pub fn parse(
     let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
     let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
+    let mut workers = env("IDEMGATE_STORE_WORKERS");
     // Issue 24: transport security and logging.
     let mut tls_cert = env("IDEMGATE_STORE_TLS_CERT");
     let mut tls_key = env("IDEMGATE_STORE_TLS_KEY");
@@ -253,6 +264,7 @@ pub fn parse(
             "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
             "--max-body" => max_body = Some(value("--max-body")?),
+            "--workers" => workers = Some(value("--workers")?),
             // Issue 24: transport security and logging.
             "--tls-cert" => tls_cert = Some(value("--tls-cert")?),
             "--tls-key" => tls_key = Some(value("--tls-key")?),
@@ -352,6 +364,18 @@ pub fn parse(
             }
         },
     };
+    let workers = match workers {
+        None => None,
+        Some(text) => match text.trim().parse::<std::num::NonZeroUsize>() {
+            Ok(n) if n.get() <= MAX_WORKERS => Some(n),
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: "--workers",
+                    why: format!("{text:?} is not a thread count from 1 to {MAX_WORKERS}"),
+                })
+            }
+        },
+    };
     Ok(Command::Run(Config {
         listen,
         engine,
@@ -365,6 +389,7 @@ pub fn parse(
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
         key_prefix,
         max_body,
+        workers,
         transport: transport(tls_cert, tls_key, client_ca, plaintext)?,
         log: log_settings(log_format, log_level, env("RUST_LOG"))?,
         admin: Box::new(admin.validated()?),
@@ -567,6 +592,29 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:9");
         assert_eq!(c.op_timeout, Duration::from_secs(1));
         assert_eq!(c.key_prefix, "x:");
+    }
+
+    #[test]
+    fn workers_default_to_one_per_core_and_refuse_nonsense() {
+        assert_eq!(config(&[], &[]).workers, None);
+        let one = std::num::NonZeroUsize::new(1);
+        assert_eq!(config(&["--workers", "1"], &[]).workers, one);
+        let c = config(&["--workers=1"], &[("IDEMGATE_STORE_WORKERS", "4")]);
+        assert_eq!(c.workers, one);
+        let c = config(&[], &[("IDEMGATE_STORE_WORKERS", "4")]);
+        assert_eq!(c.workers.map(|n| n.get()), Some(4));
+        for bad in ["0", "-1", "two", "", "1025"] {
+            assert!(
+                matches!(
+                    run(&["--workers", bad], &[]),
+                    Err(ConfigError::Invalid {
+                        name: "--workers",
+                        ..
+                    })
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

@@ -45,10 +45,11 @@ fn main() -> ExitCode {
         log::early_error(&e);
         return ExitCode::from(2);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = config.workers {
+        builder.worker_threads(workers.get());
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => {
             tracing::error!("cannot start the runtime: {e}");

@@ -361,7 +361,9 @@ async fn a_redis_cluster_gives_the_same_exactly_once_result() {
 async fn two_service_replicas_share_one_redis_and_forward_once() {
     let redis = Redis::start(false);
     let a = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
-    let b = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    // One replica on a single worker thread (`--workers 1`, as the fleet bench runs it): the same
+    // exactly-once result under the same concurrency.
+    let b = Service::start(&redis.url(), &["--op-timeout", SLOW_OK, "--workers", "1"]);
     // Two connections to each replica, claims alternating between them.
     let clients = vec![
         Client::connect(&a).await,
