@@ -344,16 +344,16 @@ impl WebVectors {
         };
         let handle = match input.get("table") {
             Some(Value::String(name)) if name == "submit" => {
-                self.web.int("statetable_submit", &[])?
+                self.web.handle("statetable_submit", &[])?
             }
-            Some(table) if op == Some("declare") || table.is_object() => {
-                let args = [text(&table.to_string())];
-                match self.web.handle("statetable_declare", &args)? {
-                    Ok(handle) => handle,
-                    Err(e) => return Ok(Some(outcome(Err(e)))),
-                }
-            }
+            Some(table) if op == Some("declare") || table.is_object() => self
+                .web
+                .handle("statetable_declare", &[text(&table.to_string())])?,
             _ => return Ok(None),
+        };
+        let handle = match handle {
+            Ok(handle) => handle,
+            Err(e) => return Ok(Some(outcome(Err(e)))),
         };
         let answer = self.table_answer(handle, input, op, arrival);
         self.web.free("statetable", handle)?;
