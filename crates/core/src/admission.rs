@@ -74,7 +74,10 @@ impl Refusal {
 pub struct Admission {
     key: Key,
     signature: Option<SignatureCheck>,
-    required: bool,
+    /// The refusal a missing key gets, made at [`admit`] while the route is at hand, so that
+    /// [`Admission::finish`] needs no route: a host keeps no route reference to look up again
+    /// (and so has no "route not found" case) across the body's callbacks. `None`: optional.
+    missing: Option<Refusal>,
 }
 
 #[derive(Debug)]
@@ -104,26 +107,29 @@ pub fn admit<'h>(
         return Ok(Admission {
             key: Key::Decided(None),
             signature,
-            required: false,
+            missing: None,
         });
     }
     let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
         KeyStart::Decided(key) => Key::Decided(key),
         KeyStart::Body(search) => Key::Body(search),
     };
-    let admission = Admission {
-        key,
-        signature,
-        required: route.key == KeyRequirement::Required,
-    };
+    let required = route.key == KeyRequirement::Required;
     // Nothing in the body can change a missing header key, and no signature is pending: refuse
     // now, before the body is even read.
-    if admission.required && admission.signature.is_none() {
-        if let Key::Decided(None) = admission.key {
+    if required && signature.is_none() {
+        if let Key::Decided(None) = key {
             return Err(missing(route));
         }
     }
-    Ok(admission)
+    // The refusal is described only where the body may still end without a key.
+    let waits = matches!(key, Key::Body(_)) || signature.is_some();
+    let missing = (required && waits).then(|| missing(route));
+    Ok(Admission {
+        key,
+        signature,
+        missing,
+    })
 }
 
 fn missing(route: &Route) -> Refusal {
@@ -159,7 +165,7 @@ impl Admission {
     /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
     /// key and none required — the request passes through unguarded.
     #[must_use = "the key (or refusal) decides what the request gets"]
-    pub fn finish(self, route: &Route) -> Result<Option<IdempotencyKey>, Refusal> {
+    pub fn finish(self) -> Result<Option<IdempotencyKey>, Refusal> {
         if let Some(check) = self.signature {
             check.verify().map_err(Refusal::Signature)?;
         }
@@ -167,9 +173,9 @@ impl Admission {
             Key::Decided(key) => key,
             Key::Body(search) => search.finish().map_err(Refusal::from)?,
         };
-        match key {
-            None if self.required => Err(missing(route)),
-            key => Ok(key),
+        match (key, self.missing) {
+            (None, Some(refusal)) => Err(refusal),
+            (key, _) => Ok(key),
         }
     }
 }
@@ -251,7 +257,7 @@ mod tests {
             admission.update(piece);
         }
         admission
-            .finish(route)
+            .finish()
             .map(|k| k.map(|k| k.as_str().into()))
             .map_err(|e| e.code().into())
     }
@@ -535,7 +541,7 @@ mod tests {
     fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {
         let mut admission = admit(route, &|_| vec![], NOW)?;
         admission.update(body.as_bytes());
-        admission.finish(route)
+        admission.finish()
     }
 
     #[test]

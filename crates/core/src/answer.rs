@@ -71,6 +71,9 @@ pub enum EdgeAnswer<'a> {
     /// No configured scope source identified the client (not even the peer address): guarding the
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
+    /// The proxy could not read its clock: records' ages, leases and tokens' expiry cannot be
+    /// judged, so nothing is claimed, used or verified (issue 22: no guessing the epoch).
+    ClockUnavailable,
     Token(&'a TokenError),
     /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a
     /// route requiring a token guards: tokens are bound to one route and method.
@@ -229,6 +232,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "scope_unavailable",
             "Client identity unavailable",
             "the request carries none of the configured identity sources, so its key cannot be scoped to one client; retry later",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::ClockUnavailable => problem(
+            503,
+            "clock_unavailable",
+            "Proxy clock unavailable",
+            "the proxy could not read its clock, so the request's key cannot be judged; retry later",
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::KeyNotFound { sources } => problem(
@@ -414,8 +424,39 @@ fn push_decimal(out: &mut String, n: u16) {
     }
 }
 
+/// An HTTP answer's `:status` as a host reads it: exactly three digits, 100 to 999 (RFC 9110
+/// §15). `None` for anything else — a host must not invent a status (issue 22): an answer whose
+/// status cannot be read is in doubt, never stored or replayed as "status 0".
+pub fn parse_status(value: &[u8]) -> Option<u16> {
+    match value {
+        [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
+            let digit = |d: &u8| u16::from(d - b'0');
+            Some(digit(a) * 100 + digit(b) * 10 + digit(c))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_status_is_three_digits_or_nothing() {
+        assert_eq!(parse_status(b"201"), Some(201));
+        assert_eq!(parse_status(b"999"), Some(999));
+        for bad in [
+            &b"0"[..],
+            b"",
+            b"20",
+            b"2010",
+            b"099",
+            b" 200",
+            b"20x",
+            b"-20",
+        ] {
+            assert_eq!(parse_status(bad), None, "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -56,6 +56,20 @@ impl CalloutTable {
     }
 }
 
+/// Registers a callout the host accepted under `token` in `shared`'s table; `false` if the table
+/// could not be borrowed (never expected: it is not held across callbacks). The caller then fails
+/// its request and gives back what it claimed, rather than leaving an answer with no entry to
+/// find (issue 22: no silent fallback).
+pub fn register(shared: &crate::root::Shared, token: u32, pending: Pending) -> bool {
+    match shared.callouts.try_borrow_mut() {
+        Ok(mut table) => {
+            table.insert(token, pending);
+            true
+        }
+        Err(_) => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,7 +87,7 @@ mod tests {
             key: StorageKey([stream as u8; 32]),
             owner: shared.owners.next(),
             stream,
-            claimed_at: UnixMillis(0),
+            claimed_at: Some(UnixMillis(0)),
             kind: idemgate_core::policy::RouteKind::Api,
             via: idemgate_core::policy::Via::Reentry,
         })

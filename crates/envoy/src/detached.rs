@@ -121,7 +121,8 @@ pub struct Exchange {
     pub owner: OwnerToken,
     /// The stream (HTTP context id) waiting for the answer, if it still exists then.
     pub stream: u32,
-    pub claimed_at: UnixMillis,
+    /// When the claim was made (`None`: the clock could not be read then), for Retry-After.
+    pub claimed_at: Option<UnixMillis>,
     /// The route's kind: on a callback route only a 2xx answer settles the key (core).
     pub kind: RouteKind,
     /// Where the exchange went: back into Envoy (answers carry the re-entry mark) or straight to a
@@ -290,8 +291,12 @@ pub fn answered(
         let answer = match outcome {
             Some(FinishOutcome::Released) => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
             _ => {
-                let now = host::now();
-                let retry_after = now.until(claimed_at.after(policy.lease));
+                // Without a clock reading (now or at the claim), the whole lease: the longest
+                // the claim can still hold, so a retry that waits that long is never early.
+                let retry_after = match (host::now(), claimed_at) {
+                    (Some(now), Some(at)) => now.until(at.after(policy.lease)),
+                    _ => policy.lease,
+                };
                 answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }))
             }
         };
@@ -308,9 +313,13 @@ pub fn answered(
     let status = headers
         .iter()
         .find(|(name, _)| *name == ":status")
-        .and_then(|(_, v)| core::str::from_utf8(v).ok())
-        .and_then(|s| s.parse::<u16>().ok())
-        .unwrap_or(0);
+        .and_then(|(_, v)| idemgate_core::answer::parse_status(v));
+    // An answer whose status cannot be read is no answer the edge can relay or store, and the
+    // upstream may have acted: in doubt (issue 22: no status 0 stored or relayed).
+    let Some(status) = status else {
+        host::log(LogLevel::Error, "the detached answer has no valid :status");
+        return no_answer(&shared, DoubtCause::Other);
+    };
     let relay_limit = usize::try_from(policy.max_relay_body).unwrap_or(usize::MAX);
     let body = if body_size <= relay_limit {
         Some(host::body(BufferType::HttpCallResponseBody, body_size))

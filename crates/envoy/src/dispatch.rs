@@ -85,14 +85,16 @@ fn with_clock<T>(f: impl FnOnce(&CallbackClock) -> T) -> T {
     CLOCK.with(f)
 }
 
-/// The time now: inside a callback, the callback's one reading of `read` (taken on first use);
-/// outside one (unit tests), `read` itself.
-pub fn callback_now(read: impl FnOnce() -> UnixMillis) -> UnixMillis {
+/// The time now: inside a callback, the callback's one reading of `read` (taken on first
+/// successful use); outside one (unit tests), `read` itself. `None`: the host's clock failed.
+pub fn callback_now(read: impl FnOnce() -> Option<UnixMillis>) -> Option<UnixMillis> {
     with_clock(|clock| match clock.get() {
-        Some(Some(now)) => now,
+        Some(Some(now)) => Some(now),
         Some(None) => {
             let now = read();
-            clock.set(Some(Some(now)));
+            if let Some(now) = now {
+                clock.set(Some(Some(now)));
+            }
             now
         }
         None => read(),

@@ -17,7 +17,7 @@
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::budget::Reservation;
-use crate::callout::Pending;
+use crate::callout::{self, Pending};
 use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
@@ -34,7 +34,9 @@ use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::policy::{FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement};
+use idemgate_core::policy::{
+    Detached, FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement,
+};
 use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
@@ -64,16 +66,15 @@ enum KeyState {
         method: String,
         /// The normalised path the storage key uses.
         path: String,
-        /// Index of the route in the policy.
-        route: usize,
     },
 }
 
 /// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
 /// `max_request_body`, like the hashing).
 struct Held {
-    /// Index of the route in the policy (its `Forward::Detached` settings).
-    route: usize,
+    /// The route's detached settings, kept with the request rather than looked up again by
+    /// index, so a "route not found" case cannot exist (issue 22).
+    route: Detached,
     headers: Headers,
     body: Vec<u8>,
 }
@@ -87,7 +88,8 @@ struct Forwarded {
 }
 
 struct Capture {
-    status: u16,
+    /// `None` when the answer's `:status` is missing or not a number: never stored (issue 22).
+    status: Option<u16>,
     headers: Vec<(String, String)>,
     /// `None` once the body went over `max_response_body` (passed on, not kept).
     body: Option<Vec<u8>>,
@@ -219,12 +221,15 @@ impl Filter {
         let Some(client) = identify(&policy, &HeaderFacts { headers }) else {
             return self.unscoped(&policy);
         };
+        let Some(now) = host::now() else {
+            return self.reply(&EdgeAnswer::ClockUnavailable);
+        };
         let http = token_endpoint::issue_answer(
             &policy,
             token,
             path,
             client.scope(),
-            host::now(),
+            now,
             crate::entropy::random16(),
         );
         if http.status == 200 {
@@ -254,7 +259,10 @@ impl Filter {
         let text = header_values(headers, &token.header)
             .first()
             .and_then(|v| core::str::from_utf8(v).ok());
-        match token_endpoint::verify_for(token, text, client.scope(), route, method, host::now()) {
+        let Some(now) = host::now() else {
+            return Err(self.reply(&EdgeAnswer::ClockUnavailable));
+        };
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, now) {
             Ok(claims) => Ok(Some(claims)),
             Err(e) => {
                 self.count(Counter::TokenRejected);
@@ -288,7 +296,10 @@ impl Filter {
         }
         let policy = self.policy();
         let mut store = self.shared.store();
-        let check = token_endpoint::consume(&mut store, &policy, claims, host::now());
+        let check = match host::now() {
+            Some(now) => token_endpoint::consume(&mut store, &policy, claims, now),
+            None => TokenCheck::ClockUnavailable,
+        };
         self.token_used(check, after)
     }
 
@@ -361,6 +372,7 @@ impl Filter {
                 self.store_failed(&e);
                 Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
             }
+            TokenCheck::ClockUnavailable => Some(self.reply(&EdgeAnswer::ClockUnavailable)),
         }
     }
 
@@ -419,7 +431,10 @@ impl Filter {
         // `admit` reads the clock only for a signature's time window: a route without one costs
         // no clock read here.
         let now = match route.signature {
-            Some(_) => host::now(),
+            Some(_) => match host::now() {
+                Some(now) => now,
+                None => return self.reply(&EdgeAnswer::ClockUnavailable),
+            },
             None => UnixMillis(0),
         };
         let admission = match admit(route, &|name: &str| header_values(&headers, name), now) {
@@ -442,15 +457,11 @@ impl Filter {
             let Some(client) = client else {
                 return self.unscoped(&policy);
             };
-            let Some(index) = policy.routes.iter().position(|r| core::ptr::eq(r, route)) else {
-                return Action::Continue;
-            };
             KeyState::Pending {
                 admission: Box::new(admission),
                 client,
                 method: method.to_owned(),
                 path: matched.path.clone(),
-                route: index,
             }
         } else {
             let Some(key) = admission.key_now() else {
@@ -486,15 +497,11 @@ impl Filter {
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
         let held = match &route.forward {
-            Forward::Detached(_) => policy
-                .routes
-                .iter()
-                .position(|r| core::ptr::eq(r, route))
-                .map(|route| Held {
-                    route,
-                    headers,
-                    body: Vec::new(),
-                }),
+            Forward::Detached(detached) => Some(Held {
+                route: detached.clone(),
+                headers,
+                body: Vec::new(),
+            }),
             Forward::Router => None,
         };
         let hashing = Box::new(Hashing {
@@ -566,21 +573,15 @@ impl Filter {
                 client,
                 method,
                 path,
-                route,
-            } => {
-                let Some(route) = policy.routes.get(route) else {
-                    return Action::Continue;
-                };
-                match admission.finish(route) {
-                    Err(refusal) => return self.refuse(&refusal),
-                    Ok(None) => return self.unguarded(token.as_ref()),
-                    Ok(Some(key)) => {
-                        let scope = client.scope();
-                        let tag = self.shared.scope_tag.of(scope);
-                        StorageKey::derive_tagged(scope, tag, &method, &path, &key)
-                    }
+            } => match admission.finish() {
+                Err(refusal) => return self.refuse(&refusal),
+                Ok(None) => return self.unguarded(token.as_ref()),
+                Ok(Some(key)) => {
+                    let scope = client.scope();
+                    let tag = self.shared.scope_tag.of(scope);
+                    StorageKey::derive_tagged(scope, tag, &method, &path, &key)
                 }
-            }
+            },
         };
         let fingerprint = match fingerprint.finish() {
             Ok(fingerprint) => fingerprint,
@@ -612,12 +613,15 @@ impl Filter {
                 Err(e) => return self.claimed(key, Err(e), token, held),
             }
         }
+        let Some(now) = host::now() else {
+            return self.reply(&EdgeAnswer::ClockUnavailable);
+        };
         let mut store = self.shared.store();
         let mut engine = Engine {
             store: &mut store,
             policy: &policy,
         };
-        let outcome = engine.claim(key, fingerprint, owner, host::now());
+        let outcome = engine.claim(key, fingerprint, owner, now);
         self.claimed(key, outcome, token, held)
     }
 
@@ -712,11 +716,7 @@ impl Filter {
     /// claim is released and the client told so.
     fn detach(&mut self, key: StorageKey, owner: OwnerToken, held: Held) -> Action {
         let policy = self.policy();
-        let Some(Forward::Detached(route)) = policy.routes.get(held.route).map(|r| &r.forward)
-        else {
-            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
-            return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
-        };
+        let route = &held.route;
         match detached::send(route, &held.headers, &held.body) {
             Ok(token) => {
                 let exchange = Exchange {
@@ -728,8 +728,18 @@ impl Filter {
                     kind: self.kind,
                     via: route.via,
                 };
-                if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
-                    table.insert(token, Pending::Detached(exchange));
+                if !callout::register(&self.shared, token, Pending::Detached(exchange)) {
+                    // The answer would find no entry and the client would wait for nothing.
+                    // The exchange was sent, so its outcome is in doubt: settle it as such (the
+                    // claim holds until its lease ends, so a retry cannot run it twice) and tell
+                    // the client now.
+                    host::log(
+                        LogLevel::Error,
+                        "the callout table was busy: outcome in doubt",
+                    );
+                    self.finish_claim(key, owner, ResponseFacts::InDoubt, DoubtCause::Other);
+                    let retry_after = policy.lease;
+                    return self.reply(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }));
                 }
                 self.count(Counter::Detached);
                 self.debug(&key, "sent on a detached exchange");
@@ -854,14 +864,22 @@ impl Filter {
             return;
         };
         let (facts, cause) = match (complete, forwarded.answer) {
-            (true, Some(capture)) => (
-                ResponseFacts::Upstream {
-                    status: capture.status,
-                    headers: capture.headers,
-                    body: capture.body,
-                },
-                DoubtCause::Other,
-            ),
+            (true, Some(capture)) => match capture.status {
+                Some(status) => (
+                    ResponseFacts::Upstream {
+                        status,
+                        headers: capture.headers,
+                        body: capture.body,
+                    },
+                    DoubtCause::Other,
+                ),
+                // An answer whose status cannot be read cannot be replayed, and the upstream may
+                // have acted: in doubt, so the claim holds until its lease ends.
+                None => {
+                    host::log(LogLevel::Error, "the upstream answer has no valid :status");
+                    (ResponseFacts::InDoubt, DoubtCause::Other)
+                }
+            },
             // The stream ended without a complete upstream answer: what the final details say.
             (_, _) => {
                 let details = host::property_text(&["response", "code_details"]);
@@ -883,16 +901,13 @@ impl Filter {
         match classify_end(details.as_deref()) {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
-                let mut status = 0;
+                let mut status = None;
                 let headers = host::headers(MapType::HttpResponseHeaders);
                 let headers = headers
                     .iter()
                     .filter(|(name, value)| {
                         if *name == ":status" {
-                            status = core::str::from_utf8(value)
-                                .ok()
-                                .and_then(|s| s.parse::<u16>().ok())
-                                .unwrap_or(0);
+                            status = idemgate_core::answer::parse_status(value);
                         }
                         policy.replays_header(name)
                     })

@@ -85,13 +85,17 @@ pub fn send_with_details(answer: &HttpAnswer, details: &str) {
 }
 
 /// The time now, read from the host once per callback (see [`crate::dispatch::callback_now`]).
-pub fn now() -> UnixMillis {
+/// `None` when the host cannot say (issue 22): the epoch instead would make every record look
+/// decades old or brand new, so callers refuse or keep what they hold rather than guess.
+pub fn now() -> Option<UnixMillis> {
     crate::dispatch::callback_now(|| {
-        UnixMillis(
-            abi::current_time_nanos()
-                .map(|n| n / 1_000_000)
-                .unwrap_or(0),
-        )
+        let now = abi::current_time_nanos()
+            .ok()
+            .map(|n| UnixMillis(n / 1_000_000));
+        if now.is_none() {
+            log(LogLevel::Error, "the host's clock could not be read");
+        }
+        now
     })
 }
 

@@ -117,7 +117,7 @@ pub fn call(
             status.0
         )))
     })?;
-    if !register(shared, token, pending(token)) {
+    if !crate::callout::register(shared, token, Pending::Store(pending(token))) {
         // Never expected (the table is not held across callbacks); if it happens, the answer
         // would find no entry and the request would wait for nothing: fail it now instead.
         return Err(ProtocolError::Store(StoreError::Unavailable(String::from(
@@ -125,17 +125,6 @@ pub fn call(
         ))));
     }
     Ok(token)
-}
-
-/// Registers a callout the host accepted; `false` if the table could not be borrowed.
-fn register(shared: &Shared, token: u32, call: StoreCall) -> bool {
-    match shared.callouts.try_borrow_mut() {
-        Ok(mut table) => {
-            table.insert(token, Pending::Store(call));
-            true
-        }
-        Err(_) => false,
-    }
 }
 
 /// A callout's answer, read from the root context (before any `set_effective_context`).
@@ -215,7 +204,8 @@ fn send_finish(finish: Finish) {
     match send(&finish.shared, &finish.body) {
         Ok(token) => {
             let shared = Rc::clone(&finish.shared);
-            if !register(&shared, token, StoreCall::Finish(finish)) {
+            if !crate::callout::register(&shared, token, Pending::Store(StoreCall::Finish(finish)))
+            {
                 shared.metrics.bump(Counter::StoreError);
                 host::log(
                     LogLevel::Warn,

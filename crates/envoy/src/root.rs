@@ -153,7 +153,8 @@ impl Root {
         let layout = Layout {
             capacity: shared.policy.capacity,
         };
-        let now = host::now();
+        // No clock, no sweep: what is expired cannot be told; the next tick tries again.
+        let Some(now) = host::now() else { return };
         let mut store = shared.store();
         for _ in 0..SWEEP_CELLS_PER_TICK.min(layout.capacity.cells) {
             self.sweep_cursor = self.sweep_cursor.wrapping_add(1) % layout.capacity.cells.max(1);

@@ -32,6 +32,16 @@ pub fn settle(
     if crate::remote_store::is_remote(shared) {
         return crate::remote_store::settle(shared, key, owner, facts, cause);
     }
+    let Some(now) = host::now() else {
+        // Nothing can be written without knowing when: the claim holds until its lease ends,
+        // so the outcome is in doubt, as when the store fails.
+        shared.metrics.bump(Counter::StoreError);
+        host::log(
+            LogLevel::Warn,
+            "could not settle without a clock: kept in flight",
+        );
+        return None;
+    };
     let policy = &shared.policy;
     let mut store = shared.store();
     let mut engine = Engine {
@@ -43,7 +53,7 @@ pub fn settle(
             host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
         }
     };
-    match engine.finish(key, owner, Some(facts), host::now()) {
+    match engine.finish(key, owner, Some(facts), now) {
         Ok(outcome) => {
             match outcome {
                 FinishOutcome::Stored => {

@@ -63,6 +63,8 @@ pub enum TokenCheck {
         retry_after: Span,
     },
     StoreFailed(ProtocolError),
+    /// The host's clock could not be read: whether the token is still good cannot be judged.
+    ClockUnavailable,
 }
 
 /// A token whose signature, binding and time are good, and the store key of its single use.

@@ -106,6 +106,9 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
         ENV,
         "proxy_get_current_time_nanoseconds",
         |mut caller: Caller<'_, VmState>, ret: i32| {
+            if caller.data().world.faults().take_clock() {
+                return Status::InternalFailure.code();
+            }
             let now = caller.data().world.clock().now_nanos();
             if write_u64(&mut caller, ret, now) {
                 Status::Ok.code()

@@ -51,6 +51,8 @@ pub struct Faults {
     buffers: Vec<(i32, BufferFault, usize)>,
     /// Cluster → callout fault, remaining firings, firings so far.
     callouts: Vec<(String, CalloutFault, usize, usize)>,
+    /// How many more clock reads fail (`proxy_get_current_time_nanoseconds` answers an error).
+    clock_failures: usize,
 }
 
 impl Faults {
@@ -119,6 +121,18 @@ impl Faults {
     /// How many callout faults fired.
     pub fn callouts_fired(&self) -> usize {
         self.callouts.iter().map(|c| c.3).sum()
+    }
+
+    /// The next `times` clock reads fail.
+    pub fn fail_clock(&mut self, times: usize) {
+        self.clock_failures = times;
+    }
+
+    /// Whether this clock read fails (and counts it).
+    pub fn take_clock(&mut self) -> bool {
+        let fails = self.clock_failures > 0;
+        self.clock_failures = self.clock_failures.saturating_sub(1);
+        fails
     }
 
     pub fn is_hidden(&self, path: &str) -> bool {

@@ -213,3 +213,70 @@ fn the_clock_going_backwards_neither_traps_nor_frees_a_live_claim() {
     let fresh = envoy.worker(0).send(order("k-new")).unwrap();
     assert!(fresh.reached_upstream());
 }
+
+/// Issue 22, no silent fallback: an upstream answer whose `:status` cannot be read was stored as
+/// "status 0" and replayed to every retry. It is an answer the edge cannot keep, and the upstream
+/// may have acted: in doubt, so the claim holds until its lease ends and a retry is told to wait.
+#[test]
+fn an_answer_without_a_readable_status_is_in_doubt_never_stored() {
+    let envoy = Envoy::builder().start().unwrap();
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    let mut unreadable = created();
+    unreadable.status = 0;
+    first.respond(unreadable).unwrap();
+    assert_eq!(
+        envoy.metric("idemgate.stored").unwrap_or(0),
+        0,
+        "nothing stored"
+    );
+    assert_eq!(envoy.metric("idemgate.in_doubt"), Some(1));
+    let retry = envoy.worker(0).send(order("k")).unwrap();
+    assert!(
+        !retry.reached_upstream(),
+        "the claim holds until its lease ends"
+    );
+    let answer = retry.answer().unwrap();
+    assert_eq!(answer.status, 409, "{}", answer.body_text());
+    assert_eq!(code(&answer), "request_in_flight");
+}
+
+/// Issue 22, no silent fallback: a clock the host cannot read was taken as the epoch, so a claim
+/// was made in 1970 (expired before it was written). Now nothing is claimed or forwarded, the
+/// client gets 503 `clock_unavailable`, and once the clock reads again the same key is new.
+#[test]
+fn a_clock_that_cannot_be_read_claims_nothing() {
+    let envoy = Envoy::builder().start().unwrap();
+    envoy.faults().fail_clock(usize::MAX);
+    let refused = envoy.worker(0).send(order("k")).unwrap();
+    assert!(!refused.reached_upstream());
+    let answer = refused.answer().unwrap();
+    assert_eq!(answer.status, 503, "{}", answer.body_text());
+    assert_eq!(code(&answer), "clock_unavailable");
+    assert!(answer.header("retry-after").is_some());
+    envoy.faults().fail_clock(0);
+    let again = envoy.worker(0).send(order("k")).unwrap();
+    assert!(again.reached_upstream(), "nothing was left claimed");
+    again.respond(created()).unwrap();
+    assert_eq!(again.answer().unwrap().status, 201);
+}
+
+/// The clock fails when the upstream's answer is to be stored: nothing can be written without
+/// knowing when, so the outcome is in doubt and the claim holds until its lease ends — a retry is
+/// told to wait, never run a second time.
+#[test]
+fn a_clock_failing_at_the_answer_keeps_the_claim_in_flight() {
+    let envoy = Envoy::builder().start().unwrap();
+    let first = envoy.worker(0).send(order("k")).unwrap();
+    assert!(first.reached_upstream());
+    envoy.faults().fail_clock(1);
+    first.respond(created()).unwrap();
+    assert_eq!(
+        first.answer().unwrap().status,
+        201,
+        "the client still gets its answer"
+    );
+    assert_eq!(envoy.metric("idemgate.stored").unwrap_or(0), 0);
+    let retry = envoy.worker(0).send(order("k")).unwrap();
+    assert!(!retry.reached_upstream(), "never run twice");
+    assert_eq!(retry.answer().unwrap().status, 409);
+}

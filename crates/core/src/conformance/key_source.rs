@@ -34,7 +34,7 @@ pub fn eval(input: &Value) -> Outcome {
     for chunk in split_chunks(&body, input.get("chunks"))? {
         admission.update(chunk);
     }
-    match admission.finish(route) {
+    match admission.finish() {
         Ok(Some(key)) => Ok(Value::String(key.as_str().into())),
         Ok(None) => Ok(Value::Null),
         Err(e) => Err(e.code().to_string()),
