@@ -619,7 +619,7 @@ impl Filter {
         };
         // The event and its resource are read before any store write: a tracked event without a
         // resource id is refused without a claim.
-        match order.map(order::before).transpose() {
+        match order.map(|probe| order::before(*probe)).transpose() {
             Ok(ordered) => self.ordered = ordered.flatten(),
             Err(http) => {
                 self.count(Counter::OrderResourceMissing);
