@@ -7,6 +7,7 @@ use crate::protocol::run;
 use crate::record::{Bucket, OwnerToken, Record};
 use crate::store::MemoryStore;
 use crate::time::UnixMillis;
+use alloc::format;
 use alloc::string::ToString;
 use alloc::vec;
 
@@ -451,4 +452,21 @@ fn answers() {
         status(OrderAnswer::Precondition(PreconditionProblem::Malformed)),
         400
     );
+}
+
+#[test]
+fn a_preset_route_keeps_its_order() {
+    let env = |name: &str| (name == "WH").then(|| "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".into());
+    let config = format!(
+        r#"{{"routes": [{{"prefix": "/hooks", "preset": "standard-webhooks",
+            "signature": {{"secret_env": "WH"}},
+            "order": {{"resource": {{"json": "/data/order"}}, "event": {{"json": "/type"}}, "table": {TABLE}}}}}]}}"#
+    );
+    let policy = crate::policy::Policy::from_json(&config, &env).unwrap();
+    let route = &policy.routes[0];
+    assert!(route.signature.is_some());
+    let order = route.order.as_ref().unwrap();
+    assert_eq!(order.table.initial(), "unpaid");
+    assert_eq!(order.retry_after, Span::from_secs(10));
+    assert_eq!(order.forward_after, None);
 }
