@@ -4,7 +4,7 @@
 //! early at one applies after the event another Envoy forwarded.
 
 use crate::client::{Request, Response};
-use crate::fleet::{envoy, Backend, Engine, Store, STORE};
+use crate::fleet::{envoy, redis_cluster, Backend, Engine, Redis, Store, STORE};
 use crate::order::{config_with, event, DETACHED};
 use crate::upstream::Upstream;
 use std::time::{Duration, Instant};
@@ -30,8 +30,21 @@ fn deliver(request: Request, port: u16) -> Response {
 fn a_resource_has_one_state_across_the_fleet(engine: Engine) {
     let backend = Backend::start(engine);
     let store = Store::start(&backend);
+    one_state_on(&store);
+}
+
+/// Redis Cluster: each ordering operation touches the one key of its resource.
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn a_resource_has_one_state_across_a_fleet_on_a_redis_cluster() {
+    let nodes = redis_cluster();
+    let urls: Vec<String> = nodes.iter().map(Redis::url).collect();
+    let store = Store::start_on_cluster(urls.join(","));
+    one_state_on(&store);
+}
+
+fn one_state_on(store: &Store) {
     let upstream = Upstream::start();
-    let store = &store;
     // Envoy A forwards on the router path, Envoy B on detached exchanges: both settle alike.
     let (a, _) = envoy(&config_with(None, &format!(", {STORE}")), &upstream, store);
     let (b, _) = envoy(
