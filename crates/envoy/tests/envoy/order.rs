@@ -304,3 +304,35 @@ fn order_precondition_if_match() {
     assert_eq!(read.status, 201);
     assert_eq!(upstream.path_hits("/orders/1"), 3);
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn order_claim_released_when_the_client_goes_or_the_upstream_resets() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(&config(None), upstream.port));
+    let port = envoy.port;
+    let hits = || upstream.path_hits("/hooks");
+
+    // The client goes away while its event is at the upstream: the resource is released, not
+    // held until the lease (30 s) ends, and its state is unchanged.
+    let request = event("/hooks", "p1", "payment.succeeded", 1).script("delay=1500");
+    let mut stream = request.open(port);
+    request.write(&mut stream);
+    wait_for("the event to reach the upstream", || hits() == 1);
+    drop(stream);
+    wait_for("the release", || envoy.counter("order.not_applied") == 1);
+    let cancelled = event("/hooks", "c1", "order.cancelled", 1).send(port);
+    assert_eq!(cancelled.status, 201, "{}", cancelled.text());
+    assert_eq!(cancelled.header("idemgate-order"), Some("applied"));
+
+    // The upstream resets: released too.
+    let reset = event("/hooks", "p2", "payment.succeeded", 2)
+        .script("reset")
+        .send(port);
+    assert!(reset.status >= 500, "{}", reset.text());
+    assert_eq!(reset.header("idemgate-order"), None);
+    let paid = event("/hooks", "p2b", "payment.succeeded", 2).send(port);
+    assert_eq!(paid.header("idemgate-order"), Some("applied"));
+    assert_eq!(envoy.counter("order.not_applied"), 2);
+    assert_eq!(envoy.counter("order.applied"), 2);
+}
