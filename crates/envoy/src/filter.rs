@@ -22,7 +22,7 @@ use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::order::{self, Began, OrderClaim};
+use crate::order::{self, OrderClaim};
 use crate::origin::{classify_attempts, doubt_cause, DoubtCause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -41,6 +41,9 @@ use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::time::UnixMillis;
+
+mod ordering;
+use ordering::OrderWait;
 
 /// A guarded request whose body is being fingerprinted.
 struct Hashing {
@@ -116,15 +119,6 @@ enum Stage {
     },
     /// The ordering guard's begin is on its way to the remote store; the request waits, paused.
     Ordering(Box<OrderWait>),
-}
-
-/// A claimed request waiting for the remote store's ordering decision (callout `call`).
-struct OrderWait {
-    call: u32,
-    key: StorageKey,
-    owner: OwnerToken,
-    token: Option<VerifiedToken>,
-    held: Option<Held>,
 }
 
 /// A claim sent to the remote store, and what the request does once it answers.
@@ -753,56 +747,6 @@ impl Filter {
                     .unwrap_or_else(|| self.unprotected(token.as_ref()))
             }
         }
-    }
-
-    /// Goes on with a claimed request once the ordering guard (if any) has decided its event.
-    fn forward_ordered(&mut self, wait: OrderWait, began: Option<Began>) -> Action {
-        let OrderWait {
-            key,
-            owner,
-            token,
-            held,
-            ..
-        } = wait;
-        let order = match began {
-            None | Some(Began::Forward(None)) => None,
-            Some(Began::Forward(Some(claim))) => Some(claim),
-            Some(Began::Answer(http)) => {
-                // Nothing ran: the delivery id is free for the sender's next delivery.
-                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
-                return self.send(&http);
-            }
-            Some(Began::Pending(call)) => {
-                let wait = OrderWait {
-                    call,
-                    key,
-                    owner,
-                    token,
-                    held,
-                };
-                self.stage = Stage::Ordering(Box::new(wait));
-                return Action::Pause;
-            }
-        };
-        let after = AfterUse::Forward {
-            key,
-            owner,
-            held,
-            order,
-        };
-        match &token {
-            Some(claims) => self.use_token(claims, after),
-            None => self.go_on(after),
-        }
-    }
-
-    /// The remote store answered the ordering guard's begin for this request.
-    pub fn order_answered(&mut self, began: Began) {
-        let Stage::Ordering(wait) = core::mem::replace(&mut self.stage, Stage::Idle) else {
-            return;
-        };
-        let action = self.forward_ordered(*wait, Some(began));
-        self.resume(action);
     }
 
     /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
