@@ -141,6 +141,8 @@ pub fn begin(
                 version: record.version,
             });
             record.expires_at = now.after(begin.ttl);
+            // No longer early: its patience is not counted any more.
+            record.early.retain(|(event, _)| event != begin.event);
             (BeginOutcome::Apply { to }, Some(record))
         }
         Arrival::AlreadyApplied => (

@@ -272,6 +272,19 @@ fn an_early_event_is_forwarded_once_its_patience_is_over() {
     let late = T0.after(Span::from_secs(3600));
     let (forward, write) = begin(Some(&seen), &begin_for(&r, "order.shipped", 3), late);
     assert_eq!((forward, write), (BeginOutcome::ForwardEarly, None));
+    // Once it applies, it is no longer remembered as early.
+    let paid = Resource {
+        state: "paid".into(),
+        ..seen
+    };
+    let (apply, write) = begin(Some(&paid), &begin_for(&r, "order.shipped", 4), late);
+    assert_eq!(
+        apply,
+        BeginOutcome::Apply {
+            to: "shipped".into()
+        }
+    );
+    assert!(write.unwrap().early.is_empty());
 }
 
 #[test]
