@@ -90,6 +90,7 @@ mod tests {
             claimed_at: Some(UnixMillis(0)),
             kind: idemgate_core::policy::RouteKind::Api,
             via: idemgate_core::policy::Via::Reentry,
+            order: None,
         })
     }
 

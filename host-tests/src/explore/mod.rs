@@ -6,6 +6,7 @@
 
 pub mod chooser;
 pub mod invariants;
+pub mod order;
 pub mod plan;
 pub mod run;
 pub mod turnstile;
@@ -53,13 +54,26 @@ pub fn every_schedule(
     module: &FilterModule,
     limit: usize,
 ) -> Result<std::result::Result<Coverage, Violation>> {
+    every_schedule_checked(plan, module, limit, invariants::check)
+}
+
+/// What must hold after a schedule: `Err` describes the first thing that does not.
+pub type Check = fn(&Plan, &Run) -> std::result::Result<(), String>;
+
+/// [`every_schedule`] with other invariants (e.g. [`order::check`] for events on one resource).
+pub fn every_schedule_checked(
+    plan: &Plan,
+    module: &FilterModule,
+    limit: usize,
+    check: Check,
+) -> Result<std::result::Result<Coverage, Violation>> {
     let mut prefix = Vec::new();
     let mut schedules = 0;
     loop {
         let mut chooser = DepthFirst::new(prefix);
         let run = run::run(plan, module, &mut chooser)?;
         schedules += 1;
-        if let Err(message) = invariants::check(plan, &run) {
+        if let Err(message) = check(plan, &run) {
             let choices: Vec<usize> = chooser.taken.iter().map(|(c, _)| *c).collect();
             return Ok(Err(Violation {
                 message,

@@ -8,6 +8,7 @@ mod detached;
 mod failures;
 mod fleet;
 mod interleavings;
+mod order;
 mod reentry;
 mod scenarios;
 mod support;

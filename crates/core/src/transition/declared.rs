@@ -20,7 +20,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// A validated table with the state a new object starts in.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclaredTable {
     table: StateTable<String>,
     initial: String,
@@ -77,6 +77,24 @@ impl DeclaredTable {
             Some(initial) => initial,
             None => return Err(TableError::Empty),
         };
+        let table = StateTable::new(states, terminal, transitions)?;
+        if !table.is_state(&initial) {
+            return Err(TableError::UnknownState(initial));
+        }
+        Ok(DeclaredTable { table, initial })
+    }
+
+    /// A declaration from its parts, as [`DeclaredTable::from_value`] would make it from JSON
+    /// that names them all (the remote store's wire format carries a table this way).
+    pub fn new(
+        states: Vec<String>,
+        terminal: Vec<String>,
+        transitions: Vec<(String, String, String)>,
+        initial: String,
+    ) -> Result<DeclaredTable, TableError> {
+        if transitions.is_empty() {
+            return Err(TableError::Empty);
+        }
         let table = StateTable::new(states, terminal, transitions)?;
         if !table.is_state(&initial) {
             return Err(TableError::UnknownState(initial));

@@ -31,7 +31,7 @@ use pki::Pki;
 
 /// The remote store as the filter's configuration names it, with the variable holding the secret
 /// that seals its answers (issue 24).
-const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
+pub(crate) const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
 
 /// The fleet's record secret: every Envoy of a fleet gets the same one in its VM's environment.
 pub(crate) const RECORD_SECRET: &str = "fleet-tests-record-secret-0123456789abcdef";
@@ -134,7 +134,7 @@ impl Redis {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 }
@@ -271,7 +271,7 @@ impl Store {
     }
 
     /// Redis Cluster: `urls` are its seed nodes.
-    fn start_on_cluster(urls: String) -> Store {
+    pub(crate) fn start_on_cluster(urls: String) -> Store {
         let args = ["--redis".to_owned(), urls, "--cluster".to_owned()];
         Store::start_with(args.to_vec(), "300ms")
     }
@@ -507,7 +507,7 @@ fn two_envoys_sharing_the_store_run_each_key_once_and_replay_it_identically(engi
 on_every_engine!(two_envoys_sharing_the_store_run_each_key_once_and_replay_it_identically);
 
 /// Three Redis Cluster primaries with every slot assigned (`redis-cli --cluster create`).
-fn redis_cluster() -> Vec<Redis> {
+pub(crate) fn redis_cluster() -> Vec<Redis> {
     let nodes: Vec<Redis> = (0..3).map(|_| Redis::start_cluster_node()).collect();
     let out = Command::new("redis-cli")
         .args(["--cluster", "create"])
