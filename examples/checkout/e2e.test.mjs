@@ -5,51 +5,24 @@
 //   node --test examples/checkout/e2e.test.mjs      (after `make build-filter build-web`)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
 import { createHmac, randomBytes } from 'node:crypto';
-
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(here, '../../crates/web/package.json'));
-const { chromium } = require('playwright-core');
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
+import { here, launchBrowser, startDemo } from './e2e_stack.mjs';
 
 let demo;
 let stack;
 let browser;
-const work = mkdtempSync(join(tmpdir(), 'idemgate-e2e-'));
 
 before(async () => {
-  const ready = join(work, 'ready.json');
-  demo = spawn('python3', [join(here, 'demo.py'), '--port', '0', '--admin-port', '0', '--quiet',
-    '--ready-file', ready], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const exited = new Promise((resolve) => demo.once('exit', resolve));
-  const deadline = Date.now() + 60_000;
-  while (!existsSync(ready)) {
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(r, 100, 'waiting'))]);
-    assert.equal(code, 'waiting', `demo.py exited (${code}) before it was ready`);
-    assert.ok(Date.now() < deadline, 'demo.py not ready after 60 s');
-  }
-  stack = JSON.parse(readFileSync(ready, 'utf8'));
-  // playwright gives the browser a fresh, temporary profile of its own.
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+  demo = await startDemo();
+  stack = demo.stack;
+  browser = await launchBrowser();
 });
 
 after(async () => {
   await browser?.close();
-  if (demo && demo.exitCode === null) {
-    const gone = new Promise((resolve) => demo.once('exit', resolve));
-    demo.kill('SIGTERM');
-    await gone;
-  }
-  rmSync(work, { recursive: true, force: true });
+  await demo?.stop();
 });
 
 async function orders() {
