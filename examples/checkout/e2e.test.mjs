@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { createHmac, randomBytes } from 'node:crypto';
-import { here, launchBrowser, startDemo } from './e2e_stack.mjs';
+import { here, launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
+
+const { Webhook } = requireClients('standardwebhooks');
 
 let demo;
 let stack;
@@ -299,13 +301,10 @@ async function untilAcknowledged(send) {
   throw new Error(`never acknowledged: ${statuses}`);
 }
 
-// Standard Webhooks (standardwebhooks.com): `webhook-signature: v1,<base64 HMAC-SHA256(key,
-// "{id}.{timestamp}.{body}")>`, the key being the base64 after the secret's `whsec_` prefix.
-// Signed with node:crypto by that documented algorithm: this test has no package.json of its own
-// (it borrows playwright-core from crates/web's), so the npm `standardwebhooks` is not installed.
+// Standard Webhooks: `webhook-signature: v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`,
+// signed by the reference implementation, the npm `standardwebhooks` (pinned for test-clients).
 function standardSignature(secret, id, timestamp, body) {
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+  return new Webhook(secret).sign(id, new Date(Number(timestamp) * 1000), body);
 }
 
 function deliverStandard(id, body, { secret = stack.standard_webhook_secret, age = 0, to = stack.url, signature } = {}) {
