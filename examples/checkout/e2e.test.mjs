@@ -95,6 +95,7 @@ test('a double and a triple click on Pay make one order each', async () => {
   assert.match(done.text, new RegExp(`Order #${orderId} placed`));
   assert.deepEqual(await pageCounts(page), { count: afterTriple.count, events: afterTriple.events_applied },
     'the page shows what the server holds, no lag behind the placed order');
+  assert.equal(await page.textContent('#last'), `#${orderId} unpaid`, 'and the last order\'s status');
 
   // What happened, as a person did it: five clicks, two payments. Each gesture's first click
   // started a payment (one request, claimed); every other click was absorbed into that payment.
