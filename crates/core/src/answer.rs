@@ -15,6 +15,8 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+pub mod order;
+
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (semantics §4).

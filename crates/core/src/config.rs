@@ -19,12 +19,14 @@ use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
 use crate::time::Span;
 use crate::token::TokenSecret;
+use crate::transition::TableError;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod order;
 mod preset;
 mod read;
 mod store;
@@ -84,9 +86,29 @@ pub struct RouteConfig {
     /// A sender's usual settings (issue 27, [`preset`]); every other field overrides them.
     pub preset: Option<PresetConfig>,
     pub pass_through: Option<PassThroughConfig>,
+    /// The ordering guard (issue 26, [`crate::order`]); callback routes only.
+    pub order: Option<OrderConfig>,
+    pub precondition: Option<PreconditionConfig>,
 }
 
 pub use preset::PresetConfig;
+
+/// `routes[i].order`: where the resource id and the event type are, the state table (kept as
+/// JSON for [`DeclaredTable`] to read), and `early.retry_after` / `early.forward_after`.
+#[derive(Debug, Clone, Default)]
+pub struct OrderConfig {
+    pub resource: Option<KeySourceConfig>,
+    pub event: Option<KeySourceConfig>,
+    pub table: Option<crate::json::Value>,
+    pub retry_after: Option<String>,
+    pub forward_after: Option<String>,
+}
+
+/// `routes[i].precondition`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreconditionConfig {
+    IfMatch,
+}
 
 /// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -250,6 +272,9 @@ pub enum ConfigError {
     Syntax { message: String },
     /// A field holds a value the rules refuse.
     Invalid { field: String, reason: String },
+    /// A route's state table (`routes[i].order.table`) is not a valid table: the code is the
+    /// table's own (`transition_table_*`), the same one the browser module reports.
+    Table { field: String, error: TableError },
 }
 
 impl ConfigError {
@@ -257,13 +282,14 @@ impl ConfigError {
         match self {
             ConfigError::Syntax { .. } => "config_syntax",
             ConfigError::Invalid { .. } => "config_invalid",
+            ConfigError::Table { error, .. } => error.code(),
         }
     }
 
     /// The field at fault (`"routes[1].methods"`), when known.
     pub fn field(&self) -> Option<&str> {
         match self {
-            ConfigError::Invalid { field, .. } => Some(field),
+            ConfigError::Invalid { field, .. } | ConfigError::Table { field, .. } => Some(field),
             ConfigError::Syntax { .. } => None,
         }
     }
@@ -275,6 +301,13 @@ impl fmt::Display for ConfigError {
             ConfigError::Syntax { message } => write!(f, "configuration is not valid: {message}"),
             ConfigError::Invalid { field, reason } => {
                 write!(f, "configuration field `{field}`: {reason}")
+            }
+            ConfigError::Table { field, error } => {
+                write!(
+                    f,
+                    "configuration field `{field}`: {} ({error})",
+                    error.code()
+                )
             }
         }
     }
@@ -388,6 +421,8 @@ impl Policy {
                 key_from: alloc::vec![KeySource::Header(header.clone())].into(),
                 signature: None,
                 pass_through: None,
+                order: None,
+                precondition: None,
             }],
             header,
             scope: alloc::vec![
@@ -637,6 +672,17 @@ impl Config {
                 ));
             }
         }
+        let store = self.compile_store(env)?;
+        if let (StoreKind::Remote { .. }, Some(i)) =
+            (&store, routes.iter().position(|r| r.order.is_some()))
+        {
+            // Until the store service carries the ordering operations, an ordered route with a
+            // remote store would keep each Envoy's resource states apart: refused, not weakened.
+            return Err(refuse(
+                item("routes", i, ".order"),
+                &["is not carried by the remote store yet: use `store.kind` \"local\" for ordered routes"],
+            ));
+        }
         Ok(Policy {
             header,
             routes,
@@ -655,7 +701,7 @@ impl Config {
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
-            store: self.compile_store(env)?,
+            store,
         })
     }
 
@@ -679,6 +725,8 @@ impl Config {
                 key_from: default_key_from,
                 signature: None,
                 pass_through: None,
+                order: None,
+                precondition: None,
             }]);
         };
         let mut routes = Vec::new();
@@ -782,6 +830,10 @@ impl Config {
             if !case_sensitive {
                 prefix.make_ascii_lowercase();
             }
+            let order = order::compile(i, route.order.as_ref(), kind)?;
+            let precondition = route.precondition.map(|p| match p {
+                PreconditionConfig::IfMatch => crate::order::Precondition::IfMatch,
+            });
             routes.push(Route {
                 prefix,
                 case_sensitive,
@@ -790,6 +842,8 @@ impl Config {
                 key_from,
                 signature,
                 pass_through,
+                order,
+                precondition,
                 key: match (route.key, kind) {
                     (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
                         KeyRequirement::Required

@@ -64,7 +64,7 @@ pub fn decide_with(
         Record::Completed(done) => Decision::Replay(done.response.clone()),
         // A token record can never share a storage key with a request (separate hash domains);
         // refusing is the answer that cannot cause a second execution.
-        Record::TokenUsed { .. } => Decision::Mismatch,
+        Record::TokenUsed { .. } | Record::Resource(_) => Decision::Mismatch,
     }
 }
 

@@ -352,6 +352,18 @@ fn form_key(body: &[u8], name: &str) -> Result<Option<IdempotencyKey>, KeyError>
     IdempotencyKey::parse_all(values.iter().map(Vec::as_slice))
 }
 
+/// The decoded value of form field `name` in a form body: its first occurrence, `None` if absent
+/// (the ordering guard reads the resource id and event type this way, [`crate::order`]).
+pub fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
+    body.split(|b| *b == b'&').find_map(|pair| {
+        let (n, v) = match pair.iter().position(|b| *b == b'=') {
+            Some(at) => (&pair[..at], &pair[at + 1..]),
+            None => (pair, &pair[pair.len()..]),
+        };
+        (form_decode(n) == name.as_bytes()).then(|| form_decode(v))
+    })
+}
+
 /// `application/x-www-form-urlencoded` decoding: `+` is a space, `%XX` a byte; a `%` not followed
 /// by two hex digits stays as it is (the WHATWG URL standard's rule).
 fn form_decode(raw: &[u8]) -> Vec<u8> {

@@ -56,6 +56,7 @@ pub mod json;
 pub mod key;
 pub mod key_source;
 pub mod media_type;
+pub mod order;
 pub mod path;
 pub mod policy;
 pub mod protocol;

@@ -71,6 +71,10 @@ pub struct Route {
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
     pub pass_through: Option<PassThrough>,
+    /// On callback routes: the ordering guard of each resource's events (issue 26).
+    pub order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
+    /// Whether updates must name the version they read (`If-Match`).
+    pub precondition: Option<crate::order::Precondition>,
 }
 
 /// Requests a callback route lets through without a key (issue 27): those whose `header` has one

@@ -251,14 +251,14 @@ pub enum ClaimOutcome {
 }
 
 /// Why a new record was not added to a cell.
-enum NoRoom {
+pub(crate) enum NoRoom {
     Quota(Span),
     Full(Span),
 }
 
 /// Checks that `key` may add a record to `bucket` (issue 14): its scope holds less than its share
 /// of the cell, and the cell has room — made, if needed, by dropping claims whose lease has ended.
-fn make_room(
+pub(crate) fn make_room(
     bucket: &mut Bucket,
     key: &StorageKey,
     per_cell: u16,

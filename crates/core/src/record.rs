@@ -5,6 +5,7 @@
 
 use crate::codec::{Reader, Writer};
 use crate::fingerprint::Fingerprint;
+use crate::order::{Resource, ResourceClaim};
 use crate::scope::{QuotaTag, StorageKey};
 use crate::seal::{Seal, SEAL_LEN};
 use crate::time::UnixMillis;
@@ -67,6 +68,8 @@ pub enum Record {
     TokenUsed {
         expires_at: UnixMillis,
     },
+    /// A resource's state on an order-guarded callback route ([`crate::order`]).
+    Resource(crate::order::Resource),
 }
 
 impl Record {
@@ -75,6 +78,7 @@ impl Record {
             Record::InFlight(r) => r.expires_at,
             Record::Completed(r) => r.expires_at,
             Record::TokenUsed { expires_at } => *expires_at,
+            Record::Resource(r) => r.expires_at,
         }
     }
 
@@ -108,6 +112,7 @@ const TAG_TOKEN_USED: u8 = 3;
 /// A completed record whose answer carries a seal: as [`TAG_COMPLETED`], with the seal after the
 /// fingerprint. Unsealed records keep their tag, so their bytes are what they always were.
 const TAG_COMPLETED_SEALED: u8 = 4;
+const TAG_RESOURCE: u8 = 5;
 
 impl Bucket {
     pub fn get(&self, key: &StorageKey) -> Option<&Record> {
@@ -239,6 +244,7 @@ fn encode_record(w: &mut Writer, record: &Record) {
             w.u8(TAG_TOKEN_USED);
             w.u64(expires_at.0);
         }
+        Record::Resource(r) => encode_resource(w, r),
     }
 }
 
@@ -297,8 +303,66 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
         TAG_TOKEN_USED => Ok(Record::TokenUsed {
             expires_at: UnixMillis(r.u64()?),
         }),
+        TAG_RESOURCE => decode_resource(r).map(Record::Resource),
         tag => Err(DecodeError::UnknownTag(tag)),
     }
+}
+
+/// A resource record: state, version, expiry, the claim (flag, owner, lease end, version), the
+/// early events (count, then each type and when it was first seen).
+fn encode_resource(w: &mut Writer, r: &Resource) {
+    w.u8(TAG_RESOURCE);
+    w.short_bytes(r.state.as_bytes());
+    w.u64(r.version);
+    w.u64(r.expires_at.0);
+    match &r.claim {
+        None => w.u8(0),
+        Some(claim) => {
+            w.u8(1);
+            w.bytes(&claim.owner.0);
+            w.u64(claim.lease_until.0);
+            w.u64(claim.version);
+        }
+    }
+    let early = &r.early[..r.early.len().min(Resource::MAX_EARLY)];
+    w.u8(early.len() as u8);
+    for (event, first_seen) in early {
+        w.short_bytes(event.as_bytes());
+        w.u64(first_seen.0);
+    }
+}
+
+fn decode_resource(r: &mut Reader<'_>) -> Result<Resource, DecodeError> {
+    let text =
+        |bytes: &[u8]| String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::InvalidResource);
+    let state = text(r.short_bytes()?)?;
+    let version = r.u64()?;
+    let expires_at = UnixMillis(r.u64()?);
+    let claim = match r.u8()? {
+        0 => None,
+        1 => Some(ResourceClaim {
+            owner: OwnerToken(r.array::<16>()?),
+            lease_until: UnixMillis(r.u64()?),
+            version: r.u64()?,
+        }),
+        tag => return Err(DecodeError::UnknownTag(tag)),
+    };
+    let count = r.u8()?;
+    if usize::from(count) > Resource::MAX_EARLY {
+        return Err(DecodeError::InvalidResource);
+    }
+    let mut early = Vec::new();
+    for _ in 0..count {
+        let event = text(r.short_bytes()?)?;
+        early.push((event, UnixMillis(r.u64()?)));
+    }
+    Ok(Resource {
+        state,
+        version,
+        claim,
+        early,
+        expires_at,
+    })
 }
 
 /// Statuses a completed record can hold: three-digit HTTP statuses.
@@ -326,6 +390,8 @@ pub enum DecodeError {
     InvalidStatus(u16),
     InvalidHeader,
     TrailingBytes,
+    /// A resource record with a state that is not UTF-8 or too many early events.
+    InvalidResource,
 }
 
 impl DecodeError {
@@ -338,6 +404,7 @@ impl DecodeError {
             DecodeError::InvalidStatus(_) => "record_invalid_status",
             DecodeError::InvalidHeader => "record_invalid_header",
             DecodeError::TrailingBytes => "record_trailing_bytes",
+            DecodeError::InvalidResource => "record_invalid_resource",
         }
     }
 }
@@ -354,6 +421,7 @@ impl fmt::Display for DecodeError {
             DecodeError::InvalidStatus(s) => write!(f, "stored record has invalid status {s}"),
             DecodeError::InvalidHeader => f.write_str("stored record has an unsafe header"),
             DecodeError::TrailingBytes => f.write_str("stored record has trailing bytes"),
+            DecodeError::InvalidResource => f.write_str("stored resource record is not valid"),
         }
     }
 }

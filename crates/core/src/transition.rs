@@ -39,7 +39,7 @@ type Edge<S> = (S, S, S);
 /// A state machine given as data: states, terminal states (no way out), and `(from, event, to)`
 /// transitions. `S` is `&'static str` for tables compiled in and `String` for tables built from
 /// user data; both answer alike.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StateTable<S: 'static + Clone = &'static str> {
     states: Cow<'static, [S]>,
     terminal: Cow<'static, [S]>,
@@ -174,6 +174,11 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     /// Whether `(from, event)` is a transition of the table (what [`StateTable::on`] applies).
     pub fn has(&self, from: &str, event: &str) -> bool {
         self.edges().any(|(f, e, _)| f == from && e == event)
+    }
+
+    /// Whether any transition of the table is taken on `event`.
+    pub fn has_event(&self, event: &str) -> bool {
+        self.edges().any(|(_, e, _)| e == event)
     }
 
     /// The answer for `event` at `current`; the rule is in the module documentation.

@@ -226,6 +226,13 @@ mod raw {
             size: *mut usize,
         ) -> u32;
         pub fn proxy_remove_header_map_value(map: u32, key: *const u8, key_size: usize) -> u32;
+        pub fn proxy_add_header_map_value(
+            map: u32,
+            key: *const u8,
+            key_size: usize,
+            value: *const u8,
+            value_size: usize,
+        ) -> u32;
         pub fn proxy_get_property(
             path: *const u8,
             path_size: usize,
@@ -436,6 +443,32 @@ pub fn remove_header(map: MapType, name: &str) -> Result<(), Status> {
     #[cfg(not(target_arch = "wasm32"))]
     {
         let _ = (map, name);
+        Err(Status::NO_HOST)
+    }
+}
+
+/// Adds a header value (the ordering guard's `idemgate-order: applied` on an upstream answer).
+pub fn add_header(map: MapType, name: &str, value: &str) -> Result<(), Status> {
+    #[cfg(target_arch = "wasm32")]
+    {
+        // SAFETY: name and value are live borrows; the host only reads them.
+        let code = unsafe {
+            raw::proxy_add_header_map_value(
+                map as u32,
+                name.as_ptr(),
+                name.len(),
+                value.as_ptr(),
+                value.len(),
+            )
+        };
+        match Status(code) {
+            Status::OK => Ok(()),
+            other => Err(other),
+        }
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _ = (map, name, value);
         Err(Status::NO_HOST)
     }
 }

@@ -42,6 +42,17 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::InDoubtUpstreamTimeout
         | Counter::InDoubtClientGone
         | Counter::InDoubtOther => return None,
+        // The ordering guard writes its own field (`crate::order::ORDER_FIELD`).
+        Counter::OrderForwarded
+        | Counter::OrderApplied
+        | Counter::OrderNotApplied
+        | Counter::OrderAlreadyApplied
+        | Counter::OrderIllegal
+        | Counter::OrderEarly
+        | Counter::OrderForwardedEarly
+        | Counter::OrderBusy
+        | Counter::OrderResourceMissing
+        | Counter::OrderStateUnknown => return None,
         _ => DECISION,
     };
     let label = counter.name().strip_prefix("idemgate.")?;

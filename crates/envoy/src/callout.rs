@@ -76,6 +76,7 @@ mod tests {
             claimed_at: UnixMillis(0),
             kind: idemgate_core::policy::RouteKind::Api,
             via: idemgate_core::policy::Via::Reentry,
+            order: None,
         })
     }
 

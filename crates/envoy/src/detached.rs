@@ -127,6 +127,8 @@ pub struct Exchange {
     /// Where the exchange went: back into Envoy (answers carry the re-entry mark) or straight to a
     /// cluster.
     pub via: Via,
+    /// On an ordered route: the resource the event applies to, settled with the answer.
+    pub order: Option<crate::order::OrderClaim>,
 }
 
 /// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
@@ -261,12 +263,39 @@ pub struct Relay {
     pub from_upstream: bool,
     /// What the core did with the key (`None`: the store failed), for the stream's access log.
     pub outcome: Option<FinishOutcome>,
+    /// The status of the upstream's own answer, if one came (relayed or too large to relay).
+    pub upstream_status: Option<u16>,
 }
 
 /// The exchange's answer has come (`num_headers == 0`: the call failed without one). Reads it,
 /// settles the key, and returns what the client gets if its stream still exists. Must run before
 /// any `set_effective_context`: the answer's headers and body belong to the root context.
 pub fn answered(
+    exchange: Exchange,
+    num_headers: usize,
+    body_size: usize,
+    client_waits: bool,
+) -> Relay {
+    let shared = Rc::clone(&exchange.shared);
+    let order = exchange.order.clone();
+    let mut relay = answered_exchange(exchange, num_headers, body_size, client_waits);
+    if let Some(claim) = order {
+        // Only the upstream's own 2xx applied the event; anything else (no answer, a reset, a
+        // reply Envoy made) leaves the resource's state and frees it.
+        let applied = relay.upstream_status.is_some_and(crate::order::applies);
+        crate::order::settle(&shared, claim, applied, false);
+        if applied && relay.from_upstream {
+            relay
+                .answer
+                .headers
+                .push(idemgate_core::answer::order::applied_header());
+        }
+    }
+    relay
+}
+
+/// [`answered`] for the delivery id's claim.
+fn answered_exchange(
     exchange: Exchange,
     num_headers: usize,
     body_size: usize,
@@ -299,6 +328,7 @@ pub fn answered(
             answer,
             from_upstream: false,
             outcome,
+            upstream_status: None,
         }
     };
     if num_headers == 0 {
@@ -365,6 +395,7 @@ pub fn answered(
                 answer,
                 from_upstream: false,
                 outcome,
+                upstream_status: None,
             }
         }
         CalloutOrigin::InDoubt(cause) => no_answer(&shared, cause),
@@ -402,6 +433,7 @@ pub fn answered(
                     })),
                     from_upstream: false,
                     outcome,
+                    upstream_status: Some(status),
                 };
             };
             Relay {
@@ -412,6 +444,7 @@ pub fn answered(
                 },
                 from_upstream: true,
                 outcome,
+                upstream_status: Some(status),
             }
         }
     }

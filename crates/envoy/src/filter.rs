@@ -22,6 +22,7 @@ use crate::client::{identify, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
+use crate::order::{self, Began, OrderClaim};
 use crate::origin::{classify_attempts, doubt_cause, DoubtCause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -52,6 +53,8 @@ struct Hashing {
     reservation: Reservation,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
+    /// On an ordered route: what the ordering guard reads ([`crate::order`]).
+    order: Option<Box<order::Probe>>,
 }
 
 /// The storage key, or what still decides it at the end of the body (a body key source, a
@@ -82,6 +85,8 @@ struct Held {
 struct Forwarded {
     key: StorageKey,
     owner: OwnerToken,
+    /// The resource this request's event applies to, claimed until the upstream answers.
+    order: Option<OrderClaim>,
     /// The upstream's answer as it arrives (`None` until response headers came via the upstream).
     answer: Option<Capture>,
 }
@@ -126,6 +131,7 @@ enum AfterUse {
         key: StorageKey,
         owner: OwnerToken,
         held: Option<Held>,
+        order: Option<OrderClaim>,
     },
     /// No key on an optional-key route: forward without idempotency.
     PassThrough,
@@ -140,6 +146,8 @@ pub struct Filter {
     context_id: u32,
     /// The guarded route's kind: it decides which answers count as the outcome (core).
     kind: RouteKind,
+    /// An ordered event, between the end of its body and its delivery id's claim.
+    ordered: Option<order::Ordered>,
 }
 
 struct HeaderFacts<'a> {
@@ -178,6 +186,7 @@ impl Filter {
             stage: Stage::Idle,
             context_id,
             kind: RouteKind::Api,
+            ordered: None,
         }
     }
 
@@ -295,9 +304,15 @@ impl Filter {
     /// The token's use is decided: go on with `after`, or answer (and release a claim held).
     fn token_used(&mut self, check: TokenCheck, after: AfterUse) -> Action {
         if let Some(action) = self.token_checked(check) {
-            if let AfterUse::Forward { key, owner, .. } = after {
+            if let AfterUse::Forward {
+                key, owner, order, ..
+            } = after
+            {
                 // Not forwarded after all: the upstream never saw it, so release the key.
                 self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                if let Some(claim) = order {
+                    order::settle(&self.shared, claim, false, true);
+                }
             }
             return action;
         }
@@ -311,15 +326,18 @@ impl Filter {
                 key,
                 owner,
                 held: Some(held),
-            } => self.detach(key, owner, held),
+                order,
+            } => self.detach(key, owner, held, order),
             AfterUse::Forward {
                 key,
                 owner,
                 held: None,
+                order,
             } => {
                 self.stage = Stage::Forwarded(Forwarded {
                     key,
                     owner,
+                    order,
                     answer: None,
                 });
                 Action::Continue
@@ -412,6 +430,10 @@ impl Filter {
             return Action::Continue;
         };
         let route = matched.route;
+        if let Some((http, counter)) = order::precondition(route, method, &headers) {
+            self.count(counter);
+            return self.send(&http);
+        }
         // The core's spelling, the one the browser module fingerprints with too (issue 22).
         let guarded = matched.target(path);
         self.kind = route.kind;
@@ -485,6 +507,7 @@ impl Filter {
         }
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
+        let order = order::Probe::start(route, &headers);
         let held = match &route.forward {
             Forward::Detached(_) => policy
                 .routes
@@ -503,6 +526,7 @@ impl Filter {
             seen: 0,
             token,
             held,
+            order,
             reservation: Reservation::new(Rc::clone(&self.shared.hashing)),
         });
         if end_of_stream {
@@ -540,6 +564,9 @@ impl Filter {
         if let Some(held) = &mut hashing.held {
             held.body.extend_from_slice(&chunk);
         }
+        if let Some(probe) = &mut hashing.order {
+            probe.update(&chunk);
+        }
         if !end_of_stream {
             return Action::Continue;
         }
@@ -557,6 +584,7 @@ impl Filter {
             fingerprint,
             token,
             held,
+            order,
             ..
         } = *hashing;
         let key = match key {
@@ -589,6 +617,15 @@ impl Filter {
                 return self.reply(&EdgeAnswer::InvalidBody(&e));
             }
         };
+        // The event and its resource are read before any store write: a tracked event without a
+        // resource id is refused without a claim.
+        match order.map(order::before).transpose() {
+            Ok(ordered) => self.ordered = ordered.flatten(),
+            Err(http) => {
+                self.count(Counter::OrderResourceMissing);
+                return self.send(&http);
+            }
+        }
         let owner = self.shared.owners.next();
         if remote_store::is_remote(&self.shared) {
             let stream = self.context_id;
@@ -644,7 +681,23 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                let after = AfterUse::Forward { key, owner, held };
+                // The delivery is this request's: now the ordering guard decides on its event.
+                let order = match self.ordered.take().map(|o| order::begin(&self.shared, o)) {
+                    None | Some(Began::Forward(None)) => None,
+                    Some(Began::Forward(Some(claim))) => Some(claim),
+                    Some(Began::Answer(http)) => {
+                        // Nothing ran: the delivery id is free for the sender's next delivery.
+                        let facts = ResponseFacts::NeverReached;
+                        self.finish_claim(key, owner, facts, DoubtCause::Other);
+                        return self.send(&http);
+                    }
+                };
+                let after = AfterUse::Forward {
+                    key,
+                    owner,
+                    held,
+                    order,
+                };
                 match &token {
                     Some(claims) => self.use_token(claims, after),
                     None => self.go_on(after),
@@ -710,11 +763,20 @@ impl Filter {
     /// Sends the claimed request on a detached exchange ([`crate::detached`]) and keeps the stream
     /// paused until its answer is relayed. If it cannot be sent, the upstream never saw it: the
     /// claim is released and the client told so.
-    fn detach(&mut self, key: StorageKey, owner: OwnerToken, held: Held) -> Action {
+    fn detach(
+        &mut self,
+        key: StorageKey,
+        owner: OwnerToken,
+        held: Held,
+        order: Option<OrderClaim>,
+    ) -> Action {
         let policy = self.policy();
         let Some(Forward::Detached(route)) = policy.routes.get(held.route).map(|r| &r.forward)
         else {
             self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            if let Some(claim) = order {
+                order::settle(&self.shared, claim, false, true);
+            }
             return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
         };
         match detached::send(route, &held.headers, &held.body) {
@@ -727,6 +789,7 @@ impl Filter {
                     claimed_at: host::now(),
                     kind: self.kind,
                     via: route.via,
+                    order: order.clone(),
                 };
                 if let Ok(mut table) = self.shared.callouts.try_borrow_mut() {
                     table.insert(token, Pending::Detached(exchange));
@@ -745,6 +808,9 @@ impl Filter {
                     ),
                 );
                 self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                if let Some(claim) = order {
+                    order::settle(&self.shared, claim, false, true);
+                }
                 self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent))
             }
         }
@@ -853,6 +919,10 @@ impl Filter {
         let Stage::Forwarded(forwarded) = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
+        if let Some(claim) = forwarded.order {
+            let applied = matches!((complete, &forwarded.answer), (true, Some(c)) if order::applies(c.status));
+            order::settle(&self.shared, claim, applied, true);
+        }
         let (facts, cause) = match (complete, forwarded.answer) {
             (true, Some(capture)) => (
                 ResponseFacts::Upstream {
@@ -901,6 +971,9 @@ impl Filter {
                         Some((name.to_owned(), value.to_owned()))
                     })
                     .collect();
+                if forwarded.order.is_some() && order::applies(status) {
+                    order::mark_response();
+                }
                 forwarded.answer = Some(Capture {
                     status,
                     headers,
@@ -916,6 +989,9 @@ impl Filter {
                 else {
                     return Action::Continue;
                 };
+                if let Some(claim) = forwarded.order {
+                    order::settle(&self.shared, claim, false, true);
+                }
                 self.finish_claim(
                     forwarded.key,
                     forwarded.owner,

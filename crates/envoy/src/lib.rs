@@ -49,6 +49,7 @@ pub mod filter;
 pub mod host;
 pub mod id_map;
 pub mod metrics;
+pub mod order;
 pub mod origin;
 pub mod remote_store;
 pub mod root;

@@ -71,10 +71,34 @@ pub enum Counter {
     /// 502: the remote store's answer for the key failed its seal (planted or altered in the
     /// store): never replayed, never forwarded.
     RecordCorrupt,
+    /// An ordered event applies: forwarded, its resource claimed until the upstream answers.
+    OrderForwarded,
+    /// The upstream answered 2xx: the resource's state advanced.
+    OrderApplied,
+    /// The upstream did not answer 2xx (or the client went away): the resource's claim was released, its state unchanged.
+    OrderNotApplied,
+    /// 200 from the edge: the event was applied before, or is stale.
+    OrderAlreadyApplied,
+    /// 200 from the edge: no state from the resource's accepts the event (also logged).
+    OrderIllegal,
+    /// 409: the event is early; the sender delivers it again later.
+    OrderEarly,
+    /// An early event forwarded after `early.forward_after` (the state is not advanced by the edge).
+    OrderForwardedEarly,
+    /// 409: another event for the resource was in flight.
+    OrderBusy,
+    /// 400: a tracked event without a resource id.
+    OrderResourceMissing,
+    /// 500: the stored state is not in the route's table.
+    OrderStateUnknown,
+    /// 428: an update without `If-Match` on a route that requires it.
+    PreconditionRequired,
+    /// 400: a malformed `If-Match`.
+    PreconditionMalformed,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 31] = [
+    pub const ALL: [Counter; 43] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -106,6 +130,18 @@ impl Counter {
         Counter::InvalidBody,
         Counter::SignatureRejected,
         Counter::RecordCorrupt,
+        Counter::OrderForwarded,
+        Counter::OrderApplied,
+        Counter::OrderNotApplied,
+        Counter::OrderAlreadyApplied,
+        Counter::OrderIllegal,
+        Counter::OrderEarly,
+        Counter::OrderForwardedEarly,
+        Counter::OrderBusy,
+        Counter::OrderResourceMissing,
+        Counter::OrderStateUnknown,
+        Counter::PreconditionRequired,
+        Counter::PreconditionMalformed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -141,14 +177,34 @@ impl Counter {
             Counter::InvalidBody => "idemgate.invalid_body",
             Counter::SignatureRejected => "idemgate.signature_rejected",
             Counter::RecordCorrupt => "idemgate.record_corrupt",
+            Counter::OrderForwarded => "idemgate.order.forwarded",
+            Counter::OrderApplied => "idemgate.order.applied",
+            Counter::OrderNotApplied => "idemgate.order.not_applied",
+            Counter::OrderAlreadyApplied => "idemgate.order.already_applied",
+            Counter::OrderIllegal => "idemgate.order.illegal",
+            Counter::OrderEarly => "idemgate.order.early",
+            Counter::OrderForwardedEarly => "idemgate.order.forwarded_early",
+            Counter::OrderBusy => "idemgate.order.busy",
+            Counter::OrderResourceMissing => "idemgate.order.resource_missing",
+            Counter::OrderStateUnknown => "idemgate.order.state_unknown",
+            Counter::PreconditionRequired => "idemgate.precondition_required",
+            Counter::PreconditionMalformed => "idemgate.precondition_malformed",
         }
     }
 }
 
 /// The metric ids of one VM.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     ids: [Option<u32>; Counter::ALL.len()],
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            ids: [None; Counter::ALL.len()],
+        }
+    }
 }
 
 impl Metrics {

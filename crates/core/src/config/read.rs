@@ -12,7 +12,7 @@ use super::{
     TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
-use super::{PassThroughConfig, PresetConfig};
+use super::{OrderConfig, PassThroughConfig, PreconditionConfig, PresetConfig};
 use crate::json::Value;
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -66,7 +66,12 @@ const ROUTE_FIELDS: &[&str] = &[
     "signature",
     "preset",
     "pass_through",
+    "order",
+    "precondition",
 ];
+const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early"];
+const EARLY_FIELDS: &[&str] = &["retry_after", "forward_after"];
+const PRECONDITIONS: Choices<PreconditionConfig, 1> = (["if-match"], [PreconditionConfig::IfMatch]);
 const SIGNATURE_FIELDS: &[&str] = &[
     "scheme",
     "secret",
@@ -358,6 +363,8 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         signature: None,
         preset: None,
         pass_through: None,
+        order: None,
+        precondition: None,
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -433,6 +440,20 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
                 } else {
                     Some(pass_through(&at, value)?)
                 };
+                continue;
+            }
+            // `order`
+            Some(13) => {
+                r.order = if value.is_null() {
+                    None
+                } else {
+                    Some(order(&at, value)?)
+                };
+                continue;
+            }
+            // `precondition`
+            Some(14) => {
+                r.precondition = opt_pick(&at, value, &PRECONDITIONS)?;
                 continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
@@ -559,6 +580,58 @@ fn pass_through(path: &str, value: &Value) -> Result<PassThroughConfig, Shape> {
         (None, _) => Err(shape(&join(path, "header"), &["missing field"])),
         (_, None) => Err(shape(&join(path, "values"), &["missing field"])),
     }
+}
+
+/// `{"resource": source, "event": source, "table": {...}, "early"?: {...}}`; the table is kept
+/// as JSON for [`crate::transition::DeclaredTable`] to read (the one reader of that format).
+fn order(path: &str, value: &Value) -> Result<OrderConfig, Shape> {
+    let mut o = OrderConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        match ORDER_FIELDS.iter().position(|name| name == key) {
+            // `resource`, `event`
+            Some(i @ (0 | 1)) if !value.is_null() => {
+                let source = key_source(&at, value)?;
+                if matches!(source, KeySourceConfig::CloudEvent) {
+                    return Err(shape(
+                        &at,
+                        &["expected {\"header\": name}, {\"json\": pointer} or {\"form\": field}"],
+                    ));
+                }
+                *(if i == 0 {
+                    &mut o.resource
+                } else {
+                    &mut o.event
+                }) = Some(source);
+            }
+            Some(0 | 1) => {}
+            // `table`
+            Some(2) => o.table = (!value.is_null()).then(|| value.clone()),
+            // `early`
+            Some(3) if value.is_null() => {}
+            Some(3) => {
+                for (key, value) in members(&at, value)? {
+                    let slot = match EARLY_FIELDS.iter().position(|name| name == key) {
+                        Some(0) => Slot::Text(&mut o.retry_after),
+                        Some(1) => Slot::Text(&mut o.forward_after),
+                        _ => return Err(unknown(&at, key, EARLY_FIELDS)),
+                    };
+                    fill(&join(&at, key), value, slot)?;
+                }
+            }
+            _ => return Err(unknown(path, key, ORDER_FIELDS)),
+        }
+    }
+    for (name, given) in [
+        ("resource", o.resource.is_some()),
+        ("event", o.event.is_some()),
+        ("table", o.table.is_some()),
+    ] {
+        if !given {
+            return Err(shape(&join(path, name), &["missing field"]));
+        }
+    }
+    Ok(o)
 }
 
 /// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.

@@ -4,6 +4,7 @@
 use crate::conformance::Outcome;
 use crate::fingerprint::FingerprintMode;
 use crate::json::Value;
+use crate::order::OrderRule;
 use crate::policy::{
     FailureMode, KeyRequirement, Policy, ScopeSource, StoreRule, TokenRequirement,
 };
@@ -26,16 +27,35 @@ pub fn eval(input: &Value) -> Outcome {
     Ok(summary(&policy))
 }
 
+fn order_summary(order: &OrderRule) -> Value {
+    let table = order.table.table();
+    object! {
+        "resource" => order.resource.describe(), "event" => order.event.describe(),
+        "initial" => order.table.initial(),
+        "states" => table.states().map(Value::from).collect::<Vec<Value>>(),
+        "retry_after_ms" => order.retry_after.as_millis(),
+        "forward_after_ms" => order.forward_after.map(|s| s.as_millis()),
+    }
+}
+
 fn summary(p: &Policy) -> Value {
     let routes: Vec<Value> = p
         .routes
         .iter()
         .map(|r| {
-            object! {
+            let mut route = object! {
                 "prefix" => r.prefix.as_str(), "methods" => r.methods.as_slice(),
                 "key" => if r.key == KeyRequirement::Required { "required" } else { "optional" },
                 "token" => if r.token == TokenRequirement::Required { "required" } else { "none" },
+            };
+            // Only on routes that have them, so the summaries of other routes stay as they were.
+            if let (Some(order), Value::Object(members)) = (&r.order, &mut route) {
+                members.push(("order".into(), order_summary(order)));
             }
+            if let (Some(_), Value::Object(members)) = (&r.precondition, &mut route) {
+                members.push(("precondition".into(), Value::from("if-match")));
+            }
+            route
         })
         .collect();
     let scope: Vec<String> = p.scope.iter().map(ScopeSource::label).collect();

@@ -1,5 +1,5 @@
 //! Group `record`: decoding a store cell. Input `{"bytes_hex"}`; output the entries as
-//! `[{"key": hex, "state": "in_flight"|"completed"|"token_used", ...}]`, or the decode error code.
+//! `[{"key": hex, "state": "in_flight"|"completed"|"token_used"|"resource", ...}]`, or the decode error code.
 //! Round trip: every successfully decoded cell re-encodes to the same bytes.
 
 use crate::conformance::{bytes_field, Outcome};
@@ -35,6 +35,14 @@ pub fn eval(input: &Value) -> Outcome {
             },
             Record::TokenUsed { expires_at } => object! {
                 "key" => key.to_hex(), "state" => "token_used", "expires_at" => expires_at.0,
+            },
+            Record::Resource(r) => object! {
+                "key" => key.to_hex(), "state" => "resource", "resource_state" => r.state.as_str(),
+                "version" => r.version, "expires_at" => r.expires_at.0,
+                "claim" => r.claim.as_ref().map(|c| object! {
+                    "owner" => to_hex(&c.owner.0), "lease_until" => c.lease_until.0, "version" => c.version,
+                }),
+                "early" => r.early.iter().map(|(e, at)| object! { "event" => e.as_str(), "first_seen" => at.0 }).collect::<Vec<Value>>(),
             },
         })
         .collect();

@@ -89,6 +89,8 @@ pub fn cache_hold(key: &StorageKey, bytes: &[u8]) -> Option<CacheHold> {
         Record::InFlight(claim) => Some(CacheHold::InFlight {
             lease_until: claim.lease_until.min(claim.expires_at),
         }),
+        // A resource's state changes with every event: never answered from a cache.
+        Record::Resource(_) => None,
         settled => Some(CacheHold::Settled {
             until: settled.expires_at(),
         }),

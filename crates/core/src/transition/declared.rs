@@ -20,7 +20,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// A validated table with the state a new object starts in.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeclaredTable {
     table: StateTable<String>,
     initial: String,

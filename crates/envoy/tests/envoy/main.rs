@@ -19,6 +19,7 @@ mod fleet;
 mod hardening;
 mod key_sources;
 mod memory;
+mod order;
 mod reentry;
 mod reentry_authz;
 mod reentry_control;

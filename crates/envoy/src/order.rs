@@ -1,0 +1,295 @@
+//! The ordering guard and the precondition, carried out (issue 26). The rules are the core's
+//! (`idemgate_core::order`): this module reads the request's facts as they stream past, runs the
+//! core's begin and settle on the store, counts each outcome, and hands the filter the core's
+//! answers. The filter calls it at four points: a request's start ([`precondition`], [`Probe`]),
+//! its claim ([`before`], then [`begin`] once the delivery id's claim is won), and the upstream's
+//! answer ([`settle`]).
+
+use crate::abi::{Headers, LogLevel, MapType};
+use crate::host;
+use crate::metrics::Counter;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use crate::root::Shared;
+use alloc::rc::Rc;
+use alloc::sync::Arc;
+use idemgate_core::answer::order::{order_answer, OrderAnswer};
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
+use idemgate_core::key_source::KeySource;
+use idemgate_core::order::local::{BeginEvent, SettleEvent};
+use idemgate_core::order::{Begin, BeginOutcome, OrderFacts, OrderRule, SettleOutcome};
+use idemgate_core::policy::{FailureMode, Route};
+use idemgate_core::protocol::run;
+use idemgate_core::record::OwnerToken;
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::Layout;
+
+/// The stream property an access log prints as `%FILTER_STATE(wasm.idemgate.order:PLAIN)%`: the
+/// guard's outcome for this request (`apply`, `already_applied`, `illegal`, `early`, `busy`, ...).
+pub const ORDER_FIELD: &str = "idemgate.order";
+
+/// A route's precondition, checked on the request's headers: `Some(answer)` refuses it.
+pub fn precondition(
+    route: &Route,
+    method: &str,
+    headers: &Headers,
+) -> Option<(HttpAnswer, Counter)> {
+    let rule = route.precondition?;
+    let values: Vec<&[u8]> = headers
+        .iter()
+        .filter(|(name, _)| *name == "if-match")
+        .map(|(_, v)| v)
+        .collect();
+    let problem = rule.check(method, &values).err()?;
+    let counter = match problem.code() {
+        "precondition_required" => Counter::PreconditionRequired,
+        _ => Counter::PreconditionMalformed,
+    };
+    Some((order_answer(&OrderAnswer::Precondition(problem)), counter))
+}
+
+/// What the guard keeps of a request until its body is complete.
+pub struct Probe {
+    rule: Arc<OrderRule>,
+    /// The route's own scope (callback routes are their own scope): part of the resource's key.
+    scope_value: String,
+    /// Every value of the rule's header sources, read at the start.
+    headers: Vec<(String, Vec<u8>)>,
+    /// The body, when a source is in it (bounded by `max_request_body` like the hashing).
+    body: Vec<u8>,
+}
+
+impl Probe {
+    /// The probe of an ordered route's request.
+    pub fn start(route: &Route, headers: &Headers) -> Option<Box<Probe>> {
+        let rule = route.order.as_ref()?;
+        let names: Vec<&str> = [&rule.resource, &rule.event]
+            .into_iter()
+            .filter_map(|s| match s {
+                KeySource::Header(name) => Some(name.as_str()),
+                _ => None,
+            })
+            .collect();
+        let kept = headers
+            .iter()
+            .filter(|(name, _)| names.contains(name))
+            .map(|(name, value)| (name.to_owned(), value.to_vec()))
+            .collect();
+        Some(Box::new(Probe {
+            rule: Arc::clone(rule),
+            scope_value: route.prefix.clone(),
+            headers: kept,
+            body: Vec::new(),
+        }))
+    }
+
+    /// A piece of the body, in order.
+    pub fn update(&mut self, chunk: &[u8]) {
+        if self.rule.needs_body() {
+            self.body.extend_from_slice(chunk);
+        }
+    }
+}
+
+/// A tracked event for one resource, before the store has seen it.
+pub struct Ordered {
+    rule: Arc<OrderRule>,
+    key: StorageKey,
+    event: String,
+}
+
+/// Reads the event and the resource once the body is complete: `Ok(None)` is an event the route
+/// does not order (handled as without `order`), `Err` the answer to a tracked event without a
+/// resource id. Runs before the delivery id's claim, so a refused event writes nothing.
+pub fn before(probe: Box<Probe>) -> Result<Option<Ordered>, HttpAnswer> {
+    let Probe {
+        rule,
+        scope_value,
+        headers,
+        body,
+    } = *probe;
+    let lookup = |name: &str| -> Vec<&[u8]> {
+        headers
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| v.as_slice())
+            .collect()
+    };
+    match rule.read(&lookup, &body) {
+        OrderFacts::NotOrdered => Ok(None),
+        OrderFacts::ResourceMissing => {
+            log_outcome("resource_missing");
+            Err(order_answer(&OrderAnswer::ResourceMissing))
+        }
+        OrderFacts::Ordered { resource, event } => {
+            let scope = idemgate_core::scope::Scope {
+                source: idemgate_core::admission::ROUTE_SCOPE_SOURCE,
+                value: scope_value.as_bytes(),
+            };
+            Ok(Some(Ordered {
+                key: StorageKey::resource(scope, &resource),
+                rule,
+                event,
+            }))
+        }
+    }
+}
+
+/// A resource claimed for an event being forwarded: settled when the upstream answers.
+#[derive(Debug, Clone)]
+pub struct OrderClaim {
+    key: StorageKey,
+    owner: OwnerToken,
+    to: String,
+}
+
+/// What the guard decided for an event whose delivery id the request has claimed.
+pub enum Began {
+    /// Forward it; with a claim to settle when the upstream answers, if the event applies.
+    Forward(Option<OrderClaim>),
+    /// Answer it at the edge (the delivery id's claim must be released: nothing ran).
+    Answer(HttpAnswer),
+}
+
+/// Decides the event's arrival on the local store (the core's rules) and counts the outcome.
+pub fn begin(shared: &Rc<Shared>, ordered: Ordered) -> Began {
+    let policy = &shared.policy;
+    let owner = shared.owners.next();
+    let Ordered { rule, key, event } = ordered;
+    let cell = Layout {
+        capacity: policy.capacity,
+    }
+    .cell_name(&key);
+    let mutation = BeginEvent {
+        key,
+        begin: Begin {
+            table: &rule.table,
+            event: &event,
+            owner,
+            lease: policy.lease,
+            ttl: policy.ttl,
+            retry_after: rule.retry_after,
+            forward_after: rule.forward_after,
+        },
+        per_cell: policy.capacity.per_cell,
+        quota: policy.quota,
+    };
+    let mut store = shared.store();
+    let outcome = match run(&mut store, cell, mutation, host::now()) {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            shared.metrics.bump(Counter::StoreError);
+            host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
+            return match policy.on_store_error {
+                FailureMode::PassThrough => Began::Forward(None),
+                FailureMode::Reject => Began::Answer(answer(&EdgeAnswer::StoreFailed(&e))),
+            };
+        }
+    };
+    log_outcome(outcome.name());
+    let count = |counter| shared.metrics.bump(counter);
+    match outcome {
+        BeginOutcome::Apply { to } => {
+            count(Counter::OrderForwarded);
+            Began::Forward(Some(OrderClaim { key, owner, to }))
+        }
+        BeginOutcome::ForwardEarly => {
+            count(Counter::OrderForwardedEarly);
+            Began::Forward(None)
+        }
+        BeginOutcome::StoreFull { retry_after } => {
+            count(Counter::StoreFull);
+            match policy.on_store_full {
+                FailureMode::PassThrough => Began::Forward(None),
+                FailureMode::Reject => {
+                    Began::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
+                }
+            }
+        }
+        BeginOutcome::QuotaExceeded { retry_after } => {
+            count(Counter::QuotaExceeded);
+            Began::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after }))
+        }
+        other => match OrderAnswer::of(&other) {
+            Some(edge) => {
+                count(match &other {
+                    BeginOutcome::AlreadyApplied { .. } => Counter::OrderAlreadyApplied,
+                    BeginOutcome::Illegal { .. } => Counter::OrderIllegal,
+                    BeginOutcome::Early { .. } => Counter::OrderEarly,
+                    BeginOutcome::Busy { .. } => Counter::OrderBusy,
+                    _ => Counter::OrderStateUnknown,
+                });
+                if let BeginOutcome::Illegal { state, .. } = &other {
+                    host::log(
+                        LogLevel::Info,
+                        &format!("order: event {event:?} is illegal in state {state:?}: acknowledged, not forwarded"),
+                    );
+                }
+                Began::Answer(order_answer(&edge))
+            }
+            None => Began::Forward(None),
+        },
+    }
+}
+
+/// Ends the claim on the resource: `applied` when the upstream answered 2xx (the state advances),
+/// otherwise released (state unchanged). `on_stream`: the stream's context is current, so its
+/// access-log field can be written.
+pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: bool) {
+    let policy = &shared.policy;
+    let OrderClaim { key, owner, to } = claim;
+    let cell = Layout {
+        capacity: policy.capacity,
+    }
+    .cell_name(&key);
+    let mutation = SettleEvent {
+        key,
+        owner,
+        to,
+        applied,
+        ttl: policy.ttl,
+    };
+    let mut store = shared.store();
+    match run(&mut store, cell, mutation, host::now()) {
+        Ok(SettleOutcome::Advanced { .. }) => shared.metrics.bump(Counter::OrderApplied),
+        Ok(SettleOutcome::Released) => {
+            shared.metrics.bump(Counter::OrderNotApplied);
+            if on_stream {
+                log_outcome("not_applied");
+            }
+        }
+        Ok(_) => host::log(
+            LogLevel::Warn,
+            "order: the resource's claim had lapsed and was taken: nothing written",
+        ),
+        Err(e) => {
+            shared.metrics.bump(Counter::StoreError);
+            host::log(
+                LogLevel::Warn,
+                &format!("order: store failed settling: {e}"),
+            );
+        }
+    }
+}
+
+/// Whether an upstream answer with `status` applied the event.
+pub fn applies(status: u16) -> bool {
+    (200..300).contains(&status)
+}
+
+/// Marks an upstream answer that applied an event (`idemgate-order: applied`), on the router
+/// path's response headers.
+pub fn mark_response() {
+    let (name, value) = idemgate_core::answer::order::applied_header();
+    if crate::abi::add_header(MapType::HttpResponseHeaders, &name, &value).is_err() {
+        host::log(
+            LogLevel::Warn,
+            "order: could not add the idemgate-order header",
+        );
+    }
+}
+
+fn log_outcome(name: &str) {
+    // Fails only outside a stream: the log field is lost.
+    let _ = crate::abi::set_property(&[ORDER_FIELD], name.as_bytes());
+}
