@@ -24,6 +24,7 @@
 //! is never idempotent — each retry moves the value again — so it needs an idempotency key or a
 //! version check in front of it; an absolute one (`x = 5`) is safe to repeat.
 
+use crate::text::{self, Text};
 use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec;
@@ -169,6 +170,19 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
 
     pub fn is_terminal(&self, state: &str) -> bool {
         self.terminal.iter().any(|t| t.as_ref() == state)
+    }
+
+    /// The same table holding its own strings. A host that also reads tables from data (the
+    /// browser module) answers a built-in table through this copy, so the rules are compiled
+    /// once, for `StateTable<String>`, instead of once per string type (code size).
+    pub fn to_owned_strings(&self) -> StateTable<String> {
+        let owned = |names: &[S]| names.iter().map(|s| String::from(s.as_ref())).collect();
+        let edges = self.edges().map(|(f, e, t)| (f.into(), e.into(), t.into()));
+        StateTable {
+            states: Cow::Owned(owned(&self.states)),
+            terminal: Cow::Owned(owned(&self.terminal)),
+            edges: Cow::Owned(edges.collect()),
+        }
     }
 
     /// Whether `(from, event)` is a transition of the table (what [`StateTable::on`] applies).
@@ -486,29 +500,103 @@ impl TableError {
             TableError::UnknownField(_) => "transition_table_unknown_field",
         }
     }
+
+    /// The same text as `Display`, without `core::fmt` (see `crate::text`): what the browser
+    /// module shows when `StateTable.fromJSON` refuses a table.
+    pub fn message(&self) -> String {
+        text::message(|out| self.write_text(out))
+    }
+
+    fn write_text<T: Text>(&self, out: &mut T) -> fmt::Result {
+        // A name between quotes as written: a table's names are the application's own words.
+        let quoted = |out: &mut T, before: &str, name: &str, after: &str| {
+            out.put(before)?;
+            out.put("\"")?;
+            out.put(name)?;
+            out.put("\"")?;
+            out.put(after)
+        };
+        match self {
+            TableError::DuplicateState(s) => quoted(out, "state ", s, " is listed twice"),
+            TableError::UnknownState(s) => quoted(out, "state ", s, " is not in the state list"),
+            TableError::DuplicateTransition { from, event } => {
+                quoted(out, "event ", event, " has two transitions from ")?;
+                quoted(out, "", from, "")
+            }
+            TableError::TerminalHasTransition(s) => {
+                quoted(out, "terminal state ", s, " has an outgoing transition")
+            }
+            TableError::Empty => out.put("a table needs at least one transition"),
+            TableError::Malformed(shape) => out.put(shape),
+            TableError::UnknownField(name) => quoted(out, "a table has no member ", name, ""),
+        }
+    }
 }
 
 impl fmt::Display for TableError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TableError::DuplicateState(s) => write!(f, "state {s:?} is listed twice"),
-            TableError::UnknownState(s) => write!(f, "state {s:?} is not in the state list"),
-            TableError::DuplicateTransition { from, event } => {
-                write!(f, "event {event:?} has two transitions from {from:?}")
-            }
-            TableError::TerminalHasTransition(s) => {
-                write!(f, "terminal state {s:?} has an outgoing transition")
-            }
-            TableError::Empty => f.write_str("a table needs at least one transition"),
-            TableError::Malformed(shape) => f.write_str(shape),
-            TableError::UnknownField(name) => write!(f, "a table has no member {name:?}"),
-        }
+        self.write_text(f)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
+
+    #[test]
+    fn an_owned_copy_answers_as_the_original() {
+        let copy = SUBMIT_LIFECYCLE.to_owned_strings();
+        assert_eq!(copy.validate(), Ok(()));
+        assert!(copy.states().eq(SUBMIT_LIFECYCLE.states()));
+        for state in SUBMIT_LIFECYCLE.states() {
+            assert_eq!(copy.is_terminal(state), SUBMIT_LIFECYCLE.is_terminal(state));
+            for (_, event, _) in SUBMIT_LIFECYCLE.edges() {
+                assert_eq!(copy.on(state, event), SUBMIT_LIFECYCLE.on(state, event));
+                assert_eq!(
+                    copy.arrival(state, event),
+                    SUBMIT_LIFECYCLE.arrival(state, event)
+                );
+            }
+        }
+    }
+
+    /// Written without `write!`, the texts read as the `{:?}`-quoted ones did for plain names.
+    #[test]
+    fn table_error_texts_are_pinned() {
+        let name = || String::from("paid");
+        let cases = [
+            (
+                TableError::DuplicateState(name()),
+                r#"state "paid" is listed twice"#,
+            ),
+            (
+                TableError::UnknownState(name()),
+                r#"state "paid" is not in the state list"#,
+            ),
+            (
+                TableError::DuplicateTransition {
+                    from: name(),
+                    event: "ship".into(),
+                },
+                r#"event "ship" has two transitions from "paid""#,
+            ),
+            (
+                TableError::TerminalHasTransition(name()),
+                r#"terminal state "paid" has an outgoing transition"#,
+            ),
+            (TableError::Empty, "a table needs at least one transition"),
+            (TableError::Malformed("not JSON"), "not JSON"),
+            (
+                TableError::UnknownField("terminals".into()),
+                r#"a table has no member "terminals""#,
+            ),
+        ];
+        for (error, text) in cases {
+            assert_eq!(error.message(), text);
+            assert_eq!(error.to_string(), text);
+        }
+    }
 
     #[test]
     fn entity_tag_grammar() {

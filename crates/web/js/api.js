@@ -3,8 +3,9 @@
 export { IdemgateError } from './errors.js';
 export {
   newKey, parseKey, fingerprint, Fingerprinter, DEFAULT_FINGERPRINT, requestTarget, retryDecision,
-  retryDefaults, parseRetryAfter, classifyStatus, transition, submitTransition, version,
+  retryDefaults, parseRetryAfter, classifyStatus, submitTransition, version,
 } from './core.js';
+export { StateTable } from './table.js';
 export { idempotentFetch, REPLAYED_HEADER } from './fetch.js';
 export { fetchToken, attachToken, tokenIsFresh, TOKEN_ENDPOINT } from './token.js';
 export { Intent, guardSubmit, formPayload, encodePayload, payloadFingerprint } from './intent.js';

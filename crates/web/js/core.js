@@ -3,6 +3,7 @@
 import * as wasm from './wasm.js';
 import { IdemgateError, invalidArgument } from './errors.js';
 import { toBytes, headerBytes, headerPairs, pathAndQuery, eachChunk, joinParts } from './bytes.js';
+import { StateTable } from './table.js';
 
 /**
  * The core's defaults (retry policy, fingerprint configuration, token endpoint, replay header,
@@ -214,17 +215,12 @@ export function tokenTarget(endpoint, method, path) {
 }
 
 /**
- * The core's answer for `event` at `state` in a built-in table (`'submit'`, or the example
- * `'order'`): `{ outcome: 'apply', state: next }` or `{ outcome: 'already_applied', state }`.
- * A rejected event throws (`transition_illegal`, `transition_unknown_state`, …).
+ * The submit button's lifecycle (the core's, `StateTable.submit`): `{ outcome: 'apply', state:
+ * next }` or `{ outcome: 'already_applied', state }`; a rejected event throws
+ * (`transition_illegal`, `transition_unknown_state`, …).
  */
-export function transition(table, state, event) {
-  return wasm.transition(table, state, event);
-}
-
-/** `transition('submit', state, event)`: the submit button's lifecycle. */
 export function submitTransition(state, event) {
-  return transition('submit', state, event);
+  return StateTable.submit.on(state, event);
 }
 
 /** The package version (from the Rust crate). */

@@ -55,8 +55,8 @@ async function attempt(fetchImpl, url, init, signal, timeoutMs) {
 /**
  * `fetch` with an `Idempotency-Key`, retried on network errors, timeouts, 409, 429 and 502/503/504
  * with exponential back-off and full jitter (the core's policy), honouring `Retry-After`. Never
- * retries other statuses (400, 401, 403, 404, 422, …). Every attempt carries the same key and the
- * same body bytes.
+ * retries other statuses (400, 401, 403, 404, 412, 422, 428, …). Every attempt carries the same
+ * key and the same body bytes.
  *
  * Resolves `{ response, key, replayed, attempts, reason }` for any HTTP answer the retries ended
  * with (like `fetch`, an error status is not a rejection; `reason` says why retrying stopped:
@@ -64,9 +64,14 @@ async function attempt(fetchImpl, url, init, signal, timeoutMs) {
  * an `IdemgateError`: `network_error` / `timeout` when no attempt got an answer, `aborted` when
  * `signal` aborted.
  *
+ * `ifMatch` (in `init` or `options`): the entity-tag of what the update read (the `ETag` of its
+ * GET), sent as `If-Match` on every attempt. The origin answers 412 when the resource changed
+ * since; that answer and a 428 (an `If-Match` was required) are final, like every status the
+ * core does not retry: re-sending the same stale version cannot succeed.
+ *
  * @param {string|URL|Request} url
- * @param {RequestInit} [init] `method` defaults to POST
- * @param {object} [options] `{ key, headerName, retry, timeoutMs, token, fetch, onRetry }`
+ * @param {RequestInit & { ifMatch?: string }} [init] `method` defaults to POST
+ * @param {object} [options] `{ key, headerName, ifMatch, retry, timeoutMs, token, fetch, onRetry }`
  */
 export async function idempotentFetch(url, init = {}, options = {}) {
   const {
@@ -78,18 +83,22 @@ export async function idempotentFetch(url, init = {}, options = {}) {
     fetch: fetchImpl = globalThis.fetch,
     onRetry,
   } = options;
+  const { ifMatch: initIfMatch, ...fetchInit } = init;
+  const ifMatch = options.ifMatch ?? initIfMatch;
   if (typeof fetchImpl !== 'function') throw invalidArgument('no fetch implementation');
+  if (ifMatch != null && typeof ifMatch !== 'string') throw invalidArgument('ifMatch is an entity-tag string (an ETag value)');
   const request = typeof Request !== 'undefined' && url instanceof Request ? url : null;
   const signal = init.signal ?? request?.signal ?? null;
   const headers = new Headers(request?.headers);
   new Headers(init.headers).forEach((value, name) => headers.set(name, value));
   headers.set(headerName, key);
+  if (ifMatch != null) headers.set('if-match', ifMatch);
   const method = init.method ?? request?.method ?? 'POST';
   const source = 'body' in init ? init.body : request && request.body ? request.clone().body : null;
   const encoded = await encodeBody(source);
   if (encoded.contentType && !headers.has('content-type')) headers.set('content-type', encoded.contentType);
   const target = request ? request.url : url;
-  const base = { ...init, method, headers, body: encoded.body ?? undefined };
+  const base = { ...fetchInit, method, headers, body: encoded.body ?? undefined };
   if (request) {
     for (const field of ['credentials', 'mode', 'cache', 'redirect', 'referrer', 'integrity']) {
       if (!(field in init)) base[field] = request[field];

@@ -5,9 +5,9 @@ export declare class IdemgateError extends Error {
   constructor(code: string, message: string, details?: Record<string, unknown>);
   readonly name: 'IdemgateError';
   /**
-   * Core codes: `key_*`, `json_*`, `transition_*`; package codes: `invalid_argument`,
-   * `fingerprinter_state`, `entropy_unavailable`, `network_error`, `timeout`, `aborted`,
-   * `token_unavailable`, `token_invalid_response`.
+   * Core codes: `key_*`, `json_*`, `transition_*` (`transition_table_*`: a refused table);
+   * package codes: `invalid_argument`, `fingerprinter_state`, `entropy_unavailable`,
+   * `network_error`, `timeout`, `aborted`, `token_unavailable`, `token_invalid_response`.
    */
   readonly code: string;
   /** Set on fetch errors: the key every attempt carried. */
@@ -135,10 +135,53 @@ export type SubmitState = 'idle' | 'in_flight' | 'succeeded' | 'failed_retryable
 export type SubmitEvent = 'submit' | 'succeed' | 'fail_retryable' | 'fail_final' | 'reset';
 export interface TransitionResult<S extends string = string> {
   outcome: 'apply' | 'already_applied';
+  /** The next state for `apply`; the state given for `already_applied`. */
   state: S;
 }
-/** The core's answer in a built-in state table; throws `transition_*` on a rejected event. */
-export declare function transition(table: 'submit' | 'order', state: string, event: string): TransitionResult;
+export interface ArrivalResult<S extends string = string> {
+  /**
+   * `apply`: legal now; `already_applied`: applied before, or stale (the object is at or past
+   * the event's target); `early`: a state the object has not reached yet accepts it (deliver it
+   * again later); `illegal`: no later state accepts it.
+   */
+  outcome: 'apply' | 'already_applied' | 'early' | 'illegal';
+  /** The next state for `apply`; the state given otherwise. */
+  state: S;
+}
+
+/** A state table as data: the format of the edge's `routes[].order.table`. */
+export interface TableDeclaration {
+  /** Default: the first state. */
+  initial?: string;
+  /** Default: every state the transitions name, in order of first appearance (`initial` first). */
+  states?: string[];
+  /** Default: the states with no outgoing transition. */
+  terminal?: string[];
+  /** `[from, event, to]`; at least one, at most one per `(from, event)`. */
+  transitions: Array<[string, string, string]>;
+}
+
+/** A state table the core validated; every answer is the core's. */
+export declare class StateTable {
+  /**
+   * A table from its declaration (JSON text or the object). Throws `IdemgateError` with the core's
+   * `transition_table_*` code for a table it refuses.
+   */
+  static fromJSON(table: string | TableDeclaration): StateTable;
+  /** The core's submit-button lifecycle (what `Intent` moves through). */
+  static readonly submit: StateTable;
+  /** Use `StateTable.fromJSON`: the constructor throws `invalid_argument`. */
+  private constructor();
+  readonly initial: string;
+  readonly states: readonly string[];
+  readonly terminal: readonly string[];
+  /** `event` at `state` as an application applies it; throws `transition_illegal`, `transition_unknown_state`, `transition_unknown_event`. */
+  on(state: string, event: string): TransitionResult;
+  /** `event` arriving at `state`, as an order-guarded edge decides; throws `transition_unknown_state`, `transition_unknown_event`. */
+  arrival(state: string, event: string): ArrivalResult;
+}
+
+/** `StateTable.submit.on(state, event)`: the submit button's lifecycle. */
 export declare function submitTransition(state: SubmitState, event: SubmitEvent): TransitionResult<SubmitState>;
 export declare function version(): string;
 
@@ -150,6 +193,12 @@ export interface IdempotentFetchOptions {
   key?: string;
   /** Default `Idempotency-Key`. */
   headerName?: string;
+  /**
+   * The entity-tag of what the update read (the `ETag` of its GET), sent as `If-Match` on every
+   * attempt (may be given in `init` instead). A 412 (it changed since) or 428 (`If-Match`
+   * required) answer is final: never retried.
+   */
+  ifMatch?: string | null;
   retry?: Partial<RetryPolicy>;
   /** Per-attempt timeout; a timed-out attempt is retried. Default none. */
   timeoutMs?: number;
@@ -168,8 +217,13 @@ export interface IdempotentResult {
   reason: RetryFinalReason;
 }
 
+/** `RequestInit` with the version the update read: sent as `If-Match` (see `IdempotentFetchOptions.ifMatch`). */
+export interface IdempotentRequestInit extends RequestInit {
+  ifMatch?: string | null;
+}
+
 /** `fetch` with an `Idempotency-Key` kept across safe, bounded retries. */
-export declare function idempotentFetch(url: string | URL | Request, init?: RequestInit, options?: IdempotentFetchOptions): Promise<IdempotentResult>;
+export declare function idempotentFetch(url: string | URL | Request, init?: IdempotentRequestInit, options?: IdempotentFetchOptions): Promise<IdempotentResult>;
 
 export interface TokenOptions {
   /** Default `/.idemgate/token`. */

@@ -8,15 +8,15 @@
 //! Exports (JS names): `defaults` (the core's defaults), `newKey`, `parseKeyValues`,
 //! `Fingerprinter`, `requestTarget`, `retryNext`, `parseRetryAfter`, `classifyStatus`, `settle`,
 //! `intentIsOver`, `payloadMode`, `reusesKey`, `isReplayed`, `tokenTarget`,
-//! `tokenIsFresh`, `transition`. Errors are JS `Error`s named `IdemgateError` with a stable `code`
-//! (the core's `code()` string).
+//! `tokenIsFresh`, `StateTable` (`declare`, `submit`, `describe`, `answer`). Errors are JS
+//! `Error`s named `IdemgateError` with a stable `code` (the core's `code()` string).
 //!
 //! Every export takes strings, numbers, booleans and byte arrays, so the same `.wasm` also runs
 //! under a host without JavaScript (the wasmtime harness), with `idemgate_error` and
 //! `idemgate_object` as its only JS imports that matter (JS draws the randomness `newKey` formats).
 //! Results are typed (issue 22): a name (`classifyStatus`), a boolean, an optional string, or a
 //! plain object with named members (`retryNext`'s `{retry, delayMs | reason}`, `settle`'s
-//! `{event, keepsKey}`, `transition`'s `{outcome, state}`, `requestTarget`'s `{method, path}`;
+//! `{event, keepsKey}`, `StateTable.answer`'s `{outcome, state}`, `requestTarget`'s `{method, path}`;
 //! see [`object`]) — never a number whose meaning a table elsewhere decodes, and never a string
 //! with a prefix to parse. Fewer, flatter exports also mean less JS glue (size).
 #![cfg_attr(all(target_arch = "wasm32", feature = "standalone"), no_std)]

@@ -7,7 +7,8 @@
 use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::json::{JsonLimits, JsonPointer};
 use idemgate_web::fingerprint::Fingerprinter;
-use idemgate_web::{intent, key, retry, target, transition};
+use idemgate_web::transition::StateTable;
+use idemgate_web::{intent, key, retry, target};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -214,8 +215,9 @@ fn retry_and_transitions_answer_objects() {
     assert_eq!(retry::parse_retry_after("soon", 0.0).unwrap(), None);
     assert_eq!(retry::classify_status(409), "in_flight");
 
+    let submit = StateTable::submit();
     let step = |state: &str, event: &str| {
-        let answer = transition::transition("submit", state, event).unwrap();
+        let answer = submit.answer(state, event, false).unwrap();
         (member(&answer, "outcome"), member(&answer, "state"))
     };
     let pair = |a: &str, b: &str| (format!("\"{a}\""), format!("\"{b}\""));
@@ -230,8 +232,27 @@ fn retry_and_transitions_answer_objects() {
         pair("already_applied", "succeeded")
     );
     assert!(intent::intent_is_over("succeeded"));
-    let illegal = transition::transition("submit", "idle", "succeed").unwrap_err();
+    let illegal = submit.answer("idle", "succeed", false).unwrap_err();
     assert_eq!(code_of(illegal).0, "transition_illegal");
+
+    // A table of the application's own, declared as data (the edge's `order.table` format).
+    let order = StateTable::declare(
+        r#"{"initial": "unpaid", "transitions": [["unpaid", "pay", "paid"], ["paid", "ship", "shipped"]]}"#,
+    )
+    .unwrap();
+    let shape = order.describe();
+    assert_eq!(member(&shape, "initial"), "\"unpaid\"");
+    assert_eq!(member(&shape, "terminal"), "[\"shipped\"]");
+    let arrival = order.answer("unpaid", "ship", true).unwrap();
+    assert_eq!(member(&arrival, "outcome"), "\"early\"");
+    assert_eq!(member(&arrival, "state"), "\"unpaid\"");
+    let refused = StateTable::declare(r#"{"transitions": [["a", "go"]]}"#)
+        .err()
+        .unwrap();
+    assert_eq!(
+        code_of(refused),
+        ("transition_table_malformed".into(), "IdemgateError".into())
+    );
 
     let settled = intent::settle(503);
     assert_eq!(member(&settled, "event"), "\"fail_retryable\"");

@@ -81,7 +81,7 @@ describe('fingerprint', () => {
     assert.deepEqual(api.retryDecision({ attemptsMade: 1, status: 422 }), { retry: false, reason: 'not_retryable' });
     assert.equal(codeOf(() => api.retryDecision({ attemptsMade: 1, outcome: 'sneezed' })), 'invalid_argument');
     assert.equal(api.classifyStatus(429), 'rate_limited');
-    assert.deepEqual(api.transition('submit', 'in_flight', 'submit'), { outcome: 'already_applied', state: 'in_flight' });
+    assert.deepEqual(api.submitTransition('in_flight', 'submit'), { outcome: 'already_applied', state: 'in_flight' });
   });
 
   it('FormData must be encoded once; encodeBody gives identical bytes for every attempt', async () => {
@@ -174,6 +174,88 @@ describe('idempotentFetch (stub fetch)', () => {
     const { calls, impl } = stub([{ status: 201, headers: { 'idempotent-replayed': '?1' } }]);
     const r = await api.idempotentFetch('http://x.test/a', { method: 'PATCH' }, { fetch: impl, key: 'k-1', headerName: 'X-Key' });
     assert.deepEqual([r.key, r.replayed, calls[0].init.headers.get('x-key'), calls[0].init.method], ['k-1', true, 'k-1', 'PATCH']);
+  });
+});
+
+describe('StateTable', () => {
+  const ORDER = {
+    initial: 'unpaid',
+    transitions: [['unpaid', 'payment.succeeded', 'paid'], ['paid', 'order.shipped', 'shipped'],
+      ['unpaid', 'order.cancelled', 'cancelled'], ['paid', 'order.cancelled', 'cancelled']],
+  };
+
+  it('a table of your own, from JSON text or an object, answers as the core does', () => {
+    for (const source of [ORDER, JSON.stringify(ORDER)]) {
+      const table = api.StateTable.fromJSON(source);
+      assert.equal(table.initial, 'unpaid');
+      assert.deepEqual(table.states, ['unpaid', 'paid', 'shipped', 'cancelled']);
+      assert.deepEqual(table.terminal, ['shipped', 'cancelled']);
+      assert.deepEqual(table.on('unpaid', 'payment.succeeded'), { outcome: 'apply', state: 'paid' });
+      assert.deepEqual(table.on('shipped', 'payment.succeeded'), { outcome: 'already_applied', state: 'shipped' });
+      assert.equal(codeOf(() => table.on('unpaid', 'order.shipped')), 'transition_illegal');
+      assert.deepEqual(table.arrival('unpaid', 'order.shipped'), { outcome: 'early', state: 'unpaid' });
+      assert.deepEqual(table.arrival('shipped', 'order.cancelled'), { outcome: 'illegal', state: 'shipped' });
+      assert.deepEqual(table.arrival('paid', 'payment.succeeded'), { outcome: 'already_applied', state: 'paid' });
+      assert.equal(codeOf(() => table.arrival('paid', 'charge.refunded')), 'transition_unknown_event');
+      assert.equal(codeOf(() => table.arrival('lost', 'order.shipped')), 'transition_unknown_state');
+    }
+  });
+
+  it('a table the core refuses throws its transition_table_* code', () => {
+    const cases = [
+      [{ ...ORDER, terminals: ['shipped'] }, 'transition_table_unknown_field'],
+      [{ transitions: [] }, 'transition_table_empty'],
+      [{ transitions: [['a', 'go']] }, 'transition_table_malformed'],
+      [{ transitions: [['a', 'go', 'b'], ['a', 'go', 'c']] }, 'transition_table_duplicate_transition'],
+      [{ terminal: ['a'], transitions: [['a', 'go', 'b']] }, 'transition_table_terminal_has_transition'],
+      [{ initial: 'x', states: ['a', 'b'], transitions: [['a', 'go', 'b']] }, 'transition_table_unknown_state'],
+      ['{"transitions": [', 'transition_table_malformed'],
+      [undefined, 'transition_table_malformed'],
+    ];
+    for (const [source, code] of cases) assert.equal(codeOf(() => api.StateTable.fromJSON(source)), code, JSON.stringify(source));
+    const cyclic = {};
+    cyclic.self = cyclic;
+    assert.equal(codeOf(() => api.StateTable.fromJSON(cyclic)), 'invalid_argument');
+    assert.equal(codeOf(() => new api.StateTable(ORDER)), 'invalid_argument');
+  });
+
+  it('the submit lifecycle is the core\'s table too', () => {
+    const submit = api.StateTable.submit;
+    assert.equal(api.StateTable.submit, submit);
+    assert.equal(submit.initial, 'idle');
+    assert.deepEqual(submit.terminal, []);
+    assert.deepEqual(submit.on('idle', 'submit'), api.submitTransition('idle', 'submit'));
+    assert.equal(codeOf(() => submit.on('idle', 'succeed')), 'transition_illegal');
+  });
+});
+
+describe('idempotentFetch with If-Match (stub fetch)', () => {
+  const answering = (status) => {
+    const calls = [];
+    const impl = async (url, init) => {
+      calls.push(init);
+      return new Response(null, { status });
+    };
+    return { calls, impl };
+  };
+
+  it('sends ifMatch (in init or options) as If-Match; 412 and 428 are final', async () => {
+    for (const status of [412, 428]) {
+      const inInit = answering(status);
+      const r = await api.idempotentFetch('http://x.test/o/7', { method: 'PATCH', body: '{}', ifMatch: '"v1"' },
+        { fetch: inInit.impl, retry: { baseDelayMs: 1 } });
+      assert.deepEqual([r.response.status, r.attempts, r.reason], [status, 1, 'not_retryable']);
+      assert.equal(inInit.calls.length, 1);
+      assert.equal(inInit.calls[0].headers.get('if-match'), '"v1"');
+      assert.ok(!('ifMatch' in inInit.calls[0]), 'not passed on to fetch');
+      const inOptions = answering(status);
+      await api.idempotentFetch('http://x.test/o/7', { method: 'PATCH' }, { fetch: inOptions.impl, ifMatch: 'W/"v2"' });
+      assert.deepEqual(inOptions.calls.map((init) => init.headers.get('if-match')), ['W/"v2"']);
+    }
+    const none = answering(200);
+    await api.idempotentFetch('http://x.test/o/7', { method: 'PATCH', ifMatch: null }, { fetch: none.impl });
+    assert.equal(none.calls[0].headers.get('if-match'), null);
+    await assert.rejects(api.idempotentFetch('http://x.test/o/7', { ifMatch: 3 }, { fetch: none.impl }), (e) => e.code === 'invalid_argument');
   });
 });
 

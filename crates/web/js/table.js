@@ -1,0 +1,90 @@
+// State tables (semantics §8): a business object's one-way life, declared as data in the same
+// format the edge's `routes[].order.table` reads, validated and answered by the core.
+
+import * as wasm from './wasm.js';
+import { IdemgateError } from './errors.js';
+
+/** Only `fromJSON` and `submit` make tables: a table is always one the core validated. */
+const MADE_HERE = Symbol('StateTable');
+
+let submit = null;
+
+/**
+ * A state table the core validated: `{ initial?, states?, terminal?, transitions: [[from, event,
+ * to], …] }`. `on` answers an event as an application applies it; `arrival` as an edge that
+ * guards the order of events does (early and illegal told apart). Every answer is the core's.
+ */
+export class StateTable {
+  #inner;
+  #shape;
+
+  /** Use `StateTable.fromJSON(…)` (or `StateTable.submit`). */
+  constructor(token, inner) {
+    if (token !== MADE_HERE) {
+      throw new IdemgateError('invalid_argument', 'make a StateTable with StateTable.fromJSON(table)');
+    }
+    this.#inner = inner;
+    const { initial, states, terminal } = inner.describe();
+    this.#shape = { initial, states: Object.freeze(states), terminal: Object.freeze(terminal) };
+  }
+
+  /**
+   * A table from its declaration: JSON text or the parsed object. Throws `IdemgateError` with the
+   * core's `transition_table_*` code for a table it refuses (unknown member, no transitions, an
+   * edge that is not `[from, event, to]`, an unknown state, two transitions for one event from
+   * one state, a terminal state with a way out, not JSON).
+   */
+  static fromJSON(table) {
+    let text = table;
+    if (typeof table !== 'string') {
+      try {
+        // `undefined` (or a function) has no JSON: the core refuses `null` as "not an object".
+        text = JSON.stringify(table) ?? 'null';
+      } catch (cause) {
+        throw new IdemgateError('invalid_argument', 'the table cannot be written as JSON', { cause });
+      }
+    }
+    return new StateTable(MADE_HERE, wasm.StateTable.declare(text));
+  }
+
+  /** The core's submit-button lifecycle (what `Intent` and `guardSubmit` move through). */
+  static get submit() {
+    submit ??= new StateTable(MADE_HERE, wasm.StateTable.submit());
+    return submit;
+  }
+
+  /** The state an object no event has moved yet starts in. */
+  get initial() {
+    return this.#shape.initial;
+  }
+
+  /** Every state, in the table's order. */
+  get states() {
+    return this.#shape.states;
+  }
+
+  /** The states with no way out, in the table's order. */
+  get terminal() {
+    return this.#shape.terminal;
+  }
+
+  /**
+   * `event` at `state`: `{ outcome: 'apply', state: next }`, or `{ outcome: 'already_applied',
+   * state }` (applied before: acknowledge, change nothing). Throws `transition_illegal`,
+   * `transition_unknown_state` or `transition_unknown_event`.
+   */
+  on(state, event) {
+    return this.#inner.answer(String(state), String(event), false);
+  }
+
+  /**
+   * `event` arriving at `state`, as an order-guarded edge decides: `{ outcome, state }` with
+   * outcome `apply` (state: next), `already_applied` (applied before, or stale), `early` (a state
+   * the object has not reached yet accepts it: deliver it again later) or `illegal` (no later
+   * state accepts it); the state stays but for `apply`. Throws `transition_unknown_state` or
+   * `transition_unknown_event`.
+   */
+  arrival(state, event) {
+    return this.#inner.answer(String(state), String(event), true);
+  }
+}
