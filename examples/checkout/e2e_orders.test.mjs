@@ -226,8 +226,13 @@ test('the browser carries the ETag it read into If-Match; a 412 is final, never 
     const url = `/api/orders/${id}`;
     const read = await fetch(url);
     const etag = read.headers.get('etag');
+    // idempotentFetch sends an Idempotency-Key, and the demo scopes keys by Authorization (a
+    // request with a key and without it is 503 scope_unavailable), as the checkout page does.
     const update = (note) => idempotentFetch(url, {
-      method: 'PATCH', ifMatch: etag, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ note }),
+      method: 'PATCH',
+      ifMatch: etag,
+      headers: { authorization: 'Bearer browser-if-match', 'content-type': 'application/json' },
+      body: JSON.stringify({ note }),
     }, { retry: { maxAttempts: 5, maxTotalMs: 10_000 } });
     const first = await update('from the browser');
     const second = await update('from a stale tab');
