@@ -673,16 +673,6 @@ impl Config {
             }
         }
         let store = self.compile_store(env)?;
-        if let (StoreKind::Remote { .. }, Some(i)) =
-            (&store, routes.iter().position(|r| r.order.is_some()))
-        {
-            // Until the store service carries the ordering operations, an ordered route with a
-            // remote store would keep each Envoy's resource states apart: refused, not weakened.
-            return Err(refuse(
-                item("routes", i, ".order"),
-                &["is not carried by the remote store yet: use `store.kind` \"local\" for ordered routes"],
-            ));
-        }
         Ok(Policy {
             header,
             routes,

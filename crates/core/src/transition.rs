@@ -164,6 +164,16 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         self.states.iter().map(AsRef::as_ref)
     }
 
+    /// The terminal states, in the order the table lists them.
+    pub fn terminal_states(&self) -> impl Iterator<Item = &str> + '_ {
+        self.terminal.iter().map(AsRef::as_ref)
+    }
+
+    /// The transitions `(from, event, to)`, in the order the table lists them.
+    pub fn transitions(&self) -> impl Iterator<Item = (&str, &str, &str)> + '_ {
+        self.edges()
+    }
+
     pub fn is_state(&self, state: &str) -> bool {
         self.index(state).is_some()
     }

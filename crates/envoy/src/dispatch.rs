@@ -301,6 +301,20 @@ pub extern "C" fn proxy_on_http_call_response(
                 let reply = remote_store::Reply::read(num_headers, body_size);
                 match call {
                     StoreCall::Finish(finish) => remote_store::finish_answered(finish, &reply),
+                    StoreCall::OrderSettle(shared) => {
+                        crate::order::settle_answered(&shared, &reply)
+                    }
+                    StoreCall::OrderBegin(call) => {
+                        let mut began = Some(crate::order::began(&call, &reply));
+                        let delivered = deliver(vm, call.stream, token, |f| {
+                            if let Some(began) = began.take() {
+                                f.order_answered(began);
+                            }
+                        });
+                        if let (false, Some(began)) = (delivered, began) {
+                            crate::order::abandoned(*call, began);
+                        }
+                    }
                     StoreCall::Claim {
                         stream,
                         shared,

@@ -114,6 +114,17 @@ enum Stage {
         call: u32,
         after: AfterUse,
     },
+    /// The ordering guard's begin is on its way to the remote store; the request waits, paused.
+    Ordering(Box<OrderWait>),
+}
+
+/// A claimed request waiting for the remote store's ordering decision (callout `call`).
+struct OrderWait {
+    call: u32,
+    key: StorageKey,
+    owner: OwnerToken,
+    token: Option<VerifiedToken>,
+    held: Option<Held>,
 }
 
 /// A claim sent to the remote store, and what the request does once it answers.
@@ -619,7 +630,7 @@ impl Filter {
         };
         // The event and its resource are read before any store write: a tracked event without a
         // resource id is refused without a claim.
-        match order.map(order::before).transpose() {
+        match order.map(|probe| order::before(*probe)).transpose() {
             Ok(ordered) => self.ordered = ordered.flatten(),
             Err(http) => {
                 self.count(Counter::OrderResourceMissing);
@@ -682,26 +693,18 @@ impl Filter {
                     },
                 );
                 // The delivery is this request's: now the ordering guard decides on its event.
-                let order = match self.ordered.take().map(|o| order::begin(&self.shared, o)) {
-                    None | Some(Began::Forward(None)) => None,
-                    Some(Began::Forward(Some(claim))) => Some(claim),
-                    Some(Began::Answer(http)) => {
-                        // Nothing ran: the delivery id is free for the sender's next delivery.
-                        let facts = ResponseFacts::NeverReached;
-                        self.finish_claim(key, owner, facts, DoubtCause::Other);
-                        return self.send(&http);
-                    }
-                };
-                let after = AfterUse::Forward {
+                let began = self
+                    .ordered
+                    .take()
+                    .map(|o| order::begin(&self.shared, o, self.context_id, (key, owner)));
+                let wait = OrderWait {
+                    call: 0,
                     key,
                     owner,
+                    token,
                     held,
-                    order,
                 };
-                match &token {
-                    Some(claims) => self.use_token(claims, after),
-                    None => self.go_on(after),
-                }
+                self.forward_ordered(wait, began)
             }
             Ok(ClaimOutcome::Conflict { retry_after }) => {
                 self.count(Counter::Conflict);
@@ -750,6 +753,56 @@ impl Filter {
                     .unwrap_or_else(|| self.unprotected(token.as_ref()))
             }
         }
+    }
+
+    /// Goes on with a claimed request once the ordering guard (if any) has decided its event.
+    fn forward_ordered(&mut self, wait: OrderWait, began: Option<Began>) -> Action {
+        let OrderWait {
+            key,
+            owner,
+            token,
+            held,
+            ..
+        } = wait;
+        let order = match began {
+            None | Some(Began::Forward(None)) => None,
+            Some(Began::Forward(Some(claim))) => Some(claim),
+            Some(Began::Answer(http)) => {
+                // Nothing ran: the delivery id is free for the sender's next delivery.
+                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                return self.send(&http);
+            }
+            Some(Began::Pending(call)) => {
+                let wait = OrderWait {
+                    call,
+                    key,
+                    owner,
+                    token,
+                    held,
+                };
+                self.stage = Stage::Ordering(Box::new(wait));
+                return Action::Pause;
+            }
+        };
+        let after = AfterUse::Forward {
+            key,
+            owner,
+            held,
+            order,
+        };
+        match &token {
+            Some(claims) => self.use_token(claims, after),
+            None => self.go_on(after),
+        }
+    }
+
+    /// The remote store answered the ordering guard's begin for this request.
+    pub fn order_answered(&mut self, began: Began) {
+        let Stage::Ordering(wait) = core::mem::replace(&mut self.stage, Stage::Idle) else {
+            return;
+        };
+        let action = self.forward_ordered(*wait, Some(began));
+        self.resume(action);
     }
 
     /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
@@ -822,6 +875,7 @@ impl Filter {
         match &self.stage {
             Stage::Detached { token: t } | Stage::Using { call: t, .. } => *t == token,
             Stage::Claiming(claiming) => claiming.call == token,
+            Stage::Ordering(waiting) => waiting.call == token,
             _ => false,
         }
     }

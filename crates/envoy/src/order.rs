@@ -8,19 +8,24 @@
 use crate::abi::{Headers, LogLevel, MapType};
 use crate::host;
 use crate::metrics::Counter;
+use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
+use crate::remote_store::{Reply, StoreCall};
 use crate::root::Shared;
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use idemgate_core::answer::order::{order_answer, OrderAnswer};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
+use idemgate_core::decision::ResponseFacts;
 use idemgate_core::key_source::KeySource;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{Begin, BeginOutcome, OrderFacts, OrderRule, SettleOutcome};
 use idemgate_core::policy::{FailureMode, Route};
 use idemgate_core::protocol::run;
+use idemgate_core::protocol::ProtocolError;
 use idemgate_core::record::OwnerToken;
+use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::Layout;
 
@@ -101,13 +106,13 @@ pub struct Ordered {
 /// Reads the event and the resource once the body is complete: `Ok(None)` is an event the route
 /// does not order (handled as without `order`), `Err` the answer to a tracked event without a
 /// resource id. Runs before the delivery id's claim, so a refused event writes nothing.
-pub fn before(probe: Box<Probe>) -> Result<Option<Ordered>, HttpAnswer> {
+pub fn before(probe: Probe) -> Result<Option<Ordered>, HttpAnswer> {
     let Probe {
         rule,
         scope_value,
         headers,
         body,
-    } = *probe;
+    } = probe;
     let lookup = |name: &str| -> Vec<&[u8]> {
         headers
             .iter()
@@ -135,9 +140,13 @@ pub fn before(probe: Box<Probe>) -> Result<Option<Ordered>, HttpAnswer> {
     }
 }
 
-/// A resource claimed for an event being forwarded: settled when the upstream answers.
+/// A resource claimed for an event being forwarded: settled when the upstream answers. Boxed:
+/// it rides along in the filter's stages, which stay one pointer bigger, not three words.
 #[derive(Debug, Clone)]
-pub struct OrderClaim {
+pub struct OrderClaim(Box<Claimed>);
+
+#[derive(Debug, Clone)]
+struct Claimed {
     key: StorageKey,
     owner: OwnerToken,
     to: String,
@@ -149,13 +158,51 @@ pub enum Began {
     Forward(Option<OrderClaim>),
     /// Answer it at the edge (the delivery id's claim must be released: nothing ran).
     Answer(HttpAnswer),
+    /// Asked of the remote store (callout token): the request waits, paused, for [`began`].
+    Pending(u32),
 }
 
-/// Decides the event's arrival on the local store (the core's rules) and counts the outcome.
-pub fn begin(shared: &Rc<Shared>, ordered: Ordered) -> Began {
+/// A begin sent to the remote store: what its answer is decided with, whether or not the stream
+/// that sent it still exists then.
+pub struct BeginCall {
+    shared: Rc<Shared>,
+    /// The stream (HTTP context id) waiting.
+    pub stream: u32,
+    /// The delivery id's claim the stream holds (released if the stream is gone).
+    claim: (StorageKey, OwnerToken),
+    key: StorageKey,
+    owner: OwnerToken,
+    event: String,
+}
+
+/// Decides the event's arrival by the core's rules — on the local store at once, or asked of the
+/// remote store ([`Began::Pending`]) — and counts the outcome. `stream` and `claim` (the delivery
+/// id's claim) are what a remote answer needs if the stream is gone by then.
+pub fn begin(
+    shared: &Rc<Shared>,
+    ordered: Ordered,
+    stream: u32,
+    claim: (StorageKey, OwnerToken),
+) -> Began {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let Ordered { rule, key, event } = ordered;
+    if crate::remote_store::is_remote(shared) {
+        let request = client::order_begin(key, owner, &event, &rule, policy);
+        let call = BeginCall {
+            shared: Rc::clone(shared),
+            stream,
+            claim,
+            key,
+            owner,
+            event,
+        };
+        let pending = |_| StoreCall::OrderBegin(Box::new(call));
+        return match crate::remote_store::call(shared, &request, pending) {
+            Ok(token) => Began::Pending(token),
+            Err(e) => store_failed(shared, &e),
+        };
+    }
     let cell = Layout {
         capacity: policy.capacity,
     }
@@ -175,23 +222,61 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered) -> Began {
         quota: policy.quota,
     };
     let mut store = shared.store();
-    let outcome = match run(&mut store, cell, mutation, host::now()) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            shared.metrics.bump(Counter::StoreError);
-            host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
-            return match policy.on_store_error {
-                FailureMode::PassThrough => Began::Forward(None),
-                FailureMode::Reject => Began::Answer(answer(&EdgeAnswer::StoreFailed(&e))),
-            };
-        }
-    };
+    match run(&mut store, cell, mutation, host::now()) {
+        Ok(outcome) => decided(shared, outcome, key, owner, &event),
+        Err(e) => store_failed(shared, &e),
+    }
+}
+
+/// The remote store answered a begin: decided as a local one would be.
+pub fn began(call: &BeginCall, reply: &Reply) -> Began {
+    match client::begin_outcome(reply.answer()) {
+        Ok(outcome) => decided(&call.shared, outcome, call.key, call.owner, &call.event),
+        Err(e) => store_failed(&call.shared, &e),
+    }
+}
+
+/// A begin answered after its stream went away: a resource it claimed is released, and so is the
+/// delivery id's claim (the event was never forwarded).
+pub fn abandoned(call: BeginCall, began: Began) {
+    if let Began::Forward(Some(claim)) = began {
+        settle(&call.shared, claim, false, false);
+    }
+    let (key, owner) = call.claim;
+    crate::settle::settle(
+        &call.shared,
+        key,
+        owner,
+        ResponseFacts::NeverReached,
+        DoubtCause::Other,
+        false,
+    );
+}
+
+fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Began {
+    shared.metrics.bump(Counter::StoreError);
+    host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
+    match shared.policy.on_store_error {
+        FailureMode::PassThrough => Began::Forward(None),
+        FailureMode::Reject => Began::Answer(answer(&EdgeAnswer::StoreFailed(e))),
+    }
+}
+
+/// Acts on a begin's outcome: the claim to settle, or the answer, counted and logged.
+fn decided(
+    shared: &Rc<Shared>,
+    outcome: BeginOutcome,
+    key: StorageKey,
+    owner: OwnerToken,
+    event: &str,
+) -> Began {
+    let policy = &shared.policy;
     log_outcome(outcome.name());
     let count = |counter| shared.metrics.bump(counter);
     match outcome {
         BeginOutcome::Apply { to } => {
             count(Counter::OrderForwarded);
-            Began::Forward(Some(OrderClaim { key, owner, to }))
+            Began::Forward(Some(OrderClaim(Box::new(Claimed { key, owner, to }))))
         }
         BeginOutcome::ForwardEarly => {
             count(Counter::OrderForwardedEarly);
@@ -237,7 +322,20 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered) -> Began {
 /// access-log field can be written.
 pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: bool) {
     let policy = &shared.policy;
-    let OrderClaim { key, owner, to } = claim;
+    let Claimed { key, owner, to } = *claim.0;
+    if crate::remote_store::is_remote(shared) {
+        let request = client::order_settle(key, owner, &to, applied, policy);
+        let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
+        if let Err(e) = crate::remote_store::call(shared, &request, pending) {
+            // Not landed: the resource stays claimed until its lease ends, then is free again.
+            shared.metrics.bump(Counter::StoreError);
+            host::log(
+                LogLevel::Warn,
+                &format!("order: store failed settling: {e}"),
+            );
+        }
+        return;
+    }
     let cell = Layout {
         capacity: policy.capacity,
     }
@@ -250,14 +348,22 @@ pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: 
         ttl: policy.ttl,
     };
     let mut store = shared.store();
-    match run(&mut store, cell, mutation, host::now()) {
+    let settled = run(&mut store, cell, mutation, host::now());
+    if let (Ok(SettleOutcome::Released), true) = (&settled, on_stream) {
+        log_outcome("not_applied");
+    }
+    count_settled(shared, settled);
+}
+
+/// The remote store answered a settle.
+pub fn settle_answered(shared: &Rc<Shared>, reply: &Reply) {
+    count_settled(shared, client::settle_outcome(reply.answer()));
+}
+
+fn count_settled(shared: &Shared, settled: Result<SettleOutcome, ProtocolError>) {
+    match settled {
         Ok(SettleOutcome::Advanced { .. }) => shared.metrics.bump(Counter::OrderApplied),
-        Ok(SettleOutcome::Released) => {
-            shared.metrics.bump(Counter::OrderNotApplied);
-            if on_stream {
-                log_outcome("not_applied");
-            }
-        }
+        Ok(SettleOutcome::Released) => shared.metrics.bump(Counter::OrderNotApplied),
         Ok(_) => host::log(
             LogLevel::Warn,
             "order: the resource's claim had lapsed and was taken: nothing written",

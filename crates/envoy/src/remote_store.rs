@@ -54,6 +54,10 @@ pub enum StoreCall {
     },
     /// A completion or release; nobody waits.
     Finish(Finish),
+    /// The ordering guard's begin; the stream waits, paused ([`crate::order`]).
+    OrderBegin(Box<crate::order::BeginCall>),
+    /// The ordering guard's settle; nobody waits.
+    OrderSettle(Rc<Shared>),
 }
 
 /// A finish in flight: its encoded request, resent as is if no answer comes.

@@ -25,6 +25,8 @@ mod json;
 mod key;
 #[path = "key_source.rs"]
 mod key_source;
+#[path = "order.rs"]
+mod order;
 #[path = "record.rs"]
 mod record;
 #[path = "retry.rs"]
@@ -58,6 +60,7 @@ pub const NAMES: &[&str] = &[
     "key_source",
     "client",
     "target",
+    "order",
 ];
 
 pub fn dispatch(group: &str, input: &Value) -> Outcome {
@@ -79,6 +82,7 @@ pub fn dispatch(group: &str, input: &Value) -> Outcome {
         "key_source" => key_source::eval(input),
         "client" => client::eval(input),
         "target" => target::eval(input),
+        "order" => order::eval(input),
         other => Err(format!("vector_unknown_group:{other}")),
     }
 }

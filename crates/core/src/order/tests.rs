@@ -310,7 +310,7 @@ fn the_local_store_runs_the_same_rules_and_counts_the_record() {
         identified: 8,
         peer: 4,
     };
-    let mut start = |event: &'static str, owner: u8, store: &mut MemoryStore| {
+    let start = |event: &'static str, owner: u8, store: &mut MemoryStore| {
         let mutation = BeginEvent {
             key,
             begin: begin_for(&r, event, owner),

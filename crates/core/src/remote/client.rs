@@ -129,3 +129,51 @@ pub fn finish_outcome(reply: Answer<'_>) -> Result<FinishOutcome, ProtocolError>
 pub fn consume_outcome(reply: Answer<'_>) -> Result<ConsumeOutcome, ProtocolError> {
     answer(reply)?.into_consume()
 }
+
+/// The ordering guard's begin for `event` at the resource `key` (issue 26): the route's rule and
+/// the policy's lease and TTL, as [`crate::order::begin`] takes them on the local store.
+pub fn order_begin(
+    key: StorageKey,
+    owner: OwnerToken,
+    event: &str,
+    rule: &crate::order::OrderRule,
+    policy: &crate::policy::Policy,
+) -> Request {
+    Request::OrderBegin {
+        key,
+        owner,
+        lease: policy.lease,
+        ttl: policy.ttl,
+        retry_after: rule.retry_after,
+        forward_after: rule.forward_after,
+        event: String::from(event),
+        table: rule.table.clone(),
+    }
+}
+
+/// The ordering guard's settle of `owner`'s claim on the resource `key`.
+pub fn order_settle(
+    key: StorageKey,
+    owner: OwnerToken,
+    to: &str,
+    applied: bool,
+    policy: &crate::policy::Policy,
+) -> Request {
+    Request::OrderSettle {
+        key,
+        owner,
+        ttl: policy.ttl,
+        to: String::from(to),
+        applied,
+    }
+}
+
+/// What an ordering begin's answer means (a failure is a store error for the failure mode).
+pub fn begin_outcome(reply: Answer<'_>) -> Result<crate::order::BeginOutcome, ProtocolError> {
+    answer(reply)?.into_begin()
+}
+
+/// What an ordering settle's answer means.
+pub fn settle_outcome(reply: Answer<'_>) -> Result<crate::order::SettleOutcome, ProtocolError> {
+    answer(reply)?.into_settle()
+}

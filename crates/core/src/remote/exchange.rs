@@ -73,6 +73,50 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
                 ),
             }
         }
+        Request::OrderBegin {
+            owner,
+            lease,
+            ttl,
+            retry_after,
+            forward_after,
+            event,
+            table,
+            ..
+        } => {
+            let current = match live {
+                None => None,
+                Some(Record::Resource(r)) => Some(r),
+                // Resource keys are a hash domain of their own: anything else is not ours.
+                Some(_) => return (Response::Failed(Failure::Corrupt), Change::Keep),
+            };
+            let begin = crate::order::Begin {
+                table,
+                event,
+                owner: *owner,
+                lease: *lease,
+                ttl: *ttl,
+                retry_after: *retry_after,
+                forward_after: *forward_after,
+            };
+            let (outcome, write) = crate::order::begin(current, &begin, now);
+            let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
+            (Response::Begin(outcome), change)
+        }
+        Request::OrderSettle {
+            owner,
+            ttl,
+            to,
+            applied,
+            ..
+        } => {
+            let current = match live {
+                Some(Record::Resource(r)) => Some(r),
+                _ => None,
+            };
+            let (outcome, write) = crate::order::settle(current, *owner, to, *applied, *ttl, now);
+            let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
+            (Response::Settle(outcome), change)
+        }
         Request::Consume { expires_at, .. } => match live {
             Some(_) => (Response::Consume(ConsumeOutcome::AlreadyUsed), Change::Keep),
             None => (
@@ -111,7 +155,10 @@ pub fn full(request: &Request) -> Response {
         Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull {
             retry_after: FULL_RETRY_AFTER,
         }),
-        Request::Finish { .. } => Response::Failed(Failure::Full),
+        Request::OrderBegin { .. } => Response::Begin(crate::order::BeginOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::Finish { .. } | Request::OrderSettle { .. } => Response::Failed(Failure::Full),
     }
 }
 
@@ -208,6 +255,10 @@ impl Exchange {
         let key = *request.key();
         let assumed = match &request {
             Request::Claim { .. } | Request::Consume { .. } => None,
+            // A resource's state is whatever the engine holds: always read first.
+            Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
+                return Exchange::start(request)
+            }
             Request::Finish { owner, .. } => {
                 match claimed.map(|bytes| StoredValue::decode(&key, bytes)) {
                     Some(Ok(value)) if matches!(&value.record, Record::InFlight(c) if c.owner == *owner) => {

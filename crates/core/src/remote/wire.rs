@@ -30,6 +30,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod order;
+
 /// The HTTP media type of both bodies.
 pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
 /// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
@@ -73,6 +75,27 @@ pub enum Request {
         /// The token's own expiry, from its signed claims.
         expires_at: UnixMillis,
     },
+    /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
+    /// that applies ([`crate::order::begin`], issue 26).
+    OrderBegin {
+        key: StorageKey,
+        owner: OwnerToken,
+        lease: Span,
+        ttl: Span,
+        retry_after: Span,
+        forward_after: Option<Span>,
+        event: String,
+        table: crate::transition::DeclaredTable,
+    },
+    /// End `owner`'s claim on the resource: advance to `to` if `applied`, else release
+    /// ([`crate::order::settle`]).
+    OrderSettle {
+        key: StorageKey,
+        owner: OwnerToken,
+        ttl: Span,
+        to: String,
+        applied: bool,
+    },
 }
 
 /// What a finish does with the claim.
@@ -88,7 +111,9 @@ impl Request {
         match self {
             Request::Claim { key, .. }
             | Request::Finish { key, .. }
-            | Request::Consume { key, .. } => key,
+            | Request::Consume { key, .. }
+            | Request::OrderBegin { key, .. }
+            | Request::OrderSettle { key, .. } => key,
         }
     }
 
@@ -134,6 +159,9 @@ impl Request {
                 w.bytes(&key.0);
                 w.u64(expires_at.0);
             }
+            Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
+                order::put_request(&mut w, self)
+            }
         }
         w.finish()
     }
@@ -166,6 +194,7 @@ impl Request {
                     _ => return Err(WireError::OutOfRange),
                 },
             },
+            op @ (order::OP_BEGIN | order::OP_SETTLE) => order::get_request(op, &mut r)?,
             op => return Err(WireError::UnknownOp(op)),
         };
         end(&r)?;
@@ -279,6 +308,10 @@ pub enum Response {
     Claim(ClaimOutcome),
     Finish(FinishOutcome),
     Consume(ConsumeOutcome),
+    /// The ordering guard's begin ([`crate::order::BeginOutcome`]).
+    Begin(crate::order::BeginOutcome),
+    /// The ordering guard's settle ([`crate::order::SettleOutcome`]).
+    Settle(crate::order::SettleOutcome),
     Failed(Failure),
 }
 
@@ -350,6 +383,7 @@ impl Response {
                 w.u8(Tag::FAILED);
                 w.u8(failure.byte());
             }
+            Response::Begin(_) | Response::Settle(_) => order::put_response(&mut w, self),
         }
         w.finish()
     }
@@ -393,7 +427,10 @@ impl Response {
                 let byte = r.u8()?;
                 Response::Failed(Failure::from_byte(byte).ok_or(WireError::UnknownTag(byte))?)
             }
-            tag => return Err(WireError::UnknownTag(tag)),
+            tag => match order::get_response(tag, &mut r)? {
+                Some(response) => response,
+                None => return Err(WireError::UnknownTag(tag)),
+            },
         };
         end(&r)?;
         Ok(response)
@@ -411,6 +448,20 @@ impl Response {
     pub fn into_finish(self) -> Result<FinishOutcome, ProtocolError> {
         match self {
             Response::Finish(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_begin(self) -> Result<crate::order::BeginOutcome, ProtocolError> {
+        match self {
+            Response::Begin(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_settle(self) -> Result<crate::order::SettleOutcome, ProtocolError> {
+        match self {
+            Response::Settle(outcome) => Ok(outcome),
             other => Err(other.unexpected()),
         }
     }
@@ -538,6 +589,8 @@ pub enum WireError {
     KeyMismatch,
     /// A stored value's record is unreadable.
     Record(DecodeError),
+    /// An ordering request's state table is not a valid table.
+    Table(crate::transition::TableError),
 }
 
 impl From<DecodeError> for WireError {
@@ -564,6 +617,7 @@ impl WireError {
             WireError::TrailingBytes => "wire_trailing_bytes",
             WireError::KeyMismatch => "wire_key_mismatch",
             WireError::Record(e) => e.code(),
+            WireError::Table(e) => e.code(),
         }
     }
 }
@@ -583,6 +637,7 @@ impl fmt::Display for WireError {
             WireError::TrailingBytes => f.write_str("store message has trailing bytes"),
             WireError::KeyMismatch => f.write_str("stored value belongs to another key"),
             WireError::Record(e) => write!(f, "{e}"),
+            WireError::Table(e) => write!(f, "{e}"),
         }
     }
 }

@@ -84,6 +84,24 @@ impl DeclaredTable {
         Ok(DeclaredTable { table, initial })
     }
 
+    /// A declaration from its parts, as [`DeclaredTable::from_value`] would make it from JSON
+    /// that names them all (the remote store's wire format carries a table this way).
+    pub fn new(
+        states: Vec<String>,
+        terminal: Vec<String>,
+        transitions: Vec<(String, String, String)>,
+        initial: String,
+    ) -> Result<DeclaredTable, TableError> {
+        if transitions.is_empty() {
+            return Err(TableError::Empty);
+        }
+        let table = StateTable::new(states, terminal, transitions)?;
+        if !table.is_state(&initial) {
+            return Err(TableError::UnknownState(initial));
+        }
+        Ok(DeclaredTable { table, initial })
+    }
+
     pub fn table(&self) -> &StateTable<String> {
         &self.table
     }

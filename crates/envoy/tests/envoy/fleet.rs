@@ -31,7 +31,7 @@ use pki::Pki;
 
 /// The remote store as the filter's configuration names it, with the variable holding the secret
 /// that seals its answers (issue 24).
-const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
+pub(crate) const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
 
 /// The fleet's record secret: every Envoy of a fleet gets the same one in its VM's environment.
 pub(crate) const RECORD_SECRET: &str = "fleet-tests-record-secret-0123456789abcdef";

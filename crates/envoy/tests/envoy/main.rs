@@ -20,6 +20,7 @@ mod hardening;
 mod key_sources;
 mod memory;
 mod order;
+mod order_fleet;
 mod reentry;
 mod reentry_authz;
 mod reentry_control;

@@ -17,6 +17,11 @@ pub const TABLE: &str = r#"{ "initial": "unpaid", "transitions": [
 /// event after a second; `/orders/` requires If-Match, `/orders-plain/` is its twin. `upstream`:
 /// the filter's `upstream` section (detached exchanges), or none (the router path).
 pub fn config(upstream: Option<&str>) -> String {
+    config_with(upstream, "")
+}
+
+/// [`config`] with more top-level members (`extra` starts with a comma).
+pub fn config_with(upstream: Option<&str>, extra: &str) -> String {
     let order = format!(
         r#"{{ "resource": {{ "json": "/data/order" }}, "event": {{ "json": "/type" }}, "table": {TABLE} }}"#
     );
@@ -35,7 +40,7 @@ pub fn config(upstream: Option<&str>) -> String {
     {{ "prefix": "/patient", "kind": "callback", "key_from": [{{ "header": "webhook-id" }}], "order": {patient} }},
     {{ "prefix": "/orders/", "methods": ["PATCH", "PUT", "DELETE"], "precondition": "if-match" }},
     {{ "prefix": "/orders-plain/", "methods": ["PATCH", "PUT", "DELETE"] }}
-  ] }}"#
+  ]{extra} }}"#
     )
 }
 
