@@ -7,7 +7,7 @@ use crate::error::{CodedError, JsResult};
 use crate::object::{Json, Member};
 use alloc::string::String;
 use idemgate_core::transition::StateTable as CoreTable;
-use idemgate_core::transition::{Arrival, DeclaredTable, Transition, SUBMIT_LIFECYCLE};
+use idemgate_core::transition::{Arrival, DeclaredTable, TableError, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
 
 /// A table the core validated. In JS (the package wraps it in its own `StateTable` class):
@@ -28,15 +28,25 @@ pub struct StateTable {
 /// Which table: the core's built-in submit lifecycle (copied to own its strings, so the rules are
 /// compiled once, for `String`: see `to_owned_strings`), or one declared as data.
 enum Table {
-    Submit(CoreTable<String>),
+    Submit {
+        rules: CoreTable<String>,
+        initial: &'static str,
+    },
     Declared(DeclaredTable),
 }
 
 impl Table {
     fn rules(&self) -> &CoreTable<String> {
         match self {
-            Table::Submit(table) => table,
+            Table::Submit { rules, .. } => rules,
             Table::Declared(declared) => declared.table(),
+        }
+    }
+
+    fn initial(&self) -> &str {
+        match self {
+            Table::Submit { initial, .. } => initial,
+            Table::Declared(declared) => declared.initial(),
         }
     }
 }
@@ -49,11 +59,18 @@ impl StateTable {
         Ok(StateTable::parse(text)?)
     }
 
-    /// The core's submit-button lifecycle.
-    pub fn submit() -> StateTable {
-        StateTable {
-            table: Table::Submit(SUBMIT_LIFECYCLE.to_owned_strings()),
-        }
+    /// The core's submit-button lifecycle. It declares no initial state: it starts where a
+    /// declaration without `initial` starts, at its first state (`idle`); a table without states
+    /// would be the core's `transition_table_empty`.
+    pub fn submit() -> JsResult<StateTable> {
+        let Some(initial) = SUBMIT_LIFECYCLE.states().next() else {
+            let empty = TableError::Empty;
+            return Err(CodedError::new(empty.code(), empty.message()).into());
+        };
+        let rules = SUBMIT_LIFECYCLE.to_owned_strings();
+        Ok(StateTable {
+            table: Table::Submit { rules, initial },
+        })
     }
 
     /// `{initial, states, terminal}`: the state a new object starts in, every state and the
@@ -117,15 +134,9 @@ impl StateTable {
     /// The declaration's shape as JSON: `{"initial":..,"states":[..],"terminal":[..]}`.
     pub fn shape(&self) -> Json {
         let table = self.table.rules();
-        let initial = match &self.table {
-            Table::Declared(declared) => declared.initial(),
-            // The submit lifecycle has no declared initial state: it starts where a declaration
-            // without `initial` starts, at its first state (`idle`).
-            Table::Submit(_) => table.states().next().unwrap_or_default(),
-        };
         let mut out = Json(String::with_capacity(128));
         out.raw("{\"initial\":");
-        out.string(initial);
+        out.string(self.table.initial());
         out.raw(",\"states\":");
         out.strings(table.states());
         out.raw(",\"terminal\":");
@@ -206,7 +217,7 @@ mod tests {
 
     #[test]
     fn the_submit_lifecycle() {
-        let submit = StateTable::submit();
+        let submit = StateTable::submit().unwrap();
         let on = |s, e| code(submit.step(s, e, false));
         assert_eq!(on("idle", "submit"), Ok(("apply", "in_flight")));
         assert_eq!(

@@ -1,6 +1,7 @@
 //! Vectors through the browser module's `.wasm`, by the exports a browser app calls: `key` through
 //! `parseKeyValues`, `fingerprint` through a `Fingerprinter`, `retry` through `retryNext` (with
-//! the policy defaults of `defaults`), `transition` (state tables) through `transition`, `client`
+//! the policy defaults of `defaults`), `transition` (state tables, given as data or the submit
+//! lifecycle; `on`, `arrival` and `declare`) through a `StateTable`, `client`
 //! through `classifyStatus`, `settle`, `isReplayed`, `reusesKey`, `tokenTarget` and
 //! `tokenIsFresh`, `target` (browser–edge parity) through `requestTarget` and a `Fingerprinter`
 //! with the route's `caseSensitive`. Results are names and objects, read as they are. A case the
@@ -330,32 +331,71 @@ impl WebVectors {
         })
     }
 
+    /// A `StateTable`: a table given as data through `StateTable.declare` (its JSON text, as
+    /// `StateTable.fromJSON` passes it), `"submit"` through `StateTable.submit`; then `answer`
+    /// (`on` and `arrival`) or `describe` (`declare`). `if_match` and `version` are the origin's
+    /// and the edge's, not the browser's.
     fn transition(&mut self, input: &Value) -> Result<Option<Value>> {
-        if input.get("op").is_some() {
-            return Ok(None);
+        let op = input.get("op").and_then(Value::as_str);
+        let arrival = match op {
+            None | Some("declare") => false,
+            Some("arrival") => true,
+            Some(_) => return Ok(None),
+        };
+        let handle = match input.get("table") {
+            Some(Value::String(name)) if name == "submit" => {
+                self.web.handle("statetable_submit", &[])?
+            }
+            Some(table) if op == Some("declare") || table.is_object() => self
+                .web
+                .handle("statetable_declare", &[text(&table.to_string())])?,
+            _ => return Ok(None),
+        };
+        let handle = match handle {
+            Ok(handle) => handle,
+            Err(e) => return Ok(Some(outcome(Err(e)))),
+        };
+        let answer = self.table_answer(handle, input, op, arrival);
+        self.web.free("statetable", handle)?;
+        answer
+    }
+
+    fn table_answer(
+        &mut self,
+        handle: i32,
+        input: &Value,
+        op: Option<&str>,
+        arrival: bool,
+    ) -> Result<Option<Value>> {
+        if op == Some("declare") {
+            // `{initial, states, terminal}`, as the vectors spell a declaration's shape.
+            let shape = self
+                .web
+                .object("statetable_describe", &[Arg::I32(handle)])?;
+            return Ok(Some(outcome(shape)));
         }
         let field = |name: &str| input.get(name).and_then(Value::as_str);
-        let (Some(table), Some(state), Some(event)) =
-            (field("table"), field("state"), field("event"))
-        else {
+        let (Some(state), Some(event)) = (field("state"), field("event")) else {
             return Ok(None);
         };
-        // A table given as data (the vectors' example tables) is not in the browser API.
-        if table != "submit" {
-            return Ok(None);
-        }
-        // `{outcome: "apply", state: next}` or `{outcome: "already_applied", state}`.
-        let result = self
-            .web
-            .object("transition", &[text(table), text(state), text(event)])?;
+        // `{outcome: "apply", state: next}` or `{outcome: <name>, state}` (the state unchanged).
+        let args = [
+            Arg::I32(handle),
+            text(state),
+            text(event),
+            Arg::I32(i32::from(arrival)),
+        ];
+        let result = self.web.object("statetable_answer", &args)?;
         Ok(Some(outcome(result.map(|answer| {
             match (
                 answer.get("outcome").and_then(Value::as_str),
                 answer.get("state"),
             ) {
                 (Some("apply"), Some(to)) => json!({ "apply": to }),
-                (Some("already_applied"), Some(at)) if at == state => {
-                    Value::String("already_applied".into())
+                (Some(name @ ("already_applied" | "early" | "illegal")), Some(at))
+                    if at == state =>
+                {
+                    Value::String(name.into())
                 }
                 _ => json!({ "unexpected": answer }),
             }

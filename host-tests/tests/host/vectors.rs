@@ -92,6 +92,13 @@ fn browser_wasm_answers_its_groups_like_the_native_core() {
         }
     }
     println!("browser module checked per group: {checked:?}");
+    // Every state-table case reaches the browser (tables given as data, `arrival`, `declare`):
+    // only `if_match` (the origin compares) and `version` are not the browser's to answer.
+    let tables = cases.iter().filter(|c| {
+        let op = c.input.get("op").and_then(|op| op.as_str());
+        c.group == "transition" && !matches!(op, Some("if_match" | "version"))
+    });
+    assert_eq!(checked.get("transition").copied(), Some(tables.count()));
     for group in EXPOSED_GROUPS {
         if cases.iter().any(|c| c.group == *group) {
             assert!(

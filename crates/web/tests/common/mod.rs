@@ -215,7 +215,7 @@ fn retry_and_transitions_answer_objects() {
     assert_eq!(retry::parse_retry_after("soon", 0.0).unwrap(), None);
     assert_eq!(retry::classify_status(409), "in_flight");
 
-    let submit = StateTable::submit();
+    let submit = StateTable::submit().unwrap();
     let step = |state: &str, event: &str| {
         let answer = submit.answer(state, event, false).unwrap();
         (member(&answer, "outcome"), member(&answer, "state"))

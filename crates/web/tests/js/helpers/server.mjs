@@ -106,6 +106,25 @@ export async function startServer({ mounts = {}, pages = {}, cors = null } = {})
     requests(path) {
       return log.get(path) ?? [];
     },
+    /**
+     * A resource at `path` with a version, answered as an origin that checks `If-Match` does
+     * (RFC 9110 §13.1.1, strong comparison of one entity-tag): GET → 200 with `ETag: "v<n>"`; any
+     * other method → 428 without `If-Match`, 412 when it names another version, else 200 with the
+     * next version's `ETag`. Returns `{ version }` (the current one); `requests(path)` counts.
+     */
+    resource(path, { version = 1 } = {}) {
+      const current = { version };
+      const etag = () => `"v${current.version}"`;
+      this.script(path, [(request) => {
+        if (request.method === 'GET') return { status: 200, headers: { etag: etag() }, body: { version: current.version } };
+        const ifMatch = request.headers['if-match'];
+        if (ifMatch === undefined) return { status: 428, body: { type: 'precondition_required' } };
+        if (ifMatch !== etag()) return { status: 412, body: { type: 'precondition_failed', current: etag() } };
+        current.version += 1;
+        return { status: 200, headers: { etag: etag() }, body: { version: current.version } };
+      }]);
+      return current;
+    },
     /** Resolves when `path` has received `count` requests; rejects after `timeoutMs`. */
     waitForRequests(path, count, timeoutMs = 10_000) {
       return new Promise((resolve, reject) => {
