@@ -167,8 +167,12 @@ demo-fleet: setup-rust setup-envoy build-filter build-web build-store $(ENGINE_S
 test-demo-fleet: build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
 	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine || exit 1; done
 
-test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright)
-	node --test examples/checkout/e2e.test.mjs
+# The demo's Standard Webhooks deliveries are signed with the SDK pinned for test-clients
+# (crates/envoy/tests/clients), installed here as there. Each file starts its own demo stack: one
+# file at a time, so the two stacks and their browsers do not share the machine.
+test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright), and its order table and If-Match
+	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
+	node --test --test-concurrency=1 examples/checkout/e2e.test.mjs examples/checkout/e2e_orders.test.mjs
 
 # Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
 # the generated section of BENCHMARKS.md; `test-bench` is its smoke (same code path, seconds, tiny

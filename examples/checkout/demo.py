@@ -97,6 +97,17 @@ def standard_webhook_curl(url, key, order=1, msg_id="msg_demo_1"):
             f"-H \"webhook-signature: v1,$sig\" -H 'content-type: application/json' -d \"$body\"")
 
 
+def standard_webhook_deliver(url, key):
+    """A shell function a person can paste: `deliver ID TYPE ORDER` signs a Standard Webhooks
+    event `{"type": TYPE, "data": {"order": ORDER}}` with message id ID at call time (openssl, the
+    key as hex) and delivers it, to try the order table (`deliver msg_ship_1 order.shipped 1`)."""
+    return ("deliver() { t=$(date +%s); "
+            "body=$(printf '{\"type\":\"%s\",\"data\":{\"order\":%s}}' \"$2\" \"$3\"); "
+            f"sig=$(printf '%s' \"$1.$t.$body\" | openssl dgst -sha256 -mac HMAC -macopt hexkey:{key.hex()} -binary | base64); "
+            f"curl -si -X POST {url}/api/webhooks/standard -H \"webhook-id: $1\" -H \"webhook-timestamp: $t\" "
+            "-H \"webhook-signature: v1,$sig\" -H 'content-type: application/json' -d \"$body\"; }")
+
+
 def keeper(work):
     """The processes a demo starts (append them to the list) and a `stop` that ends them in
     reverse order (terminate, then kill after 5 s) and removes the demo's temp dir `work`."""
@@ -212,6 +223,17 @@ def main():
       applied once per `webhook-id` (paste the line again: 200, replayed; change `id=` for a new
       event; a wrong signature or a timestamp older than 5 minutes gets 403):
         {standard_webhook_curl(url, standard_key)}
+    * the order table (issue 26): the edge keeps each order's events in order (unpaid → paid →
+      shipped; cancelled from unpaid or paid). Define `deliver ID TYPE ORDER` by pasting
+        {standard_webhook_deliver(url, standard_key)}
+      then, for a new order N: `deliver s1 order.shipped N` (409 early, Retry-After: 10, not
+      applied), `deliver p1 payment.succeeded N` (applied), `deliver s1 order.shipped N` again
+      (applied now), `deliver p2 payment.succeeded N` (200 already-applied, not forwarded),
+      `deliver c1 order.cancelled N` (200 illegal, not forwarded); header `idemgate-order`
+    * an update names the version it read: curl -si {url}/api/orders/1 (see its ETag), then
+        curl -si -X PATCH {url}/api/orders/1 -H 'if-match: "v1"' \\
+          -H 'content-type: application/json' -d '{{"note":"leave at the door"}}'
+      (200 and a new ETag; again with the same tag: 412; without If-Match: 428 from the edge)
     * a CloudEvent (binary mode), applied once per (ce-source, ce-id); the same id from another
       source is another event:
         curl -si -X POST {url}/api/events -H 'ce-specversion: 1.0' -H 'ce-id: pay-1' \\

@@ -4,7 +4,10 @@ sent to Envoy A and its retry sent to Envoy B behave as if there were one Envoy 
 retry is the replay, byte for byte; a claimed request re-enters Envoy through its internal
 listener), a one-time token issued by A is used once across both, a signed payment event (its
 key taken from the body), a Standard Webhooks delivery (keyed by `webhook-id`) and a CloudEvent
-(keyed by source and id) delivered to A and B are each applied once, and the store service refuses
+(keyed by source and id) delivered to A and B are each applied once, the order table holds across
+the fleet (an `order.shipped` sent to A before the payment is refused as early, the payment and the
+shipment's redelivery to B apply, a second payment to A is acknowledged and not applied: one state
+per order in the shared store), and the store service refuses
 a TLS client without a certificate (the Envoys reach it over mutual TLS) — then stops it and checks that
 it exited, that every process it started is gone and that it removed its work dir. Bounded: fails
 after 90 s.
@@ -100,6 +103,57 @@ def alive(pid):
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+def standard_delivery(url, key, msg_id, kind, order_id):
+    """A Standard Webhooks delivery of `kind` for `order_id`, signed afresh with `key` on every
+    attempt and delivered again, as a sender does, while the answer is 409 `order_resource_busy`:
+    on the remote store an event's settle travels with its upstream answer, so the next event for
+    the same order may meet that claim for a moment. Returns the last answer."""
+    body = json.dumps({"type": kind, "data": {"order": order_id}}).encode()
+    for _ in range(50):
+        t = str(int(time.time()))
+        mac = hmac.new(key, f"{msg_id}.{t}.".encode() + body, hashlib.sha256).digest()
+        got = request("POST", url + "/api/webhooks/standard",
+                      {"content-type": "application/json", "webhook-id": msg_id, "webhook-timestamp": t,
+                       "webhook-signature": "v1," + base64.b64encode(mac).decode()}, body)
+        if got[0] != 409 or b"order_resource_busy" not in got[2]:
+            return got
+        time.sleep(0.1)
+    return got
+
+
+def out_of_order_across_envoys(a, b, key, order):
+    """The order table (issue 26) across the fleet: an early `order.shipped` sent to A (409, not
+    applied), the payment to B, the shipment's redelivery to B (applied), a second payment to A
+    (acknowledged, not applied). Returns what each answered, as text."""
+    status, _, created = request("POST", a + "/api/orders",
+                                 {"authorization": "Bearer fleet-order", "idempotency-key": f"fleet-order-{time.time()}",
+                                  "content-type": "application/json"}, order)
+    check(status == 201, f"order: {status} {created!r}")
+    order_id = json.loads(created)["id"]
+    stamp = f"{order_id}_{int(time.time())}"
+
+    def applied():
+        _, _, listing = request("GET", a + "/api/orders")
+        found = [o for o in json.loads(listing)["orders"] if o["id"] == order_id]
+        return found[0]["status"], found[0]["events_applied"]
+
+    answers = []
+    for url, msg, kind, want_status, want_order in (
+            (a, "ship", "order.shipped", 409, "early"),
+            (b, "pay", "payment.succeeded", 200, "applied"),
+            (b, "ship", "order.shipped", 200, "applied"),
+            (a, "pay2", "payment.succeeded", 200, "already-applied")):
+        got, headers, body = standard_delivery(url, key, f"msg_fleet_{msg}_{stamp}", kind, order_id)
+        told = headers.get("idemgate-order")
+        check((got, told) == (want_status, want_order), f"{kind} to {url}: {got} {told} {body!r}")
+        if got == 409:
+            check(headers.get("retry-after", "").isdigit(), f"an early event says when to come back: {headers}")
+            check(applied() == ("unpaid", 0), f"the early event was not applied: {applied()}")
+        answers.append(f"{got} {told}")
+    check(applied() == ("shipped", 2), f"payment and shipment applied once each: {applied()}")
+    return ", ".join(answers)
 
 
 def main():
@@ -230,11 +284,13 @@ def main():
             applied = json.loads(after)["events_applied"] - json.loads(listed)["events_applied"]
             check(applied == 1, f"{what}: the event was applied {applied} times")
             applied_each.append(applied)
+        ordered = out_of_order_across_envoys(a, b, key, order)
         # What was measured above, not what the checks expect.
         print(f"demo-fleet ({engine}): A→B retry replayed, {received} order(s) reached the service (through "
               f"A's re-entry listener); token: first use {r1[0]}, reuse {r2[0]}; a payment event "
               f"(Stripe-style, Standard Webhooks, CloudEvents) delivered to A and B applied "
-              f"{'/'.join(map(str, applied_each))} time(s); the store refuses a TLS client without a certificate")
+              f"{'/'.join(map(str, applied_each))} time(s); order table across A and B: {ordered}; "
+              f"the store refuses a TLS client without a certificate")
     finally:
         how = signal.SIGTERM if engine == "redis" else signal.SIGINT
         started = started or processes_under(demo.pid)

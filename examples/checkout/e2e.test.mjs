@@ -5,51 +5,26 @@
 //   node --test examples/checkout/e2e.test.mjs      (after `make build-filter build-web`)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, existsSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { createRequire } from 'node:module';
 import { createHmac, randomBytes } from 'node:crypto';
+import { here, launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
 
-const here = dirname(fileURLToPath(import.meta.url));
-const require = createRequire(join(here, '../../crates/web/package.json'));
-const { chromium } = require('playwright-core');
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
+const { Webhook } = requireClients('standardwebhooks');
 
 let demo;
 let stack;
 let browser;
-const work = mkdtempSync(join(tmpdir(), 'idemgate-e2e-'));
 
 before(async () => {
-  const ready = join(work, 'ready.json');
-  demo = spawn('python3', [join(here, 'demo.py'), '--port', '0', '--admin-port', '0', '--quiet',
-    '--ready-file', ready], { stdio: ['ignore', 'inherit', 'inherit'] });
-  const exited = new Promise((resolve) => demo.once('exit', resolve));
-  const deadline = Date.now() + 60_000;
-  while (!existsSync(ready)) {
-    const code = await Promise.race([exited, new Promise((r) => setTimeout(r, 100, 'waiting'))]);
-    assert.equal(code, 'waiting', `demo.py exited (${code}) before it was ready`);
-    assert.ok(Date.now() < deadline, 'demo.py not ready after 60 s');
-  }
-  stack = JSON.parse(readFileSync(ready, 'utf8'));
-  // playwright gives the browser a fresh, temporary profile of its own.
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
+  demo = await startDemo();
+  stack = demo.stack;
+  browser = await launchBrowser();
 });
 
 after(async () => {
   await browser?.close();
-  if (demo && demo.exitCode === null) {
-    const gone = new Promise((resolve) => demo.once('exit', resolve));
-    demo.kill('SIGTERM');
-    await gone;
-  }
-  rmSync(work, { recursive: true, force: true });
+  await demo?.stop();
 });
 
 async function orders() {
@@ -120,6 +95,7 @@ test('a double and a triple click on Pay make one order each', async () => {
   assert.match(done.text, new RegExp(`Order #${orderId} placed`));
   assert.deepEqual(await pageCounts(page), { count: afterTriple.count, events: afterTriple.events_applied },
     'the page shows what the server holds, no lag behind the placed order');
+  assert.equal(await page.textContent('#last'), `#${orderId} unpaid`, 'and the last order\'s status');
 
   // What happened, as a person did it: five clicks, two payments. Each gesture's first click
   // started a payment (one request, claimed); every other click was absorbed into that payment.
@@ -326,13 +302,10 @@ async function untilAcknowledged(send) {
   throw new Error(`never acknowledged: ${statuses}`);
 }
 
-// Standard Webhooks (standardwebhooks.com): `webhook-signature: v1,<base64 HMAC-SHA256(key,
-// "{id}.{timestamp}.{body}")>`, the key being the base64 after the secret's `whsec_` prefix.
-// Signed with node:crypto by that documented algorithm: this test has no package.json of its own
-// (it borrows playwright-core from crates/web's), so the npm `standardwebhooks` is not installed.
+// Standard Webhooks: `webhook-signature: v1,<base64 HMAC-SHA256(key, "{id}.{timestamp}.{body}")>`,
+// signed by the reference implementation, the npm `standardwebhooks` (pinned for test-clients).
 function standardSignature(secret, id, timestamp, body) {
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
-  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+  return new Webhook(secret).sign(id, new Date(Number(timestamp) * 1000), body);
 }
 
 function deliverStandard(id, body, { secret = stack.standard_webhook_secret, age = 0, to = stack.url, signature } = {}) {

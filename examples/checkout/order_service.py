@@ -21,17 +21,30 @@ in `GET /api/orders`) — so a duplicate delivery that slipped past idemgate wou
 callback route keys deliveries by the event's `id` and checks its signature before this service
 sees it.
 
-Two more kinds of the same event, just as naive (applied and counted every time they arrive):
+Two more kinds of event, just as naive (applied and counted every time they arrive):
   * `POST /api/webhooks/standard`: a Standard Webhooks delivery (`webhook-id`, `webhook-timestamp`,
-    `webhook-signature: v1,<base64 HMAC-SHA256>`), body `{"type": "payment.succeeded", "data":
-    {"order": N}}`. The edge keys it by `webhook-id` and verifies it; this service verifies the
-    signature again (defence in depth, secret `DEMO_STANDARD_WEBHOOK_SECRET` when set: 401 when
-    it does not hold) but never dedupes.
+    `webhook-signature: v1,<base64 HMAC-SHA256>`), body `{"type": T, "data": {"order": N}}` with T
+    one of `payment.succeeded` (→ paid), `order.shipped` (→ shipped), `order.cancelled` (→
+    cancelled); other types are acknowledged and ignored. Whatever arrives is applied, whatever the
+    order's status (an `order.shipped` for an unpaid order ships it), and counted
+    (`events_applied`, overall in `GET /api/orders` and per order): the edge keys it by
+    `webhook-id`, verifies it and keeps the events of one order in order (its `order` table, issue
+    26), so anything in the counts that should not be there slipped past the edge. This service
+    verifies the signature again (defence in depth, secret `DEMO_STANDARD_WEBHOOK_SECRET` when set:
+    401 when it does not hold) but never dedupes.
   * `POST /api/events`: a CloudEvent over HTTP, binary mode (`ce-specversion`, `ce-id`, `ce-source`,
     `ce-type` headers, the body is the event's data `{"order": N}`) or structured mode
     (`content-type: application/cloudevents+json`, the whole event as JSON); type
     `payment.succeeded` marks the order paid. Batched mode is refused (415). The edge keys it by
     (source, id).
+
+Orders and versions (orders.py): each order has a `status` (`unpaid` when created) and a `version`
+that every change bumps. `GET /api/orders/N` answers the order with a strong `ETag` made from its
+version; `PATCH /api/orders/N` with `{"note": "..."}` stores a note if `If-Match` names the current
+tag: the service compares it itself (412 problem+json on a stale tag, 428 without `If-Match`,
+though the edge already answers that, 400 when malformed), then bumps the version and answers 200
+with the new `ETag`. Every PATCH that reaches the service is counted (`updates_received` in
+`GET /api/orders`), so a retry of a 412 would show.
 
     python3 order_service.py --port 8081 [--db orders.sqlite] [--static DIR] [--pkg DIR]
 """
@@ -43,11 +56,11 @@ import hmac
 import json
 import mimetypes
 import os
-import sqlite3
 import sys
-import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from orders import EVENT_STATUS, Orders, etag, parse_if_match
 
 MAX_BODY = 64 * 1024
 # Standard Webhooks: a delivery whose timestamp is further than this from now is refused.
@@ -83,66 +96,6 @@ def verify_standard_webhook(key, headers, body, now=None):
     if any(hmac.compare_digest(expected.encode(), sig.encode()) for sig in signatures.split()):
         return None
     return "signature_mismatch"
-
-
-class Orders:
-    """Orders in SQLite; one lock because sqlite3 connections are not shared across threads."""
-
-    def __init__(self, path):
-        self.db = sqlite3.connect(path, check_same_thread=False)
-        self.db.execute(
-            "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, "
-            "created_ms INTEGER NOT NULL, cart TEXT NOT NULL, total_cents INTEGER NOT NULL, "
-            "client TEXT, idempotency_key TEXT, status TEXT NOT NULL DEFAULT 'unpaid', "
-            "UNIQUE (client, idempotency_key))"
-        )
-        self.lock = threading.Lock()
-        self.received = 0
-        self.events_applied = 0
-
-    def apply_payment(self, order_id):
-        """Marks an order paid and counts the event; False when there is no such order."""
-        with self.lock:
-            cur = self.db.execute("UPDATE orders SET status = 'paid' WHERE id = ?", (order_id,))
-            self.db.commit()
-            if cur.rowcount == 0:
-                return False
-            self.events_applied += 1
-            return True
-
-    def count_request(self):
-        with self.lock:
-            self.received += 1
-
-    def create(self, cart, total_cents, client, key):
-        """Returns (order, created): an existing order for the same (client, key) is returned as is."""
-        with self.lock:
-            if key is not None:
-                row = self.db.execute(
-                    "SELECT id FROM orders WHERE client = ? AND idempotency_key = ?", (client, key)
-                ).fetchone()
-                if row is not None:
-                    return self.get(row[0]), False
-            cur = self.db.execute(
-                "INSERT INTO orders (created_ms, cart, total_cents, client, idempotency_key) VALUES (?, ?, ?, ?, ?)",
-                (int(time.time() * 1000), json.dumps(cart, sort_keys=True), total_cents, client, key),
-            )
-            self.db.commit()
-            return self.get(cur.lastrowid), True
-
-    def get(self, order_id):
-        row = self.db.execute(
-            "SELECT id, created_ms, cart, total_cents, status FROM orders WHERE id = ?", (order_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        return {"id": row[0], "created_ms": row[1], "cart": json.loads(row[2]), "total_cents": row[3],
-                "status": row[4]}
-
-    def all(self):
-        with self.lock:
-            ids = [r[0] for r in self.db.execute("SELECT id FROM orders ORDER BY id")]
-            return [self.get(i) for i in ids]
 
 
 def validate_cart(doc):
@@ -194,10 +147,13 @@ class Handler(BaseHTTPRequestHandler):
             orders = self.server.orders.all()
             received = self.server.orders.received
             return self.send_json(200, {"count": len(orders), "orders": orders, "received": received,
-                                        "events_applied": self.server.orders.events_applied})
+                                        "events_applied": self.server.orders.events_applied,
+                                        "updates_received": self.server.orders.updates_received})
         if path.startswith("/api/orders/"):
-            order = self.server.orders.get(path.rsplit("/", 1)[-1])
-            return self.send_json(200, order) if order else self.problem(404, "not_found", "no such order")
+            order = self.server.orders.get(path[len("/api/orders/"):])
+            if order is None:
+                return self.problem(404, "not_found", "no such order")
+            return self.send_json(200, order, [("etag", etag(order))])
         if path == "/healthz":
             return self.send_json(200, {"ok": True})
         return self.static(path)
@@ -219,6 +175,40 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/api/vouchers/redeem":
             return self.send_json(200, {"redeemed": True})
         return self.problem(404, "not_found", "no such endpoint")
+
+    def do_PATCH(self):
+        """`PATCH /api/orders/N` with `{"note": "..."}`: an update that names the version it read.
+        The service compares `If-Match` itself (the edge only checks that there is one): 412 on a
+        stale tag, 428 without one (defence in depth), else 200 with the new `ETag`."""
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            return self.problem(413, "too_large", "body too large")
+        raw = self.rfile.read(length) if length else b""
+        if not path.startswith("/api/orders/"):
+            return self.problem(404, "not_found", "no such endpoint")
+        self.server.orders.count_update()
+        condition = self.headers.get("if-match")
+        if condition is None:
+            return self.problem(428, "precondition_required",
+                                "send the order's ETag in If-Match (read it with GET first)")
+        parsed = parse_if_match(condition)
+        if parsed is None:
+            return self.problem(400, "precondition_malformed", "If-Match is `*` or a list of entity tags")
+        try:
+            doc = json.loads(raw or b"null")
+            note = doc["note"] if isinstance(doc, dict) else None
+            if not isinstance(note, str) or len(note) > 500 or set(doc) != {"note"}:
+                raise ValueError('the body is {"note": "..."} (a string of at most 500 characters)')
+        except (ValueError, json.JSONDecodeError) as err:
+            return self.problem(400, "bad_update", str(err))
+        outcome, order = self.server.orders.update_note(path[len("/api/orders/"):], note, parsed)
+        if outcome == "missing":
+            return self.problem(404, "not_found", "no such order")
+        if outcome == "stale":
+            return self.problem(412, "precondition_failed",
+                                "the order changed since that ETag was read: read it again")
+        self.send_json(200, order, [("etag", etag(order))])
 
     def create_order(self, raw):
         self.server.orders.count_request()
@@ -249,17 +239,18 @@ class Handler(BaseHTTPRequestHandler):
             return self.problem(400, "bad_event", f"not a payment event: {err}")
         if kind != "payment_succeeded":
             return self.send_json(200, {"received": True, "event": event["id"], "ignored": kind})
-        if not self.server.orders.apply_payment(order_id):
+        if not self.server.orders.apply_event(order_id, "paid"):
             return self.problem(404, "no_such_order", f"order {order_id} does not exist")
         self.send_json(200, {"received": True, "event": event["id"], "order": order_id, "status": "paid"})
 
-    def pay(self, order_id, answer):
-        """Applies a `payment.succeeded` for `order_id` (counted every time: no dedup here)."""
+    def apply(self, order_id, status, answer):
+        """Moves order `order_id` to `status` whatever its status was, counted every time: no
+        dedup and no order check here, so whatever slips past the edge shows."""
         if not isinstance(order_id, int) or isinstance(order_id, bool):
             return self.problem(400, "bad_event", "`data.order` must be an integer")
-        if not self.server.orders.apply_payment(order_id):
+        if not self.server.orders.apply_event(order_id, status):
             return self.problem(404, "no_such_order", f"order {order_id} does not exist")
-        self.send_json(200, dict(answer, received=True, order=order_id, status="paid"))
+        self.send_json(200, dict(answer, received=True, order=order_id, status=status))
 
     def standard_webhook(self, raw):
         """A Standard Webhooks delivery. Any non-2xx answer tells the sender to deliver it again."""
@@ -276,9 +267,9 @@ class Handler(BaseHTTPRequestHandler):
         except (ValueError, KeyError, TypeError, json.JSONDecodeError) as err:
             return self.problem(400, "bad_event", f"not a Standard Webhooks event: {err}")
         answer = {"webhook_id": self.headers.get("webhook-id"), "type": kind}
-        if kind != "payment.succeeded":
+        if kind not in EVENT_STATUS:
             return self.send_json(200, dict(answer, received=True, ignored=kind))
-        return self.pay(data.get("order"), answer)
+        return self.apply(data.get("order"), EVENT_STATUS[kind], answer)
 
     def cloud_event(self, raw):
         """A CloudEvent over HTTP (binary or structured mode; batched mode is not taken)."""
@@ -307,7 +298,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, dict(answer, received=True, ignored=attrs["type"]))
         if not isinstance(data, dict):
             return self.problem(400, "bad_event", "a payment.succeeded event's data is {\"order\": N}")
-        return self.pay(data.get("order"), answer)
+        return self.apply(data.get("order"), "paid", answer)
 
     def static(self, path):
         if path in ("/", "/index.html"):

@@ -26,7 +26,8 @@ function showTotal() {
   document.getElementById('total').textContent = `€${(cents / 100).toFixed(2)}`;
 }
 
-// What the server holds: its order count and the payment events it applied. Refreshed at load and
+// What the server holds: its order count, the events it applied and the last order's status
+// (unpaid, paid, shipped, cancelled). Refreshed at load and
 // after each payment, before the page says how it ended (so "Order #N placed" never shows next to
 // an older count); an answer older than one already shown is dropped.
 let refreshes = 0;
@@ -41,6 +42,8 @@ async function refreshCount() {
     shown = asked;
     document.getElementById('count').textContent = String(doc.count);
     document.getElementById('events').textContent = String(doc.events_applied ?? 0);
+    const last = doc.orders?.at(-1);
+    document.getElementById('last').textContent = last ? `#${last.id} ${last.status}` : '—';
   } catch {
     // The count is informative only: the payment's own outcome is already known.
   }
