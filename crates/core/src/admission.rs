@@ -566,13 +566,39 @@ mod tests {
         );
     }
 
+    /// The README's worked example of `order` and `precondition` is a valid configuration that
+    /// says what the text says: the demo's order table on its webhook route, If-Match on PATCH.
+    #[test]
+    fn readme_order_example_compiles() {
+        let readme = include_str!("../../../README.md");
+        let section = &readme[readme
+            .find("### Worked example: the demo's orders")
+            .unwrap()..];
+        let block = &section[section.find("```json\n").unwrap() + 8..];
+        let json = &block[..block.find("```").unwrap()];
+        let env = |_: &str| Some(String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+        let policy = Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert_eq!(policy.routes.len(), 2);
+        let order = policy.routes[0]
+            .order
+            .as_ref()
+            .expect("the webhook route is ordered");
+        assert_eq!(order.table.initial(), "unpaid");
+        assert_eq!(
+            order.table.table().arrival("unpaid", "order.shipped"),
+            crate::transition::Arrival::Early
+        );
+        assert!(policy.routes[1].order.is_none());
+        assert!(policy.routes[1].precondition.is_some());
+    }
+
     /// The README's copyable examples are valid configurations, and mean what they say: one
     /// per preset, then the routes written out.
     #[test]
     fn readme_examples_compile() {
         let readme = include_str!("../../../README.md");
         let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
-        let section = &section[..section.find("## Browser apps").unwrap()];
+        let section = &section[..section.find("## Event order and versions").unwrap()];
         let env = |name: &str| {
             name.contains("SECRET")
                 .then(|| String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
