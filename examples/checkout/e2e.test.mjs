@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { createHmac, randomBytes } from 'node:crypto';
-import { here, launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
+import { createOrder, here, launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
 
 const { Webhook } = requireClients('standardwebhooks');
 
@@ -275,17 +275,7 @@ test('a payment event delivered again and again marks the order paid once; every
 });
 
 /** A new unpaid order (its own client and key). */
-async function newOrder(client) {
-  const res = await fetch(`${stack.url}/api/orders`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${client}`, 'idempotency-key': `order-${Date.now()}-${Math.random()}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ items: [{ sku: 'beans', qty: 1, price_cents: 2400 }] }),
-  });
-  assert.equal(res.status, 201);
-  const order = await res.json();
-  assert.equal(order.status, 'unpaid');
-  return order;
-}
+const newOrder = (client) => createOrder(stack.url, client);
 
 const statusOf = async (id) => (await orders()).orders.find((o) => o.id === id).status;
 

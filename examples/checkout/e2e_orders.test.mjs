@@ -7,7 +7,7 @@
 //   node --test examples/checkout/e2e_orders.test.mjs      (after `make build-filter build-web`)
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
+import { createOrder, launchBrowser, requireClients, startDemo } from './e2e_stack.mjs';
 
 const { Webhook } = requireClients('standardwebhooks');
 
@@ -35,17 +35,7 @@ async function orders(base = stack.url) {
 
 const orderOf = async (id) => (await orders()).orders.find((o) => o.id === id);
 
-async function newOrder(client) {
-  const res = await fetch(`${stack.url}/api/orders`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${client}`, 'idempotency-key': `order-${Date.now()}-${Math.random()}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ items: [{ sku: 'beans', qty: 1, price_cents: 2400 }] }),
-  });
-  assert.equal(res.status, 201);
-  const order = await res.json();
-  assert.equal(order.status, 'unpaid');
-  return order;
-}
+const newOrder = (client) => createOrder(stack.url, client);
 
 /**
  * One Standard Webhooks delivery of event `type` for order `order` with message id `id`, signed

@@ -58,3 +58,16 @@ export function launchBrowser() {
   const { chromium } = requireWeb('playwright-core');
   return chromium.launch({ executablePath: CHROMIUM, args: FLAGS });
 }
+
+/** A new unpaid order at the demo behind `url`, for `client` (its own key). */
+export async function createOrder(url, client) {
+  const res = await fetch(`${url}/api/orders`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${client}`, 'idempotency-key': `order-${Date.now()}-${Math.random()}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ items: [{ sku: 'beans', qty: 1, price_cents: 2400 }] }),
+  });
+  assert.equal(res.status, 201);
+  const order = await res.json();
+  assert.equal(order.status, 'unpaid');
+  return order;
+}
