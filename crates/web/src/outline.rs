@@ -154,7 +154,7 @@ mod tests {
     fn too_deep_or_nothing_is_not_json_and_a_bad_outline_is_an_argument_error() {
         let ok = "[".repeat(MAX_DEPTH) + &"]".repeat(MAX_DEPTH);
         assert!(round_trip(&ok).is_ok());
-        let mut deep = vec![2u32, 1].repeat(MAX_DEPTH + 1);
+        let mut deep = [2u32, 1].repeat(MAX_DEPTH + 1);
         deep.push(0);
         assert_eq!(read(b"", &deep), Err(Unread::NotJson));
         assert_eq!(read(b"", &[]), Err(Unread::NotJson));

@@ -253,9 +253,7 @@ fn retry_and_transitions_answer_objects() {
     let arrival = order.answer("unpaid", "ship", true).unwrap();
     assert_eq!(member(&arrival, "outcome"), "\"early\"");
     assert_eq!(member(&arrival, "state"), "\"unpaid\"");
-    let refused = declare(r#"{"transitions": [["a", "go"]]}"#)
-        .err()
-        .unwrap();
+    let refused = declare(r#"{"transitions": [["a", "go"]]}"#).err().unwrap();
     assert_eq!(
         code_of(refused),
         ("transition_table_malformed".into(), "IdemgateError".into())
