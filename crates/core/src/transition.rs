@@ -218,10 +218,10 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         }
         let is_source = |state: &str| self.edges().any(|(f, e, _)| f == state && e == event);
         let with_event = || self.edges().filter(|(_, e, _)| *e == event);
-        let targets = with_event().map(|(_, _, to)| to);
-        let applied = self.reaches(targets, current, |_, to| !is_source(to));
-        let sources = with_event().map(|(from, _, _)| from);
-        let bypassed = self.reaches(sources, current, |e, _| e != event);
+        let mut targets = with_event().map(|(_, _, to)| to);
+        let applied = self.reaches(&mut targets, current, &|_, to| !is_source(to));
+        let mut sources = with_event().map(|(from, _, _)| from);
+        let bypassed = self.reaches(&mut sources, current, &|e, _| e != event);
         if applied && !bypassed {
             Transition::AlreadyApplied
         } else {
@@ -253,7 +253,8 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
                         .filter(|(f, _, _)| *f == current)
                         .map(|(_, _, to)| to)
                 };
-                let reachable = sources.any(|source| self.reaches(later(), source, |_, _| true));
+                let reachable =
+                    sources.any(|source| self.reaches(&mut later(), source, &|_, _| true));
                 if reachable {
                     Arrival::Early
                 } else {
@@ -265,12 +266,13 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 
     /// Whether `goal` is reachable from any of `starts` (a start equal to `goal` counts) through
-    /// the transitions `follow(event, to)` admits.
+    /// the transitions `follow(event, to)` admits. Trait objects rather than generics: one
+    /// compiled copy for its three callers (the browser module's size), not one per closure.
     fn reaches<'a>(
         &'a self,
-        starts: impl Iterator<Item = &'a str>,
+        starts: &mut dyn Iterator<Item = &'a str>,
         goal: &str,
-        follow: impl Fn(&str, &str) -> bool,
+        follow: &dyn Fn(&str, &str) -> bool,
     ) -> bool {
         let mut seen = vec![false; self.states.len()];
         let mut stack: Vec<usize> = starts.filter_map(|s| self.index(s)).collect();
@@ -499,6 +501,11 @@ pub enum TableError {
 }
 
 impl TableError {
+    /// A declaration whose text is not a JSON document (or nests deeper than
+    /// [`crate::json::document::MAX_DEPTH`]): what every host answers when it cannot read the
+    /// text at all, whoever parsed it (the core here, `JSON.parse` in the browser).
+    pub const NOT_JSON: TableError = TableError::Malformed("not JSON");
+
     pub fn code(&self) -> &'static str {
         match self {
             TableError::DuplicateState(_) => "transition_table_duplicate_state",

@@ -3,11 +3,48 @@
 
 import * as wasm from './wasm.js';
 import { IdemgateError } from './errors.js';
+import { joinParts } from './bytes.js';
 
 /** Only `fromJSON` and `submit` make tables: a table is always one the core validated. */
 const MADE_HERE = Symbol('StateTable');
 
 let submit = null;
+const encoder = new TextEncoder();
+
+/**
+ * Writes a parsed JSON value as the outline the core rebuilds it from (crates/web/src/outline.rs):
+ * `0` null, a number or a boolean; `1, len` a string; `2, n` an array; `3, n` an object, each
+ * member its key's length then its value; strings' UTF-8 bytes in `text`, in order. It decides
+ * nothing: the core validates the table (`DeclaredTable`, as the edge's `order.table`).
+ */
+function outline(value, text, shape) {
+  const string = (s) => {
+    const bytes = encoder.encode(s);
+    shape.push(bytes.length);
+    text.push(bytes);
+  };
+  if (typeof value === 'string') {
+    shape.push(1);
+    string(value);
+  } else if (Array.isArray(value)) {
+    shape.push(2, value.length);
+    for (const item of value) outline(item, text, shape);
+  } else if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value);
+    shape.push(3, keys.length);
+    for (const key of keys) {
+      string(key);
+      outline(value[key], text, shape);
+    }
+  } else {
+    shape.push(0);
+  }
+}
+
+function declare(text, shape) {
+  const { joined } = joinParts(text);
+  return new StateTable(MADE_HERE, wasm.StateTable.declare(joined, Uint32Array.from(shape)));
+}
 
 /**
  * A state table the core validated: `{ initial?, states?, terminal?, transitions: [[from, event,
@@ -35,16 +72,31 @@ export class StateTable {
    * one state, a terminal state with a way out, not JSON).
    */
   static fromJSON(table) {
-    let text = table;
-    if (typeof table !== 'string') {
+    let value;
+    if (typeof table === 'string') {
       try {
-        // `undefined` (or a function) has no JSON: the core refuses `null` as "not an object".
-        text = JSON.stringify(table) ?? 'null';
+        value = JSON.parse(table);
+      } catch {
+        // No value: the core answers a text it cannot read (`transition_table_malformed`).
+        return declare([], []);
+      }
+    } else {
+      try {
+        // As JSON sees it (`toJSON`, no `undefined` members); `undefined` itself is `null`.
+        value = JSON.parse(JSON.stringify(table) ?? 'null');
       } catch (cause) {
         throw new IdemgateError('invalid_argument', 'the table cannot be written as JSON', { cause });
       }
     }
-    return new StateTable(MADE_HERE, wasm.StateTable.declare(text));
+    const text = [];
+    const shape = [];
+    try {
+      outline(value, text, shape);
+    } catch {
+      // Nested deeper than this engine's stack: far past what the core reads (no value either).
+      return declare([], []);
+    }
+    return declare(text, shape);
   }
 
   /** The core's submit-button lifecycle (what `Intent` and `guardSubmit` move through). */

@@ -30,6 +30,7 @@ pub mod fingerprint;
 pub mod intent;
 pub mod key;
 pub mod object;
+pub mod outline;
 pub mod parts;
 pub mod retry;
 pub mod target;

@@ -5,7 +5,10 @@
 
 use crate::error::{CodedError, JsResult};
 use crate::object::{Json, Member};
+use crate::outline::{self, Unread};
 use alloc::string::String;
+use alloc::vec::Vec;
+use idemgate_core::json::Value;
 use idemgate_core::transition::StateTable as CoreTable;
 use idemgate_core::transition::{Arrival, DeclaredTable, TableError, Transition, SUBMIT_LIFECYCLE};
 use wasm_bindgen::prelude::*;
@@ -13,7 +16,7 @@ use wasm_bindgen::prelude::*;
 /// A table the core validated. In JS (the package wraps it in its own `StateTable` class):
 ///
 /// ```js
-/// const table = StateTable.declare('{"transitions": [["unpaid", "pay", "paid"]]}');
+/// const table = StateTable.declare(text, shape);  // the outline of {"transitions": [["unpaid", "pay", "paid"]]}
 /// table.describe();                          // {initial: "unpaid", states: [..], terminal: [..]}
 /// table.answer("unpaid", "pay", false);      // {outcome: "apply", state: "paid"}   (`on`)
 /// table.answer("paid", "ship", true);        // {outcome: "early", state: "paid"}   (`arrival`)
@@ -53,10 +56,12 @@ impl Table {
 
 #[wasm_bindgen]
 impl StateTable {
-    /// A table from the JSON text of its declaration; a refused one throws the core's
-    /// `transition_table_*` code with its message.
-    pub fn declare(text: &str) -> JsResult<StateTable> {
-        Ok(StateTable::parse(text)?)
+    /// A table from its declaration as JS parsed it (`text` and `shape`: the value's outline, see
+    /// [`crate::outline`]; an empty outline when the text was not JSON). The core's
+    /// `DeclaredTable::from_value` validates it, as it does a route's `order.table`; a refused one
+    /// throws the core's `transition_table_*` code with its message.
+    pub fn declare(text: &[u8], shape: &[u32]) -> JsResult<StateTable> {
+        Ok(StateTable::read(text, shape)?)
     }
 
     /// The core's submit-button lifecycle. It declares no initial state: it starts where a
@@ -92,13 +97,30 @@ impl StateTable {
 }
 
 impl StateTable {
-    pub fn parse(text: &str) -> Result<StateTable, CodedError> {
-        match DeclaredTable::parse(text) {
+    /// A declared table from an outline (see [`StateTable::declare`]).
+    pub fn read(text: &[u8], shape: &[u32]) -> Result<StateTable, CodedError> {
+        let declared = match outline::read(text, shape) {
+            Ok(value) => DeclaredTable::from_value(&value),
+            Err(Unread::NotJson) => Err(TableError::NOT_JSON),
+            Err(Unread::Broken(e)) => return Err(e),
+        };
+        match declared {
             Ok(declared) => Ok(StateTable {
                 table: Table::Declared(declared),
             }),
             Err(e) => Err(CodedError::new(e.code(), e.message())),
         }
+    }
+
+    /// A declared table from JSON text, read as the JS layer reads it (`JSON.parse`, then the
+    /// outline) — for Rust callers and tests; the module's export is [`StateTable::declare`].
+    pub fn parse(text: &str) -> Result<StateTable, CodedError> {
+        let Ok(value) = Value::parse(text) else {
+            return StateTable::read(&[], &[]);
+        };
+        let (mut bytes, mut shape) = (Vec::new(), Vec::new());
+        outline::write(&value, &mut bytes, &mut shape);
+        StateTable::read(&bytes, &shape)
     }
 
     /// The outcome's name and the state after it: `apply` and the next state; `already_applied`,
@@ -158,7 +180,6 @@ fn from_transition(transition: Transition<'_>) -> Arrival<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::json::Value;
 
     const ORDER: &str = r#"{"initial": "unpaid", "transitions": [
         ["unpaid", "payment.succeeded", "paid"], ["paid", "order.shipped", "shipped"],

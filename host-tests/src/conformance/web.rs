@@ -39,6 +39,37 @@ fn outcome(result: Thrown<Value>) -> Value {
     }
 }
 
+/// A parsed JSON value as `js/table.js` writes it for `StateTable.declare` (crates/web/src/outline.rs):
+/// `0` null, a number or a boolean; `1, len` a string; `2, n` an array; `3, n` an object whose
+/// members are each a key's length and then its value; the strings' UTF-8 bytes in `text`.
+fn outline(value: &Value, text: &mut Vec<u8>, shape: &mut Vec<u32>) {
+    let string = |s: &str, text: &mut Vec<u8>, shape: &mut Vec<u32>| {
+        shape.push(u32::try_from(s.len()).unwrap_or(u32::MAX));
+        text.extend_from_slice(s.as_bytes());
+    };
+    let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+    match value {
+        Value::String(s) => {
+            shape.push(1);
+            string(s, text, shape);
+        }
+        Value::Array(items) => {
+            shape.extend([2, count(items.len())]);
+            for item in items {
+                outline(item, text, shape);
+            }
+        }
+        Value::Object(members) => {
+            shape.extend([3, count(members.len())]);
+            for (key, item) in members {
+                string(key, text, shape);
+                outline(item, text, shape);
+            }
+        }
+        _ => shape.push(0),
+    }
+}
+
 fn text(s: &str) -> Arg {
     Arg::Bytes(s.as_bytes().to_vec())
 }
@@ -331,8 +362,8 @@ impl WebVectors {
         })
     }
 
-    /// A `StateTable`: a table given as data through `StateTable.declare` (its JSON text, as
-    /// `StateTable.fromJSON` passes it), `"submit"` through `StateTable.submit`; then `answer`
+    /// A `StateTable`: a table given as data through `StateTable.declare` (the outline of the
+    /// parsed value, as `StateTable.fromJSON` passes it: see [`outline`]), `"submit"` through `StateTable.submit`; then `answer`
     /// (`on` and `arrival`) or `describe` (`declare`). `if_match` and `version` are the origin's
     /// and the edge's, not the browser's.
     fn transition(&mut self, input: &Value) -> Result<Option<Value>> {
@@ -346,9 +377,12 @@ impl WebVectors {
             Some(Value::String(name)) if name == "submit" => {
                 self.web.handle("statetable_submit", &[])?
             }
-            Some(table) if op == Some("declare") || table.is_object() => self
-                .web
-                .handle("statetable_declare", &[text(&table.to_string())])?,
+            Some(table) if op == Some("declare") || table.is_object() => {
+                let (mut text, mut shape) = (Vec::new(), Vec::new());
+                outline(table, &mut text, &mut shape);
+                let args = [Arg::Bytes(text), Arg::U32s(shape)];
+                self.web.handle("statetable_declare", &args)?
+            }
             _ => return Ok(None),
         };
         let handle = match handle {

@@ -31,7 +31,7 @@ const FIELDS: &[&str] = &["initial", "states", "terminal", "transitions"];
 impl DeclaredTable {
     /// Parses and validates the JSON text of a table declaration.
     pub fn parse(text: &str) -> Result<DeclaredTable, TableError> {
-        let value = Value::parse(text).map_err(|_| TableError::Malformed("not JSON"))?;
+        let value = Value::parse(text).map_err(|_| TableError::NOT_JSON)?;
         DeclaredTable::from_value(&value)
     }
 
@@ -112,15 +112,17 @@ impl DeclaredTable {
     }
 }
 
+// Loops rather than `collect::<Result<Vec<_>, _>>()`: the same answers, and no `GenericShunt`
+// adapter compiled for each (the browser module's size).
 fn names(value: &Value, shape: &'static str) -> Result<Vec<String>, TableError> {
     let list = value.as_array().ok_or(TableError::Malformed(shape))?;
-    list.iter()
-        .map(|v| {
-            v.as_str()
-                .map(String::from)
-                .ok_or(TableError::Malformed(shape))
-        })
-        .collect()
+    let mut names = Vec::with_capacity(list.len());
+    for name in list {
+        names.push(String::from(
+            name.as_str().ok_or(TableError::Malformed(shape))?,
+        ));
+    }
+    Ok(names)
 }
 
 type Edge = (String, String, String);
@@ -134,13 +136,15 @@ fn transitions(value: Option<&Value>) -> Result<Vec<Edge>, TableError> {
     if list.is_empty() {
         return Err(TableError::Empty);
     }
-    list.iter()
-        .map(|edge| match edge.as_array() {
-            Some([from, event, to]) => match (from.as_str(), event.as_str(), to.as_str()) {
-                (Some(f), Some(e), Some(t)) => Ok((f.into(), e.into(), t.into())),
-                _ => Err(TableError::Malformed(SHAPE)),
-            },
-            _ => Err(TableError::Malformed(SHAPE)),
-        })
-        .collect()
+    let mut edges = Vec::with_capacity(list.len());
+    for edge in list {
+        let Some([from, event, to]) = edge.as_array() else {
+            return Err(TableError::Malformed(SHAPE));
+        };
+        let (Some(f), Some(e), Some(t)) = (from.as_str(), event.as_str(), to.as_str()) else {
+            return Err(TableError::Malformed(SHAPE));
+        };
+        edges.push((f.into(), e.into(), t.into()));
+    }
+    Ok(edges)
 }

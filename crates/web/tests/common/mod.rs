@@ -5,10 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::json::{JsonLimits, JsonPointer};
+use idemgate_core::json::{JsonLimits, JsonPointer, Value};
 use idemgate_web::fingerprint::Fingerprinter;
 use idemgate_web::transition::StateTable;
-use idemgate_web::{intent, key, retry, target};
+use idemgate_web::{intent, key, outline, retry, target};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_test::wasm_bindgen_test;
 
@@ -25,6 +25,13 @@ fn code_of(error: JsValue) -> (String, String) {
         "not an Error: {error:?}"
     );
     (get("code"), get("name"))
+}
+
+/// `StateTable.declare` as `js/table.js` calls it: the declaration parsed, then its outline.
+fn declare(json: &str) -> Result<StateTable, JsValue> {
+    let (mut text, mut shape) = (Vec::new(), Vec::new());
+    outline::write(&Value::parse(json).unwrap(), &mut text, &mut shape);
+    StateTable::declare(&text, &shape)
 }
 
 /// One header value through the export that parses every occurrence.
@@ -236,7 +243,7 @@ fn retry_and_transitions_answer_objects() {
     assert_eq!(code_of(illegal).0, "transition_illegal");
 
     // A table of the application's own, declared as data (the edge's `order.table` format).
-    let order = StateTable::declare(
+    let order = declare(
         r#"{"initial": "unpaid", "transitions": [["unpaid", "pay", "paid"], ["paid", "ship", "shipped"]]}"#,
     )
     .unwrap();
@@ -246,9 +253,7 @@ fn retry_and_transitions_answer_objects() {
     let arrival = order.answer("unpaid", "ship", true).unwrap();
     assert_eq!(member(&arrival, "outcome"), "\"early\"");
     assert_eq!(member(&arrival, "state"), "\"unpaid\"");
-    let refused = StateTable::declare(r#"{"transitions": [["a", "go"]]}"#)
-        .err()
-        .unwrap();
+    let refused = declare(r#"{"transitions": [["a", "go"]]}"#).err().unwrap();
     assert_eq!(
         code_of(refused),
         ("transition_table_malformed".into(), "IdemgateError".into())

@@ -219,6 +219,19 @@ describe('StateTable', () => {
     assert.equal(codeOf(() => new api.StateTable(ORDER)), 'invalid_argument');
   });
 
+  it('JSON.parse reads the text and the core sees the parsed value: names as written, any other value refused', () => {
+    const table = api.StateTable.fromJSON('{"transitions": [["née", "zahlen ✓", "bezahlt"]]}');
+    assert.deepEqual(table.states, ['née', 'bezahlt']);
+    assert.deepEqual(table.on('née', 'zahlen ✓'), { outcome: 'apply', state: 'bezahlt' });
+    const deep = '['.repeat(100) + ']'.repeat(100);
+    for (const source of [{ initial: 5, transitions: [['a', 'go', 'b']] }, { transitions: [['a', 'go', true]] },
+      `{"transitions": ${deep}}`, '['.repeat(200000) + ']'.repeat(200000)]) {
+      assert.equal(codeOf(() => api.StateTable.fromJSON(source)), 'transition_table_malformed', String(source).slice(0, 40));
+    }
+    // The core's text for a text it cannot read, as the edge's configuration reader says it.
+    assert.throws(() => api.StateTable.fromJSON('{"transitions": '), { code: 'transition_table_malformed', message: 'not JSON' });
+  });
+
   it('the submit lifecycle is the core\'s table too', () => {
     const submit = api.StateTable.submit;
     assert.equal(api.StateTable.submit, submit);
