@@ -32,8 +32,9 @@ use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
 use idemgate_core::record::{Bucket, Record, StoredBody};
 use std::collections::HashMap;
 
-/// The first invariant that fails, described.
-pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
+/// Every worker ran without an error and the host saw no anomaly: what any exploration's
+/// invariants assume before they look at the records.
+pub fn ran_cleanly(run: &Run) -> Result<(), String> {
     for actor in &run.actors {
         if let Some(error) = &actor.error {
             return Err(format!("worker {} failed: {error}", actor.actor));
@@ -42,6 +43,12 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
     if !run.anomalies.is_empty() {
         return Err(format!("host anomalies: {:?}", run.anomalies));
     }
+    Ok(())
+}
+
+/// The first invariant that fails, described.
+pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
+    ran_cleanly(run)?;
     let executions = executions(plan, run);
     let calls = executions.len();
     // A fleet whose store lost a claim's reply may end with no execution (the others got 409).

@@ -83,14 +83,7 @@ fn resource_records(run: &Run) -> Vec<(usize, Resource)> {
 
 /// The first invariant that fails, described.
 pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
-    for actor in &run.actors {
-        if let Some(error) = &actor.error {
-            return Err(format!("worker {} failed: {error}", actor.actor));
-        }
-    }
-    if !run.anomalies.is_empty() {
-        return Err(format!("host anomalies: {:?}", run.anomalies));
-    }
+    super::invariants::ran_cleanly(run)?;
     let table = DeclaredTable::parse(TABLE).map_err(|e| e.to_string())?;
     let events: Vec<String> = plan
         .requests
