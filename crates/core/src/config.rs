@@ -11,10 +11,11 @@ use crate::json::{JsonLimits, JsonPointer};
 use crate::key_source::KeySource;
 use crate::policy::RouteKind;
 use crate::policy::{
-    Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, Policy, Quota, Route,
+    Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, Policy, Route,
     ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
     DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
+use crate::share::Shares;
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
 use crate::time::Span;
@@ -48,8 +49,8 @@ pub struct Config {
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
-    pub scope_quota: Option<u16>,
-    pub peer_quota: Option<u16>,
+    pub shares: Option<SharesConfig>,
+    pub max_memory: Option<Size>,
     pub on_store_full: Option<FailureConfig>,
     pub on_store_error: Option<FailureConfig>,
     pub token: Option<TokenConfig>,
@@ -187,9 +188,27 @@ pub enum TokenRequirementConfig {
     Required,
 }
 
+/// The `shares` section (issue 23): how many records each payer may hold in the whole store.
+#[derive(Debug, Clone, Default)]
+pub struct SharesConfig {
+    pub identity: Option<ShareAmount>,
+    pub peer: Option<ShareAmount>,
+    pub ipv4_prefix: Option<u16>,
+    pub ipv6_prefix: Option<u16>,
+}
+
+/// A share as written: records, or a percentage of `capacity` (`"10%"`).
+#[derive(Debug, Clone)]
+pub enum ShareAmount {
+    Records(u64),
+    Text(String),
+}
+
 #[derive(Debug, Clone)]
 pub enum ScopeConfig {
     Header(String),
+    /// `{"header": name, "verified": true}`: set by Envoy, not by the client.
+    VerifiedHeader(String),
     Property(Vec<String>),
     Peer,
 }
@@ -251,6 +270,12 @@ pub mod defaults {
     pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
+    /// Each payer's share of the whole store, in percent of `capacity` (issue 23): one address or
+    /// one verified identity may hold a tenth of it, so ten flooding clients are needed to fill it.
+    pub const SHARE_PERCENT: u64 = 10;
+    /// One IPv4 address is one peer; an IPv6 host holds a whole /64.
+    pub const IPV4_PREFIX: u8 = 32;
+    pub const IPV6_PREFIX: u8 = 64;
     pub const TOKEN_TTL: &str = "10m";
     pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
@@ -442,9 +467,11 @@ impl Policy {
                 cells: defaults::CAPACITY.div_ceil(u32::from(per_cell)),
                 per_cell,
             },
-            quota: Quota {
-                identified: per_cell,
-                peer: per_cell / 2,
+            shares: Shares {
+                identity: defaults_share(defaults::CAPACITY),
+                peer: defaults_share(defaults::CAPACITY),
+                ipv4_prefix: defaults::IPV4_PREFIX,
+                ipv6_prefix: defaults::IPV6_PREFIX,
             },
             on_store_full: FailureMode::Reject,
             on_store_error: FailureMode::Reject,
@@ -459,6 +486,39 @@ fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, Refusal
         .unwrap_or(default)
         .parse::<Span>()
         .map_err(|e| invalid(field, &[e.text()]))
+}
+
+/// The default share of a store of `records`: [`defaults::SHARE_PERCENT`] of it, at least one.
+fn defaults_share(records: u32) -> u64 {
+    (u64::from(records) * defaults::SHARE_PERCENT / 100).max(1)
+}
+
+/// A share as configured, in records of a store of `records`.
+fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<u64, Refusal> {
+    let n = match value {
+        None => (records * defaults::SHARE_PERCENT / 100).max(1),
+        Some(ShareAmount::Records(n)) => *n,
+        Some(ShareAmount::Text(text)) => {
+            let percent = text
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u64>().ok())
+                .filter(|p| (1..=100).contains(p))
+                .ok_or_else(|| {
+                    invalid(
+                        field,
+                        &["expected a number of records or a percentage from \"1%\" to \"100%\""],
+                    )
+                })?;
+            (records * percent / 100).max(1)
+        }
+    };
+    if n == 0 || n > records {
+        return Err(invalid(
+            field,
+            &["must be between 1 and `capacity` (", &decimal(records), ")"],
+        ));
+    }
+    Ok(n)
 }
 
 fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, Refusal> {
@@ -637,25 +697,24 @@ impl Config {
             cells: records.div_ceil(u32::from(per_cell)),
             per_cell,
         };
-        let quota = |field: &str, value: Option<u16>, default: u16| match value {
-            None => Ok(default.max(1)),
-            Some(n) if (1..=per_cell).contains(&n) => Ok(n),
-            Some(_) => Err(invalid(
-                field,
-                &[
-                    "must be between 1 and `records_per_cell` (",
-                    &decimal(u64::from(per_cell)),
-                    ")",
-                ],
-            )),
-        };
-        let quota = Quota {
-            // Header identities are the client's own choice unless something authenticated them
-            // before this filter: no share by default (set one with verified identities). An
-            // address is the one identity a client cannot vary cheaply: half of every cell.
-            identified: quota("scope_quota", self.scope_quota, per_cell)?,
-            peer: quota("peer_quota", self.peer_quota, per_cell / 2)?,
-        };
+        let shares = self.compile_shares(records)?;
+        let memory = crate::policy::memory_bound(&capacity, max_response_body, &replay_headers);
+        if let Some(max) = &self.max_memory {
+            let max = size("max_memory", Some(max), 0)?;
+            if memory > max {
+                return Err(invalid(
+                    "max_memory",
+                    &[
+                        "the local store may hold up to ",
+                        &decimal(memory),
+                        " bytes (capacity × (max_response_body + replayed headers + record \
+                         overhead)), more than max_memory (",
+                        &decimal(max),
+                        "): lower capacity or max_response_body, or raise max_memory",
+                    ],
+                ));
+            }
+        }
         let failure = |value: Option<FailureConfig>| match value {
             Some(FailureConfig::PassThrough) => FailureMode::PassThrough,
             Some(FailureConfig::Reject) | None => FailureMode::Reject,
@@ -687,7 +746,7 @@ impl Config {
             max_response_body,
             max_relay_body,
             capacity,
-            quota,
+            shares,
             on_store_full: failure(self.on_store_full),
             on_store_error: failure(self.on_store_error),
             token,
@@ -954,6 +1013,35 @@ impl Config {
         }))
     }
 
+    fn compile_shares(&self, records: u32) -> Result<Shares, Refusal> {
+        let given = self.shares.clone().unwrap_or_default();
+        let records = u64::from(records);
+        let prefix = |field: &str, value: Option<u16>, default: u8, max: u16| match value {
+            None => Ok(default),
+            Some(n) if (1..=max).contains(&n) => Ok(n as u8),
+            Some(_) => Err(invalid(
+                field,
+                &["must be between 1 and ", &decimal(u64::from(max))],
+            )),
+        };
+        Ok(Shares {
+            identity: share("shares.identity", given.identity.as_ref(), records)?,
+            peer: share("shares.peer", given.peer.as_ref(), records)?,
+            ipv4_prefix: prefix(
+                "shares.ipv4_prefix",
+                given.ipv4_prefix,
+                defaults::IPV4_PREFIX,
+                32,
+            )?,
+            ipv6_prefix: prefix(
+                "shares.ipv6_prefix",
+                given.ipv6_prefix,
+                defaults::IPV6_PREFIX,
+                128,
+            )?,
+        })
+    }
+
     fn compile_scope(&self) -> Result<Vec<ScopeSource>, Refusal> {
         let Some(list) = &self.scope else {
             return Ok(alloc::vec![
@@ -972,6 +1060,9 @@ impl Config {
             sources.push(match source {
                 ScopeConfig::Header(name) => {
                     ScopeSource::Header(header_name(&item("scope", i, ".header"), name)?)
+                }
+                ScopeConfig::VerifiedHeader(name) => {
+                    ScopeSource::VerifiedHeader(header_name(&item("scope", i, ".header"), name)?)
                 }
                 ScopeConfig::Property(path)
                     if path.is_empty() || path.iter().any(String::is_empty) =>

@@ -95,6 +95,7 @@ pub fn claim_with(
         owner,
         lease_until: now.after(lease).min(expires_at),
         expires_at,
+        payers: crate::share::Payers::NONE,
     }
 }
 

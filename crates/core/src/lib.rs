@@ -10,7 +10,7 @@
 //! use idemgate_core::{
 //!     fingerprint::FingerprintBuilder, key::IdempotencyKey, policy::Policy,
 //!     protocol::{ClaimOutcome, Engine}, record::OwnerToken, scope::{Scope, StorageKey},
-//!     store::MemoryStore, time::UnixMillis, decision::ResponseFacts,
+//!     store::MemoryStore, time::UnixMillis, decision::ResponseFacts, share::Payers,
 //! };
 //!
 //! let policy = Policy::defaults();
@@ -20,19 +20,21 @@
 //! let key = IdempotencyKey::parse(b"\"8e03978e-40d5-43e8-bc93-6894a57f9324\"").unwrap();
 //! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
 //! let storage_key = StorageKey::derive(scope, "POST", "/orders", &key);
+//! // Who pays for the record's space: the header is the client's own word, so its address too.
+//! let payers = Payers::of(scope, false, Some("192.0.2.7/32"));
 //! let mut fp = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", [("content-type", &b"application/json"[..])]);
 //! fp.update(br#"{"sku":"A1","qty":1}"#).unwrap();
 //! let fingerprint = fp.finish().unwrap();
 //!
 //! let now = UnixMillis(1_700_000_000_000);
-//! let first = engine.claim(storage_key, fingerprint, OwnerToken([1; 16]), now).unwrap();
+//! let first = engine.claim(storage_key, fingerprint, OwnerToken([1; 16]), payers, now).unwrap();
 //! let ClaimOutcome::Forward { owner, .. } = first else { unreachable!() };
 //! // A retry while the first is in flight gets 409 …
-//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([2; 16]), now).unwrap(), ClaimOutcome::Conflict { .. }));
+//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([2; 16]), payers, now).unwrap(), ClaimOutcome::Conflict { .. }));
 //! // … and after the upstream answered, the stored answer.
 //! let facts = ResponseFacts::Upstream { status: 201, headers: vec![], body: Some(b"{\"id\":1}".to_vec()) };
 //! engine.finish(storage_key, owner, Some(facts), now).unwrap();
-//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([3; 16]), now).unwrap(), ClaimOutcome::Replay(_)));
+//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([3; 16]), payers, now).unwrap(), ClaimOutcome::Replay(_)));
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
@@ -65,6 +67,7 @@ pub mod remote;
 pub mod retry;
 pub mod scope;
 pub mod seal;
+pub mod share;
 pub mod signature;
 mod sort;
 pub mod store;

@@ -210,8 +210,12 @@ pub enum TokenRequirement {
 /// Where the client identity for scoping comes from; the first source present is used.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ScopeSource {
-    /// A request header (hashed, never stored in clear), e.g. `authorization`, `x-api-key`.
+    /// A request header (hashed, never stored in clear), e.g. `authorization`, `x-api-key`: the
+    /// client's own word.
     Header(String),
+    /// A header the operator declares Envoy sets (`jwt_authn`'s `claim_to_headers`, an
+    /// `ext_authz` response header), overwriting whatever the client sent.
+    VerifiedHeader(String),
     /// A host property path, e.g. a JWT claim in Envoy's dynamic metadata.
     Property(Vec<String>),
     /// The downstream peer address.
@@ -219,12 +223,27 @@ pub enum ScopeSource {
 }
 
 impl ScopeSource {
-    /// The `source` part of the storage key.
+    /// The `source` part of the storage key. A header is the same source whether or not it is
+    /// declared verified, so declaring it does not move any record.
     pub fn label(&self) -> String {
         match self {
-            ScopeSource::Header(name) => alloc::format!("header:{name}"),
+            ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
+                alloc::format!("header:{name}")
+            }
             ScopeSource::Property(path) => alloc::format!("property:{}", path.join("\u{1f}")),
             ScopeSource::Peer => String::from("peer"),
+        }
+    }
+
+    /// Whether something other than the client established the identity (issue 23): a verified
+    /// header, or a property outside the request itself (`metadata`, `filter_state`,
+    /// `connection`; not `request.*`, which is what the client sent). Records of an unverified
+    /// scope are charged to the peer too ([`crate::share`]).
+    pub fn is_verified(&self) -> bool {
+        match self {
+            ScopeSource::Header(_) => false,
+            ScopeSource::VerifiedHeader(_) | ScopeSource::Peer => true,
+            ScopeSource::Property(path) => path.first().is_some_and(|first| first != "request"),
         }
     }
 }
@@ -276,24 +295,26 @@ impl Capacity {
     }
 }
 
-/// How many live records one scope may hold in one cell: its share of every cell (issue 14). A
-/// cell is the unit the store changes atomically, so the share is checked in the same
-/// compare-and-set that adds a record; over all cells a scope holds at most `cells × share`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Quota {
-    /// For clients identified by a configured header or property.
-    pub identified: u16,
-    /// For clients identified only by their address.
-    pub peer: u16,
-}
+/// Bytes a stored answer's replayed headers may take at most: Envoy's own limit on a response's
+/// headers (`max_response_headers_kb`, 60 KiB by default), which no stored subset can exceed.
+pub const REPLAYED_HEADERS_BOUND: u64 = 60 * 1024;
 
-impl Quota {
-    pub fn per_cell(&self, class: crate::scope::QuotaClass) -> u16 {
-        match class {
-            crate::scope::QuotaClass::Identified => self.identified,
-            crate::scope::QuotaClass::Peer => self.peer,
-        }
-    }
+/// Bytes one record takes besides its body and headers: key, fingerprint, seal, times, status,
+/// lengths, and its ledger holds ([`crate::share::ledger`]).
+pub const RECORD_OVERHEAD: u64 = 160;
+
+/// The most memory the local store can take with this layout (issue 23): every record a stored
+/// answer with a body of `max_response_body` and, if any header is replayed, the most headers
+/// Envoy lets a response have. The README's configuration reference gives the same formula.
+pub fn memory_bound(capacity: &Capacity, max_response_body: u64, replay_headers: &[String]) -> u64 {
+    let headers = if replay_headers.is_empty() {
+        0
+    } else {
+        REPLAYED_HEADERS_BOUND
+    };
+    capacity
+        .records()
+        .saturating_mul(max_response_body.saturating_add(headers + RECORD_OVERHEAD))
 }
 
 /// One-time token settings.
@@ -340,7 +361,8 @@ pub struct Policy {
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,
     pub capacity: Capacity,
-    pub quota: Quota,
+    /// Each payer's share of the whole store ([`crate::share`]).
+    pub shares: crate::share::Shares,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,

@@ -10,10 +10,11 @@
 
 use crate::decision::{complete, decide, Completion, Decision, ResponseFacts};
 use crate::fingerprint::Fingerprint;
-use crate::policy::{Policy, Quota};
+use crate::policy::Policy;
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
 use crate::scope::StorageKey;
 use crate::seal::SealError;
+use crate::share::{self, Charge, Payers};
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -202,7 +203,31 @@ pub fn run<S: Store + ?Sized, M: Mutation>(
     mutation: M,
     now: UnixMillis,
 ) -> Result<M::Outcome, ProtocolError> {
-    let (mut tx, mut request) = Transaction::start(cell, mutation, now);
+    let (tx, request) = Transaction::start(cell, mutation, now);
+    drive(store, tx, request)
+}
+
+/// [`run`] from a read the caller already made (`first`, the cell as it was just read): an
+/// operation that looks at its cell before it charges a share does not read it twice.
+pub fn run_from<S: Store + ?Sized, M: Mutation>(
+    store: &mut S,
+    cell: String,
+    mutation: M,
+    now: UnixMillis,
+    first: Option<Snapshot>,
+) -> Result<M::Outcome, ProtocolError> {
+    let (mut tx, _read) = Transaction::start(cell, mutation, now);
+    match tx.resume(StoreReply::Read(first)) {
+        Step::Need(request) => drive(store, tx, request),
+        Step::Done(result) => result,
+    }
+}
+
+fn drive<S: Store + ?Sized, M: Mutation>(
+    store: &mut S,
+    mut tx: Transaction<M>,
+    mut request: StoreRequest,
+) -> Result<M::Outcome, ProtocolError> {
     loop {
         let reply = match &request {
             StoreRequest::Read { cell } => match store.read(cell) {
@@ -243,41 +268,23 @@ pub enum ClaimOutcome {
     StoreFull {
         retry_after: Span,
     },
-    /// This client already holds its share of the cell (issue 14): 429, never the failure mode.
-    /// `retry_after` is when the first of its own records there frees its space.
+    /// One of the request's payers already holds its share of the whole store ([`crate::share`]):
+    /// 429, never the failure mode. `retry_after` is when enough of its records free their space.
     QuotaExceeded {
         retry_after: Span,
     },
 }
 
-/// Why a new record was not added to a cell.
-pub(crate) enum NoRoom {
-    Quota(Span),
-    Full(Span),
-}
-
-/// Checks that `key` may add a record to `bucket` (issue 14): its scope holds less than its share
-/// of the cell, and the cell has room — made, if needed, by dropping claims whose lease has ended.
-pub(crate) fn make_room(
-    bucket: &mut Bucket,
-    key: &StorageKey,
-    per_cell: u16,
-    quota: Quota,
-    now: UnixMillis,
-) -> Result<(), NoRoom> {
-    let tag = key.quota_tag();
-    let share = quota.per_cell(tag.class());
-    let (held, first_free) = bucket.held_by(tag, now);
-    // A share of the whole cell is no quota: the cell being full is then the reason.
-    if share < per_cell && held >= usize::from(share) {
-        return Err(NoRoom::Quota(now.until(first_free.unwrap_or(now))));
-    }
+/// Checks that the cell of `key` has room for one more record — made, if needed, by dropping
+/// claims whose lease has ended. `Err` holds when the cell's first record frees its space. Whose
+/// share the record counts against is the ledger's business ([`crate::share`]), not the cell's.
+pub(crate) fn make_room(bucket: &mut Bucket, per_cell: u16, now: UnixMillis) -> Result<(), Span> {
     if bucket.entries.len() >= usize::from(per_cell) {
         bucket.evict_lapsed_claims(now);
     }
     if bucket.entries.len() >= usize::from(per_cell) {
         let first_free = bucket.first_free_at().unwrap_or(now);
-        return Err(NoRoom::Full(now.until(first_free)));
+        return Err(now.until(first_free));
     }
     Ok(())
 }
@@ -287,6 +294,8 @@ pub struct Claim<'p> {
     pub key: StorageKey,
     pub fingerprint: Fingerprint,
     pub owner: OwnerToken,
+    /// Who the claim's space is charged to, kept in the record so its finish moves the charge.
+    pub payers: Payers,
     pub policy: &'p Policy,
 }
 
@@ -297,26 +306,17 @@ impl Mutation for Claim<'_> {
         let existing = bucket.get(&self.key);
         let is_new = existing.is_none();
         match decide(existing, self.fingerprint, self.owner, now, self.policy) {
-            Decision::Claim { claim, takeover } => {
+            Decision::Claim {
+                mut claim,
+                takeover,
+            } => {
                 if is_new {
-                    let policy = self.policy;
-                    let room = make_room(
-                        bucket,
-                        &self.key,
-                        policy.capacity.per_cell,
-                        policy.quota,
-                        now,
-                    );
-                    match room {
-                        Ok(()) => {}
-                        Err(NoRoom::Quota(retry_after)) => {
-                            return Apply::Keep(ClaimOutcome::QuotaExceeded { retry_after })
-                        }
-                        Err(NoRoom::Full(retry_after)) => {
-                            return Apply::Keep(ClaimOutcome::StoreFull { retry_after })
-                        }
+                    if let Err(retry_after) = make_room(bucket, self.policy.capacity.per_cell, now)
+                    {
+                        return Apply::Keep(ClaimOutcome::StoreFull { retry_after });
                     }
                 }
+                claim.payers = self.payers;
                 bucket.put(self.key, Record::InFlight(claim));
                 Apply::Write(ClaimOutcome::Forward {
                     owner: self.owner,
@@ -384,7 +384,7 @@ pub enum ConsumeOutcome {
     StoreFull {
         retry_after: Span,
     },
-    /// The client holds its share of the cell, as in [`ClaimOutcome::QuotaExceeded`].
+    /// A payer holds its share of the store, as in [`ClaimOutcome::QuotaExceeded`].
     QuotaExceeded {
         retry_after: Span,
     },
@@ -396,7 +396,6 @@ pub struct Consume {
     pub key: StorageKey,
     pub expires_at: UnixMillis,
     pub per_cell: u16,
-    pub quota: Quota,
 }
 
 impl Mutation for Consume {
@@ -406,14 +405,8 @@ impl Mutation for Consume {
         if bucket.get(&self.key).is_some() {
             return Apply::Keep(ConsumeOutcome::AlreadyUsed);
         }
-        match make_room(bucket, &self.key, self.per_cell, self.quota, now) {
-            Ok(()) => {}
-            Err(NoRoom::Quota(retry_after)) => {
-                return Apply::Keep(ConsumeOutcome::QuotaExceeded { retry_after })
-            }
-            Err(NoRoom::Full(retry_after)) => {
-                return Apply::Keep(ConsumeOutcome::StoreFull { retry_after })
-            }
+        if let Err(retry_after) = make_room(bucket, self.per_cell, now) {
+            return Apply::Keep(ConsumeOutcome::StoreFull { retry_after });
         }
         bucket.put(
             self.key,
@@ -425,7 +418,9 @@ impl Mutation for Consume {
     }
 }
 
-/// Convenience for hosts with a synchronous store: claim, finish and consume in one call each.
+/// The protocol over a store that answers at once (Envoy shared data, the memory store): claim,
+/// finish and consume in one call each, with each record charged to its payers' shares of the
+/// whole store ([`crate::share`]) — charged before the record is written, given back if it is not.
 pub struct Engine<'p, S: Store + ?Sized> {
     pub store: &'p mut S,
     pub policy: &'p Policy,
@@ -438,30 +433,93 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         }
     }
 
+    /// Reads the cell of `key`: the snapshot (handed on to the transaction, so the cell is read
+    /// once) and the live record under `key`.
+    fn look(
+        &mut self,
+        cell: &str,
+        key: &StorageKey,
+        now: UnixMillis,
+    ) -> Result<Look, ProtocolError> {
+        let snapshot = self.store.read(cell).map_err(ProtocolError::Store)?;
+        let record = match &snapshot {
+            None => None,
+            Some(snap) => Bucket::decode(&snap.bytes)
+                .map_err(ProtocolError::Corrupt)?
+                .get(key)
+                .filter(|r| !r.is_expired(now))
+                .cloned(),
+        };
+        Ok(Look { snapshot, record })
+    }
+
+    /// Claims `key` for a request charged to `payers` (semantics §4; issue 23).
     #[must_use = "the claim's outcome says what the host must do with the request"]
     pub fn claim(
         &mut self,
         key: StorageKey,
         fingerprint: Fingerprint,
         owner: OwnerToken,
+        payers: Payers,
         now: UnixMillis,
     ) -> Result<ClaimOutcome, ProtocolError> {
-        let cell = self.layout().cell_name(&key);
+        let layout = self.layout();
+        let cell = layout.cell_name(&key);
         let policy = self.policy;
-        run(
-            self.store,
-            cell,
-            Claim {
-                key,
-                fingerprint,
-                owner,
-                policy,
-            },
-            now,
-        )
+        let look = self.look(&cell, &key, now)?;
+        // Only a claim adds a record that holds space: a replay, a 409 or a 422 charges nothing.
+        let charge = match decide(look.record.as_ref(), fingerprint, owner, now, policy) {
+            Decision::Claim { claim, .. } => {
+                let until = Record::InFlight(claim).holds_space_until();
+                match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
+                    Ok(charge) => Some(charge),
+                    Err(over) => {
+                        return Ok(ClaimOutcome::QuotaExceeded {
+                            retry_after: over.retry_after,
+                        })
+                    }
+                }
+            }
+            _ => None,
+        };
+        let claim = Claim {
+            key,
+            fingerprint,
+            owner,
+            payers,
+            policy,
+        };
+        let outcome = run_from(self.store, cell, claim, now, look.snapshot);
+        self.settle_charge(charge, &outcome, payers, now)?;
+        outcome
     }
 
-    /// Ends a forwarded request; `facts == None` releases the claim.
+    /// After a claim's write: a charge whose record was not written is given back; a record
+    /// written without a charge (the key was released between the look and the write) is
+    /// charged now, over the share if need be — it is already in the store.
+    fn settle_charge(
+        &mut self,
+        charge: Option<Charge>,
+        outcome: &Result<ClaimOutcome, ProtocolError>,
+        payers: Payers,
+        now: UnixMillis,
+    ) -> Result<(), ProtocolError> {
+        let layout = self.layout();
+        let forwarded = matches!(outcome, Ok(ClaimOutcome::Forward { .. }));
+        match (charge, forwarded) {
+            (Some(charge), false) => share::refund(self.store, &layout, charge, now),
+            (None, true) => {
+                let until = now.after(self.policy.lease.min(self.policy.ttl));
+                share::add(self.store, &layout, payers, until, now)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Ends a forwarded request; `facts == None` releases the claim. A stored answer's space is
+    /// charged until it expires (before it is written: a completion must land, so it is never
+    /// refused, and the count is never below the truth), then the claim's charge until its lease
+    /// end is given back; a released claim gives its charge back.
     #[must_use = "the finish's outcome says whether the answer was stored"]
     pub fn finish(
         &mut self,
@@ -470,41 +528,89 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         facts: Option<ResponseFacts>,
         now: UnixMillis,
     ) -> Result<FinishOutcome, ProtocolError> {
-        let cell = self.layout().cell_name(&key);
+        let layout = self.layout();
+        let cell = layout.cell_name(&key);
         let policy = self.policy;
-        run(
-            self.store,
-            cell,
-            Finish {
-                key,
-                owner,
-                facts,
-                policy,
-            },
-            now,
-        )
+        let look = self.look(&cell, &key, now)?;
+        let claim = match look.record {
+            Some(Record::InFlight(claim)) if claim.owner == owner => claim,
+            _ => return Ok(FinishOutcome::NotOwner),
+        };
+        let lease_charge = Charge {
+            payers: claim.payers,
+            until: Record::InFlight(claim.clone()).holds_space_until(),
+        };
+        let facts_now = facts.clone().unwrap_or(ResponseFacts::NeverReached);
+        let stored_until = match complete(&claim, facts_now, now, policy) {
+            Completion::Store(done) => Some(done.expires_at),
+            _ => None,
+        };
+        if let Some(until) = stored_until {
+            share::add(self.store, &layout, claim.payers, until, now)?;
+        }
+        let finish = Finish {
+            key,
+            owner,
+            facts,
+            policy,
+        };
+        let outcome = run_from(self.store, cell, finish, now, look.snapshot);
+        match (&outcome, stored_until) {
+            (Ok(FinishOutcome::Stored), _) | (Ok(FinishOutcome::Released), None) => {
+                // An error here only leaves the claim counted until its lease ends.
+                let _ = share::refund(self.store, &layout, lease_charge, now);
+            }
+            (_, Some(until)) => {
+                let stored = Charge {
+                    payers: claim.payers,
+                    until,
+                };
+                let _ = share::refund(self.store, &layout, stored, now);
+            }
+            _ => {}
+        }
+        outcome
     }
 
+    /// Marks a one-time token used, charged to `payers` until the token expires.
     #[must_use = "a token counts as consumed only if the outcome says so"]
     pub fn consume(
         &mut self,
         key: StorageKey,
         expires_at: UnixMillis,
+        payers: Payers,
         now: UnixMillis,
     ) -> Result<ConsumeOutcome, ProtocolError> {
-        let cell = self.layout().cell_name(&key);
-        let per_cell = self.policy.capacity.per_cell;
-        let quota = self.policy.quota;
-        run(
-            self.store,
-            cell,
-            Consume {
-                key,
-                expires_at,
-                per_cell,
-                quota,
-            },
-            now,
-        )
+        let layout = self.layout();
+        let cell = layout.cell_name(&key);
+        let look = self.look(&cell, &key, now)?;
+        if look.record.is_some() {
+            return Ok(ConsumeOutcome::AlreadyUsed);
+        }
+        let shares = self.policy.shares;
+        let charge = match share::charge(self.store, &layout, &shares, payers, expires_at, now)? {
+            Ok(charge) => charge,
+            Err(over) => {
+                return Ok(ConsumeOutcome::QuotaExceeded {
+                    retry_after: over.retry_after,
+                })
+            }
+        };
+        let consume = Consume {
+            key,
+            expires_at,
+            per_cell: self.policy.capacity.per_cell,
+        };
+        let outcome = run_from(self.store, cell, consume, now, look.snapshot);
+        if !matches!(outcome, Ok(ConsumeOutcome::Consumed)) {
+            share::refund(self.store, &layout, charge, now)?;
+        }
+        outcome
     }
+}
+
+/// A cell as [`Engine`] read it before deciding whether to charge.
+struct Look {
+    snapshot: Option<Snapshot>,
+    record: Option<Record>,
 }

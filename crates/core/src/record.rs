@@ -8,6 +8,7 @@ use crate::fingerprint::Fingerprint;
 use crate::order::{Resource, ResourceClaim};
 use crate::scope::{QuotaTag, StorageKey};
 use crate::seal::{Seal, SEAL_LEN};
+use crate::share::Payers;
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -27,6 +28,9 @@ pub struct InFlight {
     pub lease_until: UnixMillis,
     /// The record's hard end: no lease outlives it.
     pub expires_at: UnixMillis,
+    /// Whose shares the claim is charged to ([`crate::share`]), so its finish can move or give
+    /// back the charge whichever host settles it. [`Payers::NONE`] where no share applies.
+    pub payers: Payers,
 }
 
 /// A key whose first request has a final, stored answer.
@@ -113,6 +117,9 @@ const TAG_TOKEN_USED: u8 = 3;
 /// fingerprint. Unsealed records keep their tag, so their bytes are what they always were.
 const TAG_COMPLETED_SEALED: u8 = 4;
 const TAG_RESOURCE: u8 = 5;
+/// An in-flight claim charged to payers: as [`TAG_IN_FLIGHT`], then a count (1 or 2) and their
+/// quota tags. A claim no share applies to keeps [`TAG_IN_FLIGHT`] and its old bytes.
+const TAG_IN_FLIGHT_PAID: u8 = 6;
 
 impl Bucket {
     pub fn get(&self, key: &StorageKey) -> Option<&Record> {
@@ -128,16 +135,6 @@ impl Bucket {
     pub fn evict_lapsed_claims(&mut self, now: UnixMillis) {
         self.entries
             .retain(|(_, record)| now < record.holds_space_until());
-    }
-
-    /// How many records `tag`'s scope holds here, and when the first of them frees its space.
-    pub fn held_by(&self, tag: QuotaTag, now: UnixMillis) -> (usize, Option<UnixMillis>) {
-        let mine = self
-            .entries
-            .iter()
-            .filter(|(key, record)| key.quota_tag() == tag && now < record.holds_space_until());
-        let count = mine.clone().count();
-        (count, mine.map(|(_, r)| r.holds_space_until()).min())
     }
 
     /// When the first record here frees its space.
@@ -206,11 +203,21 @@ impl Bucket {
 fn encode_record(w: &mut Writer, record: &Record) {
     match record {
         Record::InFlight(r) => {
-            w.u8(TAG_IN_FLIGHT);
+            w.u8(if r.payers.is_empty() {
+                TAG_IN_FLIGHT
+            } else {
+                TAG_IN_FLIGHT_PAID
+            });
             w.bytes(&r.fingerprint.0);
             w.bytes(&r.owner.0);
             w.u64(r.lease_until.0);
             w.u64(r.expires_at.0);
+            if !r.payers.is_empty() {
+                w.u8(r.payers.tags().count() as u8);
+                for tag in r.payers.tags() {
+                    w.bytes(&tag.0);
+                }
+            }
         }
         Record::Completed(r) => {
             match &r.response.seal {
@@ -250,12 +257,26 @@ fn encode_record(w: &mut Writer, record: &Record) {
 
 fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
     match r.u8()? {
-        TAG_IN_FLIGHT => Ok(Record::InFlight(InFlight {
-            fingerprint: Fingerprint(r.array::<32>()?),
-            owner: OwnerToken(r.array::<16>()?),
-            lease_until: UnixMillis(r.u64()?),
-            expires_at: UnixMillis(r.u64()?),
-        })),
+        tag @ (TAG_IN_FLIGHT | TAG_IN_FLIGHT_PAID) => {
+            let mut claim = InFlight {
+                fingerprint: Fingerprint(r.array::<32>()?),
+                owner: OwnerToken(r.array::<16>()?),
+                lease_until: UnixMillis(r.u64()?),
+                expires_at: UnixMillis(r.u64()?),
+                payers: Payers::NONE,
+            };
+            if tag == TAG_IN_FLIGHT_PAID {
+                claim.payers = match r.u8()? {
+                    1 => Payers::from_tags(Some(QuotaTag(r.array::<4>()?)), None),
+                    2 => Payers::from_tags(
+                        Some(QuotaTag(r.array::<4>()?)),
+                        Some(QuotaTag(r.array::<4>()?)),
+                    ),
+                    n => return Err(DecodeError::UnknownTag(n)),
+                };
+            }
+            Ok(Record::InFlight(claim))
+        }
         tag @ (TAG_COMPLETED | TAG_COMPLETED_SEALED) => {
             let fingerprint = Fingerprint(r.array::<32>()?);
             let seal = match tag {
@@ -392,6 +413,8 @@ pub enum DecodeError {
     TrailingBytes,
     /// A resource record with a state that is not UTF-8 or too many early events.
     InvalidResource,
+    /// A ledger cell ([`crate::share::ledger`]) with holds out of order, empty or too many.
+    InvalidLedger,
 }
 
 impl DecodeError {
@@ -405,6 +428,7 @@ impl DecodeError {
             DecodeError::InvalidHeader => "record_invalid_header",
             DecodeError::TrailingBytes => "record_trailing_bytes",
             DecodeError::InvalidResource => "record_invalid_resource",
+            DecodeError::InvalidLedger => "ledger_invalid",
         }
     }
 }
@@ -422,6 +446,7 @@ impl fmt::Display for DecodeError {
             DecodeError::InvalidHeader => f.write_str("stored record has an unsafe header"),
             DecodeError::TrailingBytes => f.write_str("stored record has trailing bytes"),
             DecodeError::InvalidResource => f.write_str("stored resource record is not valid"),
+            DecodeError::InvalidLedger => f.write_str("ledger cell is not valid"),
         }
     }
 }

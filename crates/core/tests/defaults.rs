@@ -21,7 +21,7 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
         max_response_body,
         max_relay_body,
         capacity,
-        quota,
+        shares,
         on_store_full,
         on_store_error,
         token,
@@ -40,7 +40,7 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
     assert_eq!(max_response_body, &compiled.max_response_body, "{text:?}");
     assert_eq!(max_relay_body, &compiled.max_relay_body, "{text:?}");
     assert_eq!(capacity, &compiled.capacity, "{text:?}: capacity");
-    assert_eq!(quota, &compiled.quota, "{text:?}: quota");
+    assert_eq!(shares, &compiled.shares, "{text:?}: shares");
     assert_eq!(on_store_full, &compiled.on_store_full, "{text:?}");
     assert_eq!(on_store_error, &compiled.on_store_error, "{text:?}");
     assert_eq!(store, &compiled.store, "{text:?}: store");
@@ -69,4 +69,6 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert!(policy.route_for("GET", "/orders").is_none());
     assert_eq!(policy.capacity.cells, 1250);
     assert_eq!(policy.capacity.per_cell, 8);
+    // A tenth of the store for each address and each identity (issue 23).
+    assert_eq!((policy.shares.identity, policy.shares.peer), (1_000, 1_000));
 }

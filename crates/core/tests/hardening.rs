@@ -58,12 +58,12 @@ fn every_spelling_of_a_guarded_path_meets_its_rule() {
     assert!(policy.match_request("GET", "/payments").is_none());
 }
 
-use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::key::IdempotencyKey;
 use idemgate_core::protocol::{ClaimOutcome, Engine};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::{Scope, StorageKey};
+use idemgate_core::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 
@@ -80,81 +80,14 @@ fn key_of(source: &str, value: &str, n: usize) -> StorageKey {
 
 fn claim(engine: &mut Engine<'_, MemoryStore>, key: StorageKey, now: UnixMillis) -> ClaimOutcome {
     engine
-        .claim(key, Fingerprint([1; 32]), OwnerToken([7; 16]), now)
+        .claim(
+            key,
+            Fingerprint([1; 32]),
+            OwnerToken([7; 16]),
+            Payers::NONE,
+            now,
+        )
         .unwrap()
-}
-
-/// Finding 2: a scope holds at most its share of a cell — half for a peer by default, and what
-/// `scope_quota` says for an identified client — so a flood of fresh keys from one client leaves
-/// room for everyone else. Before issue 14 the flooding client took the whole cell.
-#[test]
-fn one_client_holds_at_most_its_share_of_a_cell() {
-    // One cell of 8: the peer's share is 4 (the default), an identified client's 2.
-    let policy = policy(
-        r#"{"capacity": 8, "records_per_cell": 8, "scope_quota": 2, "ttl": "1h", "lease": "10s"}"#,
-    );
-    let mut store = MemoryStore::new();
-    let mut engine = Engine {
-        store: &mut store,
-        policy: &policy,
-    };
-    let mut forwarded = 0;
-    let mut refused = None;
-    for n in 0..50 {
-        match claim(&mut engine, key_of("peer", "10.0.0.66", n), T0) {
-            ClaimOutcome::Forward { owner, .. } => {
-                forwarded += 1;
-                let key = key_of("peer", "10.0.0.66", n);
-                let done = ResponseFacts::Upstream {
-                    status: 201,
-                    headers: Vec::new(),
-                    body: Some(Vec::new()),
-                };
-                engine.finish(key, owner, Some(done), T0).unwrap();
-            }
-            other => refused = Some(other),
-        }
-    }
-    assert_eq!(forwarded, 4, "the peer's share of the cell");
-    // Its own records are completed and live an hour: that is when it gets room again.
-    assert_eq!(
-        refused,
-        Some(ClaimOutcome::QuotaExceeded {
-            retry_after: Span::from_secs(3600)
-        })
-    );
-    let mut bob = 0;
-    for n in 0..10 {
-        if let ClaimOutcome::Forward { .. } = claim(
-            &mut engine,
-            key_of("header:authorization", "Bearer bob", n),
-            T0,
-        ) {
-            bob += 1;
-        }
-    }
-    assert_eq!(bob, 2, "an identified client's share");
-    // Two more clients still find room: 4 + 2 + 2 = 8, the whole cell.
-    for (who, n) in [("Bearer carol", 0), ("Bearer carol", 1)] {
-        let outcome = claim(&mut engine, key_of("header:authorization", who, n), T0);
-        assert!(
-            matches!(outcome, ClaimOutcome::Forward { .. }),
-            "{who}: {outcome:?}"
-        );
-    }
-    // Full now; the answer says when the first record frees its space (Bob's and Carol's claims
-    // are in flight: their lease ends in 10 s).
-    let outcome = claim(
-        &mut engine,
-        key_of("header:authorization", "Bearer erin", 0),
-        T0,
-    );
-    assert_eq!(
-        outcome,
-        ClaimOutcome::StoreFull {
-            retry_after: Span::from_secs(10)
-        }
-    );
 }
 
 /// Finding 2: an in-flight claim takes space only until its lease ends (after it, a retry could

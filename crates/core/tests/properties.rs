@@ -13,6 +13,7 @@ use idemgate_core::protocol::{
 };
 use idemgate_core::record::{Bucket, OwnerToken, Record};
 use idemgate_core::scope::{Scope, StorageKey};
+use idemgate_core::share::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store};
 use idemgate_core::time::UnixMillis;
 use proptest::prelude::*;
@@ -80,7 +81,7 @@ proptest! {
         let mut txs = Vec::new();
         let mut pending = Vec::new();
         for i in 0..n {
-            let claim = Claim { key, fingerprint: Fingerprint([9; 32]), owner: OwnerToken([i as u8; 16]), policy: &policy };
+            let claim = Claim { key, fingerprint: Fingerprint([9; 32]), owner: OwnerToken([i as u8; 16]), payers: Payers::NONE, policy: &policy };
             let (tx, first) = Transaction::start(layout.cell_name(&key), claim, UnixMillis(1_000));
             txs.push(tx);
             pending.push(Some(first));
@@ -113,9 +114,9 @@ proptest! {
         let mut store = MemoryStore::new();
         let mut engine = Engine { store: &mut store, policy: &policy };
         let t0 = UnixMillis(1_000_000);
-        let ClaimOutcome::Forward { owner: old, .. } = engine.claim(key, fp, OwnerToken([1; 16]), t0).unwrap() else { panic!() };
+        let ClaimOutcome::Forward { owner: old, .. } = engine.claim(key, fp, OwnerToken([1; 16]), Payers::NONE, t0).unwrap() else { panic!() };
         let after_lease = t0.after(policy.lease);
-        let taken = engine.claim(key, fp, OwnerToken([2; 16]), after_lease).unwrap();
+        let taken = engine.claim(key, fp, OwnerToken([2; 16]), Payers::NONE, after_lease).unwrap();
         prop_assert_eq!(taken, ClaimOutcome::Forward { owner: OwnerToken([2; 16]), takeover: true });
         let facts = ResponseFacts::Upstream { status, headers: vec![], body: Some(b"x".to_vec()) };
         prop_assert_eq!(engine.finish(key, old, Some(facts.clone()), after_lease).unwrap(), FinishOutcome::NotOwner);
@@ -129,7 +130,7 @@ proptest! {
         prop_assert_eq!(outcome, FinishOutcome::Stored);
         for dt in later {
             let now = UnixMillis(after_lease.0 + dt);
-            let again = engine.claim(key, fp, OwnerToken([5; 16]), now).unwrap();
+            let again = engine.claim(key, fp, OwnerToken([5; 16]), Payers::NONE, now).unwrap();
             prop_assert!(matches!(again, ClaimOutcome::Replay(ref r) if r.status == status), "{:?}", again);
             prop_assert!(matches!(record_of(engine.store, &policy, &key), Some(Record::Completed(_))));
         }
@@ -161,13 +162,8 @@ proptest! {
 /// full cell refuses a new key instead of evicting a live one.
 #[test]
 fn capacity_bounds_cells_and_never_evicts_live_records() {
-    // One client may hold the whole of every cell here: this is about capacity, not its shares
-    // (tests/hardening.rs).
-    let policy = Policy::from_json(
-        r#"{"capacity": 8, "records_per_cell": 2, "scope_quota": 2}"#,
-        &|_| None,
-    )
-    .unwrap();
+    // Nobody is charged here (no payers): this is about capacity, not shares (tests/shares.rs).
+    let policy = Policy::from_json(r#"{"capacity": 8, "records_per_cell": 2}"#, &|_| None).unwrap();
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,
@@ -181,6 +177,7 @@ fn capacity_bounds_cells_and_never_evicts_live_records() {
                 storage_key(n),
                 Fingerprint([1; 32]),
                 OwnerToken([n; 16]),
+                Payers::NONE,
                 UnixMillis(0),
             )
             .unwrap()
@@ -207,6 +204,7 @@ fn capacity_bounds_cells_and_never_evicts_live_records() {
                 storage_key(200),
                 Fingerprint([1; 32]),
                 OwnerToken([9; 16]),
+                Payers::NONE,
                 later
             )
             .unwrap(),

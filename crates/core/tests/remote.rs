@@ -17,6 +17,7 @@ use idemgate_core::remote::{
 };
 use idemgate_core::scope::StorageKey;
 use idemgate_core::seal::{RecordSecrets, SealError};
+use idemgate_core::share::Payers;
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;
@@ -917,7 +918,7 @@ proptest! {
                     next_owner = next_owner.wrapping_add(1);
                     let owner = OwnerToken([next_owner % 6; 16]);
                     let mut engine = Engine { store: &mut local, policy: &policy };
-                    let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, now).unwrap();
+                    let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, Payers::NONE, now).unwrap();
                     let request = Request::Claim {
                         key: skey(key),
                         fingerprint: Fingerprint([fp; 32]),

@@ -17,6 +17,7 @@ use idemgate_core::policy::Policy;
 use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::{scope_hash, Scope, StorageKey};
+use idemgate_core::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 use idemgate_core::token::{issue, verify, TokenSecret};
@@ -119,8 +120,14 @@ fn main() {
         }
     }
 
-    // Decide + complete: claim a fresh key, store a small upstream answer (the filter's path).
-    let policy = Policy::from_json(r#"{"capacity": 4000000}"#, &|_| None).unwrap();
+    // Decide + complete: claim a fresh key, store a small upstream answer (the filter's path),
+    // charged to a client and its address as an unverified header scope is (issue 23).
+    let policy = Policy::from_json(
+        r#"{"capacity": 4000000, "shares": {"identity": "100%", "peer": "100%"}}"#,
+        &|_| None,
+    )
+    .unwrap();
+    let payers = Payers::of(scope, false, Some("127.0.0.1/32"));
     let now = UnixMillis(1_800_000_000_000);
     let mut store = MemoryStore::new();
     let fp = idemgate_core::fingerprint::Fingerprint([7; 32]);
@@ -143,7 +150,7 @@ fn main() {
         };
         let key = key_of(i);
         let owner = OwnerToken([i as u8; 16]);
-        match engine.claim(key, fp, owner, now).unwrap() {
+        match engine.claim(key, fp, owner, payers, now).unwrap() {
             ClaimOutcome::Forward { owner, .. } => {
                 let done = engine.finish(key, owner, Some(answer()), now).unwrap();
                 assert_eq!(done, FinishOutcome::Stored);
@@ -162,7 +169,7 @@ fn main() {
             policy: &policy,
         };
         let outcome = engine
-            .claim(key_of(i % completed), fp, OwnerToken([1; 16]), now)
+            .claim(key_of(i % completed), fp, OwnerToken([1; 16]), payers, now)
             .unwrap();
         assert!(matches!(outcome, ClaimOutcome::Replay(_)));
         black_box(outcome);

@@ -13,12 +13,17 @@ use crate::prelude::*;
 use core::cell::RefCell;
 use idemgate_core::policy::{Policy, ScopeSource};
 use idemgate_core::scope::{QuotaTag, Scope};
+use idemgate_core::share::{Payers, PEER_GROUP_SOURCE};
 
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientIdentity {
     pub source: String,
     pub value: Vec<u8>,
+    /// Established by something other than the client ([`ScopeSource::is_verified`]; a callback
+    /// route's own scope, whose provider signed the request): its records are not also charged
+    /// to the peer's address.
+    pub verified: bool,
 }
 
 impl ClientIdentity {
@@ -27,6 +32,18 @@ impl ClientIdentity {
             source: &self.source,
             value: &self.value,
         }
+    }
+
+    /// Who pays for this client's records (issue 23, [`idemgate_core::share`]): the identity,
+    /// and the address group of the peer unless the identity is verified. A peer-scoped client
+    /// pays as its address group.
+    pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Payers {
+        if self.verified && self.source != PEER_GROUP_SOURCE {
+            return Payers::of(self.scope(), true, None);
+        }
+        let group =
+            peer(facts).map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host)));
+        Payers::of(self.scope(), self.verified, group.as_deref())
     }
 }
 
@@ -43,7 +60,7 @@ pub trait Facts {
 pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
     policy.scope.iter().find_map(|source| {
         let value = match source {
-            ScopeSource::Header(name) => {
+            ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
                 let values: Vec<&[u8]> = facts
                     .header_values(name)
                     .into_iter()
@@ -61,6 +78,7 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
         Some(ClientIdentity {
             source: source.label(),
             value,
+            verified: source.is_verified(),
         })
     })
 }

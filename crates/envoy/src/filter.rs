@@ -42,6 +42,7 @@ use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
+use idemgate_core::share::Payers;
 use idemgate_core::time::UnixMillis;
 
 mod ordering;
@@ -155,6 +156,8 @@ pub struct Filter {
     kind: RouteKind,
     /// An ordered event, between the end of its body and its delivery id's claim.
     ordered: Option<order::Ordered>,
+    /// Who this request's records are charged to (issue 23), once its client is known.
+    payers: Payers,
 }
 
 struct HeaderFacts<'a> {
@@ -194,6 +197,7 @@ impl Filter {
             context_id,
             kind: RouteKind::Api,
             ordered: None,
+            payers: Payers::NONE,
         }
     }
 
@@ -311,7 +315,7 @@ impl Filter {
         let policy = self.policy();
         let mut store = self.shared.store();
         let check = match host::now() {
-            Some(now) => token_endpoint::consume(&mut store, &policy, claims, now),
+            Some(now) => token_endpoint::consume(&mut store, &policy, claims, self.payers, now),
             None => TokenCheck::ClockUnavailable,
         };
         self.token_used(check, after)
@@ -473,9 +477,13 @@ impl Filter {
             Some(scope) => Some(ClientIdentity {
                 source: scope.source.to_owned(),
                 value: scope.value.to_vec(),
+                verified: true,
             }),
             None => identify(&policy, &HeaderFacts { headers: &headers }),
         };
+        if let Some(client) = &client {
+            self.payers = client.payers(&policy, &HeaderFacts { headers: &headers });
+        }
         let token = match self.verify_token(client.as_ref(), route, method, &headers) {
             Ok(token) => token,
             Err(action) => return action,
@@ -663,7 +671,7 @@ impl Filter {
             store: &mut store,
             policy: &policy,
         };
-        let outcome = engine.claim(key, fingerprint, owner, now);
+        let outcome = engine.claim(key, fingerprint, owner, self.payers, now);
         self.claimed(key, outcome, token, held)
     }
 

@@ -48,7 +48,7 @@ pub enum Counter {
     ReentryUnmarked,
     /// The store had no room: the configured failure mode applied.
     StoreFull,
-    /// 429: the client already held its share of the store (`scope_quota` / `peer_quota`).
+    /// 429: a payer of the request already held its share of the store (`shares`).
     QuotaExceeded,
     /// 503: the VM's `hashing_budget` for bodies in progress was used up.
     HashingBudgetExceeded,

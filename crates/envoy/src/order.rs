@@ -219,7 +219,6 @@ pub fn begin(
             forward_after: rule.forward_after,
         },
         per_cell: policy.capacity.per_cell,
-        quota: policy.quota,
     };
     let Some(now) = host::now() else {
         // No clock, no decision (issue 22): nothing was forwarded or claimed here.

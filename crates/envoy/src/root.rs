@@ -175,14 +175,16 @@ impl Root {
 /// in a microsecond window, replace a cell whose CAS the global counter had just made `u32::MAX`.
 /// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
 /// reload that adds cells, only those new cells are created while traffic flows. Returns how many
-/// cells this call created; an existing cell is left untouched.
+/// cells this call created; an existing cell is left untouched. The ledger cells of the shares
+/// ([`idemgate_core::share`]) are cells like the others and are created the same way.
 pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> Precreated {
     let mut done = Precreated {
         created: 0,
         all_exist: true,
     };
-    for index in 0..layout.capacity.cells {
-        let cell = layout.cell_name_at(index);
+    let records = (0..layout.capacity.cells).map(|index| layout.cell_name_at(index));
+    let ledgers = (0..layout.ledger_cells()).map(|index| layout.ledger_cell_name_at(index));
+    for cell in records.chain(ledgers) {
         let exists = match store.read(&cell) {
             Ok(Some(_)) => true,
             Ok(None) => match store.write(&cell, &[], Expect::Absent) {

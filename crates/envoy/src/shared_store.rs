@@ -206,6 +206,7 @@ mod tests {
     use idemgate_core::protocol::{ClaimOutcome, Engine};
     use idemgate_core::record::OwnerToken;
     use idemgate_core::scope::StorageKey;
+    use idemgate_core::share::Payers;
     use idemgate_core::time::UnixMillis;
     use std::collections::HashMap;
 
@@ -401,8 +402,9 @@ mod tests {
         let now = UnixMillis(1_000);
         let mut forwarded = 0;
         for owner in 0..10u8 {
-            if let ClaimOutcome::Forward { .. } =
-                engine.claim(key, fp, OwnerToken([owner; 16]), now).unwrap()
+            if let ClaimOutcome::Forward { .. } = engine
+                .claim(key, fp, OwnerToken([owner; 16]), Payers::NONE, now)
+                .unwrap()
             {
                 forwarded += 1;
             }
@@ -417,7 +419,9 @@ mod tests {
             .finish(key, OwnerToken([0; 16]), Some(facts), now)
             .unwrap();
         assert!(matches!(
-            engine.claim(key, fp, OwnerToken([42; 16]), now).unwrap(),
+            engine
+                .claim(key, fp, OwnerToken([42; 16]), Payers::NONE, now)
+                .unwrap(),
             ClaimOutcome::Replay(_)
         ));
     }

@@ -8,6 +8,7 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::policy::{Policy, Route, TokenPolicy, TokenRequirement};
 use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
+use idemgate_core::share::Payers;
 use idemgate_core::store::Store;
 use idemgate_core::time::{Span, UnixMillis};
 use idemgate_core::token::{issue, issued_for, verify, IssueFor, TokenError};
@@ -94,15 +95,16 @@ pub fn verify_for(
     })
 }
 
-/// Marks a verified token used, exactly once.
+/// Marks a verified token used, exactly once, charged to `payers` until the token expires.
 pub fn consume<S: Store + ?Sized>(
     store: &mut S,
     policy: &Policy,
     token: &VerifiedToken,
+    payers: Payers,
     now: UnixMillis,
 ) -> TokenCheck {
     let mut engine = Engine { store, policy };
-    check(engine.consume(token.use_key, token.expires_at, now))
+    check(engine.consume(token.use_key, token.expires_at, payers, now))
 }
 
 /// What a token use's outcome means for the request (from the local store or the remote one).
@@ -162,11 +164,11 @@ mod tests {
         let verified = check(alice, "POST").unwrap();
         let mut store = MemoryStore::new();
         assert_eq!(
-            consume(&mut store, &policy, &verified, now),
+            consume(&mut store, &policy, &verified, Payers::NONE, now),
             TokenCheck::Consumed
         );
         assert_eq!(
-            consume(&mut store, &policy, &verified, now),
+            consume(&mut store, &policy, &verified, Payers::NONE, now),
             TokenCheck::Rejected(TokenError::AlreadyUsed)
         );
         assert_eq!(

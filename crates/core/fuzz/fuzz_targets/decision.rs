@@ -30,6 +30,7 @@ use idemgate_core::record::{
     Bucket, Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse,
 };
 use idemgate_core::scope::{Scope, StorageKey};
+use idemgate_core::share::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;
@@ -284,6 +285,7 @@ fn vectors() -> &'static Vectors {
                     owner: OwnerToken([1; 16]),
                     lease_until: t(&r["lease_until"]),
                     expires_at: t(&r["expires_at"]),
+                    payers: Payers::NONE,
                 }),
                 Some("completed") => Record::Completed(Completed {
                     fingerprint: fp(&r["fingerprint"]),
@@ -355,6 +357,7 @@ fn build_record(r: &ArbRecord, now: UnixMillis) -> Option<Record> {
             owner: OwnerToken([*owner; 16]),
             lease_until: lease_until.at(now),
             expires_at: expires_at.at(now),
+            payers: Payers::NONE,
         }),
         ArbRecord::Completed {
             fp,
@@ -691,6 +694,7 @@ impl<'p> World<'p> {
                     owner,
                     lease_until: at.after(self.policy.lease).min(expires_at),
                     expires_at,
+                    payers: Payers::NONE,
                 });
                 assert_eq!(
                     post.0.as_ref(),
@@ -754,7 +758,7 @@ impl<'p> World<'p> {
                     store: &mut self.store,
                     policy,
                 }
-                .claim(self.keys[key], fp, owner, now);
+                .claim(self.keys[key], fp, owner, Payers::NONE, now);
                 self.check_claim(key, fp, owner, now, pre, neighbours, outcome);
             }
             Op::StartClaim { key, fp } => {
@@ -768,6 +772,7 @@ impl<'p> World<'p> {
                     key: self.keys[key],
                     fingerprint: fp,
                     owner,
+                    payers: Payers::NONE,
                     policy,
                 };
                 let (tx, request) = Transaction::start(self.cell(key), claim, self.now);
@@ -869,7 +874,7 @@ impl<'p> World<'p> {
                     store: &mut self.store,
                     policy,
                 }
-                .consume(self.keys[key], expires_at, now);
+                .consume(self.keys[key], expires_at, Payers::NONE, now);
                 let post = self.record(key);
                 match (
                     outcome.unwrap_or_else(|e| panic!("consume failed: {e:?}")),

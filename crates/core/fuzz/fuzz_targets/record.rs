@@ -102,6 +102,7 @@ fuzz_target!(|data: &[u8]| {
         key,
         fingerprint: Fingerprint([0x41; 32]),
         owner: OwnerToken([7; 16]),
+        payers: idemgate_core::share::Payers::NONE,
         policy: policy(),
     };
     let (mut tx, first) = Transaction::start("cell".into(), claim, now);

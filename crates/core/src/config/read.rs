@@ -8,8 +8,8 @@
 
 use super::{
     Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
-    RouteConfig, ScopeConfig, Size, StoreBackendConfig, StoreConfig, TokenConfig,
-    TokenRequirementConfig, UpstreamConfig,
+    RouteConfig, ScopeConfig, ShareAmount, SharesConfig, Size, StoreBackendConfig, StoreConfig,
+    TokenConfig, TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use super::{OrderConfig, PassThroughConfig, PreconditionConfig, PresetConfig};
@@ -37,14 +37,15 @@ const CONFIG_FIELDS: &[&str] = &[
     "max_response_body",
     "capacity",
     "records_per_cell",
-    "scope_quota",
-    "peer_quota",
+    "shares",
+    "max_memory",
     "on_store_full",
     "on_store_error",
     "token",
     "upstream",
     "store",
 ];
+const SHARES_FIELDS: &[&str] = &["identity", "peer", "ipv4_prefix", "ipv6_prefix"];
 const STORE_FIELDS: &[&str] = &[
     "kind",
     "cluster",
@@ -270,10 +271,17 @@ fn document(doc: &Value) -> Result<Config, Shape> {
             Some(12) => Slot::U32(&mut c.capacity),
             // `records_per_cell`
             Some(13) => Slot::U16(&mut c.records_per_cell),
-            // `scope_quota`
-            Some(14) => Slot::U16(&mut c.scope_quota),
-            // `peer_quota`
-            Some(15) => Slot::U16(&mut c.peer_quota),
+            // `shares`
+            Some(14) => {
+                c.shares = if value.is_null() {
+                    None
+                } else {
+                    Some(shares(at, value)?)
+                };
+                continue;
+            }
+            // `max_memory`
+            Some(15) => Slot::Size(&mut c.max_memory),
             // `on_store_full`
             Some(16) => {
                 c.on_store_full = opt_pick(at, value, &FAILURES)?;
@@ -487,6 +495,47 @@ fn upstream(path: &str, value: &Value) -> Result<UpstreamConfig, Shape> {
     Ok(u)
 }
 
+fn shares(path: &str, value: &Value) -> Result<SharesConfig, Shape> {
+    let mut s = SharesConfig::default();
+    for (key, value) in members(path, value)? {
+        let at = join(path, key);
+        let slot = match SHARES_FIELDS.iter().position(|name| name == key) {
+            // `identity`
+            Some(0) => {
+                s.identity = opt_share(&at, value)?;
+                continue;
+            }
+            // `peer`
+            Some(1) => {
+                s.peer = opt_share(&at, value)?;
+                continue;
+            }
+            // `ipv4_prefix`
+            Some(2) => Slot::U16(&mut s.ipv4_prefix),
+            // `ipv6_prefix`
+            Some(3) => Slot::U16(&mut s.ipv6_prefix),
+            _ => return Err(unknown(path, key, SHARES_FIELDS)),
+        };
+        fill(&at, value, slot)?;
+    }
+    Ok(s)
+}
+
+/// A share: a number of records, or a percentage of `capacity` as text (`"10%"`, checked by
+/// `compile`).
+fn opt_share(path: &str, value: &Value) -> Result<Option<ShareAmount>, Shape> {
+    const EXPECTED: &str = "expected a number of records or a percentage such as \"10%\"";
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(ShareAmount::Text(super::copy(text)))),
+        Value::Number(n) => match n.as_u64() {
+            Some(n) => Ok(Some(ShareAmount::Records(n))),
+            None => Err(shape(path, &[EXPECTED])),
+        },
+        other => Err(found(path, EXPECTED, other)),
+    }
+}
+
 fn store_backend(path: &str, value: &Value) -> Result<StoreBackendConfig, Shape> {
     let mut s = StoreBackendConfig::default();
     for (key, value) in members(path, value)? {
@@ -634,13 +683,26 @@ fn order(path: &str, value: &Value) -> Result<OrderConfig, Shape> {
     Ok(o)
 }
 
-/// `"peer"`, `{"header": name}` or `{"property": [segment, ...]}`.
+/// `"peer"`, `{"header": name}` (with `"verified": true` for a header Envoy sets) or
+/// `{"property": [segment, ...]}`.
 fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, Shape> {
     const EXPECTED: &str =
         "expected \"peer\", {\"header\": name} or {\"property\": [segment, ...]}";
     match value {
         Value::String(s) if s == "peer" => Ok(ScopeConfig::Peer),
         Value::Object(members) => match members.as_slice() {
+            // A header the operator declares Envoy sets (issue 23): its value is not the
+            // client's own word, so its records are not also charged to the peer.
+            [(key, name), (flag, verified)] | [(flag, verified), (key, name)]
+                if key == "header" && flag == "verified" =>
+            {
+                let name = string(&join(path, key), name)?;
+                if boolean(&join(path, flag), verified)? {
+                    Ok(ScopeConfig::VerifiedHeader(name))
+                } else {
+                    Ok(ScopeConfig::Header(name))
+                }
+            }
             [(key, value)] => {
                 let at = join(path, key);
                 match key.as_str() {
@@ -995,7 +1057,8 @@ mod tests {
         let c = Config::from_json(
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
-                "records_per_cell":5,"scope_quota":6,"peer_quota":7,
+                "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48},
+                "max_memory":"1GiB",
                 "on_store_full":"pass_through","on_store_error":"reject",
                 "routes":[{"prefix":"/p","methods":["M"],"key":"required","token":"required",
                   "forward":"detached","cluster":"c","upstream_timeout":"u","case_sensitive":true,
@@ -1021,8 +1084,8 @@ mod tests {
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",
-            "scope_quota: Some(6)",
-            "peer_quota: Some(7)",
+            "shares: Some(SharesConfig { identity: Some(Records(6)), peer: Some(Text(\"7%\")), ipv4_prefix: Some(24), ipv6_prefix: Some(48) })",
+            "max_memory: Some(Text(\"1GiB\"))",
             "on_store_full: Some(PassThrough)",
             "on_store_error: Some(Reject)",
             "prefix: \"/p\"",

@@ -58,7 +58,15 @@ fn summary(p: &Policy) -> Value {
             route
         })
         .collect();
-    let scope: Vec<String> = p.scope.iter().map(ScopeSource::label).collect();
+    let scope: Vec<String> = p
+        .scope
+        .iter()
+        .map(|source| match source {
+            // The storage key's source is the same; the summary shows the declaration.
+            ScopeSource::VerifiedHeader(name) => alloc::format!("verified-header:{name}"),
+            other => other.label(),
+        })
+        .collect();
     let store = match &p.store_rule {
         StoreRule::ReleaseStatuses(list) => object! { "release" => list.as_slice() },
         StoreRule::StoreAll => Value::from("all"),
@@ -93,6 +101,17 @@ fn summary(p: &Policy) -> Value {
         "max_response_body" => p.max_response_body,
         "cells" => p.capacity.cells,
         "per_cell" => p.capacity.per_cell,
+        "shares" => object! {
+            "identity" => p.shares.identity,
+            "peer" => p.shares.peer,
+            "ipv4_prefix" => p.shares.ipv4_prefix,
+            "ipv6_prefix" => p.shares.ipv6_prefix,
+        },
+        "memory_bound" => crate::policy::memory_bound(
+            &p.capacity,
+            p.max_response_body,
+            &p.replay_headers,
+        ),
         "on_store_full" => mode(p.on_store_full),
         "on_store_error" => mode(p.on_store_error),
         "token" => p.token.as_ref().map(|t| object! {

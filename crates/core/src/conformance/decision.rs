@@ -94,6 +94,7 @@ fn record_from(value: &Value) -> Result<Record, String> {
             owner: OwnerToken([1; 16]),
             lease_until: UnixMillis(u64_field(value, "lease_until")?),
             expires_at,
+            payers: crate::share::Payers::NONE,
         })),
         "completed" => {
             let status = u16::try_from(u64_field(value, "status")?)

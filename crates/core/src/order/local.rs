@@ -1,11 +1,11 @@
 //! The ordering rules on the local store: [`resource::begin`] and [`resource::settle`] as
 //! [`Mutation`]s of the cell that holds the resource's record, so they run in the same read →
 //! decide → compare-and-set loop as claims ([`crate::protocol::run`]) and a resource record takes
-//! space, and counts against the route's share, like any record.
+//! space like any record (a callback route's resources are its provider's, whose signature was
+//! checked: they are bounded by the cells, not charged to a share).
 
 use super::resource::{self, Begin, BeginOutcome, Resource, SettleOutcome};
-use crate::policy::Quota;
-use crate::protocol::{make_room, Apply, Mutation, NoRoom};
+use crate::protocol::{make_room, Apply, Mutation};
 use crate::record::{Bucket, OwnerToken, Record};
 use crate::scope::StorageKey;
 use crate::time::{Span, UnixMillis};
@@ -23,7 +23,6 @@ pub struct BeginEvent<'a> {
     pub key: StorageKey,
     pub begin: Begin<'a>,
     pub per_cell: u16,
-    pub quota: Quota,
 }
 
 impl Mutation for BeginEvent<'_> {
@@ -37,14 +36,8 @@ impl Mutation for BeginEvent<'_> {
             return Apply::Keep(outcome);
         };
         if is_new {
-            match make_room(bucket, &self.key, self.per_cell, self.quota, now) {
-                Ok(()) => {}
-                Err(NoRoom::Quota(retry_after)) => {
-                    return Apply::Keep(BeginOutcome::QuotaExceeded { retry_after })
-                }
-                Err(NoRoom::Full(retry_after)) => {
-                    return Apply::Keep(BeginOutcome::StoreFull { retry_after })
-                }
+            if let Err(retry_after) = make_room(bucket, self.per_cell, now) {
+                return Apply::Keep(BeginOutcome::StoreFull { retry_after });
             }
         }
         bucket.put(self.key, Record::Resource(record));

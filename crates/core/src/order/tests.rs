@@ -2,7 +2,6 @@ use super::local::{BeginEvent, SettleEvent};
 use super::*;
 use crate::answer::order::{order_answer, OrderAnswer};
 use crate::json::JsonPointer;
-use crate::policy::Quota;
 use crate::protocol::run;
 use crate::record::{Bucket, OwnerToken, Record};
 use crate::store::MemoryStore;
@@ -320,16 +319,11 @@ fn the_local_store_runs_the_same_rules_and_counts_the_record() {
         },
         "7",
     );
-    let quota = Quota {
-        identified: 8,
-        peer: 4,
-    };
     let start = |event: &'static str, owner: u8, store: &mut MemoryStore| {
         let mutation = BeginEvent {
             key,
             begin: begin_for(&r, event, owner),
             per_cell: 8,
-            quota,
         };
         run(store, "cell".into(), mutation, T0).unwrap()
     };
@@ -360,10 +354,6 @@ fn the_local_store_runs_the_same_rules_and_counts_the_record() {
         key,
         begin: begin_for(&r, "payment.succeeded", 1),
         per_cell: 1,
-        quota: Quota {
-            identified: 1,
-            peer: 1,
-        },
     };
     let mut bucket = Bucket::default();
     bucket.put(

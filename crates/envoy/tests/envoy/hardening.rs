@@ -292,7 +292,9 @@ fn a_token_works_only_on_its_route_and_method() {
 }
 /// Finding 2: one client filling the store with fresh keys used to make every other client's
 /// keyed request a 503 `store_full` (for the records' whole TTL). Now each client may hold only its
-/// share of every cell; the rest stays free for others, and the answer says when room comes back.
+/// share of the store (issue 23: a tenth by default, of the whole store, not of each cell); the
+/// rest stays free for others, and the answer says when room comes back. The issue's own floods,
+/// at the example's scale, are in floods.rs.
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn one_client_cannot_fill_the_store_for_everyone() {
@@ -331,10 +333,11 @@ fn one_client_cannot_fill_the_store_for_everyone() {
         retry_after > 3000,
         "Retry-After {retry_after} s, but records live 1 h"
     );
-    // Everyone else still gets protection.
-    // 4 cells of 16, half of each held by the flood: Bob (identified, no share by default) and
-    // another anonymous client (a share of 8 per cell) fit whichever cells their keys hash to.
-    for (who, from, keys) in [("Bearer bob", BOB, 8), ("", Ipv4Addr::new(127, 0, 0, 4), 4)] {
+    // The flood holds a tenth of the 64 records (6): no more.
+    assert_eq!(accepted, 6, "the flooder's share");
+    // Everyone else still gets protection: Bob (his own Authorization and address) and another
+    // anonymous client each hold their own share, wherever their keys hash.
+    for (who, from, keys) in [("Bearer bob", BOB, 6), ("", Ipv4Addr::new(127, 0, 0, 4), 6)] {
         for n in 0..keys {
             let key = format!("other-{from}-{n}");
             let mut request = Request::post("/o", &key).from(from);
@@ -465,7 +468,7 @@ fn concurrent_http2_bodies_stay_within_the_hashing_budget() {
     let upstream = Upstream::start();
     let mut setup = Setup::new(
         r#"{ "routes": [{ "prefix": "/" }], "scope": [{ "header": "x-none" }, "peer"],
-             "peer_quota": 8, "capacity": 100000,
+             "shares": { "peer": "100%" }, "capacity": 100000,
              "max_request_body": "64KiB", "hashing_budget": "1MiB" }"#,
         upstream.port,
     );

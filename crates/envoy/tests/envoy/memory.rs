@@ -34,9 +34,9 @@ fn send_unique(port: u16, prefix: &str, count: usize, threads: usize) {
 fn unique_keys_beyond_capacity_keep_memory_flat() {
     let upstream = Upstream::start();
     // 64 records of at most 64 KiB; past that, forward unprotected (and count it).
-    // One client fills it all: its share is the whole cell (`peer_quota`, see hardening.rs).
+    // One client fills it all: its share is the whole store (`shares`, see floods.rs).
     let config = r#"{ "routes": [{ "prefix": "/" }], "capacity": 64, "records_per_cell": 8,
-                      "peer_quota": 8,
+                      "shares": { "peer": "100%" },
                       "on_store_full": "pass_through", "max_response_body": "64KiB" }"#;
     let envoy = Envoy::start(&Setup::new(config, upstream.port));
     send_unique(envoy.port, "warm", 300, 4);
@@ -65,7 +65,7 @@ fn unique_keys_beyond_capacity_keep_memory_flat() {
 fn a_full_store_rejects_until_records_expire() {
     let upstream = Upstream::start();
     let config = r#"{ "routes": [{ "prefix": "/" }], "capacity": 8, "records_per_cell": 8,
-                      "peer_quota": 8, "ttl": "2s", "lease": "1s" }"#;
+                      "shares": { "peer": "100%" }, "ttl": "2s", "lease": "1s" }"#;
     let envoy = Envoy::start(&Setup::new(config, upstream.port));
     for i in 0..8 {
         assert_eq!(

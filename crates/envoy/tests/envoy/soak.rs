@@ -48,7 +48,7 @@ fn soak_unique_keys_at_full_speed() {
     let upstream = Upstream::start();
     let config = format!(
         r#"{{ "routes": [{{ "prefix": "/" }}], "capacity": {CAPACITY}, "records_per_cell": 8,
-             "peer_quota": 8, "ttl": "{TTL_S}s", "lease": "5s", "max_response_body": "8KiB" }}"#
+             "shares": {{ "peer": "100%" }}, "ttl": "{TTL_S}s", "lease": "5s", "max_response_body": "8KiB" }}"#
     );
     let envoy = Envoy::start(&Setup::new(&config, upstream.port));
     let port = envoy.port;

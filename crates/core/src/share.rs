@@ -1,0 +1,334 @@
+//! Shares of the whole store (issue 23): who pays for a record's space, and how many records each
+//! payer may hold at once, so that no client — however many identities it makes up — can deny
+//! the store to others.
+//!
+//! **Who pays.** A scope the client writes itself (any request header) is its own word: a client
+//! can send a new `Authorization` value with every request. Each record is therefore charged to
+//! the scope *and* to the address group the request came from (the peer, after Envoy's
+//! `xff_num_trusted_hops`; IPv6 grouped by its /64 by default, since one host holds a whole /64),
+//! unless the scope source is verified — something before this filter established it (a JWT
+//! claim in dynamic metadata, a header the operator declares Envoy sets). A record of a
+//! peer-scoped request is charged to its address group alone.
+//!
+//! **Of the whole store.** Each payer's records are counted in a *ledger* ([`ledger`]): a fixed
+//! set of ledger cells beside the record cells, the payer's tag choosing its cell, changed by
+//! compare-and-set like every cell. A payer below its share is never refused — the count is of
+//! the whole store, not of the cell its key happens to hash to — and one at its share gets 429
+//! with the moment its first records free their space.
+//!
+//! **For as long as the record holds space**: a claim until its lease ends (after that a retry may
+//! take it over), a stored answer or a token use until it expires. A released claim gives its
+//! space back at once.
+
+pub mod ledger;
+
+use crate::protocol::{ProtocolError, MAX_ATTEMPTS};
+use crate::scope::{QuotaClass, QuotaTag, Scope};
+use crate::store::{Expect, Layout, Store, WriteOutcome};
+use crate::time::{Span, UnixMillis};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+use ledger::{Ledger, Usage};
+
+/// How many records one payer may hold in the whole store (issue 23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// For a scope: a header or property identity (records).
+    pub identity: u64,
+    /// For an address group: every record its requests created, whatever identity they gave.
+    pub peer: u64,
+    /// Leading bits of an IPv4 address that make one peer.
+    pub ipv4_prefix: u8,
+    /// Leading bits of an IPv6 address that make one peer.
+    pub ipv6_prefix: u8,
+}
+
+impl Shares {
+    /// The share that applies to `tag`.
+    pub fn limit(&self, tag: QuotaTag) -> u64 {
+        match tag.class() {
+            QuotaClass::Identified => self.identity,
+            QuotaClass::Peer => self.peer,
+        }
+    }
+
+    /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
+    /// `[2001:db8::1]`): the address with only its first `ipv4_prefix` / `ipv6_prefix` bits kept,
+    /// as text with the prefix length. Anything that is not an IP address (a Unix socket path) is
+    /// its own group.
+    pub fn peer_group(&self, host: &str) -> String {
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        match bare.parse::<IpAddr>() {
+            Ok(IpAddr::V4(v4)) => {
+                let bits = u32::from(v4) & mask32(self.ipv4_prefix);
+                alloc::format!("{}/{}", core::net::Ipv4Addr::from(bits), self.ipv4_prefix)
+            }
+            Ok(IpAddr::V6(v6)) => {
+                // An IPv4-mapped address is the IPv4 peer it maps.
+                if let Some(v4) = v6.to_ipv4_mapped() {
+                    return self.peer_group(&alloc::format!("{v4}"));
+                }
+                let bits = u128::from(v6) & mask128(self.ipv6_prefix);
+                alloc::format!("{}/{}", core::net::Ipv6Addr::from(bits), self.ipv6_prefix)
+            }
+            Err(_) => String::from(host),
+        }
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p if p >= 32 => u32::MAX,
+        p => u32::MAX << (32 - u32::from(p)),
+    }
+}
+
+fn mask128(prefix: u8) -> u128 {
+    match prefix {
+        0 => 0,
+        p if p >= 128 => u128::MAX,
+        p => u128::MAX << (128 - u32::from(p)),
+    }
+}
+
+/// Who a record is charged to: one or two payers (none for records no share applies to, such as
+/// those of the remote store, which counts its own way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Payers {
+    tags: [Option<QuotaTag>; 2],
+}
+
+/// The scope source of a peer's address group, as a payer.
+pub const PEER_GROUP_SOURCE: &str = "peer";
+
+impl Payers {
+    /// Nobody: the record is not counted.
+    pub const NONE: Payers = Payers { tags: [None, None] };
+
+    /// The payers of a request in `scope`: the scope alone when it is `verified` (or is the peer
+    /// itself), and the scope and the address group `peer_group` otherwise. A peer-scoped request
+    /// pays as its address group. With no address known (a host that has none), an unverified
+    /// scope pays alone.
+    pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&str>) -> Payers {
+        let group = peer_group.map(|g| {
+            QuotaTag::of(Scope {
+                source: PEER_GROUP_SOURCE,
+                value: g.as_bytes(),
+            })
+        });
+        if scope.source == PEER_GROUP_SOURCE {
+            // Peer-scoped: the address group pays (the same tag as the scope's when the group is
+            // a whole address, so the record is counted once either way).
+            return Payers {
+                tags: [group.or(Some(QuotaTag::of(scope))), None],
+            };
+        }
+        let own = QuotaTag::of(scope);
+        Payers {
+            tags: [Some(own), if verified { None } else { group }],
+        }
+    }
+
+    /// The payers from their tags, as a record stores them.
+    pub fn from_tags(first: Option<QuotaTag>, second: Option<QuotaTag>) -> Payers {
+        match (first, second) {
+            (None, second) => Payers {
+                tags: [second, None],
+            },
+            (first, second) if first == second => Payers {
+                tags: [first, None],
+            },
+            tags => Payers {
+                tags: [tags.0, tags.1],
+            },
+        }
+    }
+
+    pub fn tags(&self) -> impl Iterator<Item = QuotaTag> + '_ {
+        self.tags.iter().flatten().copied()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags[0].is_none()
+    }
+}
+
+impl Layout {
+    /// Ledger cells: one for every 16 record cells (at least one). A payer's usage lives in the
+    /// one its tag chooses.
+    pub fn ledger_cells(&self) -> u32 {
+        self.capacity.cells.div_ceil(16).max(1)
+    }
+
+    pub fn ledger_cell_name(&self, tag: QuotaTag) -> String {
+        let head = u32::from_be_bytes([0, tag.0[0], tag.0[1], tag.0[2]]);
+        self.ledger_cell_name_at(head % self.ledger_cells())
+    }
+
+    /// The name of ledger cell `index` (`0..ledger_cells`).
+    pub fn ledger_cell_name_at(&self, index: u32) -> String {
+        alloc::format!("idemgate/s/{index}")
+    }
+}
+
+/// A charge that was made: given back with [`refund`] if its record is not written after all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a charge whose record is not written must be refunded"]
+pub struct Charge {
+    pub payers: Payers,
+    pub until: UnixMillis,
+}
+
+/// Why a payer was refused: how long until it holds less than its share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverShare {
+    pub retry_after: Span,
+}
+
+/// Charges one record that holds space until `until` to each of `payers`, each within its share.
+/// If one payer is at its share, nothing stays charged and the answer says when it has room.
+pub fn charge<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    shares: &Shares,
+    payers: Payers,
+    until: UnixMillis,
+    now: UnixMillis,
+) -> Result<Result<Charge, OverShare>, ProtocolError> {
+    let mut charged: Vec<QuotaTag> = Vec::new();
+    for tag in payers.tags() {
+        let limit = shares.limit(tag);
+        let result = change(store, layout, tag, now, |usage| {
+            match usage.room_after(limit, now) {
+                Some(retry_after) => Some(OverShare { retry_after }),
+                None => {
+                    usage.add(until);
+                    None
+                }
+            }
+        });
+        let refused = match result {
+            Ok(refused) => refused,
+            Err(e) => {
+                undo(store, layout, &charged, until, now);
+                return Err(e);
+            }
+        };
+        if let Some(over) = refused {
+            undo(store, layout, &charged, until, now);
+            return Ok(Err(over));
+        }
+        charged.push(tag);
+    }
+    Ok(Ok(Charge { payers, until }))
+}
+
+/// Adds a record to `payers` without a limit: a completion, which must always land.
+pub fn add<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    payers: Payers,
+    until: UnixMillis,
+    now: UnixMillis,
+) -> Result<(), ProtocolError> {
+    for tag in payers.tags() {
+        change(store, layout, tag, now, |usage| {
+            usage.add(until);
+            None::<()>
+        })?;
+    }
+    Ok(())
+}
+
+/// Gives a charge back: its record was not written, or was released. A hold that has already
+/// lapsed is not taken from a later one.
+pub fn refund<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    charge: Charge,
+    now: UnixMillis,
+) -> Result<(), ProtocolError> {
+    if now >= charge.until {
+        return Ok(());
+    }
+    for tag in charge.payers.tags() {
+        change(store, layout, tag, now, |usage| {
+            usage.remove(charge.until);
+            None::<()>
+        })?;
+    }
+    Ok(())
+}
+
+/// Best-effort refund of the payers charged so far, when a later one refused or failed: an error
+/// here leaves an over-count until `until`, never an under-count.
+fn undo<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    charged: &[QuotaTag],
+    until: UnixMillis,
+    now: UnixMillis,
+) {
+    for tag in charged {
+        let payers = Payers::from_tags(Some(*tag), None);
+        let _ = refund(store, layout, Charge { payers, until }, now);
+    }
+}
+
+/// One compare-and-set change to `tag`'s usage: `decide` may modify it and returns `Some` to
+/// refuse (nothing written).
+fn change<S: Store + ?Sized, R>(
+    store: &mut S,
+    layout: &Layout,
+    tag: QuotaTag,
+    now: UnixMillis,
+    mut decide: impl FnMut(&mut Usage) -> Option<R>,
+) -> Result<Option<R>, ProtocolError> {
+    let cell = layout.ledger_cell_name(tag);
+    for _ in 0..MAX_ATTEMPTS {
+        let snapshot = store.read(&cell).map_err(ProtocolError::Store)?;
+        let (mut ledger, expect) = match &snapshot {
+            None => (Ledger::default(), Expect::Absent),
+            Some(snap) => (
+                Ledger::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
+                Expect::Version(snap.version),
+            ),
+        };
+        ledger.prune(now);
+        if let Some(refused) = decide(ledger.usage_mut(tag)) {
+            return Ok(Some(refused));
+        }
+        match store
+            .write(&cell, &ledger.encode(), expect)
+            .map_err(ProtocolError::Store)?
+        {
+            WriteOutcome::Written => return Ok(None),
+            WriteOutcome::Conflict => continue,
+        }
+    }
+    Err(ProtocolError::Contention)
+}
+
+/// What `tag` holds in the store now (for tests, stats and logs).
+pub fn held<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    tag: QuotaTag,
+    now: UnixMillis,
+) -> Result<u64, ProtocolError> {
+    let cell = layout.ledger_cell_name(tag);
+    let Some(snapshot) = store.read(&cell).map_err(ProtocolError::Store)? else {
+        return Ok(0);
+    };
+    let mut ledger = Ledger::decode(&snapshot.bytes).map_err(ProtocolError::Corrupt)?;
+    ledger.prune(now);
+    Ok(ledger.usage(tag).map_or(0, Usage::records))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,148 @@
+use super::*;
+use crate::policy::Capacity;
+use crate::store::MemoryStore;
+
+const T0: UnixMillis = UnixMillis(1_700_000_000_000);
+
+fn shares(identity: u64, peer: u64) -> Shares {
+    Shares {
+        identity,
+        peer,
+        ipv4_prefix: 32,
+        ipv6_prefix: 64,
+    }
+}
+
+fn layout() -> Layout {
+    Layout {
+        capacity: Capacity {
+            cells: 64,
+            per_cell: 8,
+        },
+    }
+}
+
+#[test]
+fn peer_groups_keep_the_prefix_only() {
+    let s = Shares {
+        ipv4_prefix: 24,
+        ..shares(1, 1)
+    };
+    assert_eq!(s.peer_group("10.1.2.3"), "10.1.2.0/24");
+    assert_eq!(s.peer_group("10.1.2.200"), "10.1.2.0/24");
+    let s = shares(1, 1);
+    assert_eq!(s.peer_group("10.1.2.3"), "10.1.2.3/32");
+    // Every address of one /64 is one peer; the next /64 is another.
+    assert_eq!(s.peer_group("[2001:db8:0:1::1]"), "2001:db8:0:1::/64");
+    assert_eq!(s.peer_group("[2001:db8:0:1:ffff::9]"), "2001:db8:0:1::/64");
+    assert_eq!(s.peer_group("2001:db8:0:2::1"), "2001:db8:0:2::/64");
+    // An IPv4-mapped address is its IPv4 peer.
+    assert_eq!(s.peer_group("[::ffff:10.1.2.3]"), "10.1.2.3/32");
+    // Not an address: its own group.
+    assert_eq!(s.peer_group("/run/envoy.sock"), "/run/envoy.sock");
+    let all = Shares {
+        ipv4_prefix: 0,
+        ipv6_prefix: 128,
+        ..shares(1, 1)
+    };
+    assert_eq!(all.peer_group("10.1.2.3"), "0.0.0.0/0");
+    assert_eq!(all.peer_group("::1"), "::1/128");
+}
+
+#[test]
+fn an_unverified_scope_pays_with_its_address() {
+    let alice = Scope {
+        source: "header:authorization",
+        value: b"Bearer alice",
+    };
+    let payers = Payers::of(alice, false, Some("10.0.0.1/32"));
+    let tags: Vec<QuotaTag> = payers.tags().collect();
+    assert_eq!(tags.len(), 2);
+    assert_eq!(tags[0], QuotaTag::of(alice));
+    assert_eq!(tags[1].class(), QuotaClass::Peer);
+    // Verified: the scope alone. No address known: the scope alone.
+    assert_eq!(
+        Payers::of(alice, true, Some("10.0.0.1/32")).tags().count(),
+        1
+    );
+    assert_eq!(Payers::of(alice, false, None).tags().count(), 1);
+    // A peer scope pays once, as its address group.
+    let peer = Scope {
+        source: "peer",
+        value: b"10.0.0.1",
+    };
+    let paid: Vec<QuotaTag> = Payers::of(peer, false, Some("10.0.0.1/32"))
+        .tags()
+        .collect();
+    assert_eq!(paid, [tags[1]]);
+    assert!(Payers::NONE.is_empty());
+    assert_eq!(Payers::NONE.tags().count(), 0);
+}
+
+#[test]
+fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
+    let mut store = MemoryStore::new();
+    let layout = layout();
+    let alice = Scope {
+        source: "header:authorization",
+        value: b"Bearer alice",
+    };
+    let payers = Payers::of(alice, false, Some("10.0.0.1/32"));
+    let peer = payers.tags().nth(1).unwrap();
+    let until = T0.after(Span::from_secs(60));
+    // The peer's share (2) binds before the identity's (5).
+    for _ in 0..2 {
+        let charged = charge(&mut store, &layout, &shares(5, 2), payers, until, T0).unwrap();
+        assert!(charged.is_ok());
+    }
+    let refused = charge(&mut store, &layout, &shares(5, 2), payers, until, T0).unwrap();
+    assert_eq!(
+        refused,
+        Err(OverShare {
+            retry_after: Span::from_secs(60)
+        })
+    );
+    // The identity was charged for the two that went through, not for the refused one.
+    assert_eq!(held(&mut store, &layout, QuotaTag::of(alice), T0), Ok(2));
+    assert_eq!(held(&mut store, &layout, peer, T0), Ok(2));
+    // A refund gives one back; once the holds lapse, all of it.
+    let one = Charge { payers, until };
+    refund(&mut store, &layout, one, T0).unwrap();
+    assert_eq!(held(&mut store, &layout, peer, T0), Ok(1));
+    assert_eq!(held(&mut store, &layout, peer, until), Ok(0));
+    // A refund after the hold lapsed takes nothing from a later one.
+    let later = T0.after(Span::from_secs(600));
+    add(&mut store, &layout, payers, later, T0).unwrap();
+    refund(&mut store, &layout, one, until).unwrap();
+    assert_eq!(held(&mut store, &layout, peer, until), Ok(1));
+}
+
+#[test]
+fn a_corrupt_ledger_cell_is_a_typed_error_not_a_reset() {
+    let mut store = MemoryStore::new();
+    let layout = layout();
+    let tag = QuotaTag([1, 2, 3, 1]);
+    let cell = layout.ledger_cell_name(tag);
+    assert_eq!(
+        store.write(&cell, b"not a ledger", Expect::Absent),
+        Ok(WriteOutcome::Written)
+    );
+    let payers = Payers::from_tags(Some(tag), None);
+    let result = charge(
+        &mut store,
+        &layout,
+        &shares(5, 5),
+        payers,
+        T0.after(Span(1)),
+        T0,
+    );
+    assert!(
+        matches!(result, Err(ProtocolError::Corrupt(_))),
+        "{result:?}"
+    );
+    assert_eq!(
+        store.read(&cell).unwrap().map(|s| s.bytes),
+        Some(b"not a ledger".to_vec()),
+        "left as found"
+    );
+}
