@@ -21,7 +21,7 @@
 //! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
 //! let storage_key = StorageKey::derive(scope, "POST", "/orders", &key);
 //! // Who pays for the record's space: the header is the client's own word, so its address too.
-//! let payers = Payers::of(scope, false, Some("192.0.2.7/32"));
+//! let payers = Payers::of(scope, false, Some(&[4, 32, 192, 0, 2, 7]));
 //! let mut fp = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", [("content-type", &b"application/json"[..])]);
 //! fp.update(br#"{"sku":"A1","qty":1}"#).unwrap();
 //! let fingerprint = fp.finish().unwrap();

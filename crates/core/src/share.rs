@@ -55,27 +55,37 @@ impl Shares {
 
     /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
     /// `[2001:db8::1]`): the address with only its first `ipv4_prefix` / `ipv6_prefix` bits kept,
-    /// as text with the prefix length. Anything that is not an IP address (a Unix socket path) is
-    /// its own group.
-    pub fn peer_group(&self, host: &str) -> String {
+    /// as bytes (family, prefix length, masked address) — it is only ever hashed into a payer's
+    /// tag, so it is never formatted (which would cost the filter kilobytes of code). Anything
+    /// that is not an IP address (a Unix socket path) is its own group.
+    pub fn peer_group(&self, host: &str) -> Vec<u8> {
         let bare = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
+        let v4 = |v4: core::net::Ipv4Addr| {
+            let bits = u32::from(v4) & mask32(self.ipv4_prefix);
+            let mut group = alloc::vec![4, self.ipv4_prefix];
+            group.extend_from_slice(&bits.to_be_bytes());
+            group
+        };
         match bare.parse::<IpAddr>() {
-            Ok(IpAddr::V4(v4)) => {
-                let bits = u32::from(v4) & mask32(self.ipv4_prefix);
-                alloc::format!("{}/{}", core::net::Ipv4Addr::from(bits), self.ipv4_prefix)
-            }
-            Ok(IpAddr::V6(v6)) => {
-                // An IPv4-mapped address is the IPv4 peer it maps.
-                if let Some(v4) = v6.to_ipv4_mapped() {
-                    return self.peer_group(&alloc::format!("{v4}"));
+            Ok(IpAddr::V4(address)) => v4(address),
+            // An IPv4-mapped address is the IPv4 peer it maps.
+            Ok(IpAddr::V6(address)) => match address.to_ipv4_mapped() {
+                Some(mapped) => v4(mapped),
+                None => {
+                    let bits = u128::from(address) & mask128(self.ipv6_prefix);
+                    let mut group = alloc::vec![6, self.ipv6_prefix];
+                    group.extend_from_slice(&bits.to_be_bytes());
+                    group
                 }
-                let bits = u128::from(v6) & mask128(self.ipv6_prefix);
-                alloc::format!("{}/{}", core::net::Ipv6Addr::from(bits), self.ipv6_prefix)
+            },
+            Err(_) => {
+                let mut group = alloc::vec![0];
+                group.extend_from_slice(host.as_bytes());
+                group
             }
-            Err(_) => String::from(host),
         }
     }
 }
@@ -114,16 +124,15 @@ impl Payers {
     /// itself), and the scope and the address group `peer_group` otherwise. A peer-scoped request
     /// pays as its address group. With no address known (a host that has none), an unverified
     /// scope pays alone.
-    pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&str>) -> Payers {
-        let group = peer_group.map(|g| {
+    pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+        let group = peer_group.map(|value| {
             QuotaTag::of(Scope {
                 source: PEER_GROUP_SOURCE,
-                value: g.as_bytes(),
+                value,
             })
         });
         if scope.source == PEER_GROUP_SOURCE {
-            // Peer-scoped: the address group pays (the same tag as the scope's when the group is
-            // a whole address, so the record is counted once either way).
+            // Peer-scoped: the address group pays, once.
             return Payers {
                 tags: [group.or(Some(QuotaTag::of(scope))), None],
             };

@@ -297,7 +297,7 @@ fn replays_are_never_refused_and_verified_identities_pay_alone() {
         let key = IdempotencyKey::parse(format!("v-{n}").as_bytes()).unwrap();
         let r = Request {
             key: StorageKey::derive(scope, "POST", "/orders", &key),
-            payers: Payers::of(scope, true, Some("10.0.0.5/32")),
+            payers: Payers::of(scope, true, Some(&[4, 32, 10, 0, 0, 5])),
         };
         assert!(matches!(
             run(&mut engine, &r, 10 + n, T0),

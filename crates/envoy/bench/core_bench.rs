@@ -127,7 +127,7 @@ fn main() {
         &|_| None,
     )
     .unwrap();
-    let payers = Payers::of(scope, false, Some("127.0.0.1/32"));
+    let payers = Payers::of(scope, false, Some(&[4, 32, 127, 0, 0, 1]));
     let now = UnixMillis(1_800_000_000_000);
     let mut store = MemoryStore::new();
     let fp = idemgate_core::fingerprint::Fingerprint([7; 32]);

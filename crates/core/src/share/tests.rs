@@ -1,6 +1,7 @@
 use super::*;
 use crate::policy::Capacity;
 use crate::store::MemoryStore;
+use alloc::vec::Vec;
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 
@@ -22,31 +23,58 @@ fn layout() -> Layout {
     }
 }
 
+fn v4(prefix: u8, a: [u8; 4]) -> Vec<u8> {
+    let mut group = alloc::vec![4, prefix];
+    group.extend_from_slice(&a);
+    group
+}
+
+fn v6(prefix: u8, a: [u16; 8]) -> Vec<u8> {
+    let mut group = alloc::vec![6, prefix];
+    for part in a {
+        group.extend_from_slice(&part.to_be_bytes());
+    }
+    group
+}
+
 #[test]
 fn peer_groups_keep_the_prefix_only() {
     let s = Shares {
         ipv4_prefix: 24,
         ..shares(1, 1)
     };
-    assert_eq!(s.peer_group("10.1.2.3"), "10.1.2.0/24");
-    assert_eq!(s.peer_group("10.1.2.200"), "10.1.2.0/24");
+    assert_eq!(s.peer_group("10.1.2.3"), v4(24, [10, 1, 2, 0]));
+    assert_eq!(s.peer_group("10.1.2.200"), s.peer_group("10.1.2.3"));
+    assert_ne!(s.peer_group("10.1.3.3"), s.peer_group("10.1.2.3"));
     let s = shares(1, 1);
-    assert_eq!(s.peer_group("10.1.2.3"), "10.1.2.3/32");
+    assert_eq!(s.peer_group("10.1.2.3"), v4(32, [10, 1, 2, 3]));
     // Every address of one /64 is one peer; the next /64 is another.
-    assert_eq!(s.peer_group("[2001:db8:0:1::1]"), "2001:db8:0:1::/64");
-    assert_eq!(s.peer_group("[2001:db8:0:1:ffff::9]"), "2001:db8:0:1::/64");
-    assert_eq!(s.peer_group("2001:db8:0:2::1"), "2001:db8:0:2::/64");
+    assert_eq!(
+        s.peer_group("[2001:db8:0:1::1]"),
+        v6(64, [0x2001, 0xdb8, 0, 1, 0, 0, 0, 0])
+    );
+    assert_eq!(
+        s.peer_group("[2001:db8:0:1:ffff::9]"),
+        s.peer_group("2001:db8:0:1::1")
+    );
+    assert_ne!(
+        s.peer_group("2001:db8:0:2::1"),
+        s.peer_group("2001:db8:0:1::1")
+    );
     // An IPv4-mapped address is its IPv4 peer.
-    assert_eq!(s.peer_group("[::ffff:10.1.2.3]"), "10.1.2.3/32");
-    // Not an address: its own group.
-    assert_eq!(s.peer_group("/run/envoy.sock"), "/run/envoy.sock");
+    assert_eq!(s.peer_group("[::ffff:10.1.2.3]"), v4(32, [10, 1, 2, 3]));
+    // Not an address: its own group, apart from any address's.
+    assert_eq!(
+        s.peer_group("/run/envoy.sock"),
+        b"\0/run/envoy.sock".to_vec()
+    );
     let all = Shares {
         ipv4_prefix: 0,
         ipv6_prefix: 128,
         ..shares(1, 1)
     };
-    assert_eq!(all.peer_group("10.1.2.3"), "0.0.0.0/0");
-    assert_eq!(all.peer_group("::1"), "::1/128");
+    assert_eq!(all.peer_group("10.1.2.3"), v4(0, [0; 4]));
+    assert_eq!(all.peer_group("::1"), v6(128, [0, 0, 0, 0, 0, 0, 0, 1]));
 }
 
 #[test]
@@ -55,14 +83,16 @@ fn an_unverified_scope_pays_with_its_address() {
         source: "header:authorization",
         value: b"Bearer alice",
     };
-    let payers = Payers::of(alice, false, Some("10.0.0.1/32"));
+    let payers = Payers::of(alice, false, Some(&b"10.0.0.1/32"[..]));
     let tags: Vec<QuotaTag> = payers.tags().collect();
     assert_eq!(tags.len(), 2);
     assert_eq!(tags[0], QuotaTag::of(alice));
     assert_eq!(tags[1].class(), QuotaClass::Peer);
     // Verified: the scope alone. No address known: the scope alone.
     assert_eq!(
-        Payers::of(alice, true, Some("10.0.0.1/32")).tags().count(),
+        Payers::of(alice, true, Some(&b"10.0.0.1/32"[..]))
+            .tags()
+            .count(),
         1
     );
     assert_eq!(Payers::of(alice, false, None).tags().count(), 1);
@@ -71,7 +101,7 @@ fn an_unverified_scope_pays_with_its_address() {
         source: "peer",
         value: b"10.0.0.1",
     };
-    let paid: Vec<QuotaTag> = Payers::of(peer, false, Some("10.0.0.1/32"))
+    let paid: Vec<QuotaTag> = Payers::of(peer, false, Some(&b"10.0.0.1/32"[..]))
         .tags()
         .collect();
     assert_eq!(paid, [tags[1]]);
@@ -87,7 +117,7 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
         source: "header:authorization",
         value: b"Bearer alice",
     };
-    let payers = Payers::of(alice, false, Some("10.0.0.1/32"));
+    let payers = Payers::of(alice, false, Some(&b"10.0.0.1/32"[..]));
     let peer = payers.tags().nth(1).unwrap();
     let until = T0.after(Span::from_secs(60));
     // The peer's share (2) binds before the identity's (5).
