@@ -16,6 +16,7 @@ mod detached;
 mod exactly_once;
 mod faults;
 mod fleet;
+mod floods;
 mod hardening;
 mod key_sources;
 mod memory;
