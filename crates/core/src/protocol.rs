@@ -434,7 +434,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
     }
 
     /// Reads the cell of `key`: the snapshot (handed on to the transaction, so the cell is read
-    /// once) and the live record under `key`.
+    /// once), its bucket and the live record under `key`.
     fn look(
         &mut self,
         cell: &str,
@@ -442,15 +442,17 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         now: UnixMillis,
     ) -> Result<Look, ProtocolError> {
         let snapshot = self.store.read(cell).map_err(ProtocolError::Store)?;
-        let record = match &snapshot {
-            None => None,
-            Some(snap) => Bucket::decode(&snap.bytes)
-                .map_err(ProtocolError::Corrupt)?
-                .get(key)
-                .filter(|r| !r.is_expired(now))
-                .cloned(),
+        let mut bucket = match &snapshot {
+            None => Bucket::default(),
+            Some(snap) => Bucket::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
         };
-        Ok(Look { snapshot, record })
+        bucket.reclaim(now);
+        let record = bucket.get(key).cloned();
+        Ok(Look {
+            snapshot,
+            bucket,
+            record,
+        })
     }
 
     /// Claims `key` for a request charged to `payers` (semantics §4; issue 23).
@@ -466,10 +468,18 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         let layout = self.layout();
         let cell = layout.cell_name(&key);
         let policy = self.policy;
-        let look = self.look(&cell, &key, now)?;
+        let mut look = self.look(&cell, &key, now)?;
         // Only a claim adds a record that holds space: a replay, a 409 or a 422 charges nothing.
         let charge = match decide(look.record.as_ref(), fingerprint, owner, now, policy) {
             Decision::Claim { claim, .. } => {
+                // A full cell is the answer before any share: nothing would be written.
+                if look.record.is_none() {
+                    if let Err(retry_after) =
+                        make_room(&mut look.bucket, policy.capacity.per_cell, now)
+                    {
+                        return Ok(ClaimOutcome::StoreFull { retry_after });
+                    }
+                }
                 let until = Record::InFlight(claim).holds_space_until();
                 match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
                     Ok(charge) => Some(charge),
@@ -583,9 +593,12 @@ impl<S: Store + ?Sized> Engine<'_, S> {
     ) -> Result<ConsumeOutcome, ProtocolError> {
         let layout = self.layout();
         let cell = layout.cell_name(&key);
-        let look = self.look(&cell, &key, now)?;
+        let mut look = self.look(&cell, &key, now)?;
         if look.record.is_some() {
             return Ok(ConsumeOutcome::AlreadyUsed);
+        }
+        if let Err(retry_after) = make_room(&mut look.bucket, self.policy.capacity.per_cell, now) {
+            return Ok(ConsumeOutcome::StoreFull { retry_after });
         }
         let shares = self.policy.shares;
         let charge = match share::charge(self.store, &layout, &shares, payers, expires_at, now)? {
@@ -612,5 +625,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
 /// A cell as [`Engine`] read it before deciding whether to charge.
 struct Look {
     snapshot: Option<Snapshot>,
+    /// Its records, the expired ones dropped.
+    bucket: Bucket,
     record: Option<Record>,
 }

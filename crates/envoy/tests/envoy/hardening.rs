@@ -362,8 +362,11 @@ fn a_changed_store_layout_keeps_records_reachable() {
     let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let listen = free.local_addr().expect("addr").port();
     drop(free);
-    let v1 = r#"{ "routes": [{ "prefix": "/" }], "capacity": 64, "records_per_cell": 8 }"#;
-    let v2 = r#"{ "routes": [{ "prefix": "/" }], "capacity": 4096, "records_per_cell": 4 }"#;
+    // One client writes every record here: this is about the layout, not its share.
+    let v1 = r#"{ "routes": [{ "prefix": "/" }], "capacity": 64, "records_per_cell": 8,
+                  "shares": { "identity": "100%", "peer": "100%" } }"#;
+    let v2 = r#"{ "routes": [{ "prefix": "/" }], "capacity": 4096, "records_per_cell": 4,
+                  "shares": { "identity": "100%", "peer": "100%" } }"#;
     let mut setup = Setup::new(v1, upstream.port);
     setup.lds_port = Some(listen);
     let envoy = Envoy::start(&setup);
