@@ -235,15 +235,19 @@ impl ScopeSource {
         }
     }
 
-    /// Whether something other than the client established the identity (issue 23): a verified
-    /// header, or a property outside the request itself (`metadata`, `filter_state`,
-    /// `connection`; not `request.*`, which is what the client sent). Records of an unverified
-    /// scope are charged to the peer too ([`crate::share`]).
+    /// Whether something other than the client established the identity (issue 23): a header
+    /// declared verified, or what an earlier filter put in dynamic metadata (`metadata`, e.g.
+    /// `jwt_authn`'s payload) or filter state (`filter_state`, e.g. `ext_authz`). Any other
+    /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
+    /// `source.port`): records of an unverified scope are charged to the peer too
+    /// ([`crate::share`]).
     pub fn is_verified(&self) -> bool {
         match self {
             ScopeSource::Header(_) => false,
             ScopeSource::VerifiedHeader(_) | ScopeSource::Peer => true,
-            ScopeSource::Property(path) => path.first().is_some_and(|first| first != "request"),
+            ScopeSource::Property(path) => path
+                .first()
+                .is_some_and(|first| first == "metadata" || first == "filter_state"),
         }
     }
 }

@@ -500,30 +500,16 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             policy,
         };
         let outcome = run_from(self.store, cell, claim, now, look.snapshot);
-        self.settle_charge(charge, &outcome, payers, now)?;
-        outcome
-    }
-
-    /// After a claim's write: a charge whose record was not written is given back; a record
-    /// written without a charge (the key was released between the look and the write) is
-    /// charged now, over the share if need be — it is already in the store.
-    fn settle_charge(
-        &mut self,
-        charge: Option<Charge>,
-        outcome: &Result<ClaimOutcome, ProtocolError>,
-        payers: Payers,
-        now: UnixMillis,
-    ) -> Result<(), ProtocolError> {
-        let layout = self.layout();
-        let forwarded = matches!(outcome, Ok(ClaimOutcome::Forward { .. }));
-        match (charge, forwarded) {
-            (Some(charge), false) => share::refund(self.store, &layout, charge, now),
-            (None, true) => {
-                let until = now.after(self.policy.lease.min(self.policy.ttl));
-                share::add(self.store, &layout, payers, until, now)
+        // The transaction decides first on the very snapshot looked at, so it writes a claim only
+        // where one was charged; a charge whose record was not written (another request won the
+        // key) is given back — best effort: the outcome stands either way, and a failed refund
+        // only over-counts until the charge's end.
+        if let Some(charge) = charge {
+            if !matches!(outcome, Ok(ClaimOutcome::Forward { .. })) {
+                let _ = share::refund(self.store, &layout, charge, now);
             }
-            _ => Ok(()),
         }
+        outcome
     }
 
     /// Ends a forwarded request; `facts == None` releases the claim. A stored answer's space is
@@ -551,13 +537,18 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             until: Record::InFlight(claim.clone()).holds_space_until(),
         };
         let facts_now = facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        let stored_until = match complete(&claim, facts_now, now, policy) {
+        let completion = complete(&claim, facts_now, now, policy);
+        let stored_until = match &completion {
             Completion::Store(done) => Some(done.expires_at),
             _ => None,
         };
-        if let Some(until) = stored_until {
-            share::add(self.store, &layout, claim.payers, until, now)?;
-        }
+        let storing = stored_until.is_some();
+        // Never let the ledger keep an answer from landing (that would run the request again
+        // after the lease): if the stored answer's charge cannot be added, the claim's charge is
+        // kept instead (the payer is counted until the lease ends, then not at all for this
+        // answer: an under-count of one record, never a second execution).
+        let stored_until = stored_until
+            .filter(|until| share::add(self.store, &layout, claim.payers, *until, now).is_ok());
         let finish = Finish {
             key,
             owner,
@@ -566,9 +557,12 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         };
         let outcome = run_from(self.store, cell, finish, now, look.snapshot);
         match (&outcome, stored_until) {
-            (Ok(FinishOutcome::Stored), _) | (Ok(FinishOutcome::Released), None) => {
+            (Ok(FinishOutcome::Stored), Some(_)) | (Ok(FinishOutcome::Released), None) => {
                 // An error here only leaves the claim counted until its lease ends.
                 let _ = share::refund(self.store, &layout, lease_charge, now);
+            }
+            (Ok(FinishOutcome::Stored), None) if storing => {
+                // The answer's charge could not be added: the lease charge stays (see above).
             }
             (_, Some(until)) => {
                 let stored = Charge {
@@ -616,7 +610,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         };
         let outcome = run_from(self.store, cell, consume, now, look.snapshot);
         if !matches!(outcome, Ok(ConsumeOutcome::Consumed)) {
-            share::refund(self.store, &layout, charge, now)?;
+            // Best effort, as for a claim: the outcome stands.
+            let _ = share::refund(self.store, &layout, charge, now);
         }
         outcome
     }

@@ -6,9 +6,9 @@
 use crate::codec::{Reader, Writer};
 use crate::fingerprint::Fingerprint;
 use crate::order::{Resource, ResourceClaim};
-use crate::scope::{QuotaTag, StorageKey};
+use crate::scope::StorageKey;
 use crate::seal::{Seal, SEAL_LEN};
-use crate::share::Payers;
+use crate::share::{PayerTag, Payers};
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -267,12 +267,12 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             };
             if tag == TAG_IN_FLIGHT_PAID {
                 claim.payers = match r.u8()? {
-                    1 => Payers::from_tags(Some(QuotaTag(r.array::<4>()?)), None),
+                    1 => Payers::from_tags(Some(PayerTag(r.array::<8>()?)), None),
                     2 => Payers::from_tags(
-                        Some(QuotaTag(r.array::<4>()?)),
-                        Some(QuotaTag(r.array::<4>()?)),
+                        Some(PayerTag(r.array::<8>()?)),
+                        Some(PayerTag(r.array::<8>()?)),
                     ),
-                    n => return Err(DecodeError::UnknownTag(n)),
+                    _ => return Err(DecodeError::InvalidPayers),
                 };
             }
             Ok(Record::InFlight(claim))
@@ -415,6 +415,8 @@ pub enum DecodeError {
     InvalidResource,
     /// A ledger cell ([`crate::share::ledger`]) with holds out of order, empty or too many.
     InvalidLedger,
+    /// An in-flight claim charged to no payer or to more than two.
+    InvalidPayers,
 }
 
 impl DecodeError {
@@ -429,6 +431,7 @@ impl DecodeError {
             DecodeError::TrailingBytes => "record_trailing_bytes",
             DecodeError::InvalidResource => "record_invalid_resource",
             DecodeError::InvalidLedger => "ledger_invalid",
+            DecodeError::InvalidPayers => "record_invalid_payers",
         }
     }
 }
@@ -447,6 +450,7 @@ impl fmt::Display for DecodeError {
             DecodeError::TrailingBytes => f.write_str("stored record has trailing bytes"),
             DecodeError::InvalidResource => f.write_str("stored resource record is not valid"),
             DecodeError::InvalidLedger => f.write_str("ledger cell is not valid"),
+            DecodeError::InvalidPayers => f.write_str("stored claim's payers are not valid"),
         }
     }
 }

@@ -23,7 +23,7 @@
 pub mod ledger;
 
 use crate::protocol::{ProtocolError, MAX_ATTEMPTS};
-use crate::scope::{QuotaClass, QuotaTag, Scope};
+use crate::scope::{scope_hash, Scope};
 use crate::store::{Expect, Layout, Store, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -46,10 +46,11 @@ pub struct Shares {
 
 impl Shares {
     /// The share that applies to `tag`.
-    pub fn limit(&self, tag: QuotaTag) -> u64 {
-        match tag.class() {
-            QuotaClass::Identified => self.identity,
-            QuotaClass::Peer => self.peer,
+    pub fn limit(&self, tag: PayerTag) -> u64 {
+        if tag.is_address_group() {
+            self.peer
+        } else {
+            self.identity
         }
     }
 
@@ -106,11 +107,33 @@ fn mask128(prefix: u8) -> u128 {
     }
 }
 
+/// A payer as the ledger and the records know it: 7 bytes of its scope's hash and whether it is
+/// an address group. 56 bits, so that neither chance (thousands of clients) nor an attacker
+/// choosing among its own addresses makes two payers share one share — the storage key's 24-bit
+/// [`crate::scope::PayerTag`] is too short for that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PayerTag(pub [u8; 8]);
+
+impl PayerTag {
+    pub fn of(scope: Scope<'_>) -> PayerTag {
+        let hash = scope_hash(scope);
+        let mut tag = [0; 8];
+        tag[..7].copy_from_slice(&hash[..7]);
+        tag[7] = u8::from(scope.source == PEER_GROUP_SOURCE);
+        PayerTag(tag)
+    }
+
+    /// An address group (its share is `shares.peer`), not an identity.
+    pub fn is_address_group(self) -> bool {
+        self.0[7] == 1
+    }
+}
+
 /// Who a record is charged to: one or two payers (none for records no share applies to, such as
 /// those of the remote store, which counts its own way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Payers {
-    tags: [Option<QuotaTag>; 2],
+    tags: [Option<PayerTag>; 2],
 }
 
 /// The scope source of a peer's address group, as a payer.
@@ -120,31 +143,34 @@ impl Payers {
     /// Nobody: the record is not counted.
     pub const NONE: Payers = Payers { tags: [None, None] };
 
-    /// The payers of a request in `scope`: the scope alone when it is `verified` (or is the peer
-    /// itself), and the scope and the address group `peer_group` otherwise. A peer-scoped request
-    /// pays as its address group. With no address known (a host that has none), an unverified
-    /// scope pays alone.
+    /// The payers of a request in `scope`: the scope alone when it is `verified`, and the
+    /// address group `peer_group` and the scope otherwise — the group first, so a group at its
+    /// share is refused before anything is charged to an identity it may have made up. A
+    /// peer-scoped request pays as its address group. With no address known (a host that has
+    /// none), an unverified scope pays alone.
     pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
         let group = peer_group.map(|value| {
-            QuotaTag::of(Scope {
+            PayerTag::of(Scope {
                 source: PEER_GROUP_SOURCE,
                 value,
             })
         });
         if scope.source == PEER_GROUP_SOURCE {
-            // Peer-scoped: the address group pays, once.
             return Payers {
-                tags: [group.or(Some(QuotaTag::of(scope))), None],
+                tags: [group.or(Some(PayerTag::of(scope))), None],
             };
         }
-        let own = QuotaTag::of(scope);
-        Payers {
-            tags: [Some(own), if verified { None } else { group }],
+        let own = Some(PayerTag::of(scope));
+        match (verified, group) {
+            (false, Some(group)) => Payers {
+                tags: [Some(group), own],
+            },
+            _ => Payers { tags: [own, None] },
         }
     }
 
     /// The payers from their tags, as a record stores them.
-    pub fn from_tags(first: Option<QuotaTag>, second: Option<QuotaTag>) -> Payers {
+    pub fn from_tags(first: Option<PayerTag>, second: Option<PayerTag>) -> Payers {
         match (first, second) {
             (None, second) => Payers {
                 tags: [second, None],
@@ -158,7 +184,7 @@ impl Payers {
         }
     }
 
-    pub fn tags(&self) -> impl Iterator<Item = QuotaTag> + '_ {
+    pub fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
         self.tags.iter().flatten().copied()
     }
 
@@ -168,14 +194,16 @@ impl Payers {
 }
 
 impl Layout {
-    /// Ledger cells: one for every 16 record cells (at least one). A payer's usage lives in the
-    /// one its tag chooses.
+    /// Ledger cells: one for every 128 records the store holds (at least one), whatever the
+    /// records per cell, so a ledger cell holds about as many payers at any layout. A payer's
+    /// usage lives in the one its tag chooses.
     pub fn ledger_cells(&self) -> u32 {
-        self.capacity.cells.div_ceil(16).max(1)
+        let cells = self.capacity.records().div_ceil(128).max(1);
+        u32::try_from(cells).unwrap_or(u32::MAX)
     }
 
-    pub fn ledger_cell_name(&self, tag: QuotaTag) -> String {
-        let head = u32::from_be_bytes([0, tag.0[0], tag.0[1], tag.0[2]]);
+    pub fn ledger_cell_name(&self, tag: PayerTag) -> String {
+        let head = u32::from_be_bytes([tag.0[0], tag.0[1], tag.0[2], tag.0[3]]);
         self.ledger_cell_name_at(head % self.ledger_cells())
     }
 
@@ -209,7 +237,7 @@ pub fn charge<S: Store + ?Sized>(
     until: UnixMillis,
     now: UnixMillis,
 ) -> Result<Result<Charge, OverShare>, ProtocolError> {
-    let mut charged: Vec<QuotaTag> = Vec::new();
+    let mut charged: Vec<PayerTag> = Vec::new();
     for tag in payers.tags() {
         let limit = shares.limit(tag);
         let result = change(store, layout, tag, now, |usage| {
@@ -279,7 +307,7 @@ pub fn refund<S: Store + ?Sized>(
 fn undo<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
-    charged: &[QuotaTag],
+    charged: &[PayerTag],
     until: UnixMillis,
     now: UnixMillis,
 ) {
@@ -294,7 +322,7 @@ fn undo<S: Store + ?Sized>(
 fn change<S: Store + ?Sized, R>(
     store: &mut S,
     layout: &Layout,
-    tag: QuotaTag,
+    tag: PayerTag,
     now: UnixMillis,
     mut decide: impl FnMut(&mut Usage) -> Option<R>,
 ) -> Result<Option<R>, ProtocolError> {
@@ -327,7 +355,7 @@ fn change<S: Store + ?Sized, R>(
 pub fn held<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
-    tag: QuotaTag,
+    tag: PayerTag,
     now: UnixMillis,
 ) -> Result<u64, ProtocolError> {
     let cell = layout.ledger_cell_name(tag);

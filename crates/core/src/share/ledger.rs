@@ -9,9 +9,9 @@
 //! truth, and above it only by the records whose moment was moved, by at most the gap between the
 //! two moments merged.
 
+use super::PayerTag;
 use crate::codec::{Reader, Writer};
 use crate::record::DecodeError;
-use crate::scope::QuotaTag;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 
@@ -93,7 +93,7 @@ impl Usage {
 /// One ledger cell: the usage of every payer whose tag maps to it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
-    pub entries: Vec<(QuotaTag, Usage)>,
+    pub entries: Vec<(PayerTag, Usage)>,
 }
 
 const MAGIC: &[u8; 2] = b"IL";
@@ -109,11 +109,11 @@ impl Ledger {
         self.entries.retain(|(_, usage)| !usage.holds.is_empty());
     }
 
-    pub fn usage(&self, tag: QuotaTag) -> Option<&Usage> {
+    pub fn usage(&self, tag: PayerTag) -> Option<&Usage> {
         self.entries.iter().find(|(t, _)| *t == tag).map(|(_, u)| u)
     }
 
-    pub fn usage_mut(&mut self, tag: QuotaTag) -> &mut Usage {
+    pub fn usage_mut(&mut self, tag: PayerTag) -> &mut Usage {
         let at = match self.entries.iter().position(|(t, _)| *t == tag) {
             Some(at) => at,
             None => {
@@ -126,7 +126,7 @@ impl Ledger {
 
     /// Empty is the empty byte string, as for a bucket.
     pub fn encode(&self) -> Vec<u8> {
-        let entries: Vec<&(QuotaTag, Usage)> = self
+        let entries: Vec<&(PayerTag, Usage)> = self
             .entries
             .iter()
             .filter(|(_, usage)| !usage.holds.is_empty())
@@ -165,7 +165,7 @@ impl Ledger {
         let count = r.u32()?;
         let mut entries = Vec::new();
         for _ in 0..count {
-            let tag = QuotaTag(r.array::<4>()?);
+            let tag = PayerTag(r.array::<8>()?);
             let holds = r.u8()?;
             if usize::from(holds) > MAX_HOLDS {
                 return Err(DecodeError::InvalidLedger);
@@ -192,7 +192,7 @@ impl Ledger {
 mod tests {
     use super::*;
 
-    const T: QuotaTag = QuotaTag([1, 2, 3, 0]);
+    const T: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 0]);
 
     #[test]
     fn usage_counts_until_each_hold_lapses() {
@@ -235,7 +235,9 @@ mod tests {
     fn the_encoding_round_trips_and_refuses_garbage() {
         let mut ledger = Ledger::default();
         ledger.usage_mut(T).add(UnixMillis(5));
-        ledger.usage_mut(QuotaTag([9, 9, 9, 1])).add(UnixMillis(7));
+        ledger
+            .usage_mut(PayerTag([9, 9, 9, 9, 9, 9, 9, 1]))
+            .add(UnixMillis(7));
         let bytes = ledger.encode();
         assert_eq!(Ledger::decode(&bytes), Ok(ledger));
         assert!(Ledger::decode(b"IG\x01").is_err());

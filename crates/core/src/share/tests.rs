@@ -84,10 +84,12 @@ fn an_unverified_scope_pays_with_its_address() {
         value: b"Bearer alice",
     };
     let payers = Payers::of(alice, false, Some(&b"10.0.0.1/32"[..]));
-    let tags: Vec<QuotaTag> = payers.tags().collect();
+    let tags: Vec<PayerTag> = payers.tags().collect();
     assert_eq!(tags.len(), 2);
-    assert_eq!(tags[0], QuotaTag::of(alice));
-    assert_eq!(tags[1].class(), QuotaClass::Peer);
+    // The address group first: a group at its share is refused before the identity is charged.
+    assert!(tags[0].is_address_group());
+    assert_eq!(tags[1], PayerTag::of(alice));
+    assert!(!tags[1].is_address_group());
     // Verified: the scope alone. No address known: the scope alone.
     assert_eq!(
         Payers::of(alice, true, Some(&b"10.0.0.1/32"[..]))
@@ -101,10 +103,10 @@ fn an_unverified_scope_pays_with_its_address() {
         source: "peer",
         value: b"10.0.0.1",
     };
-    let paid: Vec<QuotaTag> = Payers::of(peer, false, Some(&b"10.0.0.1/32"[..]))
+    let paid: Vec<PayerTag> = Payers::of(peer, false, Some(&b"10.0.0.1/32"[..]))
         .tags()
         .collect();
-    assert_eq!(paid, [tags[1]]);
+    assert_eq!(paid, [tags[0]]);
     assert!(Payers::NONE.is_empty());
     assert_eq!(Payers::NONE.tags().count(), 0);
 }
@@ -118,7 +120,7 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
         value: b"Bearer alice",
     };
     let payers = Payers::of(alice, false, Some(&b"10.0.0.1/32"[..]));
-    let peer = payers.tags().nth(1).unwrap();
+    let peer = payers.tags().next().unwrap();
     let until = T0.after(Span::from_secs(60));
     // The peer's share (2) binds before the identity's (5).
     for _ in 0..2 {
@@ -133,7 +135,7 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
         })
     );
     // The identity was charged for the two that went through, not for the refused one.
-    assert_eq!(held(&mut store, &layout, QuotaTag::of(alice), T0), Ok(2));
+    assert_eq!(held(&mut store, &layout, PayerTag::of(alice), T0), Ok(2));
     assert_eq!(held(&mut store, &layout, peer, T0), Ok(2));
     // A refund gives one back; once the holds lapse, all of it.
     let one = Charge { payers, until };
@@ -148,10 +150,33 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
 }
 
 #[test]
+fn an_identity_at_its_share_leaves_its_address_group_uncharged() {
+    let mut store = MemoryStore::new();
+    let layout = layout();
+    let bob = Scope {
+        source: "header:authorization",
+        value: b"Bearer bob",
+    };
+    let payers = Payers::of(bob, false, Some(&b"10.0.0.2/32"[..]));
+    let group = payers.tags().next().unwrap();
+    let until = T0.after(Span::from_secs(60));
+    let shares = shares(1, 5);
+    assert!(charge(&mut store, &layout, &shares, payers, until, T0)
+        .unwrap()
+        .is_ok());
+    // The group is charged first, then the identity refuses: the group's charge is undone.
+    assert!(charge(&mut store, &layout, &shares, payers, until, T0)
+        .unwrap()
+        .is_err());
+    assert_eq!(held(&mut store, &layout, group, T0), Ok(1));
+    assert_eq!(held(&mut store, &layout, PayerTag::of(bob), T0), Ok(1));
+}
+
+#[test]
 fn a_corrupt_ledger_cell_is_a_typed_error_not_a_reset() {
     let mut store = MemoryStore::new();
     let layout = layout();
-    let tag = QuotaTag([1, 2, 3, 1]);
+    let tag = PayerTag([1, 2, 3, 4, 5, 6, 7, 1]);
     let cell = layout.ledger_cell_name(tag);
     assert_eq!(
         store.write(&cell, b"not a ledger", Expect::Absent),
