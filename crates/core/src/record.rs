@@ -268,10 +268,15 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             if tag == TAG_IN_FLIGHT_PAID {
                 claim.payers = match r.u8()? {
                     1 => Payers::from_tags(Some(PayerTag(r.array::<8>()?)), None),
-                    2 => Payers::from_tags(
-                        Some(PayerTag(r.array::<8>()?)),
-                        Some(PayerTag(r.array::<8>()?)),
-                    ),
+                    2 => {
+                        let (first, second) =
+                            (PayerTag(r.array::<8>()?), PayerTag(r.array::<8>()?));
+                        // One spelling per record: a payer named twice is written once.
+                        if first == second {
+                            return Err(DecodeError::InvalidPayers);
+                        }
+                        Payers::from_tags(Some(first), Some(second))
+                    }
                     _ => return Err(DecodeError::InvalidPayers),
                 };
             }

@@ -305,3 +305,70 @@ fn replays_are_never_refused_and_verified_identities_pay_alone() {
         ));
     }
 }
+
+/// A store that lets another request win the key between the engine's look and its write: the
+/// loser's charge is given back, so the payer is counted once for the one record written.
+struct Interfering {
+    inner: MemoryStore,
+    policy: Policy,
+    rival: Option<(StorageKey, Payers)>,
+}
+
+impl idemgate_core::store::Store for Interfering {
+    fn read(
+        &mut self,
+        cell: &str,
+    ) -> Result<Option<idemgate_core::store::Snapshot>, idemgate_core::store::StoreError> {
+        self.inner.read(cell)
+    }
+
+    fn write(
+        &mut self,
+        cell: &str,
+        bytes: &[u8],
+        expect: idemgate_core::store::Expect,
+    ) -> Result<idemgate_core::store::WriteOutcome, idemgate_core::store::StoreError> {
+        let layout = Layout {
+            capacity: self.policy.capacity,
+        };
+        if let Some((key, payers)) = self.rival {
+            if cell == layout.cell_name(&key) {
+                self.rival = None;
+                let mut rival = Engine {
+                    store: &mut self.inner,
+                    policy: &self.policy,
+                };
+                let won = rival
+                    .claim(key, Fingerprint([1; 32]), owner(999), payers, T0)
+                    .unwrap();
+                assert!(matches!(won, ClaimOutcome::Forward { .. }), "{won:?}");
+            }
+        }
+        self.inner.write(cell, bytes, expect)
+    }
+}
+
+#[test]
+fn a_request_that_loses_the_key_to_another_is_not_charged() {
+    let policy = policy(r#"{"capacity": 1000, "shares": {"peer": 5}}"#);
+    let r = request(&policy, None, "10.0.0.7", 1);
+    let mut store = Interfering {
+        inner: MemoryStore::new(),
+        policy: policy.clone(),
+        rival: Some((r.key, r.payers)),
+    };
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    // Charged, then the rival claims the key before this write: 409, and the charge refunded.
+    let lost = engine
+        .claim(r.key, Fingerprint([1; 32]), owner(1), r.payers, T0)
+        .unwrap();
+    assert!(matches!(lost, ClaimOutcome::Conflict { .. }), "{lost:?}");
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let group = r.payers.tags().next().unwrap();
+    assert_eq!(share::held(&mut store.inner, &layout, group, T0), Ok(1));
+}

@@ -1,4 +1,5 @@
-//! `Bucket::decode` on arbitrary cell bytes (a tampered or corrupted store cell).
+//! `Bucket::decode` and `Ledger::decode` on arbitrary cell bytes (a tampered or corrupted store
+//! cell, a ledger cell of the shares).
 //!
 //! Checks: never panics; a decoded bucket round-trips through `encode` (and a non-empty one
 //! re-encodes to exactly the input: one spelling per bucket); stored header names and values hold
@@ -13,6 +14,7 @@ use idemgate_core::policy::Policy;
 use idemgate_core::protocol::{Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction};
 use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::scope::StorageKey;
+use idemgate_core::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;
 use libfuzzer_sys::fuzz_target;
@@ -28,6 +30,12 @@ fn unsafe_text(text: &str) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
+    // A ledger cell: never a panic; what decodes re-encodes to exactly the input.
+    if let Ok(ledger) = Ledger::decode(data) {
+        let encoded = ledger.encode();
+        assert_eq!(Ledger::decode(&encoded).as_ref(), Ok(&ledger), "ledger round trip");
+        assert_eq!(encoded, data, "a decoded ledger re-encodes to other bytes");
+    }
     let decoded = Bucket::decode(data);
     let now = UnixMillis(1_700_000_000_000);
 

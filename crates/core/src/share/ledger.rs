@@ -163,11 +163,19 @@ impl Ledger {
             return Err(DecodeError::UnsupportedVersion(version));
         }
         let count = r.u32()?;
+        if count == 0 {
+            // An empty ledger is the empty byte string.
+            return Err(DecodeError::InvalidLedger);
+        }
         let mut entries = Vec::new();
         for _ in 0..count {
             let tag = PayerTag(r.array::<8>()?);
             let holds = r.u8()?;
-            if usize::from(holds) > MAX_HOLDS {
+            // One spelling per ledger: no empty usage (it is not written), no payer twice.
+            if holds == 0
+                || usize::from(holds) > MAX_HOLDS
+                || entries.iter().any(|(t, _)| *t == tag)
+            {
                 return Err(DecodeError::InvalidLedger);
             }
             let mut usage = Usage::default();
