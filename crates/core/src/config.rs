@@ -468,8 +468,8 @@ impl Policy {
                 per_cell,
             },
             shares: Shares {
-                identity: defaults_share(defaults::CAPACITY),
-                peer: defaults_share(defaults::CAPACITY),
+                identity: Some(defaults_share(defaults::CAPACITY)),
+                peer: Some(defaults_share(defaults::CAPACITY)),
                 ipv4_prefix: defaults::IPV4_PREFIX,
                 ipv6_prefix: defaults::IPV6_PREFIX,
             },
@@ -493,11 +493,12 @@ fn defaults_share(records: u32) -> u64 {
     (u64::from(records) * defaults::SHARE_PERCENT / 100).max(1)
 }
 
-/// A share as configured, in records of a store of `records`.
-fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<u64, Refusal> {
+/// A share as configured, in records of a store of `records`; `None` for `"off"`.
+fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<Option<u64>, Refusal> {
     let n = match value {
         None => (records * defaults::SHARE_PERCENT / 100).max(1),
         Some(ShareAmount::Records(n)) => *n,
+        Some(ShareAmount::Text(text)) if text == "off" => return Ok(None),
         Some(ShareAmount::Text(text)) => {
             let percent = text
                 .strip_suffix('%')
@@ -506,7 +507,7 @@ fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<u64, 
                 .ok_or_else(|| {
                     invalid(
                         field,
-                        &["expected a number of records or a percentage from \"1%\" to \"100%\""],
+                        &["expected a number of records, a percentage from \"1%\" to \"100%\", or \"off\""],
                     )
                 })?;
             (records * percent / 100).max(1)
@@ -518,7 +519,7 @@ fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<u64, 
             &["must be between 1 and `capacity` (", &decimal(records), ")"],
         ));
     }
-    Ok(n)
+    Ok(Some(n))
 }
 
 fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, Refusal> {

@@ -34,10 +34,11 @@ use ledger::{Ledger, Usage};
 /// How many records one payer may hold in the whole store (issue 23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
-    /// For a scope: a header or property identity (records).
-    pub identity: u64,
-    /// For an address group: every record its requests created, whatever identity they gave.
-    pub peer: u64,
+    /// For a scope: a header or property identity (records); `None`: not counted (`"off"`).
+    pub identity: Option<u64>,
+    /// For an address group: every record its requests created, whatever identity they gave;
+    /// `None`: not counted (`"off"`).
+    pub peer: Option<u64>,
     /// Leading bits of an IPv4 address that make one peer.
     pub ipv4_prefix: u8,
     /// Leading bits of an IPv6 address that make one peer.
@@ -45,13 +46,21 @@ pub struct Shares {
 }
 
 impl Shares {
-    /// The share that applies to `tag`.
-    pub fn limit(&self, tag: PayerTag) -> u64 {
+    /// The share that applies to `tag`; `None` when its kind is not counted.
+    pub fn limit(&self, tag: PayerTag) -> Option<u64> {
         if tag.is_address_group() {
             self.peer
         } else {
             self.identity
         }
+    }
+
+    /// [`Payers::of`] without the payers whose kind is not counted (`"off"`): nothing is
+    /// charged to them, so their records cost no ledger write.
+    pub fn payers(&self, scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+        let all = Payers::of(scope, verified, peer_group);
+        let mut counted = all.tags().filter(|tag| self.limit(*tag).is_some());
+        Payers::from_tags(counted.next(), counted.next())
     }
 
     /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
@@ -239,9 +248,10 @@ pub fn charge<S: Store + ?Sized>(
 ) -> Result<Result<Charge, OverShare>, ProtocolError> {
     let mut charged: Vec<PayerTag> = Vec::new();
     for tag in payers.tags() {
+        // A payer whose kind is not counted (`"off"` since it was chosen) has no limit.
         let limit = shares.limit(tag);
         let result = change(store, layout, tag, now, |usage| {
-            match usage.room_after(limit, now) {
+            match limit.and_then(|limit| usage.room_after(limit, now)) {
                 Some(retry_after) => Some(OverShare { retry_after }),
                 None => {
                     usage.add(until);

@@ -70,5 +70,8 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert_eq!(policy.capacity.cells, 1250);
     assert_eq!(policy.capacity.per_cell, 8);
     // A tenth of the store for each address and each identity (issue 23).
-    assert_eq!((policy.shares.identity, policy.shares.peer), (1_000, 1_000));
+    assert_eq!(
+        (policy.shares.identity, policy.shares.peer),
+        (Some(1_000), Some(1_000))
+    );
 }

@@ -42,7 +42,7 @@ fn request(policy: &Policy, authorization: Option<&str>, address: &str, n: usize
     };
     Request {
         key: StorageKey::derive(scope, "POST", "/orders", &key),
-        payers: Payers::of(scope, false, Some(&group)),
+        payers: policy.shares.payers(scope, false, Some(&group)),
     }
 }
 
@@ -83,7 +83,10 @@ const EXAMPLE: &str = r#"{"capacity": 1000, "ttl": "24h", "lease": "60s"}"#;
 #[test]
 fn no_flood_denies_the_store_to_others() {
     let policy = policy(EXAMPLE);
-    assert_eq!((policy.shares.identity, policy.shares.peer), (100, 100));
+    assert_eq!(
+        (policy.shares.identity, policy.shares.peer),
+        (Some(100), Some(100))
+    );
     type Flood = fn(usize) -> (Option<String>, &'static str);
     let floods: [(&str, Flood); 3] = [
         ("one identity", |_| {
@@ -371,4 +374,43 @@ fn a_request_that_loses_the_key_to_another_is_not_charged() {
     };
     let group = r.payers.tags().next().unwrap();
     assert_eq!(share::held(&mut store.inner, &layout, group, T0), Ok(1));
+}
+
+/// `"off"`: a kind of payer not counted — no limit and no ledger write for it.
+#[test]
+fn a_share_turned_off_charges_nothing() {
+    let policy = policy(r#"{"capacity": 100, "shares": {"identity": "off", "peer": "off"}}"#);
+    assert_eq!((policy.shares.identity, policy.shares.peer), (None, None));
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    for n in 0..100 {
+        let r = request(&policy, Some("Bearer one"), "10.0.0.8", n);
+        assert!(r.payers.is_empty());
+        assert!(matches!(
+            run(&mut engine, &r, n, T0),
+            ClaimOutcome::Forward { .. } | ClaimOutcome::StoreFull { .. }
+        ));
+    }
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    for i in 0..layout.ledger_cells() {
+        let cell = layout.ledger_cell_name_at(i);
+        assert_eq!(
+            idemgate_core::store::Store::read(engine.store, &cell),
+            Ok(None)
+        );
+    }
+    // Only the address group counted: an identity pays nothing, its address does.
+    let policy = policy_of(r#"{"capacity": 100, "shares": {"identity": "off", "peer": 2}}"#);
+    let r = request(&policy, Some("Bearer one"), "10.0.0.8", 0);
+    assert_eq!(r.payers.tags().count(), 1);
+    assert!(r.payers.tags().all(|t| t.is_address_group()));
+}
+
+fn policy_of(json: &str) -> Policy {
+    policy(json)
 }

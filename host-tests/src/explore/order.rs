@@ -16,6 +16,7 @@
 //! - no claim on the resource outlives the run (every exchange ended: each settled or released).
 
 use super::plan::Plan;
+use super::plan::NO_SHARES;
 use super::run::Run;
 use crate::envoy::ClientAnswer;
 use crate::scenario::{Request, Response};
@@ -44,7 +45,7 @@ impl Plan {
         let mut plan = Plan::concurrent(n, events[0].clone(), Response::new(201));
         plan.requests = events;
         plan.config = format!(
-            r#"{{"capacity": 64, "routes": [{{"prefix": "/hooks", "kind": "callback",
+            r#"{{"capacity": 64, {NO_SHARES}, "routes": [{{"prefix": "/hooks", "kind": "callback",
                 "key_from": [{{"header": "webhook-id"}}],
                 "order": {{"resource": {{"json": "/data/order"}}, "event": {{"json": "/type"}},
                            "table": {TABLE}}}}}]}}"#

@@ -44,13 +44,22 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
 }
 
+/// The explorations take shares off (issue 23): a step is a worker's run up to its next
+/// shared-data call, and each charge, move and refund of a share is two more (a ledger cell read
+/// and its compare-and-set) per payer, which multiplies the schedules of two requests by orders of
+/// magnitude. What they prove — one execution per key, nothing lost — is the record cells'; the
+/// ledger's own races are tested in the core (`crates/core/tests/shares.rs`) and the shares in a
+/// real Envoy (`crates/envoy/tests/envoy/floods.rs`).
+pub const NO_SHARES: &str = r#""shares": {"identity": "off", "peer": "off"}"#;
+
 impl Plan {
     /// `n` copies of `request` on `n` workers at once; the upstream answers `response`; the default
     /// configuration (lease 60 s) but a small store — every schedule starts fresh VMs, and each
-    /// creates its store's cells when configured; exactly one may reach the upstream.
+    /// creates its store's cells when configured; exactly one may reach the upstream. Shares are
+    /// off ([`NO_SHARES`]).
     pub fn concurrent(n: usize, request: Request, response: crate::scenario::Response) -> Plan {
         Plan {
-            config: String::from(r#"{"capacity": 64}"#),
+            config: format!(r#"{{"capacity": 64, {NO_SHARES}}}"#),
             chain: Chain::default(),
             requests: vec![request; n],
             upstream: vec![Upstream::Respond(response)],
@@ -95,7 +104,10 @@ impl Plan {
     /// As [`Plan::detached`], the exchange going the way `forwarding` says.
     pub fn detached_via(forwarding: Forwarding, n: usize, request: Request) -> Plan {
         let mut plan = Plan::concurrent(n, request, crate::scenario::Response::new(201));
-        plan.config = format!(r#"{{"capacity": 64, {}}}"#, forwarding.upstream("15s"));
+        plan.config = format!(
+            r#"{{"capacity": 64, {NO_SHARES}, {}}}"#,
+            forwarding.upstream("15s")
+        );
         plan.callouts = Some((forwarding.cluster().into(), Vec::new()));
         plan.forwarding = forwarding;
         plan

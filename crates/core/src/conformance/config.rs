@@ -102,8 +102,8 @@ fn summary(p: &Policy) -> Value {
         "cells" => p.capacity.cells,
         "per_cell" => p.capacity.per_cell,
         "shares" => object! {
-            "identity" => p.shares.identity,
-            "peer" => p.shares.peer,
+            "identity" => p.shares.identity.map_or(Value::from("off"), Value::from),
+            "peer" => p.shares.peer.map_or(Value::from("off"), Value::from),
             "ipv4_prefix" => p.shares.ipv4_prefix,
             "ipv6_prefix" => p.shares.ipv6_prefix,
         },

@@ -7,8 +7,8 @@ const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 
 fn shares(identity: u64, peer: u64) -> Shares {
     Shares {
-        identity,
-        peer,
+        identity: Some(identity),
+        peer: Some(peer),
         ipv4_prefix: 32,
         ipv6_prefix: 64,
     }
