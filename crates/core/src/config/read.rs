@@ -44,6 +44,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "token",
     "upstream",
     "store",
+    "hashing_budget_per_peer",
 ];
 const STORE_FIELDS: &[&str] = &[
     "kind",
@@ -311,6 +312,8 @@ fn document(doc: &Value) -> Result<Config, Shape> {
                 };
                 continue;
             }
+            // `hashing_budget_per_peer`
+            Some(21) => Slot::Size(&mut c.hashing_budget_per_peer),
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
         };
         fill(at, value, slot)?;
@@ -995,6 +998,7 @@ mod tests {
         let c = Config::from_json(
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
+                "hashing_budget_per_peer":10,
                 "records_per_cell":5,"scope_quota":6,"peer_quota":7,
                 "on_store_full":"pass_through","on_store_error":"reject",
                 "routes":[{"prefix":"/p","methods":["M"],"key":"required","token":"required",
@@ -1018,6 +1022,7 @@ mod tests {
             "replay_headers: Some([\"r\"])",
             "max_request_body: Some(Bytes(1))",
             "hashing_budget: Some(Bytes(2))",
+            "hashing_budget_per_peer: Some(Bytes(10))",
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",
