@@ -93,6 +93,31 @@ pub fn peer_host(address: &str) -> &str {
     }
 }
 
+/// The group a peer's bodies are charged to in the hashing budget ([`crate::budget`]): an IPv4
+/// address is its own group, an IPv6 address its /64 (one host is usually given a whole /64, so
+/// it could otherwise be as many peers as it likes), written `2001:db8:1:2::/64`; an IPv4-mapped
+/// IPv6 address is its IPv4 address. `host` is as [`peer_host`] gives it (brackets allowed, a
+/// zone `%eth0` ignored); anything that is not an IP address is its own group, unchanged.
+pub fn peer_group(host: &str) -> String {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    let bare = bare
+        .split_once('%')
+        .map_or(bare, |(address, _zone)| address);
+    match bare.parse::<core::net::Ipv6Addr>() {
+        Ok(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => v4.to_string(),
+            None => {
+                let s = v6.segments();
+                format!("{:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+        Err(_) => host.to_owned(),
+    }
+}
+
 /// The quota tag of the last scope a storage key was derived in. The tag is a hash of the scope
 /// (two SHA-256 blocks, about a sixth of a keyed request's operators outside the body), and a
 /// worker sees the same client many times in a row (one connection, one token), so it is
@@ -234,6 +259,32 @@ mod tests {
         let id = identify(&policy, &facts).unwrap();
         assert_eq!(id.value, b"alice");
         assert!(id.source.starts_with("property:"));
+    }
+
+    #[test]
+    fn peer_groups() {
+        assert_eq!(peer_group("10.0.0.1"), "10.0.0.1");
+        assert_eq!(peer_group("127.0.0.2"), "127.0.0.2");
+        // One /64: every address of it is one group, however it is written.
+        let group = "2001:db8:1:2::/64";
+        for host in [
+            "[2001:db8:1:2::1]",
+            "2001:db8:1:2:ffff:ffff:ffff:ffff",
+            "[2001:0db8:0001:0002:0:0:0:7]",
+            "2001:DB8:1:2::abcd",
+            "[2001:db8:1:2::1%eth0]",
+        ] {
+            assert_eq!(peer_group(host), group, "{host}");
+        }
+        assert_eq!(peer_group("[2001:db8:1:3::1]"), "2001:db8:1:3::/64");
+        assert_eq!(peer_group("[::1]"), "0:0:0:0::/64");
+        assert_eq!(peer_group("fe80::1%eth0"), "fe80:0:0:0::/64");
+        // IPv4 in IPv6 clothing is the IPv4 peer.
+        assert_eq!(peer_group("[::ffff:10.0.0.1]"), "10.0.0.1");
+        // Not an address: its own group.
+        assert_eq!(peer_group("/tmp/socket"), "/tmp/socket");
+        assert_eq!(peer_group(""), "");
+        assert_eq!(peer_group("[::1"), "[::1");
     }
 
     #[test]

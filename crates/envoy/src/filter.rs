@@ -16,9 +16,9 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
-use crate::budget::Reservation;
+use crate::budget::{Limits, Reservation};
 use crate::callout::{self, Pending};
-use crate::client::{identify, ClientIdentity, Facts};
+use crate::client::{identify, peer_group, peer_host, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
@@ -54,8 +54,12 @@ struct Hashing {
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
     token: Option<VerifiedToken>,
-    /// This stream's share of the VM's `hashing_budget` (returned when hashing ends).
+    /// This stream's share of the VM's `hashing_budget`, its peer's part of it: the body bytes
+    /// it keeps, each copy counted (returned when hashing ends; the detached exchange's copy
+    /// when the exchange is sent).
     reservation: Reservation,
+    /// How many copies of each body byte this stream keeps (see [`Policy::hashing_budget`]).
+    copies: u64,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
     /// On an ordered route: what the ordering guard reads ([`crate::order`]).
@@ -83,6 +87,10 @@ struct Held {
     route: Detached,
     headers: Headers,
     body: Vec<u8>,
+    /// The body's bytes in the hashing budget, returned when the request is sent (or dropped).
+    /// `None` while the body is hashed: the stream's reservation counts it until then. Boxed:
+    /// a held request waits in [`AfterUse`] and [`Claiming`], which stay small.
+    reserved: Option<Box<Reservation>>,
 }
 
 /// A forwarded request that holds a claim.
@@ -168,6 +176,14 @@ impl Facts for HeaderFacts<'_> {
     fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
         host::property(path)
     }
+}
+
+/// The peer group a stream's body bytes are charged to in the hashing budget: the connection's
+/// address (`source.address`) without its port, an IPv6 address's /64 ([`peer_group`]). Without
+/// an address, the empty group (every such stream shares one part).
+fn budget_peer() -> String {
+    let address = host::property(&["source", "address"]).unwrap_or_default();
+    peer_group(peer_host(&String::from_utf8_lossy(&address)))
 }
 
 /// The first value of a header, if it is UTF-8.
@@ -529,8 +545,20 @@ impl Filter {
                 route: detached.clone(),
                 headers,
                 body: Vec::new(),
+                reserved: None,
             }),
             Forward::Router => None,
+        };
+        // The fingerprint's state, and each copy of the body kept until the end of it (issue 23).
+        let keeps_key =
+            matches!(&key, KeyState::Pending { admission, .. } if admission.keeps_body());
+        let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
+        let copies = 1 + u64::from(keeps_key) + u64::from(keeps_order) + u64::from(held.is_some());
+        // The peer is looked up only for a body to come (its bytes are charged to the peer).
+        let peer: Rc<str> = if end_of_stream {
+            Rc::from("")
+        } else {
+            Rc::from(budget_peer())
         };
         let hashing = Box::new(Hashing {
             key,
@@ -539,7 +567,8 @@ impl Filter {
             token,
             held,
             order,
-            reservation: Reservation::new(Rc::clone(&self.shared.hashing)),
+            reservation: Reservation::new(Rc::clone(&self.shared.hashing), peer),
+            copies,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -561,7 +590,12 @@ impl Filter {
                 limit: policy.max_request_body,
             });
         }
-        if !hashing.reservation.grow(size as u64, policy.hashing_budget) {
+        let limits = Limits {
+            total: policy.hashing_budget,
+            per_peer: policy.hashing_budget_per_peer,
+        };
+        let charge = (size as u64).saturating_mul(hashing.copies);
+        if !hashing.reservation.grow(charge, limits) {
             self.count(Counter::HashingBudgetExceeded);
             return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
@@ -595,10 +629,17 @@ impl Filter {
             key,
             fingerprint,
             token,
-            held,
+            mut held,
             order,
+            mut reservation,
             ..
         } = *hashing;
+        // The detached exchange's copy of the body outlives the hashing: its bytes stay
+        // reserved until it is sent; the rest (the hasher, a key source's or the ordering
+        // guard's copy) is returned when this function is done with them.
+        if let Some(held) = &mut held {
+            held.reserved = Some(Box::new(reservation.split(held.body.len() as u64)));
+        }
         let key = match key {
             KeyState::Known(key) => key,
             KeyState::Pending {
