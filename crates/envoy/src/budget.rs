@@ -20,7 +20,6 @@
 
 #[allow(unused_imports)]
 use crate::prelude::*;
-use alloc::collections::BTreeMap;
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 
@@ -29,7 +28,39 @@ use core::cell::{Cell, RefCell};
 pub struct HashingBudget {
     used: Cell<u64>,
     /// Bytes reserved per peer group; only groups with bytes reserved have an entry.
-    peers: RefCell<BTreeMap<Rc<str>, u64>>,
+    peers: RefCell<PeerTable>,
+}
+
+/// Bytes reserved per peer group, sorted by group: found by binary search. A sorted list rather
+/// than a `BTreeMap`, whose code would cost the `.wasm` several KB; it holds one entry per peer
+/// with a body in progress, so its insertions move little.
+#[derive(Debug, Default)]
+struct PeerTable(Vec<(Rc<str>, u64)>);
+
+impl PeerTable {
+    fn find(&self, peer: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(p, _)| (**p).cmp(peer))
+    }
+
+    fn get(&self, peer: &str) -> Option<u64> {
+        self.find(peer).ok().map(|i| self.0[i].1)
+    }
+
+    /// Sets `peer`'s bytes; zero removes its entry.
+    fn set(&mut self, peer: &Rc<str>, bytes: u64) {
+        match (self.find(peer), bytes) {
+            (Ok(i), 0) => {
+                self.0.remove(i);
+            }
+            (Ok(i), _) => self.0[i].1 = bytes,
+            (Err(_), 0) => {}
+            (Err(i), _) => self.0.insert(i, (Rc::clone(peer), bytes)),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 impl HashingBudget {
@@ -43,7 +74,7 @@ impl HashingBudget {
         self.peers
             .try_borrow()
             .ok()
-            .and_then(|peers| peers.get(peer).copied())
+            .and_then(|peers| peers.get(peer))
             .unwrap_or(0)
     }
 
@@ -97,7 +128,7 @@ impl Reservation {
         let Ok(mut peers) = self.budget.peers.try_borrow_mut() else {
             return false;
         };
-        let held = peers.get(&*self.peer).copied().unwrap_or(0);
+        let held = peers.get(&self.peer).unwrap_or(0);
         let Some(mine) = held
             .checked_add(more)
             .filter(|mine| *mine <= limits.per_peer)
@@ -107,7 +138,7 @@ impl Reservation {
         if more == 0 {
             return true;
         }
-        peers.insert(Rc::clone(&self.peer), mine);
+        peers.set(&self.peer, mine);
         self.budget.used.set(total);
         self.bytes += more;
         true
@@ -138,13 +169,9 @@ impl Drop for Reservation {
         // not, the entry would stay over-counted (never under), which only refuses sooner.
         if let Ok(mut peers) = self.budget.peers.try_borrow_mut() {
             let left = peers
-                .get(&*self.peer)
+                .get(&self.peer)
                 .map_or(0, |held| held.saturating_sub(self.bytes));
-            if left == 0 {
-                peers.remove(&*self.peer);
-            } else {
-                peers.insert(Rc::clone(&self.peer), left);
-            }
+            peers.set(&self.peer, left);
         }
     }
 }

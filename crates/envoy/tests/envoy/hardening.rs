@@ -556,8 +556,9 @@ fn one_peer_holding_bodies_leaves_the_hashing_budget_to_others() {
 
 /// Finding 8: the JSON hashing memory of many concurrent streams is bounded per VM
 /// (`hashing_budget`): 600 concurrent HTTP/2 streams, each 16 KiB into its body, on one VM whose
-/// budget is 1 MiB: at most 64 are hashed at once, the others get 503 `hashing_budget_exceeded`
-/// (never a VM trap), and the budget is whole again afterwards.
+/// budget is 1 MiB: at most 64 are hashed at once (all from one peer: at most its part, 16), the
+/// others get 503 `hashing_budget_exceeded` (never a VM trap), and the budget is whole again
+/// afterwards.
 #[test]
 #[ignore = "needs Envoy, the built filter and node: make test-envoy"]
 fn concurrent_http2_bodies_stay_within_the_hashing_budget() {
