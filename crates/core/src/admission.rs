@@ -144,6 +144,12 @@ impl Admission {
         matches!(self.key, Key::Body(_)) || self.signature.is_some()
     }
 
+    /// Whether [`Admission::update`] keeps the body (a body key source reads it at the end),
+    /// rather than only hashing it for a signature: a copy the host's memory budget counts.
+    pub fn keeps_body(&self) -> bool {
+        matches!(self.key, Key::Body(_))
+    }
+
     /// The key when the headers decided it and nothing waits for the body; `None` otherwise.
     pub fn key_now(&self) -> Option<&IdempotencyKey> {
         match (&self.key, self.needs_body()) {

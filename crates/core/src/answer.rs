@@ -62,8 +62,9 @@ pub enum EdgeAnswer<'a> {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
-    /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`: the
-    /// request is refused before it can exhaust the VM's memory (issue 14).
+    /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`, or
+    /// this client's already use its part (`hashing_budget_per_peer`, issue 23): the request is
+    /// refused before it can exhaust the VM's memory (issue 14).
     HashingBudgetExceeded,
     /// The client already holds its share of the store (issue 14): its own records must expire
     /// first. Its own doing, so 429 and never the store's failure mode.

@@ -46,6 +46,7 @@ pub struct Config {
     pub release_statuses: Option<Vec<u16>>,
     pub max_request_body: Option<Size>,
     pub hashing_budget: Option<Size>,
+    pub hashing_budget_per_peer: Option<Size>,
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
@@ -267,6 +268,9 @@ pub mod defaults {
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
     pub const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
+    /// `hashing_budget_per_peer` is by default `hashing_budget` divided by this (and at least
+    /// what a lone stream needs).
+    pub const PEER_SHARES: u64 = 4;
     pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
@@ -461,6 +465,8 @@ impl Policy {
             store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
             max_request_body: defaults::MAX_REQUEST_BODY,
             hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
+            hashing_budget_per_peer: (defaults::HASHING_BUDGET / defaults::PEER_SHARES)
+                .max(defaults::MAX_REQUEST_BODY),
             max_response_body: defaults::MAX_RESPONSE_BODY,
             max_relay_body: defaults::MAX_RELAY_BODY,
             capacity: Capacity {
@@ -659,16 +665,40 @@ impl Config {
             self.max_request_body.as_ref(),
             defaults::MAX_REQUEST_BODY,
         )?;
+        // What one stream may hold: `max_request_body` for each copy of its body its route
+        // keeps (issue 23). Both the budget and a peer's part of it must fit one stream alone.
+        let copies = routes.iter().map(Route::body_copies).max().unwrap_or(1);
+        let one_stream = max_request_body.saturating_mul(copies);
+        let at_least: &[&str] = if copies == 1 {
+            &["must be at least `max_request_body` (one stream alone could never finish)"]
+        } else {
+            &[
+                "must be at least `max_request_body` times ",
+                &decimal(copies),
+                ", the copies of a body a route keeps (one stream alone could never finish)",
+            ]
+        };
         let hashing_budget = size(
             "hashing_budget",
             self.hashing_budget.as_ref(),
-            defaults::HASHING_BUDGET.max(max_request_body),
+            defaults::HASHING_BUDGET.max(one_stream),
         )?;
-        if hashing_budget < max_request_body {
+        if hashing_budget < one_stream {
+            return Err(invalid("hashing_budget", at_least));
+        }
+        let hashing_budget_per_peer = size(
+            "hashing_budget_per_peer",
+            self.hashing_budget_per_peer.as_ref(),
+            (hashing_budget / defaults::PEER_SHARES).max(one_stream),
+        )?;
+        if hashing_budget_per_peer > hashing_budget {
             return Err(invalid(
-                "hashing_budget",
-                &["must be at least `max_request_body` (one stream alone could never finish)"],
+                "hashing_budget_per_peer",
+                &["must not be more than `hashing_budget`"],
             ));
+        }
+        if hashing_budget_per_peer < one_stream {
+            return Err(invalid("hashing_budget_per_peer", at_least));
         }
         let max_response_body = size(
             "max_response_body",
@@ -744,6 +774,7 @@ impl Config {
             store_rule,
             max_request_body,
             hashing_budget,
+            hashing_budget_per_peer,
             max_response_body,
             max_relay_body,
             capacity,

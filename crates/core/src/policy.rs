@@ -77,6 +77,22 @@ pub struct Route {
     pub precondition: Option<crate::order::Precondition>,
 }
 
+impl Route {
+    /// How many copies of a request body a host may keep on this route at once, each bounded by
+    /// `max_request_body`: the fingerprint's state, plus the body kept for a body key source,
+    /// for the ordering guard's body sources, and for a detached exchange. A lone stream on the
+    /// route needs `max_request_body` times this much of the hashing budget.
+    pub fn body_copies(&self) -> u64 {
+        let key = self
+            .key_from
+            .iter()
+            .any(|source| !matches!(source, crate::key_source::KeySource::Header(_)));
+        let order = self.order.as_ref().is_some_and(|rule| rule.needs_body());
+        let detached = matches!(self.forward, Forward::Detached(_));
+        1 + u64::from(key) + u64::from(order) + u64::from(detached)
+    }
+}
+
 /// Requests a callback route lets through without a key (issue 27): those whose `header` has one
 /// of `values` (exact, after optional whitespace). Such a message is not a delivery to
 /// deduplicate — AWS SNS sends `x-amz-sns-message-type: SubscriptionConfirmation`, and each one
@@ -359,8 +375,12 @@ pub struct Policy {
     pub replay_headers: Vec<String>,
     pub store_rule: StoreRule,
     pub max_request_body: u64,
-    /// Body bytes all of a VM's streams may have in fingerprinting at once (issue 14).
+    /// Body bytes all of a VM's streams may have in fingerprinting at once (issue 14), each
+    /// copy of a body the filter keeps counted.
     pub hashing_budget: u64,
+    /// The part of `hashing_budget` the streams of one peer (an IPv6 /64) may hold together
+    /// (issue 23): one client cannot take the whole budget.
+    pub hashing_budget_per_peer: u64,
     pub max_response_body: u64,
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,

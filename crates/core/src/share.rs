@@ -73,6 +73,10 @@ impl Shares {
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
             .unwrap_or(host);
+        // A zone (`fe80::1%eth0`) names the interface, not another peer.
+        let bare = bare
+            .split_once('%')
+            .map_or(bare, |(address, _zone)| address);
         let v4 = |v4: core::net::Ipv4Addr| {
             let bits = u32::from(v4) & mask32(self.ipv4_prefix);
             let mut group = alloc::vec![4, self.ipv4_prefix];

@@ -18,6 +18,7 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
         store_rule,
         max_request_body,
         hashing_budget,
+        hashing_budget_per_peer,
         max_response_body,
         max_relay_body,
         capacity,
@@ -37,6 +38,10 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
     assert_eq!(store_rule, &compiled.store_rule, "{text:?}: store rule");
     assert_eq!(max_request_body, &compiled.max_request_body, "{text:?}");
     assert_eq!(hashing_budget, &compiled.hashing_budget, "{text:?}");
+    assert_eq!(
+        hashing_budget_per_peer, &compiled.hashing_budget_per_peer,
+        "{text:?}"
+    );
     assert_eq!(max_response_body, &compiled.max_response_body, "{text:?}");
     assert_eq!(max_relay_body, &compiled.max_relay_body, "{text:?}");
     assert_eq!(capacity, &compiled.capacity, "{text:?}: capacity");

@@ -16,9 +16,9 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
-use crate::budget::Reservation;
+use crate::budget::{Limits, Reservation};
 use crate::callout::{self, Pending};
-use crate::client::{identify, ClientIdentity, Facts};
+use crate::client::{identify, peer_host, ClientIdentity, Facts};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
@@ -55,8 +55,12 @@ struct Hashing {
     seen: u64,
     /// The one-time token the request carries, verified, on routes that require one.
     token: Option<VerifiedToken>,
-    /// This stream's share of the VM's `hashing_budget` (returned when hashing ends).
+    /// This stream's share of the VM's `hashing_budget`, its peer's part of it: the body bytes
+    /// it keeps, each copy counted (returned when hashing ends; the detached exchange's copy
+    /// when the exchange is sent).
     reservation: Reservation,
+    /// How many copies of each body byte this stream keeps (see [`Policy::hashing_budget`]).
+    copies: u64,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
     /// On an ordered route: what the ordering guard reads ([`crate::order`]).
@@ -84,6 +88,10 @@ struct Held {
     route: Detached,
     headers: Headers,
     body: Vec<u8>,
+    /// The body's bytes in the hashing budget, returned when the request is sent (or dropped).
+    /// `None` while the body is hashed: the stream's reservation counts it until then. Boxed:
+    /// a held request waits in [`AfterUse`] and [`Claiming`], which stay small.
+    reserved: Option<Box<Reservation>>,
 }
 
 /// A forwarded request that holds a claim.
@@ -170,6 +178,19 @@ impl Facts for HeaderFacts<'_> {
     }
     fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
         host::property(path)
+    }
+}
+
+/// The peer group a stream's body bytes are charged to in the hashing budget: the address group
+/// the shares use ([`idemgate_core::share::Shares::peer_group`]: the connection's address without
+/// its port, an IPv6 address's /64 by default). Without an address, the empty group (every such
+/// stream shares one part).
+fn budget_peer(policy: &Policy) -> Vec<u8> {
+    match host::property(&["source", "address"]) {
+        Some(address) => policy
+            .shares
+            .peer_group(peer_host(&String::from_utf8_lossy(&address))),
+        None => Vec::new(),
     }
 }
 
@@ -537,8 +558,20 @@ impl Filter {
                 route: detached.clone(),
                 headers,
                 body: Vec::new(),
+                reserved: None,
             }),
             Forward::Router => None,
+        };
+        // The fingerprint's state, and each copy of the body kept until the end of it (issue 23).
+        let keeps_key =
+            matches!(&key, KeyState::Pending { admission, .. } if admission.keeps_body());
+        let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
+        let copies = 1 + u64::from(keeps_key) + u64::from(keeps_order) + u64::from(held.is_some());
+        // The peer is looked up only for a body to come (its bytes are charged to the peer).
+        let peer: Rc<[u8]> = if end_of_stream {
+            Rc::from(&[][..])
+        } else {
+            Rc::from(budget_peer(&policy))
         };
         let hashing = Box::new(Hashing {
             key,
@@ -547,7 +580,8 @@ impl Filter {
             token,
             held,
             order,
-            reservation: Reservation::new(Rc::clone(&self.shared.hashing)),
+            reservation: Reservation::new(Rc::clone(&self.shared.hashing), peer),
+            copies,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -569,7 +603,12 @@ impl Filter {
                 limit: policy.max_request_body,
             });
         }
-        if !hashing.reservation.grow(size as u64, policy.hashing_budget) {
+        let limits = Limits {
+            total: policy.hashing_budget,
+            per_peer: policy.hashing_budget_per_peer,
+        };
+        let charge = (size as u64).saturating_mul(hashing.copies);
+        if !hashing.reservation.grow(charge, limits) {
             self.count(Counter::HashingBudgetExceeded);
             return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
@@ -603,10 +642,17 @@ impl Filter {
             key,
             fingerprint,
             token,
-            held,
+            mut held,
             order,
+            mut reservation,
             ..
         } = *hashing;
+        // The detached exchange's copy of the body outlives the hashing: its bytes stay
+        // reserved until it is sent; the rest (the hasher, a key source's or the ordering
+        // guard's copy) is returned when this function is done with them.
+        if let Some(held) = &mut held {
+            held.reserved = Some(Box::new(reservation.split(held.body.len() as u64)));
+        }
         let key = match key {
             KeyState::Known(key) => key,
             KeyState::Pending {

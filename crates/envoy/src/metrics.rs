@@ -50,7 +50,7 @@ pub enum Counter {
     StoreFull,
     /// 429: a payer of the request already held its share of the store (`shares`).
     QuotaExceeded,
-    /// 503: the VM's `hashing_budget` for bodies in progress was used up.
+    /// 503: the VM's `hashing_budget` for bodies in progress, or the peer's part of it, was used up.
     HashingBudgetExceeded,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,

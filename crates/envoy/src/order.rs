@@ -88,6 +88,12 @@ impl Probe {
         }))
     }
 
+    /// Whether [`Probe::update`] keeps the body (a source is in it): a copy the hashing budget
+    /// counts.
+    pub fn keeps_body(&self) -> bool {
+        self.rule.needs_body()
+    }
+
     /// A piece of the body, in order.
     pub fn update(&mut self, chunk: &[u8]) {
         if self.rule.needs_body() {

@@ -44,6 +44,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "token",
     "upstream",
     "store",
+    "hashing_budget_per_peer",
 ];
 const SHARES_FIELDS: &[&str] = &["identity", "peer", "ipv4_prefix", "ipv6_prefix"];
 const STORE_FIELDS: &[&str] = &[
@@ -319,6 +320,8 @@ fn document(doc: &Value) -> Result<Config, Shape> {
                 };
                 continue;
             }
+            // `hashing_budget_per_peer`
+            Some(21) => Slot::Size(&mut c.hashing_budget_per_peer),
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
         };
         fill(at, value, slot)?;
@@ -1057,6 +1060,7 @@ mod tests {
         let c = Config::from_json(
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
+                "hashing_budget_per_peer":10,
                 "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48},
                 "max_memory":"1GiB",
                 "on_store_full":"pass_through","on_store_error":"reject",
@@ -1081,6 +1085,7 @@ mod tests {
             "replay_headers: Some([\"r\"])",
             "max_request_body: Some(Bytes(1))",
             "hashing_budget: Some(Bytes(2))",
+            "hashing_budget_per_peer: Some(Bytes(10))",
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",

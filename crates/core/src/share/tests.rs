@@ -61,6 +61,18 @@ fn peer_groups_keep_the_prefix_only() {
         s.peer_group("2001:db8:0:2::1"),
         s.peer_group("2001:db8:0:1::1")
     );
+    // However it is written.
+    for spelling in [
+        "[2001:0db8:0000:0001:0:0:0:7]",
+        "2001:DB8:0:1::abcd",
+        "[2001:db8:0:1::1%eth0]",
+    ] {
+        assert_eq!(
+            s.peer_group(spelling),
+            s.peer_group("2001:db8:0:1::1"),
+            "{spelling}"
+        );
+    }
     // An IPv4-mapped address is its IPv4 peer.
     assert_eq!(s.peer_group("[::ffff:10.1.2.3]"), v4(32, [10, 1, 2, 3]));
     // Not an address: its own group, apart from any address's.

@@ -74,6 +74,7 @@ const schemas = {
   "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy": "envoyextensionpolicy.schema.json",
   "gateway.envoyproxy.io/v1alpha1/EnvoyProxy": "envoyproxy.schema.json",
   "gateway.envoyproxy.io/v1alpha1/BackendTrafficPolicy": "backendtrafficpolicy.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/ClientTrafficPolicy": "clienttrafficpolicy.schema.json",
   "gateway.envoyproxy.io/v1alpha1/EnvoyPatchPolicy": "envoypatchpolicy.schema.json",
 };
 const typeOf = (doc) => `${doc?.apiVersion}/${doc?.kind}`;
@@ -615,6 +616,12 @@ await check("the hand-written schemas refuse a broken EnvoyPatchPolicy and Envoy
   const proxy = "gateway.envoyproxy.io/v1alpha1/EnvoyProxy";
   await schemaRefuses(proxy, only("envoy-gateway", proxy), (b) => delete b.spec.bootstrap.value);
   await schemaRefuses(proxy, only("envoy-gateway", proxy), (b) => (b.spec.bootstrap.type = "Append"));
+});
+
+await check("the hand-written schema refuses a broken ClientTrafficPolicy", async () => {
+  const type = "gateway.envoyproxy.io/v1alpha1/ClientTrafficPolicy";
+  await schemaRefuses(type, only("envoy-gateway", type), (b) => (b.spec.timeout.http.requestTimeout = "30s"));
+  await schemaRefuses(type, only("envoy-gateway", type), (b) => (b.spec.timeout.http.requestReceivedTimeout = "thirty seconds"));
 });
 
 // --- the upstream timeout stays shorter than the lease across the inner hop (issue 21) ----------
