@@ -114,7 +114,8 @@ impl Root {
             host::log(LogLevel::Error, &format!("rejected: {refusal}"));
             return false;
         }
-        let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout);
+        let counted = policy.shares.identity.is_some() || policy.shares.peer.is_some();
+        let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout, counted);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
             metrics: Metrics::define(),
@@ -176,14 +177,21 @@ impl Root {
 /// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
 /// reload that adds cells, only those new cells are created while traffic flows. Returns how many
 /// cells this call created; an existing cell is left untouched. The ledger cells of the shares
-/// ([`idemgate_core::share`]) are cells like the others and are created the same way.
-pub fn precreate_cells<S: Store>(store: &mut S, layout: &Layout) -> Precreated {
+/// ([`idemgate_core::share`]) are cells like the others and are created the same way, when some
+/// share is counted (`shares_counted`): with every share `"off"` no request writes one.
+pub fn precreate_cells<S: Store>(
+    store: &mut S,
+    layout: &Layout,
+    shares_counted: bool,
+) -> Precreated {
     let mut done = Precreated {
         created: 0,
         all_exist: true,
     };
     let records = (0..layout.capacity.cells).map(|index| layout.cell_name_at(index));
-    let ledgers = (0..layout.ledger_cells()).map(|index| layout.ledger_cell_name_at(index));
+    let ledgers = (0..layout.ledger_cells())
+        .filter(|_| shares_counted)
+        .map(|index| layout.ledger_cell_name_at(index));
     for cell in records.chain(ledgers) {
         let exists = match store.read(&cell) {
             Ok(Some(_)) => true,
