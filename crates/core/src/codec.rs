@@ -73,6 +73,16 @@ impl<'a> Reader<'a> {
     pub fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_be_bytes(self.array()?))
     }
+    /// The two-byte magic and the version every stored format starts with.
+    pub fn header(&mut self, magic: &[u8; 2], version: u8) -> Result<(), DecodeError> {
+        if self.array::<2>()? != *magic {
+            return Err(DecodeError::BadMagic);
+        }
+        match self.u8()? {
+            v if v == version => Ok(()),
+            other => Err(DecodeError::UnsupportedVersion(other)),
+        }
+    }
     pub fn short_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = usize::from(self.u16()?);
         self.take(len)

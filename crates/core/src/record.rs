@@ -180,13 +180,7 @@ impl Bucket {
             return Ok(Bucket::default());
         }
         let mut r = Reader::new(bytes);
-        if r.array::<2>()? != *MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
-        }
+        r.header(MAGIC, VERSION)?;
         let count = r.u16()?;
         let mut entries = Vec::new();
         for _ in 0..count {

@@ -338,7 +338,9 @@ fn records_survive_a_worker_restart() {
 
 #[test]
 fn expired_records_are_swept_on_ticks() {
-    let config = r#"{"capacity": 8, "records_per_cell": 8, "ttl": "1h", "lease": "10s"}"#;
+    // One client fills the store here: it is about the sweep, not about its share.
+    let config = r#"{"capacity": 8, "records_per_cell": 8, "ttl": "1h", "lease": "10s",
+                     "shares": {"identity": "100%", "peer": "100%"}}"#;
     let envoy = Envoy::builder().config(config).start().unwrap();
     for i in 0..4 {
         envoy

@@ -155,13 +155,7 @@ impl Ledger {
             return Ok(Ledger::default());
         }
         let mut r = Reader::new(bytes);
-        if r.array::<2>()? != *MAGIC {
-            return Err(DecodeError::BadMagic);
-        }
-        let version = r.u8()?;
-        if version != VERSION {
-            return Err(DecodeError::UnsupportedVersion(version));
-        }
+        r.header(MAGIC, VERSION)?;
         let count = r.u32()?;
         if count == 0 {
             // An empty ledger is the empty byte string.

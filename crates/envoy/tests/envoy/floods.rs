@@ -553,6 +553,9 @@ fn an_ordinary_load_from_one_address_is_never_refused() {
         serde_json::from_str(&example_filter()).expect("the example's JSON");
     filter["scope"] = serde_json::json!(["peer"]);
     filter["capacity"] = serde_json::json!(1_000_000);
+    // A store 100 times the example's has 100 times its memory bound: the example's `max_memory`
+    // refuses it (as it should), so this load states its own.
+    filter["max_memory"] = serde_json::json!("128GiB");
     let envoy = example_envoy(&filter.to_string(), &upstream);
     let started = Instant::now();
     let tallies = flood(envoy.port, ORDINARY, |n| {

@@ -415,6 +415,33 @@ fn a_changed_store_layout_keeps_records_reachable() {
     );
 }
 
+/// Reads the report of [`H2_FLOOD`] (600 streams) and checks what every budget test expects of
+/// it: each stream was accepted (between 1 and `most` at once), refused by the budget (503), or
+/// reset after that answer; and every stream not accepted was counted as refused by the budget
+/// (some clients see the reset that follows the answer rather than the answer itself).
+fn flood_report(text: &str, envoy: &Envoy, most: u64) -> serde_json::Value {
+    let report: serde_json::Value = serde_json::from_str(text.trim()).expect("a report");
+    let count = |group: &str, name: &str| report[group][name].as_u64().unwrap_or(0);
+    let accepted = count("statuses", "201");
+    assert_eq!(
+        accepted + count("statuses", "503") + count("statuses", "reset"),
+        600,
+        "only 201, the budget's 503, or a reset after it: {report}"
+    );
+    assert!(
+        (1..=most).contains(&accepted),
+        "at most {most} bodies hashed at once: {accepted}"
+    );
+    assert_eq!(envoy.counter("hashing_budget_exceeded"), 600 - accepted);
+    // The only problem any stream read is the budget's.
+    assert_eq!(
+        report["codes"].as_object().map(|c| c.len()),
+        Some(1),
+        "{report}"
+    );
+    report
+}
+
 /// Node's `http2` client: opens `streams` concurrent streams on one HTTP/2 connection, sends the
 /// first `first_kib` KiB of each JSON body, waits until every stream has sent it (all bodies are
 /// in progress at once), then ends each body and reports the answers as JSON:
@@ -486,7 +513,7 @@ fn one_peer_holding_bodies_leaves_the_hashing_budget_to_others() {
     let upstream = Upstream::start();
     let mut setup = Setup::new(
         r#"{ "routes": [{ "prefix": "/" }], "scope": [{ "header": "x-none" }, "peer"],
-             "peer_quota": 8, "capacity": 100000,
+             "shares": { "peer": "100%" }, "capacity": 100000,
              "max_request_body": "64KiB", "hashing_budget": "1MiB" }"#,
         upstream.port,
     );
@@ -535,25 +562,8 @@ fn one_peer_holding_bodies_leaves_the_hashing_budget_to_others() {
     );
     assert!(status.success(), "{rest}");
     assert_eq!(failed_bob, 0, "Bob was denied the budget: {bob:?}");
-    let report: serde_json::Value = serde_json::from_str(rest.trim()).expect("a report");
-    let count = |group: &str, name: &str| report[group][name].as_u64().unwrap_or(0);
-    let accepted = count("statuses", "201");
-    assert_eq!(
-        accepted + count("statuses", "503") + count("statuses", "reset"),
-        600,
-        "only 201, the budget's 503, or a reset after it: {report}"
-    );
-    assert!(
-        (1..=16).contains(&accepted),
-        "at most Alice's 256 KiB / 16 KiB at once: {accepted}"
-    );
-    // Every refusal was Alice's, and the budget's.
-    assert_eq!(envoy.counter("hashing_budget_exceeded"), 600 - accepted);
-    assert_eq!(
-        report["codes"].as_object().map(|c| c.len()),
-        Some(1),
-        "{report}"
-    );
+    // Every refusal was Alice's, and the budget's: at most her 256 KiB / 16 KiB at once.
+    flood_report(&rest, &envoy, 16);
     // Her part is whole again: a 60 KiB body of hers passes.
     let mut big = Request::post("/o", "alice-after").from(ALICE);
     big.body = format!("{{\"pad\":\"{}\"}}", "y".repeat(60 * 1024)).into_bytes();
@@ -671,30 +681,13 @@ fn concurrent_http2_bodies_stay_within_the_hashing_budget() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let report: serde_json::Value = serde_json::from_str(text.trim()).expect("a report");
+    // At most 1 MiB / 16 KiB at once.
+    let report = flood_report(&text, &envoy, 64);
     let count = |group: &str, name: &str| report[group][name].as_u64().unwrap_or(0);
-    let accepted = count("statuses", "201");
     let answered_503 = count("statuses", "503");
-    assert_eq!(
-        accepted + answered_503 + count("statuses", "reset"),
-        600,
-        "only 201, the budget's 503, or a reset after it: {report}"
-    );
-    assert!(
-        (1..=64).contains(&accepted),
-        "at most 1 MiB / 16 KiB at once: {accepted}"
-    );
-    // Every stream not accepted was refused by the budget (some clients see the reset that
-    // follows the answer rather than the answer itself).
-    assert_eq!(envoy.counter("hashing_budget_exceeded"), 600 - accepted);
     // The bodies that could be read are the budget's problem (the others were cut by the reset).
     let read = count("codes", "hashing_budget_exceeded");
     assert!(read >= 1 && read <= answered_503, "{report}");
-    assert_eq!(
-        report["codes"].as_object().map(|c| c.len()),
-        Some(1),
-        "{report}"
-    );
     // The VM is alive and its budget whole again: a 60 KiB body (most of the budget) passes.
     let mut big = Request::post("/o", "after-flood");
     big.body = format!("{{\"pad\":\"{}\"}}", "y".repeat(60 * 1024)).into_bytes();
