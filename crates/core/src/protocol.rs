@@ -537,12 +537,10 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             until: Record::InFlight(claim.clone()).holds_space_until(),
         };
         let facts_now = facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        let completion = complete(&claim, facts_now, now, policy);
-        let stored_until = match &completion {
+        let stored_until = match complete(&claim, facts_now, now, policy) {
             Completion::Store(done) => Some(done.expires_at),
             _ => None,
         };
-        let storing = stored_until.is_some();
         // Never let the ledger keep an answer from landing (that would run the request again
         // after the lease): if the stored answer's charge cannot be added, the claim's charge is
         // kept instead (the payer is counted until the lease ends, then not at all for this
@@ -561,9 +559,6 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 // An error here only leaves the claim counted until its lease ends.
                 let _ = share::refund(self.store, &layout, lease_charge, now);
             }
-            (Ok(FinishOutcome::Stored), None) if storing => {
-                // The answer's charge could not be added: the lease charge stays (see above).
-            }
             (_, Some(until)) => {
                 let stored = Charge {
                     payers: claim.payers,
@@ -571,6 +566,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 };
                 let _ = share::refund(self.store, &layout, stored, now);
             }
+            // Stored without its answer's charge (it could not be added): the lease charge stays
+            // (see above). Kept in flight or not the owner: nothing was charged or moved.
             _ => {}
         }
         outcome

@@ -379,15 +379,15 @@ fn a_request_that_loses_the_key_to_another_is_not_charged() {
 /// `"off"`: a kind of payer not counted — no limit and no ledger write for it.
 #[test]
 fn a_share_turned_off_charges_nothing() {
-    let policy = policy(r#"{"capacity": 100, "shares": {"identity": "off", "peer": "off"}}"#);
-    assert_eq!((policy.shares.identity, policy.shares.peer), (None, None));
+    let off = policy(r#"{"capacity": 100, "shares": {"identity": "off", "peer": "off"}}"#);
+    assert_eq!((off.shares.identity, off.shares.peer), (None, None));
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,
-        policy: &policy,
+        policy: &off,
     };
     for n in 0..100 {
-        let r = request(&policy, Some("Bearer one"), "10.0.0.8", n);
+        let r = request(&off, Some("Bearer one"), "10.0.0.8", n);
         assert!(r.payers.is_empty());
         assert!(matches!(
             run(&mut engine, &r, n, T0),
@@ -395,7 +395,7 @@ fn a_share_turned_off_charges_nothing() {
         ));
     }
     let layout = Layout {
-        capacity: policy.capacity,
+        capacity: off.capacity,
     };
     for i in 0..layout.ledger_cells() {
         let cell = layout.ledger_cell_name_at(i);
@@ -405,12 +405,8 @@ fn a_share_turned_off_charges_nothing() {
         );
     }
     // Only the address group counted: an identity pays nothing, its address does.
-    let policy = policy_of(r#"{"capacity": 100, "shares": {"identity": "off", "peer": 2}}"#);
-    let r = request(&policy, Some("Bearer one"), "10.0.0.8", 0);
+    let group_only = policy(r#"{"capacity": 100, "shares": {"identity": "off", "peer": 2}}"#);
+    let r = request(&group_only, Some("Bearer one"), "10.0.0.8", 0);
     assert_eq!(r.payers.tags().count(), 1);
     assert!(r.payers.tags().all(|t| t.is_address_group()));
-}
-
-fn policy_of(json: &str) -> Policy {
-    policy(json)
 }
