@@ -36,14 +36,17 @@ impl ClientIdentity {
 
     /// Who pays for this client's records (issue 23, [`idemgate_core::share`]): the identity,
     /// and the address group of the peer unless the identity is verified. A peer-scoped client
-    /// pays as its address group.
+    /// pays as its address group. A kind of share that is `"off"` is charged nothing
+    /// ([`idemgate_core::share::Shares::payers`]): its records write no ledger cell.
     pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Payers {
         if self.verified && self.source != PEER_GROUP_SOURCE {
-            return Payers::of(self.scope(), true, None);
+            return policy.shares.payers(self.scope(), true, None);
         }
         let group =
             peer(facts).map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host)));
-        Payers::of(self.scope(), self.verified, group.as_deref())
+        policy
+            .shares
+            .payers(self.scope(), self.verified, group.as_deref())
     }
 }
 
@@ -252,6 +255,24 @@ mod tests {
         let id = identify(&policy, &facts).unwrap();
         assert_eq!(id.value, b"alice");
         assert!(id.source.starts_with("property:"));
+    }
+
+    #[test]
+    fn a_kind_of_share_that_is_off_is_charged_nothing() {
+        let facts = fake(&[("authorization", "Bearer a")]);
+        let payers = |shares: &str| {
+            let policy =
+                Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
+            let id = identify(&policy, &facts).unwrap();
+            id.payers(&policy, &facts).tags().count()
+        };
+        // An unverified header identity pays with its address group, unless a kind is off: then
+        // its records write no ledger cell for it (the point of "off", and what keeps the
+        // explorations' schedules those of the record cells).
+        assert_eq!(payers(r#"{"identity": "10%", "peer": "10%"}"#), 2);
+        assert_eq!(payers(r#"{"identity": "10%", "peer": "off"}"#), 1);
+        assert_eq!(payers(r#"{"identity": "off", "peer": "10%"}"#), 1);
+        assert_eq!(payers(r#"{"identity": "off", "peer": "off"}"#), 0);
     }
 
     #[test]
