@@ -23,7 +23,7 @@ use core::fmt;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
 /// made progress on the same cell, so this bounds work, not correctness).
-pub const MAX_ATTEMPTS: u32 = 16;
+pub(crate) const MAX_ATTEMPTS: u32 = 16;
 
 /// A store call the protocol needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub enum ProtocolError {
     Store(StoreError),
     /// The cell's bytes are not a bucket; nothing is overwritten.
     Corrupt(DecodeError),
-    /// Lost [`MAX_ATTEMPTS`] races in a row.
+    /// Lost `MAX_ATTEMPTS` races in a row.
     Contention,
     /// A reply that does not answer the request made (a host bug).
     UnexpectedReply,
@@ -209,7 +209,7 @@ pub fn run<S: Store + ?Sized, M: Mutation>(
 
 /// [`run`] from a read the caller already made (`first`, the cell as it was just read): an
 /// operation that looks at its cell before it charges a share does not read it twice.
-pub fn run_from<S: Store + ?Sized, M: Mutation>(
+pub(crate) fn run_from<S: Store + ?Sized, M: Mutation>(
     store: &mut S,
     cell: String,
     mutation: M,

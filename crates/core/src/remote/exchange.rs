@@ -23,7 +23,7 @@ pub enum Change {
 }
 
 /// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
-/// on the engine's clock. The same rules as the local protocol: [`decide_with`] for a claim, the
+/// on the engine's clock. The same rules as the local protocol: `decide_with` for a claim, the
 /// fencing token for a finish, a single use for a token.
 #[must_use = "the response must be sent and the change written"]
 pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
@@ -133,7 +133,7 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
 /// tolerates ([`crate::token::CLOCK_SKEW`]). Envoys check expiry on their own clocks, so an Envoy
 /// running behind could still accept the token after the engine's clock has passed its expiry;
 /// the use must outlive that.
-pub fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
+pub(crate) fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
     expires_at
         .after(crate::token::CLOCK_SKEW)
         .max(now.after(Span(1)))
@@ -141,7 +141,7 @@ pub fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
 
 /// How long a client is told to wait when the engine is out of memory: the engine frees memory as
 /// keys expire, and there is no one record whose expiry to point at.
-pub const FULL_RETRY_AFTER: Span = Span::from_secs(5);
+pub(crate) const FULL_RETRY_AFTER: Span = Span::from_secs(5);
 
 /// The answer when the engine refuses a write for lack of memory: claims and token uses are told
 /// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
@@ -210,7 +210,7 @@ pub enum Step {
 
 /// One operation in progress: read → [`apply`] → compare-and-set, deciding again after a lost race
 /// (someone else changed the key, so the decision is made again on what they wrote), at most
-/// [`MAX_ATTEMPTS`] times.
+/// `MAX_ATTEMPTS` times.
 ///
 /// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
 /// key most likely holds — nothing, for a claim or a token use; the claim the host itself wrote,
