@@ -84,7 +84,8 @@ check-api: ## the core's public API equals crates/core/public-api.txt
 	  echo "the public API of idemgate-core changed (above: - committed, + now); if that is intended, run make api and commit crates/core/public-api.txt" >&2; exit 1; }
 
 api: ## write crates/core/public-api.txt from the core as it is
-	CARGO="$(CARGO)" crates/core/scripts/public-api.sh > crates/core/public-api.txt
+	mkdir -p target && CARGO="$(CARGO)" crates/core/scripts/public-api.sh > target/public-api.txt
+	cp target/public-api.txt crates/core/public-api.txt
 
 # What a contributor runs before pushing: formatting, clippy and the native unit, property and
 # vector tests. Installs nothing and needs no .wasm, Envoy, Redis or browser (`make test` runs all).

@@ -143,22 +143,29 @@ def main(path):
                 elif "assoc_const" in inner:
                     lines.add(f"pub const {path}::{item['name']}: {ty(inner['assoc_const']['type'])}")
 
+    visited = set()  # items listed where they are declared
+    reexports = []  # (path, use): listed after the walk
+
     def walk(module_id, path):
         for item_id in index[str(module_id)]["inner"]["module"]["items"]:
             item = index.get(str(item_id))
             if item is None or item["visibility"] != "public":
                 continue
-            inner = item["inner"]
-            (kind, v), = inner.items()
             name = item["name"]
             here = f"{path}::{name}" if name else path
+            if "use" in item["inner"]:
+                reexports.append((path, item["inner"]["use"]))
+            else:
+                visited.add(item_id)
+                render(item_id, here)
+
+    def render(item_id, here):
+        item = index[str(item_id)]
+        (kind, v), = item["inner"].items()
+        if True:
             if kind == "module":
                 lines.add(f"pub mod {here}")
                 walk(item_id, here)
-            elif kind == "use":
-                alias = "" if v["source"].split("::")[-1] == v["name"] else f" as {v['name']}"
-                glob = "::*" if v["is_glob"] else ""
-                lines.add(f"pub use {path}::{{{v['source']}{glob}{alias}}}")
             elif kind == "struct":
                 lines.add(f"pub struct {here}{generics(v['generics'])}")
                 shape = v["kind"]
@@ -213,6 +220,16 @@ def main(path):
 
     root = doc["root"]
     walk(root, index[str(root)]["name"])
+    # A re-export is a line; an item reachable only through re-exports (declared in a private
+    # module) is listed whole, once, at its first re-exported path.
+    for path, use in sorted(reexports, key=lambda r: (r[0], r[1]["name"])):
+        alias = "" if use["source"].split("::")[-1] == use["name"] else f" as {use['name']}"
+        glob = "::*" if use["is_glob"] else ""
+        lines.add(f"pub use {path}::{{{use['source']}{glob}{alias}}}")
+        target = use.get("id")
+        if target is not None and str(target) in index and target not in visited and not use["is_glob"]:
+            visited.add(target)
+            render(target, f"{path}::{use['name']}")
     sys.stdout.write("".join(line + "\n" for line in sorted(lines)))
 
 

@@ -64,6 +64,7 @@ pub mod protocol;
 pub mod record;
 pub mod remote;
 pub mod retry;
+mod rule;
 pub mod scope;
 pub mod seal;
 pub mod share;

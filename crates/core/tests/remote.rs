@@ -878,8 +878,20 @@ fn an_outcome_in_doubt_sends_nothing() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Claim { key: u8, fp: u8 },
-    Finish { key: u8, owner: u8, status: u16 },
+    Claim {
+        key: u8,
+        fp: u8,
+    },
+    Finish {
+        key: u8,
+        owner: u8,
+        status: u16,
+    },
+    /// A one-time token's use, the token expiring `expires_in` ms from now.
+    Consume {
+        token: u8,
+        expires_in: u64,
+    },
     Advance(u64),
 }
 
@@ -892,6 +904,8 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![Just(0u16), Just(201), Just(503), Just(500)]
         )
             .prop_map(|(key, owner, status)| Op::Finish { key, owner, status }),
+        (0..2u8, prop_oneof![Just(1_000u64), Just(30_000)])
+            .prop_map(|(token, expires_in)| Op::Consume { token, expires_in }),
         prop_oneof![Just(1u64), Just(30_000), Just(61_000), Just(90_000_000)].prop_map(Op::Advance),
     ]
 }
@@ -899,8 +913,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Any sequence of claims, finishes and time passing gives the same outcomes through the
-    /// remote protocol as through the local one: the core decides both.
+    /// Any sequence of claims, finishes, token uses and time passing gives the same outcomes
+    /// through the remote protocol as through the local one: the core decides both, with one set
+    /// of rules (`rule`) — a token's use is remembered as long in either.
     #[test]
     fn remote_and_local_agree(ops in proptest::collection::vec(op(), 1..40)) {
         let mut policy = Policy::defaults();
@@ -934,6 +949,17 @@ proptest! {
                     for remote in &mut remotes {
                         let r = remote_claim(remote, request.clone(), now).map(unsealed).unwrap();
                         prop_assert_eq!(&l, &r);
+                    }
+                }
+                Op::Consume { token, expires_in } => {
+                    // Token uses live in a hash domain of their own: keys apart from requests'.
+                    let key = skey(100 + token);
+                    let expires_at = now.after(Span(expires_in));
+                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let l = engine.consume(key, expires_at, Payers::NONE, now).unwrap();
+                    for remote in &mut remotes {
+                        let r = remote.run(Request::Consume { key, expires_at }, now);
+                        prop_assert_eq!(Response::Consume(l), r);
                     }
                 }
                 Op::Finish { key, owner, status } => {

@@ -95,7 +95,7 @@ pub fn verify_for(
     })
 }
 
-/// Marks a verified token used, exactly once, charged to `payers` until the token expires.
+/// Marks a verified token used, exactly once, charged to `payers` for as long as the use is remembered (the token's expiry plus the verifiers' clock skew).
 pub fn consume<S: Store + ?Sized>(
     store: &mut S,
     policy: &Policy,
