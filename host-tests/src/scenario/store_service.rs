@@ -78,11 +78,7 @@ impl Service for StoreService {
             }
         }
         drop(records);
-        let status = match &response {
-            remote::Response::Failed(Failure::BadRequest) => 400,
-            remote::Response::Failed(_) => 503,
-            _ => 200,
-        };
+        let status = response.http_status();
         let body = response.encode();
         lock(&self.log).push((decoded, response));
         Self::answer(status, body, remote::CONTENT_TYPE)

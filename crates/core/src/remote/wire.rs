@@ -336,6 +336,17 @@ impl Tag {
 }
 
 impl Response {
+    /// The HTTP status the service sends this response with, its body always the encoding: 200
+    /// for an outcome, 400 for a request the service could not read, 503 when no decision was
+    /// reached. Decided here so the service and every model of it answer alike.
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            Response::Failed(Failure::BadRequest) => 400,
+            Response::Failed(_) => 503,
+            _ => 200,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.bytes(&RESPONSE_MAGIC);
