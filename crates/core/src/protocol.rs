@@ -8,7 +8,7 @@
 //! `Conflict` and the transaction re-reads and decides again, so the decision is always made on the
 //! state the write replaces: that is what makes a claim atomic across workers.
 
-use crate::decision::{complete, decide, verdict, Completion, Decision, ResponseFacts};
+use crate::decision::{complete, verdict, Completion, ResponseFacts};
 use crate::fingerprint::Fingerprint;
 use crate::policy::Policy;
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
@@ -460,28 +460,28 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         let cell = layout.cell_name(&key);
         let policy = self.policy;
         let mut look = self.look(&cell, &key, now)?;
-        // Only a claim adds a record that holds space: a replay, a 409 or a 422 charges nothing.
-        let charge = match decide(look.record.as_ref(), fingerprint, owner, now, policy) {
-            Decision::Claim { claim, .. } => {
-                // A full cell is the answer before any share: nothing would be written.
-                if look.record.is_none() {
-                    if let Err(retry_after) =
-                        make_room(&mut look.bucket, policy.capacity.per_cell, now)
-                    {
-                        return Ok(ClaimOutcome::StoreFull { retry_after });
-                    }
-                }
-                let until = Record::InFlight(claim).holds_space_until();
-                match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
-                    Ok(charge) => Some(charge),
-                    Err(over) => {
-                        return Ok(ClaimOutcome::QuotaExceeded {
-                            retry_after: over.retry_after,
-                        })
-                    }
-                }
+        let terms = (policy.lease, policy.ttl);
+        let until = match rule::claim(look.record.as_ref(), fingerprint, owner, payers, now, terms)
+        {
+            (_, Change::Put(record)) => record.holds_space_until(),
+            // A replay, a 409 or a 422 writes nothing and charges nothing: decided on this read,
+            // as the transaction would decide it on the same snapshot.
+            (outcome, _) => return Ok(outcome),
+        };
+        // A full cell is the answer before any share: nothing would be written.
+        if look.record.is_none() {
+            if let Err(retry_after) = make_room(&mut look.bucket, policy.capacity.per_cell, now) {
+                return Ok(ClaimOutcome::StoreFull { retry_after });
             }
-            _ => None,
+        }
+        // Only a claim adds a record that holds space.
+        let charge = match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
+            Ok(charge) => charge,
+            Err(over) => {
+                return Ok(ClaimOutcome::QuotaExceeded {
+                    retry_after: over.retry_after,
+                })
+            }
         };
         let claim = Claim {
             key,
@@ -495,10 +495,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         // where one was charged; a charge whose record was not written (another request won the
         // key) is given back — best effort: the outcome stands either way, and a failed refund
         // only over-counts until the charge's end.
-        if let Some(charge) = charge {
-            if !matches!(outcome, Ok(ClaimOutcome::Forward { .. })) {
-                let _ = share::refund(self.store, &layout, charge, now);
-            }
+        if !matches!(outcome, Ok(ClaimOutcome::Forward { .. })) {
+            let _ = share::refund(self.store, &layout, charge, now);
         }
         outcome
     }
