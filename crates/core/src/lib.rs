@@ -51,6 +51,7 @@ pub mod conformance;
 pub mod decision;
 pub mod fingerprint;
 pub mod form;
+pub mod guard;
 pub mod hash;
 pub mod intent;
 pub mod json;
