@@ -41,6 +41,8 @@ pub enum Event {
     RecordCorrupt,
     /// Forwarded without idempotency by a failure mode.
     Passthrough,
+    /// No configured scope source identified the client.
+    ScopeUnavailable,
     /// A one-time token was used (once, now).
     TokenConsumed,
     /// A one-time token was refused (here: it was used before).
@@ -109,7 +111,7 @@ pub fn after_claim<'a>(
             }),
             Events::of(&[Event::QuotaExceeded]),
         ),
-        Ok(ClaimOutcome::StoreFull { retry_after }) => failure(
+        Ok(ClaimOutcome::StoreFull { retry_after }) => claim_failure(
             policy.on_store_full,
             EdgeAnswer::StoreFull {
                 retry_after: *retry_after,
@@ -122,12 +124,24 @@ pub fn after_claim<'a>(
             Next::Answer(EdgeAnswer::StoreFailed(e)),
             Events::of(&[Event::RecordCorrupt]),
         ),
-        Err(e) => failure(
+        Err(e) => claim_failure(
             policy.on_store_error,
             EdgeAnswer::StoreFailed(e),
             Event::StoreError,
         ),
     }
+}
+
+/// No scope source identified the client: guarding the request would put its key in a namespace
+/// shared with other clients, so the store-error failure mode applies — this answer (503), or
+/// `None`: forward it unguarded.
+#[must_use = "the step says what the host must do with the request"]
+pub fn unscoped(policy: &Policy) -> (Option<EdgeAnswer<'static>>, Events) {
+    failure(
+        policy.on_store_error,
+        EdgeAnswer::ScopeUnavailable,
+        Event::ScopeUnavailable,
+    )
 }
 
 /// A token use refused because it was used before.
@@ -165,12 +179,22 @@ pub fn after_use(
     }
 }
 
-/// A failure mode applied: answer with the core's 503, or forward unguarded.
-fn failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Next<'_>, Events) {
+/// A failure mode applied: answer with the core's 503, or (`None`) forward unguarded.
+fn failure(
+    mode: FailureMode,
+    answer: EdgeAnswer<'_>,
+    event: Event,
+) -> (Option<EdgeAnswer<'_>>, Events) {
     match mode {
-        FailureMode::Reject => (Next::Answer(answer), Events::of(&[event])),
-        FailureMode::PassThrough => (Next::Unguarded, Events::of(&[event, Event::Passthrough])),
+        FailureMode::Reject => (Some(answer), Events::of(&[event])),
+        FailureMode::PassThrough => (None, Events::of(&[event, Event::Passthrough])),
     }
+}
+
+/// [`failure`] as a claim's next step.
+fn claim_failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Next<'_>, Events) {
+    let (answer, events) = failure(mode, answer, event);
+    (answer.map_or(Next::Unguarded, Next::Answer), events)
 }
 
 #[cfg(test)]
@@ -226,6 +250,19 @@ mod tests {
             })
         );
         assert_eq!(events(e), [Event::QuotaExceeded]);
+    }
+
+    #[test]
+    fn an_unscoped_request_gets_the_store_error_failure_mode() {
+        let mut policy = Policy::defaults();
+        policy.on_store_error = FailureMode::Reject;
+        let (next, e) = unscoped(&policy);
+        assert_eq!(next, Some(EdgeAnswer::ScopeUnavailable));
+        assert_eq!(events(e), [Event::ScopeUnavailable]);
+        policy.on_store_error = FailureMode::PassThrough;
+        let (next, e) = unscoped(&policy);
+        assert_eq!(next, None);
+        assert_eq!(events(e), [Event::ScopeUnavailable, Event::Passthrough]);
     }
 
     #[test]

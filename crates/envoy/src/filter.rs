@@ -36,9 +36,7 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::guard::{self, Next};
-use idemgate_core::policy::{
-    Detached, FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement,
-};
+use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind, TokenRequirement};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
@@ -417,22 +415,18 @@ impl Filter {
         }
     }
 
-    /// No identity to scope the key to: the store-error failure mode applies (503, or forward
-    /// unprotected) rather than a namespace shared with other clients.
+    /// No identity to scope the key to: the core's [`guard::unscoped`] (the store-error failure
+    /// mode) rather than a namespace shared with other clients.
     fn unscoped(&mut self, policy: &Policy) -> Action {
-        self.count(Counter::ScopeUnavailable);
-        self.failure(policy.on_store_error, &EdgeAnswer::ScopeUnavailable)
-            .unwrap_or(Action::Continue)
-    }
-
-    /// Applies a failure mode: reject with the core's answer, or forward unprotected.
-    fn failure(&mut self, mode: FailureMode, edge: &EdgeAnswer<'_>) -> Option<Action> {
-        match mode {
-            FailureMode::Reject => Some(self.reply(edge)),
-            FailureMode::PassThrough => {
-                self.count(Counter::Passthrough);
+        let (next, events) = guard::unscoped(policy);
+        for event in events.iter() {
+            self.count(Counter::from(event));
+        }
+        match next {
+            Some(answer) => self.reply(&answer),
+            None => {
                 self.stage = Stage::Idle;
-                None
+                Action::Continue
             }
         }
     }

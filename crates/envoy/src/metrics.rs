@@ -21,6 +21,7 @@ impl From<Event> for Counter {
             Event::StoreError => Counter::StoreError,
             Event::RecordCorrupt => Counter::RecordCorrupt,
             Event::Passthrough => Counter::Passthrough,
+            Event::ScopeUnavailable => Counter::ScopeUnavailable,
             Event::TokenConsumed => Counter::TokenConsumed,
             Event::TokenRejected => Counter::TokenRejected,
         }
