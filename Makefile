@@ -6,7 +6,7 @@ SHELL := /bin/bash
 
 # Every target is a command, not a file: one list, kept here.
 .PHONY: help setup setup-rust setup-envoy setup-web setup-chromium setup-npm build \
-        build-core-wasm build-filter build-web lint check test test-rust test-envoy test-clients \
+        build-core-wasm build-filter build-web lint check check-api api test test-rust test-envoy test-clients \
         soak test-web test-host size bench-work setup-redis setup-postgres build-store \
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
         bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
@@ -72,13 +72,24 @@ build-web: setup-rust setup-web ## the npm package (crates/web/pkg)
 	CARGO="$(CARGO)" crates/web/scripts/build.sh
 
 # ---------------------------------------------------------------------------------------------
-lint: ## rustfmt and clippy, warnings are errors
+lint: check-api ## rustfmt and clippy, warnings are errors; the core's public API as committed
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# What hosts can reach in idemgate-core, listed in crates/core/public-api.txt: a change to the API
+# is a diff of that file in review (issue 22). `make api` writes the file after an intended change.
+check-api: ## the core's public API equals crates/core/public-api.txt
+	@mkdir -p target && CARGO="$(CARGO)" crates/core/scripts/public-api.sh > target/public-api.txt
+	@diff -u crates/core/public-api.txt target/public-api.txt || { \
+	  echo "the public API of idemgate-core changed (above: - committed, + now); if that is intended, run make api and commit crates/core/public-api.txt" >&2; exit 1; }
+
+api: ## write crates/core/public-api.txt from the core as it is
+	mkdir -p target && CARGO="$(CARGO)" crates/core/scripts/public-api.sh > target/public-api.txt
+	cp target/public-api.txt crates/core/public-api.txt
+
 # What a contributor runs before pushing: formatting, clippy and the native unit, property and
 # vector tests. Installs nothing and needs no .wasm, Envoy, Redis or browser (`make test` runs all).
-check: ## fmt, clippy and the native tests (installs nothing)
+check: check-api ## fmt, clippy, the core's public API and the native tests (installs nothing)
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace --exclude idemgate-host-tests

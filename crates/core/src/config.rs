@@ -85,7 +85,7 @@ pub struct RouteConfig {
     pub kind: Option<RouteKindConfig>,
     pub key_from: Option<Vec<KeySourceConfig>>,
     pub signature: Option<SignatureConfig>,
-    /// A sender's usual settings (issue 27, [`preset`]); every other field overrides them.
+    /// A sender's usual settings (issue 27, `preset`); every other field overrides them.
     pub preset: Option<PresetConfig>,
     pub pass_through: Option<PassThroughConfig>,
     /// The ordering guard (issue 26, [`crate::order`]); callback routes only.
@@ -96,7 +96,7 @@ pub struct RouteConfig {
 pub use preset::PresetConfig;
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as
-/// JSON for [`DeclaredTable`] to read), and `early.retry_after` / `early.forward_after`.
+/// JSON for [`DeclaredTable`](crate::transition::DeclaredTable) to read), and `early.retry_after` / `early.forward_after`.
 #[derive(Debug, Clone, Default)]
 pub struct OrderConfig {
     pub resource: Option<KeySourceConfig>,

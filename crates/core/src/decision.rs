@@ -38,7 +38,7 @@ pub fn decide(
 /// [`decide`] with only the two policy values it needs: the remote store service decides on the
 /// lease and TTL the filter sent, without the filter's whole policy.
 #[must_use = "the decision says what the request gets"]
-pub fn decide_with(
+pub(crate) fn decide_with(
     existing: Option<&Record>,
     fingerprint: Fingerprint,
     owner: OwnerToken,
@@ -82,7 +82,7 @@ pub fn new_claim(
 
 /// [`new_claim`] with only the lease and TTL.
 #[must_use = "the claim must be stored to take effect"]
-pub fn claim_with(
+pub(crate) fn claim_with(
     fingerprint: Fingerprint,
     owner: OwnerToken,
     now: UnixMillis,
@@ -151,7 +151,7 @@ pub fn complete(
 /// filter decides this half; with a remote store the service applies it to the record it reads
 /// ([`completed_record`]), so every policy rule stays on the side that holds the policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Store this answer (already filtered: allow-listed headers, body within the limit).
     Store(StoredResponse),
     Release,
@@ -160,7 +160,7 @@ pub enum Verdict {
 
 /// The policy half of [`complete`].
 #[must_use = "the verdict says whether the answer is stored or the claim released"]
-pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
+pub(crate) fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
     match facts {
         ResponseFacts::NeverReached => Verdict::Release,
         ResponseFacts::InDoubt => Verdict::KeepInFlight,
@@ -201,7 +201,7 @@ pub fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
 
 /// The record a claim becomes when its answer is stored.
 #[must_use = "the completed record must be stored to take effect"]
-pub fn completed_record(
+pub(crate) fn completed_record(
     claim: &InFlight,
     response: StoredResponse,
     now: UnixMillis,

@@ -34,7 +34,7 @@ pub enum KeySource {
     /// A request header (lowercase name); every occurrence must carry the same key.
     Header(String),
     /// A JSON pointer into a JSON body; the value must be a string or a number (a number is the
-    /// key by its value, see [`json_key`]).
+    /// key by its value, see `json_key`).
     Json(JsonPointer),
     /// A field of an `application/x-www-form-urlencoded` body (decoded name); repeated fields
     /// must carry the same key.
@@ -71,7 +71,7 @@ impl KeySource {
 }
 
 /// Says where a route looks for its key, in order (for the "missing key" answer).
-pub fn describe_sources(sources: &[KeySource]) -> String {
+pub(crate) fn describe_sources(sources: &[KeySource]) -> String {
     let mut out = String::new();
     for (i, source) in sources.iter().enumerate() {
         if i > 0 {
@@ -354,7 +354,7 @@ fn form_key(body: &[u8], name: &str) -> Result<Option<IdempotencyKey>, KeyError>
 
 /// The decoded value of form field `name` in a form body: its first occurrence, `None` if absent
 /// (the ordering guard reads the resource id and event type this way, [`crate::order`]).
-pub fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
+pub(crate) fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
     body.split(|b| *b == b'&').find_map(|pair| {
         let (n, v) = match pair.iter().position(|b| *b == b'=') {
             Some(at) => (&pair[..at], &pair[at + 1..]),

@@ -49,7 +49,7 @@ pub const DEFAULT_RELEASE_STATUSES: &[u16] = &[408, 425, 429, 502, 503, 504];
 /// A method-and-path rule that says the filter guards these requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// Path prefix, matched against the normalised path without its query ([`crate::path`]);
+    /// Path prefix, matched against the normalised path without its query (`crate::path`);
     /// stored normalised, and in lower case when the route is not case-sensitive.
     pub prefix: String,
     /// Upper-case methods guarded on this route.
@@ -418,7 +418,7 @@ impl Policy {
     }
 
     /// The first route guarding this request and the path its rules use. `path` is the raw
-    /// request path (a query allowed); it is normalised first ([`crate::path::normalize`]).
+    /// request path (a query allowed); it is normalised first (`crate::path::normalize`).
     pub fn match_request(&self, method: &str, path: &str) -> Option<Matched<'_>> {
         let normalized = crate::path::normalize(path_without_query(path));
         let route = self

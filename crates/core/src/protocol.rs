@@ -8,10 +8,11 @@
 //! `Conflict` and the transaction re-reads and decides again, so the decision is always made on the
 //! state the write replaces: that is what makes a claim atomic across workers.
 
-use crate::decision::{complete, decide, Completion, Decision, ResponseFacts};
+use crate::decision::{complete, verdict, Completion, ResponseFacts};
 use crate::fingerprint::Fingerprint;
 use crate::policy::Policy;
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
+use crate::rule::{self, Change};
 use crate::scope::StorageKey;
 use crate::seal::SealError;
 use crate::share::{self, Charge, Payers};
@@ -23,7 +24,7 @@ use core::fmt;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
 /// made progress on the same cell, so this bounds work, not correctness).
-pub const MAX_ATTEMPTS: u32 = 16;
+pub(crate) const MAX_ATTEMPTS: u32 = 16;
 
 /// A store call the protocol needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,7 +61,7 @@ pub enum ProtocolError {
     Store(StoreError),
     /// The cell's bytes are not a bucket; nothing is overwritten.
     Corrupt(DecodeError),
-    /// Lost [`MAX_ATTEMPTS`] races in a row.
+    /// Lost `MAX_ATTEMPTS` races in a row.
     Contention,
     /// A reply that does not answer the request made (a host bug).
     UnexpectedReply,
@@ -209,7 +210,7 @@ pub fn run<S: Store + ?Sized, M: Mutation>(
 
 /// [`run`] from a read the caller already made (`first`, the cell as it was just read): an
 /// operation that looks at its cell before it charges a share does not read it twice.
-pub fn run_from<S: Store + ?Sized, M: Mutation>(
+pub(crate) fn run_from<S: Store + ?Sized, M: Mutation>(
     store: &mut S,
     cell: String,
     mutation: M,
@@ -305,29 +306,36 @@ impl Mutation for Claim<'_> {
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<ClaimOutcome> {
         let existing = bucket.get(&self.key);
         let is_new = existing.is_none();
-        match decide(existing, self.fingerprint, self.owner, now, self.policy) {
-            Decision::Claim {
-                mut claim,
-                takeover,
-            } => {
-                if is_new {
-                    if let Err(retry_after) = make_room(bucket, self.policy.capacity.per_cell, now)
-                    {
-                        return Apply::Keep(ClaimOutcome::StoreFull { retry_after });
-                    }
-                }
-                claim.payers = self.payers;
-                bucket.put(self.key, Record::InFlight(claim));
-                Apply::Write(ClaimOutcome::Forward {
-                    owner: self.owner,
-                    takeover,
-                })
+        let policy = self.policy;
+        let terms = (policy.lease, policy.ttl);
+        let (outcome, change) = rule::claim(
+            existing,
+            self.fingerprint,
+            self.owner,
+            self.payers,
+            now,
+            terms,
+        );
+        if is_new && matches!(change, Change::Put(_)) {
+            if let Err(retry_after) = make_room(bucket, policy.capacity.per_cell, now) {
+                return Apply::Keep(ClaimOutcome::StoreFull { retry_after });
             }
-            Decision::Conflict { retry_after } => {
-                Apply::Keep(ClaimOutcome::Conflict { retry_after })
-            }
-            Decision::Replay(response) => Apply::Keep(ClaimOutcome::Replay(response)),
-            Decision::Mismatch => Apply::Keep(ClaimOutcome::Mismatch),
+        }
+        change_bucket(bucket, self.key, change, outcome)
+    }
+}
+
+/// Carries a [`Change`] out on the cell's bucket.
+fn change_bucket<O>(bucket: &mut Bucket, key: StorageKey, change: Change, outcome: O) -> Apply<O> {
+    match change {
+        Change::Keep => Apply::Keep(outcome),
+        Change::Put(record) => {
+            bucket.put(key, record);
+            Apply::Write(outcome)
+        }
+        Change::Delete => {
+            bucket.remove(&key);
+            Apply::Write(outcome)
         }
     }
 }
@@ -355,23 +363,12 @@ impl Mutation for Finish<'_> {
     type Outcome = FinishOutcome;
 
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<FinishOutcome> {
-        let claim = match bucket.get(&self.key) {
-            Some(Record::InFlight(claim)) if claim.owner == self.owner => claim.clone(),
-            _ => return Apply::Keep(FinishOutcome::NotOwner),
-        };
         // Cloned, not taken: a lost race re-applies the mutation to the re-read bucket.
         let facts = self.facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        match complete(&claim, facts, now, self.policy) {
-            Completion::Store(done) => {
-                bucket.put(self.key, Record::Completed(done));
-                Apply::Write(FinishOutcome::Stored)
-            }
-            Completion::Release => {
-                bucket.remove(&self.key);
-                Apply::Write(FinishOutcome::Released)
-            }
-            Completion::KeepInFlight => Apply::Keep(FinishOutcome::KeptInFlight),
-        }
+        let verdict = verdict(facts, self.policy);
+        let existing = bucket.get(&self.key);
+        let (outcome, change) = rule::finish(existing, self.owner, verdict, now, self.policy.ttl);
+        change_bucket(bucket, self.key, change, outcome)
     }
 }
 
@@ -402,19 +399,13 @@ impl Mutation for Consume {
     type Outcome = ConsumeOutcome;
 
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<ConsumeOutcome> {
-        if bucket.get(&self.key).is_some() {
-            return Apply::Keep(ConsumeOutcome::AlreadyUsed);
+        let (outcome, change) = rule::consume(bucket.get(&self.key), self.expires_at, now);
+        if matches!(change, Change::Put(_)) {
+            if let Err(retry_after) = make_room(bucket, self.per_cell, now) {
+                return Apply::Keep(ConsumeOutcome::StoreFull { retry_after });
+            }
         }
-        if let Err(retry_after) = make_room(bucket, self.per_cell, now) {
-            return Apply::Keep(ConsumeOutcome::StoreFull { retry_after });
-        }
-        bucket.put(
-            self.key,
-            Record::TokenUsed {
-                expires_at: self.expires_at,
-            },
-        );
-        Apply::Write(ConsumeOutcome::Consumed)
+        change_bucket(bucket, self.key, change, outcome)
     }
 }
 
@@ -469,28 +460,28 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         let cell = layout.cell_name(&key);
         let policy = self.policy;
         let mut look = self.look(&cell, &key, now)?;
-        // Only a claim adds a record that holds space: a replay, a 409 or a 422 charges nothing.
-        let charge = match decide(look.record.as_ref(), fingerprint, owner, now, policy) {
-            Decision::Claim { claim, .. } => {
-                // A full cell is the answer before any share: nothing would be written.
-                if look.record.is_none() {
-                    if let Err(retry_after) =
-                        make_room(&mut look.bucket, policy.capacity.per_cell, now)
-                    {
-                        return Ok(ClaimOutcome::StoreFull { retry_after });
-                    }
-                }
-                let until = Record::InFlight(claim).holds_space_until();
-                match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
-                    Ok(charge) => Some(charge),
-                    Err(over) => {
-                        return Ok(ClaimOutcome::QuotaExceeded {
-                            retry_after: over.retry_after,
-                        })
-                    }
-                }
+        let terms = (policy.lease, policy.ttl);
+        let until = match rule::claim(look.record.as_ref(), fingerprint, owner, payers, now, terms)
+        {
+            (_, Change::Put(record)) => record.holds_space_until(),
+            // A replay, a 409 or a 422 writes nothing and charges nothing: decided on this read,
+            // as the transaction would decide it on the same snapshot.
+            (outcome, _) => return Ok(outcome),
+        };
+        // A full cell is the answer before any share: nothing would be written.
+        if look.record.is_none() {
+            if let Err(retry_after) = make_room(&mut look.bucket, policy.capacity.per_cell, now) {
+                return Ok(ClaimOutcome::StoreFull { retry_after });
             }
-            _ => None,
+        }
+        // Only a claim adds a record that holds space.
+        let charge = match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
+            Ok(charge) => charge,
+            Err(over) => {
+                return Ok(ClaimOutcome::QuotaExceeded {
+                    retry_after: over.retry_after,
+                })
+            }
         };
         let claim = Claim {
             key,
@@ -504,10 +495,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         // where one was charged; a charge whose record was not written (another request won the
         // key) is given back — best effort: the outcome stands either way, and a failed refund
         // only over-counts until the charge's end.
-        if let Some(charge) = charge {
-            if !matches!(outcome, Ok(ClaimOutcome::Forward { .. })) {
-                let _ = share::refund(self.store, &layout, charge, now);
-            }
+        if !matches!(outcome, Ok(ClaimOutcome::Forward { .. })) {
+            let _ = share::refund(self.store, &layout, charge, now);
         }
         outcome
     }
@@ -573,7 +562,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         outcome
     }
 
-    /// Marks a one-time token used, charged to `payers` until the token expires.
+    /// Marks a one-time token used, charged to `payers` for as long as the use is remembered.
     #[must_use = "a token counts as consumed only if the outcome says so"]
     pub fn consume(
         &mut self,
@@ -592,7 +581,10 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             return Ok(ConsumeOutcome::StoreFull { retry_after });
         }
         let shares = self.policy.shares;
-        let charge = match share::charge(self.store, &layout, &shares, payers, expires_at, now)? {
+        // Charged for as long as the use is remembered ([`rule::token_hold`]), not only until
+        // the token expires.
+        let hold = rule::token_hold(expires_at, now);
+        let charge = match share::charge(self.store, &layout, &shares, payers, hold, now)? {
             Ok(charge) => charge,
             Err(over) => {
                 return Ok(ConsumeOutcome::QuotaExceeded {

@@ -7,11 +7,11 @@
 //! every operation touches exactly one key (which is what lets Redis Cluster shard it).
 //!
 //! The split of work keeps every decision in this crate:
-//! - the filter runs the policy half ([`crate::decision::verdict`]: which answers are stored, which
+//! - the filter runs the policy half (`crate::decision::verdict`: which answers are stored, which
 //!   headers are replayed, body limits) and sends a [`wire::Request`] — claim, finish (store or
 //!   release) or token consume — with the few policy values the record needs (lease, TTL);
 //! - the service reads the key, calls [`exchange::apply`] on the record it found (the same
-//!   [`crate::decision::decide_with`] as the local store), and writes the result with a
+//!   `crate::decision::decide_with` as the local store), and writes the result with a
 //!   compare-and-set on the value's [`stored::ValueVersion`], deciding again on a lost race
 //!   ([`exchange::Exchange`] is that loop, sans-IO). In the common cases (a fresh claim, a token's
 //!   first use, the owner's finish) the exchange skips the read: it decides on the state the key

@@ -237,7 +237,8 @@ pub fn parse_retry_after(value: &str, now: UnixMillis) -> Option<Span> {
 /// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`, RFC 9110 §5.6.7) to milliseconds since
 /// the epoch. Field ranges are checked (including leap years); the day name must be one of the
 /// seven but is not checked against the date. Dates before 1970 are `None`.
-pub fn parse_http_date(text: &str) -> Option<UnixMillis> {
+#[cfg(test)]
+fn parse_http_date(text: &str) -> Option<UnixMillis> {
     http_date(text.as_bytes())
 }
 

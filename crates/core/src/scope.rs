@@ -24,11 +24,15 @@ pub struct Scope<'a> {
 /// The 32-byte name of a record in the store.
 ///
 /// Bytes 0..4 choose the record's cell ([`crate::store::Layout`]); bytes 4..8 are the
-/// [`QuotaTag`] of the scope that owns it, so the protocol can count a scope's records in a cell
-/// within the same compare-and-set that adds one (issue 14: one client may hold only its share of
-/// every cell). The other 28 bytes (224 bits) of SHA-256 keep keys collision-free.
+/// [`QuotaTag`] of the scope that owns it, so an operator's tally can group a store's records by
+/// client without knowing who the client is (`idemgate-store stats`). The other 28 bytes (224
+/// bits) of SHA-256 keep keys collision-free.
+///
+/// The bytes are private: a host gets a key from a request through [`StorageKey::derive`] (or a
+/// token's use through [`StorageKey::tagged`]), so no host spells the derivation differently.
+/// [`StorageKey::from_stored`] is for a key read back from where one was kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StorageKey(pub [u8; 32]);
+pub struct StorageKey(pub(crate) [u8; 32]);
 
 /// Who pays for a record's space: 3 bytes of the scope's hash and its [`QuotaClass`]. Two scopes
 /// share a tag with chance 2⁻²⁴, and then only share a quota in the cells they both use.
@@ -90,6 +94,17 @@ impl StorageKey {
     pub fn tagged(mut hash: [u8; 32], tag: QuotaTag) -> StorageKey {
         hash[4..8].copy_from_slice(&tag.0);
         StorageKey(hash)
+    }
+
+    /// A key as it was kept: the 32 bytes an engine stored it under (a row, a Redis key) or a
+    /// test's fixed key. Requests' keys come from [`StorageKey::derive`].
+    pub const fn from_stored(bytes: [u8; 32]) -> StorageKey {
+        StorageKey(bytes)
+    }
+
+    /// The 32 bytes to store the key under.
+    pub const fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// The scope that owns this record's space.

@@ -123,7 +123,7 @@ fn mask128(prefix: u8) -> u128 {
 /// A payer as the ledger and the records know it: 7 bytes of its scope's hash and whether it is
 /// an address group. 56 bits, so that neither chance (thousands of clients) nor an attacker
 /// choosing among its own addresses makes two payers share one share — the storage key's 24-bit
-/// [`crate::scope::PayerTag`] is too short for that.
+/// [`PayerTag`] is too short for that.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PayerTag(pub [u8; 8]);
 
@@ -229,20 +229,20 @@ impl Layout {
 /// A charge that was made: given back with [`refund`] if its record is not written after all.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a charge whose record is not written must be refunded"]
-pub struct Charge {
+pub(crate) struct Charge {
     pub payers: Payers,
     pub until: UnixMillis,
 }
 
 /// Why a payer was refused: how long until it holds less than its share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct OverShare {
+pub(crate) struct OverShare {
     pub retry_after: Span,
 }
 
 /// Charges one record that holds space until `until` to each of `payers`, each within its share.
 /// If one payer is at its share, nothing stays charged and the answer says when it has room.
-pub fn charge<S: Store + ?Sized>(
+pub(crate) fn charge<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     shares: &Shares,
@@ -280,7 +280,7 @@ pub fn charge<S: Store + ?Sized>(
 }
 
 /// Adds a record to `payers` without a limit: a completion, which must always land.
-pub fn add<S: Store + ?Sized>(
+pub(crate) fn add<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     payers: Payers,
@@ -298,7 +298,7 @@ pub fn add<S: Store + ?Sized>(
 
 /// Gives a charge back: its record was not written, or was released. A hold that has already
 /// lapsed is not taken from a later one.
-pub fn refund<S: Store + ?Sized>(
+pub(crate) fn refund<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     charge: Charge,

@@ -5,7 +5,7 @@
 //! seen, and a browser that fingerprints a payload gets the edge's answer.
 //!
 //! Two facts meet here. The edge compares methods exactly (RFC 9110 §9.1: methods are
-//! case-sensitive) and normalises paths ([`crate::path::normalize`], lower-cased on a
+//! case-sensitive) and normalises paths (`crate::path::normalize`, lower-cased on a
 //! case-insensitive route). A browser does not send the method its app wrote: `fetch` upper-cases
 //! the six standard methods and sends every other method as written (Fetch, "normalize a method").
 
@@ -25,7 +25,7 @@ const FETCH_NORMALISED: [&str; 6] = ["DELETE", "GET", "HEAD", "OPTIONS", "POST",
 /// `patch` → `patch` (`PATCH` is not one of the six; written `patch`, it reaches the edge as
 /// `patch` and no `PATCH` route matches it).
 #[must_use]
-pub fn sent_method(method: &str) -> &str {
+pub(crate) fn sent_method(method: &str) -> &str {
     FETCH_NORMALISED
         .iter()
         .find(|m| m.eq_ignore_ascii_case(method))
@@ -50,7 +50,7 @@ pub fn spell(normalized: &str, case_sensitive: bool) -> String {
 /// request does. Borrows `path` when there is no query (no allocation on the common request).
 #[must_use]
 #[inline]
-pub fn with_query<'a>(path: &'a str, path_and_query: &str) -> Cow<'a, str> {
+pub(crate) fn with_query<'a>(path: &'a str, path_and_query: &str) -> Cow<'a, str> {
     match path_and_query.find(['?', '#']) {
         Some(at) => {
             let mut out = String::from(path);
@@ -66,7 +66,7 @@ pub fn with_query<'a>(path: &'a str, path_and_query: &str) -> Cow<'a, str> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Target<'a> {
-    /// As the edge receives it ([`sent_method`]).
+    /// As the edge receives it (`sent_method`).
     pub method: &'a str,
     /// Normalised, spelled under the route's case rule, with the query as sent.
     pub path: String,

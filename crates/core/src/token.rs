@@ -36,7 +36,7 @@ pub const ISSUE_PATH: &str = "/.idemgate/token";
 /// The request target a client asks `endpoint` with for a token for the request it will send
 /// with `fetch(path_and_query, {method})`: a token is bound to the route and method it is for
 /// (issue 14), so the edge must be told which, as `?method=…&path=…` (`&` if `endpoint` has a
-/// query already). The method is the one `fetch` sends ([`crate::target::sent_method`]); the
+/// query already). The method is the one `fetch` sends (`crate::target::sent_method`); the
 /// path is the request's without its query (a token binds no query). Both values are
 /// percent-encoded except RFC 3986's unreserved characters, so a path with `&`, `=`, `+` or `%`
 /// arrives as it was.

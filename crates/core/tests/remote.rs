@@ -42,9 +42,9 @@ struct ModelEngine {
 
 impl ModelEngine {
     fn get(&mut self, key: &StorageKey, now: UnixMillis) -> Option<Vec<u8>> {
-        match self.keys.get(&key.0) {
+        match self.keys.get(key.as_bytes()) {
             Some((_, at)) if *at <= now => {
-                self.keys.remove(&key.0);
+                self.keys.remove(key.as_bytes());
                 None
             }
             Some((value, _)) => Some(value.clone()),
@@ -70,10 +70,11 @@ impl ModelEngine {
         }
         match write {
             Write::Set { value, expires_at } => {
-                self.keys.insert(key.0, (value.clone(), *expires_at));
+                self.keys
+                    .insert(*key.as_bytes(), (value.clone(), *expires_at));
             }
             Write::Delete => {
-                self.keys.remove(&key.0);
+                self.keys.remove(key.as_bytes());
             }
         }
         WriteOutcome::Written
@@ -122,7 +123,7 @@ impl ModelEngine {
         let is_finish = matches!(request, Request::Finish { .. });
         let (mut exchange, mut need) = if self.speculate {
             let fresh = self.fresh();
-            let claimed = self.claimed.get(&key.0).cloned();
+            let claimed = self.claimed.get(key.as_bytes()).cloned();
             Exchange::speculate(request, self.host_clock(now), claimed.as_deref(), fresh)
         } else {
             Exchange::start(request)
@@ -158,11 +159,11 @@ impl ModelEngine {
                 Step::Done(response) => {
                     // What the service remembers: the claims it forwarded, until their finish.
                     if is_finish {
-                        self.claimed.remove(&key.0);
+                        self.claimed.remove(key.as_bytes());
                     }
                     if let (true, Some(Write::Set { value, .. })) = (is_claim, written) {
                         if matches!(response, Response::Claim(ClaimOutcome::Forward { .. })) {
-                            self.claimed.insert(key.0, value);
+                            self.claimed.insert(*key.as_bytes(), value);
                         }
                     }
                     return response;
@@ -173,7 +174,7 @@ impl ModelEngine {
 }
 
 fn skey(n: u8) -> StorageKey {
-    StorageKey([n; 32])
+    StorageKey::from_stored([n; 32])
 }
 
 fn response(body: &[u8]) -> StoredResponse {
@@ -390,14 +391,14 @@ fn an_unreadable_value_is_never_overwritten() {
     let mut engine = ModelEngine::default();
     let now = UnixMillis(1000);
     engine.keys.insert(
-        skey(1).0,
+        *skey(1).as_bytes(),
         (b"not a record at all".to_vec(), UnixMillis(5000)),
     );
     assert_eq!(
         engine.run(claim(1, 1, 1), now),
         Response::Failed(Failure::Corrupt)
     );
-    assert_eq!(engine.keys[&skey(1).0].0, b"not a record at all");
+    assert_eq!(engine.keys[skey(1).as_bytes()].0, b"not a record at all");
 }
 
 /// Every interleaving of N claims' reads and writes: exactly one Forward; the others see the
@@ -523,7 +524,7 @@ fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
     let mut engine = ModelEngine::speculative(0);
     engine.run(claim(1, 7, 1), now);
     let remembered = engine.claimed.clone();
-    let before = engine.keys[&skey(1).0].clone();
+    let before = engine.keys[skey(1).as_bytes()].clone();
     let conflict = engine.run(claim(1, 7, 2), now.after(Span(1_000)));
     assert_eq!(
         conflict,
@@ -531,7 +532,7 @@ fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
             retry_after: Span(59_000)
         })
     );
-    assert_eq!(engine.keys[&skey(1).0], before);
+    assert_eq!(engine.keys[skey(1).as_bytes()], before);
     // Another payload under the key: a mismatch.
     let mismatch = engine.run(claim(1, 8, 2), now.after(Span(1_000)));
     assert_eq!(mismatch, Response::Claim(ClaimOutcome::Mismatch));
@@ -550,10 +551,10 @@ fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
     // The first owner's finish, speculating on the claim it remembers, finds the takeover: it
     // is not the owner any more and nothing is written.
     engine.claimed = remembered;
-    let before = engine.keys[&skey(1).0].clone();
+    let before = engine.keys[skey(1).as_bytes()].clone();
     let late = engine.run(finish_store(1, 1, b"late"), now.after(Span(62_000)));
     assert_eq!(late, Response::Finish(FinishOutcome::NotOwner));
-    assert_eq!(engine.keys[&skey(1).0], before);
+    assert_eq!(engine.keys[skey(1).as_bytes()], before);
     // A token used before: already used, in one call.
     let consume = Request::Consume {
         key: skey(2),
@@ -585,7 +586,7 @@ fn a_speculation_off_the_engines_clock_is_refused_and_decided_on_the_engines() {
             engine.calls, 2,
             "refused, then written on the engine's clock"
         );
-        let (value, expires_at) = engine.keys[&skey(1).0].clone();
+        let (value, expires_at) = engine.keys[skey(1).as_bytes()].clone();
         assert_eq!(expires_at, now.after(Span::from_secs(86_400)));
         match StoredValue::decode(&skey(1), &value).unwrap().record {
             Record::InFlight(claim) => {
@@ -599,7 +600,7 @@ fn a_speculation_off_the_engines_clock_is_refused_and_decided_on_the_engines() {
     let mut engine = ModelEngine::speculative(skew);
     engine.run(claim(1, 7, 3), now);
     assert_eq!(engine.calls, 1);
-    let expires_at = engine.keys[&skey(1).0].1;
+    let expires_at = engine.keys[skey(1).as_bytes()].1;
     assert_eq!(
         expires_at,
         now.after(CLOCK_TOLERANCE).after(Span::from_secs(86_400))
@@ -615,7 +616,7 @@ fn a_finish_without_its_claim_remembered_reads_first() {
     assert_eq!(need, Need::Read);
     let mut engine = ModelEngine::speculative(0);
     engine.run(claim(1, 7, 3), now);
-    let claimed = engine.claimed[&skey(1).0].clone();
+    let claimed = engine.claimed[skey(1).as_bytes()].clone();
     let (_, need) = Exchange::speculate(
         finish_store(1, 4, b"x"),
         now,
@@ -653,7 +654,7 @@ fn a_token_is_used_once_and_remembered_past_its_expiry_by_the_skew() {
         engine.run(consume.clone(), UnixMillis(1_010_000 + 30_000)),
         Response::Consume(ConsumeOutcome::AlreadyUsed)
     );
-    let expiry = engine.keys[&skey(3).0].1;
+    let expiry = engine.keys[skey(3).as_bytes()].1;
     assert_eq!(expiry, UnixMillis(1_010_000 + 60_000));
 }
 
@@ -751,7 +752,7 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
     // Whoever can write the engine rewrites the value: a planted header, another body, another
     // status, no seal at all. Each keeps the value's framing (version, key, record), so the
     // service reads it and sends it on; the filter's check refuses it.
-    let value = engine.keys[&key.0].0.clone();
+    let value = engine.keys[key.as_bytes()].0.clone();
     let original = StoredValue::decode(&key, &value).unwrap();
     let Record::Completed(done) = &original.record else {
         panic!("a completed record")
@@ -779,8 +780,10 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
             version: original.version,
             record: Record::Completed(record),
         };
-        let expiry = engine.keys[&key.0].1;
-        engine.keys.insert(key.0, (planted.encode(&key), expiry));
+        let expiry = engine.keys[key.as_bytes()].1;
+        engine
+            .keys
+            .insert(*key.as_bytes(), (planted.encode(&key), expiry));
         let refused = remote_claim(&mut engine, claim(3), now).unwrap_err();
         assert!(matches!(refused, ProtocolError::Tampered(_)), "{refused:?}");
         assert!(!refused.allows_failure_mode());
@@ -794,9 +797,10 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
         version: original.version,
         record: original.record.clone(),
     };
-    engine
-        .keys
-        .insert(other.0, (moved.encode(&other), UnixMillis(u64::MAX)));
+    engine.keys.insert(
+        *other.as_bytes(),
+        (moved.encode(&other), UnixMillis(u64::MAX)),
+    );
     let claim_other = client::claim(other, Fingerprint([1; 32]), OwnerToken([4; 16]), &policy);
     assert_eq!(
         remote_claim(&mut engine, claim_other, now),
@@ -874,8 +878,20 @@ fn an_outcome_in_doubt_sends_nothing() {
 
 #[derive(Debug, Clone)]
 enum Op {
-    Claim { key: u8, fp: u8 },
-    Finish { key: u8, owner: u8, status: u16 },
+    Claim {
+        key: u8,
+        fp: u8,
+    },
+    Finish {
+        key: u8,
+        owner: u8,
+        status: u16,
+    },
+    /// A one-time token's use, the token expiring `expires_in` ms from now.
+    Consume {
+        token: u8,
+        expires_in: u64,
+    },
     Advance(u64),
 }
 
@@ -888,6 +904,8 @@ fn op() -> impl Strategy<Value = Op> {
             prop_oneof![Just(0u16), Just(201), Just(503), Just(500)]
         )
             .prop_map(|(key, owner, status)| Op::Finish { key, owner, status }),
+        (0..2u8, prop_oneof![Just(1_000u64), Just(30_000)])
+            .prop_map(|(token, expires_in)| Op::Consume { token, expires_in }),
         prop_oneof![Just(1u64), Just(30_000), Just(61_000), Just(90_000_000)].prop_map(Op::Advance),
     ]
 }
@@ -895,8 +913,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
-    /// Any sequence of claims, finishes and time passing gives the same outcomes through the
-    /// remote protocol as through the local one: the core decides both.
+    /// Any sequence of claims, finishes, token uses and time passing gives the same outcomes
+    /// through the remote protocol as through the local one: the core decides both, with one set
+    /// of rules (`rule`) — a token's use is remembered as long in either.
     #[test]
     fn remote_and_local_agree(ops in proptest::collection::vec(op(), 1..40)) {
         let mut policy = Policy::defaults();
@@ -930,6 +949,17 @@ proptest! {
                     for remote in &mut remotes {
                         let r = remote_claim(remote, request.clone(), now).map(unsealed).unwrap();
                         prop_assert_eq!(&l, &r);
+                    }
+                }
+                Op::Consume { token, expires_in } => {
+                    // Token uses live in a hash domain of their own: keys apart from requests'.
+                    let key = skey(100 + token);
+                    let expires_at = now.after(Span(expires_in));
+                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let l = engine.consume(key, expires_at, Payers::NONE, now).unwrap();
+                    for remote in &mut remotes {
+                        let r = remote.run(Request::Consume { key, expires_at }, now);
+                        prop_assert_eq!(Response::Consume(l), r);
                     }
                 }
                 Op::Finish { key, owner, status } => {

@@ -239,7 +239,7 @@ fn only_space_held_is_charged() {
         engine.claim(a.key, fp, owner(4), a.payers, later).unwrap(),
         ClaimOutcome::Forward { .. }
     ));
-    // A token use is charged until the token expires; its second use charges nothing. At 6 s
+    // A token use is charged while it is remembered; its second use charges nothing. At 6 s
     // the peer holds one claim (`a`, taken over at 5 s, until 10 s): room for one token use.
     let token = r(9);
     let at = T0.after(Span::from_secs(6));

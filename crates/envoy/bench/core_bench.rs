@@ -135,7 +135,7 @@ fn main() {
         let mut k = [0u8; 32];
         k[..8].copy_from_slice(&i.to_le_bytes());
         k[8..16].copy_from_slice(&i.wrapping_mul(0x9e37_79b9_7f4a_7c15).to_be_bytes());
-        StorageKey(k)
+        StorageKey::from_stored(k)
     };
     let answer = || ResponseFacts::Upstream {
         status: 201,

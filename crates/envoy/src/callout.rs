@@ -84,7 +84,7 @@ mod tests {
     fn exchange(shared: &Rc<Shared>, stream: u32) -> Pending {
         Pending::Detached(Exchange {
             shared: Rc::clone(shared),
-            key: StorageKey([stream as u8; 32]),
+            key: StorageKey::from_stored([stream as u8; 32]),
             owner: shared.owners.next(),
             stream,
             claimed_at: Some(UnixMillis(0)),

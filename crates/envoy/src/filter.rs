@@ -29,16 +29,15 @@ use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
 use crate::root::Shared;
 use crate::settle::settle;
-use crate::token_endpoint::{self, TokenCheck, VerifiedToken};
+use crate::token_endpoint::{self, VerifiedToken};
 use alloc::rc::Rc;
 use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::policy::{
-    Detached, FailureMode, Forward, Policy, Route, RouteKind, TokenRequirement,
-};
-use idemgate_core::protocol::{ClaimOutcome, Engine, ProtocolError};
+use idemgate_core::guard::{self, Next};
+use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind, TokenRequirement};
+use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
@@ -330,34 +329,55 @@ impl Filter {
                     self.stage = Stage::Using { call, after };
                     Action::Pause
                 }
-                Err(e) => self.token_used(TokenCheck::StoreFailed(e), after),
+                Err(e) => self.token_used(Err(e), after),
             };
         }
         let policy = self.policy();
         let mut store = self.shared.store();
-        let check = match host::now() {
-            Some(now) => token_endpoint::consume(&mut store, &policy, claims, self.payers, now),
-            None => TokenCheck::ClockUnavailable,
+        let Some(now) = host::now() else {
+            // Whether the token is still good cannot be judged without the clock.
+            let action = self.reply(&EdgeAnswer::ClockUnavailable);
+            self.not_forwarded(after);
+            return action;
         };
-        self.token_used(check, after)
+        let outcome = token_endpoint::consume(&mut store, &policy, claims, self.payers, now);
+        self.token_used(outcome, after)
     }
 
-    /// The token's use is decided: go on with `after`, or answer (and release a claim held).
-    fn token_used(&mut self, check: TokenCheck, after: AfterUse) -> Action {
-        if let Some(action) = self.token_checked(check) {
-            if let AfterUse::Forward {
-                key, owner, order, ..
-            } = after
-            {
-                // Not forwarded after all: the upstream never saw it, so release the key.
-                self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
-                if let Some(claim) = order {
-                    order::settle(&self.shared, claim, false, true);
-                }
-            }
-            return action;
+    /// The token's use is decided (the core's [`guard::after_use`]): go on with `after`, or
+    /// answer (and release a claim held).
+    fn token_used(
+        &mut self,
+        outcome: Result<ConsumeOutcome, ProtocolError>,
+        after: AfterUse,
+    ) -> Action {
+        let (refusal, events) = guard::after_use(&outcome);
+        for event in events.iter() {
+            self.count(Counter::from(event));
         }
-        self.go_on(after)
+        let Some(answer) = refusal else {
+            return self.go_on(after);
+        };
+        if let EdgeAnswer::StoreFailed(e) = &answer {
+            host::log(LogLevel::Warn, &format!("store failed: {e}"));
+        }
+        let action = self.reply(&answer);
+        self.not_forwarded(after);
+        action
+    }
+
+    /// A claimed request answered before it was forwarded: the upstream never saw it, so its key
+    /// is released (and its ordering slot given back).
+    fn not_forwarded(&mut self, after: AfterUse) {
+        if let AfterUse::Forward {
+            key, owner, order, ..
+        } = after
+        {
+            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            if let Some(claim) = order {
+                order::settle(&self.shared, claim, false, true);
+            }
+        }
     }
 
     /// The request goes on (its token, if any, is used).
@@ -395,56 +415,18 @@ impl Filter {
         }
     }
 
-    /// A token's use, decided; `None` means go on, `Some(action)` was answered. A use that
-    /// cannot be recorded is refused whatever the failure mode: forwarded unrecorded, the token
-    /// could be used again.
-    fn token_checked(&mut self, check: TokenCheck) -> Option<Action> {
-        match check {
-            TokenCheck::Consumed => {
-                self.count(Counter::TokenConsumed);
-                None
-            }
-            TokenCheck::Rejected(e) => {
-                self.count(Counter::TokenRejected);
-                Some(self.reply(&EdgeAnswer::Token(&e)))
-            }
-            TokenCheck::StoreFull { retry_after } => {
-                self.count(Counter::StoreFull);
-                Some(self.reply(&EdgeAnswer::StoreFull { retry_after }))
-            }
-            TokenCheck::QuotaExceeded { retry_after } => {
-                self.count(Counter::QuotaExceeded);
-                Some(self.reply(&EdgeAnswer::QuotaExceeded { retry_after }))
-            }
-            TokenCheck::StoreFailed(e) => {
-                self.store_failed(&e);
-                Some(self.reply(&EdgeAnswer::StoreFailed(&e)))
-            }
-            TokenCheck::ClockUnavailable => Some(self.reply(&EdgeAnswer::ClockUnavailable)),
-        }
-    }
-
-    fn store_failed(&self, e: &ProtocolError) {
-        self.count(Counter::StoreError);
-        host::log(LogLevel::Warn, &format!("store failed: {e}"));
-    }
-
-    /// No identity to scope the key to: the store-error failure mode applies (503, or forward
-    /// unprotected) rather than a namespace shared with other clients.
+    /// No identity to scope the key to: the core's [`guard::unscoped`] (the store-error failure
+    /// mode) rather than a namespace shared with other clients.
     fn unscoped(&mut self, policy: &Policy) -> Action {
-        self.count(Counter::ScopeUnavailable);
-        self.failure(policy.on_store_error, &EdgeAnswer::ScopeUnavailable)
-            .unwrap_or(Action::Continue)
-    }
-
-    /// Applies a failure mode: reject with the core's answer, or forward unprotected.
-    fn failure(&mut self, mode: FailureMode, edge: &EdgeAnswer<'_>) -> Option<Action> {
-        match mode {
-            FailureMode::Reject => Some(self.reply(edge)),
-            FailureMode::PassThrough => {
-                self.count(Counter::Passthrough);
+        let (next, events) = guard::unscoped(policy);
+        for event in events.iter() {
+            self.count(Counter::from(event));
+        }
+        match next {
+            Some(answer) => self.reply(&answer),
+            None => {
                 self.stage = Stage::Idle;
-                None
+                Action::Continue
             }
         }
     }
@@ -721,7 +703,8 @@ impl Filter {
         self.claimed(key, outcome, token, held)
     }
 
-    /// Acts on a claim's outcome (from the local store, or the remote store's answer).
+    /// Carries out what the core makes of a claim's outcome (from the local store, or the remote
+    /// store's answer): forward as the key's owner, answer, or forward unguarded.
     fn claimed(
         &mut self,
         key: StorageKey,
@@ -730,12 +713,12 @@ impl Filter {
         held: Option<Held>,
     ) -> Action {
         let policy = self.policy();
-        match outcome {
-            Ok(ClaimOutcome::Forward { owner, takeover }) => {
-                self.count(Counter::Claimed);
-                if takeover {
-                    self.count(Counter::TakenOver);
-                }
+        let (next, events) = guard::after_claim(&outcome, &policy);
+        for event in events.iter() {
+            self.count(Counter::from(event));
+        }
+        match next {
+            Next::Forward { owner, takeover } => {
                 self.debug(
                     &key,
                     if takeover {
@@ -758,52 +741,38 @@ impl Filter {
                 };
                 self.forward_ordered(wait, began)
             }
-            Ok(ClaimOutcome::Conflict { retry_after }) => {
-                self.count(Counter::Conflict);
-                self.debug(&key, "in flight: 409");
-                self.reply(&EdgeAnswer::Conflict { retry_after })
+            Next::Answer(answer) => {
+                self.log_answer(&key, &answer);
+                self.reply(&answer)
             }
-            Ok(ClaimOutcome::Replay(stored)) => {
-                self.count(Counter::Replayed);
-                self.debug(&key, "completed: replayed");
-                self.reply(&EdgeAnswer::Replay {
-                    stored: &stored,
-                    replay_headers: &policy.replay_headers,
-                })
+            Next::Unguarded => {
+                match &outcome {
+                    Err(e) => host::log(LogLevel::Warn, &format!("store failed: {e}")),
+                    Ok(_) => self.debug(&key, "store full: forwarded unguarded"),
+                }
+                self.stage = Stage::Idle;
+                self.unprotected(token.as_ref())
             }
-            Ok(ClaimOutcome::Mismatch) => {
-                self.count(Counter::Mismatch);
-                self.debug(&key, "other payload: 422");
-                self.reply(&EdgeAnswer::Mismatch)
-            }
-            Ok(ClaimOutcome::QuotaExceeded { retry_after }) => {
-                self.count(Counter::QuotaExceeded);
-                self.debug(&key, "scope over its quota: 429");
-                self.reply(&EdgeAnswer::QuotaExceeded { retry_after })
-            }
-            Ok(ClaimOutcome::StoreFull { retry_after }) => {
-                self.count(Counter::StoreFull);
-                self.debug(&key, "store full");
-                self.failure(policy.on_store_full, &EdgeAnswer::StoreFull { retry_after })
-                    .unwrap_or_else(|| self.unprotected(token.as_ref()))
-            }
-            Err(e) if !e.allows_failure_mode() => {
-                // A completed answer that failed its seal: never replayed, never run again.
-                self.count(Counter::RecordCorrupt);
-                host::log(
-                    LogLevel::Warn,
-                    &format!(
-                        "key {}: {e}; not replayed (502 record_corrupt)",
-                        key.log_label()
-                    ),
-                );
-                self.reply(&EdgeAnswer::StoreFailed(&e))
-            }
-            Err(e) => {
-                self.store_failed(&e);
-                self.failure(policy.on_store_error, &EdgeAnswer::StoreFailed(&e))
-                    .unwrap_or_else(|| self.unprotected(token.as_ref()))
-            }
+        }
+    }
+
+    /// The log line of an answer to a claim.
+    fn log_answer(&self, key: &StorageKey, answer: &EdgeAnswer<'_>) {
+        match answer {
+            EdgeAnswer::StoreFailed(e) if !e.allows_failure_mode() => host::log(
+                LogLevel::Warn,
+                &format!(
+                    "key {}: {e}; not replayed (502 record_corrupt)",
+                    key.log_label()
+                ),
+            ),
+            EdgeAnswer::StoreFailed(e) => host::log(LogLevel::Warn, &format!("store failed: {e}")),
+            EdgeAnswer::Conflict { .. } => self.debug(key, "in flight: 409"),
+            EdgeAnswer::Replay { .. } => self.debug(key, "completed: replayed"),
+            EdgeAnswer::Mismatch => self.debug(key, "other payload: 422"),
+            EdgeAnswer::QuotaExceeded { .. } => self.debug(key, "scope over its quota: 429"),
+            EdgeAnswer::StoreFull { .. } => self.debug(key, "store full"),
+            _ => {}
         }
     }
 
@@ -904,8 +873,8 @@ impl Filter {
         let Stage::Using { after, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
-        let check = token_endpoint::check(client::consume_outcome(reply.answer()));
-        let action = self.token_used(check, after);
+        let outcome = client::consume_outcome(reply.answer());
+        let action = self.token_used(outcome, after);
         self.resume(action);
     }
 

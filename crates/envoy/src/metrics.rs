@@ -5,6 +5,28 @@
 use crate::abi;
 #[allow(unused_imports)]
 use crate::prelude::*;
+use idemgate_core::guard::Event;
+
+/// Each event of the core's guard is one counter.
+impl From<Event> for Counter {
+    fn from(event: Event) -> Counter {
+        match event {
+            Event::Claimed => Counter::Claimed,
+            Event::TakenOver => Counter::TakenOver,
+            Event::Conflict => Counter::Conflict,
+            Event::Replayed => Counter::Replayed,
+            Event::Mismatch => Counter::Mismatch,
+            Event::QuotaExceeded => Counter::QuotaExceeded,
+            Event::StoreFull => Counter::StoreFull,
+            Event::StoreError => Counter::StoreError,
+            Event::RecordCorrupt => Counter::RecordCorrupt,
+            Event::Passthrough => Counter::Passthrough,
+            Event::ScopeUnavailable => Counter::ScopeUnavailable,
+            Event::TokenConsumed => Counter::TokenConsumed,
+            Event::TokenRejected => Counter::TokenRejected,
+        }
+    }
+}
 
 /// Every counter the filter keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

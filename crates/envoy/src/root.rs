@@ -326,6 +326,6 @@ mod tests {
         assert_eq!(unique.len(), 5);
         let mut key = [3u8; 32];
         key[..4].copy_from_slice(&7u32.to_be_bytes());
-        assert!(names.contains(&layout.cell_name(&StorageKey(key))));
+        assert!(names.contains(&layout.cell_name(&StorageKey::from_stored(key))));
     }
 }

@@ -254,7 +254,7 @@ mod tests {
         );
         let mut bucket = Bucket::default();
         bucket.put(
-            StorageKey([key; 32]),
+            StorageKey::from_stored([key; 32]),
             idemgate_core::record::Record::InFlight(claim),
         );
         bucket.encode()
@@ -397,7 +397,7 @@ mod tests {
             store: &mut store,
             policy: &policy,
         };
-        let key = StorageKey([7; 32]);
+        let key = StorageKey::from_stored([7; 32]);
         let fp = Fingerprint([1; 32]);
         let now = UnixMillis(1_000);
         let mut forwarded = 0;

@@ -10,7 +10,7 @@ use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use idemgate_core::share::Payers;
 use idemgate_core::store::Store;
-use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::time::UnixMillis;
 use idemgate_core::token::{issue, issued_for, verify, IssueFor, TokenError};
 
 /// Whether `path` (query allowed) and `method` ask the issuing endpoint for a token.
@@ -48,26 +48,6 @@ pub fn issue_answer(
     })
 }
 
-/// How a token check ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenCheck {
-    /// Valid and now used: forward.
-    Consumed,
-    /// Missing, forged, expired, for another client, route or method, or used before.
-    Rejected(TokenError),
-    /// No room to remember the use: refused (a use that cannot be recorded could be repeated).
-    StoreFull {
-        retry_after: Span,
-    },
-    /// The client holds its share of the store.
-    QuotaExceeded {
-        retry_after: Span,
-    },
-    StoreFailed(ProtocolError),
-    /// The host's clock could not be read: whether the token is still good cannot be judged.
-    ClockUnavailable,
-}
-
 /// A token whose signature, binding and time are good, and the store key of its single use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerifiedToken {
@@ -95,29 +75,18 @@ pub fn verify_for(
     })
 }
 
-/// Marks a verified token used, exactly once, charged to `payers` until the token expires.
+/// Marks a verified token used, exactly once, charged to `payers` for as long as the use is
+/// remembered (the token's expiry plus the verifiers' clock skew). What the outcome means for the
+/// request is the core's ([`idemgate_core::guard::after_use`]).
 pub fn consume<S: Store + ?Sized>(
     store: &mut S,
     policy: &Policy,
     token: &VerifiedToken,
     payers: Payers,
     now: UnixMillis,
-) -> TokenCheck {
+) -> Result<ConsumeOutcome, ProtocolError> {
     let mut engine = Engine { store, policy };
-    check(engine.consume(token.use_key, token.expires_at, payers, now))
-}
-
-/// What a token use's outcome means for the request (from the local store or the remote one).
-pub fn check(outcome: Result<ConsumeOutcome, ProtocolError>) -> TokenCheck {
-    match outcome {
-        Ok(ConsumeOutcome::Consumed) => TokenCheck::Consumed,
-        Ok(ConsumeOutcome::AlreadyUsed) => TokenCheck::Rejected(TokenError::AlreadyUsed),
-        Ok(ConsumeOutcome::StoreFull { retry_after }) => TokenCheck::StoreFull { retry_after },
-        Ok(ConsumeOutcome::QuotaExceeded { retry_after }) => {
-            TokenCheck::QuotaExceeded { retry_after }
-        }
-        Err(e) => TokenCheck::StoreFailed(e),
-    }
+    engine.consume(token.use_key, token.expires_at, payers, now)
 }
 
 #[cfg(test)]
@@ -165,11 +134,11 @@ mod tests {
         let mut store = MemoryStore::new();
         assert_eq!(
             consume(&mut store, &policy, &verified, Payers::NONE, now),
-            TokenCheck::Consumed
+            Ok(ConsumeOutcome::Consumed)
         );
         assert_eq!(
             consume(&mut store, &policy, &verified, Payers::NONE, now),
-            TokenCheck::Rejected(TokenError::AlreadyUsed)
+            Ok(ConsumeOutcome::AlreadyUsed)
         );
         assert_eq!(
             verify_for(token, None, alice, route, "POST", now),

@@ -123,12 +123,12 @@ mod tests {
 
     #[test]
     fn the_hash_is_stable_short_and_not_the_key() {
-        let key = StorageKey([7u8; 32]);
+        let key = StorageKey::from_stored([7u8; 32]);
         let hash = key_hash(&key);
         assert_eq!(hash.len(), 12);
         assert_eq!(hash, key.log_label());
-        assert_ne!(hash, to_hex(&key.0));
-        assert_ne!(hash, key_hash(&StorageKey([8u8; 32])));
+        assert_ne!(hash, to_hex(key.as_bytes()));
+        assert_ne!(hash, key_hash(&StorageKey::from_stored([8u8; 32])));
     }
 
     #[test]

@@ -130,7 +130,7 @@ async fn serve_connection<S>(
 
 async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
-        (&Method::POST, "/v1/op") => operation(state, req).await,
+        (&Method::POST, path) if path == remote::client::PATH => operation(state, req).await,
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
         (&Method::GET, "/readyz") => {
             let ping = tokio::time::timeout(state.config.op_timeout, state.engine.ping()).await;
@@ -153,7 +153,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
             );
             response
         }
-        (_, "/v1/op" | "/healthz" | "/readyz" | "/metrics") => {
+        (_, path) if [remote::client::PATH, "/healthz", "/readyz", "/metrics"].contains(&path) => {
             text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n")
         }
         _ => text(StatusCode::NOT_FOUND, "not found\n"),
@@ -188,13 +188,16 @@ async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes
     answer(response)
 }
 
-/// Every answer to `/v1/op` has the binary body; the status says whether it is an outcome (200),
-/// a request the service could not read (400) or a failure to reach a decision (503).
+/// Every answer to `/v1/op` has the binary body, with the status the core gives it
+/// ([`remote::Response::http_status`]: an outcome, a request the service could not read, or a
+/// failure to reach a decision).
 fn answer(response: remote::Response) -> Response<Full<Bytes>> {
-    let status = match &response {
-        remote::Response::Failed(Failure::BadRequest) => StatusCode::BAD_REQUEST,
-        remote::Response::Failed(_) => StatusCode::SERVICE_UNAVAILABLE,
-        _ => StatusCode::OK,
+    let status = match StatusCode::from_u16(response.http_status()) {
+        Ok(status) => status,
+        Err(e) => {
+            tracing::error!(error = %e, "the core gave a status HTTP cannot carry");
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     };
     let mut out = Response::new(Full::new(Bytes::from(response.encode())));
     *out.status_mut() = status;

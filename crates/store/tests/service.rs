@@ -296,7 +296,7 @@ async fn garbage_and_wrong_paths_get_typed_answers() {
     // A value that is not a record is never overwritten.
     let key = skey("corrupt");
     let redis_key = {
-        let hex: String = key.0.iter().map(|b| format!("{b:02x}")).collect();
+        let hex: String = key.as_bytes().iter().map(|b| format!("{b:02x}")).collect();
         format!("idemgate:{hex}")
     };
     redis.cli(&["set", &redis_key, "not-a-record"]);

@@ -549,7 +549,7 @@ pub fn transitions(writes: &[Write], forwarded: &[usize]) -> Result<(), String> 
             .chain(after.entries.iter())
             .map(|(k, _)| *k)
             .collect();
-        keys.sort_by_key(|k| k.0);
+        keys.sort_by_key(|k| *k.as_bytes());
         keys.dedup();
         let who = if write.worker == usize::MAX {
             "a concurrent writer".to_string()
@@ -644,7 +644,7 @@ mod tests {
             UnixMillis(NOW),
             &Policy::defaults(),
         );
-        bucket.put(StorageKey([9; 32]), Record::InFlight(record));
+        bucket.put(StorageKey::from_stored([9; 32]), Record::InFlight(record));
         bucket.encode()
     }
 
@@ -660,7 +660,7 @@ mod tests {
             },
             expires_at: UnixMillis(NOW + 86_400_000),
         };
-        bucket.put(StorageKey([9; 32]), Record::Completed(done));
+        bucket.put(StorageKey::from_stored([9; 32]), Record::Completed(done));
         bucket.encode()
     }
 

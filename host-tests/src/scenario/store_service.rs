@@ -34,7 +34,7 @@ impl StoreService {
 
     /// The record under `key`, as the engine holds it (expired ones included until overwritten).
     pub fn record(&self, key: &idemgate_core::scope::StorageKey) -> Option<Record> {
-        lock(&self.records).get(&key.0).cloned()
+        lock(&self.records).get(key.as_bytes()).cloned()
     }
 
     /// Every operation it decided, with its answer.
@@ -66,7 +66,7 @@ impl Service for StoreService {
         };
         let now = UnixMillis(self.clock.now_ms());
         let mut records = lock(&self.records);
-        let key = decoded.key().0;
+        let key = *decoded.key().as_bytes();
         let (response, change) = remote::apply(&decoded, records.get(&key), now);
         match change {
             Change::Keep => {}
@@ -78,11 +78,7 @@ impl Service for StoreService {
             }
         }
         drop(records);
-        let status = match &response {
-            remote::Response::Failed(Failure::BadRequest) => 400,
-            remote::Response::Failed(_) => 503,
-            _ => 200,
-        };
+        let status = response.http_status();
         let body = response.encode();
         lock(&self.log).push((decoded, response));
         Self::answer(status, body, remote::CONTENT_TYPE)
@@ -140,7 +136,7 @@ mod tests {
         let clock = Clock::default();
         let store = StoreService::new(clock.clone());
         let policy = Policy::defaults();
-        let key = StorageKey([7; 32]);
+        let key = StorageKey::from_stored([7; 32]);
         let claim =
             |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
 
@@ -211,7 +207,7 @@ mod tests {
             path: ClusterPath::Direct,
         };
         let policy = Policy::defaults();
-        let key = StorageKey([9; 32]);
+        let key = StorageKey::from_stored([9; 32]);
         let claim =
             |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
         for fault in [CalloutFault::ResetAfterHeaders, CalloutFault::Timeout] {

@@ -523,7 +523,7 @@ fn check_complete(
             }
             // What `complete` decides to store must survive the store.
             let mut bucket = Bucket::default();
-            bucket.put(StorageKey([1; 32]), Record::Completed(done.clone()));
+            bucket.put(StorageKey::from_stored([1; 32]), Record::Completed(done.clone()));
             assert_eq!(
                 Bucket::decode(&bucket.encode()),
                 Ok(bucket),

@@ -103,8 +103,8 @@ fuzz_target!(|data: &[u8]| {
             .entries
             .first()
             .map(|(k, _)| *k)
-            .unwrap_or(StorageKey([0x11; 32])),
-        Err(_) => StorageKey([0x11; 32]),
+            .unwrap_or(StorageKey::from_stored([0x11; 32])),
+        Err(_) => StorageKey::from_stored([0x11; 32]),
     };
     let claim = Claim {
         key,

@@ -45,7 +45,7 @@ pub fn claim(
 }
 
 /// What the end of a forwarded request sends: the policy decides here, on the filter's side,
-/// which answers are stored and how ([`verdict`]), and a stored answer is sealed for `key` with
+/// which answers are stored and how (`verdict`), and a stored answer is sealed for `key` with
 /// `secrets`. `None` when nothing is to be written (the outcome is in doubt: the claim stays in
 /// flight), so no callout is made.
 #[must_use = "the request must be sent to the store service"]

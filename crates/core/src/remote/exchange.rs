@@ -4,27 +4,21 @@
 
 use super::stored::{StoredValue, ValueVersion};
 use super::wire::{End, Failure, Request, Response};
-use crate::decision::{completed_record, decide_with, Decision};
-use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, MAX_ATTEMPTS};
+use crate::decision::Verdict;
+use crate::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::record::Record;
+use crate::rule;
+use crate::share::Payers;
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 
-/// What the operation does to its key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// Nothing to write: the response holds as read.
-    Keep,
-    /// Write this record (its `expires_at` is the key's expiry in the engine).
-    Put(Record),
-    /// Remove the key.
-    Delete,
-}
+pub use crate::rule::Change;
 
 /// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
-/// on the engine's clock. The same rules as the local protocol: [`decide_with`] for a claim, the
-/// fencing token for a finish, a single use for a token.
+/// on the engine's clock: the rules of the core's `rule` module, the same the local store applies. The
+/// remote store keeps no shares (issue 23 leaves them to the local store for now), so a claim
+/// names no payers.
 #[must_use = "the response must be sent and the change written"]
 pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
     let live = current.filter(|record| !record.is_expired(now));
@@ -35,43 +29,26 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
             lease,
             ttl,
             ..
-        } => match decide_with(live, *fingerprint, *owner, now, *lease, *ttl) {
-            Decision::Claim { claim, takeover } => (
-                Response::Claim(ClaimOutcome::Forward {
-                    owner: *owner,
-                    takeover,
-                }),
-                Change::Put(Record::InFlight(claim)),
-            ),
-            Decision::Conflict { retry_after } => (
-                Response::Claim(ClaimOutcome::Conflict { retry_after }),
-                Change::Keep,
-            ),
-            Decision::Replay(response) => (
-                Response::Claim(ClaimOutcome::Replay(response)),
-                Change::Keep,
-            ),
-            Decision::Mismatch => (Response::Claim(ClaimOutcome::Mismatch), Change::Keep),
-        },
+        } => {
+            let (outcome, change) = rule::claim(
+                live,
+                *fingerprint,
+                *owner,
+                Payers::NONE,
+                now,
+                (*lease, *ttl),
+            );
+            (Response::Claim(outcome), change)
+        }
         Request::Finish {
             owner, ttl, end, ..
         } => {
-            let claim = match live {
-                Some(Record::InFlight(claim)) if claim.owner == *owner => claim,
-                _ => return (Response::Finish(FinishOutcome::NotOwner), Change::Keep),
+            let verdict = match end {
+                End::Release => Verdict::Release,
+                End::Store(response) => Verdict::Store(response.clone()),
             };
-            match end {
-                End::Release => (Response::Finish(FinishOutcome::Released), Change::Delete),
-                End::Store(response) => (
-                    Response::Finish(FinishOutcome::Stored),
-                    Change::Put(Record::Completed(completed_record(
-                        claim,
-                        response.clone(),
-                        now,
-                        *ttl,
-                    ))),
-                ),
-            }
+            let (outcome, change) = rule::finish(live, *owner, verdict, now, *ttl);
+            (Response::Finish(outcome), change)
         }
         Request::OrderBegin {
             owner,
@@ -117,31 +94,16 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
             let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
             (Response::Settle(outcome), change)
         }
-        Request::Consume { expires_at, .. } => match live {
-            Some(_) => (Response::Consume(ConsumeOutcome::AlreadyUsed), Change::Keep),
-            None => (
-                Response::Consume(ConsumeOutcome::Consumed),
-                Change::Put(Record::TokenUsed {
-                    expires_at: token_hold(*expires_at, now),
-                }),
-            ),
-        },
+        Request::Consume { expires_at, .. } => {
+            let (outcome, change) = rule::consume(live, *expires_at, now);
+            (Response::Consume(outcome), change)
+        }
     }
-}
-
-/// How long a token's use is remembered: until the token expires plus the clock skew the verifier
-/// tolerates ([`crate::token::CLOCK_SKEW`]). Envoys check expiry on their own clocks, so an Envoy
-/// running behind could still accept the token after the engine's clock has passed its expiry;
-/// the use must outlive that.
-pub fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
-    expires_at
-        .after(crate::token::CLOCK_SKEW)
-        .max(now.after(Span(1)))
 }
 
 /// How long a client is told to wait when the engine is out of memory: the engine frees memory as
 /// keys expire, and there is no one record whose expiry to point at.
-pub const FULL_RETRY_AFTER: Span = Span::from_secs(5);
+pub(crate) const FULL_RETRY_AFTER: Span = Span::from_secs(5);
 
 /// The answer when the engine refuses a write for lack of memory: claims and token uses are told
 /// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
@@ -210,7 +172,7 @@ pub enum Step {
 
 /// One operation in progress: read → [`apply`] → compare-and-set, deciding again after a lost race
 /// (someone else changed the key, so the decision is made again on what they wrote), at most
-/// [`MAX_ATTEMPTS`] times.
+/// `MAX_ATTEMPTS` times.
 ///
 /// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
 /// key most likely holds — nothing, for a claim or a token use; the claim the host itself wrote,

@@ -37,7 +37,7 @@ pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
 /// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
 /// answers carry their seal (issue 24), so a filter and a service of different versions refuse
 /// each other's messages by version instead of misreading them.
-pub const WIRE_VERSION: u8 = 2;
+pub(crate) const WIRE_VERSION: u8 = 2;
 const REQUEST_MAGIC: [u8; 2] = *b"IQ";
 const RESPONSE_MAGIC: [u8; 2] = *b"IA";
 
@@ -61,7 +61,7 @@ pub enum Request {
         ttl: Span,
     },
     /// End the claim `owner` holds (semantics §5), as the filter's policy decided
-    /// ([`crate::decision::verdict`]); a kept-in-flight outcome writes nothing and is never sent.
+    /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
     Finish {
         key: StorageKey,
         owner: OwnerToken,
@@ -204,9 +204,9 @@ impl Request {
 
 /// Longest lease or TTL a request may carry: 100 years. Engines bound expiry times (Redis refuses
 /// a `PXAT` past 2^63 ms), so an absurd value is refused here instead of failing there.
-pub const MAX_SPAN_MS: u64 = 100 * 366 * 86_400_000;
+pub(crate) const MAX_SPAN_MS: u64 = 100 * 366 * 86_400_000;
 /// Latest instant a request may carry: the last millisecond of the year 9999.
-pub const MAX_INSTANT_MS: u64 = 253_402_300_799_999;
+pub(crate) const MAX_INSTANT_MS: u64 = 253_402_300_799_999;
 
 fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
     match r.u64()? {
@@ -336,6 +336,17 @@ impl Tag {
 }
 
 impl Response {
+    /// The HTTP status the service sends this response with, its body always the encoding: 200
+    /// for an outcome, 400 for a request the service could not read, 503 when no decision was
+    /// reached. Decided here so the service and every model of it answer alike.
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            Response::Failed(Failure::BadRequest) => 400,
+            Response::Failed(_) => 503,
+            _ => 200,
+        }
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut w = Writer::default();
         w.bytes(&RESPONSE_MAGIC);
@@ -582,7 +593,7 @@ pub enum WireError {
     InvalidStatus(u16),
     InvalidHeader,
     ZeroTtl,
-    /// A lease, TTL or expiry beyond [`MAX_SPAN_MS`] / [`MAX_INSTANT_MS`].
+    /// A lease, TTL or expiry beyond `MAX_SPAN_MS` / `MAX_INSTANT_MS`.
     OutOfRange,
     TrailingBytes,
     /// A stored value names another storage key than the one it is stored under.

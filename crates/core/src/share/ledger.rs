@@ -3,7 +3,7 @@
 //!
 //! A payer's usage has to fall by itself as its records lapse — the store has no listing, and
 //! nobody tells the ledger when a completed record expires — so the ledger keeps, per payer, how
-//! many records free their space at which moment. At most [`MAX_HOLDS`] moments are kept per
+//! many records free their space at which moment. At most `MAX_HOLDS` moments are kept per
 //! payer: past that, the two closest are merged into the later one. A merged record is counted a
 //! little longer than it really holds space (never shorter), so the count is never below the
 //! truth, and above it only by the records whose moment was moved, by at most the gap between the
@@ -16,7 +16,7 @@ use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 
 /// Moments kept per payer (see the module docs).
-pub const MAX_HOLDS: usize = 16;
+pub(crate) const MAX_HOLDS: usize = 16;
 
 /// Records of one payer that free their space at `until`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

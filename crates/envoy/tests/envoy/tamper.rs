@@ -84,7 +84,7 @@ fn only_record(port: u16) -> (String, StorageKey) {
         .collect();
     (
         names[0].clone(),
-        StorageKey(bytes.try_into().expect("32 bytes")),
+        StorageKey::from_stored(bytes.try_into().expect("32 bytes")),
     )
 }
 

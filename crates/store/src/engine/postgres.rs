@@ -220,7 +220,7 @@ impl Postgres {
             let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
             let statement = client.prepare_cached(READ).await.map_err(|e| self.pg(e))?;
             let row = client
-                .query_one(&statement, &[&key.0.as_slice()])
+                .query_one(&statement, &[&key.as_bytes().as_slice()])
                 .await
                 .map_err(|e| self.pg(e))?;
             let now: i64 = row.try_get(0).map_err(|e| self.pg(e))?;
@@ -242,7 +242,7 @@ impl Postgres {
     ) -> Result<WriteOutcome, EngineError> {
         self.bounded(async {
             let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
-            let key = key.0.as_slice();
+            let key = key.as_bytes().as_slice();
             let written = match (write, &expect) {
                 (Write::Set { value, expires_at }, expect) => {
                     let version = value.get(..16).ok_or_else(|| {
@@ -582,7 +582,7 @@ impl Postgres {
         self.bounded(async {
             let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
             let row = client
-                .query_opt(EVICT, &[&key.0.as_slice()])
+                .query_opt(EVICT, &[&key.as_bytes().as_slice()])
                 .await
                 .map_err(|e| self.pg(e))?;
             match row {

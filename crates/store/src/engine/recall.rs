@@ -63,7 +63,7 @@ mod tests {
         let key = |n: usize| {
             let mut bytes = [0u8; 32];
             bytes[..8].copy_from_slice(&(n as u64).to_be_bytes());
-            StorageKey(bytes)
+            StorageKey::from_stored(bytes)
         };
         recall.remember(key(0), vec![1]);
         recall.remember(key(0), vec![2]);

@@ -144,7 +144,7 @@ impl Redis {
     pub fn redis_key(&self, key: &idemgate_core::scope::StorageKey) -> String {
         let mut out = String::with_capacity(self.prefix.len() + 64);
         out.push_str(&self.prefix);
-        for byte in key.0 {
+        for byte in key.as_bytes() {
             out.push(char::from(HEX[usize::from(byte >> 4)]));
             out.push(char::from(HEX[usize::from(byte & 15)]));
         }
@@ -402,7 +402,9 @@ impl Redis {
     fn storage_key_of(&self, redis_key: &str) -> Option<idemgate_core::scope::StorageKey> {
         let hex = redis_key.strip_prefix(self.prefix.as_str())?;
         let bytes = idemgate_core::hash::from_hex(hex)?;
-        Some(idemgate_core::scope::StorageKey(bytes.try_into().ok()?))
+        Some(idemgate_core::scope::StorageKey::from_stored(
+            bytes.try_into().ok()?,
+        ))
     }
 }
 

@@ -92,7 +92,7 @@ mod tests {
         let key = |tag: u8, n: u8| {
             let mut bytes = [n; 32];
             bytes[4..8].copy_from_slice(&[tag, tag, tag, 0]);
-            StorageKey(bytes)
+            StorageKey::from_stored(bytes)
         };
         let mut tally = Tally::default();
         tally.add(&key(1, 1), 10);

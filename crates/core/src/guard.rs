@@ -1,0 +1,324 @@
+//! Where a request goes once the store has decided (issue 22, item 1: the first of the request's
+//! decisions moved out of the Envoy adapter). After its claim: forwarded as the key's owner,
+//! answered here (409, replay, 422, 429, the failure mode's 503, 502 `record_corrupt`), or
+//! forwarded unguarded because the failure mode says so. After a one-time token's use: on, or
+//! refused. Each with the events a host counts. The host carries the step out; it decides nothing
+//! about it.
+
+use crate::answer::EdgeAnswer;
+use crate::policy::{FailureMode, Policy};
+use crate::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
+use crate::record::OwnerToken;
+use crate::token::TokenError;
+
+/// What becomes of the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next<'a> {
+    /// Forward it upstream as the key's owner; its end is settled with `owner`.
+    Forward { owner: OwnerToken, takeover: bool },
+    /// Answer it here with this (the host sends [`crate::answer::answer`] of it).
+    Answer(EdgeAnswer<'a>),
+    /// Forward it without idempotency: the store could not decide and the failure mode is
+    /// `pass_through`. A one-time token the route requires must still be used first.
+    Unguarded,
+}
+
+/// Something that happened to the request, for metrics and logs: each is one counter. Exhaustive
+/// on purpose: a new event must be given its counter by every host, not fall into a catch-all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    Claimed,
+    /// The claim replaced one whose lease had ended (its owner gone).
+    TakenOver,
+    Conflict,
+    Replayed,
+    Mismatch,
+    QuotaExceeded,
+    StoreFull,
+    /// The store could not decide (unreachable, failed, contended, unreadable cell).
+    StoreError,
+    /// A stored answer failed its seal: never replayed, never run again.
+    RecordCorrupt,
+    /// Forwarded without idempotency by a failure mode.
+    Passthrough,
+    /// No configured scope source identified the client.
+    ScopeUnavailable,
+    /// A one-time token was used (once, now).
+    TokenConsumed,
+    /// A one-time token was refused (here: it was used before).
+    TokenRejected,
+}
+
+/// At most three events per step (a claim taken over: claimed and taken over; a full store passed
+/// through: store full and passthrough).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Events([Option<Event>; 3]);
+
+impl Events {
+    fn of(events: &[Event]) -> Events {
+        let mut out = Events::default();
+        for (slot, event) in out.0.iter_mut().zip(events) {
+            *slot = Some(*event);
+        }
+        out
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
+        self.0.iter().flatten().copied()
+    }
+}
+
+/// What a claim's outcome (from either store) means for the request.
+#[must_use = "the step says what the host must do with the request"]
+pub fn after_claim<'a>(
+    outcome: &'a Result<ClaimOutcome, ProtocolError>,
+    policy: &'a Policy,
+) -> (Next<'a>, Events) {
+    match outcome {
+        Ok(ClaimOutcome::Forward { owner, takeover }) => {
+            let events = if *takeover {
+                Events::of(&[Event::Claimed, Event::TakenOver])
+            } else {
+                Events::of(&[Event::Claimed])
+            };
+            let next = Next::Forward {
+                owner: *owner,
+                takeover: *takeover,
+            };
+            (next, events)
+        }
+        Ok(ClaimOutcome::Conflict { retry_after }) => (
+            Next::Answer(EdgeAnswer::Conflict {
+                retry_after: *retry_after,
+            }),
+            Events::of(&[Event::Conflict]),
+        ),
+        Ok(ClaimOutcome::Replay(stored)) => (
+            Next::Answer(EdgeAnswer::Replay {
+                stored,
+                replay_headers: &policy.replay_headers,
+            }),
+            Events::of(&[Event::Replayed]),
+        ),
+        Ok(ClaimOutcome::Mismatch) => (
+            Next::Answer(EdgeAnswer::Mismatch),
+            Events::of(&[Event::Mismatch]),
+        ),
+        // The client's own doing: 429 whatever the failure mode.
+        Ok(ClaimOutcome::QuotaExceeded { retry_after }) => (
+            Next::Answer(EdgeAnswer::QuotaExceeded {
+                retry_after: *retry_after,
+            }),
+            Events::of(&[Event::QuotaExceeded]),
+        ),
+        Ok(ClaimOutcome::StoreFull { retry_after }) => claim_failure(
+            policy.on_store_full,
+            EdgeAnswer::StoreFull {
+                retry_after: *retry_after,
+            },
+            Event::StoreFull,
+        ),
+        // The store says the request completed, but its answer cannot be trusted: forwarding
+        // could run it twice and replaying would send what was planted, so no failure mode.
+        Err(e) if !e.allows_failure_mode() => (
+            Next::Answer(EdgeAnswer::StoreFailed(e)),
+            Events::of(&[Event::RecordCorrupt]),
+        ),
+        Err(e) => claim_failure(
+            policy.on_store_error,
+            EdgeAnswer::StoreFailed(e),
+            Event::StoreError,
+        ),
+    }
+}
+
+/// No scope source identified the client: guarding the request would put its key in a namespace
+/// shared with other clients, so the store-error failure mode applies — this answer (503), or
+/// `None`: forward it unguarded.
+#[must_use = "the step says what the host must do with the request"]
+pub fn unscoped(policy: &Policy) -> (Option<EdgeAnswer<'static>>, Events) {
+    failure(
+        policy.on_store_error,
+        EdgeAnswer::ScopeUnavailable,
+        Event::ScopeUnavailable,
+    )
+}
+
+/// A token use refused because it was used before.
+static ALREADY_USED: TokenError = TokenError::AlreadyUsed;
+
+/// What a one-time token's use (from either store) means for the request: on (`None`), or refused
+/// with this answer. A use that cannot be recorded is refused whatever the failure mode: forwarded
+/// unrecorded, the token could be used again.
+#[must_use = "a request goes on only if its token's use says so"]
+pub fn after_use(
+    outcome: &Result<ConsumeOutcome, ProtocolError>,
+) -> (Option<EdgeAnswer<'_>>, Events) {
+    match outcome {
+        Ok(ConsumeOutcome::Consumed) => (None, Events::of(&[Event::TokenConsumed])),
+        Ok(ConsumeOutcome::AlreadyUsed) => (
+            Some(EdgeAnswer::Token(&ALREADY_USED)),
+            Events::of(&[Event::TokenRejected]),
+        ),
+        Ok(ConsumeOutcome::StoreFull { retry_after }) => (
+            Some(EdgeAnswer::StoreFull {
+                retry_after: *retry_after,
+            }),
+            Events::of(&[Event::StoreFull]),
+        ),
+        Ok(ConsumeOutcome::QuotaExceeded { retry_after }) => (
+            Some(EdgeAnswer::QuotaExceeded {
+                retry_after: *retry_after,
+            }),
+            Events::of(&[Event::QuotaExceeded]),
+        ),
+        Err(e) => (
+            Some(EdgeAnswer::StoreFailed(e)),
+            Events::of(&[Event::StoreError]),
+        ),
+    }
+}
+
+/// A failure mode applied: answer with the core's 503, or (`None`) forward unguarded.
+fn failure(
+    mode: FailureMode,
+    answer: EdgeAnswer<'_>,
+    event: Event,
+) -> (Option<EdgeAnswer<'_>>, Events) {
+    match mode {
+        FailureMode::Reject => (Some(answer), Events::of(&[event])),
+        FailureMode::PassThrough => (None, Events::of(&[event, Event::Passthrough])),
+    }
+}
+
+/// [`failure`] as a claim's next step.
+fn claim_failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Next<'_>, Events) {
+    let (answer, events) = failure(mode, answer, event);
+    (answer.map_or(Next::Unguarded, Next::Answer), events)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{StoredBody, StoredResponse};
+    use crate::seal::SealError;
+    use crate::store::StoreError;
+    use crate::time::Span;
+    use alloc::vec::Vec;
+
+    fn events(e: Events) -> Vec<Event> {
+        e.iter().collect()
+    }
+
+    #[test]
+    fn each_outcome_has_one_step_and_its_events() {
+        let policy = Policy::defaults();
+        let owner = OwnerToken([1; 16]);
+        let claimed = Ok(ClaimOutcome::Forward {
+            owner,
+            takeover: true,
+        });
+        let (next, e) = after_claim(&claimed, &policy);
+        assert_eq!(
+            next,
+            Next::Forward {
+                owner,
+                takeover: true
+            }
+        );
+        assert_eq!(events(e), [Event::Claimed, Event::TakenOver]);
+
+        let stored = StoredResponse {
+            status: 201,
+            headers: Vec::new(),
+            body: StoredBody::Kept(b"{}".to_vec()),
+            seal: None,
+        };
+        let replay = Ok(ClaimOutcome::Replay(stored.clone()));
+        let (next, e) = after_claim(&replay, &policy);
+        assert!(matches!(next, Next::Answer(EdgeAnswer::Replay { stored: s, .. }) if *s == stored));
+        assert_eq!(events(e), [Event::Replayed]);
+
+        let quota = Ok(ClaimOutcome::QuotaExceeded {
+            retry_after: Span::from_secs(7),
+        });
+        let (next, e) = after_claim(&quota, &policy);
+        assert_eq!(
+            next,
+            Next::Answer(EdgeAnswer::QuotaExceeded {
+                retry_after: Span::from_secs(7)
+            })
+        );
+        assert_eq!(events(e), [Event::QuotaExceeded]);
+    }
+
+    #[test]
+    fn an_unscoped_request_gets_the_store_error_failure_mode() {
+        let mut policy = Policy::defaults();
+        policy.on_store_error = FailureMode::Reject;
+        let (next, e) = unscoped(&policy);
+        assert_eq!(next, Some(EdgeAnswer::ScopeUnavailable));
+        assert_eq!(events(e), [Event::ScopeUnavailable]);
+        policy.on_store_error = FailureMode::PassThrough;
+        let (next, e) = unscoped(&policy);
+        assert_eq!(next, None);
+        assert_eq!(events(e), [Event::ScopeUnavailable, Event::Passthrough]);
+    }
+
+    #[test]
+    fn a_token_use_goes_on_only_once_recorded_whatever_the_failure_modes() {
+        let mut policy = Policy::defaults();
+        policy.on_store_full = FailureMode::PassThrough;
+        policy.on_store_error = FailureMode::PassThrough;
+        let (next, e) = after_use(&Ok(ConsumeOutcome::Consumed));
+        assert_eq!(next, None);
+        assert_eq!(events(e), [Event::TokenConsumed]);
+        let (next, e) = after_use(&Ok(ConsumeOutcome::AlreadyUsed));
+        assert_eq!(next, Some(EdgeAnswer::Token(&TokenError::AlreadyUsed)));
+        assert_eq!(events(e), [Event::TokenRejected]);
+        let full = Ok(ConsumeOutcome::StoreFull {
+            retry_after: Span::from_secs(3),
+        });
+        assert!(
+            matches!(after_use(&full), (Some(EdgeAnswer::StoreFull { .. }), e) if events(e) == [Event::StoreFull])
+        );
+        let failed = Err(ProtocolError::Contention);
+        assert!(
+            matches!(after_use(&failed), (Some(EdgeAnswer::StoreFailed(_)), e) if events(e) == [Event::StoreError])
+        );
+    }
+
+    #[test]
+    fn the_failure_modes_decide_a_full_or_failed_store_but_never_a_tampered_record() {
+        let mut policy = Policy::defaults();
+        let full = Ok(ClaimOutcome::StoreFull {
+            retry_after: Span::from_secs(2),
+        });
+        let failed = Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
+        let tampered = Err(ProtocolError::Tampered(SealError::Missing));
+
+        policy.on_store_full = FailureMode::Reject;
+        policy.on_store_error = FailureMode::Reject;
+        assert!(matches!(
+            after_claim(&full, &policy),
+            (Next::Answer(EdgeAnswer::StoreFull { .. }), e) if events(e) == [Event::StoreFull]
+        ));
+        assert!(matches!(
+            after_claim(&failed, &policy),
+            (Next::Answer(EdgeAnswer::StoreFailed(_)), e) if events(e) == [Event::StoreError]
+        ));
+
+        policy.on_store_full = FailureMode::PassThrough;
+        policy.on_store_error = FailureMode::PassThrough;
+        let (next, e) = after_claim(&full, &policy);
+        assert_eq!(next, Next::Unguarded);
+        assert_eq!(events(e), [Event::StoreFull, Event::Passthrough]);
+        let (next, e) = after_claim(&failed, &policy);
+        assert_eq!(next, Next::Unguarded);
+        assert_eq!(events(e), [Event::StoreError, Event::Passthrough]);
+        // Whatever the failure mode: a tampered record is answered, never forwarded.
+        let (next, e) = after_claim(&tampered, &policy);
+        assert!(matches!(next, Next::Answer(EdgeAnswer::StoreFailed(_))));
+        assert_eq!(events(e), [Event::RecordCorrupt]);
+    }
+}
