@@ -530,12 +530,22 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             Completion::Store(done) => Some(done.expires_at),
             _ => None,
         };
-        // Never let the ledger keep an answer from landing (that would run the request again
-        // after the lease): if the stored answer's charge cannot be added, the claim's charge is
-        // kept instead (the payer is counted until the lease ends, then not at all for this
-        // answer: an under-count of one record, never a second execution).
-        let stored_until = stored_until
-            .filter(|until| share::add(self.store, &layout, claim.payers, *until, now).is_ok());
+        // The claim's charge becomes the stored answer's before the answer is written (one
+        // compare-and-set per payer). Never let the ledger keep an answer from landing (that
+        // would run the request again after the lease): if the charge cannot be moved, the
+        // claim's charge is kept instead (the payer is counted until the lease ends, then not at
+        // all for this answer: an under-count of one record, never a second execution).
+        let lease_until = lease_charge.until;
+        let moved = stored_until.filter(|until| {
+            share::shift(
+                self.store,
+                &layout,
+                claim.payers,
+                (lease_until, *until),
+                now,
+            )
+            .is_ok()
+        });
         let finish = Finish {
             key,
             owner,
@@ -543,20 +553,18 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             policy,
         };
         let outcome = run_from(self.store, cell, finish, now, look.snapshot);
-        match (&outcome, stored_until) {
-            (Ok(FinishOutcome::Stored), Some(_)) | (Ok(FinishOutcome::Released), None) => {
+        match (&outcome, moved) {
+            (Ok(FinishOutcome::Released), None) => {
                 // An error here only leaves the claim counted until its lease ends.
                 let _ = share::refund(self.store, &layout, lease_charge, now);
             }
-            (_, Some(until)) => {
-                let stored = Charge {
-                    payers: claim.payers,
-                    until,
-                };
-                let _ = share::refund(self.store, &layout, stored, now);
+            // Moved, but the answer was not stored after all (not the owner any more, or the
+            // write failed): the charge goes back to the claim's lease, best effort.
+            (result, Some(until)) if !matches!(result, Ok(FinishOutcome::Stored)) => {
+                let _ = share::shift(self.store, &layout, claim.payers, (until, lease_until), now);
             }
-            // Stored without its answer's charge (it could not be added): the lease charge stays
-            // (see above). Kept in flight or not the owner: nothing was charged or moved.
+            // Stored with its charge moved; stored without it (it could not be moved: the lease
+            // charge stays, see above); kept in flight or not the owner: nothing more to do.
             _ => {}
         }
         outcome

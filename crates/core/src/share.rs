@@ -279,17 +279,25 @@ pub(crate) fn charge<S: Store + ?Sized>(
     Ok(Ok(Charge { payers, until }))
 }
 
-/// Adds a record to `payers` without a limit: a completion, which must always land.
-pub(crate) fn add<S: Store + ?Sized>(
+/// Moves `payers`' charge for one record from `from` to `to` in one compare-and-set per payer:
+/// a claim's lease charge becomes its stored answer's, where adding one and refunding the other
+/// took two. A hold that has already lapsed is not taken from a later one, and none is added for a
+/// moment already past.
+pub(crate) fn shift<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     payers: Payers,
-    until: UnixMillis,
+    (from, to): (UnixMillis, UnixMillis),
     now: UnixMillis,
 ) -> Result<(), ProtocolError> {
     for tag in payers.tags() {
         change(store, layout, tag, now, |usage| {
-            usage.add(until);
+            if now < from {
+                usage.remove(from);
+            }
+            if now < to {
+                usage.add(to);
+            }
             None::<()>
         })?;
     }

@@ -156,9 +156,17 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     assert_eq!(held(&mut store, &layout, peer, until), Ok(0));
     // A refund after the hold lapsed takes nothing from a later one.
     let later = T0.after(Span::from_secs(600));
-    add(&mut store, &layout, payers, later, T0).unwrap();
+    // (A shift from a moment already past takes nothing and adds the new hold.)
+    shift(&mut store, &layout, payers, (T0, later), T0).unwrap();
     refund(&mut store, &layout, one, until).unwrap();
     assert_eq!(held(&mut store, &layout, peer, until), Ok(1));
+    // A shift moves the record's hold: counted the same now, and until the new moment.
+    let stored = later.after(Span::from_secs(3600));
+    shift(&mut store, &layout, payers, (later, stored), until).unwrap();
+    assert_eq!(held(&mut store, &layout, peer, until), Ok(1));
+    assert_eq!(held(&mut store, &layout, peer, later), Ok(1));
+    assert_eq!(held(&mut store, &layout, PayerTag::of(alice), later), Ok(1));
+    assert_eq!(held(&mut store, &layout, peer, stored), Ok(0));
 }
 
 #[test]
