@@ -162,61 +162,60 @@ def main(path):
     def render(item_id, here):
         item = index[str(item_id)]
         (kind, v), = item["inner"].items()
-        if True:
-            if kind == "module":
-                lines.add(f"pub mod {here}")
-                walk(item_id, here)
-            elif kind == "struct":
-                lines.add(f"pub struct {here}{generics(v['generics'])}")
-                shape = v["kind"]
-                if "plain" in shape:
-                    for field_id in shape["plain"]["fields"]:
+        if kind == "module":
+            lines.add(f"pub mod {here}")
+            walk(item_id, here)
+        elif kind == "struct":
+            lines.add(f"pub struct {here}{generics(v['generics'])}")
+            shape = v["kind"]
+            if "plain" in shape:
+                for field_id in shape["plain"]["fields"]:
+                    field = index[str(field_id)]
+                    if field["visibility"] == "public":
+                        lines.add(f"pub {here}.{field['name']}: {ty(field['inner']['struct_field'])}")
+                if shape["plain"].get("has_stripped_fields"):
+                    lines.add(f"pub struct {here} has private fields")
+            elif "tuple" in shape:
+                for i, field_id in enumerate(shape["tuple"]):
+                    if field_id is not None:
                         field = index[str(field_id)]
-                        if field["visibility"] == "public":
-                            lines.add(f"pub {here}.{field['name']}: {ty(field['inner']['struct_field'])}")
-                    if shape["plain"].get("has_stripped_fields"):
-                        lines.add(f"pub struct {here} has private fields")
-                elif "tuple" in shape:
-                    for i, field_id in enumerate(shape["tuple"]):
-                        if field_id is not None:
-                            field = index[str(field_id)]
-                            lines.add(f"pub {here}.{i}: {ty(field['inner']['struct_field'])}")
-                impls(here, v["impls"])
-            elif kind == "enum":
-                lines.add(f"pub enum {here}{generics(v['generics'])}")
-                for variant_id in v["variants"]:
-                    variant = index[str(variant_id)]
-                    vk = variant["inner"]["variant"]["kind"]
-                    if vk == "plain":
-                        shape = ""
-                    elif "tuple" in vk:
-                        shape = "(" + ", ".join(
-                            ty(index[str(f)]["inner"]["struct_field"]) if f is not None else "_"
-                            for f in vk["tuple"]) + ")"
-                    else:
-                        shape = " { " + ", ".join(
-                            f"{index[str(f)]['name']}: {ty(index[str(f)]['inner']['struct_field'])}"
-                            for f in vk["struct"]["fields"]) + " }"
-                    lines.add(f"pub {here}::{variant['name']}{shape}")
-                impls(here, v["impls"])
-            elif kind == "function":
-                lines.add(f"pub {sig(here, v)}")
-            elif kind == "constant":
-                lines.add(f"pub const {here}: {ty(v['type'])}")
-            elif kind == "static":
-                lines.add(f"pub static {here}: {ty(v['type'])}")
-            elif kind == "type_alias":
-                lines.add(f"pub type {here} = {ty(v['type'])}")
-            elif kind == "trait":
-                lines.add(f"pub trait {here}")
-                for method_id in v["items"]:
-                    method = index[str(method_id)]
-                    if "function" in method["inner"]:
-                        lines.add(f"pub {sig(here + '::' + method['name'], method['inner']['function'])}")
-            elif kind == "macro":
-                lines.add(f"pub macro {here}")
-            else:
-                lines.add(f"pub {kind} {here}")
+                        lines.add(f"pub {here}.{i}: {ty(field['inner']['struct_field'])}")
+            impls(here, v["impls"])
+        elif kind == "enum":
+            lines.add(f"pub enum {here}{generics(v['generics'])}")
+            for variant_id in v["variants"]:
+                variant = index[str(variant_id)]
+                vk = variant["inner"]["variant"]["kind"]
+                if vk == "plain":
+                    shape = ""
+                elif "tuple" in vk:
+                    shape = "(" + ", ".join(
+                        ty(index[str(f)]["inner"]["struct_field"]) if f is not None else "_"
+                        for f in vk["tuple"]) + ")"
+                else:
+                    shape = " { " + ", ".join(
+                        f"{index[str(f)]['name']}: {ty(index[str(f)]['inner']['struct_field'])}"
+                        for f in vk["struct"]["fields"]) + " }"
+                lines.add(f"pub {here}::{variant['name']}{shape}")
+            impls(here, v["impls"])
+        elif kind == "function":
+            lines.add(f"pub {sig(here, v)}")
+        elif kind == "constant":
+            lines.add(f"pub const {here}: {ty(v['type'])}")
+        elif kind == "static":
+            lines.add(f"pub static {here}: {ty(v['type'])}")
+        elif kind == "type_alias":
+            lines.add(f"pub type {here} = {ty(v['type'])}")
+        elif kind == "trait":
+            lines.add(f"pub trait {here}")
+            for method_id in v["items"]:
+                method = index[str(method_id)]
+                if "function" in method["inner"]:
+                    lines.add(f"pub {sig(here + '::' + method['name'], method['inner']['function'])}")
+        elif kind == "macro":
+            lines.add(f"pub macro {here}")
+        else:
+            lines.add(f"pub {kind} {here}")
 
     root = doc["root"]
     walk(root, index[str(root)]["name"])

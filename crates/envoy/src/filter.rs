@@ -194,6 +194,11 @@ fn budget_peer(policy: &Policy) -> Vec<u8> {
 }
 
 /// The first value of a header, if it is UTF-8.
+/// The warning every store failure a request meets is logged with.
+fn log_store_failure(e: &ProtocolError) {
+    host::log(LogLevel::Warn, &format!("store failed: {e}"));
+}
+
 fn header_text<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
         .iter()
@@ -359,7 +364,7 @@ impl Filter {
             return self.go_on(after);
         };
         if let EdgeAnswer::StoreFailed(e) = &answer {
-            host::log(LogLevel::Warn, &format!("store failed: {e}"));
+            log_store_failure(e);
         }
         let action = self.reply(&answer);
         self.not_forwarded(after);
@@ -747,7 +752,7 @@ impl Filter {
             }
             Next::Unguarded => {
                 match &outcome {
-                    Err(e) => host::log(LogLevel::Warn, &format!("store failed: {e}")),
+                    Err(e) => log_store_failure(e),
                     Ok(_) => self.debug(&key, "store full: forwarded unguarded"),
                 }
                 self.stage = Stage::Idle;
@@ -766,7 +771,7 @@ impl Filter {
                     key.log_label()
                 ),
             ),
-            EdgeAnswer::StoreFailed(e) => host::log(LogLevel::Warn, &format!("store failed: {e}")),
+            EdgeAnswer::StoreFailed(e) => log_store_failure(e),
             EdgeAnswer::Conflict { .. } => self.debug(key, "in flight: 409"),
             EdgeAnswer::Replay { .. } => self.debug(key, "completed: replayed"),
             EdgeAnswer::Mismatch => self.debug(key, "other payload: 422"),
