@@ -20,6 +20,12 @@
 //! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns
 //!   ([`client`] holds both of the filter's steps).
 //!
+//! Shares (issue 23): a claim or a token use names its payers with their shares (the filter's
+//! policy: who pays, and how many records each may hold). Each payer's usage lives under a key of
+//! its own (the `ledger` module), charged by the same exchange after the record is written — one key per
+//! engine call, so Redis Cluster can shard a payer's ledger anywhere — and the claim is undone
+//! when a payer is at its share.
+//!
 //! Time: the service decides on the *engine's* clock (Redis `TIME`, read in the same script as the
 //! record), never on its own or the filter's. Each key lives on one Redis node, so every decision
 //! on a key — from any service replica, for any Envoy — uses one clock, and it is the clock that
@@ -36,6 +42,7 @@
 
 pub mod client;
 pub mod exchange;
+pub(crate) mod ledger;
 pub mod stored;
 pub mod wire;
 

@@ -63,6 +63,16 @@ impl Shares {
         Payers::from_tags(counted.next(), counted.next())
     }
 
+    /// `payers` with the share each is charged within, as a request to the remote store names
+    /// them (the service holds no policy: the filter's shares travel with the request). A payer
+    /// whose kind is not counted is left out.
+    pub fn billed(&self, payers: Payers) -> Vec<Billed> {
+        payers
+            .tags()
+            .filter_map(|tag| self.limit(tag).map(|share| Billed { tag, share }))
+            .collect()
+    }
+
     /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
     /// `[2001:db8::1]`): the address with only its first `ipv4_prefix` / `ipv6_prefix` bits kept,
     /// as bytes (family, prefix length, masked address) — it is only ever hashed into a payer's
@@ -140,6 +150,14 @@ impl PayerTag {
     pub fn is_address_group(self) -> bool {
         self.0[7] == 1
     }
+}
+
+/// A payer and its share (records it may hold in the whole store), as the remote store is asked
+/// to charge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Billed {
+    pub tag: PayerTag,
+    pub share: u64,
 }
 
 /// Who a record is charged to: one or two payers (none for records no share applies to, such as
@@ -255,13 +273,10 @@ pub(crate) fn charge<S: Store + ?Sized>(
         // A payer whose kind is not counted (`"off"` since it was chosen) has no limit.
         let limit = shares.limit(tag);
         let result = change(store, layout, tag, now, |usage| {
-            match limit.and_then(|limit| usage.room_after(limit, now)) {
-                Some(retry_after) => Some(OverShare { retry_after }),
-                None => {
-                    usage.add(until);
-                    None
-                }
-            }
+            usage
+                .charge(limit, until, now)
+                .err()
+                .map(|retry_after| OverShare { retry_after })
         });
         let refused = match result {
             Ok(refused) => refused,
@@ -292,12 +307,7 @@ pub(crate) fn shift<S: Store + ?Sized>(
 ) -> Result<(), ProtocolError> {
     for tag in payers.tags() {
         change(store, layout, tag, now, |usage| {
-            if now < from {
-                usage.remove(from);
-            }
-            if now < to {
-                usage.add(to);
-            }
+            usage.shift((from, to), now);
             None::<()>
         })?;
     }
@@ -317,7 +327,7 @@ pub(crate) fn refund<S: Store + ?Sized>(
     }
     for tag in charge.payers.tags() {
         change(store, layout, tag, now, |usage| {
-            usage.remove(charge.until);
+            usage.refund(charge.until, now);
             None::<()>
         })?;
     }

@@ -15,9 +15,10 @@ use idemgate_core::remote::{
     Exchange, Failure, Need, Request, Response, Step, StoredValue, ValueVersion, WireError, Write,
     CLOCK_TOLERANCE,
 };
+use idemgate_core::scope::Scope;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::seal::{RecordSecrets, SealError};
-use idemgate_core::share::Payers;
+use idemgate_core::share::{Billed, PayerTag, Payers, PEER_GROUP_SOURCE};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;
@@ -132,25 +133,35 @@ impl ModelEngine {
         loop {
             self.calls += 1;
             let step = match need {
-                Need::Read => {
-                    let value = self.get(&key, now);
+                Need::Read { key: on } => {
+                    let value = self.get(&on, now);
                     let fresh = self.fresh();
                     exchange.read(now, value.as_deref(), fresh)
                 }
-                Need::Write { expect, write, at } if self.speculate => {
-                    match self.cas_found(&key, now, expect, &write, at) {
-                        Ok(()) => {
+                Need::Write {
+                    key: on,
+                    expect,
+                    write,
+                    at,
+                } if self.speculate => match self.cas_found(&on, now, expect, &write, at) {
+                    Ok(()) => {
+                        if on == key {
                             written = Some(write);
-                            exchange.written(WriteOutcome::Written)
                         }
-                        Err((now, value)) => {
-                            let fresh = self.fresh();
-                            exchange.conflicted(now, value.as_deref(), fresh)
-                        }
+                        exchange.written(WriteOutcome::Written)
                     }
-                }
-                Need::Write { expect, write, .. } => {
-                    let outcome = self.cas(&key, now, expect, &write);
+                    Err((now, value)) => {
+                        let fresh = self.fresh();
+                        exchange.conflicted(now, value.as_deref(), fresh)
+                    }
+                },
+                Need::Write {
+                    key: on,
+                    expect,
+                    write,
+                    ..
+                } => {
+                    let outcome = self.cas(&on, now, expect, &write);
                     exchange.written(outcome)
                 }
             };
@@ -193,6 +204,7 @@ fn claim(key: u8, fp: u8, owner: u8) -> Request {
         owner: OwnerToken([owner; 16]),
         lease: Span::from_secs(60),
         ttl: Span::from_secs(86_400),
+        payers: vec![],
     }
 }
 
@@ -225,6 +237,7 @@ fn samples() -> Vec<Request> {
         Request::Consume {
             key: skey(9),
             expires_at: UnixMillis(1_700_000_000_000),
+            payers: vec![],
         },
     ]
 }
@@ -300,9 +313,46 @@ fn garbage_gets_typed_errors() {
         Request::decode(&good[..good.len() - 1]),
         Err(WireError::Truncated)
     );
+    // After a claim come its payers (a count of 1 or 2); after a finish, nothing.
     let mut long = good.clone();
     long.push(0);
+    assert_eq!(Request::decode(&long), Err(WireError::OutOfRange));
+    let mut long = finish_store(1, 3, b"x").encode();
+    long.push(0);
     assert_eq!(Request::decode(&long), Err(WireError::TrailingBytes));
+    let billed = |tags: &[u8]| {
+        let payers: Vec<Billed> = tags
+            .iter()
+            .map(|&t| Billed {
+                tag: PayerTag([t; 8]),
+                share: 5,
+            })
+            .collect();
+        match claim(1, 2, 3) {
+            Request::Claim {
+                key,
+                fingerprint,
+                owner,
+                lease,
+                ttl,
+                ..
+            } => Request::Claim {
+                key,
+                fingerprint,
+                owner,
+                lease,
+                ttl,
+                payers,
+            },
+            other => other,
+        }
+    };
+    let two = billed(&[1, 2]);
+    assert_eq!(Request::decode(&two.encode()), Ok(two));
+    let twice = billed(&[1, 1]).encode();
+    assert_eq!(Request::decode(&twice), Err(WireError::OutOfRange));
+    let three = billed(&[1, 2, 3]).encode();
+    assert_eq!(Request::decode(&three), Err(WireError::OutOfRange));
     let mut zero_ttl = good.clone();
     let n = zero_ttl.len();
     zero_ttl[n - 8..].fill(0);
@@ -313,6 +363,7 @@ fn garbage_gets_typed_errors() {
     let far = Request::Consume {
         key: skey(1),
         expires_at: UnixMillis(u64::MAX / 2),
+        payers: vec![],
     };
     assert_eq!(Request::decode(&far.encode()), Err(WireError::OutOfRange));
     // A response is not a request, and the other way round.
@@ -433,20 +484,20 @@ fn concurrent_claims(n: u8, speculate: bool) {
                 continue;
             }
             let step = match need.clone() {
-                Need::Read => {
+                Need::Read { .. } => {
                     let value = engine.get(&skey(1), now);
                     let fresh = engine.fresh();
                     exchange.read(now, value.as_deref(), fresh)
                 }
-                Need::Write { expect, write, at } => {
-                    match engine.cas_found(&skey(1), now, expect, &write, at) {
-                        Ok(()) => exchange.written(WriteOutcome::Written),
-                        Err((now, value)) => {
-                            let fresh = engine.fresh();
-                            exchange.conflicted(now, value.as_deref(), fresh)
-                        }
+                Need::Write {
+                    expect, write, at, ..
+                } => match engine.cas_found(&skey(1), now, expect, &write, at) {
+                    Ok(()) => exchange.written(WriteOutcome::Written),
+                    Err((now, value)) => {
+                        let fresh = engine.fresh();
+                        exchange.conflicted(now, value.as_deref(), fresh)
                     }
-                }
+                },
             };
             match step {
                 Step::Need(next) => *need = next,
@@ -500,6 +551,7 @@ fn a_fresh_claim_the_owners_finish_and_a_token_use_take_one_engine_call() {
     let consume = Request::Consume {
         key: skey(2),
         expires_at: UnixMillis(2_000_000),
+        payers: vec![],
     };
     assert_eq!(
         engine.run(consume, now),
@@ -559,6 +611,7 @@ fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
     let consume = Request::Consume {
         key: skey(2),
         expires_at: UnixMillis(2_000_000),
+        payers: vec![],
     };
     engine.run(consume.clone(), now);
     let calls = engine.calls;
@@ -613,7 +666,7 @@ fn a_speculation_off_the_engines_clock_is_refused_and_decided_on_the_engines() {
 fn a_finish_without_its_claim_remembered_reads_first() {
     let now = UnixMillis(1_000_000);
     let (_, need) = Exchange::speculate(finish_store(1, 3, b"x"), now, None, ValueVersion([1; 16]));
-    assert_eq!(need, Need::Read);
+    assert_eq!(need, Need::Read { key: skey(1) });
     let mut engine = ModelEngine::speculative(0);
     engine.run(claim(1, 7, 3), now);
     let claimed = engine.claimed[skey(1).as_bytes()].clone();
@@ -623,7 +676,7 @@ fn a_finish_without_its_claim_remembered_reads_first() {
         Some(&claimed),
         ValueVersion([1; 16]),
     );
-    assert_eq!(need, Need::Read);
+    assert_eq!(need, Need::Read { key: skey(1) });
     let (_, need) = Exchange::speculate(
         finish_store(1, 3, b"x"),
         now,
@@ -640,6 +693,7 @@ fn a_token_is_used_once_and_remembered_past_its_expiry_by_the_skew() {
     let consume = Request::Consume {
         key: skey(3),
         expires_at: UnixMillis(1_010_000),
+        payers: vec![],
     };
     assert_eq!(
         engine.run(consume.clone(), now),
@@ -731,8 +785,15 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
     let mut engine = ModelEngine::default();
     let now = UnixMillis(1_000_000);
     let key = skey(4);
-    let claim =
-        |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+    let claim = |owner: u8| {
+        client::claim(
+            key,
+            Fingerprint([1; 32]),
+            OwnerToken([owner; 16]),
+            Payers::NONE,
+            &policy,
+        )
+    };
     assert!(matches!(
         remote_claim(&mut engine, claim(1), now),
         Ok(ClaimOutcome::Forward { .. })
@@ -801,7 +862,13 @@ fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
         *other.as_bytes(),
         (moved.encode(&other), UnixMillis(u64::MAX)),
     );
-    let claim_other = client::claim(other, Fingerprint([1; 32]), OwnerToken([4; 16]), &policy);
+    let claim_other = client::claim(
+        other,
+        Fingerprint([1; 32]),
+        OwnerToken([4; 16]),
+        Payers::NONE,
+        &policy,
+    );
     assert_eq!(
         remote_claim(&mut engine, claim_other, now),
         Err(ProtocolError::Tampered(SealError::Mismatch))
@@ -878,9 +945,11 @@ fn an_outcome_in_doubt_sends_nothing() {
 
 #[derive(Debug, Clone)]
 enum Op {
+    /// A claim by `payer`'s client (see `payers`).
     Claim {
         key: u8,
         fp: u8,
+        payer: u8,
     },
     Finish {
         key: u8,
@@ -891,23 +960,52 @@ enum Op {
     Consume {
         token: u8,
         expires_in: u64,
+        payer: u8,
     },
     Advance(u64),
 }
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        (0..3u8, 0..2u8).prop_map(|(key, fp)| Op::Claim { key, fp }),
+        (0..3u8, 0..2u8, 0..4u8).prop_map(|(key, fp, payer)| Op::Claim { key, fp, payer }),
         (
             0..3u8,
             0..6u8,
             prop_oneof![Just(0u16), Just(201), Just(503), Just(500)]
         )
             .prop_map(|(key, owner, status)| Op::Finish { key, owner, status }),
-        (0..2u8, prop_oneof![Just(1_000u64), Just(30_000)])
-            .prop_map(|(token, expires_in)| Op::Consume { token, expires_in }),
+        (0..2u8, prop_oneof![Just(1_000u64), Just(30_000)], 0..4u8).prop_map(
+            |(token, expires_in, payer)| Op::Consume {
+                token,
+                expires_in,
+                payer
+            }
+        ),
         prop_oneof![Just(1u64), Just(30_000), Just(61_000), Just(90_000_000)].prop_map(Op::Advance),
     ]
+}
+
+/// Who pays for a request of client `n`: nobody, an address group alone, or an identity with
+/// its group (two groups, two identities, so payers share a ledger sometimes).
+fn payers(n: u8) -> Payers {
+    const GROUPS: [&[u8]; 2] = [&[4, 32, 10, 0, 0, 1], &[4, 32, 10, 0, 0, 2]];
+    let identity = |i: &'static [u8]| Scope {
+        source: "header:authorization",
+        value: i,
+    };
+    match n {
+        0 => Payers::NONE,
+        1 => Payers::of(
+            Scope {
+                source: PEER_GROUP_SOURCE,
+                value: GROUPS[0],
+            },
+            false,
+            None,
+        ),
+        2 => Payers::of(identity(b"1"), false, Some(GROUPS[0])),
+        _ => Payers::of(identity(b"2"), false, Some(GROUPS[1])),
+    }
 }
 
 proptest! {
@@ -915,12 +1013,15 @@ proptest! {
 
     /// Any sequence of claims, finishes, token uses and time passing gives the same outcomes
     /// through the remote protocol as through the local one: the core decides both, with one set
-    /// of rules (`rule`) — a token's use is remembered as long in either.
+    /// of rules (`rule`) — a token's use is remembered as long in either, and a client at its
+    /// share of the store is refused by both (small shares, so the ops reach them).
     #[test]
     fn remote_and_local_agree(ops in proptest::collection::vec(op(), 1..40)) {
         let mut policy = Policy::defaults();
         policy.capacity.cells = 64;
         policy.capacity.per_cell = 64;
+        policy.shares.identity = Some(2);
+        policy.shares.peer = Some(3);
         let mut local = MemoryStore::new();
         // Read first; speculate on the engine's clock; speculate off it (always refused).
         let mut remotes = [
@@ -933,32 +1034,27 @@ proptest! {
         for op in ops {
             match op {
                 Op::Advance(ms) => now = now.after(Span(ms)),
-                Op::Claim { key, fp } => {
+                Op::Claim { key, fp, payer } => {
                     next_owner = next_owner.wrapping_add(1);
                     let owner = OwnerToken([next_owner % 6; 16]);
                     let mut engine = Engine { store: &mut local, policy: &policy };
-                    let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, Payers::NONE, now).unwrap();
-                    let request = Request::Claim {
-                        key: skey(key),
-                        fingerprint: Fingerprint([fp; 32]),
-                        owner,
-                        lease: policy.lease,
-                        ttl: policy.ttl,
-                    };
+                    let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), now).unwrap();
+                    let request = client::claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), &policy);
                     // Through the filter's check: a replay's seal holds, and is all that differs.
                     for remote in &mut remotes {
                         let r = remote_claim(remote, request.clone(), now).map(unsealed).unwrap();
                         prop_assert_eq!(&l, &r);
                     }
                 }
-                Op::Consume { token, expires_in } => {
+                Op::Consume { token, expires_in, payer } => {
                     // Token uses live in a hash domain of their own: keys apart from requests'.
                     let key = skey(100 + token);
                     let expires_at = now.after(Span(expires_in));
                     let mut engine = Engine { store: &mut local, policy: &policy };
-                    let l = engine.consume(key, expires_at, Payers::NONE, now).unwrap();
+                    let l = engine.consume(key, expires_at, payers(payer), now).unwrap();
                     for remote in &mut remotes {
-                        let r = remote.run(Request::Consume { key, expires_at }, now);
+                        let request = client::consume(key, expires_at, payers(payer), &policy);
+                        let r = remote.run(request, now);
                         prop_assert_eq!(Response::Consume(l), r);
                     }
                 }
@@ -1005,5 +1101,84 @@ proptest! {
             let cut = cut % whole.len();
             prop_assert_eq!(Request::decode(&whole[..cut]), Err(WireError::Truncated));
         }
+    }
+}
+
+/// A claim over its payer's share is undone as if never written: a takeover of an abandoned claim
+/// puts that claim back (a request with another payload still gets 422, not a fresh claim), and
+/// the payer's charges stay as they were.
+#[test]
+fn a_claim_over_its_share_is_undone_as_if_never_written() {
+    for speculate in [false, true] {
+        let mut engine = if speculate {
+            ModelEngine::speculative(0)
+        } else {
+            ModelEngine::default()
+        };
+        let mut policy = Policy::defaults();
+        policy.shares.peer = Some(1);
+        let payer = payers(1);
+        let claim = |key: u8, fp: u8, owner: u8, payers: Payers| {
+            client::claim(
+                skey(key),
+                Fingerprint([fp; 32]),
+                OwnerToken([owner; 16]),
+                payers,
+                &policy,
+            )
+        };
+        let now = UnixMillis(1_000_000);
+        let forwarded = engine.run(claim(1, 1, 1, payer), now);
+        assert!(matches!(
+            forwarded,
+            Response::Claim(ClaimOutcome::Forward { .. })
+        ));
+        // The lease is over: the payer's hold lapsed, and its next claim takes its one place.
+        let later = now.after(Span::from_secs(61));
+        let forwarded = engine.run(claim(2, 1, 2, payer), later);
+        assert!(matches!(
+            forwarded,
+            Response::Claim(ClaimOutcome::Forward { .. })
+        ));
+        let abandoned = engine.keys[skey(1).as_bytes()].clone();
+        // Taking over the abandoned claim would be a second record: refused, and undone.
+        let refused = engine.run(claim(1, 1, 3, payer), later);
+        assert_eq!(
+            refused,
+            Response::Claim(ClaimOutcome::QuotaExceeded {
+                retry_after: Span::from_secs(60)
+            }),
+            "speculate: {speculate}"
+        );
+        let restored = &engine.keys[skey(1).as_bytes()];
+        assert_eq!(
+            restored.1, abandoned.1,
+            "the abandoned claim's expiry is kept"
+        );
+        assert_eq!(
+            StoredValue::decode(&skey(1), &restored.0).map(|v| v.record),
+            StoredValue::decode(&skey(1), &abandoned.0).map(|v| v.record),
+        );
+        // So another payload for the key is still a mismatch, as on the local store.
+        let other = engine.run(claim(1, 2, 4, Payers::NONE), later);
+        assert_eq!(other, Response::Claim(ClaimOutcome::Mismatch));
+        // And the payer's place frees when its claim is released.
+        let release = client::finish(
+            skey(2),
+            OwnerToken([2; 16]),
+            ResponseFacts::NeverReached,
+            &policy,
+            &secrets(),
+        )
+        .expect("a release is sent");
+        assert_eq!(
+            engine.run(release, later),
+            Response::Finish(FinishOutcome::Released)
+        );
+        let taken = engine.run(claim(1, 1, 5, payer), later);
+        assert!(matches!(
+            taken,
+            Response::Claim(ClaimOutcome::Forward { takeover: true, .. })
+        ));
     }
 }

@@ -324,7 +324,8 @@ impl Filter {
             };
             let stream = self.context_id;
             let shared = Rc::clone(&self.shared);
-            let request = client::consume(claims.use_key, claims.expires_at);
+            let policy = self.policy();
+            let request = client::consume(claims.use_key, claims.expires_at, self.payers, &policy);
             return match remote_store::call(&self.shared, &request, |_| StoreCall::Consume {
                 stream,
                 shared,
@@ -677,7 +678,7 @@ impl Filter {
         if remote_store::is_remote(&self.shared) {
             let stream = self.context_id;
             let shared = Rc::clone(&self.shared);
-            let request = client::claim(key, fingerprint, owner, &policy);
+            let request = client::claim(key, fingerprint, owner, self.payers, &policy);
             match remote_store::call(&self.shared, &request, |_| StoreCall::Claim {
                 stream,
                 shared,

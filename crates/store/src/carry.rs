@@ -2,6 +2,10 @@
 //! answers, the core decides. Nothing here decides anything about records; it maps engine
 //! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
 //!
+//! The exchange may touch more keys than the request's: each payer's ledger (issue 23), one key
+//! per engine call. Past `--claim-memory-limit`, claims and token uses answer *store full* before
+//! any engine call, so the rest of Redis's `maxmemory` stays for finishes.
+//!
 //! On Redis the exchange starts with a speculative compare-and-set (one round trip for a fresh
 //! claim, a token's first use, the owner's finish), decided on the service's clock and, for a
 //! finish, on the claim value this replica remembers writing ([`crate::engine::Recall`]).
@@ -33,9 +37,18 @@ pub async fn carry(
     let started = Instant::now();
     let op = op_name(&request);
     let key = *request.key();
-    let response = match tokio::time::timeout(timeout, exchange(engine, metrics, request)).await {
-        Ok(response) => response,
-        Err(_) => Response::Failed(Failure::Timeout),
+    let new_record = matches!(
+        request,
+        Request::Claim { .. } | Request::Consume { .. } | Request::OrderBegin { .. }
+    );
+    let response = if new_record && engine.refuses_new_records() {
+        // Past the claim memory limit: the rest is kept for the finishes of claims in flight.
+        full(&request)
+    } else {
+        match tokio::time::timeout(timeout, exchange(engine, metrics, request)).await {
+            Ok(response) => response,
+            Err(_) => Response::Failed(Failure::Timeout),
+        }
     };
     metrics.operation(op, outcome_name(&response), started.elapsed());
     if let Some(event) = RecordEvent::of(&response) {
@@ -61,51 +74,57 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
     };
     // After a compare-and-set met another version, reads go to the engine's source of truth.
     let mut conflicted = false;
+    // The claim this operation wrote, remembered for its owner's finish once it is forwarded.
+    let mut claim_value = None;
     loop {
         metrics.engine_call();
         let step = match need {
-            Need::Read => match engine.read(&key, conflicted).await {
+            Need::Read { key: on } => match engine.read(&on, conflicted).await {
                 Ok((now, value)) => match fresh_version() {
                     Some(fresh) => exchange.read(now, value.as_deref(), fresh),
-                    None => return Response::Failed(Failure::Unavailable),
+                    None => exchange.failed(Failure::Unavailable),
                 },
-                Err(e) => return failed(&exchange, e),
+                Err(e) => exchange.failed(failure(e)),
             },
-            Need::Write { expect, write, at } => {
-                match engine.compare_and_set(&key, expect, &write, at).await {
-                    Ok(Cas::Written) => {
-                        let step = exchange.written(WriteOutcome::Written);
-                        // Remember a forwarded claim's value for its owner's finish.
-                        if let (true, Some(recall), Write::Set { value, .. }) =
-                            (claiming, recall, write)
-                        {
-                            if matches!(step, Step::Done(Response::Claim(_))) {
-                                recall.remember(key, value);
-                            }
-                        }
-                        step
+            Need::Write {
+                key: on,
+                expect,
+                write,
+                at,
+            } => match engine.compare_and_set(&on, expect, &write, at).await {
+                Ok(Cas::Written) => {
+                    if let (true, true, Write::Set { value, .. }) = (claiming, on == key, write) {
+                        claim_value = Some(value);
                     }
-                    Ok(Cas::Conflict(found)) => {
-                        // A speculation that missed is the common retry, not a race.
-                        if at.is_none() {
-                            metrics.cas_conflict();
-                        }
-                        conflicted = true;
-                        match (found, fresh_version()) {
-                            (None, _) => exchange.written(WriteOutcome::Conflict),
-                            (Some((now, value)), Some(fresh)) => {
-                                exchange.conflicted(now, value.as_deref(), fresh)
-                            }
-                            (Some(_), None) => return Response::Failed(Failure::Unavailable),
-                        }
-                    }
-                    Err(e) => return failed(&exchange, e),
+                    exchange.written(WriteOutcome::Written)
                 }
-            }
+                Ok(Cas::Conflict(found)) => {
+                    // A speculation that missed is the common retry, not a race.
+                    if at.is_none() {
+                        metrics.cas_conflict();
+                    }
+                    conflicted = true;
+                    match (found, fresh_version()) {
+                        (None, _) => exchange.written(WriteOutcome::Conflict),
+                        (Some((now, value)), Some(fresh)) => {
+                            exchange.conflicted(now, value.as_deref(), fresh)
+                        }
+                        (Some(_), None) => exchange.failed(Failure::Unavailable),
+                    }
+                }
+                Err(e) => exchange.failed(failure(e)),
+            },
         };
         match step {
             Step::Need(next) => need = next,
-            Step::Done(response) => return response,
+            Step::Done(response) => {
+                if let (Some(recall), Some(value), Response::Claim(ClaimOutcome::Forward { .. })) =
+                    (recall, claim_value, &response)
+                {
+                    recall.remember(key, value);
+                }
+                return response;
+            }
         }
     }
 }
@@ -119,13 +138,14 @@ fn service_clock() -> UnixMillis {
     UnixMillis(u64::try_from(since_epoch.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn failed(exchange: &Exchange, error: EngineError) -> Response {
+/// The core's name for what went wrong with the engine; the exchange decides what it means.
+fn failure(error: EngineError) -> Failure {
     match error {
-        EngineError::Full => full(exchange.request()),
-        EngineError::Timeout => Response::Failed(Failure::Timeout),
+        EngineError::Full => Failure::Full,
+        EngineError::Timeout => Failure::Timeout,
         EngineError::Unavailable(why) => {
             tracing::warn!("{why}");
-            Response::Failed(Failure::Unavailable)
+            Failure::Unavailable
         }
     }
 }

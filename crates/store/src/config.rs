@@ -43,6 +43,11 @@ usage: idemgate-store [options]
                          and retries included; then a typed
                          timeout answer (keep it below the
                          filter's callout timeout)
+  --claim-memory-limit P Redis engines: refuse new claims and   env IDEMGATE_STORE_CLAIM_MEMORY_LIMIT
+                         token uses (store full) once Redis     default 90%
+                         uses P of maxmemory, so the rest is
+                         room for the finishes of the claims
+                         in flight (off: never)
   --connect-timeout DUR  connecting to the engine               env IDEMGATE_STORE_CONNECT_TIMEOUT default 2s
   --sweep-every DUR      postgres engines: time between rounds  env IDEMGATE_STORE_SWEEP_EVERY default 30s
                          of deleting expired rows
@@ -130,6 +135,9 @@ pub struct Config {
     /// TLS to Redis beyond the `rediss://` scheme.
     pub redis_tls: RedisTls,
     pub op_timeout: Duration,
+    /// Redis engines: the share of `maxmemory` past which new claims and token uses are refused,
+    /// in percent (`None`: never), so a completion always finds room (issue 23).
+    pub claim_memory_limit: Option<u8>,
     pub connect_timeout: Duration,
     /// PostgreSQL engines: time between sweep rounds of expired rows.
     pub sweep_every: Duration,
@@ -207,6 +215,7 @@ pub fn parse(
     };
     let mut op_timeout = env("IDEMGATE_STORE_OP_TIMEOUT");
     let mut connect_timeout = env("IDEMGATE_STORE_CONNECT_TIMEOUT");
+    let mut claim_memory_limit = env("IDEMGATE_STORE_CLAIM_MEMORY_LIMIT");
     let mut sweep_every = env("IDEMGATE_STORE_SWEEP_EVERY");
     let mut shutdown_grace = env("IDEMGATE_STORE_SHUTDOWN_GRACE");
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
@@ -260,6 +269,7 @@ pub fn parse(
             }
             "--op-timeout" => op_timeout = Some(value("--op-timeout")?),
             "--connect-timeout" => connect_timeout = Some(value("--connect-timeout")?),
+            "--claim-memory-limit" => claim_memory_limit = Some(value("--claim-memory-limit")?),
             "--sweep-every" => sweep_every = Some(value("--sweep-every")?),
             "--shutdown-grace" => shutdown_grace = Some(value("--shutdown-grace")?),
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
@@ -384,6 +394,10 @@ pub fn parse(
         cluster,
         redis_tls,
         op_timeout: duration("--op-timeout", op_timeout, "250ms")?,
+        claim_memory_limit: percent_or_off(
+            "--claim-memory-limit",
+            claim_memory_limit.as_deref().unwrap_or("90%"),
+        )?,
         connect_timeout: duration("--connect-timeout", connect_timeout, "2s")?,
         sweep_every: duration("--sweep-every", sweep_every, "30s")?,
         shutdown_grace: duration("--shutdown-grace", shutdown_grace, "10s")?,
@@ -394,6 +408,21 @@ pub fn parse(
         log: log_settings(log_format, log_level, env("RUST_LOG"))?,
         admin: Box::new(admin.validated()?),
     }))
+}
+
+/// `"90%"` (or `"90"`) as 90, from 1 to 100; `"off"` as `None`.
+fn percent_or_off(name: &'static str, text: &str) -> Result<Option<u8>, ConfigError> {
+    let text = text.trim();
+    if text == "off" {
+        return Ok(None);
+    }
+    match text.strip_suffix('%').unwrap_or(text).parse::<u8>() {
+        Ok(p) if (1..=100).contains(&p) => Ok(Some(p)),
+        _ => Err(ConfigError::Invalid {
+            name,
+            why: format!("{text:?} is not a percentage from 1% to 100%, or \"off\""),
+        }),
+    }
 }
 
 /// The Redis TLS files apply only to `rediss://` URLs and an engine that uses Redis, and a client
@@ -561,6 +590,19 @@ mod tests {
         match run(args, env) {
             Ok(Command::Run(config)) => config,
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_claim_memory_limit_is_a_percentage_or_off() {
+        assert_eq!(config(&[], &[]).claim_memory_limit, Some(90));
+        let c = config(&["--claim-memory-limit", "75%"], &[]);
+        assert_eq!(c.claim_memory_limit, Some(75));
+        let c = config(&[], &[("IDEMGATE_STORE_CLAIM_MEMORY_LIMIT", "off")]);
+        assert_eq!(c.claim_memory_limit, None);
+        for bad in ["0%", "101", "most", "-5%"] {
+            let e = run(&["--claim-memory-limit", bad], &[]).unwrap_err();
+            assert!(e.to_string().contains("--claim-memory-limit"), "{e}");
         }
     }
 

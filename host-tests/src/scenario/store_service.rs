@@ -1,7 +1,7 @@
 //! An in-process model of the store service (issue 13), for the remote store path: `POST /v1/op`
-//! carrying the core's wire protocol (`idemgate_core::remote`), decided by the core's own
-//! [`remote::apply`] on an in-memory map — one record per key, the record's expiry as the
-//! engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
+//! carrying the core's wire protocol (`idemgate_core::remote`), carried by the core's own
+//! [`remote::Exchange`] — the loop the real service runs, shares included — on an in-memory map:
+//! one value per key, the value's expiry as the engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
 //! shares the model, as Redis `TIME` is for the real service). Register the same `Arc` as a
 //! cluster of two simulated Envoys to make them a fleet. Its answers are the real service's: 200
 //! with an outcome, 400 with `remote_bad_request` for a body it cannot read, 404 elsewhere.
@@ -9,15 +9,24 @@
 use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
 use idemgate_core::record::Record;
-use idemgate_core::remote::{self, client::PATH, Change, Failure};
+use idemgate_core::remote::{
+    self, client::PATH, Exchange, Failure, Need, Step, StoredValue, ValueVersion, Write,
+};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 
+/// Each key's value and when the engine drops it.
+type Values = BTreeMap<[u8; 32], (Vec<u8>, UnixMillis)>;
+
 #[derive(Debug)]
 pub struct StoreService {
     clock: Clock,
-    records: Mutex<BTreeMap<[u8; 32], Record>>,
+    values: Mutex<Values>,
+    /// Versions drawn so far (the real service draws random ones).
+    versions: Mutex<u64>,
     /// Every operation decided, in order: (the request, the response).
     log: Mutex<Vec<(remote::Request, remote::Response)>>,
 }
@@ -27,14 +36,72 @@ impl StoreService {
     pub fn new(clock: Clock) -> Self {
         StoreService {
             clock,
-            records: Mutex::new(BTreeMap::new()),
+            values: Mutex::new(BTreeMap::new()),
+            versions: Mutex::new(0),
             log: Mutex::new(Vec::new()),
         }
     }
 
     /// The record under `key`, as the engine holds it (expired ones included until overwritten).
-    pub fn record(&self, key: &idemgate_core::scope::StorageKey) -> Option<Record> {
-        lock(&self.records).get(key.as_bytes()).cloned()
+    pub fn record(&self, key: &StorageKey) -> Option<Record> {
+        let values = lock(&self.values);
+        let (bytes, _) = values.get(key.as_bytes())?;
+        StoredValue::decode(key, bytes).ok().map(|v| v.record)
+    }
+
+    fn fresh(&self) -> ValueVersion {
+        let mut n = lock(&self.versions);
+        *n += 1;
+        let mut version = [0; 16];
+        version[..8].copy_from_slice(&n.to_be_bytes());
+        ValueVersion(version)
+    }
+
+    /// One operation carried to its end, as the service's `carry` does, on the model's map:
+    /// every read and compare-and-set under one lock, so none is ever lost.
+    fn carry(&self, request: remote::Request, now: UnixMillis) -> remote::Response {
+        let mut values = lock(&self.values);
+        let (mut exchange, mut need) = Exchange::start(request);
+        loop {
+            let step = match need {
+                Need::Read { key } => {
+                    let value = values
+                        .get(key.as_bytes())
+                        .filter(|(_, expires_at)| now < *expires_at)
+                        .map(|(bytes, _)| bytes.clone());
+                    exchange.read(now, value.as_deref(), self.fresh())
+                }
+                Need::Write {
+                    key, expect, write, ..
+                } => {
+                    let current = values
+                        .get(key.as_bytes())
+                        .filter(|(_, expires_at)| now < *expires_at);
+                    let holds = match (expect, current) {
+                        (None, None) => true,
+                        (Some(v), Some((bytes, _))) => bytes.starts_with(&v.0),
+                        _ => false,
+                    };
+                    if holds {
+                        match write {
+                            Write::Set { value, expires_at } => {
+                                values.insert(*key.as_bytes(), (value, expires_at));
+                            }
+                            Write::Delete => {
+                                values.remove(key.as_bytes());
+                            }
+                        }
+                        exchange.written(WriteOutcome::Written)
+                    } else {
+                        exchange.written(WriteOutcome::Conflict)
+                    }
+                }
+            };
+            match step {
+                Step::Need(next) => need = next,
+                Step::Done(response) => return response,
+            }
+        }
     }
 
     /// Every operation it decided, with its answer.
@@ -65,19 +132,7 @@ impl Service for StoreService {
             }
         };
         let now = UnixMillis(self.clock.now_ms());
-        let mut records = lock(&self.records);
-        let key = *decoded.key().as_bytes();
-        let (response, change) = remote::apply(&decoded, records.get(&key), now);
-        match change {
-            Change::Keep => {}
-            Change::Put(record) => {
-                records.insert(key, record);
-            }
-            Change::Delete => {
-                records.remove(&key);
-            }
-        }
-        drop(records);
+        let response = self.carry(decoded.clone(), now);
         let status = response.http_status();
         let body = response.encode();
         lock(&self.log).push((decoded, response));
@@ -137,8 +192,15 @@ mod tests {
         let store = StoreService::new(clock.clone());
         let policy = Policy::defaults();
         let key = StorageKey::from_stored([7; 32]);
-        let claim =
-            |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+        let claim = |owner: u8| {
+            client::claim(
+                key,
+                Fingerprint([1; 32]),
+                OwnerToken([owner; 16]),
+                idemgate_core::share::Payers::NONE,
+                &policy,
+            )
+        };
 
         let first = call(&store, 0, &claim(1)).into_claim().unwrap();
         assert!(
@@ -208,8 +270,15 @@ mod tests {
         };
         let policy = Policy::defaults();
         let key = StorageKey::from_stored([9; 32]);
-        let claim =
-            |owner: u8| client::claim(key, Fingerprint([1; 32]), OwnerToken([owner; 16]), &policy);
+        let claim = |owner: u8| {
+            client::claim(
+                key,
+                Fingerprint([1; 32]),
+                OwnerToken([owner; 16]),
+                idemgate_core::share::Payers::NONE,
+                &policy,
+            )
+        };
         for fault in [CalloutFault::ResetAfterHeaders, CalloutFault::Timeout] {
             let lost = PendingCallout {
                 request: post(0, claim(1).encode()),

@@ -16,6 +16,7 @@ use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError
 use crate::record::OwnerToken;
 use crate::scope::StorageKey;
 use crate::seal::RecordSecrets;
+use crate::share::Payers;
 use crate::store::StoreError;
 use crate::time::UnixMillis;
 use alloc::string::String;
@@ -27,12 +28,14 @@ pub const PATH: &str = "/v1/op";
 /// claim then stays in flight until its lease ends: retries get 409, then take it over).
 pub const FINISH_ATTEMPTS: u32 = 3;
 
-/// The claim a request makes, with the policy's lease and TTL.
+/// The claim a request makes, with the policy's lease and TTL, charged to `payers` within the
+/// policy's shares (issue 23).
 #[must_use = "the request must be sent to the store service"]
 pub fn claim(
     key: StorageKey,
     fingerprint: Fingerprint,
     owner: OwnerToken,
+    payers: Payers,
     policy: &Policy,
 ) -> Request {
     Request::Claim {
@@ -41,6 +44,7 @@ pub fn claim(
         owner,
         lease: policy.lease,
         ttl: policy.ttl,
+        payers: policy.shares.billed(payers),
     }
 }
 
@@ -69,10 +73,19 @@ pub fn finish(
     })
 }
 
-/// A one-time token's single use.
+/// A one-time token's single use, charged to `payers` like a claim.
 #[must_use = "the request must be sent to the store service"]
-pub fn consume(key: StorageKey, expires_at: UnixMillis) -> Request {
-    Request::Consume { key, expires_at }
+pub fn consume(
+    key: StorageKey,
+    expires_at: UnixMillis,
+    payers: Payers,
+    policy: &Policy,
+) -> Request {
+    Request::Consume {
+        key,
+        expires_at,
+        payers: policy.shares.billed(payers),
+    }
 }
 
 /// What a callout brought back. `None` when the host got no answer at all (connection refused,

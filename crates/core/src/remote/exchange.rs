@@ -1,14 +1,19 @@
 //! What an operation does to the record under its key ([`apply`]), and the read → decide →
 //! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
-//! the engine, this module decides.
+//! the engine, this module decides. The same loop then charges the record's payers, each on its
+//! own ledger key (the `ledger` module, issue 23): one key per engine call, as Redis Cluster needs.
 
-use super::stored::{StoredValue, ValueVersion};
+use super::ledger::{self, Job};
+use super::stored::{StoredValue, ValueVersion, VERSION_LEN};
 use super::wire::{End, Failure, Request, Response};
 use crate::decision::Verdict;
+use crate::hash::PartsHasher;
 use crate::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::record::Record;
 use crate::rule;
-use crate::share::Payers;
+use crate::scope::StorageKey;
+use crate::share::ledger::Usage;
+use crate::share::{Billed, Payers};
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
@@ -16,9 +21,9 @@ use alloc::vec::Vec;
 pub use crate::rule::Change;
 
 /// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
-/// on the engine's clock: the rules of the core's `rule` module, the same the local store applies. The
-/// remote store keeps no shares (issue 23 leaves them to the local store for now), so a claim
-/// names no payers.
+/// on the engine's clock: the rules of the core's `rule` module, the same the local store applies.
+/// A claim's record names the payers it is charged to (their ledgers are the [`Exchange`]'s next
+/// steps), so its finish knows whose charge to move.
 #[must_use = "the response must be sent and the change written"]
 pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
     let live = current.filter(|record| !record.is_expired(now));
@@ -28,16 +33,13 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
             owner,
             lease,
             ttl,
+            payers,
             ..
         } => {
-            let (outcome, change) = rule::claim(
-                live,
-                *fingerprint,
-                *owner,
-                Payers::NONE,
-                now,
-                (*lease, *ttl),
-            );
+            let mut tags = payers.iter().map(|p| p.tag);
+            let payers = Payers::from_tags(tags.next(), tags.next());
+            let (outcome, change) =
+                rule::claim(live, *fingerprint, *owner, payers, now, (*lease, *ttl));
             (Response::Claim(outcome), change)
         }
         Request::Finish {
@@ -124,11 +126,11 @@ pub fn full(request: &Request) -> Response {
     }
 }
 
-/// An engine call the exchange needs.
+/// An engine call the exchange needs, on `key`: the request's own key, or a payer's ledger key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
     /// Read the key's value and the engine's clock, in one atomic step.
-    Read,
+    Read { key: StorageKey },
     /// Compare-and-set: write only if the key is still as it was read — absent when `expect` is
     /// `None`, else holding a value whose first bytes are `expect`.
     ///
@@ -139,10 +141,20 @@ pub enum Need {
     /// key's current value in the same step ([`Exchange::conflicted`]), so the fallback decision
     /// needs no read of its own.
     Write {
+        key: StorageKey,
         expect: Option<ValueVersion>,
         write: Write,
         at: Option<UnixMillis>,
     },
+}
+
+impl Need {
+    /// The key the call is on.
+    pub fn key(&self) -> &StorageKey {
+        match self {
+            Need::Read { key } | Need::Write { key, .. } => key,
+        }
+    }
 }
 
 /// How far the host's clock may be from the engine's for a speculative write to land: a
@@ -170,33 +182,109 @@ pub enum Step {
     Done(Response),
 }
 
-/// One operation in progress: read → [`apply`] → compare-and-set, deciding again after a lost race
-/// (someone else changed the key, so the decision is made again on what they wrote), at most
-/// `MAX_ATTEMPTS` times.
+/// One operation in progress: read → [`apply`] → compare-and-set on the request's key, deciding
+/// again after a lost race (someone else changed the key, so the decision is made again on what
+/// they wrote), at most `MAX_ATTEMPTS` times; then the same loop on each payer's ledger key.
 ///
 /// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
-/// key most likely holds — nothing, for a claim or a token use; the claim the host itself wrote,
-/// for the owner's finish — decides on that with [`apply`] as usual, and sends the write as a
-/// compare-and-set on the assumed version. The compare-and-set *proves* the assumption (versions
-/// never repeat at a key, see [`super::stored`]), so a write that lands is exactly the one a read
-/// would have led to; one that does not is decided again on what the engine holds.
+/// key most likely holds — nothing, for a claim, a token use or a payer's first charge; the claim
+/// the host itself wrote, for the owner's finish — decides on that with [`apply`] as usual, and
+/// sends the write as a compare-and-set on the assumed version. The compare-and-set *proves* the
+/// assumption (versions never repeat at a key, see [`super::stored`]), so a write that lands is
+/// exactly the one a read would have led to; one that does not is decided again on what the
+/// engine holds.
+///
+/// **Shares (issue 23).** A claim or a token use that wrote its record is then charged to each
+/// payer the request names, within its share. A payer at its share (or a ledger that cannot be
+/// charged) undoes the operation: the charges made are given back and the key is put back as it
+/// was (only if it still holds the record written), and the answer is 429 (or the failure). So a
+/// record holds space uncharged only between its write and its payers' charges — at most one
+/// record per operation in progress. The record is written first so that what writes nothing (a
+/// replay, a 409, a 422: most retries) costs no ledger call. The owner's finish moves the claim's
+/// charge to the stored answer (or gives it back on a release), best effort: a finish is never
+/// undone over a ledger. A host that gives up on an operation midway (its timeout) leaves at worst
+/// a claim uncharged until its lease ends, or a charge until its hold ends.
 #[derive(Debug)]
 pub struct Exchange {
     request: Request,
+    /// Compare-and-sets lost on the current key.
     attempts: u32,
-    pending: Option<Response>,
+    /// The write in flight and what it means once it lands.
+    pending: Option<Pending>,
+    /// The ledger work left once the record's answer is known.
+    after: Option<After>,
+    /// Whether the engine carries speculative writes (the exchange began with
+    /// [`Exchange::speculate`]): then a payer's charge is sent without a read too.
+    speculates: bool,
+    /// The latest time known: the engine's clock once seen, else the host's.
+    clock: UnixMillis,
+    /// The latest fresh version the host gave, and how many versions were derived from it.
+    fresh: ValueVersion,
+    derived: u32,
+}
+
+/// What a write in flight does once it lands.
+#[derive(Debug)]
+enum Pending {
+    /// The record under the request's key (boxed: one per operation, and far larger than the rest).
+    Record(alloc::boxed::Box<Landing>),
+    /// A payer's ledger.
+    Ledger(Job),
+    /// Deleting the record this operation wrote (a charge was refused).
+    Unwrite,
+}
+
+/// A record write and what its payers owe once it lands.
+#[derive(Debug)]
+struct Landing {
+    response: Response,
+    /// The version written (`None` for a delete).
+    version: Option<ValueVersion>,
+    /// Until when the written record holds space.
+    holds_until: Option<UnixMillis>,
+    /// The claim it replaced: whose charge a finish moves, and until when it was charged.
+    replaced: Option<(Payers, UnixMillis)>,
+    /// What the key held before, when the write may have to be undone (a charged claim or use).
+    previous: Option<Record>,
+}
+
+/// The ledger work after the record's answer.
+#[derive(Debug)]
+struct After {
+    answer: Response,
+    /// Still to do, in order; the first is in progress.
+    tasks: Vec<Task>,
+    /// The record this operation wrote (a claim or a token use) and what the key held before,
+    /// put back if a charge fails.
+    written: Option<(ValueVersion, Option<Record>)>,
+    /// The charges made so far, given back if a later one fails.
+    refunds: Vec<Job>,
+}
+
+#[derive(Debug, Clone)]
+enum Task {
+    Ledger(Job),
+    /// Put back what the key held before the record this operation wrote at the version: a
+    /// claim that took over an abandoned one leaves that claim as it was, as if never written.
+    Unwrite(ValueVersion, Option<Record>),
 }
 
 impl Exchange {
     /// Starts an operation with a read.
     #[must_use = "the first step must be carried out"]
     pub fn start(request: Request) -> (Exchange, Need) {
+        let key = *request.key();
         let exchange = Exchange {
             request,
             attempts: 0,
             pending: None,
+            after: None,
+            speculates: false,
+            clock: UnixMillis(0),
+            fresh: ValueVersion([0; VERSION_LEN]),
+            derived: 0,
         };
-        (exchange, Need::Read)
+        (exchange, Need::Read { key })
     }
 
     /// Starts an operation with a speculative compare-and-set when one can be decided without a
@@ -231,6 +319,8 @@ impl Exchange {
             }
         };
         let (mut exchange, read) = Exchange::start(request);
+        exchange.speculates = true;
+        exchange.clock = at;
         match exchange.decide(assumed.as_ref(), at, fresh, Some(at)) {
             Step::Need(need @ Need::Write { .. }) => (exchange, need),
             // Nothing to write on the assumed state: ask the engine what it holds.
@@ -249,14 +339,26 @@ impl Exchange {
     /// fresh random version for a write (drawn by the host: the core has no entropy).
     #[must_use = "the next step must be carried out"]
     pub fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
-        let key = *self.request.key();
-        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
-            None => None,
-            Some(Ok(stored)) => Some(stored),
-            // Never overwrite what cannot be read: it may be a record of a newer format.
-            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+        self.clock = now;
+        let Some(task) = self.current_task() else {
+            let key = *self.request.key();
+            let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
+                None => None,
+                Some(Ok(stored)) => Some(stored),
+                // Never overwrite what cannot be read: it may be a record of a newer format.
+                Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+            };
+            return self.decide(current.as_ref(), now, fresh, None);
         };
-        self.decide(current.as_ref(), now, fresh, None)
+        match task {
+            Task::Ledger(job) => match value.map(|bytes| ledger::decode(job.tag(), bytes)) {
+                None => self.decide_ledger(job, None, now, fresh, None),
+                Some(Ok(current)) => self.decide_ledger(job, Some(current), now, fresh, None),
+                Some(Err(_)) => self.task_failed(Failure::Corrupt),
+            },
+            // A delete is never preceded by a read.
+            Task::Unwrite(..) => self.task_failed(Failure::Unavailable),
+        }
     }
 
     /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.
@@ -267,26 +369,52 @@ impl Exchange {
         fresh: ValueVersion,
         at: Option<UnixMillis>,
     ) -> Step {
+        self.fresh = fresh;
         let key = *self.request.key();
         let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
         let expect = current.map(|s| s.version);
-        let write = match change {
+        let replaced = match current.map(|s| &s.record) {
+            Some(Record::InFlight(claim)) if !claim.payers.is_empty() => Some((
+                claim.payers,
+                Record::InFlight(claim.clone()).holds_space_until(),
+            )),
+            _ => None,
+        };
+        let charged = match &self.request {
+            Request::Claim { payers, .. } | Request::Consume { payers, .. } => !payers.is_empty(),
+            _ => false,
+        };
+        let previous = current.filter(|_| charged).map(|s| s.record.clone());
+        let (write, version, holds_until) = match change {
             Change::Keep => return Step::Done(response),
-            Change::Delete => Write::Delete,
+            Change::Delete => (Write::Delete, None, None),
             Change::Put(record) => {
                 let expires_at = record.expires_at();
+                let holds_until = record.holds_space_until();
                 let value = StoredValue {
                     version: fresh,
                     record,
                 };
-                Write::Set {
+                let write = Write::Set {
                     value: value.encode(&key),
                     expires_at,
-                }
+                };
+                (write, Some(fresh), Some(holds_until))
             }
         };
-        self.pending = Some(response);
-        Step::Need(Need::Write { expect, write, at })
+        self.pending = Some(Pending::Record(alloc::boxed::Box::new(Landing {
+            response,
+            version,
+            holds_until,
+            replaced,
+            previous,
+        })));
+        Step::Need(Need::Write {
+            key,
+            expect,
+            write,
+            at,
+        })
     }
 
     /// Resumes with the compare-and-set's result, when the engine said only whether it wrote: a
@@ -294,11 +422,18 @@ impl Exchange {
     #[must_use = "the next step must be carried out"]
     pub fn written(&mut self, outcome: WriteOutcome) -> Step {
         match (outcome, self.pending.take()) {
-            (WriteOutcome::Written, Some(response)) => Step::Done(response),
-            (WriteOutcome::Conflict, Some(_)) => match self.lost() {
-                Some(done) => done,
-                None => Step::Need(Need::Read),
-            },
+            (WriteOutcome::Written, Some(Pending::Record(landing))) => self.landed(*landing),
+            (WriteOutcome::Written, Some(Pending::Ledger(job))) => self.charged(job),
+            // Deleted, or no longer the record written (taken over, expired): either way done.
+            (_, Some(Pending::Unwrite)) => self.next_task(),
+            (WriteOutcome::Conflict, Some(Pending::Record(_) | Pending::Ledger(_))) => {
+                match self.lost() {
+                    Some(done) => done,
+                    None => Step::Need(Need::Read {
+                        key: self.current_key(),
+                    }),
+                }
+            }
             // A write result with no write asked for: a host bug, answered as a failure.
             (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
         }
@@ -314,18 +449,259 @@ impl Exchange {
         value: Option<&[u8]>,
         fresh: ValueVersion,
     ) -> Step {
-        if self.pending.take().is_none() {
-            return Step::Done(Response::Failed(Failure::Unavailable));
+        match self.pending.take() {
+            None => Step::Done(Response::Failed(Failure::Unavailable)),
+            Some(Pending::Unwrite) => self.next_task(),
+            Some(Pending::Record(_) | Pending::Ledger(_)) => match self.lost() {
+                Some(done) => done,
+                None => self.read(now, value, fresh),
+            },
         }
-        match self.lost() {
-            Some(done) => done,
-            None => self.read(now, value, fresh),
+    }
+
+    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
+    /// connection): on the record, the operation's answer; on a payer's charge, the operation is
+    /// undone as far as the engine lets it; on a finish's ledger move, the finish stands.
+    #[must_use = "the next step must be carried out"]
+    pub fn failed(&mut self, failure: Failure) -> Step {
+        self.pending = None;
+        match self.after {
+            None if failure == Failure::Full => Step::Done(full(&self.request)),
+            None => Step::Done(Response::Failed(failure)),
+            Some(_) => self.task_failed(failure),
         }
     }
 
     /// Counts a lost compare-and-set: the answer once there were too many.
     fn lost(&mut self) -> Option<Step> {
         self.attempts += 1;
-        (self.attempts >= MAX_ATTEMPTS).then_some(Step::Done(Response::Failed(Failure::Contention)))
+        if self.attempts < MAX_ATTEMPTS {
+            return None;
+        }
+        Some(match self.after {
+            None => Step::Done(Response::Failed(Failure::Contention)),
+            Some(_) => self.task_failed(Failure::Contention),
+        })
+    }
+
+    fn current_task(&self) -> Option<Task> {
+        self.after.as_ref().and_then(|a| a.tasks.first().cloned())
+    }
+
+    fn current_key(&self) -> StorageKey {
+        match self.current_task() {
+            Some(Task::Ledger(job)) => ledger::ledger_key(job.tag()),
+            _ => *self.request.key(),
+        }
+    }
+
+    /// The record's write landed: what its payers owe, if anything.
+    fn landed(&mut self, landing: Landing) -> Step {
+        let mut after = After {
+            answer: landing.response,
+            tasks: Vec::new(),
+            written: None,
+            refunds: Vec::new(),
+        };
+        let charge = |payers: &[Billed], until| {
+            payers
+                .iter()
+                .map(|p| {
+                    Task::Ledger(Job::Charge {
+                        tag: p.tag,
+                        share: p.share,
+                        until,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        match (&self.request, &after.answer, landing.holds_until) {
+            (
+                Request::Claim { payers, .. },
+                Response::Claim(ClaimOutcome::Forward { .. }),
+                Some(until),
+            )
+            | (
+                Request::Consume { payers, .. },
+                Response::Consume(ConsumeOutcome::Consumed),
+                Some(until),
+            ) => {
+                after.tasks = charge(payers, until);
+                after.written = landing.version.map(|v| (v, landing.previous));
+            }
+            (Request::Finish { .. }, Response::Finish(outcome), to) => {
+                if let Some((payers, from)) = landing.replaced {
+                    let stored = matches!(outcome, crate::protocol::FinishOutcome::Stored);
+                    after.tasks = payers
+                        .tags()
+                        .map(|tag| match (stored, to) {
+                            (true, Some(to)) => Task::Ledger(Job::Shift { tag, from, to }),
+                            _ => Task::Ledger(Job::Refund { tag, until: from }),
+                        })
+                        .collect();
+                }
+            }
+            _ => {}
+        }
+        self.after = Some(after);
+        self.start_task()
+    }
+
+    /// The first task's first engine call, or the answer when none is left.
+    fn start_task(&mut self) -> Step {
+        self.attempts = 0;
+        let Some(task) = self.current_task() else {
+            return match self.after.take() {
+                Some(after) => Step::Done(after.answer),
+                None => Step::Done(Response::Failed(Failure::Unavailable)),
+            };
+        };
+        match task {
+            // A payer's first charge finds no ledger: assume so, and let the write prove it.
+            Task::Ledger(job @ Job::Charge { .. }) if self.speculates => {
+                let fresh = self.derive_version();
+                let at = self.clock;
+                self.decide_ledger(job, None, at, fresh, Some(at))
+            }
+            Task::Ledger(job) => Step::Need(Need::Read {
+                key: ledger::ledger_key(job.tag()),
+            }),
+            Task::Unwrite(version, previous) => {
+                let key = *self.request.key();
+                let write = match previous {
+                    None => Write::Delete,
+                    Some(record) => Write::Set {
+                        expires_at: record.expires_at(),
+                        value: StoredValue {
+                            version: self.derive_version(),
+                            record,
+                        }
+                        .encode(&key),
+                    },
+                };
+                self.pending = Some(Pending::Unwrite);
+                Step::Need(Need::Write {
+                    key,
+                    expect: Some(version),
+                    write,
+                    at: None,
+                })
+            }
+        }
+    }
+
+    fn next_task(&mut self) -> Step {
+        if let Some(after) = &mut self.after {
+            if !after.tasks.is_empty() {
+                after.tasks.remove(0);
+            }
+        }
+        self.start_task()
+    }
+
+    /// `job` on the payer's usage as found (`None`: no ledger yet), and the compare-and-set that
+    /// makes it so; a refused charge undoes the operation.
+    fn decide_ledger(
+        &mut self,
+        job: Job,
+        current: Option<(ValueVersion, Usage)>,
+        now: UnixMillis,
+        fresh: ValueVersion,
+        at: Option<UnixMillis>,
+    ) -> Step {
+        self.fresh = fresh;
+        let (expect, mut found) = match current {
+            Some((version, usage)) => (Some(version), usage),
+            None => (None, Usage::default()),
+        };
+        found.prune(now);
+        let mut usage = found.clone();
+        if let Err(retry_after) = job.apply(&mut usage, now) {
+            return self.refused(retry_after);
+        }
+        // Nothing changed but what lapsed (a refund of a hold already over): no write; the
+        // key's expiry forgets lapsed holds by itself.
+        if usage == found {
+            return self.charged(job);
+        }
+        let write = match usage.holds.last() {
+            Some(last) => Write::Set {
+                value: ledger::encode(job.tag(), fresh, &usage),
+                expires_at: last.until,
+            },
+            // The payer's last hold given back: its key goes (it existed, or `found` was empty).
+            None => Write::Delete,
+        };
+        self.pending = Some(Pending::Ledger(job));
+        Step::Need(Need::Write {
+            key: ledger::ledger_key(job.tag()),
+            expect,
+            write,
+            at,
+        })
+    }
+
+    /// `job` is done: a charge is remembered (to give back if a later one fails); the next task.
+    fn charged(&mut self, job: Job) -> Step {
+        if let (Job::Charge { tag, until, .. }, Some(after)) = (job, &mut self.after) {
+            after.refunds.push(Job::Refund { tag, until });
+        }
+        self.next_task()
+    }
+
+    /// A payer is at its share: 429 with when it has room, and the operation undone.
+    fn refused(&mut self, retry_after: Span) -> Step {
+        let answer = match &self.request {
+            Request::Consume { .. } => {
+                Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after })
+            }
+            _ => Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }),
+        };
+        self.undo(answer)
+    }
+
+    /// The current task could not be done. A charge undoes the operation, answering `failure`
+    /// (the host's failure mode applies, as for any failed claim); anything else is best effort.
+    fn task_failed(&mut self, failure: Failure) -> Step {
+        self.pending = None;
+        match self.current_task() {
+            Some(Task::Ledger(Job::Charge { .. })) => {
+                let answer = match failure {
+                    Failure::Full => full(&self.request),
+                    other => Response::Failed(other),
+                };
+                self.undo(answer)
+            }
+            _ => self.next_task(),
+        }
+    }
+
+    /// Gives back the charges made, deletes the record written, and answers `answer`.
+    fn undo(&mut self, answer: Response) -> Step {
+        let Some(after) = &mut self.after else {
+            return Step::Done(answer);
+        };
+        let mut tasks: Vec<Task> = after.refunds.drain(..).map(Task::Ledger).collect();
+        tasks.extend(
+            after
+                .written
+                .take()
+                .map(|(version, previous)| Task::Unwrite(version, previous)),
+        );
+        after.tasks = tasks;
+        after.answer = answer;
+        self.start_task()
+    }
+
+    /// A version for a write the host gave no fresh one for (a payer's speculative charge right
+    /// after the record's write): derived from the last fresh one, so it never repeats either.
+    fn derive_version(&mut self) -> ValueVersion {
+        self.derived += 1;
+        let mut hasher = PartsHasher::new("idemgate-derived-version-v1");
+        hasher.part(&self.fresh.0).part(&self.derived.to_be_bytes());
+        let hash = hasher.finish();
+        let mut version = [0; VERSION_LEN];
+        version.copy_from_slice(&hash[..VERSION_LEN]);
+        ValueVersion(version)
     }
 }

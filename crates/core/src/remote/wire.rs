@@ -4,9 +4,10 @@
 //!
 //! ```text
 //! request  = "IQ" version(1) op(1) body
-//!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8)
+//!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8) [payers]
 //!   op 2 finish  : key(32) owner(16) ttl_ms(8) end(1)  end 0 = release, 1 = store + response
-//!   op 3 consume : key(32) token_expires_at_ms(8)
+//!   op 3 consume : key(32) token_expires_at_ms(8) [payers]
+//! payers   = count(1, 1 or 2) { tag(8) share(8) }*   (absent: nobody is charged; issue 23)
 //! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
@@ -24,6 +25,7 @@ use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError
 use crate::record::{is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse};
 use crate::scope::StorageKey;
 use crate::seal::Seal;
+use crate::share::{Billed, PayerTag};
 use crate::store::StoreError;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -59,6 +61,8 @@ pub enum Request {
         owner: OwnerToken,
         lease: Span,
         ttl: Span,
+        /// Who pays for the claim's space, each within its share of the store (empty: nobody).
+        payers: Vec<Billed>,
     },
     /// End the claim `owner` holds (semantics §5), as the filter's policy decided
     /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
@@ -74,6 +78,8 @@ pub enum Request {
         key: StorageKey,
         /// The token's own expiry, from its signed claims.
         expires_at: UnixMillis,
+        /// Who pays for the use's space while it is remembered (empty: nobody).
+        payers: Vec<Billed>,
     },
     /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
     /// that applies ([`crate::order::begin`], issue 26).
@@ -128,6 +134,7 @@ impl Request {
                 owner,
                 lease,
                 ttl,
+                payers,
             } => {
                 w.u8(OP_CLAIM);
                 w.bytes(&key.0);
@@ -135,6 +142,7 @@ impl Request {
                 w.bytes(&owner.0);
                 w.u64(lease.0);
                 w.u64(ttl.0);
+                put_payers(&mut w, payers);
             }
             Request::Finish {
                 key,
@@ -154,10 +162,15 @@ impl Request {
                     }
                 }
             }
-            Request::Consume { key, expires_at } => {
+            Request::Consume {
+                key,
+                expires_at,
+                payers,
+            } => {
                 w.u8(OP_CONSUME);
                 w.bytes(&key.0);
                 w.u64(expires_at.0);
+                put_payers(&mut w, payers);
             }
             Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
                 order::put_request(&mut w, self)
@@ -176,6 +189,7 @@ impl Request {
                 owner: OwnerToken(r.array()?),
                 lease: span(&mut r)?,
                 ttl: ttl(&mut r)?,
+                payers: get_payers(&mut r)?,
             },
             OP_FINISH => Request::Finish {
                 key: StorageKey(r.array()?),
@@ -193,6 +207,7 @@ impl Request {
                     ms if ms <= MAX_INSTANT_MS => UnixMillis(ms),
                     _ => return Err(WireError::OutOfRange),
                 },
+                payers: get_payers(&mut r)?,
             },
             op @ (order::OP_BEGIN | order::OP_SETTLE) => order::get_request(op, &mut r)?,
             op => return Err(WireError::UnknownOp(op)),
@@ -213,6 +228,40 @@ fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
         ms if ms <= MAX_SPAN_MS => Ok(Span(ms)),
         _ => Err(WireError::OutOfRange),
     }
+}
+
+/// The payers block of a claim or a token use: absent when nobody pays, so a service of this
+/// version reads what a filter of the last one sent.
+fn put_payers(w: &mut Writer, payers: &[Billed]) {
+    if payers.is_empty() {
+        return;
+    }
+    w.u8(payers.len() as u8);
+    for payer in payers {
+        w.bytes(&payer.tag.0);
+        w.u64(payer.share);
+    }
+}
+
+/// At most two payers, none twice (one spelling per request).
+fn get_payers(r: &mut Reader<'_>) -> Result<Vec<Billed>, WireError> {
+    if r.is_empty() {
+        return Ok(Vec::new());
+    }
+    let count = r.u8()?;
+    if !(1..=2).contains(&count) {
+        return Err(WireError::OutOfRange);
+    }
+    let mut payers: Vec<Billed> = Vec::new();
+    for _ in 0..count {
+        let tag = PayerTag(r.array()?);
+        let share = r.u64()?;
+        if payers.iter().any(|p| p.tag == tag) {
+            return Err(WireError::OutOfRange);
+        }
+        payers.push(Billed { tag, share });
+    }
+    Ok(payers)
 }
 
 /// A TTL of zero would write a record that is expired as it lands: refused as malformed.

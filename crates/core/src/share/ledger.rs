@@ -78,6 +78,48 @@ impl Usage {
         }
     }
 
+    /// Drops the holds that have lapsed at `now`.
+    pub(crate) fn prune(&mut self, now: UnixMillis) {
+        self.holds.retain(|h| now < h.until);
+    }
+
+    /// Charges one record that holds space until `until`, within `limit` (`None`: not counted):
+    /// refused, with nothing changed, by how long until there is room. The rule of a charge for
+    /// both stores: the local ledger cells and the remote store's ledger keys.
+    pub(crate) fn charge(
+        &mut self,
+        limit: Option<u64>,
+        until: UnixMillis,
+        now: UnixMillis,
+    ) -> Result<(), Span> {
+        match limit.and_then(|limit| self.room_after(limit, now)) {
+            Some(retry_after) => Err(retry_after),
+            None => {
+                self.add(until);
+                Ok(())
+            }
+        }
+    }
+
+    /// Moves one record's charge from `from` to `to` (a claim's lease charge becomes its stored
+    /// answer's). A hold that has already lapsed is not taken from a later one, and none is added
+    /// for a moment already past.
+    pub(crate) fn shift(&mut self, (from, to): (UnixMillis, UnixMillis), now: UnixMillis) {
+        if now < from {
+            self.remove(from);
+        }
+        if now < to {
+            self.add(to);
+        }
+    }
+
+    /// Gives one record's charge until `until` back (its record was not written, or released).
+    pub(crate) fn refund(&mut self, until: UnixMillis, now: UnixMillis) {
+        if now < until {
+            self.remove(until);
+        }
+    }
+
     /// Merges the two neighbouring holds whose moments are closest, into the later moment.
     fn merge_closest(&mut self) {
         let Some(i) = (0..self.holds.len().saturating_sub(1))
@@ -104,7 +146,7 @@ impl Ledger {
     /// when it forgets, which keeps it as small as the records it counts.
     pub fn prune(&mut self, now: UnixMillis) {
         for (_, usage) in &mut self.entries {
-            usage.holds.retain(|h| now < h.until);
+            usage.prune(now);
         }
         self.entries.retain(|(_, usage)| !usage.holds.is_empty());
     }

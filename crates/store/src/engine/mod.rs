@@ -22,6 +22,10 @@ use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::fmt;
 
+/// How often a Redis engine checks its memory against `--claim-memory-limit`: the claims
+/// admitted between two checks are what the headroom above the limit must hold.
+const MEMORY_CHECK_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Why an engine did not give an answer.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -78,7 +82,12 @@ impl Engine {
                 config.op_timeout,
             )
             .await
-            .map(|redis| Engine::Redis(redis, Default::default()))
+            .map(|redis| {
+                if let Some(limit) = config.claim_memory_limit {
+                    redis.watch_memory(limit, MEMORY_CHECK_EVERY);
+                }
+                Engine::Redis(redis, Default::default())
+            })
             .map_err(|e| {
                 let urls: Vec<String> = config.redis.iter().map(|u| redacted(u)).collect();
                 format!("cannot connect to {}: {e}", urls.join(","))
@@ -179,6 +188,15 @@ impl Engine {
     /// PostgreSQL engines keep read → compare-and-set (two steps).
     pub fn speculates(&self) -> bool {
         matches!(self, Engine::Redis(..))
+    }
+
+    /// Whether new claims and token uses are refused for memory (Redis past
+    /// `--claim-memory-limit`): the rest of `maxmemory` is kept for finishes.
+    pub fn refuses_new_records(&self) -> bool {
+        match self {
+            Engine::Redis(redis, _) => redis.is_tight(),
+            _ => false,
+        }
     }
 
     /// What this replica remembers writing for the claims it forwarded (Redis only).

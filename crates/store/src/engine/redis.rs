@@ -25,6 +25,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{MultipleNodeRoutingInfo, ResponsePolicy, RoutingInfo};
 use redis::{ClientTlsConfig, Cmd, ErrorKind, RedisError, Script, TlsCertificates, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `{seconds, microseconds, value-or-nil}`: the record and the clock it is judged by, together.
@@ -73,6 +75,8 @@ pub struct Redis {
     prefix: String,
     read_sha: String,
     cas_sha: String,
+    /// Whether Redis is past the claim memory limit, as [`Redis::watch_memory`] last saw it.
+    tight: Arc<AtomicBool>,
 }
 
 impl Redis {
@@ -136,6 +140,7 @@ impl Redis {
             prefix,
             read_sha: Script::new(READ).get_hash().to_string(),
             cas_sha: Script::new(CAS).get_hash().to_string(),
+            tight: Arc::default(),
         })
     }
 
@@ -207,6 +212,57 @@ impl Redis {
                 "unexpected compare-and-set reply {other:?}"
             ))),
         }
+    }
+
+    /// Whether new claims and token uses are refused: some primary uses more of its `maxmemory`
+    /// than the claim memory limit, as last seen.
+    pub fn is_tight(&self) -> bool {
+        self.tight.load(Ordering::Relaxed)
+    }
+
+    /// Checks every `every` how much of `maxmemory` each primary uses, for [`Redis::is_tight`]:
+    /// past `limit` percent on any, new claims are refused (issue 23), so the memory left is room
+    /// for the finishes of the claims in flight — a completion that found Redis out of memory
+    /// would leave its claim to be taken over after the lease, and the request to run twice. A
+    /// primary without `maxmemory` never refuses a write for memory, so it never counts as tight.
+    /// A failed check keeps the last answer (the operations themselves report Redis down).
+    pub fn watch_memory(&self, limit: u8, every: Duration) {
+        let redis = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                if let Ok(nodes) = redis.memory().await {
+                    let tight = nodes.iter().any(|&(used, max)| {
+                        max > 0 && u128::from(used) * 100 >= u128::from(max) * u128::from(limit)
+                    });
+                    if tight != redis.tight.swap(tight, Ordering::Relaxed) {
+                        tracing::warn!(
+                            "Redis memory {} the claim limit ({limit}% of maxmemory): new claims {}",
+                            if tight { "reached" } else { "is back below" },
+                            if tight { "answer store full" } else { "are taken again" },
+                        );
+                    }
+                }
+            }
+        });
+    }
+
+    /// `used_memory` and `maxmemory` of each primary (`INFO memory`).
+    async fn memory(&self) -> Result<Vec<(u64, u64)>, EngineError> {
+        let mut cmd = redis::cmd("INFO");
+        cmd.arg("memory");
+        let reply = match &self.conn {
+            Conn::Single(conn) => cmd.query_async::<Value>(&mut conn.clone()).await?,
+            Conn::Cluster(conn) => {
+                let routing = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+                conn.clone().route_command(&cmd, routing).await?
+            }
+        };
+        let mut texts = Vec::new();
+        info_texts(&reply, &mut texts);
+        Ok(texts.iter().filter_map(|t| parse_memory(t)).collect())
     }
 
     /// `PING` (every primary of a cluster): what `/readyz` asks.
@@ -408,6 +464,28 @@ impl Redis {
     }
 }
 
+/// The `INFO` texts in a reply: one for a single Redis, one per node for a cluster (a map of
+/// node to reply).
+fn info_texts(reply: &Value, out: &mut Vec<String>) {
+    match reply {
+        Value::BulkString(bytes) => out.push(String::from_utf8_lossy(bytes).into_owned()),
+        Value::VerbatimString { text, .. } | Value::SimpleString(text) => out.push(text.clone()),
+        Value::Map(pairs) => pairs.iter().for_each(|(_, v)| info_texts(v, out)),
+        Value::Array(items) => items.iter().for_each(|v| info_texts(v, out)),
+        _ => {}
+    }
+}
+
+/// `used_memory` and `maxmemory` from an `INFO memory` text.
+fn parse_memory(text: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|line| line.trim().strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    };
+    Some((field("used_memory")?, field("maxmemory")?))
+}
+
 /// `text` as a literal in a `SCAN MATCH` glob.
 fn glob_escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -423,6 +501,28 @@ fn glob_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_comes_from_info() {
+        let info =
+            "# Memory\r\nused_memory:1048576\r\nused_memory_human:1.00M\r\nmaxmemory:2097152\r\n";
+        assert_eq!(parse_memory(info), Some((1_048_576, 2_097_152)));
+        assert_eq!(parse_memory("used_memory:5\r\n"), None);
+        let cluster = Value::Map(vec![
+            (
+                Value::SimpleString("127.0.0.1:7000".into()),
+                Value::BulkString(info.as_bytes().to_vec()),
+            ),
+            (
+                Value::SimpleString("127.0.0.1:7001".into()),
+                Value::BulkString(b"used_memory:1\r\nmaxmemory:0\r\n".to_vec()),
+            ),
+        ]);
+        let mut texts = Vec::new();
+        info_texts(&cluster, &mut texts);
+        let nodes: Vec<_> = texts.iter().filter_map(|t| parse_memory(t)).collect();
+        assert_eq!(nodes, vec![(1_048_576, 2_097_152), (1, 0)]);
+    }
 
     #[test]
     fn read_reply_shapes() {
