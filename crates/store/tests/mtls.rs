@@ -241,6 +241,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
     let consume = Request::Consume {
         key: token,
         expires_at: UnixMillis(now.as_millis() as u64 + 60_000),
+        payers: vec![],
     };
     assert_eq!(
         client.op(&consume).await.1,

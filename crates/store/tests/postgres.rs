@@ -150,6 +150,7 @@ async fn release_deletes_the_row_and_a_token_is_consumed_once() {
         let consume = Request::Consume {
             key: skey("pg-token-1"),
             expires_at: far,
+            payers: vec![],
         };
         tasks.push(tokio::spawn(async move { client.op(&consume).await }));
     }

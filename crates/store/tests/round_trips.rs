@@ -82,6 +82,7 @@ async fn common_operations_take_one_redis_call() {
     let consume = Request::Consume {
         key: skey("token"),
         expires_at: UnixMillis(4_000_000_000_000),
+        payers: vec![],
     };
     assert_eq!(
         client.op(&consume).await.1,

@@ -149,6 +149,7 @@ async fn a_token_is_consumed_once() {
         let consume = Request::Consume {
             key: skey("token-1"),
             expires_at: far,
+            payers: vec![],
         };
         tasks.push(tokio::spawn(async move { client.op(&consume).await }));
     }

@@ -187,7 +187,7 @@ impl Backend {
     }
 
     /// `redis_args` for the engine's Redis (none for `postgres`).
-    fn start_with(engine: Engine, redis_args: &[&str]) -> Backend {
+    pub(crate) fn start_with(engine: Engine, redis_args: &[&str]) -> Backend {
         let redis =
             (engine != Engine::Postgres).then(|| Redis::start_with(free_port(), redis_args));
         let postgres = (engine != Engine::Redis).then(Postgres::start);
@@ -353,11 +353,24 @@ fn config(rest: &str) -> String {
 }
 
 pub(crate) fn envoy(filter: &str, upstream: &Upstream, store: &Store) -> (Envoy, Setup) {
+    envoy_with_env(filter, upstream, store, &[])
+}
+
+/// [`envoy`] with more variables in the VM's environment (a token secret).
+pub(crate) fn envoy_with_env(
+    filter: &str,
+    upstream: &Upstream,
+    store: &Store,
+    env: &[(&str, &str)],
+) -> (Envoy, Setup) {
     let mut setup = Setup::new(filter, upstream.port);
     setup.clusters = store.cluster();
     setup
         .vm_env
         .push(("IDEMGATE_RECORD_SECRET".into(), RECORD_SECRET.into()));
+    setup
+        .vm_env
+        .extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     (Envoy::start(&setup), setup)
 }
 

@@ -19,8 +19,8 @@ use std::net::{Ipv4Addr, TcpStream};
 use std::path::Path;
 use std::time::Instant;
 
-const MALLORY: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
-const MALLORY_TOO: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+pub(crate) const MALLORY: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
+pub(crate) const MALLORY_TOO: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
 const ALICE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 const BOB: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 5);
 const ANONYMOUS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
@@ -30,14 +30,14 @@ const FLOOD: usize = 14_000;
 /// Client threads (each one keep-alive connection) sending a flood.
 const THREADS: usize = 4;
 /// The path the app does not know: it answers 404 there.
-const UNKNOWN: &str = "/unknown";
+pub(crate) const UNKNOWN: &str = "/unknown";
 
 /// The token secret the example reads from Envoy's environment (its `/payments` route needs one).
 const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
 
 /// The filter configuration (the core's JSON) of `examples/envoy/envoy.yaml`, as shipped: the
 /// block under the wasm filter's `configuration: … value: |`.
-fn example_filter() -> String {
+pub(crate) fn example_filter() -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/envoy/envoy.yaml");
     let yaml = std::fs::read_to_string(&path).expect("examples/envoy/envoy.yaml");
     let lines: Vec<&str> = yaml.lines().collect();
@@ -94,13 +94,13 @@ fn seconds(duration: &str) -> u64 {
 }
 
 /// The example's TTL in seconds (the longest a `Retry-After` for room in the store may be).
-fn ttl_seconds(filter: &str) -> u64 {
+pub(crate) fn ttl_seconds(filter: &str) -> u64 {
     let json: serde_json::Value = serde_json::from_str(filter).expect("JSON");
     seconds(json["ttl"].as_str().expect("the example sets `ttl`"))
 }
 
 /// The app: 404 on a path it does not know, 201 on `/orders`.
-fn app(seen: &Seen) -> String {
+pub(crate) fn app(seen: &Seen) -> String {
     if seen.path.starts_with("/orders") {
         String::new()
     } else {
@@ -121,7 +121,7 @@ fn example_envoy(filter: &str, upstream: &Upstream) -> Envoy {
 }
 
 /// A keyed POST (fresh key `key`) from `from`, with this `Authorization` if any.
-fn keyed(path: &str, key: &str, from: Ipv4Addr, authorization: Option<&str>) -> Request {
+pub(crate) fn keyed(path: &str, key: &str, from: Ipv4Addr, authorization: Option<&str>) -> Request {
     let request = Request::post(path, key).from(from);
     match authorization {
         Some(value) => request.header("authorization", value),
@@ -195,7 +195,7 @@ impl Connection {
 /// What one client got: answers counted by label (`404`, `201`, `429 scope_quota_exceeded`,
 /// `503 store_full`, `… replayed`), and the `Retry-After` of the refusals.
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     answers: BTreeMap<String, usize>,
     /// Label of a refusal (429, 503) → the `Retry-After` of each (`None`: absent or not an
     /// integer).
@@ -204,7 +204,7 @@ struct Tally {
     first: BTreeMap<String, String>,
 }
 
-fn label(response: &Response) -> String {
+pub(crate) fn label(response: &Response) -> String {
     let mut label = response.status.to_string();
     if response.header("content-type") == Some("application/problem+json") {
         let code = serde_json::from_slice::<serde_json::Value>(&response.body)
@@ -254,16 +254,16 @@ impl Tally {
         }
     }
 
-    fn count(&self, label: &str) -> usize {
+    pub(crate) fn count(&self, label: &str) -> usize {
         self.answers.get(label).copied().unwrap_or(0)
     }
 
-    fn total(&self) -> usize {
+    pub(crate) fn total(&self) -> usize {
         self.answers.values().sum()
     }
 
     /// `404: 9621, 503 store_full: 4379 (retry-after 86075..86400)`.
-    fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         self.answers
             .iter()
             .map(|(label, n)| {
@@ -284,10 +284,11 @@ impl Tally {
     }
 }
 
-/// Sends `count` requests, `request(n)` for n in 0..count, over [`THREADS`] keep-alive connections;
-/// the answers are tallied by the client `request(n)` names (its first item).
-fn flood(
-    port: u16,
+/// Sends `count` requests, `request(n)` for n in 0..count, over [`THREADS`] keep-alive connections
+/// (spread over `ports`: the Envoys of a fleet); the answers are tallied by the client `request(n)`
+/// names (its first item).
+pub(crate) fn flood(
+    ports: &[u16],
     count: usize,
     request: impl Fn(usize) -> (&'static str, Request) + Sync,
 ) -> BTreeMap<&'static str, Tally> {
@@ -296,6 +297,7 @@ fn flood(
     std::thread::scope(|scope| {
         let workers: Vec<_> = (0..THREADS)
             .map(|t| {
+                let port = ports[t % ports.len()];
                 scope.spawn(move || {
                     let mut connection = Connection::new(port);
                     let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
@@ -321,7 +323,7 @@ fn flood(
 
 /// What must hold of a flooding client's answers: a fresh execution (the app's 404) until its share
 /// is held, then 429 `scope_quota_exceeded` with a `Retry-After` of 1 s up to the TTL; never a 503.
-fn flooder_failures(who: &str, tally: &Tally, ttl: u64) -> Vec<String> {
+pub(crate) fn flooder_failures(who: &str, tally: &Tally, ttl: u64) -> Vec<String> {
     let mut failures = Vec::new();
     const REFUSED: &str = "429 scope_quota_exceeded";
     if tally.count(REFUSED) == 0 {
@@ -353,10 +355,11 @@ fn flooder_failures(who: &str, tally: &Tally, ttl: u64) -> Vec<String> {
 }
 
 /// Every other client, after a flood: fresh keys on `/orders` (the app's 201) and on the unknown
-/// path (the app's 404), each executed once, then a retry of one of each, replayed. The failures,
-/// and one line per client for the report.
-fn others_are_served(
-    envoy: &Envoy,
+/// path (the app's 404), each executed once, then a retry of one of each, replayed — through
+/// another of `ports` than the first request, when there are several (a fleet). The failures, and
+/// one line per client for the report.
+pub(crate) fn others_are_served(
+    ports: &[u16],
     upstream: &Upstream,
     clients: &[(&str, Ipv4Addr, Option<&str>)],
 ) -> (Vec<String>, Vec<String>) {
@@ -369,7 +372,8 @@ fn others_are_served(
         for (path, status) in [("/orders", 201), (UNKNOWN, 404)] {
             for n in 0..FRESH {
                 let key = format!("{name}-{}-{n}", path.trim_start_matches('/'));
-                let response = keyed(path, &key, *from, *authorization).send(envoy.port);
+                let response =
+                    keyed(path, &key, *from, *authorization).send(ports[n % ports.len()]);
                 tally.add(&response);
                 if response.status != status || response.replayed() {
                     failures.push(format!(
@@ -389,7 +393,7 @@ fn others_are_served(
             }
         }
         for (path, key, original) in first {
-            let retry = keyed(&path, &key, *from, *authorization).send(envoy.port);
+            let retry = keyed(&path, &key, *from, *authorization).send(ports[1 % ports.len()]);
             tally.add(&retry);
             if !(retry.replayed() && retry.status == original.status && retry.body == original.body)
             {
@@ -407,7 +411,7 @@ fn others_are_served(
 
 /// The other clients of every flood: two identified ones on their own addresses, and one without
 /// `Authorization` on its own address.
-const OTHERS: &[(&str, Ipv4Addr, Option<&str>)] = &[
+pub(crate) const OTHERS: &[(&str, Ipv4Addr, Option<&str>)] = &[
     ("alice", ALICE, Some("Bearer alice")),
     ("bob", BOB, Some("Bearer bob")),
     ("anonymous", ANONYMOUS, None),
@@ -427,7 +431,7 @@ fn flood_then_others(
     let envoy = example_envoy(&filter, &upstream);
     let rss_before = envoy.rss_kib();
     let started = Instant::now();
-    let flooders = flood(envoy.port, FLOOD, request);
+    let flooders = flood(&[envoy.port], FLOOD, request);
     let elapsed = started.elapsed();
     let rss_after = envoy.rss_kib();
     let counters = format!(
@@ -436,7 +440,7 @@ fn flood_then_others(
         envoy.counter("quota_exceeded"),
         envoy.counter("store_full")
     );
-    let (others_failed, others) = others_are_served(&envoy, &upstream, OTHERS);
+    let (others_failed, others) = others_are_served(&[envoy.port], &upstream, OTHERS);
     eprintln!(
         "{name}: {FLOOD} requests in {:.1} s; {counters}; Envoy RSS {rss_before} -> {rss_after} KiB",
         elapsed.as_secs_f64()
@@ -558,7 +562,7 @@ fn an_ordinary_load_from_one_address_is_never_refused() {
     filter["max_memory"] = serde_json::json!("128GiB");
     let envoy = example_envoy(&filter.to_string(), &upstream);
     let started = Instant::now();
-    let tallies = flood(envoy.port, ORDINARY, |n| {
+    let tallies = flood(&[envoy.port], ORDINARY, |n| {
         (
             "127.0.0.2",
             keyed("/orders", &format!("load-{n}"), MALLORY, None),

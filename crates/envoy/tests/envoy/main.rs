@@ -17,6 +17,7 @@ mod exactly_once;
 mod faults;
 mod fleet;
 mod floods;
+mod floods_fleet;
 mod hardening;
 mod key_sources;
 mod memory;

@@ -612,5 +612,6 @@ pub fn claim(key: StorageKey, fingerprint: u8, owner: u32) -> remote::Request {
         owner: self::owner(owner),
         lease: Span::from_secs(30),
         ttl: Span::from_secs(3600),
+        payers: vec![],
     }
 }

@@ -1,0 +1,210 @@
+//! The remote store's shares (issue 23, item 4) against a real `redis-server` and a real Redis
+//! Cluster: a payer at its share is refused while others are served, made-up identities do not
+//! multiply an address group's share, a refused claim leaves nothing behind, and the rest of
+//! `maxmemory` above `--claim-memory-limit` is kept for finishes — so Redis out of memory never
+//! turns a finished execution into a second one. Run with `make test-store`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
+use idemgate_core::record::{StoredBody, StoredResponse};
+use idemgate_core::remote::wire::End;
+use idemgate_core::remote::{Failure, Request, Response};
+use idemgate_core::scope::StorageKey;
+use idemgate_core::share::{Billed, PayerTag};
+use idemgate_core::time::Span;
+use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
+
+/// An address group (the tag's last byte 1) and an identity (0), as the filter names them.
+fn group(n: u8) -> PayerTag {
+    PayerTag([n, 0, 0, 0, 0, 0, 0, 1])
+}
+fn identity(n: u8) -> PayerTag {
+    PayerTag([n, 9, 9, 9, 9, 9, 9, 0])
+}
+
+fn claim(key: StorageKey, n: u32, payers: &[PayerTag], share: u64) -> Request {
+    Request::Claim {
+        key,
+        fingerprint: idemgate_core::fingerprint::Fingerprint([7; 32]),
+        owner: owner(n),
+        lease: Span::from_secs(30),
+        ttl: Span::from_secs(3600),
+        payers: payers.iter().map(|&tag| Billed { tag, share }).collect(),
+    }
+}
+
+fn finish(key: StorageKey, n: u32, body: Option<usize>) -> Request {
+    Request::Finish {
+        key,
+        owner: owner(n),
+        ttl: Span::from_secs(3600),
+        end: match body {
+            None => End::Release,
+            Some(len) => End::Store(StoredResponse {
+                status: 201,
+                headers: vec![],
+                body: StoredBody::Kept(vec![b'x'; len]),
+                seal: None,
+            }),
+        },
+    }
+}
+
+fn forwarded(response: &Response) -> bool {
+    matches!(response, Response::Claim(ClaimOutcome::Forward { .. }))
+}
+
+async fn shares_hold(client: &Client, keys_left: impl Fn() -> u64) {
+    const SHARE: u64 = 3;
+    let mallory = |i: u32| {
+        // A made-up identity per request, from one address group.
+        claim(
+            skey(&format!("m-{i}")),
+            i,
+            &[group(1), identity(i as u8)],
+            SHARE,
+        )
+    };
+    for i in 0..3 {
+        assert!(forwarded(&client.op(&mallory(i)).await.1), "claim {i}");
+    }
+    let before = keys_left();
+    for i in 3..20 {
+        match client.op(&mallory(i)).await.1 {
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                assert!(retry_after <= Span::from_secs(30), "{retry_after:?}");
+                assert!(retry_after > Span::from_secs(25), "{retry_after:?}");
+            }
+            other => panic!("claim {i} over the group's share: {other:?}"),
+        }
+    }
+    assert_eq!(
+        keys_left(),
+        before,
+        "a refused claim leaves no record and no charge behind"
+    );
+    // Another client is served meanwhile.
+    let alice = claim(skey("alice"), 100, &[group(2), identity(200)], SHARE);
+    assert!(forwarded(&client.op(&alice).await.1));
+    // A release gives the place back; a stored answer keeps it (until it expires).
+    let released = client.op(&finish(skey("m-0"), 0, None)).await.1;
+    assert_eq!(released, Response::Finish(FinishOutcome::Released));
+    assert!(forwarded(&client.op(&mallory(50)).await.1));
+    let stored = client.op(&finish(skey("m-1"), 1, Some(10))).await.1;
+    assert_eq!(stored, Response::Finish(FinishOutcome::Stored));
+    assert!(matches!(
+        client.op(&mallory(51)).await.1,
+        Response::Claim(ClaimOutcome::QuotaExceeded { .. })
+    ));
+    // A replay of the stored answer is never refused, and charges nothing.
+    let again = client
+        .op(&claim(skey("m-1"), 99, &[group(1)], SHARE))
+        .await
+        .1;
+    assert!(matches!(again, Response::Claim(ClaimOutcome::Replay(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn a_payer_at_its_share_is_refused_and_others_are_served() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    let client = Client::connect(&service).await;
+    let keys = || {
+        redis
+            .cli(&["DBSIZE"])
+            .trim()
+            .trim_start_matches("(integer) ")
+            .parse::<u64>()
+            .expect("DBSIZE")
+    };
+    shares_hold(&client, keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis Cluster (redis-server): make test-store"]
+async fn shares_hold_on_a_cluster_one_key_per_call() {
+    let cluster = Cluster::start();
+    let service = Service::start(&cluster.urls(), &["--cluster", "--op-timeout", SLOW_OK]);
+    let client = Client::connect(&service).await;
+    let keys = || {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                n.cli(&["DBSIZE"])
+                    .trim()
+                    .trim_start_matches("(integer) ")
+                    .parse::<u64>()
+                    .expect("DBSIZE")
+            })
+            .sum()
+    };
+    shares_hold(&client, keys).await;
+}
+
+/// Claims in flight, then a flood of stored answers until Redis is refused new claims; then the
+/// claims in flight finish. With the limit, every one of them lands; with it off (the control,
+/// which is what the service did before), Redis is out of memory and they fail — each of those
+/// claims would be taken over after its lease, and its request run a second time.
+async fn finishes_after_a_flood(limit: &str) -> (usize, usize) {
+    let redis = Redis::start(false);
+    redis.cli(&["CONFIG", "SET", "maxmemory", "16mb"]);
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let service = Service::start(
+        &redis.url(),
+        &["--op-timeout", SLOW_OK, "--claim-memory-limit", limit],
+    );
+    let client = Client::connect(&service).await;
+    const IN_FLIGHT: u32 = 20;
+    for i in 0..IN_FLIGHT {
+        let first = claim(skey(&format!("slow-{i}")), i, &[], 0);
+        assert!(forwarded(&client.op(&first).await.1));
+    }
+    let mut refused = false;
+    for i in 0..4_000u32 {
+        let key = skey(&format!("flood-{i}"));
+        match client.op(&claim(key, 1_000 + i, &[], 0)).await.1 {
+            Response::Claim(ClaimOutcome::StoreFull { .. }) => {
+                refused = true;
+                break;
+            }
+            response => assert!(forwarded(&response), "flood claim {i}: {response:?}"),
+        }
+        // A full Redis may also refuse the flood's own finish: then the flood is over.
+        if let Response::Failed(Failure::Full) =
+            client.op(&finish(key, 1_000 + i, Some(8 * 1024))).await.1
+        {
+            refused = true;
+            break;
+        }
+    }
+    assert!(
+        refused,
+        "16 MB of stored answers were refused at some point"
+    );
+    let mut landed = 0;
+    let mut lost = 0;
+    for i in 0..IN_FLIGHT {
+        let key = skey(&format!("slow-{i}"));
+        match client.op(&finish(key, i, Some(8 * 1024))).await.1 {
+            Response::Finish(FinishOutcome::Stored) => landed += 1,
+            Response::Failed(Failure::Full) => lost += 1,
+            other => panic!("finish {i}: {other:?}"),
+        }
+    }
+    (landed, lost)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn the_memory_above_the_claim_limit_is_kept_for_finishes() {
+    assert_eq!(finishes_after_a_flood("50%").await, (20, 0));
+    let (landed, lost) = finishes_after_a_flood("off").await;
+    assert!(
+        lost > 0,
+        "control: without the limit, finishes find Redis full ({landed} landed)"
+    );
+}
