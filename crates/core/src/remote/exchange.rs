@@ -157,6 +157,9 @@ impl Need {
     }
 }
 
+/// Compare-and-sets an operation may lose on one payer's ledger before it is undone.
+const LEDGER_ATTEMPTS: u32 = 4 * MAX_ATTEMPTS;
+
 /// How far the host's clock may be from the engine's for a speculative write to land: a
 /// speculative decision uses the host's clock, and this bounds how far its times (a new claim's
 /// lease and expiry, a completed record's expiry, a token use's hold) can be from the ones a
@@ -475,7 +478,14 @@ impl Exchange {
     /// Counts a lost compare-and-set: the answer once there were too many.
     fn lost(&mut self) -> Option<Step> {
         self.attempts += 1;
-        if self.attempts < MAX_ATTEMPTS {
+        // A payer's ledger is one key for all of its client's requests, so its concurrent
+        // requests race on it (each race lost costs one call, and one wins every round): it gets
+        // more rounds than a record, which only duplicates race for.
+        let limit = match self.after {
+            None => MAX_ATTEMPTS,
+            Some(_) => LEDGER_ATTEMPTS,
+        };
+        if self.attempts < limit {
             return None;
         }
         Some(match self.after {
