@@ -523,7 +523,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         };
         let lease_charge = Charge {
             payers: claim.payers,
-            until: Record::InFlight(claim.clone()).holds_space_until(),
+            until: claim.holds_space_until(),
         };
         let facts_now = facts.clone().unwrap_or(ResponseFacts::NeverReached);
         let stored_until = match complete(&claim, facts_now, now, policy) {

@@ -76,6 +76,13 @@ pub enum Record {
     Resource(crate::order::Resource),
 }
 
+impl InFlight {
+    /// Until when the claim takes space: its lease, which never outlives the record.
+    pub fn holds_space_until(&self) -> UnixMillis {
+        self.lease_until.min(self.expires_at)
+    }
+}
+
 impl Record {
     pub fn expires_at(&self) -> UnixMillis {
         match self {
@@ -96,7 +103,7 @@ impl Record {
     /// space is given to a new claim — anything else until it expires.
     pub fn holds_space_until(&self) -> UnixMillis {
         match self {
-            Record::InFlight(r) => r.lease_until.min(r.expires_at),
+            Record::InFlight(r) => r.holds_space_until(),
             other => other.expires_at(),
         }
     }

@@ -377,10 +377,9 @@ impl Exchange {
         let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
         let expect = current.map(|s| s.version);
         let replaced = match current.map(|s| &s.record) {
-            Some(Record::InFlight(claim)) if !claim.payers.is_empty() => Some((
-                claim.payers,
-                Record::InFlight(claim.clone()).holds_space_until(),
-            )),
+            Some(Record::InFlight(claim)) if !claim.payers.is_empty() => {
+                Some((claim.payers, claim.holds_space_until()))
+            }
             _ => None,
         };
         let charged = match &self.request {

@@ -87,7 +87,7 @@ pub enum CacheHold {
 pub fn cache_hold(key: &StorageKey, bytes: &[u8]) -> Option<CacheHold> {
     match StoredValue::decode(key, bytes).ok()?.record {
         Record::InFlight(claim) => Some(CacheHold::InFlight {
-            lease_until: claim.lease_until.min(claim.expires_at),
+            lease_until: claim.holds_space_until(),
         }),
         // A resource's state changes with every event: never answered from a cache.
         Record::Resource(_) => None,
