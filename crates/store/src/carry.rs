@@ -14,6 +14,7 @@ use crate::engine::{Cas, Engine, EngineError};
 use crate::entropy::Entropy;
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
+use crate::turns::{Turn, Turns};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::exchange::full;
 use idemgate_core::remote::{
@@ -76,7 +77,17 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
     let mut conflicted = false;
     // The claim this operation wrote, remembered for its owner's finish once it is forwarded.
     let mut claim_value = None;
+    // The turn on the payer's ledger this operation is working on, if any.
+    let mut turn: Option<Turn<'_>> = None;
     loop {
+        let on = *need.key();
+        if on == key {
+            turn = None;
+        } else if turn.as_ref().map(Turn::key) != Some(&on) {
+            // Let go of the previous payer's turn before waiting for the next one.
+            drop(turn.take());
+            turn = Some(TURNS.take(on).await);
+        }
         metrics.engine_call();
         let step = match need {
             Need::Read { key: on } => match engine.read(&on, conflicted).await {
@@ -149,6 +160,9 @@ fn failure(error: EngineError) -> Failure {
         }
     }
 }
+
+/// Payers' ledgers, one operation at a time each (see [`crate::turns`]).
+static TURNS: Turns = Turns::new();
 
 /// The process's pool of OS randomness for versions.
 static ENTROPY: Entropy = Entropy::new();

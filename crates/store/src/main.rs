@@ -17,6 +17,7 @@ mod metrics;
 mod records;
 mod server;
 mod tls;
+mod turns;
 
 use config::{Command, Config, Transport};
 use std::io::Write as _;

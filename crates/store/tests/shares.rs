@@ -208,3 +208,60 @@ async fn the_memory_above_the_claim_limit_is_kept_for_finishes() {
         "control: without the limit, finishes find Redis full ({landed} landed)"
     );
 }
+
+/// One honest client — one identity, one address group, as every request of one caller is
+/// billed — with many requests at once through one service: all of them charge the same two
+/// ledgers. Each must be served; a payer's own concurrency is never a store error.
+async fn one_busy_client_is_served(client: &Client) {
+    const AT_ONCE: u32 = 32;
+    const EACH: u32 = 20;
+    let payers = [group(7), identity(7)];
+    let mut tasks = Vec::new();
+    for t in 0..AT_ONCE {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut failed = Vec::new();
+            for i in 0..EACH {
+                let n = t * EACH + i;
+                let key = skey(&format!("busy-{n}"));
+                let claimed = client.op(&claim(key, n, &payers, 100_000)).await.1;
+                if !forwarded(&claimed) {
+                    failed.push(format!("claim {n}: {claimed:?}"));
+                    continue;
+                }
+                let stored = client.op(&finish(key, n, Some(16))).await.1;
+                if stored != Response::Finish(FinishOutcome::Stored) {
+                    failed.push(format!("finish {n}: {stored:?}"));
+                }
+            }
+            failed
+        }));
+    }
+    let mut failed = Vec::new();
+    for task in tasks {
+        failed.extend(task.await.expect("task"));
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} operations failed, first: {:?}",
+        failed.len(),
+        2 * AT_ONCE * EACH,
+        failed.first()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn one_busy_client_is_never_a_store_error() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    one_busy_client_is_served(&Client::connect(&service).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis Cluster (redis-server): make test-store"]
+async fn one_busy_client_is_never_a_store_error_on_a_cluster() {
+    let cluster = Cluster::start();
+    let service = Service::start(&cluster.urls(), &["--cluster", "--op-timeout", SLOW_OK]);
+    one_busy_client_is_served(&Client::connect(&service).await).await;
+}

@@ -68,24 +68,33 @@ fn redis(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
     }
 }
 
-/// The one record the store holds: its Redis key and its storage key.
-fn only_record(port: u16) -> (String, StorageKey) {
+/// The one record the store holds — its Redis key, its storage key and its value — among the
+/// prefix's keys, which also hold the payers' ledgers (issue 23): a record is the value that
+/// decodes as one under its own key.
+fn only_record(port: u16) -> (String, StorageKey, StoredValue) {
     let names = redis(port, &[b"KEYS", format!("{PREFIX}*").as_bytes()]).expect("keys");
-    let names: Vec<String> = String::from_utf8(names)
-        .expect("utf-8 names")
+    let names = String::from_utf8(names).expect("utf-8 names");
+    let records: Vec<(String, StorageKey, StoredValue)> = names
         .lines()
-        .map(str::to_owned)
+        .filter_map(|name| {
+            let hex = name.strip_prefix(PREFIX).expect("prefixed");
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                .collect();
+            let key = StorageKey::from_stored(bytes.try_into().expect("32 bytes"));
+            let value = redis(port, &[b"GET", name.as_bytes()]).expect("a value");
+            let stored = StoredValue::decode(&key, &value).ok()?;
+            Some((name.to_owned(), key, stored))
+        })
         .collect();
-    assert_eq!(names.len(), 1, "one record: {names:?}");
-    let hex = names[0].strip_prefix(PREFIX).expect("prefixed");
-    let bytes: Vec<u8> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-        .collect();
-    (
-        names[0].clone(),
-        StorageKey::from_stored(bytes.try_into().expect("32 bytes")),
-    )
+    assert_eq!(
+        records.len(),
+        1,
+        "one record among {} keys: {names:?}",
+        names.lines().count()
+    );
+    records.into_iter().next().expect("one")
 }
 
 #[test]
@@ -113,9 +122,7 @@ fn a_record_rewritten_in_redis_is_refused_at_replay() {
     // Whoever can write Redis rewrites the record: a planted `access-control-allow-origin: *` and
     // another body, in the value's own framing (version, storage key, record) so that the store
     // service reads it and sends it on as the key's answer.
-    let (name, key) = only_record(redis_port);
-    let value = redis(redis_port, &[b"GET", name.as_bytes()]).expect("the record");
-    let mut stored = StoredValue::decode(&key, &value).expect("a value the store wrote");
+    let (name, key, mut stored) = only_record(redis_port);
     let Record::Completed(done) = &mut stored.record else {
         panic!("a completed record: {:?}", stored.record)
     };
