@@ -22,9 +22,11 @@
 //!
 //! Shares (issue 23): a claim or a token use names its payers with their shares (the filter's
 //! policy: who pays, and how many records each may hold). Each payer's usage lives under a key of
-//! its own (the `ledger` module), charged by the same exchange after the record is written — one key per
-//! engine call, so Redis Cluster can shard a payer's ledger anywhere — and the claim is undone
-//! when a payer is at its share.
+//! its own (the `ledger` module), charged after the record is written — one key per engine call,
+//! so Redis Cluster can shard a payer's ledger anywhere — and the claim is undone when a payer is
+//! at its share. The exchange asks for each charge ([`exchange::Need::Ledger`]); the service
+//! settles the charges waiting on one payer's key together ([`settle::Settlement`]), so one busy
+//! client's concurrent requests share a compare-and-set instead of racing for it.
 //!
 //! Time: the service decides on the *engine's* clock (Redis `TIME`, read in the same script as the
 //! record), never on its own or the filter's. Each key lives on one Redis node, so every decision
@@ -43,9 +45,11 @@
 pub mod client;
 pub mod exchange;
 pub(crate) mod ledger;
+pub mod settle;
 pub mod stored;
 pub mod wire;
 
 pub use exchange::{apply, Change, Exchange, Need, Step, Write, CLOCK_TOLERANCE};
+pub use settle::{LedgerJob, SettleStep, Settled, Settlement};
 pub use stored::{StoredValue, ValueVersion};
 pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};

@@ -49,6 +49,10 @@ pub enum QuotaClass {
 }
 
 impl QuotaTag {
+    /// The tag in the keys of payers' ledgers in the remote store (issue 23), so an operator's
+    /// tally tells them from records: a scope's tag ends in its class byte, 0 or 1, never 0xff.
+    pub const LEDGER: QuotaTag = QuotaTag([0, 0, 0, 0xff]);
+
     /// The tag of `scope`.
     pub fn of(scope: Scope<'_>) -> QuotaTag {
         let hash = scope_hash(scope);
@@ -100,6 +104,12 @@ impl StorageKey {
     /// test's fixed key. Requests' keys come from [`StorageKey::derive`].
     pub const fn from_stored(bytes: [u8; 32]) -> StorageKey {
         StorageKey(bytes)
+    }
+
+    /// Whether the key is a payer's ledger (the remote store's), not a record's: its bytes 4..8
+    /// are [`QuotaTag::LEDGER`].
+    pub fn is_ledger(&self) -> bool {
+        self.0[4..8] == QuotaTag::LEDGER.0
     }
 
     /// The 32 bytes to store the key under.

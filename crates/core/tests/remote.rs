@@ -12,8 +12,8 @@ use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{
-    Exchange, Failure, Need, Request, Response, Step, StoredValue, ValueVersion, WireError, Write,
-    CLOCK_TOLERANCE,
+    Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
+    StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
 use idemgate_core::scope::Scope;
 use idemgate_core::scope::StorageKey;
@@ -113,6 +113,49 @@ impl ModelEngine {
         Ok(())
     }
 
+    /// A payer's ledger job settled alone (a service settles the jobs waiting on one key
+    /// together; sequential operations never wait on each other). Speculates on an absent key,
+    /// as the service does when it knows nothing of the key.
+    fn settle(&mut self, job: LedgerJob, now: UnixMillis) -> Settled {
+        let mut settlement = Settlement::new(job);
+        let mut need = if self.speculate {
+            let fresh = self.fresh();
+            settlement.speculate(self.host_clock(now), None, fresh)
+        } else {
+            settlement.start()
+        };
+        loop {
+            self.calls += 1;
+            let step = match need {
+                Need::Read { key } => {
+                    let value = self.get(&key, now);
+                    let fresh = self.fresh();
+                    settlement.read(now, value.as_deref(), fresh)
+                }
+                Need::Write {
+                    key,
+                    expect,
+                    write,
+                    at,
+                } => match self.cas_found(&key, now, expect, &write, at) {
+                    Ok(()) => settlement.written(WriteOutcome::Written),
+                    Err((now, value)) => {
+                        let fresh = self.fresh();
+                        settlement.conflicted(now, value.as_deref(), fresh)
+                    }
+                },
+                Need::Ledger(_) => panic!("a settlement asks for no ledger"),
+            };
+            match step {
+                SettleStep::Need(next) => need = next,
+                SettleStep::Done(answers) => {
+                    assert_eq!(answers.len(), 1);
+                    return answers[0];
+                }
+            }
+        }
+    }
+
     fn host_clock(&self, now: UnixMillis) -> UnixMillis {
         UnixMillis(now.0.saturating_add_signed(self.host_skew))
     }
@@ -131,8 +174,15 @@ impl ModelEngine {
         };
         let mut written = None;
         loop {
-            self.calls += 1;
+            // A ledger job is settled with calls of its own (counted there).
+            if !matches!(need, Need::Ledger(_)) {
+                self.calls += 1;
+            }
             let step = match need {
+                Need::Ledger(job) => {
+                    let settled = self.settle(job, now);
+                    exchange.settled(settled)
+                }
                 Need::Read { key: on } => {
                     let value = self.get(&on, now);
                     let fresh = self.fresh();
@@ -498,6 +548,7 @@ fn concurrent_claims(n: u8, speculate: bool) {
                         exchange.conflicted(now, value.as_deref(), fresh)
                     }
                 },
+                Need::Ledger(_) => panic!("no payers, no ledger"),
             };
             match step {
                 Step::Need(next) => *need = next,

@@ -10,18 +10,21 @@
 //! claim, a token's first use, the owner's finish), decided on the service's clock and, for a
 //! finish, on the claim value this replica remembers writing ([`crate::engine::Recall`]).
 
+use crate::desk::{Batch, Desks, Tally};
 use crate::engine::{Cas, Engine, EngineError};
 use crate::entropy::Entropy;
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
-use crate::turns::{Turn, Turns};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::exchange::full;
 use idemgate_core::remote::{
-    Exchange, Failure, Need, Request, Response, Step, ValueVersion, Write,
+    Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
+    ValueVersion, Write,
 };
+use idemgate_core::scope::StorageKey;
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
+use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Carries `request` to its answer within `timeout`. A timeout answers [`Failure::Timeout`]; a
@@ -46,7 +49,7 @@ pub async fn carry(
         // Past the claim memory limit: the rest is kept for the finishes of claims in flight.
         full(&request)
     } else {
-        match tokio::time::timeout(timeout, exchange(engine, metrics, request)).await {
+        match tokio::time::timeout(timeout, exchange(engine, metrics, request, timeout)).await {
             Ok(response) => response,
             Err(_) => Response::Failed(Failure::Timeout),
         }
@@ -58,7 +61,12 @@ pub async fn carry(
     response
 }
 
-async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Response {
+async fn exchange(
+    engine: &Engine,
+    metrics: &Metrics,
+    request: Request,
+    timeout: Duration,
+) -> Response {
     let key = *request.key();
     let claiming = matches!(request, Request::Claim { .. });
     let recall = engine.recall();
@@ -77,54 +85,50 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
     let mut conflicted = false;
     // The claim this operation wrote, remembered for its owner's finish once it is forwarded.
     let mut claim_value = None;
-    // The turn on the payer's ledger this operation is working on, if any.
-    let mut turn: Option<Turn<'_>> = None;
     loop {
-        let on = *need.key();
-        if on == key {
-            turn = None;
-        } else if turn.as_ref().map(Turn::key) != Some(&on) {
-            // Let go of the previous payer's turn before waiting for the next one.
-            drop(turn.take());
-            turn = Some(TURNS.take(on).await);
-        }
-        metrics.engine_call();
         let step = match need {
-            Need::Read { key: on } => match engine.read(&on, conflicted).await {
-                Ok((now, value)) => match fresh_version() {
-                    Some(fresh) => exchange.read(now, value.as_deref(), fresh),
-                    None => exchange.failed(Failure::Unavailable),
-                },
-                Err(e) => exchange.failed(failure(e)),
-            },
-            Need::Write {
-                key: on,
-                expect,
-                write,
-                at,
-            } => match engine.compare_and_set(&on, expect, &write, at).await {
-                Ok(Cas::Written) => {
-                    if let (true, true, Write::Set { value, .. }) = (claiming, on == key, write) {
-                        claim_value = Some(value);
-                    }
-                    exchange.written(WriteOutcome::Written)
-                }
-                Ok(Cas::Conflict(found)) => {
-                    // A speculation that missed is the common retry, not a race.
-                    if at.is_none() {
-                        metrics.cas_conflict();
-                    }
-                    conflicted = true;
-                    match (found, fresh_version()) {
-                        (None, _) => exchange.written(WriteOutcome::Conflict),
-                        (Some((now, value)), Some(fresh)) => {
-                            exchange.conflicted(now, value.as_deref(), fresh)
+            Need::Ledger(job) => {
+                let (settled, tally) = settle(engine, job, timeout).await;
+                metrics.engine_calls(tally.calls);
+                metrics.cas_conflicts(tally.conflicts);
+                exchange.settled(settled)
+            }
+            need => {
+                metrics.engine_call();
+                match call(engine, &need, conflicted).await {
+                    Answer::Read(now, value, fresh) => exchange.read(now, value.as_deref(), fresh),
+                    Answer::Written => {
+                        if let (
+                            true,
+                            Need::Write {
+                                key: on,
+                                write: Write::Set { value, .. },
+                                ..
+                            },
+                        ) = (claiming, need)
+                        {
+                            if on == key {
+                                claim_value = Some(value);
+                            }
                         }
-                        (Some(_), None) => exchange.failed(Failure::Unavailable),
+                        exchange.written(WriteOutcome::Written)
                     }
+                    Answer::Conflict(found) => {
+                        // A speculation that missed is the common retry, not a race.
+                        if !speculative(&need) {
+                            metrics.cas_conflict();
+                        }
+                        conflicted = true;
+                        match found {
+                            None => exchange.written(WriteOutcome::Conflict),
+                            Some((now, value, fresh)) => {
+                                exchange.conflicted(now, value.as_deref(), fresh)
+                            }
+                        }
+                    }
+                    Answer::Failed(failure) => exchange.failed(failure),
                 }
-                Err(e) => exchange.failed(failure(e)),
-            },
+            }
         };
         match step {
             Step::Need(next) => need = next,
@@ -139,6 +143,137 @@ async fn exchange(engine: &Engine, metrics: &Metrics, request: Request) -> Respo
         }
     }
 }
+
+/// What the engine answered one call, with a fresh version for the decision it leads to.
+enum Answer {
+    Read(UnixMillis, Option<Vec<u8>>, ValueVersion),
+    Written,
+    /// Another version: with the engine's clock and what the key holds, when the engine says.
+    Conflict(Option<(UnixMillis, Option<Vec<u8>>, ValueVersion)>),
+    Failed(Failure),
+}
+
+/// Whether `need` is a speculative compare-and-set (decided on the service's clock).
+fn speculative(need: &Need) -> bool {
+    matches!(need, Need::Write { at: Some(_), .. })
+}
+
+/// One read or compare-and-set at the engine (a [`Need::Ledger`] is no engine call: it answers
+/// unavailable).
+async fn call(engine: &Engine, need: &Need, conflicted: bool) -> Answer {
+    let fresh = || fresh_version().ok_or(Failure::Unavailable);
+    let answer = match need {
+        Need::Read { key } => match engine.read(key, conflicted).await {
+            Ok((now, value)) => fresh().map(|fresh| Answer::Read(now, value, fresh)),
+            Err(e) => Err(failure(e)),
+        },
+        Need::Write {
+            key,
+            expect,
+            write,
+            at,
+        } => match engine.compare_and_set(key, *expect, write, *at).await {
+            Ok(Cas::Written) => Ok(Answer::Written),
+            Ok(Cas::Conflict(None)) => Ok(Answer::Conflict(None)),
+            Ok(Cas::Conflict(Some((now, value)))) => {
+                fresh().map(|fresh| Answer::Conflict(Some((now, value, fresh))))
+            }
+            Err(e) => Err(failure(e)),
+        },
+        Need::Ledger(_) => Err(Failure::Unavailable),
+    };
+    answer.unwrap_or_else(Answer::Failed)
+}
+
+/// Settles `job` with the other jobs waiting on its ledger key ([`crate::desk`]): its answer,
+/// and the engine calls counted on it.
+async fn settle(engine: &Engine, job: LedgerJob, timeout: Duration) -> (Settled, Tally) {
+    let key = job.key();
+    let (answer, start) = DESKS.queue(job);
+    if start {
+        tokio::spawn(settle_batches(engine.clone(), key, timeout));
+    }
+    answer
+        .await
+        .unwrap_or((Settled::Failed(Failure::Unavailable), Tally::default()))
+}
+
+/// Settles the batches on `key` until its desk is idle, each within `timeout`.
+async fn settle_batches(engine: Engine, key: StorageKey, timeout: Duration) {
+    while let Some(batch) = DESKS.next(&key) {
+        let Batch {
+            mut settlement,
+            waiters,
+            known,
+        } = batch;
+        let jobs = settlement.len();
+        let mut tally = Tally::default();
+        let settled = tokio::time::timeout(
+            timeout,
+            settle_batch(&engine, &mut settlement, known, &mut tally),
+        )
+        .await;
+        match settled {
+            Ok(answers) => {
+                let known = settlement.value().map(|value| value.map(<[u8]>::to_vec));
+                DESKS.done(&key, waiters, answers, tally, known);
+            }
+            Err(_) => DESKS.done(
+                &key,
+                waiters,
+                vec![Settled::Failed(Failure::Timeout); jobs],
+                tally,
+                None,
+            ),
+        }
+    }
+}
+
+/// One batch at the engine. On Redis it starts with a compare-and-set on the value the last
+/// batch left (or on an absent key): a miss answers with what Redis holds, so it never costs more
+/// than a read would have.
+async fn settle_batch(
+    engine: &Engine,
+    settlement: &mut Settlement,
+    known: Option<Option<Vec<u8>>>,
+    tally: &mut Tally,
+) -> Vec<Settled> {
+    let mut need = match (engine.speculates(), fresh_version()) {
+        (true, Some(fresh)) => {
+            let assumed = known.flatten();
+            settlement.speculate(service_clock(), assumed.as_deref(), fresh)
+        }
+        _ => settlement.start(),
+    };
+    let mut conflicted = false;
+    loop {
+        tally.calls += 1;
+        let answer = call(engine, &need, conflicted).await;
+        if let (Answer::Conflict(_), false) = (&answer, speculative(&need)) {
+            tally.conflicts += 1;
+        }
+        let step = match answer {
+            Answer::Read(now, value, fresh) => settlement.read(now, value.as_deref(), fresh),
+            Answer::Written => settlement.written(WriteOutcome::Written),
+            Answer::Conflict(None) => {
+                conflicted = true;
+                settlement.written(WriteOutcome::Conflict)
+            }
+            Answer::Conflict(Some((now, value, fresh))) => {
+                conflicted = true;
+                settlement.conflicted(now, value.as_deref(), fresh)
+            }
+            Answer::Failed(failure) => settlement.failed(failure),
+        };
+        match step {
+            SettleStep::Need(next) => need = next,
+            SettleStep::Done(answers) => return answers,
+        }
+    }
+}
+
+/// Payers' ledgers with work waiting (see [`crate::desk`]).
+static DESKS: LazyLock<Desks> = LazyLock::new(Desks::default);
 
 /// The service's clock, which a speculative write is decided on (the engine refuses it unless
 /// its own clock is within the core's tolerance of it).
@@ -160,9 +295,6 @@ fn failure(error: EngineError) -> Failure {
         }
     }
 }
-
-/// Payers' ledgers, one operation at a time each (see [`crate::turns`]).
-static TURNS: Turns = Turns::new();
 
 /// The process's pool of OS randomness for versions.
 static ENTROPY: Entropy = Entropy::new();

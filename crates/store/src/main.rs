@@ -10,6 +10,7 @@ mod admin;
 mod carry;
 mod cli;
 mod config;
+mod desk;
 mod engine;
 mod entropy;
 mod log;
@@ -17,7 +18,6 @@ mod metrics;
 mod records;
 mod server;
 mod tls;
-mod turns;
 
 use config::{Command, Config, Transport};
 use std::io::Write as _;

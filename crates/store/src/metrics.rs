@@ -54,7 +54,19 @@ impl Metrics {
 
     /// One call to the engine (a read or a compare-and-set: one round trip to Redis).
     pub fn engine_call(&self) {
-        self.engine_calls.fetch_add(1, Ordering::Relaxed);
+        self.engine_calls(1);
+    }
+
+    /// Engine calls made for an operation elsewhere (a batch of payers' charges).
+    pub fn engine_calls(&self, calls: u32) {
+        self.engine_calls
+            .fetch_add(u64::from(calls), Ordering::Relaxed);
+    }
+
+    /// Compare-and-sets of a batch of payers' charges that met another version.
+    pub fn cas_conflicts(&self, conflicts: u32) {
+        self.cas_conflicts
+            .fetch_add(u64::from(conflicts), Ordering::Relaxed);
     }
 
     /// Counts an operation in flight until the guard drops.

@@ -2,7 +2,9 @@
 //! Cluster: a payer at its share is refused while others are served, made-up identities do not
 //! multiply an address group's share, a refused claim leaves nothing behind, and the rest of
 //! `maxmemory` above `--claim-memory-limit` is kept for finishes — so Redis out of memory never
-//! turns a finished execution into a second one. Run with `make test-store`.
+//! turns a finished execution into a second one; and one busy client's own concurrent requests,
+//! which all charge its ledgers, are never a store error (on Redis, a Cluster, two replicas,
+//! PostgreSQL). Run with `make test-store`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -14,6 +16,7 @@ use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::scope::StorageKey;
 use idemgate_core::share::{Billed, PayerTag};
 use idemgate_core::time::Span;
+use support::postgres::{self as pg, Postgres};
 use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
 
 /// An address group (the tag's last byte 1) and an identity (0), as the filter names them.
@@ -210,15 +213,16 @@ async fn the_memory_above_the_claim_limit_is_kept_for_finishes() {
 }
 
 /// One honest client — one identity, one address group, as every request of one caller is
-/// billed — with many requests at once through one service: all of them charge the same two
-/// ledgers. Each must be served; a payer's own concurrency is never a store error.
-async fn one_busy_client_is_served(client: &Client) {
+/// billed — with many requests at once through the services `clients` reach (in turn): all of
+/// them charge the same two ledgers. Each must be served; a payer's own concurrency is never a
+/// store error.
+async fn one_busy_client_is_served(clients: &[Client]) {
     const AT_ONCE: u32 = 32;
     const EACH: u32 = 20;
     let payers = [group(7), identity(7)];
     let mut tasks = Vec::new();
     for t in 0..AT_ONCE {
-        let client = client.clone();
+        let client = clients[t as usize % clients.len()].clone();
         tasks.push(tokio::spawn(async move {
             let mut failed = Vec::new();
             for i in 0..EACH {
@@ -255,7 +259,26 @@ async fn one_busy_client_is_served(client: &Client) {
 async fn one_busy_client_is_never_a_store_error() {
     let redis = Redis::start(false);
     let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
-    one_busy_client_is_served(&Client::connect(&service).await).await;
+    one_busy_client_is_served(&[Client::connect(&service).await]).await;
+}
+
+/// Two service replicas on one Redis: each settles its own batches, so their writes to the
+/// client's ledgers race — the engine's compare-and-set decides, and no request fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn one_busy_client_through_two_replicas_is_never_a_store_error() {
+    let redis = Redis::start(false);
+    let a = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    let b = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    one_busy_client_is_served(&[Client::connect(&a).await, Client::connect(&b).await]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: make test-store"]
+async fn one_busy_client_is_never_a_store_error_on_postgres() {
+    let postgres = Postgres::start();
+    let service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
+    one_busy_client_is_served(&[Client::connect(&service).await]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -263,5 +286,5 @@ async fn one_busy_client_is_never_a_store_error() {
 async fn one_busy_client_is_never_a_store_error_on_a_cluster() {
     let cluster = Cluster::start();
     let service = Service::start(&cluster.urls(), &["--cluster", "--op-timeout", SLOW_OK]);
-    one_busy_client_is_served(&Client::connect(&service).await).await;
+    one_busy_client_is_served(&[Client::connect(&service).await]).await;
 }

@@ -10,7 +10,8 @@ use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
 use idemgate_core::record::Record;
 use idemgate_core::remote::{
-    self, client::PATH, Exchange, Failure, Need, Step, StoredValue, ValueVersion, Write,
+    self, client::PATH, Exchange, Failure, Need, SettleStep, Settled, Settlement, Step,
+    StoredValue, ValueVersion, Write,
 };
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::WriteOutcome;
@@ -20,6 +21,44 @@ use std::sync::Mutex;
 
 /// Each key's value and when the engine drops it.
 type Values = BTreeMap<[u8; 32], (Vec<u8>, UnixMillis)>;
+
+/// The value under `key` at `now` (an expired one is gone, as in Redis).
+fn read(values: &Values, key: &StorageKey, now: UnixMillis) -> Option<Vec<u8>> {
+    values
+        .get(key.as_bytes())
+        .filter(|(_, expires_at)| now < *expires_at)
+        .map(|(bytes, _)| bytes.clone())
+}
+
+/// Compare-and-set: `write` lands only if `key` holds `expect` (`None`: absent) at `now`.
+fn cas(
+    values: &mut Values,
+    key: &StorageKey,
+    expect: Option<ValueVersion>,
+    write: Write,
+    now: UnixMillis,
+) -> WriteOutcome {
+    let current = values
+        .get(key.as_bytes())
+        .filter(|(_, expires_at)| now < *expires_at);
+    let holds = match (expect, current) {
+        (None, None) => true,
+        (Some(v), Some((bytes, _))) => bytes.starts_with(&v.0),
+        _ => false,
+    };
+    if !holds {
+        return WriteOutcome::Conflict;
+    }
+    match write {
+        Write::Set { value, expires_at } => {
+            values.insert(*key.as_bytes(), (value, expires_at));
+        }
+        Write::Delete => {
+            values.remove(key.as_bytes());
+        }
+    }
+    WriteOutcome::Written
+}
 
 #[derive(Debug)]
 pub struct StoreService {
@@ -58,44 +97,46 @@ impl StoreService {
     }
 
     /// One operation carried to its end, as the service's `carry` does, on the model's map:
-    /// every read and compare-and-set under one lock, so none is ever lost.
+    /// every read and compare-and-set under one lock, so none is ever lost. A payer's ledger job
+    /// is settled alone, as the service settles a batch (the lock makes every batch one job).
     fn carry(&self, request: remote::Request, now: UnixMillis) -> remote::Response {
         let mut values = lock(&self.values);
         let (mut exchange, mut need) = Exchange::start(request);
         loop {
             let step = match need {
+                Need::Ledger(job) => {
+                    let mut settlement = Settlement::new(job);
+                    let mut need = settlement.start();
+                    let settled = loop {
+                        let step = match need {
+                            Need::Read { key } => {
+                                let value = read(&values, &key, now);
+                                settlement.read(now, value.as_deref(), self.fresh())
+                            }
+                            Need::Write {
+                                key, expect, write, ..
+                            } => settlement.written(cas(&mut values, &key, expect, write, now)),
+                            Need::Ledger(_) => settlement.failed(Failure::Unavailable),
+                        };
+                        match step {
+                            SettleStep::Need(next) => need = next,
+                            SettleStep::Done(answers) => {
+                                break answers
+                                    .first()
+                                    .copied()
+                                    .unwrap_or(Settled::Failed(Failure::Unavailable))
+                            }
+                        }
+                    };
+                    exchange.settled(settled)
+                }
                 Need::Read { key } => {
-                    let value = values
-                        .get(key.as_bytes())
-                        .filter(|(_, expires_at)| now < *expires_at)
-                        .map(|(bytes, _)| bytes.clone());
+                    let value = read(&values, &key, now);
                     exchange.read(now, value.as_deref(), self.fresh())
                 }
                 Need::Write {
                     key, expect, write, ..
-                } => {
-                    let current = values
-                        .get(key.as_bytes())
-                        .filter(|(_, expires_at)| now < *expires_at);
-                    let holds = match (expect, current) {
-                        (None, None) => true,
-                        (Some(v), Some((bytes, _))) => bytes.starts_with(&v.0),
-                        _ => false,
-                    };
-                    if holds {
-                        match write {
-                            Write::Set { value, expires_at } => {
-                                values.insert(*key.as_bytes(), (value, expires_at));
-                            }
-                            Write::Delete => {
-                                values.remove(key.as_bytes());
-                            }
-                        }
-                        exchange.written(WriteOutcome::Written)
-                    } else {
-                        exchange.written(WriteOutcome::Conflict)
-                    }
-                }
+                } => exchange.written(cas(&mut values, &key, expect, write, now)),
             };
             match step {
                 Step::Need(next) => need = next,

@@ -1,9 +1,11 @@
 //! What an operation does to the record under its key ([`apply`]), and the read → decide →
 //! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
-//! the engine, this module decides. The same loop then charges the record's payers, each on its
-//! own ledger key (the `ledger` module, issue 23): one key per engine call, as Redis Cluster needs.
+//! the engine, this module decides. The record's payers are then charged, each on its own ledger
+//! key (issue 23), through [`Need::Ledger`]: the host settles those jobs ([`super::settle`]),
+//! several operations' at once on one key. One key per engine call, as Redis Cluster needs.
 
-use super::ledger::{self, Job};
+use super::ledger::Job;
+use super::settle::{LedgerJob, Settled};
 use super::stored::{StoredValue, ValueVersion, VERSION_LEN};
 use super::wire::{End, Failure, Request, Response};
 use crate::decision::Verdict;
@@ -12,7 +14,6 @@ use crate::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::record::Record;
 use crate::rule;
 use crate::scope::StorageKey;
-use crate::share::ledger::Usage;
 use crate::share::{Billed, Payers};
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
@@ -146,19 +147,20 @@ pub enum Need {
         write: Write,
         at: Option<UnixMillis>,
     },
+    /// Settle a job on a payer's ledger ([`super::settle`]), alone or together with other
+    /// operations' jobs on the same key, and resume with [`Exchange::settled`].
+    Ledger(LedgerJob),
 }
 
 impl Need {
     /// The key the call is on.
-    pub fn key(&self) -> &StorageKey {
+    pub fn key(&self) -> StorageKey {
         match self {
-            Need::Read { key } | Need::Write { key, .. } => key,
+            Need::Read { key } | Need::Write { key, .. } => *key,
+            Need::Ledger(job) => job.key(),
         }
     }
 }
-
-/// Compare-and-sets an operation may lose on one payer's ledger before it is undone.
-const LEDGER_ATTEMPTS: u32 = 4 * MAX_ATTEMPTS;
 
 /// How far the host's clock may be from the engine's for a speculative write to land: a
 /// speculative decision uses the host's clock, and this bounds how far its times (a new claim's
@@ -187,10 +189,10 @@ pub enum Step {
 
 /// One operation in progress: read → [`apply`] → compare-and-set on the request's key, deciding
 /// again after a lost race (someone else changed the key, so the decision is made again on what
-/// they wrote), at most `MAX_ATTEMPTS` times; then the same loop on each payer's ledger key.
+/// they wrote), at most `MAX_ATTEMPTS` times; then a [`Need::Ledger`] for each payer's charge.
 ///
 /// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
-/// key most likely holds — nothing, for a claim, a token use or a payer's first charge; the claim
+/// key most likely holds — nothing, for a claim or a token use; the claim
 /// the host itself wrote, for the owner's finish — decides on that with [`apply`] as usual, and
 /// sends the write as a compare-and-set on the assumed version. The compare-and-set *proves* the
 /// assumption (versions never repeat at a key, see [`super::stored`]), so a write that lands is
@@ -216,11 +218,6 @@ pub struct Exchange {
     pending: Option<Pending>,
     /// The ledger work left once the record's answer is known.
     after: Option<After>,
-    /// Whether the engine carries speculative writes (the exchange began with
-    /// [`Exchange::speculate`]): then a payer's charge is sent without a read too.
-    speculates: bool,
-    /// The latest time known: the engine's clock once seen, else the host's.
-    clock: UnixMillis,
     /// The latest fresh version the host gave, and how many versions were derived from it.
     fresh: ValueVersion,
     derived: u32,
@@ -231,8 +228,6 @@ pub struct Exchange {
 enum Pending {
     /// The record under the request's key (boxed: one per operation, and far larger than the rest).
     Record(alloc::boxed::Box<Landing>),
-    /// A payer's ledger.
-    Ledger(Job),
     /// Deleting the record this operation wrote (a charge was refused).
     Unwrite,
 }
@@ -282,8 +277,6 @@ impl Exchange {
             attempts: 0,
             pending: None,
             after: None,
-            speculates: false,
-            clock: UnixMillis(0),
             fresh: ValueVersion([0; VERSION_LEN]),
             derived: 0,
         };
@@ -322,8 +315,6 @@ impl Exchange {
             }
         };
         let (mut exchange, read) = Exchange::start(request);
-        exchange.speculates = true;
-        exchange.clock = at;
         match exchange.decide(assumed.as_ref(), at, fresh, Some(at)) {
             Step::Need(need @ Need::Write { .. }) => (exchange, need),
             // Nothing to write on the assumed state: ask the engine what it holds.
@@ -342,26 +333,18 @@ impl Exchange {
     /// fresh random version for a write (drawn by the host: the core has no entropy).
     #[must_use = "the next step must be carried out"]
     pub fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
-        self.clock = now;
-        let Some(task) = self.current_task() else {
-            let key = *self.request.key();
-            let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
-                None => None,
-                Some(Ok(stored)) => Some(stored),
-                // Never overwrite what cannot be read: it may be a record of a newer format.
-                Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
-            };
-            return self.decide(current.as_ref(), now, fresh, None);
-        };
-        match task {
-            Task::Ledger(job) => match value.map(|bytes| ledger::decode(job.tag(), bytes)) {
-                None => self.decide_ledger(job, None, now, fresh, None),
-                Some(Ok(current)) => self.decide_ledger(job, Some(current), now, fresh, None),
-                Some(Err(_)) => self.task_failed(Failure::Corrupt),
-            },
-            // A delete is never preceded by a read.
-            Task::Unwrite(..) => self.task_failed(Failure::Unavailable),
+        if self.after.is_some() {
+            // Only the record is read: ledgers are settled, a delete is never preceded by a read.
+            return self.task_failed(Failure::Unavailable);
         }
+        let key = *self.request.key();
+        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
+            None => None,
+            Some(Ok(stored)) => Some(stored),
+            // Never overwrite what cannot be read: it may be a record of a newer format.
+            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+        };
+        self.decide(current.as_ref(), now, fresh, None)
     }
 
     /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.
@@ -425,17 +408,14 @@ impl Exchange {
     pub fn written(&mut self, outcome: WriteOutcome) -> Step {
         match (outcome, self.pending.take()) {
             (WriteOutcome::Written, Some(Pending::Record(landing))) => self.landed(*landing),
-            (WriteOutcome::Written, Some(Pending::Ledger(job))) => self.charged(job),
             // Deleted, or no longer the record written (taken over, expired): either way done.
             (_, Some(Pending::Unwrite)) => self.next_task(),
-            (WriteOutcome::Conflict, Some(Pending::Record(_) | Pending::Ledger(_))) => {
-                match self.lost() {
-                    Some(done) => done,
-                    None => Step::Need(Need::Read {
-                        key: self.current_key(),
-                    }),
-                }
-            }
+            (WriteOutcome::Conflict, Some(Pending::Record(_))) => match self.lost() {
+                Some(done) => done,
+                None => Step::Need(Need::Read {
+                    key: *self.request.key(),
+                }),
+            },
             // A write result with no write asked for: a host bug, answered as a failure.
             (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
         }
@@ -454,7 +434,7 @@ impl Exchange {
         match self.pending.take() {
             None => Step::Done(Response::Failed(Failure::Unavailable)),
             Some(Pending::Unwrite) => self.next_task(),
-            Some(Pending::Record(_) | Pending::Ledger(_)) => match self.lost() {
+            Some(Pending::Record(_)) => match self.lost() {
                 Some(done) => done,
                 None => self.read(now, value, fresh),
             },
@@ -474,34 +454,31 @@ impl Exchange {
         }
     }
 
-    /// Counts a lost compare-and-set: the answer once there were too many.
+    /// Resumes with what became of the [`Need::Ledger`] job: a charge refused or failed undoes
+    /// the operation; a finish's move of its charge is best effort.
+    #[must_use = "the next step must be carried out"]
+    pub fn settled(&mut self, settled: Settled) -> Step {
+        let Some(Task::Ledger(job)) = self.current_task() else {
+            // A settlement with no job asked for: a host bug, answered as a failure.
+            return Step::Done(Response::Failed(Failure::Unavailable));
+        };
+        match (settled, job) {
+            (Settled::Done, job) => self.charged(job),
+            (Settled::Refused { retry_after }, Job::Charge { .. }) => self.refused(retry_after),
+            // Only a charge can be refused: a host bug, and moves are best effort anyway.
+            (Settled::Refused { .. }, _) => self.next_task(),
+            (Settled::Failed(failure), _) => self.task_failed(failure),
+        }
+    }
+
+    /// Counts a lost compare-and-set on the record: the answer once there were too many.
     fn lost(&mut self) -> Option<Step> {
         self.attempts += 1;
-        // A payer's ledger is one key for all of its client's requests, so its concurrent
-        // requests race on it (each race lost costs one call, and one wins every round): it gets
-        // more rounds than a record, which only duplicates race for.
-        let limit = match self.after {
-            None => MAX_ATTEMPTS,
-            Some(_) => LEDGER_ATTEMPTS,
-        };
-        if self.attempts < limit {
-            return None;
-        }
-        Some(match self.after {
-            None => Step::Done(Response::Failed(Failure::Contention)),
-            Some(_) => self.task_failed(Failure::Contention),
-        })
+        (self.attempts >= MAX_ATTEMPTS).then_some(Step::Done(Response::Failed(Failure::Contention)))
     }
 
     fn current_task(&self) -> Option<Task> {
         self.after.as_ref().and_then(|a| a.tasks.first().cloned())
-    }
-
-    fn current_key(&self) -> StorageKey {
-        match self.current_task() {
-            Some(Task::Ledger(job)) => ledger::ledger_key(job.tag()),
-            _ => *self.request.key(),
-        }
     }
 
     /// The record's write landed: what its payers owe, if anything.
@@ -566,15 +543,7 @@ impl Exchange {
             };
         };
         match task {
-            // A payer's first charge finds no ledger: assume so, and let the write prove it.
-            Task::Ledger(job @ Job::Charge { .. }) if self.speculates => {
-                let fresh = self.derive_version();
-                let at = self.clock;
-                self.decide_ledger(job, None, at, fresh, Some(at))
-            }
-            Task::Ledger(job) => Step::Need(Need::Read {
-                key: ledger::ledger_key(job.tag()),
-            }),
+            Task::Ledger(job) => Step::Need(Need::Ledger(LedgerJob(job))),
             Task::Unwrite(version, previous) => {
                 let key = *self.request.key();
                 let write = match previous {
@@ -606,48 +575,6 @@ impl Exchange {
             }
         }
         self.start_task()
-    }
-
-    /// `job` on the payer's usage as found (`None`: no ledger yet), and the compare-and-set that
-    /// makes it so; a refused charge undoes the operation.
-    fn decide_ledger(
-        &mut self,
-        job: Job,
-        current: Option<(ValueVersion, Usage)>,
-        now: UnixMillis,
-        fresh: ValueVersion,
-        at: Option<UnixMillis>,
-    ) -> Step {
-        self.fresh = fresh;
-        let (expect, mut found) = match current {
-            Some((version, usage)) => (Some(version), usage),
-            None => (None, Usage::default()),
-        };
-        found.prune(now);
-        let mut usage = found.clone();
-        if let Err(retry_after) = job.apply(&mut usage, now) {
-            return self.refused(retry_after);
-        }
-        // Nothing changed but what lapsed (a refund of a hold already over): no write; the
-        // key's expiry forgets lapsed holds by itself.
-        if usage == found {
-            return self.charged(job);
-        }
-        let write = match usage.holds.last() {
-            Some(last) => Write::Set {
-                value: ledger::encode(job.tag(), fresh, &usage),
-                expires_at: last.until,
-            },
-            // The payer's last hold given back: its key goes (it existed, or `found` was empty).
-            None => Write::Delete,
-        };
-        self.pending = Some(Pending::Ledger(job));
-        Step::Need(Need::Write {
-            key: ledger::ledger_key(job.tag()),
-            expect,
-            write,
-            at,
-        })
     }
 
     /// `job` is done: a charge is remembered (to give back if a later one fails); the next task.
@@ -702,8 +629,8 @@ impl Exchange {
         self.start_task()
     }
 
-    /// A version for a write the host gave no fresh one for (a payer's speculative charge right
-    /// after the record's write): derived from the last fresh one, so it never repeats either.
+    /// A version for a write the host gave no fresh one for (putting back what a refused claim
+    /// replaced): derived from the last fresh one, so it never repeats either.
     fn derive_version(&mut self) -> ValueVersion {
         self.derived += 1;
         let mut hasher = PartsHasher::new("idemgate-derived-version-v1");

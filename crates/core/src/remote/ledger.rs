@@ -14,7 +14,7 @@ use super::stored::{ValueVersion, VERSION_LEN};
 use super::wire::WireError;
 use crate::hash::PartsHasher;
 use crate::record::DecodeError;
-use crate::scope::StorageKey;
+use crate::scope::{QuotaTag, StorageKey};
 use crate::share::ledger::{Ledger, Usage};
 use crate::share::PayerTag;
 use crate::time::{Span, UnixMillis};
@@ -27,7 +27,7 @@ const LEDGER_KEY_TAG: &str = "idemgate-ledger-key-v1";
 pub(crate) fn ledger_key(tag: PayerTag) -> StorageKey {
     let mut hasher = PartsHasher::new(LEDGER_KEY_TAG);
     hasher.part(&tag.0);
-    StorageKey::from_stored(hasher.finish())
+    StorageKey::tagged(hasher.finish(), QuotaTag::LEDGER)
 }
 
 /// What one operation does to a payer's usage.
@@ -127,6 +127,10 @@ mod tests {
             "an empty ledger is never written"
         );
         assert_ne!(ledger_key(A), ledger_key(B));
+        assert!(
+            ledger_key(A).is_ledger(),
+            "an operator's tally tells it from records"
+        );
     }
 
     #[test]

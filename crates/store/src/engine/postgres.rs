@@ -600,7 +600,7 @@ impl Postgres {
         let survey = async {
             let client = self.pool.get().await.map_err(|e| self.pool_error(e))?;
             let totals = client
-                .query_one(SURVEY_TOTALS, &[])
+                .query_one(SURVEY_TOTALS, &[&LEDGER_TAG])
                 .await
                 .map_err(|e| self.pg(e))?;
             let count = |v: i64| u64::try_from(v).unwrap_or(0);
@@ -608,7 +608,7 @@ impl Postgres {
             let bytes: i64 = totals.try_get(1).map_err(|e| self.pg(e))?;
             let limit = i64::try_from(top).unwrap_or(i64::MAX);
             let rows = client
-                .query(SURVEY_SCOPES, &[&limit])
+                .query(SURVEY_SCOPES, &[&limit, &LEDGER_TAG])
                 .await
                 .map_err(|e| self.pg(e))?;
             let mut scopes = Vec::with_capacity(rows.len());
@@ -640,13 +640,16 @@ impl Postgres {
 const EVICT: &str = "\
 DELETE FROM idemgate_records WHERE key = $1 RETURNING expires_at > clock_timestamp()";
 
+/// The quota tag of payers' ledgers: their rows are not records (issue 23).
+const LEDGER_TAG: &[u8] = &idemgate_core::scope::QuotaTag::LEDGER.0;
+
 const SURVEY_TOTALS: &str = "\
 SELECT count(*)::int8, coalesce(sum(octet_length(value)), 0)::int8
-FROM idemgate_records WHERE expires_at > clock_timestamp()";
+FROM idemgate_records WHERE expires_at > clock_timestamp() AND substring(key FROM 5 FOR 4) <> $1";
 
 const SURVEY_SCOPES: &str = "\
 SELECT substring(key FROM 5 FOR 4), count(*)::int8, coalesce(sum(octet_length(value)), 0)::int8
-FROM idemgate_records WHERE expires_at > clock_timestamp()
+FROM idemgate_records WHERE expires_at > clock_timestamp() AND substring(key FROM 5 FOR 4) <> $2
 GROUP BY 1 ORDER BY 2 DESC, 3 DESC LIMIT $1";
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! What `stats` reports (issue 24): how many records the engine holds, their bytes, and which
 //! scopes hold the most. A record's scope is the quota tag in bytes 4..8 of its storage key (a
 //! hash of the scope, never the scope or a client's key in clear), so every engine can group by
-//! it without reading a record.
+//! it without reading a record. Payers' ledgers (issue 23) share the keyspace; their keys carry
+//! [`QuotaTag::LEDGER`] and are not counted.
 
 use idemgate_core::scope::{QuotaTag, StorageKey};
 use std::collections::HashMap;
@@ -44,7 +45,11 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Counts `key` if it is a record (a payer's ledger is not: issue 23).
     pub fn add(&mut self, key: &StorageKey, bytes: u64) {
+        if key.is_ledger() {
+            return;
+        }
         self.records += 1;
         self.bytes = self.bytes.saturating_add(bytes);
         let entry = self.scopes.entry(key.quota_tag().0).or_default();
@@ -99,8 +104,13 @@ mod tests {
         tally.add(&key(2, 2), 5);
         tally.add(&key(2, 3), 5);
         tally.add(&key(3, 4), 100);
+        // A payer's ledger is not a record.
+        tally.add(&key(0, 5), 7);
+        let mut ledger = [5; 32];
+        ledger[4..8].copy_from_slice(&QuotaTag::LEDGER.0);
+        tally.add(&StorageKey::from_stored(ledger), 7);
         let survey = tally.finish(2, true);
-        assert_eq!((survey.records, survey.bytes), (4, 120));
+        assert_eq!((survey.records, survey.bytes), (5, 127));
         let top: Vec<_> = survey.top.iter().map(|s| (s.tag.0[0], s.records)).collect();
         assert_eq!(top, vec![(2, 2), (3, 1)]);
     }
