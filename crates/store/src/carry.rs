@@ -95,39 +95,26 @@ async fn exchange(
             }
             need => {
                 metrics.engine_call();
-                match call(engine, &need, conflicted).await {
-                    Answer::Read(now, value, fresh) => exchange.read(now, value.as_deref(), fresh),
-                    Answer::Written => {
-                        if let (
-                            true,
-                            Need::Write {
-                                key: on,
-                                write: Write::Set { value, .. },
-                                ..
-                            },
-                        ) = (claiming, need)
-                        {
-                            if on == key {
-                                claim_value = Some(value);
-                            }
-                        }
-                        exchange.written(WriteOutcome::Written)
-                    }
-                    Answer::Conflict(found) => {
-                        // A speculation that missed is the common retry, not a race.
-                        if !speculative(&need) {
-                            metrics.cas_conflict();
-                        }
-                        conflicted = true;
-                        match found {
-                            None => exchange.written(WriteOutcome::Conflict),
-                            Some((now, value, fresh)) => {
-                                exchange.conflicted(now, value.as_deref(), fresh)
-                            }
-                        }
-                    }
-                    Answer::Failed(failure) => exchange.failed(failure),
+                let answer = call(engine, &need, conflicted).await;
+                if raced(&answer, &need) {
+                    metrics.cas_conflict();
                 }
+                conflicted |= matches!(answer, Answer::Conflict(_));
+                if let (
+                    Answer::Written,
+                    true,
+                    Need::Write {
+                        key: on,
+                        write: Write::Set { value, .. },
+                        ..
+                    },
+                ) = (&answer, claiming, need)
+                {
+                    if on == key {
+                        claim_value = Some(value);
+                    }
+                }
+                resume(&mut exchange, answer)
             }
         };
         match step {
@@ -153,9 +140,75 @@ enum Answer {
     Failed(Failure),
 }
 
-/// Whether `need` is a speculative compare-and-set (decided on the service's clock).
-fn speculative(need: &Need) -> bool {
-    matches!(need, Need::Write { at: Some(_), .. })
+/// Whether `answer` to `need` is a lost race: a compare-and-set that met another version. A
+/// speculation that missed (decided on the service's clock) is the common retry, not a race.
+fn raced(answer: &Answer, need: &Need) -> bool {
+    matches!(answer, Answer::Conflict(_)) && !matches!(need, Need::Write { at: Some(_), .. })
+}
+
+/// The two sans-IO loops the service carries — an operation's [`Exchange`] and a ledger's
+/// [`Settlement`] — resume the same four ways after an engine call.
+trait Resume {
+    type Step;
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step;
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step;
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step;
+    fn failed(&mut self, failure: Failure) -> Self::Step;
+}
+
+impl Resume for Exchange {
+    type Step = Step;
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
+        Exchange::read(self, now, value, fresh)
+    }
+    fn written(&mut self, outcome: WriteOutcome) -> Step {
+        Exchange::written(self, outcome)
+    }
+    fn conflicted(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
+        Exchange::conflicted(self, now, value, fresh)
+    }
+    fn failed(&mut self, failure: Failure) -> Step {
+        Exchange::failed(self, failure)
+    }
+}
+
+impl Resume for Settlement {
+    type Step = SettleStep;
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> SettleStep {
+        Settlement::read(self, now, value, fresh)
+    }
+    fn written(&mut self, outcome: WriteOutcome) -> SettleStep {
+        Settlement::written(self, outcome)
+    }
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> SettleStep {
+        Settlement::conflicted(self, now, value, fresh)
+    }
+    fn failed(&mut self, failure: Failure) -> SettleStep {
+        Settlement::failed(self, failure)
+    }
+}
+
+/// `machine` resumed with what the engine answered.
+fn resume<M: Resume>(machine: &mut M, answer: Answer) -> M::Step {
+    match answer {
+        Answer::Read(now, value, fresh) => machine.read(now, value.as_deref(), fresh),
+        Answer::Written => machine.written(WriteOutcome::Written),
+        Answer::Conflict(None) => machine.written(WriteOutcome::Conflict),
+        Answer::Conflict(Some((now, value, fresh))) => {
+            machine.conflicted(now, value.as_deref(), fresh)
+        }
+        Answer::Failed(failure) => machine.failed(failure),
+    }
 }
 
 /// One read or compare-and-set at the engine (a [`Need::Ledger`] is no engine call: it answers
@@ -249,23 +302,11 @@ async fn settle_batch(
     loop {
         tally.calls += 1;
         let answer = call(engine, &need, conflicted).await;
-        if let (Answer::Conflict(_), false) = (&answer, speculative(&need)) {
+        if raced(&answer, &need) {
             tally.conflicts += 1;
         }
-        let step = match answer {
-            Answer::Read(now, value, fresh) => settlement.read(now, value.as_deref(), fresh),
-            Answer::Written => settlement.written(WriteOutcome::Written),
-            Answer::Conflict(None) => {
-                conflicted = true;
-                settlement.written(WriteOutcome::Conflict)
-            }
-            Answer::Conflict(Some((now, value, fresh))) => {
-                conflicted = true;
-                settlement.conflicted(now, value.as_deref(), fresh)
-            }
-            Answer::Failed(failure) => settlement.failed(failure),
-        };
-        match step {
+        conflicted |= matches!(answer, Answer::Conflict(_));
+        match resume(settlement, answer) {
             SettleStep::Need(next) => need = next,
             SettleStep::Done(answers) => return answers,
         }
