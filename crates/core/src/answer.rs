@@ -77,6 +77,10 @@ pub enum EdgeAnswer<'a> {
     /// The proxy could not read its clock: records' ages, leases and tokens' expiry cannot be
     /// judged, so nothing is claimed, used or verified (issue 22: no guessing the epoch).
     ClockUnavailable,
+    /// The proxy could not hand the filter the request's headers or a body chunk whole: its key
+    /// and payload cannot be judged, so nothing is claimed and it is not forwarded unguarded
+    /// (issue 22: never read as a request without headers, never fingerprinted short).
+    RequestUnreadable,
     Token(&'a TokenError),
     /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a
     /// route requiring a token guards: tokens are bound to one route and method.
@@ -242,6 +246,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "clock_unavailable",
             "Proxy clock unavailable",
             "the proxy could not read its clock, so the request's key cannot be judged; retry later",
+            Some(Span::from_secs(1)),
+        ),
+        EdgeAnswer::RequestUnreadable => problem(
+            503,
+            "request_unreadable",
+            "Request unreadable",
+            "the proxy could not read the whole request, so its key and payload cannot be judged; retry later",
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::KeyNotFound { sources } => problem(

@@ -339,7 +339,11 @@ fn answered_exchange(
     if num_headers == 0 {
         return no_answer(&shared, DoubtCause::UpstreamReset);
     }
-    let headers = host::headers(MapType::HttpCallResponseHeaders);
+    // An answer the host cannot hand over whole is no answer the edge can relay or store, and
+    // the upstream may have acted: in doubt (issue 22: never a body nobody sent).
+    let Some(headers) = host::headers(MapType::HttpCallResponseHeaders) else {
+        return no_answer(&shared, DoubtCause::Other);
+    };
     let status = headers
         .iter()
         .find(|(name, _)| *name == ":status")
@@ -352,7 +356,10 @@ fn answered_exchange(
     };
     let relay_limit = usize::try_from(policy.max_relay_body).unwrap_or(usize::MAX);
     let body = if body_size <= relay_limit {
-        Some(host::body(BufferType::HttpCallResponseBody, body_size))
+        match host::body(BufferType::HttpCallResponseBody, body_size) {
+            Some(body) => Some(body),
+            None => return no_answer(&shared, DoubtCause::Other),
+        }
     } else {
         None
     };

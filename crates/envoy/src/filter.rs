@@ -104,7 +104,8 @@ struct Forwarded {
 }
 
 struct Capture {
-    /// `None` when the answer's `:status` is missing or not a number: never stored (issue 22).
+    /// `None` when the answer's `:status` is missing or not a number, or the host could not hand
+    /// its headers or a body chunk over whole: never stored, in doubt (issue 22).
     status: Option<u16>,
     headers: Vec<(String, String)>,
     /// `None` once the body went over `max_response_body` (passed on, not kept).
@@ -440,7 +441,10 @@ impl Filter {
     fn start(&mut self, end_of_stream: bool) -> Action {
         let policy = self.policy();
         // One host call: the pseudo-headers come with the rest (a guarded request needs them all).
-        let headers = host::headers(MapType::HttpRequestHeaders);
+        let Some(headers) = host::headers(MapType::HttpRequestHeaders) else {
+            // Read as a request without headers it would have no key and go unguarded.
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
         let (Some(method), Some(path)) = (
             header_text(&headers, ":method"),
             header_text(&headers, ":path"),
@@ -600,7 +604,10 @@ impl Filter {
             self.count(Counter::HashingBudgetExceeded);
             return self.reply(&EdgeAnswer::HashingBudgetExceeded);
         }
-        let chunk = host::body(BufferType::HttpRequestBody, size);
+        let Some(chunk) = host::body(BufferType::HttpRequestBody, size) else {
+            // Fingerprinted short, the stored fingerprint would be of a payload nobody sent.
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
         if let KeyState::Pending { admission, .. } = &mut hashing.key {
             admission.update(&chunk);
         }
@@ -973,7 +980,7 @@ impl Filter {
                 // An answer whose status cannot be read cannot be replayed, and the upstream may
                 // have acted: in doubt, so the claim holds until its lease ends.
                 None => {
-                    host::log(LogLevel::Error, "the upstream answer has no valid :status");
+                    host::log(LogLevel::Error, "the upstream answer could not be read whole (no valid :status, or a part the host did not hand over)");
                     (ResponseFacts::InDoubt, DoubtCause::Other)
                 }
             },
@@ -999,7 +1006,8 @@ impl Filter {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map).
                 let mut status = None;
-                let headers = host::headers(MapType::HttpResponseHeaders);
+                // Headers the host cannot hand over leave the status unknown: in doubt.
+                let headers = host::headers(MapType::HttpResponseHeaders).unwrap_or_default();
                 let headers = headers
                     .iter()
                     .filter(|(name, value)| {
@@ -1058,7 +1066,12 @@ impl Filter {
             if (body.len() as u64).saturating_add(size as u64) > limit {
                 capture.body = None;
             } else {
-                body.extend_from_slice(&host::body(BufferType::HttpResponseBody, size));
+                match host::body(BufferType::HttpResponseBody, size) {
+                    Some(chunk) => body.extend_from_slice(&chunk),
+                    // A body the edge cannot keep whole is an answer it cannot replay, and the
+                    // upstream has acted: in doubt, like an unreadable status (issue 22).
+                    None => capture.status = None,
+                }
             }
         }
         if end_of_stream {

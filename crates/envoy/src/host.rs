@@ -1,5 +1,6 @@
-//! The few host calls the filter makes, each turning a host failure into `None` or an empty value
-//! (a failed host call must never become a panic: that would kill the worker's VM).
+//! The few host calls the filter makes, each turning a host failure into `None` (a failed host
+//! call must never become a panic: that would kill the worker's VM), and never into an empty value
+//! the caller would take for what the host holds (issue 22).
 
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType};
 #[allow(unused_imports)]
@@ -38,8 +39,14 @@ pub fn upstream_attempts() -> Option<u64> {
     }
 }
 
-pub fn headers(map: MapType) -> Headers {
-    abi::header_map(map).unwrap_or_default()
+/// A whole header map; `None` when the host could not hand it over (issue 22: never read as a
+/// map without headers — a request would lose its key and be forwarded unguarded).
+pub fn headers(map: MapType) -> Option<Headers> {
+    let headers = abi::header_map(map).ok();
+    if headers.is_none() {
+        log(LogLevel::Error, "the host could not hand over a header map");
+    }
+    headers
 }
 
 pub fn property(path: &[&str]) -> Option<Vec<u8>> {
@@ -50,12 +57,19 @@ pub fn property_text(path: &[&str]) -> Option<String> {
     property(path).and_then(|bytes| String::from_utf8(bytes).ok())
 }
 
-/// The first `size` bytes of a body buffer.
-pub fn body(buffer: BufferType, size: usize) -> Vec<u8> {
+/// The first `size` bytes of a body buffer; `None` when the host could not hand over all of them
+/// (issue 22: a short read fingerprinted, stored or relayed would be a body nobody sent).
+pub fn body(buffer: BufferType, size: usize) -> Option<Vec<u8>> {
     if size == 0 {
-        return Vec::new();
+        return Some(Vec::new());
     }
-    abi::buffer(buffer, 0, size).unwrap_or_default()
+    let bytes = abi::buffer(buffer, 0, size)
+        .ok()
+        .filter(|bytes| bytes.len() == size);
+    if bytes.is_none() {
+        log(LogLevel::Error, "the host could not hand over a body whole");
+    }
+    bytes
 }
 
 /// The plugin's configuration text (empty if the host gave none; `None` if it is not UTF-8).

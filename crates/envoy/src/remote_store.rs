@@ -145,15 +145,23 @@ impl Reply {
                 body: Vec::new(),
             };
         }
-        let status = host::headers(MapType::HttpCallResponseHeaders)
+        // An answer the host cannot hand over whole is no answer: with no status, the core
+        // reads it as the store unavailable (issue 22: never a short body decoded).
+        let (Some(headers), Some(body)) = (
+            host::headers(MapType::HttpCallResponseHeaders),
+            host::body(BufferType::HttpCallResponseBody, body_size),
+        ) else {
+            return Reply {
+                status: None,
+                body: Vec::new(),
+            };
+        };
+        let status = headers
             .iter()
             .find(|(name, _)| *name == ":status")
             .and_then(|(_, v)| core::str::from_utf8(v).ok())
             .and_then(|s| s.parse::<u16>().ok());
-        Reply {
-            status,
-            body: host::body(BufferType::HttpCallResponseBody, body_size),
-        }
+        Reply { status, body }
     }
 
     pub fn answer(&self) -> Answer<'_> {

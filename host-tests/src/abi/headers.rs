@@ -56,6 +56,9 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
             if !(0..=7).contains(&kind) {
                 return Ok(Status::BadArgument.code());
             }
+            if caller.data().world.faults().take_header_map(kind) {
+                return Ok(Status::InternalFailure.code());
+            }
             // Envoy hands an absent or empty map over as "" (null pointer, size 0).
             let pairs = map(caller.data(), kind)
                 .filter(|m| !m.pairs().is_empty())

@@ -53,6 +53,10 @@ pub struct Faults {
     callouts: Vec<(String, CalloutFault, usize, usize)>,
     /// How many more clock reads fail (`proxy_get_current_time_nanoseconds` answers an error).
     clock_failures: usize,
+    /// Header map type → remaining failing `proxy_get_header_map_pairs` calls.
+    header_maps: Vec<(i32, usize)>,
+    /// How many header map reads failed so far.
+    header_maps_failed: usize,
 }
 
 impl Faults {
@@ -133,6 +137,31 @@ impl Faults {
         let fails = self.clock_failures > 0;
         self.clock_failures = self.clock_failures.saturating_sub(1);
         fails
+    }
+
+    /// Makes the next `times` reads of the whole header map `kind` (0 request headers, 2
+    /// response headers, 6 a callout's answer) fail with `InternalFailure`.
+    pub fn fail_header_map(&mut self, kind: i32, times: usize) {
+        self.header_maps.push((kind, times));
+    }
+
+    /// Whether this read of header map `kind` fails (and counts it).
+    pub fn take_header_map(&mut self, kind: i32) -> bool {
+        let Some(slot) = self
+            .header_maps
+            .iter_mut()
+            .find(|(k, left)| *k == kind && *left > 0)
+        else {
+            return false;
+        };
+        slot.1 -= 1;
+        self.header_maps_failed += 1;
+        true
+    }
+
+    /// How many header map reads failed.
+    pub fn header_maps_failed(&self) -> usize {
+        self.header_maps_failed
     }
 
     pub fn is_hidden(&self, path: &str) -> bool {

@@ -5,7 +5,7 @@
 //! cluster (`cluster_skipping_routes_and_filters`).
 
 use crate::support::order;
-use idemgate_host_tests::envoy::{CalloutFault, ClientAnswer};
+use idemgate_host_tests::envoy::{BufferFault, CalloutFault, ClientAnswer};
 use idemgate_host_tests::scenario::{Abort, Envoy, Forwarding, Orders};
 use std::sync::Arc;
 use std::time::Duration;
@@ -282,5 +282,48 @@ fn a_vm_restart_cancels_its_callouts_and_the_key_waits_for_its_lease() {
         envoy.answer_callouts().unwrap();
         assert!(is_order(&retry.answer().unwrap(), 1), "{way:?}");
         assert_eq!(orders.served().len(), 1);
+    }
+}
+
+/// Issue 22, no silent fallback: an upstream answer whose body the host hands over short (or not
+/// at all) was relayed to the waiting client and stored as read, so every retry was replayed a
+/// body the upstream never sent. The upstream has acted and the edge cannot keep its answer: in
+/// doubt, the client told so, the key held until its lease ends, then taken over once.
+#[test]
+fn an_answer_the_host_cannot_hand_over_whole_is_in_doubt_never_relayed_short() {
+    for (way, fault) in BOTH
+        .into_iter()
+        .flat_map(|w| [BufferFault::Truncate(2), BufferFault::Absent].map(|f| (w, f)))
+    {
+        let (envoy, orders) = shop(way, 1);
+        envoy.faults().buffer(4, fault, 1);
+        let first = envoy.worker(0).send(order("k")).unwrap();
+        envoy.answer_callouts().unwrap();
+        let answer = first.answer().unwrap();
+        assert_eq!(
+            answer.status,
+            504,
+            "{way:?} {fault:?}: {}",
+            answer.body_text()
+        );
+        assert_eq!(problem(&answer), "upstream_no_answer", "{way:?} {fault:?}");
+        assert_eq!(
+            envoy.metric("idemgate.stored").unwrap_or(0),
+            0,
+            "{way:?} {fault:?}"
+        );
+        assert_eq!(
+            envoy.metric("idemgate.in_doubt"),
+            Some(1),
+            "{way:?} {fault:?}"
+        );
+        let meanwhile = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+        assert_eq!(meanwhile.status, 409, "{way:?} {fault:?}: it has acted");
+        envoy.advance(Duration::from_secs(61)).unwrap();
+        let retry = envoy.worker(0).send(order("k")).unwrap();
+        envoy.answer_callouts().unwrap();
+        assert!(is_order(&retry.answer().unwrap(), 2), "{way:?} {fault:?}");
+        assert_eq!(orders.served().len(), 2, "{way:?} {fault:?}");
+        assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
     }
 }

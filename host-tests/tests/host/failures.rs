@@ -173,24 +173,79 @@ fn a_missing_peer_address_never_merges_clients() {
     assert_eq!(envoy.metric("idemgate.scope_unavailable"), Some(2));
 }
 
+/// Issue 22, no silent fallback: a request whose headers the host cannot hand over was read as one
+/// without headers — no `:method`, no key — and forwarded unguarded. Now it is refused with 503
+/// `request_unreadable`, and nothing is claimed: once the host reads again the key is new.
 #[test]
-fn truncated_and_absent_body_reads_never_trap() {
+fn a_request_whose_headers_cannot_be_read_is_refused_never_forwarded_unguarded() {
+    let envoy = Envoy::builder().start().unwrap();
+    envoy.faults().fail_header_map(0, 1);
+    let refused = envoy.worker(0).send(order("k")).unwrap();
+    assert!(!refused.reached_upstream(), "forwarded unguarded");
+    let answer = refused.answer().unwrap();
+    assert_eq!(answer.status, 503, "{}", answer.body_text());
+    assert_eq!(code(&answer), "request_unreadable");
+    assert_eq!(answer.header("retry-after"), Some("1"));
+    assert_eq!(envoy.faults().header_maps_failed(), 1, "the fault fired");
+    let again = envoy.worker(0).send(order("k")).unwrap();
+    assert!(again.reached_upstream(), "nothing was claimed");
+    again.respond(created()).unwrap();
+    assert!(envoy.anomalies().is_empty());
+}
+
+/// Issue 22, no silent fallback: a request body chunk the host hands over short (or not at all)
+/// was fingerprinted as it came, so the stored fingerprint was of another payload: the retry of
+/// the very same request was `key_reused`, and two payloads whose reads failed alike matched.
+/// Now the request is refused with 503 `request_unreadable` before anything is claimed.
+#[test]
+fn a_request_body_that_cannot_be_read_claims_nothing() {
     for fault in [BufferFault::Truncate(2), BufferFault::Absent] {
-        for kind in [0, 1] {
-            let envoy = Envoy::builder().start().unwrap();
-            envoy.faults().buffer(kind, fault, 1);
-            let first = envoy
-                .worker(0)
-                .send(order("k").chunked_at(&[5]))
-                .unwrap_or_else(|e| panic!("{fault:?}/{kind}: {e}"));
-            if first.reached_upstream() {
-                first
-                    .respond(created().chunked_at(&[3]))
-                    .unwrap_or_else(|e| panic!("{fault:?}/{kind}: {e}"));
-            }
-            assert!(first.answer().is_some(), "{fault:?} on buffer {kind}");
-            assert!(envoy.anomalies().is_empty());
-        }
+        let envoy = Envoy::builder().start().unwrap();
+        envoy.faults().buffer(0, fault, 1);
+        let refused = envoy.worker(0).send(order("k").chunked_at(&[5])).unwrap();
+        assert!(!refused.reached_upstream(), "{fault:?}: forwarded");
+        let answer = refused.answer().unwrap();
+        assert_eq!(answer.status, 503, "{fault:?}: {}", answer.body_text());
+        assert_eq!(code(&answer), "request_unreadable", "{fault:?}");
+        let again = envoy.worker(0).send(order("k").chunked_at(&[5])).unwrap();
+        assert!(again.reached_upstream(), "{fault:?}: nothing was claimed");
+        again.respond(created()).unwrap();
+        let replay = envoy.worker(0).send(order("k")).unwrap().answer().unwrap();
+        assert_eq!(replay.status, 201, "{fault:?}: {}", replay.body_text());
+        assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+        assert!(envoy.anomalies().is_empty());
+    }
+}
+
+/// Issue 22, no silent fallback: an upstream body the host hands over short (or not at all) was
+/// stored as read, and every retry was replayed a body the upstream never sent. The client still
+/// gets the upstream's answer (Envoy streams it); the edge cannot keep it, and the upstream has
+/// acted: in doubt, so the claim holds until its lease ends and a retry is told to wait.
+#[test]
+fn a_response_body_that_cannot_be_read_is_in_doubt_never_stored() {
+    for fault in [BufferFault::Truncate(2), BufferFault::Absent] {
+        let envoy = Envoy::builder().start().unwrap();
+        envoy.faults().buffer(1, fault, 1);
+        let first = envoy.worker(0).send(order("k")).unwrap();
+        first.respond(created().chunked_at(&[3])).unwrap();
+        let answer = first.answer().unwrap();
+        assert_eq!(
+            answer.status, 201,
+            "{fault:?}: the client gets the upstream's answer"
+        );
+        assert_eq!(answer.body_text(), r#"{"id":7}"#, "{fault:?}");
+        assert_eq!(
+            envoy.metric("idemgate.stored").unwrap_or(0),
+            0,
+            "{fault:?}: stored"
+        );
+        assert_eq!(envoy.metric("idemgate.in_doubt"), Some(1), "{fault:?}");
+        let retry = envoy.worker(0).send(order("k")).unwrap();
+        assert!(!retry.reached_upstream(), "{fault:?}: run twice");
+        let retried = retry.answer().unwrap();
+        assert_eq!(retried.status, 409, "{fault:?}: {}", retried.body_text());
+        assert_eq!(code(&retried), "request_in_flight", "{fault:?}");
+        assert!(envoy.anomalies().is_empty());
     }
 }
 
