@@ -38,30 +38,37 @@ impl ClientIdentity {
     /// and the address group of the peer unless the identity is verified. A peer-scoped client
     /// pays as its address group. A kind of share that is `"off"` is charged nothing
     /// ([`idemgate_core::share::Shares::payers`]): its records write no ledger cell.
-    pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Payers {
+    pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Result<Payers, Unreadable> {
         if self.verified && self.source != PEER_GROUP_SOURCE {
-            return policy.shares.payers(self.scope(), true, None);
+            return Ok(policy.shares.payers(self.scope(), true, None));
         }
         let group =
-            peer(facts).map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host)));
-        policy
+            peer(facts)?.map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host)));
+        Ok(policy
             .shares
-            .payers(self.scope(), self.verified, group.as_deref())
+            .payers(self.scope(), self.verified, group.as_deref()))
     }
 }
+
+/// The host failed to hand a fact over — a failing call, not an absent property. Never taken as
+/// absent (issue 22): the next scope source would then put the request in another namespace, and
+/// the same request read again would be another key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unreadable;
 
 /// How the filter looks facts up on the host (a seam, so this module is testable natively).
 pub trait Facts {
     /// All values of a request header (lowercase name).
     fn header_values<'a>(&'a self, name: &str) -> Vec<&'a [u8]>;
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>>;
+    /// A property's value; `Ok(None)` when the host has none.
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable>;
 }
 
 /// The identity from the first configured source that is present; `None` when none is — the
 /// caller must then not guard the request in a namespace shared with other clients (semantics §2).
-/// Never a source that is not configured.
-pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
-    policy.scope.iter().find_map(|source| {
+/// Never a source that is not configured, and never the next one because a read failed.
+pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdentity>, Unreadable> {
+    for source in &policy.scope {
         let value = match source {
             ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
                 let values: Vec<&[u8]> = facts
@@ -74,16 +81,19 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> Option<ClientIdentity> {
             }
             ScopeSource::Property(path) => {
                 let path: Vec<&str> = path.iter().map(String::as_str).collect();
-                facts.property(&path).filter(|v| !is_blank(v))
+                facts.property(&path)?.filter(|v| !is_blank(v))
             }
-            ScopeSource::Peer => peer(facts),
-        }?;
-        Some(ClientIdentity {
-            source: source.label(),
-            value,
-            verified: source.is_verified(),
-        })
-    })
+            ScopeSource::Peer => peer(facts)?,
+        };
+        if let Some(value) = value {
+            return Ok(Some(ClientIdentity {
+                source: source.label(),
+                value,
+                verified: source.is_verified(),
+            }));
+        }
+    }
+    Ok(None)
 }
 
 /// Empty or only whitespace: no identity at all.
@@ -91,11 +101,13 @@ fn is_blank(value: &[u8]) -> bool {
     value.iter().all(u8::is_ascii_whitespace)
 }
 
-fn peer(facts: &dyn Facts) -> Option<Vec<u8>> {
-    let address = facts.property(&["source", "address"])?;
+fn peer(facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
+    let Some(address) = facts.property(&["source", "address"])? else {
+        return Ok(None);
+    };
     let text = String::from_utf8_lossy(&address);
     let host = peer_host(&text);
-    (!host.is_empty()).then(|| host.as_bytes().to_vec())
+    Ok((!host.is_empty()).then(|| host.as_bytes().to_vec()))
 }
 
 /// `10.0.0.1:5678` → `10.0.0.1`, `[::1]:5678` → `[::1]`; anything else unchanged.
@@ -162,6 +174,8 @@ mod tests {
     struct Fake {
         headers: Vec<(String, Vec<u8>)>,
         properties: HashMap<String, Vec<u8>>,
+        /// Properties whose read fails (a failing host call, not an absent property).
+        failing: Vec<String>,
     }
 
     impl Facts for Fake {
@@ -172,8 +186,12 @@ mod tests {
                 .map(|(_, v)| v.as_slice())
                 .collect()
         }
-        fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
-            self.properties.get(&path.join(".")).cloned()
+        fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
+            let path = path.join(".");
+            if self.failing.contains(&path) {
+                return Err(Unreadable);
+            }
+            Ok(self.properties.get(&path).cloned())
         }
     }
 
@@ -184,18 +202,21 @@ mod tests {
                 .map(|(n, v)| (n.to_string(), v.as_bytes().to_vec()))
                 .collect(),
             properties: HashMap::from([("source.address".to_string(), b"10.1.2.3:40000".to_vec())]),
+            failing: Vec::new(),
         }
     }
 
     #[test]
     fn first_present_source_wins() {
         let policy = Policy::defaults(); // authorization, then peer
-        let id = identify(&policy, &fake(&[("authorization", "Bearer a")])).unwrap();
+        let id = identify(&policy, &fake(&[("authorization", "Bearer a")]))
+            .unwrap()
+            .unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("header:authorization", &b"Bearer a"[..])
         );
-        let id = identify(&policy, &fake(&[])).unwrap();
+        let id = identify(&policy, &fake(&[])).unwrap().unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("peer", &b"10.1.2.3"[..])
@@ -206,14 +227,16 @@ mod tests {
     fn a_source_that_is_not_configured_is_never_used() {
         // Before issue 14 this fell back to the peer address.
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
-        assert_eq!(identify(&policy, &fake(&[])), None);
+        assert_eq!(identify(&policy, &fake(&[])), Ok(None));
     }
 
     #[test]
     fn blank_values_are_absent() {
         let policy = Policy::defaults(); // authorization, then peer
         for blank in ["", " ", "\t  "] {
-            let id = identify(&policy, &fake(&[("authorization", blank)])).unwrap();
+            let id = identify(&policy, &fake(&[("authorization", blank)]))
+                .unwrap()
+                .unwrap();
             assert_eq!(id.source, "peer", "{blank:?}");
         }
         // A blank value next to a real one is dropped, the real one counts.
@@ -221,6 +244,7 @@ mod tests {
             &policy,
             &fake(&[("authorization", ""), ("authorization", "b")]),
         )
+        .unwrap()
         .unwrap();
         assert_eq!(id.value, b"b");
         let policy =
@@ -229,7 +253,7 @@ mod tests {
         facts
             .properties
             .insert("metadata.sub".into(), b"  ".to_vec());
-        assert_eq!(identify(&policy, &facts), None);
+        assert_eq!(identify(&policy, &facts), Ok(None));
     }
 
     #[test]
@@ -237,11 +261,11 @@ mod tests {
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
         let mut facts = fake(&[]);
         facts.properties.clear();
-        assert_eq!(identify(&policy, &facts), None);
+        assert_eq!(identify(&policy, &facts), Ok(None));
         facts
             .properties
             .insert("source.address".into(), b"".to_vec());
-        assert_eq!(identify(&policy, &facts), None);
+        assert_eq!(identify(&policy, &facts), Ok(None));
     }
 
     #[test]
@@ -252,9 +276,39 @@ mod tests {
         facts
             .properties
             .insert("metadata.sub".into(), b"alice".to_vec());
-        let id = identify(&policy, &facts).unwrap();
+        let id = identify(&policy, &facts).unwrap().unwrap();
         assert_eq!(id.value, b"alice");
         assert!(id.source.starts_with("property:"));
+    }
+
+    /// Issue 22: a read that failed is not an absent property — the next source (the peer)
+    /// would scope the same request in another namespace.
+    #[test]
+    fn a_failing_read_is_unreadable_never_the_next_source() {
+        let policy = Policy::from_json(
+            r#"{"scope":[{"property":["metadata","sub"]},"peer"]}"#,
+            &|_| None,
+        )
+        .unwrap();
+        let mut facts = fake(&[]);
+        facts
+            .properties
+            .insert("metadata.sub".into(), b"alice".to_vec());
+        facts.failing.push("metadata.sub".into());
+        assert_eq!(identify(&policy, &facts), Err(Unreadable));
+        // The peer's address, read for the payers: a failure is not "no address".
+        let mut facts = fake(&[("authorization", "Bearer a")]);
+        let policy = Policy::defaults();
+        let id = identify(&policy, &facts).unwrap().unwrap();
+        facts.failing.push("source.address".into());
+        assert_eq!(id.payers(&policy, &facts), Err(Unreadable));
+        assert_eq!(
+            identify(
+                &Policy::from_json(r#"{"scope":["peer"]}"#, &|_| None).unwrap(),
+                &facts
+            ),
+            Err(Unreadable)
+        );
     }
 
     #[test]
@@ -263,8 +317,8 @@ mod tests {
         let payers = |shares: &str| {
             let policy =
                 Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
-            let id = identify(&policy, &facts).unwrap();
-            id.payers(&policy, &facts).tags().count()
+            let id = identify(&policy, &facts).unwrap().unwrap();
+            id.payers(&policy, &facts).unwrap().tags().count()
         };
         // An unverified header identity pays with its address group, unless a kind is off: then
         // its records write no ledger cell for it (the point of "off", and what keeps the

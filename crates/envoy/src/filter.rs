@@ -18,7 +18,7 @@
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::budget::{Limits, Reservation};
 use crate::callout::{self, Pending};
-use crate::client::{identify, peer_host, ClientIdentity, Facts};
+use crate::client::{identify, peer_host, ClientIdentity, Facts, Unreadable};
 use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
@@ -176,22 +176,22 @@ impl Facts for HeaderFacts<'_> {
     fn header_values<'b>(&'b self, name: &str) -> Vec<&'b [u8]> {
         header_values(self.headers, name)
     }
-    fn property(&self, path: &[&str]) -> Option<Vec<u8>> {
-        host::property(path)
+    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
+        host::property_read(path).ok_or(Unreadable)
     }
 }
 
 /// The peer group a stream's body bytes are charged to in the hashing budget: the address group
 /// the shares use ([`idemgate_core::share::Shares::peer_group`]: the connection's address without
 /// its port, an IPv6 address's /64 by default). Without an address, the empty group (every such
-/// stream shares one part).
-fn budget_peer(policy: &Policy) -> Vec<u8> {
-    match host::property(&["source", "address"]) {
+/// stream shares one part). `None` when the host failed to read it (issue 22: not "no address").
+fn budget_peer(policy: &Policy) -> Option<Vec<u8>> {
+    Some(match host::property_read(&["source", "address"])? {
         Some(address) => policy
             .shares
             .peer_group(peer_host(&String::from_utf8_lossy(&address))),
         None => Vec::new(),
-    }
+    })
 }
 
 /// The first value of a header, if it is UTF-8.
@@ -262,7 +262,10 @@ impl Filter {
         let Some(token) = &policy.token else {
             return Action::Continue;
         };
-        let Some(client) = identify(&policy, &HeaderFacts { headers }) else {
+        let Ok(client) = identify(&policy, &HeaderFacts { headers }) else {
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
+        let Some(client) = client else {
             return self.unscoped(&policy);
         };
         let Some(now) = host::now() else {
@@ -492,10 +495,18 @@ impl Filter {
                 value: scope.value.to_vec(),
                 verified: true,
             }),
-            None => identify(&policy, &HeaderFacts { headers: &headers }),
+            None => match identify(&policy, &HeaderFacts { headers: &headers }) {
+                Ok(client) => client,
+                // Never the next scope source because a read failed (issue 22).
+                Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
+            },
         };
         if let Some(client) = &client {
-            self.payers = client.payers(&policy, &HeaderFacts { headers: &headers });
+            match client.payers(&policy, &HeaderFacts { headers: &headers }) {
+                Ok(payers) => self.payers = payers,
+                // Not "no address": the record would go uncharged to the client's address.
+                Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
+            }
         }
         let token = match self.verify_token(client.as_ref(), route, method, &headers) {
             Ok(token) => token,
@@ -563,7 +574,10 @@ impl Filter {
         let peer: Rc<[u8]> = if end_of_stream {
             Rc::from(&[][..])
         } else {
-            Rc::from(budget_peer(&policy))
+            match budget_peer(&policy) {
+                Some(peer) => Rc::from(peer),
+                None => return self.reply(&EdgeAnswer::RequestUnreadable),
+            }
         };
         let hashing = Box::new(Hashing {
             key,

@@ -53,6 +53,16 @@ pub fn property(path: &[&str]) -> Option<Vec<u8>> {
     abi::property(path).ok().flatten()
 }
 
+/// A property's value, `Some(None)` when the host has none; `None` when the read itself failed
+/// (a failing call is not an absent property: issue 22).
+pub fn property_read(path: &[&str]) -> Option<Option<Vec<u8>>> {
+    let value = abi::property(path).ok();
+    if value.is_none() {
+        log(LogLevel::Error, "the host could not hand over a property");
+    }
+    value
+}
+
 pub fn property_text(path: &[&str]) -> Option<String> {
     property(path).and_then(|bytes| String::from_utf8(bytes).ok())
 }

@@ -30,6 +30,9 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
             };
             let name = dotted(&path);
             let state = caller.data();
+            if state.world.faults().take_property(&name) {
+                return Ok(Status::InternalFailure.code());
+            }
             if state.world.faults().is_hidden(&name) {
                 return Ok(Status::NotFound.code());
             }

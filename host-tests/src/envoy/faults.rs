@@ -57,6 +57,10 @@ pub struct Faults {
     header_maps: Vec<(i32, usize)>,
     /// How many header map reads failed so far.
     header_maps_failed: usize,
+    /// Property path (dotted) → remaining failing `proxy_get_property` calls.
+    properties: Vec<(String, usize)>,
+    /// How many property reads failed so far.
+    properties_failed: usize,
 }
 
 impl Faults {
@@ -162,6 +166,31 @@ impl Faults {
     /// How many header map reads failed.
     pub fn header_maps_failed(&self) -> usize {
         self.header_maps_failed
+    }
+
+    /// Makes the next `times` reads of property `path` (dotted) fail with `InternalFailure` — a
+    /// failing call, unlike [`Faults::hide_property`]'s absent property.
+    pub fn fail_property(&mut self, path: &str, times: usize) {
+        self.properties.push((path.to_string(), times));
+    }
+
+    /// Whether this read of property `path` fails (and counts it).
+    pub fn take_property(&mut self, path: &str) -> bool {
+        let Some(slot) = self
+            .properties
+            .iter_mut()
+            .find(|(p, left)| p == path && *left > 0)
+        else {
+            return false;
+        };
+        slot.1 -= 1;
+        self.properties_failed += 1;
+        true
+    }
+
+    /// How many property reads failed.
+    pub fn properties_failed(&self) -> usize {
+        self.properties_failed
     }
 
     pub fn is_hidden(&self, path: &str) -> bool {

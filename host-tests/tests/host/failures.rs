@@ -249,6 +249,38 @@ fn a_response_body_that_cannot_be_read_is_in_doubt_never_stored() {
     }
 }
 
+/// Issue 22, no silent fallback: a scope property the host failed to read (a failing call, not
+/// an absent property) was taken as absent, so the request was scoped by the next source — the
+/// peer — and the same request read again was another key in another namespace: run twice. Now
+/// it is refused with 503 `request_unreadable`, and nothing is claimed.
+#[test]
+fn a_scope_property_the_host_fails_to_read_is_never_taken_as_absent() {
+    const SUB: &str = "metadata.filter_metadata.jwt.sub";
+    let envoy = Envoy::builder()
+        .config(
+            r#"{"capacity": 64, "scope": [{"property": ["metadata", "filter_metadata", "jwt", "sub"]}, "peer"]}"#,
+        )
+        .start()
+        .unwrap();
+    let checkout = || order("k").property(SUB, "alice");
+    envoy.faults().fail_property(SUB, 1);
+    let refused = envoy.worker(0).send(checkout()).unwrap();
+    assert!(
+        !refused.reached_upstream(),
+        "scoped by the next source and forwarded"
+    );
+    let answer = refused.answer().unwrap();
+    assert_eq!(answer.status, 503, "{}", answer.body_text());
+    assert_eq!(code(&answer), "request_unreadable");
+    assert_eq!(envoy.faults().properties_failed(), 1, "the fault fired");
+    let first = envoy.worker(0).send(checkout()).unwrap();
+    assert!(first.reached_upstream(), "nothing was claimed");
+    first.respond(created()).unwrap();
+    let replay = envoy.worker(0).send(checkout()).unwrap().answer().unwrap();
+    assert_eq!(replay.header("idempotent-replayed"), Some("true"));
+    assert!(envoy.anomalies().is_empty());
+}
+
 #[test]
 fn the_clock_going_backwards_neither_traps_nor_frees_a_live_claim() {
     let envoy = Envoy::builder().workers(2).start().unwrap();
