@@ -13,6 +13,7 @@
 
 use crate::abi::{self, Action, LogLevel};
 use crate::callout::Pending;
+use crate::clock;
 use crate::detached;
 use crate::filter::Filter;
 use crate::id_map::{id_map, FewIds, IdMap};
@@ -22,10 +23,9 @@ use crate::prelude::*;
 use crate::remote_store::{self, StoreCall};
 use crate::root::Root;
 use crate::settle::settle;
-use core::cell::{Cell, RefCell};
+use core::cell::RefCell;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;
-use idemgate_core::time::UnixMillis;
 
 struct Vm {
     roots: FewIds<Root>,
@@ -57,54 +57,10 @@ std::thread_local! {
     static VM: RefCell<Vm> = const { vm() };
 }
 
-/// The clock as the running callback sees it: `None` outside a callback, `Some(None)` inside one
-/// before the first read, `Some(Some(t))` after it. A callback is one instant for the filter (its
-/// host calls take microseconds, the clock counts milliseconds), so the host's clock is read at
-/// most once per callback instead of once per use (a claim and the exchange it starts, a settle
-/// and the retry-after it answers).
-type CallbackClock = Cell<Option<Option<UnixMillis>>>;
-
-#[cfg(target_arch = "wasm32")]
-struct OneThreadClock(CallbackClock);
-
-#[cfg(target_arch = "wasm32")]
-unsafe impl Sync for OneThreadClock {}
-
-#[cfg(target_arch = "wasm32")]
-static CLOCK: OneThreadClock = OneThreadClock(Cell::new(None));
-
-#[cfg(not(target_arch = "wasm32"))]
-std::thread_local! {
-    static CLOCK: CallbackClock = const { Cell::new(None) };
-}
-
-fn with_clock<T>(f: impl FnOnce(&CallbackClock) -> T) -> T {
-    #[cfg(target_arch = "wasm32")]
-    return f(&CLOCK.0);
-    #[cfg(not(target_arch = "wasm32"))]
-    CLOCK.with(f)
-}
-
-/// The time now: inside a callback, the callback's one reading of `read` (taken on first
-/// successful use); outside one (unit tests), `read` itself. `None`: the host's clock failed.
-pub fn callback_now(read: impl FnOnce() -> Option<UnixMillis>) -> Option<UnixMillis> {
-    with_clock(|clock| match clock.get() {
-        Some(Some(now)) => Some(now),
-        Some(None) => {
-            let now = read();
-            if let Some(now) = now {
-                clock.set(Some(Some(now)));
-            }
-            now
-        }
-        None => read(),
-    })
-}
-
 fn with_vm<T>(fallback: T, f: impl FnOnce(&mut Vm) -> T) -> T {
-    with_clock(|clock| clock.set(Some(None)));
+    clock::callback_begins();
     let result = with_vm_state(fallback, f);
-    with_clock(|clock| clock.set(None));
+    clock::callback_ends();
     result
 }
 
@@ -169,7 +125,8 @@ pub extern "C" fn proxy_on_context_create(context_id: u32, parent_id: u32) {
         } else if let Some(filter) = vm
             .roots
             .get(&parent_id)
-            .and_then(|root| root.create_http_context(context_id))
+            .and_then(Root::shared)
+            .map(|shared| Filter::new(shared, context_id))
         {
             vm.streams.insert(context_id, filter);
         }

@@ -108,11 +108,11 @@ pub fn send_with_details(answer: &HttpAnswer, details: &str) {
     }
 }
 
-/// The time now, read from the host once per callback (see [`crate::dispatch::callback_now`]).
+/// The time now, read from the host once per callback (see [`crate::clock`]).
 /// `None` when the host cannot say (issue 22): the epoch instead would make every record look
 /// decades old or brand new, so callers refuse or keep what they hold rather than guess.
 pub fn now() -> Option<UnixMillis> {
-    crate::dispatch::callback_now(|| {
+    crate::clock::callback_now(|| {
         let now = abi::current_time_nanos()
             .ok()
             .map(|n| UnixMillis(n / 1_000_000));

@@ -41,6 +41,7 @@ pub mod access_log;
 pub mod budget;
 pub mod callout;
 pub mod client;
+pub mod clock;
 pub mod detached;
 pub mod dispatch;
 pub mod entropy;

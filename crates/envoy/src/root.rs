@@ -3,7 +3,6 @@
 
 use crate::abi::{self, LogLevel};
 use crate::callout::CalloutTable;
-use crate::filter::Filter;
 use crate::host;
 use crate::metrics::Metrics;
 #[allow(unused_imports)]
@@ -163,10 +162,10 @@ impl Root {
         }
     }
 
-    /// A request context, once the root is configured (before that, requests pass untouched).
-    pub fn create_http_context(&self, context_id: u32) -> Option<Filter> {
-        let shared = self.shared.clone()?;
-        Some(Filter::new(shared, context_id))
+    /// What its request contexts share, once the root is configured (before that, requests
+    /// pass untouched).
+    pub fn shared(&self) -> Option<Rc<Shared>> {
+        self.shared.clone()
     }
 }
 
