@@ -46,17 +46,14 @@ use crate::origin::{
 };
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::root::Shared;
 use crate::settle::settle;
+use crate::shared::{Exchange, Shared};
 use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::{Detached, RouteKind, Via, REENTRY_MARK};
+use idemgate_core::policy::{Detached, Via, REENTRY_MARK};
 use idemgate_core::protocol::FinishOutcome;
-use idemgate_core::record::OwnerToken;
-use idemgate_core::scope::StorageKey;
-use idemgate_core::time::UnixMillis;
 
 /// `response.code_details` of a relayed answer (in access logs).
 pub const RELAY_DETAILS: &str = "idemgate_relayed";
@@ -112,25 +109,6 @@ const NOT_RELAYED: &[&str] = &[
     "server",
     REENTRY_MARK,
 ];
-
-/// A detached exchange in flight: everything needed to settle its key when the answer comes, with
-/// or without the stream that started it.
-pub struct Exchange {
-    pub shared: Rc<Shared>,
-    pub key: StorageKey,
-    pub owner: OwnerToken,
-    /// The stream (HTTP context id) waiting for the answer, if it still exists then.
-    pub stream: u32,
-    /// When the claim was made (`None`: the clock could not be read then), for Retry-After.
-    pub claimed_at: Option<UnixMillis>,
-    /// The route's kind: on a callback route only a 2xx answer settles the key (core).
-    pub kind: RouteKind,
-    /// Where the exchange went: back into Envoy (answers carry the re-entry mark) or straight to a
-    /// cluster.
-    pub via: Via,
-    /// On an ordered route: the resource the event applies to, settled with the answer.
-    pub order: Option<crate::order::OrderClaim>,
-}
 
 /// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
 /// headers included), with `content_length` for its body.

@@ -12,7 +12,6 @@
 #![allow(unsafe_code)]
 
 use crate::abi::{self, Action, LogLevel};
-use crate::callout::Pending;
 use crate::clock;
 use crate::detached;
 use crate::filter::Filter;
@@ -20,9 +19,10 @@ use crate::id_map::{id_map, FewIds, IdMap};
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::remote_store::{self, StoreCall};
+use crate::remote_store;
 use crate::root::Root;
 use crate::settle::settle;
+use crate::shared::{Pending, StoreCall};
 use core::cell::RefCell;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;

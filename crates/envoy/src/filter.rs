@@ -17,18 +17,17 @@
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::budget::{Limits, Reservation};
-use crate::callout::{self, Pending};
 use crate::client::{identify, peer_host, ClientIdentity, Facts, Unreadable};
-use crate::detached::{self, Exchange, Relay, RELAY_DETAILS};
+use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::order::{self, OrderClaim};
+use crate::order;
 use crate::origin::{classify_attempts, doubt_cause, DoubtCause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::remote_store::{self, StoreCall};
-use crate::root::Shared;
+use crate::remote_store;
 use crate::settle::settle;
+use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use crate::token_endpoint::{self, VerifiedToken};
 use alloc::rc::Rc;
 use idemgate_core::admission::{admit, Admission, Refusal};
@@ -835,7 +834,7 @@ impl Filter {
                     via: route.via,
                     order: order.clone(),
                 };
-                if !callout::register(&self.shared, token, Pending::Detached(exchange)) {
+                if !self.shared.register(token, Pending::Detached(exchange)) {
                     // The answer would find no entry and the client would wait for nothing.
                     // The exchange was sent, so its outcome is in doubt: settle it as such (the
                     // claim holds until its lease ends, so a retry cannot run it twice) and tell

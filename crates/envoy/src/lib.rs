@@ -8,7 +8,10 @@
 //! Modules, one concept each: [`abi`] (the proxy-wasm host calls, without panics) and [`dispatch`]
 //! (the exports: the filter has its own thin ABI layer instead of the `proxy-wasm` SDK, so that
 //! callout answers can be routed by the root context — see [`abi`] for why), [`callout`] (the root
-//! context's pending callouts), [`detached`] (a claimed request's exchange that outlives its
+//! context's table of pending callouts), [`shared`] (what a root's streams and callouts share:
+//! the configuration and each pending callout's state), [`clock`] (one reading of the time per
+//! callback), [`remote_store`] and [`order`] (the store service's and the ordering guard's
+//! callouts), [`detached`] (a claimed request's exchange that outlives its
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
 //! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
@@ -16,6 +19,10 @@
 //! variables), [`id_map`] (maps by host id), [`runtime`] (what the `.wasm` brings without std:
 //! allocator, panic handler, `memcmp`), and (with the test-only `conformance`
 //! feature) the conformance export for the wasmtime harness. [`access_log`] writes each request's decision where Envoy's access logs print it.
+//!
+//! No two modules import each other, directly or around a circle (`tests/modules.rs` checks it):
+//! [`dispatch`] and [`filter`] stand on the callout-making modules, which stand on [`shared`],
+//! which stands on the leaves.
 #![deny(unsafe_code)]
 // The `.wasm` leaves out the standard library (its runtime, I/O, panic printing and wasi-libc's
 // allocator were 34 KB of the filter): it needs only `core` and `alloc`, like the core crate. The
@@ -56,6 +63,7 @@ pub mod remote_store;
 pub mod root;
 pub mod runtime;
 pub mod settle;
+pub mod shared;
 pub mod shared_data_abi;
 pub mod shared_store;
 pub mod token_endpoint;

@@ -11,8 +11,8 @@ use crate::metrics::Counter;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::remote_store::{Reply, StoreCall};
-use crate::root::Shared;
+use crate::remote_store::Reply;
+use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
 use alloc::sync::Arc;
 use idemgate_core::answer::order::{order_answer, OrderAnswer};
@@ -146,18 +146,6 @@ pub fn before(probe: Probe) -> Result<Option<Ordered>, HttpAnswer> {
     }
 }
 
-/// A resource claimed for an event being forwarded: settled when the upstream answers. Boxed:
-/// it rides along in the filter's stages, which stay one pointer bigger, not three words.
-#[derive(Debug, Clone)]
-pub struct OrderClaim(Box<Claimed>);
-
-#[derive(Debug, Clone)]
-struct Claimed {
-    key: StorageKey,
-    owner: OwnerToken,
-    to: String,
-}
-
 /// What the guard decided for an event whose delivery id the request has claimed.
 pub enum Began {
     /// Forward it; with a claim to settle when the upstream answers, if the event applies.
@@ -166,19 +154,6 @@ pub enum Began {
     Answer(HttpAnswer),
     /// Asked of the remote store (callout token): the request waits, paused, for [`began`].
     Pending(u32),
-}
-
-/// A begin sent to the remote store: what its answer is decided with, whether or not the stream
-/// that sent it still exists then.
-pub struct BeginCall {
-    shared: Rc<Shared>,
-    /// The stream (HTTP context id) waiting.
-    pub stream: u32,
-    /// The delivery id's claim the stream holds (released if the stream is gone).
-    claim: (StorageKey, OwnerToken),
-    key: StorageKey,
-    owner: OwnerToken,
-    event: String,
 }
 
 /// Decides the event's arrival by the core's rules — on the local store at once, or asked of the

@@ -15,13 +15,12 @@
 //!   lease ends, then may take it over (the README says so).
 
 use crate::abi::{self, BufferType, LogLevel, MapType, Status};
-use crate::callout::Pending;
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::root::Shared;
+use crate::shared::{Finish, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::decision::ResponseFacts;
@@ -35,38 +34,6 @@ use idemgate_core::store::StoreError;
 
 /// The `:authority` of store requests (the service does not look at it).
 const AUTHORITY: &str = "idemgate-store";
-
-/// A store operation waiting for its answer (an entry of the callout table).
-pub enum StoreCall {
-    /// A request's claim; the stream waits, paused.
-    Claim {
-        stream: u32,
-        shared: Rc<Shared>,
-        key: StorageKey,
-        owner: OwnerToken,
-    },
-    /// A token's use; the stream waits, paused. `claim`: the claim the request already holds
-    /// (released if the stream is gone when the answer comes).
-    Consume {
-        stream: u32,
-        shared: Rc<Shared>,
-        claim: Option<(StorageKey, OwnerToken)>,
-    },
-    /// A completion or release; nobody waits.
-    Finish(Finish),
-    /// The ordering guard's begin; the stream waits, paused ([`crate::order`]).
-    OrderBegin(Box<crate::order::BeginCall>),
-    /// The ordering guard's settle; nobody waits.
-    OrderSettle(Rc<Shared>),
-}
-
-/// A finish in flight: its encoded request, resent as is if no answer comes.
-pub struct Finish {
-    shared: Rc<Shared>,
-    key: StorageKey,
-    body: Vec<u8>,
-    attempt: u32,
-}
 
 /// Whether the policy keeps records in the remote store.
 pub fn is_remote(shared: &Shared) -> bool {
@@ -121,7 +88,7 @@ pub fn call(
             status.0
         )))
     })?;
-    if !crate::callout::register(shared, token, Pending::Store(pending(token))) {
+    if !shared.register(token, Pending::Store(pending(token))) {
         // Never expected (the table is not held across callbacks); if it happens, the answer
         // would find no entry and the request would wait for nothing: fail it now instead.
         return Err(ProtocolError::Store(StoreError::Unavailable(String::from(
@@ -216,8 +183,7 @@ fn send_finish(finish: Finish) {
     match send(&finish.shared, &finish.body) {
         Ok(token) => {
             let shared = Rc::clone(&finish.shared);
-            if !crate::callout::register(&shared, token, Pending::Store(StoreCall::Finish(finish)))
-            {
+            if !shared.register(token, Pending::Store(StoreCall::Finish(finish))) {
                 shared.metrics.bump(Counter::StoreError);
                 host::log(
                     LogLevel::Warn,

@@ -7,72 +7,14 @@ use crate::host;
 use crate::metrics::Metrics;
 #[allow(unused_imports)]
 use crate::prelude::*;
+use crate::shared::{OwnerTokens, Pending, Shared};
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use core::time::Duration;
 use idemgate_core::policy::Policy;
-use idemgate_core::record::{Bucket, OwnerToken};
+use idemgate_core::record::Bucket;
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
-
-/// What every request context of a VM shares, by reference.
-pub struct Shared {
-    pub policy: Rc<Policy>,
-    pub metrics: Metrics,
-    /// Cached host log level (refreshed on every tick), so no debug line is formatted for nothing.
-    pub debug: Cell<bool>,
-    /// Whether writes must be read back (`SharedStore::settle_updates`): only if some cell of the
-    /// layout could not be created at configure time.
-    pub settle_updates: bool,
-    pub owners: OwnerTokens,
-    /// The root context's pending callouts (detached exchanges): a request context registers its
-    /// call here, and the answer is routed from here even after that context is gone.
-    pub callouts: Rc<RefCell<CalloutTable>>,
-    /// The quota tag of the last client scope seen (see [`crate::client::LastScopeTag`]).
-    pub scope_tag: crate::client::LastScopeTag,
-    /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
-    pub hashing: Rc<crate::budget::HashingBudget>,
-}
-
-impl Shared {
-    /// The store requests use.
-    pub fn store(&self) -> SharedStore<HostSharedData> {
-        SharedStore {
-            data: HostSharedData,
-            settle_updates: self.settle_updates,
-        }
-    }
-}
-
-/// Owner tokens (the fencing token of a claim) need to be unique, not secret: they never leave
-/// the store. A random 8-byte prefix drawn once per VM and a counter make them unique across VMs
-/// and restarts without one `random_get` host call per request.
-pub struct OwnerTokens {
-    prefix: [u8; 8],
-    next: Cell<u64>,
-}
-
-impl OwnerTokens {
-    pub fn new(seed: [u8; 16]) -> Self {
-        let mut prefix = [0u8; 8];
-        prefix.copy_from_slice(&seed[..8]);
-        OwnerTokens {
-            prefix,
-            next: Cell::new(u64::from_le_bytes([
-                seed[8], seed[9], seed[10], seed[11], seed[12], seed[13], seed[14], seed[15],
-            ])),
-        }
-    }
-
-    pub fn next(&self) -> OwnerToken {
-        let count = self.next.get();
-        self.next.set(count.wrapping_add(1));
-        let mut token = [0u8; 16];
-        token[..8].copy_from_slice(&self.prefix);
-        token[8..].copy_from_slice(&count.to_be_bytes());
-        OwnerToken(token)
-    }
-}
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).
 const SWEEP_CELLS_PER_TICK: u32 = 32;
@@ -84,7 +26,7 @@ pub struct Root {
     sweep_cursor: u32,
     /// Kept across reconfigurations: a callout made under the old configuration still finds its
     /// entry (which carries the configuration it was made under).
-    pub callouts: Rc<RefCell<CalloutTable>>,
+    pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
 }
 
 impl Root {

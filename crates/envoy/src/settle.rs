@@ -8,7 +8,7 @@ use crate::metrics::Counter;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::root::Shared;
+use crate::shared::Shared;
 use alloc::rc::Rc;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::{Engine, FinishOutcome};

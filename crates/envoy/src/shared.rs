@@ -1,0 +1,179 @@
+//! What a root context's request contexts and its callouts share — one module, because they refer
+//! to each other: [`Shared`] (the configuration, metrics, owner tokens, hashing budget) holds the
+//! table of pending callouts, and each pending callout ([`Pending`]) carries the `Shared` it was
+//! made under, so its answer is decided under the configuration that made it, even after a
+//! reconfiguration or after its stream is gone. The modules that make and answer callouts
+//! ([`crate::detached`], [`crate::remote_store`], [`crate::order`], [`crate::settle`]) depend on
+//! this one and never on each other's callers (issue 22: no import circle in the crate).
+
+use crate::callout::CalloutTable;
+use crate::metrics::Metrics;
+#[allow(unused_imports)]
+use crate::prelude::*;
+use crate::shared_store::{HostSharedData, SharedStore};
+use alloc::rc::Rc;
+use core::cell::{Cell, RefCell};
+use idemgate_core::policy::{Policy, RouteKind, Via};
+use idemgate_core::record::OwnerToken;
+use idemgate_core::scope::StorageKey;
+use idemgate_core::time::UnixMillis;
+
+/// What every request context of a VM shares, by reference.
+pub struct Shared {
+    pub policy: Rc<Policy>,
+    pub metrics: Metrics,
+    /// Cached host log level (refreshed on every tick), so no debug line is formatted for nothing.
+    pub debug: Cell<bool>,
+    /// Whether writes must be read back (`SharedStore::settle_updates`): only if some cell of the
+    /// layout could not be created at configure time.
+    pub settle_updates: bool,
+    pub owners: OwnerTokens,
+    /// The root context's pending callouts (detached exchanges): a request context registers its
+    /// call here, and the answer is routed from here even after that context is gone.
+    pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
+    /// The quota tag of the last client scope seen (see [`crate::client::LastScopeTag`]).
+    pub scope_tag: crate::client::LastScopeTag,
+    /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
+    pub hashing: Rc<crate::budget::HashingBudget>,
+}
+
+impl Shared {
+    /// The store requests use.
+    pub fn store(&self) -> SharedStore<HostSharedData> {
+        SharedStore {
+            data: HostSharedData,
+            settle_updates: self.settle_updates,
+        }
+    }
+}
+
+/// Owner tokens (the fencing token of a claim) need to be unique, not secret: they never leave
+/// the store. A random 8-byte prefix drawn once per VM and a counter make them unique across VMs
+/// and restarts without one `random_get` host call per request.
+pub struct OwnerTokens {
+    prefix: [u8; 8],
+    next: Cell<u64>,
+}
+
+impl OwnerTokens {
+    pub fn new(seed: [u8; 16]) -> Self {
+        let mut prefix = [0u8; 8];
+        prefix.copy_from_slice(&seed[..8]);
+        OwnerTokens {
+            prefix,
+            next: Cell::new(u64::from_le_bytes([
+                seed[8], seed[9], seed[10], seed[11], seed[12], seed[13], seed[14], seed[15],
+            ])),
+        }
+    }
+
+    pub fn next(&self) -> OwnerToken {
+        let count = self.next.get();
+        self.next.set(count.wrapping_add(1));
+        let mut token = [0u8; 16];
+        token[..8].copy_from_slice(&self.prefix);
+        token[8..].copy_from_slice(&count.to_be_bytes());
+        OwnerToken(token)
+    }
+}
+
+impl Shared {
+    /// Registers a callout the host accepted under `token` in this root's table; `false` if the
+    /// table could not be borrowed (never expected: it is not held across callbacks). The caller
+    /// then fails its request and gives back what it claimed, rather than leaving an answer with
+    /// no entry to find (issue 22: no silent fallback).
+    pub fn register(&self, token: u32, pending: Pending) -> bool {
+        match self.callouts.try_borrow_mut() {
+            Ok(mut table) => {
+                table.insert(token, pending);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// A callout waiting for its answer.
+#[non_exhaustive]
+pub enum Pending {
+    /// A claimed request sent upstream by the edge itself ([`crate::detached`]).
+    Detached(Exchange),
+    /// An operation on the remote store service ([`crate::remote_store`]).
+    Store(StoreCall),
+}
+
+/// A detached exchange in flight: everything needed to settle its key when the answer comes, with
+/// or without the stream that started it.
+pub struct Exchange {
+    pub shared: Rc<Shared>,
+    pub key: StorageKey,
+    pub owner: OwnerToken,
+    /// The stream (HTTP context id) waiting for the answer, if it still exists then.
+    pub stream: u32,
+    /// When the claim was made (`None`: the clock could not be read then), for Retry-After.
+    pub claimed_at: Option<UnixMillis>,
+    /// The route's kind: on a callback route only a 2xx answer settles the key (core).
+    pub kind: RouteKind,
+    /// Where the exchange went: back into Envoy (answers carry the re-entry mark) or straight to a
+    /// cluster.
+    pub via: Via,
+    /// On an ordered route: the resource the event applies to, settled with the answer.
+    pub order: Option<OrderClaim>,
+}
+
+/// A store operation waiting for its answer (an entry of the callout table).
+pub enum StoreCall {
+    /// A request's claim; the stream waits, paused.
+    Claim {
+        stream: u32,
+        shared: Rc<Shared>,
+        key: StorageKey,
+        owner: OwnerToken,
+    },
+    /// A token's use; the stream waits, paused. `claim`: the claim the request already holds
+    /// (released if the stream is gone when the answer comes).
+    Consume {
+        stream: u32,
+        shared: Rc<Shared>,
+        claim: Option<(StorageKey, OwnerToken)>,
+    },
+    /// A completion or release; nobody waits.
+    Finish(Finish),
+    /// The ordering guard's begin; the stream waits, paused ([`crate::order`]).
+    OrderBegin(Box<BeginCall>),
+    /// The ordering guard's settle; nobody waits.
+    OrderSettle(Rc<Shared>),
+}
+
+/// A finish in flight: its encoded request, resent as is if no answer comes.
+pub struct Finish {
+    pub shared: Rc<Shared>,
+    pub key: StorageKey,
+    pub body: Vec<u8>,
+    pub attempt: u32,
+}
+
+/// A begin sent to the remote store: what its answer is decided with, whether or not the stream
+/// that sent it still exists then.
+pub struct BeginCall {
+    pub shared: Rc<Shared>,
+    /// The stream (HTTP context id) waiting.
+    pub stream: u32,
+    /// The delivery id's claim the stream holds (released if the stream is gone).
+    pub claim: (StorageKey, OwnerToken),
+    pub key: StorageKey,
+    pub owner: OwnerToken,
+    pub event: String,
+}
+
+/// A resource claimed for an event being forwarded: settled when the upstream answers. Boxed:
+/// it rides along in the filter's stages, which stay one pointer bigger, not three words.
+#[derive(Debug, Clone)]
+pub struct OrderClaim(pub Box<Claimed>);
+
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub key: StorageKey,
+    pub owner: OwnerToken,
+    pub to: String,
+}
