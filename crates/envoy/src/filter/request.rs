@@ -1,0 +1,210 @@
+//! A request's headers and body: route match, key, scope and storage key from the headers, then
+//! each body chunk fingerprinted (and kept where a key source, the ordering guard or a detached
+//! exchange needs it) within `max_request_body` and the hashing budget, until the claim.
+
+use super::*;
+
+impl Filter {
+    pub(super) fn start(&mut self, end_of_stream: bool) -> Action {
+        let policy = self.policy();
+        // One host call: the pseudo-headers come with the rest (a guarded request needs them all).
+        let Some(headers) = host::headers(MapType::HttpRequestHeaders) else {
+            // Read as a request without headers it would have no key and go unguarded.
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
+        let (Some(method), Some(path)) = (
+            header_text(&headers, ":method"),
+            header_text(&headers, ":path"),
+        ) else {
+            return Action::Continue;
+        };
+        let token_issue = policy
+            .token
+            .as_ref()
+            .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
+        if token_issue {
+            return self.issue_token(&headers, path);
+        }
+        // Matched on the normalised path; `guarded` is the spelling the storage key and the
+        // fingerprint use, so every spelling of one path is one request (issue 14).
+        let Some(matched) = policy.match_request(method, path) else {
+            return Action::Continue;
+        };
+        let route = matched.route;
+        if let Some((http, counter)) = order::precondition(route, method, &headers) {
+            self.count(counter);
+            return self.send(&http);
+        }
+        // The core's spelling, the one the browser module fingerprints with too (issue 22).
+        let guarded = matched.target(path);
+        self.kind = route.kind;
+        // What the request must show, and in which order, is the core's call.
+        // `admit` reads the clock only for a signature's time window: a route without one costs
+        // no clock read here.
+        let now = match route.signature {
+            Some(_) => match host::now() {
+                Some(now) => now,
+                None => return self.reply(&EdgeAnswer::ClockUnavailable),
+            },
+            None => UnixMillis(0),
+        };
+        let admission = match admit(route, &|name: &str| header_values(&headers, name), now) {
+            Ok(admission) => admission,
+            Err(refusal) => return self.refuse(&refusal),
+        };
+        // A callback route is its own scope (the provider is the client).
+        let client = match route.own_scope() {
+            Some(scope) => Some(ClientIdentity {
+                source: scope.source.to_owned(),
+                value: scope.value.to_vec(),
+                verified: true,
+            }),
+            None => match identify(&policy, &HeaderFacts { headers: &headers }) {
+                Ok(client) => client,
+                // Never the next scope source because a read failed (issue 22).
+                Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
+            },
+        };
+        if let Some(client) = &client {
+            match client.payers(&policy, &HeaderFacts { headers: &headers }) {
+                Ok(payers) => self.payers = payers,
+                // Not "no address": the record would go uncharged to the client's address.
+                Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
+            }
+        }
+        let token = match self.verify_token(client.as_ref(), route, method, &headers) {
+            Ok(token) => token,
+            Err(action) => return action,
+        };
+        let key = if admission.needs_body() {
+            let Some(client) = client else {
+                return self.unscoped(&policy);
+            };
+            KeyState::Pending {
+                admission: Box::new(admission),
+                client,
+                method: method.to_owned(),
+                path: matched.path.clone(),
+            }
+        } else {
+            let Some(key) = admission.key_now() else {
+                // Optional key, none given: no idempotency, but a required token still applies.
+                return self.unguarded(token.as_ref());
+            };
+            let Some(client) = &client else {
+                return self.unscoped(&policy);
+            };
+            let scope = client.scope();
+            let tag = self.shared.scope_tag.of(scope);
+            KeyState::Known(StorageKey::derive_tagged(
+                scope,
+                tag,
+                method,
+                &matched.path,
+                key,
+            ))
+        };
+        // A client must not steer a guarded execution (issue 21): Envoy's control headers
+        // (`x-envoy-retry-on`, `x-envoy-upstream-rq-timeout-ms`, ...) leave the request before the
+        // router sees it. A detached exchange never forwards them (`detached::forward_headers`).
+        if route.forward == Forward::Router {
+            for (name, _) in headers
+                .iter()
+                .filter(|(name, _)| detached::steers_envoy(name))
+            {
+                if !host::remove_request_header(name) {
+                    return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
+                }
+            }
+        }
+        let fingerprint =
+            FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
+        let order = order::Probe::start(route, &headers);
+        let held = match &route.forward {
+            Forward::Detached(detached) => Some(Held {
+                route: detached.clone(),
+                headers,
+                body: Vec::new(),
+                reserved: None,
+            }),
+            Forward::Router => None,
+        };
+        // The fingerprint's state, and each copy of the body kept until the end of it (issue 23).
+        let keeps_key =
+            matches!(&key, KeyState::Pending { admission, .. } if admission.keeps_body());
+        let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
+        let copies = 1 + u64::from(keeps_key) + u64::from(keeps_order) + u64::from(held.is_some());
+        // The peer is looked up only for a body to come (its bytes are charged to the peer).
+        let peer: Rc<[u8]> = if end_of_stream {
+            Rc::from(&[][..])
+        } else {
+            match budget_peer(&policy) {
+                Some(peer) => Rc::from(peer),
+                None => return self.reply(&EdgeAnswer::RequestUnreadable),
+            }
+        };
+        let hashing = Box::new(Hashing {
+            key,
+            fingerprint,
+            seen: 0,
+            token,
+            held,
+            order,
+            reservation: Reservation::new(Rc::clone(&self.shared.hashing), peer),
+            copies,
+        });
+        if end_of_stream {
+            return self.claim(hashing);
+        }
+        self.stage = Stage::Hashing(hashing);
+        // Headers go on to the buffer filter, which holds the request until its body is complete.
+        Action::Continue
+    }
+
+    pub(super) fn hash_chunk(&mut self, size: usize, end_of_stream: bool) -> Action {
+        let policy = self.policy();
+        let Stage::Hashing(hashing) = &mut self.stage else {
+            return Action::Continue;
+        };
+        hashing.seen = hashing.seen.saturating_add(size as u64);
+        if hashing.seen > policy.max_request_body {
+            self.count(Counter::BodyTooLarge);
+            return self.reply(&EdgeAnswer::BodyTooLarge {
+                limit: policy.max_request_body,
+            });
+        }
+        let limits = Limits {
+            total: policy.hashing_budget,
+            per_peer: policy.hashing_budget_per_peer,
+        };
+        let charge = (size as u64).saturating_mul(hashing.copies);
+        if !hashing.reservation.grow(charge, limits) {
+            self.count(Counter::HashingBudgetExceeded);
+            return self.reply(&EdgeAnswer::HashingBudgetExceeded);
+        }
+        let Some(chunk) = host::body(BufferType::HttpRequestBody, size) else {
+            // Fingerprinted short, the stored fingerprint would be of a payload nobody sent.
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
+        if let KeyState::Pending { admission, .. } = &mut hashing.key {
+            admission.update(&chunk);
+        }
+        if let Err(e) = hashing.fingerprint.update(&chunk) {
+            self.count(Counter::InvalidBody);
+            return self.reply(&EdgeAnswer::InvalidBody(&e));
+        }
+        if let Some(held) = &mut hashing.held {
+            held.body.extend_from_slice(&chunk);
+        }
+        if let Some(probe) = &mut hashing.order {
+            probe.update(&chunk);
+        }
+        if !end_of_stream {
+            return Action::Continue;
+        }
+        match core::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Hashing(hashing) => self.claim(hashing),
+            _ => Action::Continue,
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! A route's one-time tokens on the filter's side: the token issuing endpoint, verifying a
+//! request's token before any store decision, and using it once — before the request goes on,
+//! whatever the store decided (forwarded, answered or unguarded).
+
+use super::*;
+
+impl Filter {
+    pub(super) fn issue_token(&mut self, headers: &Headers, path: &str) -> Action {
+        let policy = self.policy();
+        let Some(token) = &policy.token else {
+            return Action::Continue;
+        };
+        let Ok(client) = identify(&policy, &HeaderFacts { headers }) else {
+            return self.reply(&EdgeAnswer::RequestUnreadable);
+        };
+        let Some(client) = client else {
+            return self.unscoped(&policy);
+        };
+        let Some(now) = host::now() else {
+            return self.reply(&EdgeAnswer::ClockUnavailable);
+        };
+        let http = token_endpoint::issue_answer(
+            &policy,
+            token,
+            path,
+            client.scope(),
+            now,
+            crate::entropy::random16(),
+        );
+        if http.status == 200 {
+            self.count(Counter::TokenIssued);
+        }
+        self.send(&http)
+    }
+
+    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
+    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    pub(super) fn verify_token(
+        &mut self,
+        client: Option<&ClientIdentity>,
+        route: &Route,
+        method: &str,
+        headers: &Headers,
+    ) -> Result<Option<VerifiedToken>, Action> {
+        let policy = self.policy();
+        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+            return Ok(None);
+        };
+        let Some(client) = client else {
+            // A token is bound to a client: without one it cannot be checked, so never forward.
+            self.count(Counter::ScopeUnavailable);
+            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
+        };
+        let text = header_values(headers, &token.header)
+            .first()
+            .and_then(|v| core::str::from_utf8(v).ok());
+        let Some(now) = host::now() else {
+            return Err(self.reply(&EdgeAnswer::ClockUnavailable));
+        };
+        match token_endpoint::verify_for(token, text, client.scope(), route, method, now) {
+            Ok(claims) => Ok(Some(claims)),
+            Err(e) => {
+                self.count(Counter::TokenRejected);
+                Err(self.reply(&EdgeAnswer::Token(&e)))
+            }
+        }
+    }
+
+    /// Uses a verified token, then does `after`: locally at once, or (remote store) once the
+    /// store answers, the request paused meanwhile.
+    pub(super) fn use_token(&mut self, claims: &VerifiedToken, after: AfterUse) -> Action {
+        if remote_store::is_remote(&self.shared) {
+            let claim = match &after {
+                AfterUse::Forward { key, owner, .. } => Some((*key, *owner)),
+                _ => None,
+            };
+            let stream = self.context_id;
+            let shared = Rc::clone(&self.shared);
+            let policy = self.policy();
+            let request = client::consume(claims.use_key, claims.expires_at, self.payers, &policy);
+            return match remote_store::call(&self.shared, &request, |_| StoreCall::Consume {
+                stream,
+                shared,
+                claim,
+            }) {
+                Ok(call) => {
+                    self.stage = Stage::Using { call, after };
+                    Action::Pause
+                }
+                Err(e) => self.token_used(Err(e), after),
+            };
+        }
+        let policy = self.policy();
+        let mut store = self.shared.store();
+        let Some(now) = host::now() else {
+            // Whether the token is still good cannot be judged without the clock.
+            let action = self.reply(&EdgeAnswer::ClockUnavailable);
+            self.not_forwarded(after);
+            return action;
+        };
+        let outcome = token_endpoint::consume(&mut store, &policy, claims, self.payers, now);
+        self.token_used(outcome, after)
+    }
+
+    /// The token's use is decided (the core's [`guard::after_use`]): go on with `after`, or
+    /// answer (and release a claim held).
+    pub(super) fn token_used(
+        &mut self,
+        outcome: Result<ConsumeOutcome, ProtocolError>,
+        after: AfterUse,
+    ) -> Action {
+        let (refusal, events) = guard::after_use(&outcome);
+        for event in events.iter() {
+            self.count(Counter::from(event));
+        }
+        let Some(answer) = refusal else {
+            return self.go_on(after);
+        };
+        if let EdgeAnswer::StoreFailed(e) = &answer {
+            log_store_failure(e);
+        }
+        let action = self.reply(&answer);
+        self.not_forwarded(after);
+        action
+    }
+
+    /// A claimed request answered before it was forwarded: the upstream never saw it, so its key
+    /// is released (and its ordering slot given back).
+    pub(super) fn not_forwarded(&mut self, after: AfterUse) {
+        if let AfterUse::Forward {
+            key, owner, order, ..
+        } = after
+        {
+            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+            if let Some(claim) = order {
+                order::settle(&self.shared, claim, false, true);
+            }
+        }
+    }
+
+    /// The request goes on (its token, if any, is used).
+    pub(super) fn go_on(&mut self, after: AfterUse) -> Action {
+        match after {
+            AfterUse::Forward {
+                key,
+                owner,
+                held: Some(held),
+                order,
+            } => self.detach(key, owner, held, order),
+            AfterUse::Forward {
+                key,
+                owner,
+                held: None,
+                order,
+            } => {
+                self.stage = Stage::Forwarded(Forwarded {
+                    key,
+                    owner,
+                    order,
+                    answer: None,
+                });
+                Action::Continue
+            }
+            AfterUse::PassThrough => {
+                self.count(Counter::Passthrough);
+                self.stage = Stage::Idle;
+                Action::Continue
+            }
+            AfterUse::Unprotected => {
+                self.stage = Stage::Idle;
+                Action::Continue
+            }
+        }
+    }
+
+    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
+    pub(super) fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Action {
+        match token {
+            Some(claims) => self.use_token(claims, AfterUse::Unprotected),
+            None => Action::Continue,
+        }
+    }
+
+    /// The remote store answered this request's token use.
+    pub fn use_answered(&mut self, reply: &remote_store::Reply) {
+        let Stage::Using { after, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
+            return;
+        };
+        let outcome = client::consume_outcome(reply.answer());
+        let action = self.token_used(outcome, after);
+        self.resume(action);
+    }
+}
