@@ -26,6 +26,8 @@ impl Status {
     pub const OK: Status = Status(0);
     pub const NOT_FOUND: Status = Status(1);
     pub const BAD_ARGUMENT: Status = Status(2);
+    /// Also what the filter answers itself for host data it cannot parse (a malformed map).
+    pub const PARSE_FAILURE: Status = Status(4);
     /// What the native build (no host) answers to every call.
     pub const NO_HOST: Status = Status(u32::MAX);
 }
@@ -99,9 +101,18 @@ impl Headers {
         self.pairs.is_empty()
     }
 
-    /// A map of owned pairs (tests, and maps the filter builds itself).
+    /// A map of owned pairs (tests, and maps the filter builds itself): the values one after
+    /// the other in `bytes`, indexed as a host's map is.
     pub fn from_pairs<'a>(pairs: impl Iterator<Item = (&'a str, &'a [u8])> + Clone) -> Headers {
-        deserialize_map(serialize_map(pairs))
+        let mut headers = Headers::default();
+        for (name, value) in pairs {
+            headers.names.push_str(name);
+            let start = headers.bytes.len();
+            headers.bytes.extend_from_slice(value);
+            let end = headers.bytes.len();
+            headers.pairs.push((headers.names.len(), start, end));
+        }
+        headers
     }
 }
 
@@ -151,31 +162,32 @@ pub fn serialize_map<'a>(pairs: impl Iterator<Item = (&'a str, &'a [u8])> + Clon
     out
 }
 
-/// Reads a serialised header map; a malformed map (which a conforming host never sends) yields
-/// the pairs read before the fault, never a panic. Names that are not UTF-8 are skipped.
-pub fn deserialize_map(bytes: Vec<u8>) -> Headers {
+/// Reads a serialised header map (empty: a map with no headers, as Envoy hands over an absent
+/// one); `None` for a malformed map, which a conforming host never sends — never a panic, and
+/// never the pairs before the fault taken for the whole map (issue 22: a request read without its
+/// key would go unguarded). Names that are not UTF-8 are skipped.
+pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
+    if bytes.is_empty() {
+        return Some(Headers::default());
+    }
     let word = |at: usize| -> Option<usize> {
         let b = bytes.get(at..at.checked_add(4)?)?;
         Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
-    let Some(count) = word(0) else {
-        return Headers::default();
-    };
-    let Some(mut data) = count.checked_mul(8).and_then(|n| n.checked_add(4)) else {
-        return Headers::default();
-    };
+    let count = word(0)?;
+    let mut data = count.checked_mul(8).and_then(|n| n.checked_add(4))?;
     let mut names = String::with_capacity(bytes.len().saturating_sub(data));
     let mut pairs = Vec::with_capacity(count.min(bytes.len() / 10));
     for i in 0..count {
         let (Some(name_len), Some(value_len)) = (word(4 + i * 8), word(8 + i * 8)) else {
-            break;
+            return None;
         };
         let name_end = data.saturating_add(name_len);
         let value_start = name_end.saturating_add(1);
         let value_end = value_start.saturating_add(value_len);
         let (Some(name), Some(_)) = (bytes.get(data..name_end), bytes.get(value_start..value_end))
         else {
-            break;
+            return None;
         };
         if let Ok(name) = core::str::from_utf8(name) {
             names.push_str(name);
@@ -183,11 +195,11 @@ pub fn deserialize_map(bytes: Vec<u8>) -> Headers {
         }
         data = value_end.saturating_add(1);
     }
-    Headers {
+    Some(Headers {
         bytes,
         names,
         pairs,
-    }
+    })
 }
 
 /// A property path as the host wants it: the parts joined by NUL bytes.
@@ -388,7 +400,7 @@ pub fn header_map(map: MapType) -> Result<Headers, Status> {
         // SAFETY: pointers to live locals; on success the host hands over a buffer it allocated.
         status(unsafe { raw::proxy_get_header_map_pairs(map as u32, &mut data, &mut size) })?;
         let bytes = unsafe { raw::take(data, size) };
-        Ok(deserialize_map(bytes))
+        deserialize_map(bytes).ok_or(Status::PARSE_FAILURE)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -647,23 +659,31 @@ mod tests {
             ("content-type", b"application/json"),
         ];
         let bytes = serialize_map(pairs.iter().copied());
-        let back = deserialize_map(bytes);
+        let back = deserialize_map(bytes).expect("well formed");
         assert_eq!(back.len(), 3);
         assert_eq!(back.iter().collect::<Vec<_>>(), pairs);
-        assert!(deserialize_map(serialize_map(core::iter::empty())).is_empty());
+        let none = deserialize_map(serialize_map(core::iter::empty())).expect("well formed");
+        assert!(none.is_empty());
     }
 
     #[test]
     fn malformed_maps_never_panic() {
         let good = serialize_map([("a", b"b".as_slice()), ("cc", b"dd".as_slice())].into_iter());
-        for cut in 0..good.len() {
-            let _ = deserialize_map(good[..cut].to_vec());
+        // Cut anywhere before its last value ends, the map is malformed: never the pairs before
+        // the cut (issue 22). (Only the last NUL missing loses nothing: still read whole.)
+        for cut in 1..good.len() - 1 {
+            assert!(
+                deserialize_map(good[..cut].to_vec()).is_none(),
+                "cut at {cut}"
+            );
         }
-        assert!(deserialize_map(Vec::new()).is_empty());
-        assert!(deserialize_map(vec![0xff, 0xff, 0xff, 0xff]).is_empty());
+        assert_eq!(deserialize_map(good.clone()).map(|h| h.len()), Some(2));
+        // Nothing at all is how Envoy hands over an absent map: no headers.
+        assert!(deserialize_map(Vec::new()).is_some_and(|h| h.is_empty()));
+        assert!(deserialize_map(vec![0xff, 0xff, 0xff, 0xff]).is_none());
         let mut lying = good.clone();
         lying[4] = 200; // the first name claims 200 bytes
-        assert!(deserialize_map(lying).is_empty());
+        assert!(deserialize_map(lying).is_none());
     }
 
     #[test]
