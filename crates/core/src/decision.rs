@@ -207,12 +207,17 @@ pub(crate) fn completed_record(
     now: UnixMillis,
     ttl: Span,
 ) -> Completed {
-    // The record lives its TTL from completion; the claim's TTL bounded only the lease.
     Completed {
         fingerprint: claim.fingerprint,
         response,
-        expires_at: now.after(ttl).max(claim.expires_at),
+        expires_at: stored_until(claim, now, ttl),
     }
+}
+
+/// Until when `claim`'s answer, stored at `now`, is kept: its TTL from completion (the claim's
+/// TTL bounded only the lease), never less than the claim itself was to live.
+pub(crate) fn stored_until(claim: &InFlight, now: UnixMillis, ttl: Span) -> UnixMillis {
+    now.after(ttl).max(claim.expires_at)
 }
 
 /// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile

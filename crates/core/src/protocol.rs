@@ -8,7 +8,7 @@
 //! `Conflict` and the transaction re-reads and decides again, so the decision is always made on the
 //! state the write replaces: that is what makes a claim atomic across workers.
 
-use crate::decision::{complete, verdict, Completion, ResponseFacts};
+use crate::decision::{stored_until, verdict, ResponseFacts, Verdict};
 use crate::fingerprint::Fingerprint;
 use crate::policy::Policy;
 use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
@@ -365,9 +365,34 @@ impl Mutation for Finish<'_> {
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<FinishOutcome> {
         // Cloned, not taken: a lost race re-applies the mutation to the re-read bucket.
         let facts = self.facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        let verdict = verdict(facts, self.policy);
+        let mut settle = Settle {
+            key: self.key,
+            owner: self.owner,
+            verdict: verdict(facts, self.policy),
+            ttl: self.policy.ttl,
+        };
+        settle.apply(bucket, now)
+    }
+}
+
+/// [`Finish`] with the policy's verdict already made: [`Engine::finish`] makes it once, for the
+/// charge it moves and for the record it writes, instead of once for each (and once more per
+/// lost race), which copied and filtered the answer's body every time.
+struct Settle {
+    key: StorageKey,
+    owner: OwnerToken,
+    verdict: Verdict,
+    ttl: Span,
+}
+
+impl Mutation for Settle {
+    type Outcome = FinishOutcome;
+
+    fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<FinishOutcome> {
+        // Cloned, not taken: a lost race re-applies the mutation to the re-read bucket.
         let existing = bucket.get(&self.key);
-        let (outcome, change) = rule::finish(existing, self.owner, verdict, now, self.policy.ttl);
+        let (outcome, change) =
+            rule::finish(existing, self.owner, self.verdict.clone(), now, self.ttl);
         change_bucket(bucket, self.key, change, outcome)
     }
 }
@@ -525,9 +550,9 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             payers: claim.payers,
             until: claim.holds_space_until(),
         };
-        let facts_now = facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        let stored_until = match complete(&claim, facts_now, now, policy) {
-            Completion::Store(done) => Some(done.expires_at),
+        let verdict = verdict(facts.unwrap_or(ResponseFacts::NeverReached), policy);
+        let stored_until = match &verdict {
+            Verdict::Store(_) => Some(stored_until(&claim, now, policy.ttl)),
             _ => None,
         };
         // The claim's charge becomes the stored answer's before the answer is written (one
@@ -546,13 +571,13 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             )
             .is_ok()
         });
-        let finish = Finish {
+        let settle = Settle {
             key,
             owner,
-            facts,
-            policy,
+            verdict,
+            ttl: policy.ttl,
         };
-        let outcome = run_from(self.store, cell, finish, now, look.snapshot);
+        let outcome = run_from(self.store, cell, settle, now, look.snapshot);
         match (&outcome, moved) {
             (Ok(FinishOutcome::Released), None) => {
                 // An error here only leaves the claim counted until its lease ends.
