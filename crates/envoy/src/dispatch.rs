@@ -16,15 +16,12 @@ use crate::clock;
 use crate::detached;
 use crate::filter::Filter;
 use crate::id_map::{id_map, FewIds, IdMap};
-use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store;
 use crate::root::Root;
-use crate::settle::settle;
 use crate::shared::{Pending, StoreCall};
 use core::cell::RefCell;
-use idemgate_core::decision::ResponseFacts;
 use idemgate_core::protocol::ClaimOutcome;
 
 struct Vm {
@@ -286,14 +283,7 @@ pub extern "C" fn proxy_on_http_call_response(
                             if let Ok(ClaimOutcome::Forward { .. }) =
                                 remote_store::claim_outcome(&shared, &reply, &key)
                             {
-                                settle(
-                                    &shared,
-                                    key,
-                                    owner,
-                                    ResponseFacts::NeverReached,
-                                    DoubtCause::Other,
-                                    false,
-                                );
+                                crate::settle::release(&shared, key, owner);
                             }
                         }
                     }
@@ -304,14 +294,7 @@ pub extern "C" fn proxy_on_http_call_response(
                     } => {
                         let delivered = deliver(vm, stream, token, |f| f.use_answered(&reply));
                         if let (false, Some((key, owner))) = (delivered, claim) {
-                            settle(
-                                &shared,
-                                key,
-                                owner,
-                                ResponseFacts::NeverReached,
-                                DoubtCause::Other,
-                                false,
-                            );
+                            crate::settle::release(&shared, key, owner);
                         }
                     }
                 }

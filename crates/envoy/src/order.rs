@@ -8,7 +8,6 @@
 use crate::abi::{Headers, LogLevel, MapType};
 use crate::host;
 use crate::metrics::Counter;
-use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store::Reply;
@@ -17,7 +16,6 @@ use alloc::rc::Rc;
 use alloc::sync::Arc;
 use idemgate_core::answer::order::{order_answer, OrderAnswer};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
-use idemgate_core::decision::ResponseFacts;
 use idemgate_core::key_source::KeySource;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{Begin, BeginOutcome, OrderFacts, OrderRule, SettleOutcome};
@@ -227,14 +225,7 @@ pub fn abandoned(call: BeginCall, began: Began) {
         settle(&call.shared, claim, false, false);
     }
     let (key, owner) = call.claim;
-    crate::settle::settle(
-        &call.shared,
-        key,
-        owner,
-        ResponseFacts::NeverReached,
-        DoubtCause::Other,
-        false,
-    );
+    crate::settle::release(&call.shared, key, owner);
 }
 
 fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Began {

@@ -83,3 +83,17 @@ pub fn settle(
         }
     }
 }
+
+/// Gives back a claim whose request never went upstream, on the root context (its client gone
+/// before the request was sent, an ordering decision nobody waits for, an exchange Envoy never
+/// sent): released, as the core releases what never reached the upstream.
+pub fn release(shared: &Rc<Shared>, key: StorageKey, owner: OwnerToken) -> Option<FinishOutcome> {
+    settle(
+        shared,
+        key,
+        owner,
+        ResponseFacts::NeverReached,
+        DoubtCause::Other,
+        false,
+    )
+}

@@ -151,16 +151,9 @@ impl Faults {
 
     /// Whether this read of header map `kind` fails (and counts it).
     pub fn take_header_map(&mut self, kind: i32) -> bool {
-        let Some(slot) = self
-            .header_maps
-            .iter_mut()
-            .find(|(k, left)| *k == kind && *left > 0)
-        else {
-            return false;
-        };
-        slot.1 -= 1;
-        self.header_maps_failed += 1;
-        true
+        let fails = take_one(&mut self.header_maps, |k| *k == kind);
+        self.header_maps_failed += usize::from(fails);
+        fails
     }
 
     /// How many header map reads failed.
@@ -176,16 +169,9 @@ impl Faults {
 
     /// Whether this read of property `path` fails (and counts it).
     pub fn take_property(&mut self, path: &str) -> bool {
-        let Some(slot) = self
-            .properties
-            .iter_mut()
-            .find(|(p, left)| p == path && *left > 0)
-        else {
-            return false;
-        };
-        slot.1 -= 1;
-        self.properties_failed += 1;
-        true
+        let fails = take_one(&mut self.properties, |p| p == path);
+        self.properties_failed += usize::from(fails);
+        fails
     }
 
     /// How many property reads failed.
@@ -195,5 +181,19 @@ impl Faults {
 
     pub fn is_hidden(&self, path: &str) -> bool {
         self.hidden_properties.iter().any(|p| p == path)
+    }
+}
+
+/// Uses up one firing of the first rule `matches` picks that has firings left; whether one did.
+fn take_one<K>(rules: &mut [(K, usize)], matches: impl Fn(&K) -> bool) -> bool {
+    match rules
+        .iter_mut()
+        .find(|(rule, left)| matches(rule) && *left > 0)
+    {
+        Some((_, left)) => {
+            *left -= 1;
+            true
+        }
+        None => false,
     }
 }

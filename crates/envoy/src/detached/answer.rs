@@ -215,14 +215,7 @@ fn answered_exchange(
     };
     match origin {
         CalloutOrigin::NeverReached => {
-            let outcome = settle(
-                &shared,
-                key,
-                owner,
-                ResponseFacts::NeverReached,
-                DoubtCause::Other,
-                false,
-            );
+            let outcome = crate::settle::release(&shared, key, owner);
             // On re-entry this is Envoy's own reply on the inner pass (a direct response, an
             // authorization denial, a rate limit): the client gets exactly what the same request
             // without a key gets. The direct path's never-reached replies are the async client's
