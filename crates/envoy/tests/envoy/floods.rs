@@ -524,7 +524,8 @@ const LARGE: usize = 60_000;
 
 /// The memory side of the first flood: the same flood, with answers of 60 KB. The store's memory is
 /// about `capacity` × answer size (10,000 × 60 KB ≈ 572 MiB here); the flooder used to hold nearly
-/// all of it. A client's share is of the whole store, records and bytes, and must leave room for
+/// all of it. A client's share is of the whole store's records (so its bytes are at most its share
+/// × the largest answer; they are not counted themselves), and must leave room for
 /// others, so the flood may make Envoy grow by at most half of that.
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
