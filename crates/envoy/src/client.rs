@@ -42,8 +42,7 @@ impl ClientIdentity {
         if self.verified && self.source != PEER_GROUP_SOURCE {
             return Ok(policy.shares.payers(self.scope(), true, None));
         }
-        let group =
-            peer(facts)?.map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host)));
+        let group = peer_group(policy, facts)?;
         Ok(policy
             .shares
             .payers(self.scope(), self.verified, group.as_deref()))
@@ -94,6 +93,13 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdent
         }
     }
     Ok(None)
+}
+
+/// The address group the peer belongs to as the shares count it
+/// ([`idemgate_core::share::Shares::peer_group`]); `None` without an address. The payers of a
+/// record and the hashing budget's part of a stream are both charged to it.
+pub fn peer_group(policy: &Policy, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
+    Ok(peer(facts)?.map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host))))
 }
 
 /// Empty or only whitespace: no identity at all.

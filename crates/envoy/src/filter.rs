@@ -17,7 +17,7 @@
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::budget::{Limits, Reservation};
-use crate::client::{identify, peer_host, ClientIdentity, Facts, Unreadable};
+use crate::client::{identify, ClientIdentity, Facts, Unreadable};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
@@ -30,6 +30,7 @@ use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use crate::token_endpoint::{self, VerifiedToken};
 use alloc::rc::Rc;
+use core::cell::OnceCell;
 use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
@@ -171,8 +172,20 @@ pub struct Filter {
     payers: Payers,
 }
 
+/// The facts of one request's headers and the host's properties. `source.address` is read from
+/// the host once: the scope (`peer`), the payers and the hashing budget's peer all ask for it.
 struct HeaderFacts<'a> {
     headers: &'a Headers,
+    address: OnceCell<Result<Option<Vec<u8>>, Unreadable>>,
+}
+
+impl<'a> HeaderFacts<'a> {
+    fn new(headers: &'a Headers) -> Self {
+        HeaderFacts {
+            headers,
+            address: OnceCell::new(),
+        }
+    }
 }
 
 impl Facts for HeaderFacts<'_> {
@@ -180,29 +193,20 @@ impl Facts for HeaderFacts<'_> {
         header_values(self.headers, name)
     }
     fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
-        host::property_read(path).ok_or(Unreadable)
+        let read = || host::property_read(path).ok_or(Unreadable);
+        if path == ["source", "address"] {
+            return self.address.get_or_init(read).clone();
+        }
+        read()
     }
 }
 
-/// The peer group a stream's body bytes are charged to in the hashing budget: the address group
-/// the shares use ([`idemgate_core::share::Shares::peer_group`]: the connection's address without
-/// its port, an IPv6 address's /64 by default). Without an address, the empty group (every such
-/// stream shares one part). `None` when the host failed to read it (issue 22: not "no address").
-fn budget_peer(policy: &Policy) -> Option<Vec<u8>> {
-    Some(match host::property_read(&["source", "address"])? {
-        Some(address) => policy
-            .shares
-            .peer_group(peer_host(&String::from_utf8_lossy(&address))),
-        None => Vec::new(),
-    })
-}
-
-/// The first value of a header, if it is UTF-8.
 /// The warning every store failure a request meets is logged with.
 fn log_store_failure(e: &ProtocolError) {
     host::log(LogLevel::Warn, &format!("store failed: {e}"));
 }
 
+/// The first value of a header, if it is UTF-8.
 fn header_text<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
         .iter()

@@ -42,11 +42,10 @@ pub fn upstream_attempts() -> Option<u64> {
 /// A whole header map; `None` when the host could not hand it over (issue 22: never read as a
 /// map without headers — a request would lose its key and be forwarded unguarded).
 pub fn headers(map: MapType) -> Option<Headers> {
-    let headers = abi::header_map(map).ok();
-    if headers.is_none() {
-        log(LogLevel::Error, "the host could not hand over a header map");
-    }
-    headers
+    logged(
+        abi::header_map(map).ok(),
+        "the host could not hand over a header map",
+    )
 }
 
 pub fn property(path: &[&str]) -> Option<Vec<u8>> {
@@ -56,11 +55,10 @@ pub fn property(path: &[&str]) -> Option<Vec<u8>> {
 /// A property's value, `Some(None)` when the host has none; `None` when the read itself failed
 /// (a failing call is not an absent property: issue 22).
 pub fn property_read(path: &[&str]) -> Option<Option<Vec<u8>>> {
-    let value = abi::property(path).ok();
-    if value.is_none() {
-        log(LogLevel::Error, "the host could not hand over a property");
-    }
-    value
+    logged(
+        abi::property(path).ok(),
+        "the host could not hand over a property",
+    )
 }
 
 pub fn property_text(path: &[&str]) -> Option<String> {
@@ -76,10 +74,16 @@ pub fn body(buffer: BufferType, size: usize) -> Option<Vec<u8>> {
     let bytes = abi::buffer(buffer, 0, size)
         .ok()
         .filter(|bytes| bytes.len() == size);
-    if bytes.is_none() {
-        log(LogLevel::Error, "the host could not hand over a body whole");
+    logged(bytes, "the host could not hand over a body whole")
+}
+
+/// `value`, with `failure` logged as an error when it is `None`: the caller refuses or keeps
+/// what it holds, and the log says why.
+fn logged<T>(value: Option<T>, failure: &str) -> Option<T> {
+    if value.is_none() {
+        log(LogLevel::Error, failure);
     }
-    bytes
+    value
 }
 
 /// The plugin's configuration text (empty if the host gave none; `None` if it is not UTF-8).

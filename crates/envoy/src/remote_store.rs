@@ -106,11 +106,12 @@ pub struct Reply {
 
 impl Reply {
     pub fn read(num_headers: usize, body_size: usize) -> Reply {
+        let none = Reply {
+            status: None,
+            body: Vec::new(),
+        };
         if num_headers == 0 {
-            return Reply {
-                status: None,
-                body: Vec::new(),
-            };
+            return none;
         }
         // An answer the host cannot hand over whole is no answer: with no status, the core
         // reads it as the store unavailable (issue 22: never a short body decoded).
@@ -118,10 +119,7 @@ impl Reply {
             host::headers(MapType::HttpCallResponseHeaders),
             host::body(BufferType::HttpCallResponseBody, body_size),
         ) else {
-            return Reply {
-                status: None,
-                body: Vec::new(),
-            };
+            return none;
         };
         let status = headers
             .iter()

@@ -28,7 +28,7 @@ pub struct Shared {
     /// layout could not be created at configure time.
     pub settle_updates: bool,
     pub owners: OwnerTokens,
-    /// The root context's pending callouts (detached exchanges): a request context registers its
+    /// The root context's pending callouts (detached exchanges, store operations): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
     /// The quota tag of the last client scope seen (see [`crate::client::LastScopeTag`]).

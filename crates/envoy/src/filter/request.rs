@@ -52,6 +52,7 @@ impl Filter {
             Ok(admission) => admission,
             Err(refusal) => return self.refuse(&refusal),
         };
+        let facts = HeaderFacts::new(&headers);
         // A callback route is its own scope (the provider is the client).
         let client = match route.own_scope() {
             Some(scope) => Some(ClientIdentity {
@@ -59,14 +60,14 @@ impl Filter {
                 value: scope.value.to_vec(),
                 verified: true,
             }),
-            None => match identify(&policy, &HeaderFacts { headers: &headers }) {
+            None => match identify(&policy, &facts) {
                 Ok(client) => client,
                 // Never the next scope source because a read failed (issue 22).
                 Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
             },
         };
         if let Some(client) = &client {
-            match client.payers(&policy, &HeaderFacts { headers: &headers }) {
+            match client.payers(&policy, &facts) {
                 Ok(payers) => self.payers = payers,
                 // Not "no address": the record would go uncharged to the client's address.
                 Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
@@ -117,6 +118,17 @@ impl Filter {
                 }
             }
         }
+        // The peer is looked up only for a body to come (its bytes are charged to its address
+        // group; streams without an address share the empty group). A failed read is not "no
+        // address" (issue 22).
+        let peer: Rc<[u8]> = if end_of_stream {
+            Rc::from(&[][..])
+        } else {
+            match crate::client::peer_group(&policy, &facts) {
+                Ok(group) => Rc::from(group.unwrap_or_default()),
+                Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
+            }
+        };
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
         let order = order::Probe::start(route, &headers);
@@ -134,15 +146,6 @@ impl Filter {
             matches!(&key, KeyState::Pending { admission, .. } if admission.keeps_body());
         let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
         let copies = 1 + u64::from(keeps_key) + u64::from(keeps_order) + u64::from(held.is_some());
-        // The peer is looked up only for a body to come (its bytes are charged to the peer).
-        let peer: Rc<[u8]> = if end_of_stream {
-            Rc::from(&[][..])
-        } else {
-            match budget_peer(&policy) {
-                Some(peer) => Rc::from(peer),
-                None => return self.reply(&EdgeAnswer::RequestUnreadable),
-            }
-        };
         let hashing = Box::new(Hashing {
             key,
             fingerprint,

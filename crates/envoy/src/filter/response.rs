@@ -118,8 +118,12 @@ impl Filter {
                 match host::body(BufferType::HttpResponseBody, size) {
                     Some(chunk) => body.extend_from_slice(&chunk),
                     // A body the edge cannot keep whole is an answer it cannot replay, and the
-                    // upstream has acted: in doubt, like an unreadable status (issue 22).
-                    None => capture.status = None,
+                    // upstream has acted: in doubt, like an unreadable status (issue 22); the
+                    // rest of it is not copied for nothing.
+                    None => {
+                        capture.status = None;
+                        capture.body = None;
+                    }
                 }
             }
         }

@@ -10,7 +10,7 @@ impl Filter {
         let Some(token) = &policy.token else {
             return Action::Continue;
         };
-        let Ok(client) = identify(&policy, &HeaderFacts { headers }) else {
+        let Ok(client) = identify(&policy, &HeaderFacts::new(headers)) else {
             return self.reply(&EdgeAnswer::RequestUnreadable);
         };
         let Some(client) = client else {
