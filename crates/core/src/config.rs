@@ -15,7 +15,7 @@ use crate::policy::{
     ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
     DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
-use crate::share::Shares;
+use crate::share::{Share, Shares};
 use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::text::Text;
 use crate::time::Span;
@@ -189,11 +189,14 @@ pub enum TokenRequirementConfig {
     Required,
 }
 
-/// The `shares` section (issue 23): how many records each payer may hold in the whole store.
+/// The `shares` section (issue 23): what each payer may hold in the whole store.
 #[derive(Debug, Clone, Default)]
 pub struct SharesConfig {
     pub identity: Option<ShareAmount>,
     pub peer: Option<ShareAmount>,
+    /// Bytes: a size, a percentage of the memory bound (`"10%"`), or `"off"`.
+    pub identity_bytes: Option<Size>,
+    pub peer_bytes: Option<Size>,
     pub ipv4_prefix: Option<u16>,
     pub ipv6_prefix: Option<u16>,
 }
@@ -438,6 +441,17 @@ impl Policy {
     pub fn defaults() -> Policy {
         let header = String::from(defaults::HEADER);
         let per_cell = defaults::RECORDS_PER_CELL;
+        let capacity = Capacity {
+            cells: defaults::CAPACITY.div_ceil(u32::from(per_cell)),
+            per_cell,
+        };
+        let replay_headers = owned(DEFAULT_REPLAY_HEADERS);
+        let bound =
+            crate::policy::memory_bound(&capacity, defaults::MAX_RESPONSE_BODY, &replay_headers);
+        let share = Share {
+            records: defaults_share(u64::from(defaults::CAPACITY)),
+            bytes: defaults_share(bound),
+        };
         Policy {
             routes: alloc::vec![Route {
                 prefix: "/".into(),
@@ -461,7 +475,7 @@ impl Policy {
             fingerprint: FingerprintSpec::default(),
             ttl: Span::from_secs(24 * 60 * 60),
             lease: Span::from_secs(60),
-            replay_headers: owned(DEFAULT_REPLAY_HEADERS),
+            replay_headers,
             store_rule: StoreRule::ReleaseStatuses(DEFAULT_RELEASE_STATUSES.to_vec()),
             max_request_body: defaults::MAX_REQUEST_BODY,
             hashing_budget: defaults::HASHING_BUDGET.max(defaults::MAX_REQUEST_BODY),
@@ -469,13 +483,10 @@ impl Policy {
                 .max(defaults::MAX_REQUEST_BODY),
             max_response_body: defaults::MAX_RESPONSE_BODY,
             max_relay_body: defaults::MAX_RELAY_BODY,
-            capacity: Capacity {
-                cells: defaults::CAPACITY.div_ceil(u32::from(per_cell)),
-                per_cell,
-            },
+            capacity,
             shares: Shares {
-                identity: Some(defaults_share(defaults::CAPACITY)),
-                peer: Some(defaults_share(defaults::CAPACITY)),
+                identity: Some(share),
+                peer: Some(share),
                 ipv4_prefix: defaults::IPV4_PREFIX,
                 ipv6_prefix: defaults::IPV6_PREFIX,
             },
@@ -494,15 +505,47 @@ fn span(field: &str, value: Option<&str>, default: &str) -> Result<Span, Refusal
         .map_err(|e| invalid(field, &[e.text()]))
 }
 
-/// The default share of a store of `records`: [`defaults::SHARE_PERCENT`] of it, at least one.
-fn defaults_share(records: u32) -> u64 {
-    (u64::from(records) * defaults::SHARE_PERCENT / 100).max(1)
+/// The default share of `whole` (records, or the memory bound's bytes):
+/// [`defaults::SHARE_PERCENT`] of it, at least one.
+fn defaults_share(whole: u64) -> u64 {
+    percent_of(whole, defaults::SHARE_PERCENT)
+}
+
+fn percent_of(whole: u64, percent: u64) -> u64 {
+    let part = u128::from(whole) * u128::from(percent) / 100;
+    u64::try_from(part).unwrap_or(u64::MAX).max(1)
+}
+
+/// A byte share as configured, of a store whose memory bound is `bound` bytes: `u64::MAX` (never
+/// reached) for `"off"`.
+fn byte_share(field: &str, value: Option<&Size>, bound: u64) -> Result<u64, Refusal> {
+    const EXPECTED: &str =
+        "expected a size such as \"16MiB\", a percentage of the memory bound from \"1%\" to \"100%\", or \"off\"";
+    let bytes = match value {
+        None => defaults_share(bound),
+        Some(Size::Bytes(n)) => *n,
+        Some(Size::Text(text)) if text == "off" => return Ok(u64::MAX),
+        Some(Size::Text(text)) => match text.strip_suffix('%') {
+            Some(percent) => percent
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|p| (1..=100).contains(p))
+                .map(|p| percent_of(bound, p))
+                .ok_or_else(|| invalid(field, &[EXPECTED]))?,
+            None => parse_size(text).ok_or_else(|| invalid(field, &[EXPECTED]))?,
+        },
+    };
+    if bytes == 0 {
+        return Err(invalid(field, &["must be at least 1 byte"]));
+    }
+    Ok(bytes)
 }
 
 /// A share as configured, in records of a store of `records`; `None` for `"off"`.
 fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<Option<u64>, Refusal> {
     let n = match value {
-        None => (records * defaults::SHARE_PERCENT / 100).max(1),
+        None => defaults_share(records),
         Some(ShareAmount::Records(n)) => *n,
         Some(ShareAmount::Text(text)) if text == "off" => return Ok(None),
         Some(ShareAmount::Text(text)) => {
@@ -728,8 +771,8 @@ impl Config {
             cells: records.div_ceil(u32::from(per_cell)),
             per_cell,
         };
-        let shares = self.compile_shares(records)?;
         let memory = crate::policy::memory_bound(&capacity, max_response_body, &replay_headers);
+        let shares = self.compile_shares(records, memory)?;
         if let Some(max) = &self.max_memory {
             let max = size("max_memory", Some(max), 0)?;
             if memory > max {
@@ -1045,7 +1088,8 @@ impl Config {
         }))
     }
 
-    fn compile_shares(&self, records: u32) -> Result<Shares, Refusal> {
+    /// The shares of a store of `records` whose memory bound is `memory` bytes.
+    fn compile_shares(&self, records: u32, memory: u64) -> Result<Shares, Refusal> {
         let given = self.shares.clone().unwrap_or_default();
         let records = u64::from(records);
         let prefix = |field: &str, value: Option<u16>, default: u8, max: u16| match value {
@@ -1057,8 +1101,19 @@ impl Config {
             )),
         };
         Ok(Shares {
-            identity: share("shares.identity", given.identity.as_ref(), records)?,
-            peer: share("shares.peer", given.peer.as_ref(), records)?,
+            identity: share("shares.identity", given.identity.as_ref(), records)?
+                .map(|records| {
+                    let field = "shares.identity_bytes";
+                    byte_share(field, given.identity_bytes.as_ref(), memory)
+                        .map(|bytes| Share { records, bytes })
+                })
+                .transpose()?,
+            peer: share("shares.peer", given.peer.as_ref(), records)?
+                .map(|records| {
+                    byte_share("shares.peer_bytes", given.peer_bytes.as_ref(), memory)
+                        .map(|bytes| Share { records, bytes })
+                })
+                .transpose()?,
             ipv4_prefix: prefix(
                 "shares.ipv4_prefix",
                 given.ipv4_prefix,

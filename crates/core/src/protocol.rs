@@ -15,7 +15,7 @@ use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
 use crate::rule::{self, Change};
 use crate::scope::StorageKey;
 use crate::seal::SealError;
-use crate::share::{self, Charge, Payers};
+use crate::share::{self, Charge, Payers, Space};
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -486,9 +486,9 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         let policy = self.policy;
         let mut look = self.look(&cell, &key, now)?;
         let terms = (policy.lease, policy.ttl);
-        let until = match rule::claim(look.record.as_ref(), fingerprint, owner, payers, now, terms)
+        let space = match rule::claim(look.record.as_ref(), fingerprint, owner, payers, now, terms)
         {
-            (_, Change::Put(record)) => record.holds_space_until(),
+            (_, Change::Put(record)) => Space::of(&record),
             // A replay, a 409 or a 422 writes nothing and charges nothing: decided on this read,
             // as the transaction would decide it on the same snapshot.
             (outcome, _) => return Ok(outcome),
@@ -500,7 +500,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             }
         }
         // Only a claim adds a record that holds space.
-        let charge = match share::charge(self.store, &layout, &policy.shares, payers, until, now)? {
+        let charge = match share::charge(self.store, &layout, &policy.shares, payers, space, now)? {
             Ok(charge) => charge,
             Err(over) => {
                 return Ok(ClaimOutcome::QuotaExceeded {
@@ -548,11 +548,14 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         };
         let lease_charge = Charge {
             payers: claim.payers,
-            until: claim.holds_space_until(),
+            space: Space::of_claim(&claim),
         };
         let verdict = verdict(facts.unwrap_or(ResponseFacts::NeverReached), policy);
-        let stored_until = match &verdict {
-            Verdict::Store(_) => Some(stored_until(&claim, now, policy.ttl)),
+        let stored = match &verdict {
+            Verdict::Store(answer) => Some(Space::of_answer(
+                answer,
+                stored_until(&claim, now, policy.ttl),
+            )),
             _ => None,
         };
         // The claim's charge becomes the stored answer's before the answer is written (one
@@ -560,16 +563,9 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         // would run the request again after the lease): if the charge cannot be moved, the
         // claim's charge is kept instead (the payer is counted until the lease ends, then not at
         // all for this answer: an under-count of one record, never a second execution).
-        let lease_until = lease_charge.until;
-        let moved = stored_until.filter(|until| {
-            share::shift(
-                self.store,
-                &layout,
-                claim.payers,
-                (lease_until, *until),
-                now,
-            )
-            .is_ok()
+        let lease = lease_charge.space;
+        let moved = stored.filter(|answer| {
+            share::shift(self.store, &layout, claim.payers, (lease, *answer), now).is_ok()
         });
         let settle = Settle {
             key,
@@ -585,8 +581,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             }
             // Moved, but the answer was not stored after all (not the owner any more, or the
             // write failed): the charge goes back to the claim's lease, best effort.
-            (result, Some(until)) if !matches!(result, Ok(FinishOutcome::Stored)) => {
-                let _ = share::shift(self.store, &layout, claim.payers, (until, lease_until), now);
+            (result, Some(answer)) if !matches!(result, Ok(FinishOutcome::Stored)) => {
+                let _ = share::shift(self.store, &layout, claim.payers, (answer, lease), now);
             }
             // Stored with its charge moved; stored without it (it could not be moved: the lease
             // charge stays, see above); kept in flight or not the owner: nothing more to do.
@@ -616,7 +612,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         let shares = self.policy.shares;
         // Charged for as long as the use is remembered ([`rule::token_hold`]), not only until
         // the token expires.
-        let hold = rule::token_hold(expires_at, now);
+        let hold = Space::bare(rule::token_hold(expires_at, now));
         let charge = match share::charge(self.store, &layout, &shares, payers, hold, now)? {
             Ok(charge) => charge,
             Err(over) => {

@@ -10,17 +10,23 @@
 //! claim in dynamic metadata, a header the operator declares Envoy sets). A record of a
 //! peer-scoped request is charged to its address group alone.
 //!
-//! **Of the whole store.** Each payer's records are counted in a *ledger* ([`ledger`]): a fixed
+//! **Of the whole store, in records and in bytes.** Each payer's records, and the bytes they
+//! take, are counted in a *ledger* ([`ledger`]): a fixed
 //! set of ledger cells beside the record cells, the payer's tag choosing its cell, changed by
 //! compare-and-set like every cell. A payer below its share is never refused — the count is of
-//! the whole store, not of the cell its key happens to hash to — and one at its share gets 429
-//! with the moment its first records free their space.
+//! the whole store, not of the cell its key happens to hash to — and one at its share (in records
+//! or in bytes) gets 429 with the moment its first records free their space. Bytes are what a
+//! record takes in memory ([`Space::of`]): a stored answer's body and headers and the record's
+//! own overhead, so a client whose answers are large reaches its share with fewer records.
 //!
 //! **For as long as the record holds space**: a claim until its lease ends (after that a retry may
 //! take it over), a stored answer or a token use until it expires. A released claim gives its
 //! space back at once.
 
 pub mod ledger;
+mod space;
+
+pub use space::Space;
 
 use crate::protocol::{ProtocolError, MAX_ATTEMPTS};
 use crate::scope::{scope_hash, Scope};
@@ -31,14 +37,23 @@ use alloc::vec::Vec;
 use core::net::IpAddr;
 use ledger::{Ledger, Usage};
 
-/// How many records one payer may hold in the whole store (issue 23).
+/// What one payer may hold in the whole store at once: a new record is charged only while it
+/// holds fewer records *and* fewer bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub records: u64,
+    /// `u64::MAX` where bytes are not limited (`shares.*_bytes: "off"`): never reached.
+    pub bytes: u64,
+}
+
+/// What each payer may hold in the whole store (issue 23).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
-    /// For a scope: a header or property identity (records); `None`: not counted (`"off"`).
-    pub identity: Option<u64>,
+    /// For a scope: a header or property identity; `None`: not counted (`"off"`).
+    pub identity: Option<Share>,
     /// For an address group: every record its requests created, whatever identity they gave;
     /// `None`: not counted (`"off"`).
-    pub peer: Option<u64>,
+    pub peer: Option<Share>,
     /// Leading bits of an IPv4 address that make one peer.
     pub ipv4_prefix: u8,
     /// Leading bits of an IPv6 address that make one peer.
@@ -47,7 +62,7 @@ pub struct Shares {
 
 impl Shares {
     /// The share that applies to `tag`; `None` when its kind is not counted.
-    pub fn limit(&self, tag: PayerTag) -> Option<u64> {
+    pub fn limit(&self, tag: PayerTag) -> Option<Share> {
         if tag.is_address_group() {
             self.peer
         } else {
@@ -152,12 +167,12 @@ impl PayerTag {
     }
 }
 
-/// A payer and its share (records it may hold in the whole store), as the remote store is asked
+/// A payer and its share (what it may hold in the whole store), as the remote store is asked
 /// to charge it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Billed {
     pub tag: PayerTag,
-    pub share: u64,
+    pub share: Share,
 }
 
 /// Who a record is charged to: one or two payers (none for records no share applies to, such as
@@ -249,7 +264,7 @@ impl Layout {
 #[must_use = "a charge whose record is not written must be refunded"]
 pub(crate) struct Charge {
     pub payers: Payers,
-    pub until: UnixMillis,
+    pub space: Space,
 }
 
 /// Why a payer was refused: how long until it holds less than its share.
@@ -258,14 +273,14 @@ pub(crate) struct OverShare {
     pub retry_after: Span,
 }
 
-/// Charges one record that holds space until `until` to each of `payers`, each within its share.
+/// Charges one record that takes `space` to each of `payers`, each within its share.
 /// If one payer is at its share, nothing stays charged and the answer says when it has room.
 pub(crate) fn charge<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     shares: &Shares,
     payers: Payers,
-    until: UnixMillis,
+    space: Space,
     now: UnixMillis,
 ) -> Result<Result<Charge, OverShare>, ProtocolError> {
     let mut charged: Vec<PayerTag> = Vec::new();
@@ -274,27 +289,28 @@ pub(crate) fn charge<S: Store + ?Sized>(
         let limit = shares.limit(tag);
         let result = change(store, layout, tag, now, |usage| {
             usage
-                .charge(limit, until, now)
+                .charge(limit, space, now)
                 .err()
                 .map(|retry_after| OverShare { retry_after })
         });
         let refused = match result {
             Ok(refused) => refused,
             Err(e) => {
-                undo(store, layout, &charged, until, now);
+                undo(store, layout, &charged, space, now);
                 return Err(e);
             }
         };
         if let Some(over) = refused {
-            undo(store, layout, &charged, until, now);
+            undo(store, layout, &charged, space, now);
             return Ok(Err(over));
         }
         charged.push(tag);
     }
-    Ok(Ok(Charge { payers, until }))
+    Ok(Ok(Charge { payers, space }))
 }
 
-/// Moves `payers`' charge for one record from `from` to `to` in one compare-and-set per payer:
+/// Moves `payers`' charge for one record from `from` to `to` (moment and bytes) in one
+/// compare-and-set per payer:
 /// a claim's lease charge becomes its stored answer's, where adding one and refunding the other
 /// took two. A hold that has already lapsed is not taken from a later one, and none is added for a
 /// moment already past.
@@ -302,7 +318,7 @@ pub(crate) fn shift<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     payers: Payers,
-    (from, to): (UnixMillis, UnixMillis),
+    (from, to): (Space, Space),
     now: UnixMillis,
 ) -> Result<(), ProtocolError> {
     for tag in payers.tags() {
@@ -322,12 +338,12 @@ pub(crate) fn refund<S: Store + ?Sized>(
     charge: Charge,
     now: UnixMillis,
 ) -> Result<(), ProtocolError> {
-    if now >= charge.until {
+    if now >= charge.space.until {
         return Ok(());
     }
     for tag in charge.payers.tags() {
         change(store, layout, tag, now, |usage| {
-            usage.refund(charge.until, now);
+            usage.refund(charge.space, now);
             None::<()>
         })?;
     }
@@ -335,17 +351,17 @@ pub(crate) fn refund<S: Store + ?Sized>(
 }
 
 /// Best-effort refund of the payers charged so far, when a later one refused or failed: an error
-/// here leaves an over-count until `until`, never an under-count.
+/// here leaves an over-count until the space's end, never an under-count.
 fn undo<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     charged: &[PayerTag],
-    until: UnixMillis,
+    space: Space,
     now: UnixMillis,
 ) {
     for tag in charged {
         let payers = Payers::from_tags(Some(*tag), None);
-        let _ = refund(store, layout, Charge { payers, until }, now);
+        let _ = refund(store, layout, Charge { payers, space }, now);
     }
 }
 
@@ -383,20 +399,30 @@ fn change<S: Store + ?Sized, R>(
     Err(ProtocolError::Contention)
 }
 
-/// What `tag` holds in the store now (for tests, stats and logs).
+/// What `tag` holds in the store now (for tests, stats and logs): records and bytes.
 pub fn held<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     tag: PayerTag,
     now: UnixMillis,
-) -> Result<u64, ProtocolError> {
+) -> Result<Held, ProtocolError> {
     let cell = layout.ledger_cell_name(tag);
     let Some(snapshot) = store.read(&cell).map_err(ProtocolError::Store)? else {
-        return Ok(0);
+        return Ok(Held::default());
     };
     let mut ledger = Ledger::decode(&snapshot.bytes).map_err(ProtocolError::Corrupt)?;
     ledger.prune(now);
-    Ok(ledger.usage(tag).map_or(0, Usage::records))
+    Ok(ledger.usage(tag).map_or(Held::default(), |usage| Held {
+        records: usage.records(),
+        bytes: usage.bytes(),
+    }))
+}
+
+/// What a payer holds: [`held`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    pub records: u64,
+    pub bytes: u64,
 }
 
 #[cfg(test)]

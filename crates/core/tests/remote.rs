@@ -18,7 +18,7 @@ use idemgate_core::remote::{
 use idemgate_core::scope::Scope;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::seal::{RecordSecrets, SealError};
-use idemgate_core::share::{Billed, PayerTag, Payers, PEER_GROUP_SOURCE};
+use idemgate_core::share::{Billed, PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;
@@ -347,8 +347,9 @@ fn garbage_gets_typed_errors() {
     let good = claim(1, 2, 3).encode();
     assert_eq!(Request::decode(b""), Err(WireError::Truncated));
     assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-    // Version 1 (before sealed answers) and a future version are refused alike.
-    for version in [1, 3] {
+    // Version 1 (before sealed answers), 2 (before shares in bytes) and a future version are
+    // refused alike.
+    for version in [1, 2, 4] {
         let mut other = good.clone();
         other[2] = version;
         assert_eq!(
@@ -375,7 +376,10 @@ fn garbage_gets_typed_errors() {
             .iter()
             .map(|&t| Billed {
                 tag: PayerTag([t; 8]),
-                share: 5,
+                share: Share {
+                    records: 5,
+                    bytes: 1 << 20,
+                },
             })
             .collect();
         match claim(1, 2, 3) {
@@ -1071,8 +1075,10 @@ proptest! {
         let mut policy = Policy::defaults();
         policy.capacity.cells = 64;
         policy.capacity.per_cell = 64;
-        policy.shares.identity = Some(2);
-        policy.shares.peer = Some(3);
+        // Bytes bind the identity before records do: two stored answers of 3 bytes (163 bytes
+        // each with their record) and a claim (160) are past 400 bytes; the peer counts records.
+        policy.shares.identity = Some(Share { records: 3, bytes: 400 });
+        policy.shares.peer = Some(Share { records: 3, bytes: u64::MAX });
         let mut local = MemoryStore::new();
         // Read first; speculate on the engine's clock; speculate off it (always refused).
         let mut remotes = [
@@ -1167,7 +1173,10 @@ fn a_claim_over_its_share_is_undone_as_if_never_written() {
             ModelEngine::default()
         };
         let mut policy = Policy::defaults();
-        policy.shares.peer = Some(1);
+        policy.shares.peer = Some(Share {
+            records: 1,
+            bytes: u64::MAX,
+        });
         let payer = payers(1);
         let claim = |key: u8, fp: u8, owner: u8, payers: Payers| {
             client::claim(

@@ -84,7 +84,10 @@ const EXAMPLE: &str = r#"{"capacity": 1000, "ttl": "24h", "lease": "60s"}"#;
 fn no_flood_denies_the_store_to_others() {
     let policy = policy(EXAMPLE);
     assert_eq!(
-        (policy.shares.identity, policy.shares.peer),
+        (
+            policy.shares.identity.map(|s| s.records),
+            policy.shares.peer.map(|s| s.records)
+        ),
         (Some(100), Some(100))
     );
     type Flood = fn(usize) -> (Option<String>, &'static str);
@@ -144,6 +147,84 @@ fn no_flood_denies_the_store_to_others() {
     }
 }
 
+/// Shares count bytes as well as records (issue 23): a client whose answers are large reaches its
+/// byte share long before its record share, and then gets 429 until its answers lapse, while a
+/// client with small answers keeps its whole record share. An answer is never refused once its
+/// request ran: the share binds the next claim.
+#[test]
+fn large_answers_reach_the_byte_share_first() {
+    let policy = policy(
+        r#"{"capacity": 1000, "ttl": "1h", "scope": ["peer"],
+            "shares": {"peer": 100, "peer_bytes": "1MiB"}}"#,
+    );
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    let answer = |size: usize| ResponseFacts::Upstream {
+        status: 201,
+        headers: Vec::new(),
+        body: Some(vec![b'x'; size]),
+    };
+    let serve = |engine: &mut Engine<'_, MemoryStore>, from: &str, n: usize, size: usize| {
+        let r = request(&policy, None, from, n);
+        let outcome = engine
+            .claim(r.key, Fingerprint([1; 32]), owner(n), r.payers, T0)
+            .unwrap();
+        if let ClaimOutcome::Forward { owner, .. } = outcome {
+            let done = engine.finish(r.key, owner, Some(answer(size)), T0).unwrap();
+            assert_eq!(done, FinishOutcome::Stored);
+        }
+        outcome
+    };
+    // 60,000-byte answers, each taking 60,160 bytes with its record: 17 leave the client below
+    // 1 MiB (1,022,720), the 18th takes it over (1,082,880), and the 19th claim is refused.
+    let mut stored = 0;
+    let refused = loop {
+        match serve(&mut engine, "10.0.0.66", stored, 60_000) {
+            ClaimOutcome::Forward { .. } => stored += 1,
+            ClaimOutcome::QuotaExceeded { retry_after } => break retry_after,
+            other => panic!("{other:?}"),
+        }
+        assert!(stored <= 100, "the byte share never bound");
+    };
+    assert_eq!(stored, 18);
+    assert_eq!(
+        refused,
+        Span::from_secs(3600),
+        "until its first answer lapses"
+    );
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let big = request(&policy, None, "10.0.0.66", 0).payers;
+    let held = share::held(engine.store, &layout, big.tags().next().unwrap(), T0).unwrap();
+    assert_eq!((held.records, held.bytes), (18, 18 * 60_160));
+    // Small answers: the whole record share, and the byte share far from reached.
+    for n in 0..100 {
+        let outcome = serve(&mut engine, "10.0.0.1", 1_000 + n, 10);
+        assert!(
+            matches!(outcome, ClaimOutcome::Forward { .. }),
+            "{n}: {outcome:?}"
+        );
+    }
+    assert!(matches!(
+        serve(&mut engine, "10.0.0.1", 1_100, 10),
+        ClaimOutcome::QuotaExceeded { .. }
+    ));
+    // An hour on, the large answers have lapsed: the client has room again.
+    let later = T0.after(Span::from_secs(3600));
+    let r = request(&policy, None, "10.0.0.66", 5_000);
+    let outcome = engine
+        .claim(r.key, Fingerprint([1; 32]), owner(5_000), r.payers, later)
+        .unwrap();
+    assert!(
+        matches!(outcome, ClaimOutcome::Forward { .. }),
+        "{outcome:?}"
+    );
+}
+
 /// The opposite failure: a client below its share is never refused, wherever its keys hash —
 /// issue 14's per-cell share refused about one in four thousand of them by chance.
 #[test]
@@ -179,7 +260,8 @@ fn a_client_below_its_share_is_never_refused() {
         .tags()
         .next()
         .unwrap();
-    assert_eq!(share::held(engine.store, &layout, tag, T0), Ok(5_000));
+    let held = share::held(engine.store, &layout, tag, T0).unwrap();
+    assert_eq!(held.records, 5_000);
 }
 
 /// A claim holds its share only until its lease ends; a released claim gives it back at once;
@@ -373,7 +455,8 @@ fn a_request_that_loses_the_key_to_another_is_not_charged() {
         capacity: policy.capacity,
     };
     let group = r.payers.tags().next().unwrap();
-    assert_eq!(share::held(&mut store.inner, &layout, group, T0), Ok(1));
+    let held = share::held(&mut store.inner, &layout, group, T0).unwrap();
+    assert_eq!(held.records, 1);
 }
 
 /// `"off"`: a kind of payer not counted — no limit and no ledger write for it.

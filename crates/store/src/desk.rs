@@ -135,7 +135,7 @@ impl Desks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::share::{Billed, PayerTag};
+    use idemgate_core::share::{Billed, PayerTag, Share};
 
     /// A payer's charge job, as the core's exchange asks for it.
     fn job(tag: u8) -> LedgerJob {
@@ -150,7 +150,10 @@ mod tests {
             ttl: idemgate_core::time::Span::from_secs(60),
             payers: vec![Billed {
                 tag: PayerTag([tag; 8]),
-                share: 10,
+                share: Share {
+                    records: 10,
+                    bytes: 1 << 20,
+                },
             }],
         };
         let (mut exchange, _) = Exchange::start(request);

@@ -14,7 +14,7 @@ use idemgate_core::record::{StoredBody, StoredResponse};
 use idemgate_core::remote::wire::End;
 use idemgate_core::remote::{Failure, Request, Response};
 use idemgate_core::scope::StorageKey;
-use idemgate_core::share::{Billed, PayerTag};
+use idemgate_core::share::{Billed, PayerTag, Share};
 use idemgate_core::time::Span;
 use support::postgres::{self as pg, Postgres};
 use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
@@ -27,7 +27,16 @@ fn identity(n: u8) -> PayerTag {
     PayerTag([n, 9, 9, 9, 9, 9, 9, 0])
 }
 
+/// A claim charged to `payers`, each within `share` records (bytes not limited).
 fn claim(key: StorageKey, n: u32, payers: &[PayerTag], share: u64) -> Request {
+    let share = Share {
+        records: share,
+        bytes: u64::MAX,
+    };
+    claim_within(key, n, payers, share)
+}
+
+fn claim_within(key: StorageKey, n: u32, payers: &[PayerTag], share: Share) -> Request {
     Request::Claim {
         key,
         fingerprint: idemgate_core::fingerprint::Fingerprint([7; 32]),
@@ -146,6 +155,66 @@ async fn shares_hold_on_a_cluster_one_key_per_call() {
             .sum()
     };
     shares_hold(&client, keys).await;
+}
+
+/// Shares in bytes (issue 23): a client whose answers are large reaches its byte share with a
+/// handful of records and is refused (Retry-After: until its first answer expires), while
+/// another client with small answers is served.
+async fn byte_shares_hold(client: &Client) {
+    let share = Share {
+        records: 100,
+        bytes: 200_000,
+    };
+    let mut stored = 0u32;
+    let refused = loop {
+        let key = skey(&format!("big-{stored}"));
+        match client
+            .op(&claim_within(key, stored, &[group(5)], share))
+            .await
+            .1
+        {
+            Response::Claim(ClaimOutcome::Forward { .. }) => {
+                let done = client.op(&finish(key, stored, Some(60_000))).await.1;
+                assert_eq!(done, Response::Finish(FinishOutcome::Stored));
+                stored += 1;
+            }
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => break retry_after,
+            other => panic!("claim {stored}: {other:?}"),
+        }
+        assert!(stored <= 10, "the byte share never bound");
+    };
+    // 60,160 bytes each with its record: three leave it below 200,000, the fourth takes it over.
+    assert_eq!(stored, 4);
+    assert!(
+        refused > Span::from_secs(3_500) && refused <= Span::from_secs(3_600),
+        "until the first answer expires: {refused:?}"
+    );
+    for n in 0..20 {
+        let key = skey(&format!("small-{n}"));
+        let claimed = client
+            .op(&claim_within(key, 500 + n, &[group(6)], share))
+            .await
+            .1;
+        assert!(forwarded(&claimed), "small {n}: {claimed:?}");
+        let done = client.op(&finish(key, 500 + n, Some(10))).await.1;
+        assert_eq!(done, Response::Finish(FinishOutcome::Stored));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn a_payer_at_its_byte_share_is_refused() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    byte_shares_hold(&Client::connect(&service).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: make test-store"]
+async fn a_payer_at_its_byte_share_is_refused_on_postgres() {
+    let postgres = Postgres::start();
+    let service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
+    byte_shares_hold(&Client::connect(&service).await).await;
 }
 
 /// Claims in flight, then a flood of stored answers until Redis is refused new claims; then the

@@ -30,11 +30,14 @@ fn unsafe_text(text: &str) -> bool {
 }
 
 fuzz_target!(|data: &[u8]| {
-    // A ledger cell: never a panic; what decodes re-encodes to exactly the input.
+    // A ledger cell: never a panic; what decodes re-encodes to exactly the input — except a
+    // cell of version 1 (before bytes were counted), which is written back in the current one.
     if let Ok(ledger) = Ledger::decode(data) {
         let encoded = ledger.encode();
         assert_eq!(Ledger::decode(&encoded).as_ref(), Ok(&ledger), "ledger round trip");
-        assert_eq!(encoded, data, "a decoded ledger re-encodes to other bytes");
+        if data.get(2) != Some(&1) {
+            assert_eq!(encoded, data, "a decoded ledger re-encodes to other bytes");
+        }
     }
     let decoded = Bucket::decode(data);
     let now = UnixMillis(1_700_000_000_000);

@@ -46,7 +46,14 @@ const CONFIG_FIELDS: &[&str] = &[
     "store",
     "hashing_budget_per_peer",
 ];
-const SHARES_FIELDS: &[&str] = &["identity", "peer", "ipv4_prefix", "ipv6_prefix"];
+const SHARES_FIELDS: &[&str] = &[
+    "identity",
+    "peer",
+    "ipv4_prefix",
+    "ipv6_prefix",
+    "identity_bytes",
+    "peer_bytes",
+];
 const STORE_FIELDS: &[&str] = &[
     "kind",
     "cluster",
@@ -517,6 +524,10 @@ fn shares(path: &str, value: &Value) -> Result<SharesConfig, Shape> {
             Some(2) => Slot::U16(&mut s.ipv4_prefix),
             // `ipv6_prefix`
             Some(3) => Slot::U16(&mut s.ipv6_prefix),
+            // `identity_bytes`
+            Some(4) => Slot::Size(&mut s.identity_bytes),
+            // `peer_bytes`
+            Some(5) => Slot::Size(&mut s.peer_bytes),
             _ => return Err(unknown(path, key, SHARES_FIELDS)),
         };
         fill(&at, value, slot)?;
@@ -1061,7 +1072,8 @@ mod tests {
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
                 "hashing_budget_per_peer":10,
-                "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48},
+                "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48,
+                  "identity_bytes":11,"peer_bytes":"12MiB"},
                 "max_memory":"1GiB",
                 "on_store_full":"pass_through","on_store_error":"reject",
                 "routes":[{"prefix":"/p","methods":["M"],"key":"required","token":"required",
@@ -1089,7 +1101,7 @@ mod tests {
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",
-            "shares: Some(SharesConfig { identity: Some(Records(6)), peer: Some(Text(\"7%\")), ipv4_prefix: Some(24), ipv6_prefix: Some(48) })",
+            "shares: Some(SharesConfig { identity: Some(Records(6)), peer: Some(Text(\"7%\")), identity_bytes: Some(Bytes(11)), peer_bytes: Some(Text(\"12MiB\")), ipv4_prefix: Some(24), ipv6_prefix: Some(48) })",
             "max_memory: Some(Text(\"1GiB\"))",
             "on_store_full: Some(PassThrough)",
             "on_store_error: Some(Reject)",

@@ -102,8 +102,10 @@ fn summary(p: &Policy) -> Value {
         "cells" => p.capacity.cells,
         "per_cell" => p.capacity.per_cell,
         "shares" => object! {
-            "identity" => p.shares.identity.map_or(Value::from("off"), Value::from),
-            "peer" => p.shares.peer.map_or(Value::from("off"), Value::from),
+            "identity" => p.shares.identity.map_or(Value::from("off"), |s| Value::from(s.records)),
+            "peer" => p.shares.peer.map_or(Value::from("off"), |s| Value::from(s.records)),
+            "identity_bytes" => share_bytes(p.shares.identity),
+            "peer_bytes" => share_bytes(p.shares.peer),
             "ipv4_prefix" => p.shares.ipv4_prefix,
             "ipv6_prefix" => p.shares.ipv6_prefix,
         },
@@ -119,5 +121,13 @@ fn summary(p: &Policy) -> Value {
             "issue_path" => t.issue_path.as_str(),
             "header" => t.header.as_str(),
         }),
+    }
+}
+
+/// A share's bytes as the vectors spell them: `"off"` when not limited (or the share is off).
+fn share_bytes(share: Option<crate::share::Share>) -> Value {
+    match share {
+        Some(share) if share.bytes != u64::MAX => Value::from(share.bytes),
+        _ => Value::from("off"),
     }
 }

@@ -14,7 +14,7 @@ use crate::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::record::Record;
 use crate::rule;
 use crate::scope::StorageKey;
-use crate::share::{Billed, Payers};
+use crate::share::{Billed, Payers, Space};
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
@@ -238,10 +238,10 @@ struct Landing {
     response: Response,
     /// The version written (`None` for a delete).
     version: Option<ValueVersion>,
-    /// Until when the written record holds space.
-    holds_until: Option<UnixMillis>,
-    /// The claim it replaced: whose charge a finish moves, and until when it was charged.
-    replaced: Option<(Payers, UnixMillis)>,
+    /// The space the written record takes.
+    space: Option<Space>,
+    /// The claim it replaced: whose charge a finish moves, and the space it was charged.
+    replaced: Option<(Payers, Space)>,
     /// What the key held before, when the write may have to be undone (a charged claim or use).
     previous: Option<Record>,
 }
@@ -361,7 +361,7 @@ impl Exchange {
         let expect = current.map(|s| s.version);
         let replaced = match current.map(|s| &s.record) {
             Some(Record::InFlight(claim)) if !claim.payers.is_empty() => {
-                Some((claim.payers, claim.holds_space_until()))
+                Some((claim.payers, Space::of_claim(claim)))
             }
             _ => None,
         };
@@ -370,12 +370,12 @@ impl Exchange {
             _ => false,
         };
         let previous = current.filter(|_| charged).map(|s| s.record.clone());
-        let (write, version, holds_until) = match change {
+        let (write, version, space) = match change {
             Change::Keep => return Step::Done(response),
             Change::Delete => (Write::Delete, None, None),
             Change::Put(record) => {
                 let expires_at = record.expires_at();
-                let holds_until = record.holds_space_until();
+                let space = Space::of(&record);
                 let value = StoredValue {
                     version: fresh,
                     record,
@@ -384,13 +384,13 @@ impl Exchange {
                     value: value.encode(&key),
                     expires_at,
                 };
-                (write, Some(fresh), Some(holds_until))
+                (write, Some(fresh), Some(space))
             }
         };
         self.pending = Some(Pending::Record(alloc::boxed::Box::new(Landing {
             response,
             version,
-            holds_until,
+            space,
             replaced,
             previous,
         })));
@@ -489,30 +489,30 @@ impl Exchange {
             written: None,
             refunds: Vec::new(),
         };
-        let charge = |payers: &[Billed], until| {
+        let charge = |payers: &[Billed], space| {
             payers
                 .iter()
                 .map(|p| {
                     Task::Ledger(Job::Charge {
                         tag: p.tag,
                         share: p.share,
-                        until,
+                        space,
                     })
                 })
                 .collect::<Vec<_>>()
         };
-        match (&self.request, &after.answer, landing.holds_until) {
+        match (&self.request, &after.answer, landing.space) {
             (
                 Request::Claim { payers, .. },
                 Response::Claim(ClaimOutcome::Forward { .. }),
-                Some(until),
+                Some(space),
             )
             | (
                 Request::Consume { payers, .. },
                 Response::Consume(ConsumeOutcome::Consumed),
-                Some(until),
+                Some(space),
             ) => {
-                after.tasks = charge(payers, until);
+                after.tasks = charge(payers, space);
                 after.written = landing.version.map(|v| (v, landing.previous));
             }
             (Request::Finish { .. }, Response::Finish(outcome), to) => {
@@ -522,7 +522,7 @@ impl Exchange {
                         .tags()
                         .map(|tag| match (stored, to) {
                             (true, Some(to)) => Task::Ledger(Job::Shift { tag, from, to }),
-                            _ => Task::Ledger(Job::Refund { tag, until: from }),
+                            _ => Task::Ledger(Job::Refund { tag, space: from }),
                         })
                         .collect();
                 }
@@ -579,8 +579,8 @@ impl Exchange {
 
     /// `job` is done: a charge is remembered (to give back if a later one fails); the next task.
     fn charged(&mut self, job: Job) -> Step {
-        if let (Job::Charge { tag, until, .. }, Some(after)) = (job, &mut self.after) {
-            after.refunds.push(Job::Refund { tag, until });
+        if let (Job::Charge { tag, space, .. }, Some(after)) = (job, &mut self.after) {
+            after.refunds.push(Job::Refund { tag, space });
         }
         self.next_task()
     }

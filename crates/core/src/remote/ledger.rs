@@ -1,5 +1,6 @@
-//! A payer's share in the remote store (issue 23): its usage — how many records free their space
-//! at which moment, the [`Usage`] the local ledger cells keep — under an engine key of its own,
+//! A payer's share in the remote store (issue 23): its usage — how many records and bytes free
+//! their space at which moment, the [`Usage`] the local ledger cells keep — under an engine key of
+//! its own,
 //! so each charge touches exactly one key, as every operation does (Redis Cluster shards it).
 //!
 //! ```text
@@ -16,7 +17,7 @@ use crate::hash::PartsHasher;
 use crate::record::DecodeError;
 use crate::scope::{QuotaTag, StorageKey};
 use crate::share::ledger::{Ledger, Usage};
-use crate::share::PayerTag;
+use crate::share::{PayerTag, Share, Space};
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 
@@ -33,20 +34,20 @@ pub(crate) fn ledger_key(tag: PayerTag) -> StorageKey {
 /// What one operation does to a payer's usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Job {
-    /// One record held until `until`, within `share` records; refused when the payer is at it.
+    /// One record that takes `space`, within `share`; refused when the payer is at it.
     Charge {
         tag: PayerTag,
-        share: u64,
-        until: UnixMillis,
+        share: Share,
+        space: Space,
     },
     /// A claim's lease charge becomes its stored answer's.
     Shift {
         tag: PayerTag,
-        from: UnixMillis,
-        to: UnixMillis,
+        from: Space,
+        to: Space,
     },
     /// A charge given back: its record was not written, or was released.
-    Refund { tag: PayerTag, until: UnixMillis },
+    Refund { tag: PayerTag, space: Space },
 }
 
 impl Job {
@@ -61,13 +62,13 @@ impl Job {
     pub(crate) fn apply(&self, usage: &mut Usage, now: UnixMillis) -> Result<(), Span> {
         usage.prune(now);
         match *self {
-            Job::Charge { share, until, .. } => usage.charge(Some(share), until, now),
+            Job::Charge { share, space, .. } => usage.charge(Some(share), space, now),
             Job::Shift { from, to, .. } => {
                 usage.shift((from, to), now);
                 Ok(())
             }
-            Job::Refund { until, .. } => {
-                usage.refund(until, now);
+            Job::Refund { space, .. } => {
+                usage.refund(space, now);
                 Ok(())
             }
         }
@@ -110,11 +111,18 @@ mod tests {
     const A: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 1]);
     const B: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 0]);
 
+    fn space(until: u64) -> Space {
+        Space {
+            until: UnixMillis(until),
+            bytes: 200,
+        }
+    }
+
     #[test]
     fn a_value_round_trips_and_names_its_payer() {
         let mut usage = Usage::default();
-        usage.add(UnixMillis(5_000));
-        usage.add(UnixMillis(9_000));
+        usage.add(space(5_000));
+        usage.add(space(9_000));
         let bytes = encode(A, ValueVersion([3; VERSION_LEN]), &usage);
         assert_eq!(
             decode(A, &bytes),
@@ -139,8 +147,11 @@ mod tests {
         let mut usage = Usage::default();
         let charge = |until| Job::Charge {
             tag: A,
-            share: 2,
-            until: UnixMillis(until),
+            share: Share {
+                records: 2,
+                bytes: 10_000,
+            },
+            space: space(until),
         };
         assert_eq!(charge(4_000).apply(&mut usage, now), Ok(()));
         assert_eq!(charge(6_000).apply(&mut usage, now), Ok(()));
@@ -150,16 +161,24 @@ mod tests {
         assert_eq!(charge(8_000).apply(&mut usage, UnixMillis(4_000)), Ok(()));
         let shift = Job::Shift {
             tag: A,
-            from: UnixMillis(6_000),
-            to: UnixMillis(90_000),
+            from: space(6_000),
+            to: Space {
+                until: UnixMillis(90_000),
+                bytes: 20_000,
+            },
         };
         assert_eq!(shift.apply(&mut usage, UnixMillis(5_000)), Ok(()));
         let refund = Job::Refund {
             tag: A,
-            until: UnixMillis(8_000),
+            space: space(8_000),
         };
         assert_eq!(refund.apply(&mut usage, UnixMillis(5_000)), Ok(()));
         assert_eq!(usage.holds.len(), 1);
         assert_eq!(usage.holds[0].until, UnixMillis(90_000));
+        // One record, over the byte share by its answer: the next charge waits for it to lapse.
+        assert_eq!(
+            charge(95_000).apply(&mut usage, UnixMillis(6_000)),
+            Err(Span(84_000))
+        );
     }
 }

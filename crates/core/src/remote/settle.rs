@@ -274,7 +274,7 @@ impl Settlement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::share::PayerTag;
+    use crate::share::{PayerTag, Share, Space};
     use alloc::vec;
 
     const A: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 0]);
@@ -283,8 +283,11 @@ mod tests {
     fn charge(tag: PayerTag, until: u64) -> LedgerJob {
         LedgerJob(Job::Charge {
             tag,
-            share: 2,
-            until: UnixMillis(until),
+            share: Share {
+                records: 2,
+                bytes: u64::MAX,
+            },
+            space: Space::bare(UnixMillis(until)),
         })
     }
 
@@ -350,7 +353,7 @@ mod tests {
         };
         // Another replica charged A once meanwhile: one of the two fits now.
         let mut theirs = Usage::default();
-        theirs.add(UnixMillis(50_000));
+        theirs.add(Space::bare(UnixMillis(50_000)));
         let found = ledger::encode(A, version(9), &theirs);
         let SettleStep::Need(need) = s.conflicted(NOW, Some(&found), version(2)) else {
             panic!("a write")
@@ -372,7 +375,7 @@ mod tests {
     #[test]
     fn a_speculation_is_a_write_on_the_known_version() {
         let mut known = Usage::default();
-        known.add(UnixMillis(50_000));
+        known.add(Space::bare(UnixMillis(50_000)));
         let value = ledger::encode(A, version(4), &known);
         let mut s = batch(&[charge(A, 20_000)]);
         let need = s.speculate(NOW, Some(&value), version(5));
@@ -384,7 +387,7 @@ mod tests {
         // Only refunds of lapsed holds on an absent key: nothing to write, so a read decides.
         let refund = LedgerJob(Job::Refund {
             tag: A,
-            until: UnixMillis(1),
+            space: Space::bare(UnixMillis(1)),
         });
         let mut s = Settlement::new(refund);
         assert_eq!(s.speculate(NOW, None, version(6)), s.start());

@@ -7,7 +7,8 @@
 //!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8) [payers]
 //!   op 2 finish  : key(32) owner(16) ttl_ms(8) end(1)  end 0 = release, 1 = store + response
 //!   op 3 consume : key(32) token_expires_at_ms(8) [payers]
-//! payers   = count(1, 1 or 2) { tag(8) share(8) }*   (absent: nobody is charged; issue 23)
+//! payers   = count(1, 1 or 2) { tag(8) share_records(8) share_bytes(8) }*
+//!            (absent: nobody is charged; issue 23)
 //! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
@@ -25,7 +26,7 @@ use crate::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError
 use crate::record::{is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse};
 use crate::scope::StorageKey;
 use crate::seal::Seal;
-use crate::share::{Billed, PayerTag};
+use crate::share::{Billed, PayerTag, Share};
 use crate::store::StoreError;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -37,9 +38,10 @@ mod order;
 /// The HTTP media type of both bodies.
 pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
 /// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
-/// answers carry their seal (issue 24), so a filter and a service of different versions refuse
-/// each other's messages by version instead of misreading them.
-pub(crate) const WIRE_VERSION: u8 = 2;
+/// answers carry their seal (issue 24); 3: a payer's share carries its bytes (issue 23). So a
+/// filter and a service of different versions refuse each other's messages by version instead of
+/// misreading them.
+pub(crate) const WIRE_VERSION: u8 = 3;
 const REQUEST_MAGIC: [u8; 2] = *b"IQ";
 const RESPONSE_MAGIC: [u8; 2] = *b"IA";
 
@@ -230,8 +232,7 @@ fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
     }
 }
 
-/// The payers block of a claim or a token use: absent when nobody pays, so a service of this
-/// version reads what a filter of the last one sent.
+/// The payers block of a claim or a token use: absent when nobody pays.
 fn put_payers(w: &mut Writer, payers: &[Billed]) {
     if payers.is_empty() {
         return;
@@ -239,7 +240,8 @@ fn put_payers(w: &mut Writer, payers: &[Billed]) {
     w.u8(payers.len() as u8);
     for payer in payers {
         w.bytes(&payer.tag.0);
-        w.u64(payer.share);
+        w.u64(payer.share.records);
+        w.u64(payer.share.bytes);
     }
 }
 
@@ -255,7 +257,10 @@ fn get_payers(r: &mut Reader<'_>) -> Result<Vec<Billed>, WireError> {
     let mut payers: Vec<Billed> = Vec::new();
     for _ in 0..count {
         let tag = PayerTag(r.array()?);
-        let share = r.u64()?;
+        let share = Share {
+            records: r.u64()?,
+            bytes: r.u64()?,
+        };
         if payers.iter().any(|p| p.tag == tag) {
             return Err(WireError::OutOfRange);
         }

@@ -7,11 +7,22 @@ const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 
 fn shares(identity: u64, peer: u64) -> Shares {
     Shares {
-        identity: Some(identity),
-        peer: Some(peer),
+        identity: Some(Share {
+            records: identity,
+            bytes: u64::MAX,
+        }),
+        peer: Some(Share {
+            records: peer,
+            bytes: u64::MAX,
+        }),
         ipv4_prefix: 32,
         ipv6_prefix: 64,
     }
+}
+
+/// Records `tag` holds at `now`.
+fn records(store: &mut MemoryStore, layout: &Layout, tag: PayerTag, now: UnixMillis) -> u64 {
+    held(store, layout, tag, now).unwrap().records
 }
 
 fn layout() -> Layout {
@@ -133,7 +144,7 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     };
     let payers = Payers::of(alice, false, Some(&b"10.0.0.1/32"[..]));
     let peer = payers.tags().next().unwrap();
-    let until = T0.after(Span::from_secs(60));
+    let until = Space::bare(T0.after(Span::from_secs(60)));
     // The peer's share (2) binds before the identity's (5).
     for _ in 0..2 {
         let charged = charge(&mut store, &layout, &shares(5, 2), payers, until, T0).unwrap();
@@ -147,26 +158,32 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
         })
     );
     // The identity was charged for the two that went through, not for the refused one.
-    assert_eq!(held(&mut store, &layout, PayerTag::of(alice), T0), Ok(2));
-    assert_eq!(held(&mut store, &layout, peer, T0), Ok(2));
+    assert_eq!(records(&mut store, &layout, PayerTag::of(alice), T0), 2);
+    assert_eq!(records(&mut store, &layout, peer, T0), 2);
     // A refund gives one back; once the holds lapse, all of it.
-    let one = Charge { payers, until };
+    let one = Charge {
+        payers,
+        space: until,
+    };
     refund(&mut store, &layout, one, T0).unwrap();
-    assert_eq!(held(&mut store, &layout, peer, T0), Ok(1));
-    assert_eq!(held(&mut store, &layout, peer, until), Ok(0));
+    assert_eq!(records(&mut store, &layout, peer, T0), 1);
+    assert_eq!(records(&mut store, &layout, peer, until.until), 0);
     // A refund after the hold lapsed takes nothing from a later one.
-    let later = T0.after(Span::from_secs(600));
+    let later = Space::bare(T0.after(Span::from_secs(600)));
     // (A shift from a moment already past takes nothing and adds the new hold.)
-    shift(&mut store, &layout, payers, (T0, later), T0).unwrap();
-    refund(&mut store, &layout, one, until).unwrap();
-    assert_eq!(held(&mut store, &layout, peer, until), Ok(1));
+    shift(&mut store, &layout, payers, (Space::bare(T0), later), T0).unwrap();
+    refund(&mut store, &layout, one, until.until).unwrap();
+    assert_eq!(records(&mut store, &layout, peer, until.until), 1);
     // A shift moves the record's hold: counted the same now, and until the new moment.
-    let stored = later.after(Span::from_secs(3600));
-    shift(&mut store, &layout, payers, (later, stored), until).unwrap();
-    assert_eq!(held(&mut store, &layout, peer, until), Ok(1));
-    assert_eq!(held(&mut store, &layout, peer, later), Ok(1));
-    assert_eq!(held(&mut store, &layout, PayerTag::of(alice), later), Ok(1));
-    assert_eq!(held(&mut store, &layout, peer, stored), Ok(0));
+    let stored = Space::bare(later.until.after(Span::from_secs(3600)));
+    shift(&mut store, &layout, payers, (later, stored), until.until).unwrap();
+    assert_eq!(records(&mut store, &layout, peer, until.until), 1);
+    assert_eq!(records(&mut store, &layout, peer, later.until), 1);
+    assert_eq!(
+        records(&mut store, &layout, PayerTag::of(alice), later.until),
+        1
+    );
+    assert_eq!(records(&mut store, &layout, peer, stored.until), 0);
 }
 
 #[test]
@@ -179,7 +196,7 @@ fn an_identity_at_its_share_leaves_its_address_group_uncharged() {
     };
     let payers = Payers::of(bob, false, Some(&b"10.0.0.2/32"[..]));
     let group = payers.tags().next().unwrap();
-    let until = T0.after(Span::from_secs(60));
+    let until = Space::bare(T0.after(Span::from_secs(60)));
     let shares = shares(1, 5);
     assert!(charge(&mut store, &layout, &shares, payers, until, T0)
         .unwrap()
@@ -188,8 +205,8 @@ fn an_identity_at_its_share_leaves_its_address_group_uncharged() {
     assert!(charge(&mut store, &layout, &shares, payers, until, T0)
         .unwrap()
         .is_err());
-    assert_eq!(held(&mut store, &layout, group, T0), Ok(1));
-    assert_eq!(held(&mut store, &layout, PayerTag::of(bob), T0), Ok(1));
+    assert_eq!(records(&mut store, &layout, group, T0), 1);
+    assert_eq!(records(&mut store, &layout, PayerTag::of(bob), T0), 1);
 }
 
 #[test]
@@ -208,7 +225,7 @@ fn a_corrupt_ledger_cell_is_a_typed_error_not_a_reset() {
         &layout,
         &shares(5, 5),
         payers,
-        T0.after(Span(1)),
+        Space::bare(T0.after(Span(1))),
         T0,
     );
     assert!(

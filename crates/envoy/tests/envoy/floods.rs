@@ -419,12 +419,12 @@ pub(crate) const OTHERS: &[(&str, Ipv4Addr, Option<&str>)] = &[
 
 /// Runs a flood of [`FLOOD`] requests against the example (`request(n)`: who sends the n-th, and
 /// what), then the [`OTHERS`]; prints the numbers; asserts — and, with `rss_growth_kib`, that Envoy's
-/// resident memory grew by at most that much during the flood.
+/// resident memory grew by at most that much during the flood. The flooders' answers, for more.
 fn flood_then_others(
     name: &str,
     rss_growth_kib: Option<u64>,
     request: impl Fn(usize) -> (&'static str, Request) + Sync,
-) {
+) -> BTreeMap<&'static str, Tally> {
     let upstream = Upstream::with_rule(app);
     let filter = example_filter();
     let ttl = ttl_seconds(&filter);
@@ -471,6 +471,7 @@ fn flood_then_others(
         failures.len(),
         failures.join("\n")
     );
+    flooders
 }
 
 /// The first flood: `Authorization: Bearer mallory` on 14,000 fresh keys to a path the app
@@ -524,9 +525,10 @@ const LARGE: usize = 60_000;
 
 /// The memory side of the first flood: the same flood, with answers of 60 KB. The store's memory is
 /// about `capacity` × answer size (10,000 × 60 KB ≈ 572 MiB here); the flooder used to hold nearly
-/// all of it. A client's share is of the whole store's records (so its bytes are at most its share
-/// × the largest answer; they are not counted themselves), and must leave room for
-/// others, so the flood may make Envoy grow by at most half of that.
+/// all of it. A client's share counts bytes as well as records: the example gives each address
+/// and identity 32 MiB of stored answers, so mallory is refused after about 558 answers of
+/// 60 KB (its 1,000 records would be 57 MiB), and the flood may make Envoy grow by at most
+/// half of the store.
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_flood_of_large_answers_holds_only_its_share_of_memory() {
@@ -534,13 +536,30 @@ fn a_flood_of_large_answers_holds_only_its_share_of_memory() {
     let capacity = json["capacity"]
         .as_u64()
         .expect("the example sets `capacity`");
+    assert_eq!(
+        json["shares"]["identity_bytes"], "32MiB",
+        "the example's byte share"
+    );
     let half_the_store_kib = capacity * LARGE as u64 / 1024 / 2;
     let script = format!("status=404;body={LARGE}");
-    flood_then_others("flood 1, 60 KB answers", Some(half_the_store_kib), |n| {
+    let flooders = flood_then_others("flood 1, 60 KB answers", Some(half_the_store_kib), |n| {
         let key = format!("large-{n}");
         let request = keyed(UNKNOWN, &key, MALLORY, Some("Bearer mallory")).script(&script);
         ("mallory", request)
     });
+    // Each answer takes its body, its replayed headers (content-type, location: under 100 bytes)
+    // and the record's 160 bytes. Claims are charged before their answers are known, so each of
+    // the flood's connections may have one more in flight when the share is reached.
+    let share = 32u64 << 20;
+    let (fewest, most) = (
+        share / (LARGE as u64 + 260),
+        share / (LARGE as u64 + 160) + 1,
+    );
+    let stored = flooders["mallory"].count("404") as u64;
+    assert!(
+        (fewest..=most + THREADS as u64).contains(&stored),
+        "mallory stored {stored} answers of 60 KB: its byte share (32 MiB) allows {fewest}..={most} (+{THREADS} in flight)"
+    );
 }
 
 /// How many fresh keys the ordinary load sends from one address.
