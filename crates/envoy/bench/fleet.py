@@ -119,10 +119,28 @@ VARIANTS += [(f"fleet_replay_{e}", e, f"remote store `{e}`, replays through Envo
 
 
 def prime(url, body, prefix):
+    """Completes REPLAY_KEYS keys. A 503 (the store did not answer in time: nothing was claimed, the
+    filter's failure mode) is retried after its Retry-After, at most 3 times per key, and logged
+    with its problem type, so a store that fails shows in the log instead of only as a count."""
     headers = {"content-type": "application/json"}
     for i in range(REPLAY_KEYS):
-        status, _ = http(url + "/orders", "POST", body, dict(headers, **{"idempotency-key": f"{prefix}{i}"}))
-        assert status == 201, f"priming got {status}"
+        key = dict(headers, **{"idempotency-key": f"{prefix}{i}"})
+        for attempt in range(4):
+            status, answer = http(url + "/orders", "POST", body, key)
+            if status != 503 or attempt == 3:
+                break
+            log(f"priming {prefix}{i}: 503 {problem_type(answer)}, retried")
+            time.sleep(1)
+        if status != 201:
+            raise SystemExit(f"priming {prefix}{i} got {status}: {answer[:300]!r}")
+
+
+def problem_type(body):
+    """The problem+json `type` of an answer, or its first bytes."""
+    try:
+        return json.loads(body)["type"]
+    except (ValueError, KeyError, TypeError):
+        return repr(body[:80])
 
 
 def replay_ready(url, body, prefix):
