@@ -49,7 +49,7 @@ pub mod settle;
 pub mod stored;
 pub mod wire;
 
-pub use exchange::{apply, Change, Exchange, Need, Step, Write, CLOCK_TOLERANCE};
+pub use exchange::{apply, Change, Exchange, Need, Resume, Step, Write, CLOCK_TOLERANCE};
 pub use settle::{LedgerJob, SettleStep, Settled, Settlement};
 pub use stored::{StoredValue, ValueVersion};
 pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};

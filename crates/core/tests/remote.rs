@@ -11,6 +11,7 @@ use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcom
 use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::remote::client::{self, Answer};
 use idemgate_core::remote::wire::End;
+use idemgate_core::remote::Resume;
 use idemgate_core::remote::{
     Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
     StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,

@@ -17,6 +17,7 @@ use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::remote::exchange::full;
+use idemgate_core::remote::Resume;
 use idemgate_core::remote::{
     Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
     ValueVersion, Write,
@@ -144,58 +145,6 @@ enum Answer {
 /// speculation that missed (decided on the service's clock) is the common retry, not a race.
 fn raced(answer: &Answer, need: &Need) -> bool {
     matches!(answer, Answer::Conflict(_)) && !matches!(need, Need::Write { at: Some(_), .. })
-}
-
-/// The two sans-IO loops the service carries — an operation's [`Exchange`] and a ledger's
-/// [`Settlement`] — resume the same four ways after an engine call.
-trait Resume {
-    type Step;
-    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step;
-    fn written(&mut self, outcome: WriteOutcome) -> Self::Step;
-    fn conflicted(
-        &mut self,
-        now: UnixMillis,
-        value: Option<&[u8]>,
-        fresh: ValueVersion,
-    ) -> Self::Step;
-    fn failed(&mut self, failure: Failure) -> Self::Step;
-}
-
-impl Resume for Exchange {
-    type Step = Step;
-    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
-        Exchange::read(self, now, value, fresh)
-    }
-    fn written(&mut self, outcome: WriteOutcome) -> Step {
-        Exchange::written(self, outcome)
-    }
-    fn conflicted(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
-        Exchange::conflicted(self, now, value, fresh)
-    }
-    fn failed(&mut self, failure: Failure) -> Step {
-        Exchange::failed(self, failure)
-    }
-}
-
-impl Resume for Settlement {
-    type Step = SettleStep;
-    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> SettleStep {
-        Settlement::read(self, now, value, fresh)
-    }
-    fn written(&mut self, outcome: WriteOutcome) -> SettleStep {
-        Settlement::written(self, outcome)
-    }
-    fn conflicted(
-        &mut self,
-        now: UnixMillis,
-        value: Option<&[u8]>,
-        fresh: ValueVersion,
-    ) -> SettleStep {
-        Settlement::conflicted(self, now, value, fresh)
-    }
-    fn failed(&mut self, failure: Failure) -> SettleStep {
-        Settlement::failed(self, failure)
-    }
 }
 
 /// `machine` resumed with what the engine answered.

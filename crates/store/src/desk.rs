@@ -135,6 +135,7 @@ impl Desks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::remote::Resume;
     use idemgate_core::share::{Billed, PayerTag, Share};
 
     /// A payer's charge job, as the core's exchange asks for it.

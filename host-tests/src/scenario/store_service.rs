@@ -9,6 +9,7 @@
 use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
 use idemgate_core::record::Record;
+use idemgate_core::remote::Resume;
 use idemgate_core::remote::{
     self, client::PATH, Exchange, Failure, Need, SettleStep, Settled, Settlement, Step,
     StoredValue, ValueVersion, Write,

@@ -187,6 +187,39 @@ pub enum Step {
     Done(Response),
 }
 
+/// How a host resumes one of the core's engine loops — an operation's [`Exchange`] or a payer
+/// ledger's [`Settlement`](super::Settlement) — after each engine call: the four answers an engine
+/// gives. A host written against it carries both loops with one piece of code.
+pub trait Resume {
+    /// What the loop asks for next, or its answer.
+    type Step;
+
+    /// Resumes with what a read found: `now` on the engine's clock, the key's bytes (`None`:
+    /// absent), and a fresh random version for a write (drawn by the host: the core has no
+    /// entropy).
+    #[must_use = "the next step must be carried out"]
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step;
+
+    /// Resumes with a compare-and-set's result, when the engine said only whether it wrote.
+    #[must_use = "the next step must be carried out"]
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step;
+
+    /// Resumes after a compare-and-set the engine refused and answered, in the same atomic step,
+    /// with its clock and the key's current value.
+    #[must_use = "the next step must be carried out"]
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step;
+
+    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
+    /// connection).
+    #[must_use = "the next step must be carried out"]
+    fn failed(&mut self, failure: Failure) -> Self::Step;
+}
+
 /// One operation in progress: read → [`apply`] → compare-and-set on the request's key, deciding
 /// again after a lost race (someone else changed the key, so the decision is made again on what
 /// they wrote), at most `MAX_ATTEMPTS` times; then a [`Need::Ledger`] for each payer's charge.
@@ -329,24 +362,6 @@ impl Exchange {
         &self.request
     }
 
-    /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
-    /// fresh random version for a write (drawn by the host: the core has no entropy).
-    #[must_use = "the next step must be carried out"]
-    pub fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Step {
-        if self.after.is_some() {
-            // Only the record is read: ledgers are settled, a delete is never preceded by a read.
-            return self.task_failed(Failure::Unavailable);
-        }
-        let key = *self.request.key();
-        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
-            None => None,
-            Some(Ok(stored)) => Some(stored),
-            // Never overwrite what cannot be read: it may be a record of a newer format.
-            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
-        };
-        self.decide(current.as_ref(), now, fresh, None)
-    }
-
     /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.
     fn decide(
         &mut self,
@@ -400,58 +415,6 @@ impl Exchange {
             write,
             at,
         })
-    }
-
-    /// Resumes with the compare-and-set's result, when the engine said only whether it wrote: a
-    /// conflict is followed by a read.
-    #[must_use = "the next step must be carried out"]
-    pub fn written(&mut self, outcome: WriteOutcome) -> Step {
-        match (outcome, self.pending.take()) {
-            (WriteOutcome::Written, Some(Pending::Record(landing))) => self.landed(*landing),
-            // Deleted, or no longer the record written (taken over, expired): either way done.
-            (_, Some(Pending::Unwrite)) => self.next_task(),
-            (WriteOutcome::Conflict, Some(Pending::Record(_))) => match self.lost() {
-                Some(done) => done,
-                None => Step::Need(Need::Read {
-                    key: *self.request.key(),
-                }),
-            },
-            // A write result with no write asked for: a host bug, answered as a failure.
-            (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
-        }
-    }
-
-    /// Resumes after a compare-and-set the engine refused (another version, or a speculative
-    /// write off the engine's clock) and answered, in the same atomic step, with its clock and
-    /// the key's current value: decided again on those, as after a read.
-    #[must_use = "the next step must be carried out"]
-    pub fn conflicted(
-        &mut self,
-        now: UnixMillis,
-        value: Option<&[u8]>,
-        fresh: ValueVersion,
-    ) -> Step {
-        match self.pending.take() {
-            None => Step::Done(Response::Failed(Failure::Unavailable)),
-            Some(Pending::Unwrite) => self.next_task(),
-            Some(Pending::Record(_)) => match self.lost() {
-                Some(done) => done,
-                None => self.read(now, value, fresh),
-            },
-        }
-    }
-
-    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
-    /// connection): on the record, the operation's answer; on a payer's charge, the operation is
-    /// undone as far as the engine lets it; on a finish's ledger move, the finish stands.
-    #[must_use = "the next step must be carried out"]
-    pub fn failed(&mut self, failure: Failure) -> Step {
-        self.pending = None;
-        match self.after {
-            None if failure == Failure::Full => Step::Done(full(&self.request)),
-            None => Step::Done(Response::Failed(failure)),
-            Some(_) => self.task_failed(failure),
-        }
     }
 
     /// Resumes with what became of the [`Need::Ledger`] job: a charge refused or failed undoes
@@ -639,5 +602,75 @@ impl Exchange {
         let mut version = [0; VERSION_LEN];
         version.copy_from_slice(&hash[..VERSION_LEN]);
         ValueVersion(version)
+    }
+}
+
+impl Resume for Exchange {
+    type Step = Step;
+
+    /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
+    /// fresh random version for a write (drawn by the host: the core has no entropy).
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step {
+        if self.after.is_some() {
+            // Only the record is read: ledgers are settled, a delete is never preceded by a read.
+            return self.task_failed(Failure::Unavailable);
+        }
+        let key = *self.request.key();
+        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
+            None => None,
+            Some(Ok(stored)) => Some(stored),
+            // Never overwrite what cannot be read: it may be a record of a newer format.
+            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+        };
+        self.decide(current.as_ref(), now, fresh, None)
+    }
+
+    /// Resumes with the compare-and-set's result, when the engine said only whether it wrote: a
+    /// conflict is followed by a read.
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step {
+        match (outcome, self.pending.take()) {
+            (WriteOutcome::Written, Some(Pending::Record(landing))) => self.landed(*landing),
+            // Deleted, or no longer the record written (taken over, expired): either way done.
+            (_, Some(Pending::Unwrite)) => self.next_task(),
+            (WriteOutcome::Conflict, Some(Pending::Record(_))) => match self.lost() {
+                Some(done) => done,
+                None => Step::Need(Need::Read {
+                    key: *self.request.key(),
+                }),
+            },
+            // A write result with no write asked for: a host bug, answered as a failure.
+            (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
+        }
+    }
+
+    /// Resumes after a compare-and-set the engine refused (another version, or a speculative
+    /// write off the engine's clock) and answered, in the same atomic step, with its clock and
+    /// the key's current value: decided again on those, as after a read.
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step {
+        match self.pending.take() {
+            None => Step::Done(Response::Failed(Failure::Unavailable)),
+            Some(Pending::Unwrite) => self.next_task(),
+            Some(Pending::Record(_)) => match self.lost() {
+                Some(done) => done,
+                None => self.read(now, value, fresh),
+            },
+        }
+    }
+
+    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
+    /// connection): on the record, the operation's answer; on a payer's charge, the operation is
+    /// undone as far as the engine lets it; on a finish's ledger move, the finish stands.
+    fn failed(&mut self, failure: Failure) -> Self::Step {
+        self.pending = None;
+        match self.after {
+            None if failure == Failure::Full => Step::Done(full(&self.request)),
+            None => Step::Done(Response::Failed(failure)),
+            Some(_) => self.task_failed(failure),
+        }
     }
 }

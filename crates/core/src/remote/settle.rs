@@ -13,7 +13,7 @@
 //! [`Settlement::conflicted`] or [`Settlement::failed`] with each engine answer, until
 //! [`Settled`]s come back, one per job, in the order the jobs were added.
 
-use super::exchange::{Need, Write};
+use super::exchange::{Need, Resume, Write};
 use super::ledger::{self, Job};
 use super::stored::ValueVersion;
 use super::wire::Failure;
@@ -147,58 +147,6 @@ impl Settlement {
         }
     }
 
-    /// Resumes with what the read found: the engine's clock, the key's bytes, a fresh version.
-    #[must_use = "the next step must be carried out"]
-    pub fn read(
-        &mut self,
-        now: UnixMillis,
-        value: Option<&[u8]>,
-        fresh: ValueVersion,
-    ) -> SettleStep {
-        self.decide(now, value, fresh, None)
-    }
-
-    /// Resumes with the compare-and-set's result; a conflict is followed by a read.
-    #[must_use = "the next step must be carried out"]
-    pub fn written(&mut self, outcome: WriteOutcome) -> SettleStep {
-        match (outcome, self.writing.take()) {
-            (WriteOutcome::Written, Some(value)) => {
-                self.known = Some(value);
-                SettleStep::Done(core::mem::take(&mut self.answers))
-            }
-            (WriteOutcome::Conflict, Some(_)) => match self.lost() {
-                Some(done) => done,
-                None => SettleStep::Need(self.start()),
-            },
-            // A write result with no write asked for: a host bug, answered as a failure.
-            (_, None) => self.fail(Failure::Unavailable),
-        }
-    }
-
-    /// Resumes after a compare-and-set the engine refused and answered with its clock and the
-    /// key's current value: decided again on those.
-    #[must_use = "the next step must be carried out"]
-    pub fn conflicted(
-        &mut self,
-        now: UnixMillis,
-        value: Option<&[u8]>,
-        fresh: ValueVersion,
-    ) -> SettleStep {
-        if self.writing.take().is_none() {
-            return self.fail(Failure::Unavailable);
-        }
-        match self.lost() {
-            Some(done) => done,
-            None => self.read(now, value, fresh),
-        }
-    }
-
-    /// Resumes after the engine failed a call: every job fails with `failure`.
-    #[must_use = "the answers must be sent"]
-    pub fn failed(&mut self, failure: Failure) -> SettleStep {
-        self.fail(failure)
-    }
-
     /// The value the key holds now that the settlement is done (`Some(None)`: absent), when this
     /// settlement knows it — what a host may [`Settlement::speculate`] on next time.
     pub fn value(&self) -> Option<Option<&[u8]>> {
@@ -268,6 +216,53 @@ impl Settlement {
             write,
             at,
         })
+    }
+}
+
+impl Resume for Settlement {
+    type Step = SettleStep;
+
+    /// Resumes with what the read found: the engine's clock, the key's bytes, a fresh version.
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step {
+        self.decide(now, value, fresh, None)
+    }
+
+    /// Resumes with the compare-and-set's result; a conflict is followed by a read.
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step {
+        match (outcome, self.writing.take()) {
+            (WriteOutcome::Written, Some(value)) => {
+                self.known = Some(value);
+                SettleStep::Done(core::mem::take(&mut self.answers))
+            }
+            (WriteOutcome::Conflict, Some(_)) => match self.lost() {
+                Some(done) => done,
+                None => SettleStep::Need(self.start()),
+            },
+            // A write result with no write asked for: a host bug, answered as a failure.
+            (_, None) => self.fail(Failure::Unavailable),
+        }
+    }
+
+    /// Resumes after a compare-and-set the engine refused and answered with its clock and the
+    /// key's current value: decided again on those.
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step {
+        if self.writing.take().is_none() {
+            return self.fail(Failure::Unavailable);
+        }
+        match self.lost() {
+            Some(done) => done,
+            None => self.read(now, value, fresh),
+        }
+    }
+
+    /// Resumes after the engine failed a call: every job fails with `failure`.
+    fn failed(&mut self, failure: Failure) -> Self::Step {
+        self.fail(failure)
     }
 }
 
