@@ -446,11 +446,12 @@ impl Policy {
             per_cell,
         };
         let replay_headers = owned(DEFAULT_REPLAY_HEADERS);
-        let bound =
-            crate::policy::memory_bound(&capacity, defaults::MAX_RESPONSE_BODY, &replay_headers);
+        let records = defaults_share(u64::from(defaults::CAPACITY));
+        let record_bound =
+            crate::policy::record_bound(defaults::MAX_RESPONSE_BODY, &replay_headers);
         let share = Share {
-            records: defaults_share(u64::from(defaults::CAPACITY)),
-            bytes: defaults_share(bound),
+            records,
+            bytes: records.saturating_mul(record_bound),
         };
         Policy {
             routes: alloc::vec![Route {
@@ -516,13 +517,20 @@ fn percent_of(whole: u64, percent: u64) -> u64 {
     u64::try_from(part).unwrap_or(u64::MAX).max(1)
 }
 
-/// A byte share as configured, of a store whose memory bound is `bound` bytes: `u64::MAX` (never
-/// reached) for `"off"`.
-fn byte_share(field: &str, value: Option<&Size>, bound: u64) -> Result<u64, Refusal> {
+/// A byte share as configured, of a store whose memory bound is `bound` bytes, for a payer whose
+/// record share is `records` records of at most `record_bound` bytes: by default what those
+/// records can take at most (never tighter than the record share); `u64::MAX` (never reached)
+/// for `"off"`.
+fn byte_share(
+    field: &str,
+    value: Option<&Size>,
+    bound: u64,
+    (records, record_bound): (u64, u64),
+) -> Result<u64, Refusal> {
     const EXPECTED: &str =
         "expected a size such as \"16MiB\", a percentage of the memory bound from \"1%\" to \"100%\", or \"off\"";
     let bytes = match value {
-        None => defaults_share(bound),
+        None => records.saturating_mul(record_bound),
         Some(Size::Bytes(n)) => *n,
         Some(Size::Text(text)) if text == "off" => return Ok(u64::MAX),
         Some(Size::Text(text)) => match text.strip_suffix('%') {
@@ -772,7 +780,8 @@ impl Config {
             per_cell,
         };
         let memory = crate::policy::memory_bound(&capacity, max_response_body, &replay_headers);
-        let shares = self.compile_shares(records, memory)?;
+        let record_bound = crate::policy::record_bound(max_response_body, &replay_headers);
+        let shares = self.compile_shares(records, (memory, record_bound))?;
         if let Some(max) = &self.max_memory {
             let max = size("max_memory", Some(max), 0)?;
             if memory > max {
@@ -1088,8 +1097,13 @@ impl Config {
         }))
     }
 
-    /// The shares of a store of `records` whose memory bound is `memory` bytes.
-    fn compile_shares(&self, records: u32, memory: u64) -> Result<Shares, Refusal> {
+    /// The shares of a store of `records` whose memory bound is `memory` bytes, each record at
+    /// most `record_bound`.
+    fn compile_shares(
+        &self,
+        records: u32,
+        (memory, record_bound): (u64, u64),
+    ) -> Result<Shares, Refusal> {
         let given = self.shares.clone().unwrap_or_default();
         let records = u64::from(records);
         let prefix = |field: &str, value: Option<u16>, default: u8, max: u16| match value {
@@ -1104,14 +1118,25 @@ impl Config {
             identity: share("shares.identity", given.identity.as_ref(), records)?
                 .map(|records| {
                     let field = "shares.identity_bytes";
-                    byte_share(field, given.identity_bytes.as_ref(), memory)
-                        .map(|bytes| Share { records, bytes })
+                    byte_share(
+                        field,
+                        given.identity_bytes.as_ref(),
+                        memory,
+                        (records, record_bound),
+                    )
+                    .map(|bytes| Share { records, bytes })
                 })
                 .transpose()?,
             peer: share("shares.peer", given.peer.as_ref(), records)?
                 .map(|records| {
-                    byte_share("shares.peer_bytes", given.peer_bytes.as_ref(), memory)
-                        .map(|bytes| Share { records, bytes })
+                    let field = "shares.peer_bytes";
+                    byte_share(
+                        field,
+                        given.peer_bytes.as_ref(),
+                        memory,
+                        (records, record_bound),
+                    )
+                    .map(|bytes| Share { records, bytes })
                 })
                 .transpose()?,
             ipv4_prefix: prefix(

@@ -327,14 +327,20 @@ pub const RECORD_OVERHEAD: u64 = 160;
 /// answer with a body of `max_response_body` and, if any header is replayed, the most headers
 /// Envoy lets a response have. The README's configuration reference gives the same formula.
 pub fn memory_bound(capacity: &Capacity, max_response_body: u64, replay_headers: &[String]) -> u64 {
+    capacity
+        .records()
+        .saturating_mul(record_bound(max_response_body, replay_headers))
+}
+
+/// The most memory one record can take: a stored answer with a body of `max_response_body`, the
+/// most headers Envoy lets a response have if any is replayed, and the record's own overhead.
+pub fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
     let headers = if replay_headers.is_empty() {
         0
     } else {
         REPLAYED_HEADERS_BOUND
     };
-    capacity
-        .records()
-        .saturating_mul(max_response_body.saturating_add(headers + RECORD_OVERHEAD))
+    max_response_body.saturating_add(headers + RECORD_OVERHEAD)
 }
 
 /// One-time token settings.
