@@ -1114,31 +1114,22 @@ impl Config {
                 &["must be between 1 and ", &decimal(u64::from(max))],
             )),
         };
+        // One kind of payer's share: its records, then its bytes within them.
+        let kind = |name: &str, count: Option<&ShareAmount>, bytes: Option<&Size>| {
+            let Some(records) = share(&["shares.", name].concat(), count, records)? else {
+                return Ok(None);
+            };
+            let field = ["shares.", name, "_bytes"].concat();
+            let bytes = byte_share(&field, bytes, memory, (records, record_bound))?;
+            Ok::<_, Refusal>(Some(Share { records, bytes }))
+        };
         Ok(Shares {
-            identity: share("shares.identity", given.identity.as_ref(), records)?
-                .map(|records| {
-                    let field = "shares.identity_bytes";
-                    byte_share(
-                        field,
-                        given.identity_bytes.as_ref(),
-                        memory,
-                        (records, record_bound),
-                    )
-                    .map(|bytes| Share { records, bytes })
-                })
-                .transpose()?,
-            peer: share("shares.peer", given.peer.as_ref(), records)?
-                .map(|records| {
-                    let field = "shares.peer_bytes";
-                    byte_share(
-                        field,
-                        given.peer_bytes.as_ref(),
-                        memory,
-                        (records, record_bound),
-                    )
-                    .map(|bytes| Share { records, bytes })
-                })
-                .transpose()?,
+            identity: kind(
+                "identity",
+                given.identity.as_ref(),
+                given.identity_bytes.as_ref(),
+            )?,
+            peer: kind("peer", given.peer.as_ref(), given.peer_bytes.as_ref())?,
             ipv4_prefix: prefix(
                 "shares.ipv4_prefix",
                 given.ipv4_prefix,
