@@ -3,14 +3,15 @@
 //! filter configuration as shipped with its store made remote. The store service charges each
 //! record to its payers' shares, one Redis key per payer, so a client's share is of the whole
 //! fleet's store whichever Envoy it goes through. What must hold: each flooder is refused by its
-//! share (429 `scope_quota_exceeded`, never a 503), the other clients are served and replayed
-//! across the two Envoys, no key reaches the app twice, and Redis stays below its `maxmemory`.
+//! share (429 `scope_quota_exceeded`, never a 503) — a flooder with large answers by its share in
+//! bytes — the other clients are served and replayed across the two Envoys, no key reaches the
+//! app twice, and Redis stays below its `maxmemory`.
 
 use crate::client::Request;
 use crate::fleet::{envoy_with_env, Backend, Engine, Store, STORE};
 use crate::floods::{
-    app, example_filter, flood, flooder_failures, keyed, others_are_served, ttl_seconds, MALLORY,
-    MALLORY_TOO, OTHERS, UNKNOWN,
+    app, example_filter, flood, flooder_failures, keyed, others_are_served, outside_the_byte_share,
+    ttl_seconds, LARGE, MALLORY, MALLORY_TOO, OTHERS, UNKNOWN,
 };
 use crate::upstream::Upstream;
 use std::net::Ipv4Addr;
@@ -22,6 +23,9 @@ const FLOOD: usize = 3_000;
 
 const SPLIT_ONE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 7);
 const SPLIT_TWO: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 8);
+const BIG: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 9);
+/// Who floods with large answers (flood 4).
+const BIG_CLIENT: &str = "127.0.0.9 (60 KB answers)";
 
 /// `used_memory` and `maxmemory` of the fleet's Redis.
 fn redis_memory(url: &str) -> (u64, u64) {
@@ -40,7 +44,8 @@ fn redis_memory(url: &str) -> (u64, u64) {
     (field("used_memory"), field("maxmemory"))
 }
 
-/// The three floods, one after another, each from its own addresses, then the other clients.
+/// The three floods, one after another, each from its own addresses, and the first again with
+/// answers of 60 KB (the example's byte share of 32 MiB binds); then the other clients.
 #[test]
 #[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
 fn floods_through_two_envoys_on_redis_leave_room_for_others() {
@@ -72,7 +77,7 @@ fn floods_through_two_envoys_on_redis_leave_room_for_others() {
     let ports = [one.port, two.port];
 
     type Flood = (&'static str, fn(usize) -> (&'static str, Request));
-    let floods: [Flood; 3] = [
+    let floods: [Flood; 4] = [
         ("flood 1 (Bearer mallory)", |n| {
             let key = format!("fleet-mallory-{n}");
             (
@@ -96,7 +101,13 @@ fn floods_through_two_envoys_on_redis_leave_room_for_others() {
                 ("127.0.0.8", keyed(UNKNOWN, &key, SPLIT_TWO, None))
             }
         }),
+        ("flood 4 (Bearer big, 60 KB answers)", |n| {
+            let key = format!("fleet-big-{n}");
+            let request = keyed(UNKNOWN, &key, BIG, Some("Bearer big"));
+            (BIG_CLIENT, request.script("status=404;body=60000"))
+        }),
     ];
+    assert_eq!(LARGE, 60_000, "flood 4's answers are LARGE");
     let mut failures = Vec::new();
     for (name, request) in floods {
         let started = Instant::now();
@@ -108,6 +119,9 @@ fn floods_through_two_envoys_on_redis_leave_room_for_others() {
         for (who, tally) in &tallies {
             eprintln!("{name}: {who} got {}", tally.summary());
             failures.extend(flooder_failures(who, tally, ttl));
+            if *who == BIG_CLIENT {
+                failures.extend(outside_the_byte_share(who, tally.count("404")));
+            }
         }
         // No key of the flood reached the app twice.
         for n in 0..FLOOD {
