@@ -5,6 +5,11 @@
 //! refused. Each with the events a host counts. The host carries the step out; it decides nothing
 //! about it.
 
+mod token;
+
+pub use token::{check_token, TokenRefusal, VerifiedToken};
+
+use crate::admission::Refusal;
 use crate::answer::EdgeAnswer;
 use crate::policy::{FailureMode, Policy};
 use crate::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
@@ -45,8 +50,14 @@ pub enum Event {
     ScopeUnavailable,
     /// A one-time token was used (once, now).
     TokenConsumed,
-    /// A one-time token was refused (here: it was used before).
+    /// A one-time token was refused: missing, not valid here, or used before.
     TokenRejected,
+    /// Refused before its claim: a webhook signature that does not verify.
+    SignatureRejected,
+    /// Refused before its claim: the route requires a key and none was found.
+    MissingKey,
+    /// Refused before its claim: a key that is not valid, or a key source that cannot be read.
+    InvalidKey,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed
@@ -66,6 +77,15 @@ impl Events {
     pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
         self.0.iter().flatten().copied()
     }
+}
+
+/// The event of a request refused before its claim (its answer is [`Refusal::answer`]).
+pub fn refused(refusal: &Refusal) -> Events {
+    Events::of(&[match refusal {
+        Refusal::Signature(_) => Event::SignatureRejected,
+        Refusal::MissingKey { .. } => Event::MissingKey,
+        Refusal::InvalidKey(_) | Refusal::Source(_) => Event::InvalidKey,
+    }])
 }
 
 /// What a claim's outcome (from either store) means for the request.

@@ -28,15 +28,16 @@ use crate::prelude::*;
 use crate::remote_store;
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
-use crate::token_endpoint::{self, VerifiedToken};
+use crate::token_endpoint;
 use alloc::rc::Rc;
 use core::cell::OnceCell;
 use idemgate_core::admission::{admit, Admission, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
+use idemgate_core::guard::VerifiedToken;
 use idemgate_core::guard::{self, Next};
-use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind, TokenRequirement};
+use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
@@ -245,6 +246,13 @@ impl Filter {
         crate::access_log::record(counter);
     }
 
+    /// Counts each of the core's events.
+    fn count_all(&self, events: guard::Events) {
+        for event in events.iter() {
+            self.count(Counter::from(event));
+        }
+    }
+
     fn debug(&self, key: &StorageKey, what: &str) {
         if self.shared.debug.get() {
             host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
@@ -268,9 +276,7 @@ impl Filter {
     /// mode) rather than a namespace shared with other clients.
     fn unscoped(&mut self, policy: &Policy) -> Action {
         let (next, events) = guard::unscoped(policy);
-        for event in events.iter() {
-            self.count(Counter::from(event));
-        }
+        self.count_all(events);
         match next {
             Some(answer) => self.reply(&answer),
             None => {
@@ -325,11 +331,7 @@ impl Filter {
 
     /// Refuses a request before its claim, with the core's answer.
     fn refuse(&mut self, refusal: &Refusal) -> Action {
-        self.count(match refusal {
-            Refusal::Signature(_) => Counter::SignatureRejected,
-            Refusal::MissingKey { .. } => Counter::MissingKey,
-            _ => Counter::InvalidKey,
-        });
+        self.count_all(guard::refused(refusal));
         self.send(&refusal.answer())
     }
 

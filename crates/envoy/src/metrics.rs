@@ -24,6 +24,9 @@ impl From<Event> for Counter {
             Event::ScopeUnavailable => Counter::ScopeUnavailable,
             Event::TokenConsumed => Counter::TokenConsumed,
             Event::TokenRejected => Counter::TokenRejected,
+            Event::SignatureRejected => Counter::SignatureRejected,
+            Event::MissingKey => Counter::MissingKey,
+            Event::InvalidKey => Counter::InvalidKey,
         }
     }
 }

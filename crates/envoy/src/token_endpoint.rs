@@ -5,13 +5,14 @@
 #[allow(unused_imports)]
 use crate::prelude::*;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
-use idemgate_core::policy::{Policy, Route, TokenPolicy, TokenRequirement};
+use idemgate_core::guard::VerifiedToken;
+use idemgate_core::policy::{Policy, TokenPolicy, TokenRequirement};
 use idemgate_core::protocol::{ConsumeOutcome, Engine, ProtocolError};
-use idemgate_core::scope::{token_audience, QuotaTag, Scope, StorageKey};
+use idemgate_core::scope::{token_audience, Scope};
 use idemgate_core::share::Payers;
 use idemgate_core::store::Store;
 use idemgate_core::time::UnixMillis;
-use idemgate_core::token::{issue, issued_for, verify, IssueFor, TokenError};
+use idemgate_core::token::{issue, issued_for, IssueFor};
 
 /// Whether `path` (query allowed) and `method` ask the issuing endpoint for a token.
 pub fn is_issue_request(token: &TokenPolicy, method: &str, path: &str) -> bool {
@@ -48,33 +49,6 @@ pub fn issue_answer(
     })
 }
 
-/// A token whose signature, binding and time are good, and the store key of its single use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VerifiedToken {
-    pub expires_at: UnixMillis,
-    /// Named by the nonce, tagged with the client's scope: the use counts against its share.
-    pub use_key: StorageKey,
-}
-
-/// Verifies `text` for this client, route rule and method — no store involved, so this runs
-/// before any store decision and on every path (issue 14, finding 3).
-pub fn verify_for(
-    token: &TokenPolicy,
-    text: Option<&str>,
-    scope: Scope<'_>,
-    route: &Route,
-    method: &str,
-    now: UnixMillis,
-) -> Result<VerifiedToken, TokenError> {
-    let text = text.ok_or(TokenError::Missing)?;
-    let audience = token_audience(scope, &route.prefix, method);
-    let claims = verify(&token.secret, text.trim(), &audience, now)?;
-    Ok(VerifiedToken {
-        expires_at: claims.expires_at,
-        use_key: StorageKey::tagged(claims.consumption_key(), QuotaTag::of(scope)),
-    })
-}
-
 /// Marks a verified token used, exactly once, charged to `payers` for as long as the use is
 /// remembered (the token's expiry plus the verifiers' clock skew). What the outcome means for the
 /// request is the core's ([`idemgate_core::guard::after_use`]).
@@ -92,7 +66,9 @@ pub fn consume<S: Store + ?Sized>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::guard::{check_token, TokenRefusal};
     use idemgate_core::store::MemoryStore;
+    use idemgate_core::token::TokenError;
 
     fn policy() -> Policy {
         Policy::from_json(
@@ -127,10 +103,21 @@ mod tests {
         let issued = issue_answer(&policy, token, for_pay, alice, now, [9; 16]);
         assert_eq!(issued.status, 200);
         let text = token_text(&issued);
-        let check = |scope, method| verify_for(token, Some(&text), scope, route, method, now);
-        assert_eq!(check(bob, "POST"), Err(TokenError::BadSignature));
-        assert_eq!(check(alice, "PATCH"), Err(TokenError::BadSignature));
-        let verified = check(alice, "POST").unwrap();
+        // The issued token, checked by the core as the filter checks it.
+        let check = |scope, method| {
+            check_token(
+                &policy,
+                route,
+                method,
+                Some(scope),
+                |_| Some(&*text),
+                || Some(now),
+            )
+        };
+        let bad = Err(TokenRefusal::Invalid(TokenError::BadSignature));
+        assert_eq!(check(bob, "POST"), bad);
+        assert_eq!(check(alice, "PATCH"), bad);
+        let verified = check(alice, "POST").unwrap().unwrap();
         let mut store = MemoryStore::new();
         assert_eq!(
             consume(&mut store, &policy, &verified, Payers::NONE, now),
@@ -139,10 +126,6 @@ mod tests {
         assert_eq!(
             consume(&mut store, &policy, &verified, Payers::NONE, now),
             Ok(ConsumeOutcome::AlreadyUsed)
-        );
-        assert_eq!(
-            verify_for(token, None, alice, route, "POST", now),
-            Err(TokenError::Missing)
         );
     }
 

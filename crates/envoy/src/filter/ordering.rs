@@ -9,8 +9,8 @@ use crate::order::Began;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::token_endpoint::VerifiedToken;
 use idemgate_core::decision::ResponseFacts;
+use idemgate_core::guard::VerifiedToken;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::scope::StorageKey;
 

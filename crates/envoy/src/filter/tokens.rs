@@ -33,8 +33,9 @@ impl Filter {
         self.send(&http)
     }
 
-    /// Verifies the token a route requires, before any store decision (issue 14): `Err(action)`
-    /// was answered (no identity to bind it to, or a token that is missing or not valid here).
+    /// The token a route requires, checked before any store decision by the core's
+    /// [`guard::check_token`]: `Err(action)` was answered (no identity to bind it to, no clock,
+    /// or a token that is missing or not valid here).
     pub(super) fn verify_token(
         &mut self,
         client: Option<&ClientIdentity>,
@@ -43,25 +44,13 @@ impl Filter {
         headers: &Headers,
     ) -> Result<Option<VerifiedToken>, Action> {
         let policy = self.policy();
-        let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
-            return Ok(None);
-        };
-        let Some(client) = client else {
-            // A token is bound to a client: without one it cannot be checked, so never forward.
-            self.count(Counter::ScopeUnavailable);
-            return Err(self.reply(&EdgeAnswer::ScopeUnavailable));
-        };
-        let text = header_values(headers, &token.header)
-            .first()
-            .and_then(|v| core::str::from_utf8(v).ok());
-        let Some(now) = host::now() else {
-            return Err(self.reply(&EdgeAnswer::ClockUnavailable));
-        };
-        match token_endpoint::verify_for(token, text, client.scope(), route, method, now) {
-            Ok(claims) => Ok(Some(claims)),
-            Err(e) => {
-                self.count(Counter::TokenRejected);
-                Err(self.reply(&EdgeAnswer::Token(&e)))
+        let scope = client.map(ClientIdentity::scope);
+        let presented = |name: &str| header_text(headers, name);
+        match guard::check_token(&policy, route, method, scope, presented, host::now) {
+            Ok(verified) => Ok(verified),
+            Err(refusal) => {
+                self.count_all(refusal.events());
+                Err(self.reply(&refusal.answer()))
             }
         }
     }

@@ -1,0 +1,168 @@
+//! A route's one-time token, checked before any store decision (issue 14): the request goes on to
+//! its claim with the token verified (its single use comes later, [`super::after_use`]), or stops
+//! here. The host hands over its facts — the client's scope, the header the policy names, its
+//! clock, read only when a token is required — and carries out the answer.
+
+use super::{Event, Events};
+use crate::answer::EdgeAnswer;
+use crate::policy::{Policy, Route, TokenRequirement};
+use crate::scope::{token_audience, QuotaTag, Scope, StorageKey};
+use crate::time::UnixMillis;
+use crate::token::{verify, TokenError};
+
+/// A token whose signature, binding and time are good, and the store key of its single use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifiedToken {
+    pub expires_at: UnixMillis,
+    /// Named by the nonce, tagged with the client's scope: the use counts against its share.
+    pub use_key: StorageKey,
+}
+
+/// Why a request's token stops it before its claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TokenRefusal {
+    /// No scope source identified the client. A token is bound to one, so it cannot be checked:
+    /// never forwarded, whatever `on_store_error` says.
+    Unscoped,
+    /// The host could not read its clock (the token's time cannot be checked).
+    NoClock,
+    /// Missing, or not valid for this client, route and method.
+    Invalid(TokenError),
+}
+
+impl TokenRefusal {
+    /// The answer the host sends.
+    pub fn answer(&self) -> EdgeAnswer<'_> {
+        match self {
+            TokenRefusal::Unscoped => EdgeAnswer::ScopeUnavailable,
+            TokenRefusal::NoClock => EdgeAnswer::ClockUnavailable,
+            TokenRefusal::Invalid(e) => EdgeAnswer::Token(e),
+        }
+    }
+
+    /// What the host counts: a clock that failed is the host's, not the request's, and counts
+    /// nothing.
+    pub fn events(&self) -> Events {
+        match self {
+            TokenRefusal::Unscoped => Events::of(&[Event::ScopeUnavailable]),
+            TokenRefusal::NoClock => Events::default(),
+            TokenRefusal::Invalid(_) => Events::of(&[Event::TokenRejected]),
+        }
+    }
+}
+
+/// The token `route` requires of a `method` request from `client`: `Ok(None)` when it requires
+/// none, the verified token, or why the request stops. `presented` gives the first value of a
+/// request header (as text); `clock` the host's time — each asked for only when needed.
+#[must_use = "a request goes on only if its token says so"]
+pub fn check_token<'h>(
+    policy: &Policy,
+    route: &Route,
+    method: &str,
+    client: Option<Scope<'_>>,
+    presented: impl FnOnce(&str) -> Option<&'h str>,
+    clock: impl FnOnce() -> Option<UnixMillis>,
+) -> Result<Option<VerifiedToken>, TokenRefusal> {
+    let (TokenRequirement::Required, Some(token)) = (route.token, &policy.token) else {
+        return Ok(None);
+    };
+    let scope = client.ok_or(TokenRefusal::Unscoped)?;
+    let text = presented(&token.header);
+    let now = clock().ok_or(TokenRefusal::NoClock)?;
+    let text = text.ok_or(TokenRefusal::Invalid(TokenError::Missing))?;
+    let audience = token_audience(scope, &route.prefix, method);
+    let claims =
+        verify(&token.secret, text.trim(), &audience, now).map_err(TokenRefusal::Invalid)?;
+    Ok(Some(VerifiedToken {
+        expires_at: claims.expires_at,
+        use_key: StorageKey::tagged(claims.consumption_key(), QuotaTag::of(scope)),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::token::issue;
+    use alloc::vec::Vec;
+
+    fn policy() -> Policy {
+        let json = r#"{"token":{"secret":"0123456789abcdef0123"},
+            "routes":[{"prefix":"/pay","token":"required"},{"prefix":"/"}]}"#;
+        Policy::from_json(json, &|_| None).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    const ALICE: Scope<'static> = Scope {
+        source: "header:authorization",
+        value: b"Bearer alice",
+    };
+    const NOW: UnixMillis = UnixMillis(1_700_000_000_000);
+
+    fn route<'p>(policy: &'p Policy, path: &str) -> &'p Route {
+        policy
+            .route_for("POST", path)
+            .unwrap_or_else(|| panic!("a route for {path}"))
+    }
+
+    #[test]
+    fn a_route_without_a_token_asks_for_no_fact() {
+        let policy = policy();
+        let checked = check_token(
+            &policy,
+            route(&policy, "/orders"),
+            "POST",
+            None,
+            |_| panic!("no header read"),
+            || panic!("no clock read"),
+        );
+        assert_eq!(checked, Ok(None));
+    }
+
+    #[test]
+    fn a_required_token_is_verified_for_its_client_route_and_method() {
+        let policy = policy();
+        let pay = route(&policy, "/pay");
+        let Some(token) = &policy.token else {
+            panic!("a token policy")
+        };
+        let audience = token_audience(ALICE, &pay.prefix, "POST");
+        let issued = issue(&token.secret, &audience, NOW, token.ttl, [7; 16]);
+        let text = issued.text.as_str();
+        let ok = check_token(
+            &policy,
+            pay,
+            "POST",
+            Some(ALICE),
+            |_| Some(text),
+            || Some(NOW),
+        );
+        let Ok(Some(verified)) = ok else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(verified.expires_at, issued.claims.expires_at);
+        // Another client, another method: refused and counted; no client: unscoped.
+        let bob = Scope {
+            source: "header:authorization",
+            value: b"Bearer bob",
+        };
+        for (client, method) in [(Some(bob), "POST"), (Some(ALICE), "PATCH")] {
+            let refused = check_token(&policy, pay, method, client, |_| Some(text), || Some(NOW));
+            let Err(refusal @ TokenRefusal::Invalid(_)) = refused else {
+                panic!("{refused:?}")
+            };
+            assert_eq!(
+                refusal.events().iter().collect::<Vec<_>>(),
+                [Event::TokenRejected]
+            );
+        }
+        let unscoped = check_token(&policy, pay, "POST", None, |_| Some(text), || Some(NOW));
+        assert_eq!(unscoped, Err(TokenRefusal::Unscoped));
+        assert_eq!(
+            check_token(&policy, pay, "POST", Some(ALICE), |_| None, || Some(NOW)),
+            Err(TokenRefusal::Invalid(TokenError::Missing))
+        );
+        let no_clock = check_token(&policy, pay, "POST", Some(ALICE), |_| Some(text), || None);
+        assert_eq!(no_clock, Err(TokenRefusal::NoClock));
+        assert_eq!(TokenRefusal::NoClock.events().iter().count(), 0);
+    }
+}
