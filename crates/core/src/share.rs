@@ -1,6 +1,6 @@
-//! Shares of the whole store (issue 23): who pays for a record's space, and how many records each
-//! payer may hold at once, so that no client — however many identities it makes up — can deny
-//! the store to others.
+//! Shares of the whole store (issue 23): who pays for a record's space, and how many records and
+//! bytes each payer may hold at once, so that no client — however many identities it makes up —
+//! can deny the store to others.
 //!
 //! **Who pays.** A scope the client writes itself (any request header) is its own word: a client
 //! can send a new `Authorization` value with every request. Each record is therefore charged to
@@ -11,9 +11,8 @@
 //! peer-scoped request is charged to its address group alone.
 //!
 //! **Of the whole store, in records and in bytes.** Each payer's records, and the bytes they
-//! take, are counted in a *ledger* ([`ledger`]): a fixed
-//! set of ledger cells beside the record cells, the payer's tag choosing its cell, changed by
-//! compare-and-set like every cell. A payer below its share is never refused — the count is of
+//! take, are counted in a *ledger* ([`ledger`]): a fixed set of ledger cells beside the record
+//! cells, the payer's tag choosing its cell, changed by compare-and-set like every cell. A payer below its share is never refused — the count is of
 //! the whole store, not of the cell its key happens to hash to — and one at its share (in records
 //! or in bytes) gets 429 with the moment its first records free their space. Bytes are what a
 //! record takes in memory ([`Space::of`]): a stored answer's body and headers and the record's
