@@ -102,9 +102,7 @@ impl Filter {
     ) -> Action {
         let policy = self.policy();
         let (next, events) = guard::after_claim(&outcome, &policy);
-        for event in events.iter() {
-            self.count(Counter::from(event));
-        }
+        self.count_all(events);
         match next {
             Next::Forward { owner, takeover } => {
                 self.debug(

@@ -99,9 +99,7 @@ impl Filter {
         after: AfterUse,
     ) -> Action {
         let (refusal, events) = guard::after_use(&outcome);
-        for event in events.iter() {
-            self.count(Counter::from(event));
-        }
+        self.count_all(events);
         let Some(answer) = refusal else {
             return self.go_on(after);
         };
