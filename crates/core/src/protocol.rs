@@ -351,33 +351,10 @@ pub enum FinishOutcome {
     NotOwner,
 }
 
-/// Completes or releases the claim `owner` holds on `key` (semantics §5).
-pub struct Finish<'p> {
-    pub key: StorageKey,
-    pub owner: OwnerToken,
-    pub facts: Option<ResponseFacts>,
-    pub policy: &'p Policy,
-}
-
-impl Mutation for Finish<'_> {
-    type Outcome = FinishOutcome;
-
-    fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<FinishOutcome> {
-        // Cloned, not taken: a lost race re-applies the mutation to the re-read bucket.
-        let facts = self.facts.clone().unwrap_or(ResponseFacts::NeverReached);
-        let mut settle = Settle {
-            key: self.key,
-            owner: self.owner,
-            verdict: verdict(facts, self.policy),
-            ttl: self.policy.ttl,
-        };
-        settle.apply(bucket, now)
-    }
-}
-
-/// [`Finish`] with the policy's verdict already made: [`Engine::finish`] makes it once, for the
-/// charge it moves and for the record it writes, instead of once for each (and once more per
-/// lost race), which copied and filtered the answer's body every time.
+/// Completes or releases the claim `owner` holds on `key` (semantics §5), with the policy's
+/// verdict already made: [`Engine::finish`] makes it once, for the charge it moves and for the
+/// record it writes, instead of once for each (and once more per lost race), which copied and
+/// filtered the answer's body every time.
 struct Settle {
     key: StorageKey,
     owner: OwnerToken,
