@@ -451,7 +451,7 @@ impl Policy {
             crate::policy::record_bound(defaults::MAX_RESPONSE_BODY, &replay_headers);
         let share = Share {
             records,
-            bytes: records.saturating_mul(record_bound),
+            bytes: default_bytes(records, record_bound),
         };
         Policy {
             routes: alloc::vec![Route {
@@ -517,6 +517,19 @@ fn percent_of(whole: u64, percent: u64) -> u64 {
     u64::try_from(part).unwrap_or(u64::MAX).max(1)
 }
 
+/// `"N%"` with N from 1 to 100: N; anything else `None`. Both kinds of share take percentages.
+fn percentage(text: &str) -> Option<u64> {
+    text.strip_suffix('%')
+        .and_then(|p| p.trim().parse::<u64>().ok())
+        .filter(|p| (1..=100).contains(p))
+}
+
+/// The default byte share of a payer whose record share is `records` records of at most
+/// `record_bound` bytes: what those records can take at most, so it never binds first.
+fn default_bytes(records: u64, record_bound: u64) -> u64 {
+    records.saturating_mul(record_bound)
+}
+
 /// A byte share as configured, of a store whose memory bound is `bound` bytes, for a payer whose
 /// record share is `records` records of at most `record_bound` bytes: by default what those
 /// records can take at most (never tighter than the record share); `u64::MAX` (never reached)
@@ -530,19 +543,13 @@ fn byte_share(
     const EXPECTED: &str =
         "expected a size such as \"16MiB\", a percentage of the memory bound from \"1%\" to \"100%\", or \"off\"";
     let bytes = match value {
-        None => records.saturating_mul(record_bound),
+        None => default_bytes(records, record_bound),
         Some(Size::Bytes(n)) => *n,
         Some(Size::Text(text)) if text == "off" => return Ok(u64::MAX),
-        Some(Size::Text(text)) => match text.strip_suffix('%') {
-            Some(percent) => percent
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|p| (1..=100).contains(p))
-                .map(|p| percent_of(bound, p))
-                .ok_or_else(|| invalid(field, &[EXPECTED]))?,
-            None => parse_size(text).ok_or_else(|| invalid(field, &[EXPECTED]))?,
-        },
+        Some(Size::Text(text)) if text.ends_with('%') => percentage(text)
+            .map(|p| percent_of(bound, p))
+            .ok_or_else(|| invalid(field, &[EXPECTED]))?,
+        Some(Size::Text(text)) => parse_size(text).ok_or_else(|| invalid(field, &[EXPECTED]))?,
     };
     if bytes == 0 {
         return Err(invalid(field, &["must be at least 1 byte"]));
@@ -557,17 +564,13 @@ fn share(field: &str, value: Option<&ShareAmount>, records: u64) -> Result<Optio
         Some(ShareAmount::Records(n)) => *n,
         Some(ShareAmount::Text(text)) if text == "off" => return Ok(None),
         Some(ShareAmount::Text(text)) => {
-            let percent = text
-                .strip_suffix('%')
-                .and_then(|p| p.trim().parse::<u64>().ok())
-                .filter(|p| (1..=100).contains(p))
-                .ok_or_else(|| {
-                    invalid(
-                        field,
-                        &["expected a number of records, a percentage from \"1%\" to \"100%\", or \"off\""],
-                    )
-                })?;
-            (records * percent / 100).max(1)
+            let percent = percentage(text).ok_or_else(|| {
+                invalid(
+                    field,
+                    &["expected a number of records, a percentage from \"1%\" to \"100%\", or \"off\""],
+                )
+            })?;
+            percent_of(records, percent)
         }
     };
     if n == 0 || n > records {
