@@ -5,8 +5,10 @@
 //! refused. Each with the events a host counts. The host carries the step out; it decides nothing
 //! about it.
 
+mod intake;
 mod token;
 
+pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
 pub use token::{check_token, TokenRefusal, VerifiedToken};
 
 use crate::admission::Refusal;
@@ -58,6 +60,12 @@ pub enum Event {
     MissingKey,
     /// Refused before its claim: a key that is not valid, or a key source that cannot be read.
     InvalidKey,
+    /// Refused before its claim: a body over `max_request_body`.
+    BodyTooLarge,
+    /// Refused before its claim: the hashing budget (or the peer's part) could not take its body.
+    HashingBudgetExceeded,
+    /// Refused before its claim: a body the fingerprint mode cannot read.
+    InvalidBody,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed

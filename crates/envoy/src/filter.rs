@@ -31,17 +31,17 @@ use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use crate::token_endpoint;
 use alloc::rc::Rc;
 use core::cell::OnceCell;
-use idemgate_core::admission::{admit, Admission, Refusal};
+use idemgate_core::admission::{admit, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::guard::VerifiedToken;
-use idemgate_core::guard::{self, Next};
+use idemgate_core::guard::{self, BodyRefusal, Intake, Next, Start, Taken};
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
-use idemgate_core::scope::StorageKey;
+use idemgate_core::scope::{Scope, StorageKey};
 use idemgate_core::share::Payers;
 use idemgate_core::time::UnixMillis;
 
@@ -52,36 +52,19 @@ mod response;
 mod tokens;
 use ordering::OrderWait;
 
-/// A guarded request whose body is being fingerprinted.
+/// A guarded request whose body is being taken in (the core's [`Intake`]).
 struct Hashing {
-    key: KeyState,
-    fingerprint: FingerprintBuilder,
-    seen: u64,
+    intake: Intake,
     /// The one-time token the request carries, verified, on routes that require one.
     token: Option<VerifiedToken>,
     /// This stream's share of the VM's `hashing_budget`, its peer's part of it: the body bytes
-    /// it keeps, each copy counted (returned when hashing ends; the detached exchange's copy
-    /// when the exchange is sent).
+    /// it keeps, each copy counted as the core charges them (returned when hashing ends; the
+    /// detached exchange's copy when the exchange is sent).
     reservation: Reservation,
-    /// How many copies of each body byte this stream keeps (see [`Policy::hashing_budget`]).
-    copies: u64,
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
     /// On an ordered route: what the ordering guard reads ([`crate::order`]).
     order: Option<Box<order::Probe>>,
-}
-
-/// The storage key, or what still decides it at the end of the body (a body key source, a
-/// provider signature).
-enum KeyState {
-    Known(StorageKey),
-    Pending {
-        admission: Box<Admission>,
-        client: ClientIdentity,
-        method: String,
-        /// The normalised path the storage key uses.
-        path: String,
-    },
 }
 
 /// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
@@ -332,6 +315,12 @@ impl Filter {
     /// Refuses a request before its claim, with the core's answer.
     fn refuse(&mut self, refusal: &Refusal) -> Action {
         self.count_all(guard::refused(refusal));
+        self.send(&refusal.answer())
+    }
+
+    /// Refuses a request for its body, with the core's answer.
+    fn refuse_body(&mut self, refusal: &BodyRefusal) -> Action {
+        self.count_all(refusal.events());
         self.send(&refusal.answer())
     }
 

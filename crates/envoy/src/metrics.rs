@@ -27,6 +27,9 @@ impl From<Event> for Counter {
             Event::SignatureRejected => Counter::SignatureRejected,
             Event::MissingKey => Counter::MissingKey,
             Event::InvalidKey => Counter::InvalidKey,
+            Event::BodyTooLarge => Counter::BodyTooLarge,
+            Event::HashingBudgetExceeded => Counter::HashingBudgetExceeded,
+            Event::InvalidBody => Counter::InvalidBody,
         }
     }
 }

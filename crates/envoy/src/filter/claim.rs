@@ -9,13 +9,11 @@ impl Filter {
     pub(super) fn claim(&mut self, hashing: Box<Hashing>) -> Action {
         let policy = self.policy();
         let Hashing {
-            key,
-            fingerprint,
+            intake,
             token,
             mut held,
             order,
             mut reservation,
-            ..
         } = *hashing;
         // The detached exchange's copy of the body outlives the hashing: its bytes stay
         // reserved until it is sent; the rest (the hasher, a key source's or the ordering
@@ -23,29 +21,10 @@ impl Filter {
         if let Some(held) = &mut held {
             held.reserved = Some(Box::new(reservation.split(held.body.len() as u64)));
         }
-        let key = match key {
-            KeyState::Known(key) => key,
-            KeyState::Pending {
-                admission,
-                client,
-                method,
-                path,
-            } => match admission.finish() {
-                Err(refusal) => return self.refuse(&refusal),
-                Ok(None) => return self.unguarded(token.as_ref()),
-                Ok(Some(key)) => {
-                    let scope = client.scope();
-                    let tag = self.shared.scope_tag.of(scope);
-                    StorageKey::derive_tagged(scope, tag, &method, &path, &key)
-                }
-            },
-        };
-        let fingerprint = match fingerprint.finish() {
-            Ok(fingerprint) => fingerprint,
-            Err(e) => {
-                self.count(Counter::InvalidBody);
-                return self.reply(&EdgeAnswer::InvalidBody(&e));
-            }
+        let (key, fingerprint) = match intake.finish() {
+            Ok(Taken::Claim { key, fingerprint }) => (key, fingerprint),
+            Ok(Taken::Unguarded) => return self.unguarded(token.as_ref()),
+            Err(refusal) => return self.refuse_body(&refusal),
         };
         // The event and its resource are read before any store write: a tracked event without a
         // resource id is refused without a claim.

@@ -77,33 +77,13 @@ impl Filter {
             Ok(token) => token,
             Err(action) => return action,
         };
-        let key = if admission.needs_body() {
-            let Some(client) = client else {
-                return self.unscoped(&policy);
-            };
-            KeyState::Pending {
-                admission: Box::new(admission),
-                client,
-                method: method.to_owned(),
-                path: matched.path.clone(),
-            }
-        } else {
-            let Some(key) = admission.key_now() else {
-                // Optional key, none given: no idempotency, but a required token still applies.
-                return self.unguarded(token.as_ref());
-            };
-            let Some(client) = &client else {
-                return self.unscoped(&policy);
-            };
-            let scope = client.scope();
-            let tag = self.shared.scope_tag.of(scope);
-            KeyState::Known(StorageKey::derive_tagged(
-                scope,
-                tag,
-                method,
-                &matched.path,
-                key,
-            ))
+        let scope = client.as_ref().map(ClientIdentity::scope);
+        let tag = |scope: Scope<'_>| self.shared.scope_tag.of(scope);
+        let key = match guard::start(admission, scope, tag, method, &matched.path) {
+            Start::Keyed(key) => key,
+            // Optional key, none given: no idempotency, but a required token still applies.
+            Start::Unguarded => return self.unguarded(token.as_ref()),
+            Start::Unscoped => return self.unscoped(&policy),
         };
         // A client must not steer a guarded execution (issue 21): Envoy's control headers
         // (`x-envoy-retry-on`, `x-envoy-upstream-rq-timeout-ms`, ...) leave the request before the
@@ -141,20 +121,15 @@ impl Filter {
             }),
             Forward::Router => None,
         };
-        // The fingerprint's state, and each copy of the body kept until the end of it (issue 23).
-        let keeps_key =
-            matches!(&key, KeyState::Pending { admission, .. } if admission.keeps_body());
+        // Each copy of the body the filter keeps until the claim is charged (issue 23).
         let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
-        let copies = 1 + u64::from(keeps_key) + u64::from(keeps_order) + u64::from(held.is_some());
+        let host_copies = u64::from(keeps_order) + u64::from(held.is_some());
         let hashing = Box::new(Hashing {
-            key,
-            fingerprint,
-            seen: 0,
+            intake: Intake::new(key, fingerprint, host_copies, &policy),
             token,
             held,
             order,
             reservation: Reservation::new(Rc::clone(&self.shared.hashing), peer),
-            copies,
         });
         if end_of_stream {
             return self.claim(hashing);
@@ -169,32 +144,24 @@ impl Filter {
         let Stage::Hashing(hashing) = &mut self.stage else {
             return Action::Continue;
         };
-        hashing.seen = hashing.seen.saturating_add(size as u64);
-        if hashing.seen > policy.max_request_body {
-            self.count(Counter::BodyTooLarge);
-            return self.reply(&EdgeAnswer::BodyTooLarge {
-                limit: policy.max_request_body,
-            });
-        }
+        // The core says what the chunk costs (or that the body is too large) before it is read.
+        let charge = match hashing.intake.charge(size as u64) {
+            Ok(charge) => charge,
+            Err(refusal) => return self.refuse_body(&refusal),
+        };
         let limits = Limits {
             total: policy.hashing_budget,
             per_peer: policy.hashing_budget_per_peer,
         };
-        let charge = (size as u64).saturating_mul(hashing.copies);
         if !hashing.reservation.grow(charge, limits) {
-            self.count(Counter::HashingBudgetExceeded);
-            return self.reply(&EdgeAnswer::HashingBudgetExceeded);
+            return self.refuse_body(&BodyRefusal::OverBudget);
         }
         let Some(chunk) = host::body(BufferType::HttpRequestBody, size) else {
             // Fingerprinted short, the stored fingerprint would be of a payload nobody sent.
             return self.reply(&EdgeAnswer::RequestUnreadable);
         };
-        if let KeyState::Pending { admission, .. } = &mut hashing.key {
-            admission.update(&chunk);
-        }
-        if let Err(e) = hashing.fingerprint.update(&chunk) {
-            self.count(Counter::InvalidBody);
-            return self.reply(&EdgeAnswer::InvalidBody(&e));
+        if let Err(refusal) = hashing.intake.update(&chunk) {
+            return self.refuse_body(&refusal);
         }
         if let Some(held) = &mut hashing.held {
             held.body.extend_from_slice(&chunk);

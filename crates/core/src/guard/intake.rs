@@ -1,0 +1,215 @@
+//! A guarded request between its headers and its claim (issue 22, item 1): whether it has a key
+//! to claim, and its body taken in — counted against `max_request_body`, charged to the hashing
+//! budget (every copy of it that is kept), fingerprinted, read by a body key source or a
+//! signature — until the claim's key and fingerprint are known, or the request is refused. The
+//! rules were the Envoy filter's; the host now hands over its facts (the admission, the client,
+//! each chunk's size and bytes) and carries out what this says.
+//!
+//! The order is kept from the filter: the body's size is checked before its bytes are charged,
+//! and charged before the host reads them, so a body that is too large or over the budget is
+//! never copied; at the end the key is read before the fingerprint is finished (a refusal names
+//! the key's problem first).
+
+use super::{refused, Event, Events};
+use crate::admission::{Admission, Refusal};
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
+use crate::policy::Policy;
+use crate::scope::{QuotaTag, Scope, StorageKey};
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// What a request's headers settle about its key.
+#[derive(Debug)]
+#[must_use = "the start says whether the request is guarded"]
+pub enum Start {
+    /// Guarded: its key is known, or will be at the end of its body.
+    Keyed(PendingKey),
+    /// No key and none required: forwarded without idempotency (a required token still applies).
+    Unguarded,
+    /// A key, or one to come from the body, but no scope source identified the client: the
+    /// host answers [`super::unscoped`] (the store-error failure mode).
+    Unscoped,
+}
+
+/// The storage key, or what decides it at the end of the body.
+#[derive(Debug)]
+pub struct PendingKey(Key);
+
+#[derive(Debug)]
+enum Key {
+    Known(StorageKey),
+    /// A body key source or a signature decides; kept with what the storage key is made of.
+    FromBody {
+        admission: Box<Admission>,
+        source: String,
+        value: Vec<u8>,
+        tag: QuotaTag,
+        method: String,
+        path: String,
+    },
+}
+
+/// Decides from the headers' `admission` whether the request is guarded. `client` is its scope,
+/// if a scope source identified it; `tag` gives a scope's quota tag (asked for only when the
+/// request is keyed, so an unguarded request costs no tag). `path` is the normalised path the
+/// storage key uses.
+pub fn start(
+    admission: Admission,
+    client: Option<Scope<'_>>,
+    tag: impl FnOnce(Scope<'_>) -> QuotaTag,
+    method: &str,
+    path: &str,
+) -> Start {
+    if admission.needs_body() {
+        let Some(scope) = client else {
+            return Start::Unscoped;
+        };
+        return Start::Keyed(PendingKey(Key::FromBody {
+            source: scope.source.into(),
+            value: scope.value.to_vec(),
+            tag: tag(scope),
+            admission: Box::new(admission),
+            method: method.into(),
+            path: path.into(),
+        }));
+    }
+    let Some(key) = admission.key_now() else {
+        return Start::Unguarded;
+    };
+    let Some(scope) = client else {
+        return Start::Unscoped;
+    };
+    let key = StorageKey::derive_tagged(scope, tag(scope), method, path, key);
+    Start::Keyed(PendingKey(Key::Known(key)))
+}
+
+/// Why a request's body stops it before its claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BodyRefusal {
+    /// More than `max_request_body` bytes.
+    TooLarge { limit: u64 },
+    /// The VM's hashing budget, or the peer's part of it, cannot take the chunk.
+    OverBudget,
+    /// The body is not what the fingerprint mode reads (not JSON, not a form, ...).
+    Invalid(FingerprintError),
+    /// The signature or the body's key refused it ([`Admission::finish`]).
+    Admission(Refusal),
+}
+
+impl BodyRefusal {
+    /// The answer the host sends (the mapping lives in [`crate::answer`]).
+    pub fn answer(&self) -> HttpAnswer {
+        match self {
+            BodyRefusal::TooLarge { limit } => answer(&EdgeAnswer::BodyTooLarge { limit: *limit }),
+            BodyRefusal::OverBudget => answer(&EdgeAnswer::HashingBudgetExceeded),
+            BodyRefusal::Invalid(e) => answer(&EdgeAnswer::InvalidBody(e)),
+            BodyRefusal::Admission(refusal) => refusal.answer(),
+        }
+    }
+
+    /// What the host counts.
+    pub fn events(&self) -> Events {
+        match self {
+            BodyRefusal::TooLarge { .. } => Events::of(&[Event::BodyTooLarge]),
+            BodyRefusal::OverBudget => Events::of(&[Event::HashingBudgetExceeded]),
+            BodyRefusal::Invalid(_) => Events::of(&[Event::InvalidBody]),
+            BodyRefusal::Admission(refusal) => refused(refusal),
+        }
+    }
+}
+
+/// What a complete body gives the claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "the claim's key and fingerprint, or no claim"]
+pub enum Taken {
+    Claim {
+        key: StorageKey,
+        fingerprint: Fingerprint,
+    },
+    /// No key (the body had none) and none required: forwarded without idempotency.
+    Unguarded,
+}
+
+/// A keyed request's body being taken in.
+pub struct Intake {
+    key: Key,
+    fingerprint: FingerprintBuilder,
+    /// Body bytes seen so far.
+    seen: u64,
+    limit: u64,
+    /// How many copies of each body byte are kept until the claim: the hasher's state, a body
+    /// key source's copy, and the host's own (see [`Policy::hashing_budget`]).
+    copies: u64,
+}
+
+impl Intake {
+    /// Starts taking in the body of a keyed request. `host_copies`: how many copies of the body
+    /// the host keeps itself until the claim (the ordering guard's, a detached exchange's).
+    pub fn new(
+        key: PendingKey,
+        fingerprint: FingerprintBuilder,
+        host_copies: u64,
+        policy: &Policy,
+    ) -> Intake {
+        let keeps = matches!(&key.0, Key::FromBody { admission, .. } if admission.keeps_body());
+        Intake {
+            key: key.0,
+            fingerprint,
+            seen: 0,
+            limit: policy.max_request_body,
+            copies: 1 + u64::from(keeps) + host_copies,
+        }
+    }
+
+    /// A chunk of `size` bytes arrived, not yet read: the bytes the host must reserve from the
+    /// hashing budget before it reads them (each kept copy counted), or the refusal of a body
+    /// over `max_request_body`. If the budget cannot take them, the refusal is
+    /// [`BodyRefusal::OverBudget`].
+    pub fn charge(&mut self, size: u64) -> Result<u64, BodyRefusal> {
+        self.seen = self.seen.saturating_add(size);
+        if self.seen > self.limit {
+            return Err(BodyRefusal::TooLarge { limit: self.limit });
+        }
+        Ok(size.saturating_mul(self.copies))
+    }
+
+    /// The chunk's bytes, in order, once charged.
+    pub fn update(&mut self, chunk: &[u8]) -> Result<(), BodyRefusal> {
+        if let Key::FromBody { admission, .. } = &mut self.key {
+            admission.update(chunk);
+        }
+        self.fingerprint.update(chunk).map_err(BodyRefusal::Invalid)
+    }
+
+    /// The body is complete: the key (the signature verified first), then the fingerprint.
+    pub fn finish(self) -> Result<Taken, BodyRefusal> {
+        let key = match self.key {
+            Key::Known(key) => key,
+            Key::FromBody {
+                admission,
+                source,
+                value,
+                tag,
+                method,
+                path,
+            } => match admission.finish().map_err(BodyRefusal::Admission)? {
+                None => return Ok(Taken::Unguarded),
+                Some(key) => {
+                    let scope = Scope {
+                        source: &source,
+                        value: &value,
+                    };
+                    StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+                }
+            },
+        };
+        let fingerprint = self.fingerprint.finish().map_err(BodyRefusal::Invalid)?;
+        Ok(Taken::Claim { key, fingerprint })
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,182 @@
+use super::*;
+use crate::admission::admit;
+use crate::guard::Event;
+use crate::time::UnixMillis;
+use alloc::format;
+use alloc::vec::Vec;
+use core::cell::Cell;
+
+const SCOPE: Scope<'static> = Scope {
+    source: "header:authorization",
+    value: b"Bearer alice",
+};
+
+/// A policy with one route, and a 10-byte `max_request_body`.
+fn route_policy(route: &str) -> Policy {
+    with_fingerprint("auto", route)
+}
+
+fn with_fingerprint(mode: &str, route: &str) -> Policy {
+    Policy::from_json(
+        &format!(
+            r#"{{"max_request_body": 10, "fingerprint": {{"mode": "{mode}"}}, "routes": [{route}]}}"#
+        ),
+        &|_| None,
+    )
+    .unwrap()
+}
+
+/// Starts a `POST /orders` request with these headers through the policy's route; `asked` counts
+/// the quota tags asked for.
+fn begin(
+    policy: &Policy,
+    headers: &[(&str, &str)],
+    client: Option<Scope<'_>>,
+    asked: &Cell<u32>,
+) -> Start {
+    let lookup = |name: &str| -> Vec<&[u8]> {
+        headers
+            .iter()
+            .filter(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_bytes())
+            .collect()
+    };
+    let admission = admit(&policy.routes[0], &lookup, UnixMillis(0)).unwrap();
+    let tag = |scope: Scope<'_>| {
+        asked.set(asked.get() + 1);
+        QuotaTag::of(scope)
+    };
+    start(admission, client, tag, "POST", "/orders")
+}
+
+fn intake(policy: &Policy, start: Start, host_copies: u64) -> Intake {
+    let Start::Keyed(key) = start else {
+        panic!("not keyed: {start:?}")
+    };
+    let headers = [("content-type", &b"application/json"[..])];
+    let fingerprint = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", headers);
+    Intake::new(key, fingerprint, host_copies, policy)
+}
+
+fn events(refusal: &BodyRefusal) -> Vec<Event> {
+    refusal.events().iter().collect()
+}
+
+#[test]
+fn a_header_key_is_the_storage_key_of_the_clients_scope_and_path() {
+    let policy = route_policy(r#"{"prefix": "/orders"}"#);
+    let asked = Cell::new(0);
+    let start = begin(
+        &policy,
+        &[("idempotency-key", "\"k1\"")],
+        Some(SCOPE),
+        &asked,
+    );
+    let mut body = intake(&policy, start, 0);
+    assert_eq!(body.charge(4), Ok(4), "only the hasher keeps the body");
+    body.update(b"{\"a\"").unwrap();
+    assert_eq!(body.charge(3), Ok(3));
+    body.update(b":1}").unwrap();
+    let Ok(Taken::Claim { key, .. }) = body.finish() else {
+        panic!("no claim")
+    };
+    let parsed = crate::key::IdempotencyKey::parse(b"\"k1\"").unwrap();
+    let expected =
+        StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
+    assert_eq!(key, expected);
+    assert_eq!(asked.get(), 1);
+}
+
+#[test]
+fn without_a_key_or_a_scope_nothing_is_claimed_and_no_tag_is_asked_for() {
+    let policy = route_policy(r#"{"prefix": "/orders", "key": "optional"}"#);
+    let asked = Cell::new(0);
+    assert!(matches!(
+        begin(&policy, &[], Some(SCOPE), &asked),
+        Start::Unguarded
+    ));
+    let keyed = [("idempotency-key", "\"k1\"")];
+    assert!(matches!(
+        begin(&policy, &keyed, None, &asked),
+        Start::Unscoped
+    ));
+    let from_body = route_policy(r#"{"prefix": "/orders", "key_from": [{"json": "/id"}]}"#);
+    assert!(matches!(
+        begin(&from_body, &[], None, &asked),
+        Start::Unscoped
+    ));
+    assert_eq!(asked.get(), 0);
+}
+
+#[test]
+fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
+    let policy =
+        route_policy(r#"{"prefix": "/orders", "key": "optional", "key_from": [{"json": "/id"}]}"#);
+    let asked = Cell::new(0);
+    let start = || begin(&policy, &[], Some(SCOPE), &asked);
+    // The hasher, the key source's copy and the host's two (ordering guard, detached exchange).
+    let mut body = intake(&policy, start(), 2);
+    assert_eq!(body.charge(9), Ok(36));
+    body.update(br#"{"id":"x"}"#[..9].as_ref()).unwrap();
+    assert_eq!(body.charge(1), Ok(4));
+    body.update(b"}").unwrap();
+    let Ok(Taken::Claim { key, .. }) = body.finish() else {
+        panic!("no claim")
+    };
+    let parsed = crate::key::IdempotencyKey::parse(b"x").unwrap();
+    let expected =
+        StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
+    assert_eq!(key, expected);
+    // A body without the id, on a route where the key is optional: forwarded unguarded.
+    let mut body = intake(&policy, start(), 0);
+    assert_eq!(body.charge(2), Ok(4));
+    body.update(b"{}").unwrap();
+    assert_eq!(body.finish(), Ok(Taken::Unguarded));
+}
+
+#[test]
+fn each_refusal_has_its_answer_and_its_event() {
+    let required =
+        route_policy(r#"{"prefix": "/orders", "key": "required", "key_from": [{"json": "/id"}]}"#);
+    let asked = Cell::new(0);
+    let start = || begin(&required, &[], Some(SCOPE), &asked);
+
+    // The limit is on the bytes seen: 10 pass, the 11th is refused before it is charged.
+    let mut body = intake(&required, start(), 0);
+    assert_eq!(body.charge(10), Ok(20));
+    let refusal = body.charge(1).unwrap_err();
+    assert_eq!(refusal, BodyRefusal::TooLarge { limit: 10 });
+    assert_eq!(refusal.answer().status, 413);
+    assert_eq!(events(&refusal), [Event::BodyTooLarge]);
+
+    let mut body = intake(&required, start(), 0);
+    body.charge(2).unwrap();
+    body.update(b"{}").unwrap();
+    let refusal = body.finish().unwrap_err();
+    assert!(matches!(
+        refusal,
+        BodyRefusal::Admission(Refusal::MissingKey { .. })
+    ));
+    assert_eq!(refusal.answer().status, 400);
+    assert_eq!(events(&refusal), [Event::MissingKey]);
+
+    let header_key = with_fingerprint("json", r#"{"prefix": "/orders"}"#);
+    let keyed = [("idempotency-key", "\"k1\"")];
+    let mut body = intake(
+        &header_key,
+        begin(&header_key, &keyed, Some(SCOPE), &asked),
+        0,
+    );
+    body.charge(3).unwrap();
+    let refusal = match body.update(b"{{{") {
+        Err(refusal) => refusal,
+        Ok(()) => body.finish().unwrap_err(),
+    };
+    assert!(matches!(refusal, BodyRefusal::Invalid(_)));
+    assert_eq!(refusal.answer().status, 400);
+    assert_eq!(events(&refusal), [Event::InvalidBody]);
+
+    let refusal = BodyRefusal::OverBudget;
+    assert_eq!(refusal.answer().status, 503);
+    assert_eq!(events(&refusal), [Event::HashingBudgetExceeded]);
+}
