@@ -1,13 +1,88 @@
-//! Where a request goes once the store has decided (issue 22, item 1: the first of the request's
-//! decisions moved out of the Envoy adapter). After its claim: forwarded as the key's owner,
-//! answered here (409, replay, 422, 429, the failure mode's 503, 502 `record_corrupt`), or
-//! forwarded unguarded because the failure mode says so. After a one-time token's use: on, or
-//! refused. Each with the events a host counts. The host carries the step out; it decides nothing
-//! about it.
+//! A request's steps that the core decides and the host carries out (issue 22, item 1), in the
+//! order of its life:
+//!
+//! 1. its headers: [`check_token`] (a route's one-time token), [`start`] (keyed, unguarded, or no
+//!    client to scope it to — [`unscoped`]), a refusal at admission counted by [`refused`];
+//! 2. its body: an [`Intake`] charges each chunk (`max_request_body`, each kept copy against the
+//!    hashing budget), feeds the fingerprint and a body key source, and [`Intake::finish`] gives
+//!    the claim's key and fingerprint, or a [`BodyRefusal`];
+//! 3. the store's decision: [`after_claim`] — forward as the key's owner, answer here (409,
+//!    replay, 422, 429, 502 `record_corrupt`, the failure mode's 503), or forward unguarded;
+//! 4. its course upstream: a [`Course`] gives each step in turn — the ordering guard's decision,
+//!    the token's single use ([`after_use`]), then out;
+//! 5. the upstream's answer: a [`Capture`] keeps what its record may replay and gives the
+//!    [`crate::decision::ResponseFacts`] the claim is finished with.
+//!
+//! Each step returns typed values and the [`Event`]s a host counts; the host reads facts (headers,
+//! body bytes, the clock, the store) and carries the step out. It decides nothing about it.
+//!
+//! ```
+//! use idemgate_core::admission::admit;
+//! use idemgate_core::guard::{self, Capture, Course, Next, Start, Step, Taken};
+//! use idemgate_core::{Engine, FingerprintBuilder, MemoryStore, OwnerToken, Payers, Policy, Scope};
+//! use idemgate_core::scope::QuotaTag;
+//! use idemgate_core::UnixMillis;
+//!
+//! // Every refusal or failure here becomes the text of its code or answer's status.
+//! fn debug(e: impl core::fmt::Debug) -> String { format!("{e:?}") }
+//!
+//! let policy = Policy::from_json(r#"{"routes": [{"prefix": "/orders"}]}"#, &|_| None).map_err(debug)?;
+//! let mut store = MemoryStore::new();
+//! let now = UnixMillis(1_700_000_000_000);
+//! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
+//! let payers = Payers::of(scope, true, None);
+//!
+//! // One request's life; `owner` is the host's fresh owner token.
+//! let mut life = |owner: OwnerToken| -> Result<Option<Vec<u8>>, String> {
+//!     // 1. Headers.
+//!     let headers = [("idempotency-key", &b"\"order-1\""[..]), ("content-type", b"application/json")];
+//!     let matched = policy.match_request("POST", "/orders").ok_or("no route")?;
+//!     let lookup = |name: &str| headers.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect();
+//!     let admission = admit(matched.route, &lookup, now).map_err(|e| e.code())?;
+//!     let Start::Keyed(key) = guard::start(admission, Some(scope), QuotaTag::of, "POST", &matched.path) else {
+//!         return Err("not keyed".into());
+//!     };
+//!     // 2. Body: each chunk charged, then read.
+//!     let fingerprint = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", headers);
+//!     let mut intake = guard::Intake::new(key, fingerprint, 0, &policy);
+//!     let body = br#"{"sku":"A1","qty":1}"#;
+//!     let _reserve = intake.charge(body.len() as u64).map_err(|e| debug(e.answer().status))?;
+//!     intake.update(body).map_err(|e| debug(e.answer().status))?;
+//!     let Taken::Claim { key, fingerprint } = intake.finish().map_err(|e| debug(e.answer().status))? else {
+//!         return Err("unguarded".into());
+//!     };
+//!     // 3. The store decides.
+//!     let mut engine = Engine { store: &mut store, policy: &policy };
+//!     let outcome = engine.claim(key, fingerprint, owner, payers, now);
+//!     let (next, _events) = guard::after_claim(&outcome, &policy);
+//!     let owner = match next {
+//!         Next::Forward { owner, .. } => owner,
+//!         Next::Answer(answer) => return Ok(Some(idemgate_core::answer::answer(&answer).body)),
+//!         Next::Unguarded => return Err("unguarded".into()),
+//!     };
+//!     // 4. Its course: no ordering, no token here, so straight out.
+//!     let mut course = Course::<()>::claimed(None, None);
+//!     assert_eq!(course.step(), Step::Go);
+//!     // 5. The upstream answers; the record keeps what may be replayed.
+//!     let mut capture = Capture::head([(":status", &b"201"[..]), ("content-type", b"application/json")], &policy);
+//!     if capture.wants(8) {
+//!         capture.chunk(Some(b"{\"id\":1}"));
+//!     }
+//!     engine.finish(key, owner, Some(capture.facts()), now).map_err(debug)?;
+//!     Ok(None)
+//! };
+//! assert_eq!(life(OwnerToken([1; 16]))?, None, "the first request goes upstream");
+//! assert_eq!(life(OwnerToken([2; 16]))?, Some(b"{\"id\":1}".to_vec()), "its retry is replayed");
+//! # Ok::<(), String>(())
+//! ```
 
+mod capture;
+mod course;
 mod intake;
 mod token;
 
+pub use capture::Capture;
+pub use course::{Course, Step};
 pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
 pub use token::{check_token, TokenRefusal, VerifiedToken};
 

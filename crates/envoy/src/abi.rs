@@ -69,9 +69,11 @@ pub enum MapType {
     HttpCallResponseHeaders = 6,
 }
 
+mod header_map;
 mod map;
 #[cfg(target_arch = "wasm32")]
 mod raw;
+pub use header_map::{add_header, header_map, header_value, remove_header};
 pub use map::{deserialize_map, serialize_map, serialize_path, HeaderIter, Headers};
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
@@ -156,100 +158,6 @@ pub fn buffer(kind: BufferType, start: usize, max: usize) -> Result<Vec<u8>, Sta
     #[cfg(not(target_arch = "wasm32"))]
     {
         let _ = (kind, start, max);
-        Err(Status::NO_HOST)
-    }
-}
-
-/// Every pair of a header map (pseudo-headers included).
-pub fn header_map(map: MapType) -> Result<Headers, Status> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let mut data: *mut u8 = core::ptr::null_mut();
-        let mut size = 0usize;
-        // SAFETY: pointers to live locals; on success the host hands over a buffer it allocated.
-        status(unsafe { raw::proxy_get_header_map_pairs(map as u32, &mut data, &mut size) })?;
-        let bytes = unsafe { raw::take(data, size) };
-        deserialize_map(bytes).ok_or(Status::PARSE_FAILURE)
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let _ = map;
-        Err(Status::NO_HOST)
-    }
-}
-
-/// One header's value; `Ok(None)` if absent.
-pub fn header_value(map: MapType, name: &str) -> Result<Option<Vec<u8>>, Status> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        let mut data: *mut u8 = core::ptr::null_mut();
-        let mut size = 0usize;
-        // SAFETY: the name is a live borrow; pointers to live locals; on success the host hands
-        // over a buffer it allocated.
-        let code = unsafe {
-            raw::proxy_get_header_map_value(
-                map as u32,
-                name.as_ptr(),
-                name.len(),
-                &mut data,
-                &mut size,
-            )
-        };
-        match Status(code) {
-            Status::OK if data.is_null() => Ok(None),
-            Status::OK => Ok(Some(unsafe { raw::take(data, size) })),
-            Status::NOT_FOUND => Ok(None),
-            other => Err(other),
-        }
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let _ = (map, name);
-        Err(Status::NO_HOST)
-    }
-}
-
-/// Removes every value of one header (absent is no error).
-pub fn remove_header(map: MapType, name: &str) -> Result<(), Status> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        // SAFETY: the name is a live borrow; the host only reads it.
-        let code =
-            unsafe { raw::proxy_remove_header_map_value(map as u32, name.as_ptr(), name.len()) };
-        match Status(code) {
-            Status::OK | Status::NOT_FOUND => Ok(()),
-            other => Err(other),
-        }
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let _ = (map, name);
-        Err(Status::NO_HOST)
-    }
-}
-
-/// Adds a header value (the ordering guard's `idemgate-order: applied` on an upstream answer).
-pub fn add_header(map: MapType, name: &str, value: &str) -> Result<(), Status> {
-    #[cfg(target_arch = "wasm32")]
-    {
-        // SAFETY: name and value are live borrows; the host only reads them.
-        let code = unsafe {
-            raw::proxy_add_header_map_value(
-                map as u32,
-                name.as_ptr(),
-                name.len(),
-                value.as_ptr(),
-                value.len(),
-            )
-        };
-        match Status(code) {
-            Status::OK => Ok(()),
-            other => Err(other),
-        }
-    }
-    #[cfg(not(target_arch = "wasm32"))]
-    {
-        let _ = (map, name, value);
         Err(Status::NO_HOST)
     }
 }

@@ -36,7 +36,7 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::guard::VerifiedToken;
-use idemgate_core::guard::{self, BodyRefusal, Intake, Next, Start, Taken};
+use idemgate_core::guard::{self, BodyRefusal, Capture, Course, Intake, Next, Start, Step, Taken};
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
@@ -46,10 +46,12 @@ use idemgate_core::share::Payers;
 use idemgate_core::time::UnixMillis;
 
 mod claim;
+mod course;
 mod ordering;
 mod request;
 mod response;
 mod tokens;
+use course::{AfterUse, Going, Ordering};
 use ordering::OrderWait;
 
 /// A guarded request whose body is being taken in (the core's [`Intake`]).
@@ -91,15 +93,6 @@ struct Forwarded {
     answer: Option<Capture>,
 }
 
-struct Capture {
-    /// `None` when the answer's `:status` is missing or not a number, or the host could not hand
-    /// its headers or a body chunk over whole: never stored, in doubt (issue 22).
-    status: Option<u16>,
-    headers: Vec<(String, String)>,
-    /// `None` once the body went over `max_response_body` (passed on, not kept).
-    body: Option<Vec<u8>>,
-}
-
 enum Stage {
     /// Nothing (more) to do for this request.
     Idle,
@@ -114,7 +107,7 @@ enum Stage {
     /// The token's use is on its way to the remote store; the request waits, paused.
     Using {
         call: u32,
-        after: AfterUse,
+        going: Box<Going>,
     },
     /// The ordering guard's begin is on its way to the remote store; the request waits, paused.
     Ordering(Box<OrderWait>),
@@ -126,21 +119,6 @@ struct Claiming {
     key: StorageKey,
     token: Option<VerifiedToken>,
     held: Option<Held>,
-}
-
-/// What a request does once its token is used.
-enum AfterUse {
-    /// Go on with the claim it holds (released if the token cannot be used).
-    Forward {
-        key: StorageKey,
-        owner: OwnerToken,
-        held: Option<Held>,
-        order: Option<OrderClaim>,
-    },
-    /// No key on an optional-key route: forward without idempotency.
-    PassThrough,
-    /// The failure mode forwards without protection (already counted).
-    Unprotected,
 }
 
 pub struct Filter {
@@ -325,13 +303,12 @@ impl Filter {
     }
 
     /// No key and none required: forwarded without idempotency, but a required token still applies.
-    fn unguarded(&mut self, token: Option<&VerifiedToken>) -> Action {
-        if let Some(claims) = token {
-            return self.use_token(claims, AfterUse::PassThrough);
-        }
-        self.stage = Stage::Idle;
-        self.count(Counter::Passthrough);
-        Action::Continue
+    fn unguarded(&mut self, token: Option<VerifiedToken>) -> Action {
+        self.go(Going {
+            course: Course::unguarded(token),
+            after: AfterUse::PassThrough,
+            order: None,
+        })
     }
 }
 

@@ -172,13 +172,11 @@ fn answered_exchange(
     let Some(headers) = host::headers(MapType::HttpCallResponseHeaders) else {
         return no_answer(&shared, DoubtCause::Other);
     };
-    let status = headers
-        .iter()
-        .find(|(name, _)| *name == ":status")
-        .and_then(|(_, v)| idemgate_core::answer::parse_status(v));
+    // What the record keeps of it: the core's, as on the router path.
+    let mut capture = Capture::head(headers.iter(), &policy);
     // An answer whose status cannot be read is no answer the edge can relay or store, and the
     // upstream may have acted: in doubt (issue 22: no status 0 stored or relayed).
-    let Some(status) = status else {
+    let Some(status) = capture.status() else {
         host::log(LogLevel::Error, "the detached answer has no valid :status");
         return no_answer(&shared, DoubtCause::Other);
     };
@@ -237,28 +235,17 @@ fn answered_exchange(
         }
         CalloutOrigin::InDoubt(cause) => no_answer(&shared, cause),
         CalloutOrigin::Upstream => {
-            let stored_headers = headers
-                .iter()
-                .filter(|(name, _)| policy.replays_header(name))
-                .filter_map(|(name, value)| {
-                    let value = core::str::from_utf8(value).ok()?;
-                    Some((name.to_owned(), value.to_owned()))
-                })
-                .collect();
-            let stored_body = body
-                .as_ref()
-                .filter(|b| b.len() as u64 <= policy.max_response_body)
-                .cloned();
+            match &body {
+                Some(body) if capture.wants(body.len() as u64) => capture.chunk(Some(body)),
+                Some(_) => {}
+                None => capture.pass(),
+            }
             // On a callback route only a 2xx settles the key (the core's screen); else released.
             let outcome = settle(
                 &shared,
                 key,
                 owner,
-                kind.screen(ResponseFacts::Upstream {
-                    status,
-                    headers: stored_headers,
-                    body: stored_body,
-                }),
+                kind.screen(capture.facts()),
                 DoubtCause::Other,
                 false,
             );

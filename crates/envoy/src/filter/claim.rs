@@ -23,7 +23,7 @@ impl Filter {
         }
         let (key, fingerprint) = match intake.finish() {
             Ok(Taken::Claim { key, fingerprint }) => (key, fingerprint),
-            Ok(Taken::Unguarded) => return self.unguarded(token.as_ref()),
+            Ok(Taken::Unguarded) => return self.unguarded(token),
             Err(refusal) => return self.refuse_body(&refusal),
         };
         // The event and its resource are read before any store write: a tracked event without a
@@ -92,19 +92,18 @@ impl Filter {
                         "claimed, forwarded"
                     },
                 );
-                // The delivery is this request's: now the ordering guard decides on its event.
-                let began = self
-                    .ordered
-                    .take()
-                    .map(|o| order::begin(&self.shared, o, self.context_id, (key, owner)));
-                let wait = OrderWait {
-                    call: 0,
+                // The delivery is this request's: its course (the ordering guard's decision on
+                // its event, its token's use) is the core's.
+                let ordering = self.ordered.take().map(|ordered| Ordering {
+                    ordered,
                     key,
                     owner,
-                    token,
-                    held,
-                };
-                self.forward_ordered(wait, began)
+                });
+                self.go(Going {
+                    course: Course::claimed(ordering, token),
+                    after: AfterUse::Forward { key, owner, held },
+                    order: None,
+                })
             }
             Next::Answer(answer) => {
                 self.log_answer(&key, &answer);
@@ -116,7 +115,7 @@ impl Filter {
                     Ok(_) => self.debug(&key, "store full: forwarded unguarded"),
                 }
                 self.stage = Stage::Idle;
-                self.unprotected(token.as_ref())
+                self.unprotected(token)
             }
         }
     }

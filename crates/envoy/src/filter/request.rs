@@ -82,7 +82,7 @@ impl Filter {
         let key = match guard::start(admission, scope, tag, method, &matched.path) {
             Start::Keyed(key) => key,
             // Optional key, none given: no idempotency, but a required token still applies.
-            Start::Unguarded => return self.unguarded(token.as_ref()),
+            Start::Unguarded => return self.unguarded(token),
             Start::Unscoped => return self.unscoped(&policy),
         };
         // A client must not steer a guarded execution (issue 21): Envoy's control headers

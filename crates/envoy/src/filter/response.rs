@@ -9,32 +9,28 @@ impl Filter {
         let Stage::Forwarded(forwarded) = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
+        let complete = if complete { forwarded.answer } else { None };
         if let Some(claim) = forwarded.order {
-            let applied = matches!(
-                (complete, &forwarded.answer),
-                (true, Some(Capture { status: Some(status), .. })) if order::applies(*status)
+            let status = complete.as_ref().and_then(Capture::status);
+            order::settle(
+                &self.shared,
+                claim,
+                status.is_some_and(order::applies),
+                true,
             );
-            order::settle(&self.shared, claim, applied, true);
         }
-        let (facts, cause) = match (complete, forwarded.answer) {
-            (true, Some(capture)) => match capture.status {
-                Some(status) => (
-                    ResponseFacts::Upstream {
-                        status,
-                        headers: capture.headers,
-                        body: capture.body,
-                    },
-                    DoubtCause::Other,
-                ),
+        let (facts, cause) = match complete {
+            Some(capture) => {
+                let facts = capture.facts();
                 // An answer whose status cannot be read cannot be replayed, and the upstream may
                 // have acted: in doubt, so the claim holds until its lease ends.
-                None => {
+                if facts == ResponseFacts::InDoubt {
                     host::log(LogLevel::Error, "the upstream answer could not be read whole (no valid :status, or a part the host did not hand over)");
-                    (ResponseFacts::InDoubt, DoubtCause::Other)
                 }
-            },
+                (facts, DoubtCause::Other)
+            }
             // The stream ended without a complete upstream answer: what the final details say.
-            (_, _) => {
+            None => {
                 let details = host::property_text(&["response", "code_details"]);
                 (
                     classify_end(details.as_deref()).facts_without_answer(),
@@ -53,31 +49,16 @@ impl Filter {
         let details = host::property_text(&["response", "code_details"]);
         match classify_end(details.as_deref()) {
             Origin::Upstream => {
-                // One host call for the status and the headers (`:status` is in the map).
-                let mut status = None;
-                // Headers the host cannot hand over leave the status unknown: in doubt.
-                let headers = host::headers(MapType::HttpResponseHeaders).unwrap_or_default();
-                let headers = headers
-                    .iter()
-                    .filter(|(name, value)| {
-                        if *name == ":status" {
-                            status = idemgate_core::answer::parse_status(value);
-                        }
-                        policy.replays_header(name)
-                    })
-                    .filter_map(|(name, value)| {
-                        let value = core::str::from_utf8(value).ok()?;
-                        Some((name.to_owned(), value.to_owned()))
-                    })
-                    .collect();
-                if forwarded.order.is_some() && status.is_some_and(order::applies) {
+                // One host call for the status and the headers (`:status` is in the map); a head
+                // the host cannot hand over leaves the status unknown: in doubt.
+                let capture = match host::headers(MapType::HttpResponseHeaders) {
+                    Some(headers) => Capture::head(headers.iter(), &policy),
+                    None => Capture::unreadable(&policy),
+                };
+                if forwarded.order.is_some() && capture.status().is_some_and(order::applies) {
                     order::mark_response();
                 }
-                forwarded.answer = Some(Capture {
-                    status,
-                    headers,
-                    body: Some(Vec::new()),
-                });
+                forwarded.answer = Some(capture);
                 if end_of_stream {
                     self.end(true);
                 }
@@ -103,7 +84,6 @@ impl Filter {
     }
 
     pub(super) fn response_body(&mut self, size: usize, end_of_stream: bool) -> Action {
-        let limit = self.policy().max_response_body;
         let Stage::Forwarded(Forwarded {
             answer: Some(capture),
             ..
@@ -111,21 +91,10 @@ impl Filter {
         else {
             return Action::Continue;
         };
-        if let Some(body) = &mut capture.body {
-            if (body.len() as u64).saturating_add(size as u64) > limit {
-                capture.body = None;
-            } else {
-                match host::body(BufferType::HttpResponseBody, size) {
-                    Some(chunk) => body.extend_from_slice(&chunk),
-                    // A body the edge cannot keep whole is an answer it cannot replay, and the
-                    // upstream has acted: in doubt, like an unreadable status (issue 22); the
-                    // rest of it is not copied for nothing.
-                    None => {
-                        capture.status = None;
-                        capture.body = None;
-                    }
-                }
-            }
+        // Read only while the core keeps the body: past `max_response_body` it is passed on,
+        // not copied for nothing. A chunk the host cannot hand over leaves it in doubt.
+        if capture.wants(size as u64) {
+            capture.chunk(host::body(BufferType::HttpResponseBody, size).as_deref());
         }
         if end_of_stream {
             self.end(true);

@@ -1,6 +1,6 @@
 //! A route's one-time tokens on the filter's side: the token issuing endpoint, verifying a
 //! request's token before any store decision, and using it once — before the request goes on,
-//! whatever the store decided (forwarded, answered or unguarded).
+//! whatever the store decided (forwarded, answered or unguarded): the course's token step.
 
 use super::*;
 
@@ -55,11 +55,11 @@ impl Filter {
         }
     }
 
-    /// Uses a verified token, then does `after`: locally at once, or (remote store) once the
-    /// store answers, the request paused meanwhile.
-    pub(super) fn use_token(&mut self, claims: &VerifiedToken, after: AfterUse) -> Action {
+    /// Uses a verified token, then goes on with the request's course: locally at once, or
+    /// (remote store) once the store answers, the request paused meanwhile.
+    pub(super) fn use_token(&mut self, claims: &VerifiedToken, going: Going) -> Action {
         if remote_store::is_remote(&self.shared) {
-            let claim = match &after {
+            let claim = match &going.after {
                 AfterUse::Forward { key, owner, .. } => Some((*key, *owner)),
                 _ => None,
             };
@@ -73,10 +73,13 @@ impl Filter {
                 claim,
             }) {
                 Ok(call) => {
-                    self.stage = Stage::Using { call, after };
+                    self.stage = Stage::Using {
+                        call,
+                        going: Box::new(going),
+                    };
                     Action::Pause
                 }
-                Err(e) => self.token_used(Err(e), after),
+                Err(e) => self.token_used(Err(e), going),
             };
         }
         let policy = self.policy();
@@ -84,97 +87,49 @@ impl Filter {
         let Some(now) = host::now() else {
             // Whether the token is still good cannot be judged without the clock.
             let action = self.reply(&EdgeAnswer::ClockUnavailable);
-            self.not_forwarded(after);
+            self.not_forwarded(going);
             return action;
         };
         let outcome = token_endpoint::consume(&mut store, &policy, claims, self.payers, now);
-        self.token_used(outcome, after)
+        self.token_used(outcome, going)
     }
 
-    /// The token's use is decided (the core's [`guard::after_use`]): go on with `after`, or
-    /// answer (and release a claim held).
+    /// The token's use is decided (the core's [`guard::after_use`]): the course goes on, or the
+    /// request is answered (and a claim it holds released).
     pub(super) fn token_used(
         &mut self,
         outcome: Result<ConsumeOutcome, ProtocolError>,
-        after: AfterUse,
+        going: Going,
     ) -> Action {
         let (refusal, events) = guard::after_use(&outcome);
         self.count_all(events);
         let Some(answer) = refusal else {
-            return self.go_on(after);
+            return self.go(going);
         };
         if let EdgeAnswer::StoreFailed(e) = &answer {
             log_store_failure(e);
         }
         let action = self.reply(&answer);
-        self.not_forwarded(after);
+        self.not_forwarded(going);
         action
     }
 
-    /// A claimed request answered before it was forwarded: the upstream never saw it, so its key
-    /// is released (and its ordering slot given back).
-    pub(super) fn not_forwarded(&mut self, after: AfterUse) {
-        if let AfterUse::Forward {
-            key, owner, order, ..
-        } = after
-        {
-            self.finish_claim(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
-            if let Some(claim) = order {
-                order::settle(&self.shared, claim, false, true);
-            }
-        }
-    }
-
-    /// The request goes on (its token, if any, is used).
-    pub(super) fn go_on(&mut self, after: AfterUse) -> Action {
-        match after {
-            AfterUse::Forward {
-                key,
-                owner,
-                held: Some(held),
-                order,
-            } => self.detach(key, owner, held, order),
-            AfterUse::Forward {
-                key,
-                owner,
-                held: None,
-                order,
-            } => {
-                self.stage = Stage::Forwarded(Forwarded {
-                    key,
-                    owner,
-                    order,
-                    answer: None,
-                });
-                Action::Continue
-            }
-            AfterUse::PassThrough => {
-                self.count(Counter::Passthrough);
-                self.stage = Stage::Idle;
-                Action::Continue
-            }
-            AfterUse::Unprotected => {
-                self.stage = Stage::Idle;
-                Action::Continue
-            }
-        }
-    }
-
     /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
-    pub(super) fn unprotected(&mut self, token: Option<&VerifiedToken>) -> Action {
-        match token {
-            Some(claims) => self.use_token(claims, AfterUse::Unprotected),
-            None => Action::Continue,
-        }
+    pub(super) fn unprotected(&mut self, token: Option<VerifiedToken>) -> Action {
+        self.go(Going {
+            course: Course::unguarded(token),
+            after: AfterUse::Unprotected,
+            order: None,
+        })
     }
 
     /// The remote store answered this request's token use.
     pub fn use_answered(&mut self, reply: &remote_store::Reply) {
-        let Stage::Using { after, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
+        let Stage::Using { going, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
             return;
         };
         let outcome = client::consume_outcome(reply.answer());
-        let action = self.token_used(outcome, after);
+        let action = self.token_used(outcome, *going);
         self.resume(action);
     }
 }
