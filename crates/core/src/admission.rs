@@ -251,13 +251,7 @@ mod tests {
         body: &str,
     ) -> Result<Option<String>, String> {
         let route = &policy.routes[0];
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            headers
-                .iter()
-                .filter(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
-        };
+        let lookup = |name: &str| crate::testing::header_values(headers, name);
         let mut admission = admit(route, &lookup, NOW).map_err(|e| String::from(e.code()))?;
         for piece in body.as_bytes().chunks(3) {
             admission.update(piece);

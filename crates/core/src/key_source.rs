@@ -415,13 +415,7 @@ mod tests {
         body: &str,
     ) -> Result<Option<String>, &'static str> {
         let sources = sources(list);
-        let lookup = |name: &str| -> Vec<&[u8]> {
-            headers
-                .iter()
-                .filter(|(n, _)| *n == name)
-                .map(|(_, v)| v.as_bytes())
-                .collect()
-        };
+        let lookup = |name: &str| crate::testing::header_values(headers, name);
         let found = match start(&sources, &lookup).map_err(|e| e.code())? {
             KeyStart::Decided(key) => Ok(key),
             KeyStart::Body(mut search) => {

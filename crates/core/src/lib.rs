@@ -73,6 +73,8 @@ pub mod signature;
 mod sort;
 pub mod store;
 pub mod target;
+#[cfg(test)]
+mod testing;
 mod text;
 pub mod time;
 pub mod token;

@@ -48,13 +48,7 @@ fn run(
     body: &[u8],
     now: u64,
 ) -> Result<(), &'static str> {
-    let lookup = |name: &str| -> Vec<&[u8]> {
-        headers
-            .iter()
-            .filter(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_bytes())
-            .collect()
-    };
+    let lookup = |name: &str| crate::testing::header_values(headers, name);
     let mut check = rule.start(&lookup, UnixMillis(now)).map_err(|e| e.code())?;
     for piece in body.chunks(3) {
         check.update(piece);

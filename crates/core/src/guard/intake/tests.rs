@@ -34,13 +34,7 @@ fn begin(
     client: Option<Scope<'_>>,
     asked: &Cell<u32>,
 ) -> Start {
-    let lookup = |name: &str| -> Vec<&[u8]> {
-        headers
-            .iter()
-            .filter(|(n, _)| *n == name)
-            .map(|(_, v)| v.as_bytes())
-            .collect()
-    };
+    let lookup = |name: &str| crate::testing::header_values(headers, name);
     let admission = admit(&policy.routes[0], &lookup, UnixMillis(0)).unwrap();
     let tag = |scope: Scope<'_>| {
         asked.set(asked.get() + 1);
