@@ -40,15 +40,20 @@ pub struct PendingKey(Key);
 #[derive(Debug)]
 enum Key {
     Known(StorageKey),
-    /// A body key source or a signature decides; kept with what the storage key is made of.
-    FromBody {
-        admission: Box<Admission>,
-        source: String,
-        value: Vec<u8>,
-        tag: QuotaTag,
-        method: String,
-        path: String,
-    },
+    /// A body key source or a signature decides. Boxed: a header key, the common case, moves a
+    /// small value from the headers to the claim.
+    FromBody(Box<FromBody>),
+}
+
+/// What decides a key at the end of the body, and what the storage key is made of.
+#[derive(Debug)]
+struct FromBody {
+    admission: Admission,
+    source: String,
+    value: Vec<u8>,
+    tag: QuotaTag,
+    method: String,
+    path: String,
 }
 
 /// Decides from the headers' `admission` whether the request is guarded. `client` is its scope,
@@ -66,14 +71,14 @@ pub fn start(
         let Some(scope) = client else {
             return Start::Unscoped;
         };
-        return Start::Keyed(PendingKey(Key::FromBody {
+        return Start::Keyed(PendingKey(Key::FromBody(Box::new(FromBody {
             source: scope.source.into(),
             value: scope.value.to_vec(),
             tag: tag(scope),
-            admission: Box::new(admission),
+            admission,
             method: method.into(),
             path: path.into(),
-        }));
+        }))));
     }
     let Some(key) = admission.key_now() else {
         return Start::Unguarded;
@@ -148,13 +153,14 @@ pub struct Intake {
 impl Intake {
     /// Starts taking in the body of a keyed request. `host_copies`: how many copies of the body
     /// the host keeps itself until the claim (the ordering guard's, a detached exchange's).
+    #[inline]
     pub fn new(
         key: PendingKey,
         fingerprint: FingerprintBuilder,
         host_copies: u64,
         policy: &Policy,
     ) -> Intake {
-        let keeps = matches!(&key.0, Key::FromBody { admission, .. } if admission.keeps_body());
+        let keeps = matches!(&key.0, Key::FromBody(body) if body.admission.keeps_body());
         Intake {
             key: key.0,
             fingerprint,
@@ -178,8 +184,8 @@ impl Intake {
 
     /// The chunk's bytes, in order, once charged.
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), BodyRefusal> {
-        if let Key::FromBody { admission, .. } = &mut self.key {
-            admission.update(chunk);
+        if let Key::FromBody(body) = &mut self.key {
+            body.admission.update(chunk);
         }
         self.fingerprint.update(chunk).map_err(BodyRefusal::Invalid)
     }
@@ -188,23 +194,26 @@ impl Intake {
     pub fn finish(self) -> Result<Taken, BodyRefusal> {
         let key = match self.key {
             Key::Known(key) => key,
-            Key::FromBody {
-                admission,
-                source,
-                value,
-                tag,
-                method,
-                path,
-            } => match admission.finish().map_err(BodyRefusal::Admission)? {
-                None => return Ok(Taken::Unguarded),
-                Some(key) => {
-                    let scope = Scope {
-                        source: &source,
-                        value: &value,
-                    };
-                    StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+            Key::FromBody(body) => {
+                let FromBody {
+                    admission,
+                    source,
+                    value,
+                    tag,
+                    method,
+                    path,
+                } = *body;
+                match admission.finish().map_err(BodyRefusal::Admission)? {
+                    None => return Ok(Taken::Unguarded),
+                    Some(key) => {
+                        let scope = Scope {
+                            source: &source,
+                            value: &value,
+                        };
+                        StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+                    }
                 }
-            },
+            }
         };
         let fingerprint = self.fingerprint.finish().map_err(BodyRefusal::Invalid)?;
         Ok(Taken::Claim { key, fingerprint })
