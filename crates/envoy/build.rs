@@ -1,7 +1,7 @@
 //! Link options for the filter `.wasm` only: strip the name section and symbols (≈128 KB of the
 //! artifact; Envoy needs neither, and every export is kept, the test build's `idemgate_conformance` too).
 //! `IDEMGATE_KEEP_NAMES=1` keeps the name section, for a size breakdown by function
-//! (`crates/envoy/scripts/size.sh`); never for a shipped build.
+//! (`crates/envoy/scripts/size.py`); never for a shipped build.
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=IDEMGATE_KEEP_NAMES");

@@ -1,7 +1,8 @@
 //! A request's steps that the core decides and the host carries out (issue 22, item 1), in the
 //! order of its life:
 //!
-//! 1. its headers: [`check_token`] (a route's one-time token), [`start`] (keyed, unguarded, or no
+//! 1. its headers: the token endpoint's [`asks_for_token`] and [`issue_token`], [`check_token`]
+//!    (a route's one-time token), [`start`] (keyed, unguarded, or no
 //!    client to scope it to — [`unscoped`]), a refusal at admission counted by [`refused`];
 //! 2. its body: an [`Intake`] charges each chunk (`max_request_body`, each kept copy against the
 //!    hashing budget), feeds the fingerprint and a body key source, and [`Intake::finish`] gives
@@ -84,7 +85,7 @@ mod token;
 pub use capture::Capture;
 pub use course::{Course, Step};
 pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
-pub use token::{check_token, TokenRefusal, VerifiedToken};
+pub use token::{asks_for_token, check_token, issue_token, TokenRefusal, VerifiedToken};
 
 use crate::admission::Refusal;
 use crate::answer::EdgeAnswer;
@@ -125,6 +126,8 @@ pub enum Event {
     Passthrough,
     /// No configured scope source identified the client.
     ScopeUnavailable,
+    /// The issuing endpoint gave a client a one-time token.
+    TokenIssued,
     /// A one-time token was used (once, now).
     TokenConsumed,
     /// A one-time token was refused: missing, not valid here, or used before.
@@ -141,6 +144,10 @@ pub enum Event {
     HashingBudgetExceeded,
     /// Refused before its claim: a body the fingerprint mode cannot read.
     InvalidBody,
+    /// Refused by the route's precondition: an update without `If-Match` (428).
+    PreconditionRequired,
+    /// Refused by the route's precondition: a malformed `If-Match` (400).
+    PreconditionMalformed,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed
@@ -149,7 +156,7 @@ pub enum Event {
 pub struct Events([Option<Event>; 3]);
 
 impl Events {
-    fn of(events: &[Event]) -> Events {
+    pub(crate) fn of(events: &[Event]) -> Events {
         let mut out = Events::default();
         for (slot, event) in out.0.iter_mut().zip(events) {
             *slot = Some(*event);

@@ -43,6 +43,7 @@ extern crate alloc;
 pub mod admission;
 pub mod answer;
 mod base64;
+pub mod budget;
 mod codec;
 #[cfg(feature = "config")]
 pub mod config;
@@ -53,6 +54,7 @@ pub mod fingerprint;
 pub mod form;
 pub mod guard;
 pub mod hash;
+pub mod identity;
 pub mod intent;
 pub mod json;
 pub mod key;

@@ -22,8 +22,10 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub mod local;
+mod probe;
 pub mod resource;
 
+pub use probe::{applies, Ordered, Probe, ResourceMissing};
 pub use resource::{begin, settle, Begin, BeginOutcome, Resource, ResourceClaim, SettleOutcome};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
@@ -166,6 +168,15 @@ pub enum PreconditionProblem {
 }
 
 impl PreconditionProblem {
+    /// What a host counts.
+    pub fn events(&self) -> crate::guard::Events {
+        use crate::guard::{Event, Events};
+        match self {
+            PreconditionProblem::Required => Events::of(&[Event::PreconditionRequired]),
+            PreconditionProblem::Malformed => Events::of(&[Event::PreconditionMalformed]),
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             PreconditionProblem::Required => "precondition_required",

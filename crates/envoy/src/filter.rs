@@ -16,8 +16,6 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
-use crate::budget::{Limits, Reservation};
-use crate::client::{identify, ClientIdentity, Facts, Unreadable};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
@@ -28,15 +26,17 @@ use crate::prelude::*;
 use crate::remote_store;
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
-use crate::token_endpoint;
 use alloc::rc::Rc;
 use core::cell::OnceCell;
 use idemgate_core::admission::{admit, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use idemgate_core::budget::Reservation;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::guard::VerifiedToken;
 use idemgate_core::guard::{self, BodyRefusal, Capture, Course, Intake, Next, Start, Step, Taken};
+use idemgate_core::identity::{identify, ClientIdentity, Facts, Unreadable};
+use idemgate_core::order::{Ordered, Probe};
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
 use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
@@ -66,7 +66,7 @@ struct Hashing {
     /// On a detached route: the request as it will be sent upstream.
     held: Option<Held>,
     /// On an ordered route: what the ordering guard reads ([`crate::order`]).
-    order: Option<Box<order::Probe>>,
+    order: Option<Box<Probe>>,
 }
 
 /// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
@@ -129,7 +129,7 @@ pub struct Filter {
     /// The guarded route's kind: it decides which answers count as the outcome (core).
     kind: RouteKind,
     /// An ordered event, between the end of its body and its delivery id's claim.
-    ordered: Option<order::Ordered>,
+    ordered: Option<Ordered>,
     /// Who this request's records are charged to (issue 23), once its client is known.
     payers: Payers,
 }

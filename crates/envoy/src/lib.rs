@@ -14,7 +14,7 @@
 //! callouts), [`detached`] (a claimed request's exchange that outlives its
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a
-//! response), [`client`] (scope identity), [`token_endpoint`] (one-time tokens), [`metrics`],
+//! response), [`metrics`],
 //! [`host`] (host calls without panics), [`entropy`], [`environment`] (the VM's environment
 //! variables), [`id_map`] (maps by host id), [`runtime`] (what the `.wasm` brings without std:
 //! allocator, panic handler, `memcmp`), and (with the test-only `conformance`
@@ -45,9 +45,7 @@ mod prelude {
 
 pub mod abi;
 pub mod access_log;
-pub mod budget;
 pub mod callout;
-pub mod client;
 pub mod clock;
 pub mod detached;
 pub mod dispatch;
@@ -66,7 +64,6 @@ pub mod settle;
 pub mod shared;
 pub mod shared_data_abi;
 pub mod shared_store;
-pub mod token_endpoint;
 
 /// Conformance vectors through the shipped `.wasm` (for the wasmtime harness): reads the UTF-8 JSON
 /// case `{"group":..,"input":..}` at `ptr..ptr+len` (memory the harness obtained from the exported

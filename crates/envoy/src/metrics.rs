@@ -22,6 +22,7 @@ impl From<Event> for Counter {
             Event::RecordCorrupt => Counter::RecordCorrupt,
             Event::Passthrough => Counter::Passthrough,
             Event::ScopeUnavailable => Counter::ScopeUnavailable,
+            Event::TokenIssued => Counter::TokenIssued,
             Event::TokenConsumed => Counter::TokenConsumed,
             Event::TokenRejected => Counter::TokenRejected,
             Event::SignatureRejected => Counter::SignatureRejected,
@@ -30,6 +31,8 @@ impl From<Event> for Counter {
             Event::BodyTooLarge => Counter::BodyTooLarge,
             Event::HashingBudgetExceeded => Counter::HashingBudgetExceeded,
             Event::InvalidBody => Counter::InvalidBody,
+            Event::PreconditionRequired => Counter::PreconditionRequired,
+            Event::PreconditionMalformed => Counter::PreconditionMalformed,
         }
     }
 }

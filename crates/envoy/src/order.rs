@@ -1,7 +1,8 @@
 //! The ordering guard and the precondition, carried out (issue 26). The rules are the core's
 //! (`idemgate_core::order`): this module reads the request's facts as they stream past, runs the
 //! core's begin and settle on the store, counts each outcome, and hands the filter the core's
-//! answers. The filter calls it at four points: a request's start ([`precondition`], [`Probe`]),
+//! answers. The filter calls it at four points: a request's start ([`precondition`], the core's
+//! [`Probe`]),
 //! its claim ([`before`], then [`begin`] once the delivery id's claim is won), and the upstream's
 //! answer ([`settle`]).
 
@@ -13,12 +14,12 @@ use crate::prelude::*;
 use crate::remote_store::Reply;
 use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
-use alloc::sync::Arc;
 use idemgate_core::answer::order::{order_answer, OrderAnswer};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
-use idemgate_core::key_source::KeySource;
+use idemgate_core::guard;
+pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
-use idemgate_core::order::{Begin, BeginOutcome, OrderFacts, OrderRule, SettleOutcome};
+use idemgate_core::order::{Begin, BeginOutcome, Ordered, Probe, SettleOutcome};
 use idemgate_core::policy::{FailureMode, Route};
 use idemgate_core::protocol::run;
 use idemgate_core::protocol::ProtocolError;
@@ -36,7 +37,7 @@ pub fn precondition(
     route: &Route,
     method: &str,
     headers: &Headers,
-) -> Option<(HttpAnswer, Counter)> {
+) -> Option<(HttpAnswer, guard::Events)> {
     let rule = route.precondition?;
     let values: Vec<&[u8]> = headers
         .iter()
@@ -44,104 +45,20 @@ pub fn precondition(
         .map(|(_, v)| v)
         .collect();
     let problem = rule.check(method, &values).err()?;
-    let counter = match problem.code() {
-        "precondition_required" => Counter::PreconditionRequired,
-        _ => Counter::PreconditionMalformed,
-    };
-    Some((order_answer(&OrderAnswer::Precondition(problem)), counter))
+    Some((
+        order_answer(&OrderAnswer::Precondition(problem)),
+        problem.events(),
+    ))
 }
 
-/// What the guard keeps of a request until its body is complete.
-pub struct Probe {
-    rule: Arc<OrderRule>,
-    /// The route's own scope (callback routes are their own scope): part of the resource's key.
-    scope_value: String,
-    /// Every value of the rule's header sources, read at the start.
-    headers: Vec<(String, Vec<u8>)>,
-    /// The body, when a source is in it (bounded by `max_request_body` like the hashing).
-    body: Vec<u8>,
-}
-
-impl Probe {
-    /// The probe of an ordered route's request.
-    pub fn start(route: &Route, headers: &Headers) -> Option<Box<Probe>> {
-        let rule = route.order.as_ref()?;
-        let names: Vec<&str> = [&rule.resource, &rule.event]
-            .into_iter()
-            .filter_map(|s| match s {
-                KeySource::Header(name) => Some(name.as_str()),
-                _ => None,
-            })
-            .collect();
-        let kept = headers
-            .iter()
-            .filter(|(name, _)| names.contains(name))
-            .map(|(name, value)| (name.to_owned(), value.to_vec()))
-            .collect();
-        Some(Box::new(Probe {
-            rule: Arc::clone(rule),
-            scope_value: route.prefix.clone(),
-            headers: kept,
-            body: Vec::new(),
-        }))
-    }
-
-    /// Whether [`Probe::update`] keeps the body (a source is in it): a copy the hashing budget
-    /// counts.
-    pub fn keeps_body(&self) -> bool {
-        self.rule.needs_body()
-    }
-
-    /// A piece of the body, in order.
-    pub fn update(&mut self, chunk: &[u8]) {
-        if self.rule.needs_body() {
-            self.body.extend_from_slice(chunk);
-        }
-    }
-}
-
-/// A tracked event for one resource, before the store has seen it.
-pub struct Ordered {
-    rule: Arc<OrderRule>,
-    key: StorageKey,
-    event: String,
-}
-
-/// Reads the event and the resource once the body is complete: `Ok(None)` is an event the route
-/// does not order (handled as without `order`), `Err` the answer to a tracked event without a
-/// resource id. Runs before the delivery id's claim, so a refused event writes nothing.
+/// Reads the event and the resource once the body is complete (the core's [`Probe::finish`]):
+/// `Ok(None)` is an event the route does not order, `Err` the answer to a tracked event without
+/// a resource id, its outcome written for the access log.
 pub fn before(probe: Probe) -> Result<Option<Ordered>, HttpAnswer> {
-    let Probe {
-        rule,
-        scope_value,
-        headers,
-        body,
-    } = probe;
-    let lookup = |name: &str| -> Vec<&[u8]> {
-        headers
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| v.as_slice())
-            .collect()
-    };
-    match rule.read(&lookup, &body) {
-        OrderFacts::NotOrdered => Ok(None),
-        OrderFacts::ResourceMissing => {
-            log_outcome("resource_missing");
-            Err(order_answer(&OrderAnswer::ResourceMissing))
-        }
-        OrderFacts::Ordered { resource, event } => {
-            let scope = idemgate_core::scope::Scope {
-                source: idemgate_core::admission::ROUTE_SCOPE_SOURCE,
-                value: scope_value.as_bytes(),
-            };
-            Ok(Some(Ordered {
-                key: StorageKey::resource(scope, &resource),
-                rule,
-                event,
-            }))
-        }
-    }
+    probe.finish().map_err(|missing| {
+        log_outcome("resource_missing");
+        missing.answer()
+    })
 }
 
 /// What the guard decided for an event whose delivery id the request has claimed.
@@ -358,11 +275,6 @@ fn count_settled(shared: &Shared, settled: Result<SettleOutcome, ProtocolError>)
             );
         }
     }
-}
-
-/// Whether an upstream answer with `status` applied the event.
-pub fn applies(status: u16) -> bool {
-    (200..300).contains(&status)
 }
 
 /// Marks an upstream answer that applied an event (`idemgate-order: applied`), on the router

@@ -31,10 +31,10 @@ pub struct Shared {
     /// The root context's pending callouts (detached exchanges, store operations): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
-    /// The quota tag of the last client scope seen (see [`crate::client::LastScopeTag`]).
-    pub scope_tag: crate::client::LastScopeTag,
+    /// The quota tag of the last client scope seen (see [`idemgate_core::identity::LastScopeTag`]).
+    pub scope_tag: idemgate_core::identity::LastScopeTag,
     /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
-    pub hashing: Rc<crate::budget::HashingBudget>,
+    pub hashing: Rc<idemgate_core::budget::HashingBudget>,
 }
 
 impl Shared {

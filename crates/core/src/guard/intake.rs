@@ -6,13 +6,14 @@
 //! each chunk's size and bytes) and carries out what this says.
 //!
 //! The order is kept from the filter: the body's size is checked before its bytes are charged,
-//! and charged before the host reads them, so a body that is too large or over the budget is
+//! and charged to the hashing budget ([`crate::budget`]) before the host reads them, so a body that is too large or over the budget is
 //! never copied; at the end the key is read before the fingerprint is finished (a refusal names
 //! the key's problem first).
 
 use super::{refused, Event, Events};
 use crate::admission::{Admission, Refusal};
 use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::budget::{Limits, Reservation};
 use crate::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
 use crate::policy::Policy;
 use crate::scope::{QuotaTag, Scope, StorageKey};
@@ -145,6 +146,7 @@ pub struct Intake {
     /// Body bytes seen so far.
     seen: u64,
     limit: u64,
+    budget: Limits,
     /// How many copies of each body byte are kept until the claim: the hasher's state, a body
     /// key source's copy, and the host's own (see [`Policy::hashing_budget`]).
     copies: u64,
@@ -166,20 +168,24 @@ impl Intake {
             fingerprint,
             seen: 0,
             limit: policy.max_request_body,
+            budget: Limits::of(policy),
             copies: 1 + u64::from(keeps) + host_copies,
         }
     }
 
-    /// A chunk of `size` bytes arrived, not yet read: the bytes the host must reserve from the
-    /// hashing budget before it reads them (each kept copy counted), or the refusal of a body
-    /// over `max_request_body`. If the budget cannot take them, the refusal is
-    /// [`BodyRefusal::OverBudget`].
-    pub fn charge(&mut self, size: u64) -> Result<u64, BodyRefusal> {
+    /// A chunk of `size` bytes arrived, not yet read: its bytes, each kept copy counted, are
+    /// reserved from the hashing budget in `reservation` (the stream's), before the host reads
+    /// them. Refused if the body goes over `max_request_body` (nothing reserved), or if the VM's
+    /// budget or the peer's part of it cannot take them.
+    pub fn charge(&mut self, size: u64, reservation: &mut Reservation) -> Result<(), BodyRefusal> {
         self.seen = self.seen.saturating_add(size);
         if self.seen > self.limit {
             return Err(BodyRefusal::TooLarge { limit: self.limit });
         }
-        Ok(size.saturating_mul(self.copies))
+        if !reservation.grow(size.saturating_mul(self.copies), self.budget) {
+            return Err(BodyRefusal::OverBudget);
+        }
+        Ok(())
     }
 
     /// The chunk's bytes, in order, once charged.

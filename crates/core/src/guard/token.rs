@@ -1,14 +1,54 @@
-//! A route's one-time token, checked before any store decision (issue 14): the request goes on to
-//! its claim with the token verified (its single use comes later, [`super::after_use`]), or stops
-//! here. The host hands over its facts — the client's scope, the header the policy names, its
+//! One-time tokens at the edge (semantics §7): the issuing endpoint's answer ([`asks_for_token`],
+//! [`issue_token`]), and a route's token checked before any store decision (issue 14): the request
+//! goes on to its claim with the token verified (its single use comes later, [`super::after_use`]),
+//! or stops here. The host hands over its facts — the client's scope, the header the policy names, its
 //! clock, read only when a token is required — and carries out the answer.
 
 use super::{Event, Events};
-use crate::answer::EdgeAnswer;
-use crate::policy::{Policy, Route, TokenRequirement};
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::policy::{path_without_query, Policy, Route, TokenRequirement};
 use crate::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use crate::time::UnixMillis;
-use crate::token::{verify, TokenError};
+use crate::token::{issue, issued_for, verify, IssueFor, TokenError};
+
+/// Whether a `method` request for `path` (query allowed) asks the policy's issuing endpoint for a
+/// token (`GET` or `POST` on `token.issue_path`); never without a token policy.
+pub fn asks_for_token(policy: &Policy, method: &str, path: &str) -> bool {
+    policy.token.as_ref().is_some_and(|token| {
+        path_without_query(path) == token.issue_path && matches!(method, "GET" | "POST")
+    })
+}
+
+/// The issuing endpoint's answer to a client with `scope`: a fresh token bound to that scope and
+/// to the route and method the request names (`?method=POST&path=/payments`), or a 400 problem if
+/// they name no route that requires a token. `nonce` is the host's 16 random bytes; the event is
+/// `TokenIssued` when a token was.
+pub fn issue_token(
+    policy: &Policy,
+    request_path: &str,
+    scope: Scope<'_>,
+    now: UnixMillis,
+    nonce: [u8; 16],
+) -> (HttpAnswer, Events) {
+    let asked = issued_for(request_path);
+    let route = asked.as_ref().and_then(|asked| {
+        policy
+            .route_for(&asked.method, &asked.path)
+            .filter(|route| route.token == TokenRequirement::Required)
+    });
+    let (Some(token), Some(route), Some(IssueFor { method, .. })) = (&policy.token, route, asked)
+    else {
+        return (answer(&EdgeAnswer::TokenRouteUnknown), Events::default());
+    };
+    let audience = token_audience(scope, &route.prefix, &method);
+    let issued = issue(&token.secret, &audience, now, token.ttl, nonce);
+    let http = answer(&EdgeAnswer::TokenIssued {
+        token: &issued.text,
+        expires_at_ms: issued.claims.expires_at.0,
+        header: &token.header,
+    });
+    (http, Events::of(&[Event::TokenIssued]))
+}
 
 /// A token whose signature, binding and time are good, and the store key of its single use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,7 +123,10 @@ pub fn check_token<'h>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::token::issue;
+    use crate::protocol::{ConsumeOutcome, Engine};
+    use crate::share::Payers;
+    use crate::store::MemoryStore;
+    use alloc::string::{String, ToString};
     use alloc::vec::Vec;
 
     fn policy() -> Policy {
@@ -164,5 +207,70 @@ mod tests {
         let no_clock = check_token(&policy, pay, "POST", Some(ALICE), |_| Some(text), || None);
         assert_eq!(no_clock, Err(TokenRefusal::NoClock));
         assert_eq!(TokenRefusal::NoClock.events().iter().count(), 0);
+    }
+
+    fn token_text(answer: &HttpAnswer) -> String {
+        let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+        body["token"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_token_is_issued_bound_to_its_client_route_and_method_and_used_once() {
+        let policy = policy();
+        assert!(asks_for_token(&policy, "GET", "/.idemgate/token?x=1"));
+        assert!(asks_for_token(&policy, "POST", "/.idemgate/token"));
+        assert!(!asks_for_token(&policy, "DELETE", "/.idemgate/token"));
+        assert!(!asks_for_token(&policy, "GET", "/.idemgate/tokens"));
+        let without = Policy::from_json(r#"{"routes":[{"prefix":"/"}]}"#, &|_| None).unwrap();
+        assert!(!asks_for_token(&without, "GET", "/.idemgate/token"));
+
+        let bob = Scope {
+            source: "header:authorization",
+            value: b"Bearer bob",
+        };
+        let for_pay = "/.idemgate/token?method=post&path=%2Fpay%2F1";
+        let (issued, events) = issue_token(&policy, for_pay, ALICE, NOW, [9; 16]);
+        assert_eq!(issued.status, 200);
+        assert_eq!(events.iter().collect::<Vec<_>>(), [Event::TokenIssued]);
+        let text = token_text(&issued);
+        let check = |scope, method| {
+            check_token(
+                &policy,
+                route(&policy, "/pay"),
+                method,
+                Some(scope),
+                |_| Some(&*text),
+                || Some(NOW),
+            )
+        };
+        let bad = Err(TokenRefusal::Invalid(TokenError::BadSignature));
+        assert_eq!(check(bob, "POST"), bad);
+        assert_eq!(check(ALICE, "PATCH"), bad);
+        let verified = check(ALICE, "POST").unwrap().unwrap();
+        let mut store = MemoryStore::new();
+        let mut engine = Engine {
+            store: &mut store,
+            policy: &policy,
+        };
+        let mut used = || engine.consume(verified.use_key, verified.expires_at, Payers::NONE, NOW);
+        assert_eq!(used(), Ok(ConsumeOutcome::Consumed));
+        assert_eq!(used(), Ok(ConsumeOutcome::AlreadyUsed));
+    }
+
+    #[test]
+    fn a_token_is_issued_only_for_a_route_that_requires_one() {
+        let policy = policy();
+        for path in [
+            "/.idemgate/token",
+            "/.idemgate/token?method=POST",
+            "/.idemgate/token?path=/pay",
+            "/.idemgate/token?method=POST&path=/elsewhere",
+            "/.idemgate/token?method=GET&path=/pay",
+            "/.idemgate/token?method=POST&path=",
+        ] {
+            let (answer, events) = issue_token(&policy, path, ALICE, NOW, [1; 16]);
+            assert_eq!(answer.status, 400, "{path}");
+            assert_eq!(events.iter().count(), 0, "{path}");
+        }
     }
 }

@@ -421,6 +421,17 @@ fn preconditions() {
         p.check("PATCH", &[b"\"v1\"", b"v2"]),
         Err(PreconditionProblem::Malformed)
     );
+    // Each problem is its own event for a host to count.
+    use crate::guard::Event;
+    let events = |problem: PreconditionProblem| problem.events().iter().collect::<Vec<_>>();
+    assert_eq!(
+        events(PreconditionProblem::Required),
+        [Event::PreconditionRequired]
+    );
+    assert_eq!(
+        events(PreconditionProblem::Malformed),
+        [Event::PreconditionMalformed]
+    );
 }
 
 #[test]

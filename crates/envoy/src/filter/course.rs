@@ -28,7 +28,7 @@ pub(super) struct Going {
 
 /// What the ordering guard's step needs: the event, and the delivery id's claim it belongs to.
 pub(super) struct Ordering {
-    pub(super) ordered: order::Ordered,
+    pub(super) ordered: Ordered,
     pub(super) key: StorageKey,
     pub(super) owner: OwnerToken,
 }

@@ -18,11 +18,7 @@ impl Filter {
         ) else {
             return Action::Continue;
         };
-        let token_issue = policy
-            .token
-            .as_ref()
-            .is_some_and(|token| token_endpoint::is_issue_request(token, method, path));
-        if token_issue {
+        if guard::asks_for_token(&policy, method, path) {
             return self.issue_token(&headers, path);
         }
         // Matched on the normalised path; `guarded` is the spelling the storage key and the
@@ -31,8 +27,8 @@ impl Filter {
             return Action::Continue;
         };
         let route = matched.route;
-        if let Some((http, counter)) = order::precondition(route, method, &headers) {
-            self.count(counter);
+        if let Some((http, events)) = order::precondition(route, method, &headers) {
+            self.count_all(events);
             return self.send(&http);
         }
         // The core's spelling, the one the browser module fingerprints with too (issue 22).
@@ -104,14 +100,14 @@ impl Filter {
         let peer: Rc<[u8]> = if end_of_stream {
             Rc::from(&[][..])
         } else {
-            match crate::client::peer_group(&policy, &facts) {
+            match idemgate_core::identity::peer_group(&policy, &facts) {
                 Ok(group) => Rc::from(group.unwrap_or_default()),
                 Err(Unreadable) => return self.reply(&EdgeAnswer::RequestUnreadable),
             }
         };
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
-        let order = order::Probe::start(route, &headers);
+        let order = Probe::start(route, headers.iter()).map(Box::new);
         let held = match &route.forward {
             Forward::Detached(detached) => Some(Held {
                 route: detached.clone(),
@@ -140,21 +136,13 @@ impl Filter {
     }
 
     pub(super) fn hash_chunk(&mut self, size: usize, end_of_stream: bool) -> Action {
-        let policy = self.policy();
         let Stage::Hashing(hashing) = &mut self.stage else {
             return Action::Continue;
         };
-        // The core says what the chunk costs (or that the body is too large) before it is read.
-        let charge = match hashing.intake.charge(size as u64) {
-            Ok(charge) => charge,
-            Err(refusal) => return self.refuse_body(&refusal),
-        };
-        let limits = Limits {
-            total: policy.hashing_budget,
-            per_peer: policy.hashing_budget_per_peer,
-        };
-        if !hashing.reservation.grow(charge, limits) {
-            return self.refuse_body(&BodyRefusal::OverBudget);
+        // The core charges the chunk (its size, and its copies to the hashing budget) before it
+        // is read.
+        if let Err(refusal) = hashing.intake.charge(size as u64, &mut hashing.reservation) {
+            return self.refuse_body(&refusal);
         }
         let Some(chunk) = host::body(BufferType::HttpRequestBody, size) else {
             // Fingerprinted short, the stored fingerprint would be of a payload nobody sent.

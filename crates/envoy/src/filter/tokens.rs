@@ -5,11 +5,9 @@
 use super::*;
 
 impl Filter {
+    /// The token issuing endpoint: the core's [`guard::issue_token`] for the identified client.
     pub(super) fn issue_token(&mut self, headers: &Headers, path: &str) -> Action {
         let policy = self.policy();
-        let Some(token) = &policy.token else {
-            return Action::Continue;
-        };
         let Ok(client) = identify(&policy, &HeaderFacts::new(headers)) else {
             return self.reply(&EdgeAnswer::RequestUnreadable);
         };
@@ -19,17 +17,9 @@ impl Filter {
         let Some(now) = host::now() else {
             return self.reply(&EdgeAnswer::ClockUnavailable);
         };
-        let http = token_endpoint::issue_answer(
-            &policy,
-            token,
-            path,
-            client.scope(),
-            now,
-            crate::entropy::random16(),
-        );
-        if http.status == 200 {
-            self.count(Counter::TokenIssued);
-        }
+        let nonce = crate::entropy::random16();
+        let (http, events) = guard::issue_token(&policy, path, client.scope(), now, nonce);
+        self.count_all(events);
         self.send(&http)
     }
 
@@ -90,7 +80,11 @@ impl Filter {
             self.not_forwarded(going);
             return action;
         };
-        let outcome = token_endpoint::consume(&mut store, &policy, claims, self.payers, now);
+        let mut engine = Engine {
+            store: &mut store,
+            policy: &policy,
+        };
+        let outcome = engine.consume(claims.use_key, claims.expires_at, self.payers, now);
         self.token_used(outcome, going)
     }
 

@@ -1,8 +1,10 @@
 use super::*;
 use crate::admission::admit;
+use crate::budget::{HashingBudget, Reservation};
 use crate::guard::Event;
 use crate::time::UnixMillis;
 use alloc::format;
+use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
@@ -52,6 +54,15 @@ fn intake(policy: &Policy, start: Start, host_copies: u64) -> Intake {
     Intake::new(key, fingerprint, host_copies, policy)
 }
 
+/// A stream's reservation from a budget of its own, and the budget (to see what it holds).
+fn reservation() -> (Rc<HashingBudget>, Reservation) {
+    let budget = Rc::new(HashingBudget::default());
+    (
+        Rc::clone(&budget),
+        Reservation::new(budget, Rc::from(&b"10.0.0.1"[..])),
+    )
+}
+
 fn events(refusal: &BodyRefusal) -> Vec<Event> {
     refusal.events().iter().collect()
 }
@@ -67,9 +78,12 @@ fn a_header_key_is_the_storage_key_of_the_clients_scope_and_path() {
         &asked,
     );
     let mut body = intake(&policy, start, 0);
-    assert_eq!(body.charge(4), Ok(4), "only the hasher keeps the body");
+    let (budget, mut reserved) = reservation();
+    body.charge(4, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 4, "only the hasher keeps the body");
     body.update(b"{\"a\"").unwrap();
-    assert_eq!(body.charge(3), Ok(3));
+    body.charge(3, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 7);
     body.update(b":1}").unwrap();
     let Ok(Taken::Claim { key, .. }) = body.finish() else {
         panic!("no claim")
@@ -110,9 +124,12 @@ fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
     let start = || begin(&policy, &[], Some(SCOPE), &asked);
     // The hasher, the key source's copy and the host's two (ordering guard, detached exchange).
     let mut body = intake(&policy, start(), 2);
-    assert_eq!(body.charge(9), Ok(36));
+    let (budget, mut reserved) = reservation();
+    body.charge(9, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 36);
     body.update(br#"{"id":"x"}"#[..9].as_ref()).unwrap();
-    assert_eq!(body.charge(1), Ok(4));
+    body.charge(1, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 40);
     body.update(b"}").unwrap();
     let Ok(Taken::Claim { key, .. }) = body.finish() else {
         panic!("no claim")
@@ -123,9 +140,13 @@ fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
     assert_eq!(key, expected);
     // A body without the id, on a route where the key is optional: forwarded unguarded.
     let mut body = intake(&policy, start(), 0);
-    assert_eq!(body.charge(2), Ok(4));
+    let (budget, mut reserved) = reservation();
+    body.charge(2, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 4);
     body.update(b"{}").unwrap();
     assert_eq!(body.finish(), Ok(Taken::Unguarded));
+    drop(reserved);
+    assert_eq!(budget.used(), 0, "returned when the stream is done with it");
 }
 
 #[test]
@@ -137,14 +158,21 @@ fn each_refusal_has_its_answer_and_its_event() {
 
     // The limit is on the bytes seen: 10 pass, the 11th is refused before it is charged.
     let mut body = intake(&required, start(), 0);
-    assert_eq!(body.charge(10), Ok(20));
-    let refusal = body.charge(1).unwrap_err();
+    let (budget, mut reserved) = reservation();
+    body.charge(10, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 20);
+    let refusal = body.charge(1, &mut reserved).unwrap_err();
     assert_eq!(refusal, BodyRefusal::TooLarge { limit: 10 });
+    assert_eq!(
+        budget.used(),
+        20,
+        "nothing reserved for a body that is too large"
+    );
     assert_eq!(refusal.answer().status, 413);
     assert_eq!(events(&refusal), [Event::BodyTooLarge]);
 
     let mut body = intake(&required, start(), 0);
-    body.charge(2).unwrap();
+    body.charge(2, &mut reservation().1).unwrap();
     body.update(b"{}").unwrap();
     let refusal = body.finish().unwrap_err();
     assert!(matches!(
@@ -161,7 +189,7 @@ fn each_refusal_has_its_answer_and_its_event() {
         begin(&header_key, &keyed, Some(SCOPE), &asked),
         0,
     );
-    body.charge(3).unwrap();
+    body.charge(3, &mut reservation().1).unwrap();
     let refusal = match body.update(b"{{{") {
         Err(refusal) => refusal,
         Ok(()) => body.finish().unwrap_err(),
@@ -170,7 +198,18 @@ fn each_refusal_has_its_answer_and_its_event() {
     assert_eq!(refusal.answer().status, 400);
     assert_eq!(events(&refusal), [Event::InvalidBody]);
 
-    let refusal = BodyRefusal::OverBudget;
+    // Over the peer's part of the hashing budget (a quarter of it by default): refused, and
+    // nothing of the chunk reserved.
+    let mut small = route_policy(r#"{"prefix": "/orders"}"#);
+    small.hashing_budget = 100;
+    small.hashing_budget_per_peer = 10;
+    let mut body = intake(&small, begin(&small, &keyed, Some(SCOPE), &asked), 2);
+    let (budget, mut reserved) = reservation();
+    body.charge(3, &mut reserved).unwrap();
+    assert_eq!(budget.used(), 9, "three copies of 3 bytes");
+    let refusal = body.charge(1, &mut reserved).unwrap_err();
+    assert_eq!(refusal, BodyRefusal::OverBudget);
+    assert_eq!(budget.used(), 9);
     assert_eq!(refusal.answer().status, 503);
     assert_eq!(events(&refusal), [Event::HashingBudgetExceeded]);
 }

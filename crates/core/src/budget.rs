@@ -1,14 +1,15 @@
-//! The VM's budget for request bodies being fingerprinted (issue 14, finding 8; issue 23). A
+//! The VM's budget for request bodies being fingerprinted (issue 14, finding 8; issue 23; moved
+//! from the Envoy filter, issue 22: [`crate::guard::Intake::charge`] reserves from it). A
 //! stream's body is hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical
 //! encoding of the objects still open, which can approach the bytes seen so far, and where a key
 //! source reads the body, the ordering guard reads it, or a detached exchange will send it, the
-//! filter keeps a copy of it too. One stream is bounded by `max_request_body` (per copy), but many
+//! host keeps a copy of it too. One stream is bounded by `max_request_body` (per copy), but many
 //! concurrent streams (HTTP/2 multiplexes hundreds on a connection) multiply it, and a failed
 //! allocation would trap the VM — every stream of the worker lost. So every stream reserves the
 //! body bytes it keeps (each copy counted) from one per-VM budget (`hashing_budget`) before
 //! feeding more; a stream that would go over it is answered 503 `hashing_budget_exceeded` instead.
 //!
-//! The budget is shared per peer (issue 23): the streams of one peer group ([`idemgate_core::share::Shares::peer_group`]:
+//! The budget is shared per peer (issue 23): the streams of one peer group ([`crate::share::Shares::peer_group`]:
 //! the client's address, an IPv6 address's /64) hold at most `hashing_budget_per_peer` of it
 //! together, so one client holding hundreds of slow bodies open takes its own part, not the
 //! whole budget, and other clients' bodies still pass.
@@ -18,9 +19,9 @@
 //! peer's, and a peer with nothing reserved has no entry (the table holds only peers with a body
 //! in progress).
 
-#[allow(unused_imports)]
-use crate::prelude::*;
+use crate::policy::Policy;
 use alloc::rc::Rc;
+use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
 /// Bytes reserved by the VM's hashing streams (shared by every request context of the VM).
@@ -85,10 +86,20 @@ impl HashingBudget {
 }
 
 /// The budget's two limits: the VM's total and one peer group's part of it.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
     pub total: u64,
     pub per_peer: u64,
+}
+
+impl Limits {
+    /// `hashing_budget` and `hashing_budget_per_peer`.
+    pub fn of(policy: &Policy) -> Limits {
+        Limits {
+            total: policy.hashing_budget,
+            per_peer: policy.hashing_budget_per_peer,
+        }
+    }
 }
 
 /// One stream's share of the budget (or a part split off it), charged to its peer group.
@@ -179,6 +190,7 @@ impl Drop for Reservation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::format;
 
     const WIDE: Limits = Limits {
         total: 1000,

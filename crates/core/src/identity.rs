@@ -1,6 +1,7 @@
-//! Who is asking, and the request facts the filter keeps: the client identity for the storage key's
-//! scope (semantics §2), taken from the configured sources in order, and the peer's address without
-//! its port (a retry over a new connection comes from another port but is the same client).
+//! Who is asking (semantics §2): the client identity for the storage key's scope, taken from the
+//! configured sources in order, and the peer's address without its port (a retry over a new
+//! connection comes from another port but is the same client). Moved from the Envoy filter (issue
+//! 22): a host hands its facts over through [`Facts`] and gets the identity, or [`Unreadable`].
 //!
 //! Only configured sources count: a source that is not in the list is never used as a fallback,
 //! and an empty or whitespace-only value is absent (an empty `Authorization:` would otherwise be
@@ -8,12 +9,13 @@
 //! `source.address`, which is the connection's only with `use_remote_address: true` (see
 //! `examples/envoy/envoy.yaml`); without it Envoy takes it from `X-Forwarded-For`.
 
-#[allow(unused_imports)]
-use crate::prelude::*;
+use crate::policy::{Policy, ScopeSource};
+use crate::scope::{QuotaTag, Scope};
+use crate::share::{Payers, PEER_GROUP_SOURCE};
+use alloc::borrow::ToOwned;
+use alloc::string::String;
+use alloc::vec::Vec;
 use core::cell::RefCell;
-use idemgate_core::policy::{Policy, ScopeSource};
-use idemgate_core::scope::{QuotaTag, Scope};
-use idemgate_core::share::{Payers, PEER_GROUP_SOURCE};
 
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,10 +36,10 @@ impl ClientIdentity {
         }
     }
 
-    /// Who pays for this client's records (issue 23, [`idemgate_core::share`]): the identity,
+    /// Who pays for this client's records (issue 23, [`crate::share`]): the identity,
     /// and the address group of the peer unless the identity is verified. A peer-scoped client
     /// pays as its address group. A kind of share that is `"off"` is charged nothing
-    /// ([`idemgate_core::share::Shares::payers`]): its records write no ledger cell.
+    /// ([`crate::share::Shares::payers`]): its records write no ledger cell.
     pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Result<Payers, Unreadable> {
         if self.verified && self.source != PEER_GROUP_SOURCE {
             return Ok(policy.shares.payers(self.scope(), true, None));
@@ -55,7 +57,7 @@ impl ClientIdentity {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unreadable;
 
-/// How the filter looks facts up on the host (a seam, so this module is testable natively).
+/// How a host hands its facts over: a request's headers and the host's properties.
 pub trait Facts {
     /// All values of a request header (lowercase name).
     fn header_values<'a>(&'a self, name: &str) -> Vec<&'a [u8]>;
@@ -96,7 +98,7 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdent
 }
 
 /// The address group the peer belongs to as the shares count it
-/// ([`idemgate_core::share::Shares::peer_group`]); `None` without an address. The payers of a
+/// ([`crate::share::Shares::peer_group`]); `None` without an address. The payers of a
 /// record and the hashing budget's part of a stream are both charged to it.
 pub fn peer_group(policy: &Policy, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
     Ok(peer(facts)?.map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host))))
@@ -159,7 +161,9 @@ impl LastScopeTag {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use alloc::collections::BTreeMap as HashMap;
+    use alloc::format;
+    use alloc::string::ToString;
 
     #[test]
     fn the_last_scope_tag_is_the_tag_of_the_scope_asked_for() {
