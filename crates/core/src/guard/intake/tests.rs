@@ -5,6 +5,7 @@ use crate::guard::Event;
 use crate::time::UnixMillis;
 use alloc::format;
 use alloc::rc::Rc;
+use alloc::vec;
 use alloc::vec::Vec;
 use core::cell::Cell;
 
@@ -212,4 +213,57 @@ fn each_refusal_has_its_answer_and_its_event() {
     assert_eq!(budget.used(), 9);
     assert_eq!(refusal.answer().status, 503);
     assert_eq!(events(&refusal), [Event::HashingBudgetExceeded]);
+}
+
+proptest::proptest! {
+    /// However the host's body arrives — in any cuts, with the key in the body or in a header —
+    /// the intake takes it to the same claim as in one piece, and the budget holds each kept copy
+    /// of every byte until the stream lets its reservation go.
+    #[test]
+    fn the_chunks_of_a_body_never_change_its_claim(
+        id in "[a-z0-9]{1,8}",
+        pad in "[a-z ]{0,40}",
+        cuts in proptest::collection::vec(0usize..64, 0..6),
+        from_body in proptest::bool::ANY,
+        host_copies in 0u64..3,
+    ) {
+        let mut policy = route_policy(if from_body {
+            r#"{"prefix": "/orders", "key_from": [{"json": "/id"}]}"#
+        } else {
+            r#"{"prefix": "/orders"}"#
+        });
+        policy.max_request_body = 1 << 20;
+        let body = format!(r#"{{"pad":"{pad}","id":"{id}"}}"#);
+        let header = format!("\"{id}\"");
+        let headers: Vec<(&str, &str)> = if from_body { vec![] } else { vec![("idempotency-key", &header)] };
+        let asked = Cell::new(0);
+        let take = |pieces: &[&[u8]]| {
+            let mut intake = intake(&policy, begin(&policy, &headers, Some(SCOPE), &asked), host_copies);
+            let (budget, mut reserved) = reservation();
+            for piece in pieces {
+                intake.charge(piece.len() as u64, &mut reserved).unwrap();
+                intake.update(piece).unwrap();
+            }
+            let held = budget.used();
+            let taken = intake.finish();
+            drop(reserved);
+            (taken, held, budget.used())
+        };
+        let whole = take(&[body.as_bytes()]);
+        let mut points: Vec<usize> = cuts.iter().map(|c| c % (body.len() + 1)).collect();
+        points.sort_unstable();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for point in points.into_iter().chain([body.len()]) {
+            pieces.push(&body.as_bytes()[at..point]);
+            at = point;
+        }
+        let cut = take(&pieces);
+        proptest::prop_assert_eq!(&cut, &whole);
+        let claimed = matches!(whole.0, Ok(Taken::Claim { .. }));
+        proptest::prop_assert!(claimed, "no claim: {:?}", whole.0);
+        let copies = 1 + u64::from(from_body) + host_copies;
+        proptest::prop_assert_eq!(whole.1, body.len() as u64 * copies);
+        proptest::prop_assert_eq!(whole.2, 0);
+    }
 }
