@@ -4,9 +4,9 @@
 //! 1. its headers: the token endpoint's [`asks_for_token`] and [`issue_token`], [`check_token`]
 //!    (a route's one-time token), [`start`] (keyed, unguarded, or no
 //!    client to scope it to — [`unscoped`]), a refusal at admission counted by [`refused`];
-//! 2. its body: an [`Intake`] charges each chunk (`max_request_body`, each kept copy against the
-//!    hashing budget), feeds the fingerprint and a body key source, and [`Intake::finish`] gives
-//!    the claim's key and fingerprint, or a [`BodyRefusal`];
+//! 2. its body: an [`Intake`] charges each chunk (`max_request_body`, each kept copy reserved from
+//!    the hashing [`crate::budget`]), feeds the fingerprint and a body key source, and
+//!    [`Intake::finish`] gives the claim's key and fingerprint, or a [`BodyRefusal`];
 //! 3. the store's decision: [`after_claim`] — forward as the key's owner, answer here (409,
 //!    replay, 422, 429, 502 `record_corrupt`, the failure mode's 503), or forward unguarded;
 //! 4. its course upstream: a [`Course`] gives each step in turn — the ordering guard's decision,
@@ -19,6 +19,8 @@
 //!
 //! ```
 //! use idemgate_core::admission::admit;
+//! use idemgate_core::budget::{HashingBudget, Reservation};
+//! use std::rc::Rc;
 //! use idemgate_core::guard::{self, Capture, Course, Next, Start, Step, Taken};
 //! use idemgate_core::{Engine, FingerprintBuilder, MemoryStore, OwnerToken, Payers, Policy, Scope};
 //! use idemgate_core::scope::QuotaTag;
@@ -46,8 +48,11 @@
 //!     // 2. Body: each chunk charged, then read.
 //!     let fingerprint = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", headers);
 //!     let mut intake = guard::Intake::new(key, fingerprint, 0, &policy);
+//!     // The stream's part of the VM's hashing budget (a host keeps one budget for all streams).
+//!     let budget = Rc::new(HashingBudget::default());
+//!     let mut reservation = Reservation::new(budget, Rc::from(&b"192.0.2.7"[..]));
 //!     let body = br#"{"sku":"A1","qty":1}"#;
-//!     let _reserve = intake.charge(body.len() as u64).map_err(|e| debug(e.answer().status))?;
+//!     intake.charge(body.len() as u64, &mut reservation).map_err(|e| debug(e.answer().status))?;
 //!     intake.update(body).map_err(|e| debug(e.answer().status))?;
 //!     let Taken::Claim { key, fingerprint } = intake.finish().map_err(|e| debug(e.answer().status))? else {
 //!         return Err("unguarded".into());
