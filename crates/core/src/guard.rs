@@ -20,6 +20,7 @@
 //! ```
 //! use idemgate_core::admission::admit;
 //! use idemgate_core::budget::{HashingBudget, Reservation};
+//! use idemgate_core::identity::ClientIdentity;
 //! use std::rc::Rc;
 //! use idemgate_core::guard::{self, Capture, Course, Next, Start, Step, Taken};
 //! use idemgate_core::{Engine, FingerprintBuilder, MemoryStore, OwnerToken, Payers, Policy, Scope};
@@ -42,7 +43,8 @@
 //!     let matched = policy.match_request("POST", "/orders").ok_or("no route")?;
 //!     let lookup = |name: &str| headers.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect();
 //!     let admission = admit(matched.route, &lookup, now).map_err(|e| e.code())?;
-//!     let Start::Keyed(key) = guard::start(admission, Some(scope), QuotaTag::of, "POST", &matched.path) else {
+//!     let client = ClientIdentity { source: scope.source.into(), value: scope.value.to_vec(), verified: false };
+//!     let Start::Keyed(key) = guard::start(admission, Some(client), QuotaTag::of, "POST", &matched.path) else {
 //!         return Err("not keyed".into());
 //!     };
 //!     // 2. Body: each chunk charged, then read.

@@ -6,8 +6,8 @@
 //! each chunk's size and bytes) and carries out what this says.
 //!
 //! The order is kept from the filter: the body's size is checked before its bytes are charged,
-//! and charged to the hashing budget ([`crate::budget`]) before the host reads them, so a body that is too large or over the budget is
-//! never copied; at the end the key is read before the fingerprint is finished (a refusal names
+//! and charged to the hashing budget ([`crate::budget`]) before the host reads them, so a body
+//! that is too large or over the budget is never copied; at the end the key is read before the fingerprint is finished (a refusal names
 //! the key's problem first).
 
 use super::{refused, Event, Events};
@@ -15,11 +15,11 @@ use crate::admission::{Admission, Refusal};
 use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::budget::{Limits, Reservation};
 use crate::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
+use crate::identity::ClientIdentity;
 use crate::policy::Policy;
 use crate::scope::{QuotaTag, Scope, StorageKey};
 use alloc::boxed::Box;
 use alloc::string::String;
-use alloc::vec::Vec;
 
 /// What a request's headers settle about its key.
 #[derive(Debug)]
@@ -50,32 +50,30 @@ enum Key {
 #[derive(Debug)]
 struct FromBody {
     admission: Admission,
-    source: String,
-    value: Vec<u8>,
+    client: ClientIdentity,
     tag: QuotaTag,
     method: String,
     path: String,
 }
 
-/// Decides from the headers' `admission` whether the request is guarded. `client` is its scope,
-/// if a scope source identified it; `tag` gives a scope's quota tag (asked for only when the
-/// request is keyed, so an unguarded request costs no tag). `path` is the normalised path the
-/// storage key uses.
+/// Decides from the headers' `admission` whether the request is guarded. `client` is who sent
+/// it, if a scope source identified it (kept, where the key comes with the body); `tag` gives a
+/// scope's quota tag (asked for only when the request is keyed, so an unguarded request costs no
+/// tag). `path` is the normalised path the storage key uses.
 pub fn start(
     admission: Admission,
-    client: Option<Scope<'_>>,
+    client: Option<ClientIdentity>,
     tag: impl FnOnce(Scope<'_>) -> QuotaTag,
     method: &str,
     path: &str,
 ) -> Start {
     if admission.needs_body() {
-        let Some(scope) = client else {
+        let Some(client) = client else {
             return Start::Unscoped;
         };
         return Start::Keyed(PendingKey(Key::FromBody(Box::new(FromBody {
-            source: scope.source.into(),
-            value: scope.value.to_vec(),
-            tag: tag(scope),
+            tag: tag(client.scope()),
+            client,
             admission,
             method: method.into(),
             path: path.into(),
@@ -84,9 +82,10 @@ pub fn start(
     let Some(key) = admission.key_now() else {
         return Start::Unguarded;
     };
-    let Some(scope) = client else {
+    let Some(client) = client else {
         return Start::Unscoped;
     };
+    let scope = client.scope();
     let key = StorageKey::derive_tagged(scope, tag(scope), method, path, key);
     Start::Keyed(PendingKey(Key::Known(key)))
 }
@@ -203,8 +202,7 @@ impl Intake {
             Key::FromBody(body) => {
                 let FromBody {
                     admission,
-                    source,
-                    value,
+                    client,
                     tag,
                     method,
                     path,
@@ -212,11 +210,7 @@ impl Intake {
                 match admission.finish().map_err(BodyRefusal::Admission)? {
                     None => return Ok(Taken::Unguarded),
                     Some(key) => {
-                        let scope = Scope {
-                            source: &source,
-                            value: &value,
-                        };
-                        StorageKey::derive_tagged(scope, tag, &method, &path, &key)
+                        StorageKey::derive_tagged(client.scope(), tag, &method, &path, &key)
                     }
                 }
             }

@@ -73,9 +73,8 @@ impl Filter {
             Ok(token) => token,
             Err(action) => return action,
         };
-        let scope = client.as_ref().map(ClientIdentity::scope);
         let tag = |scope: Scope<'_>| self.shared.scope_tag.of(scope);
-        let key = match guard::start(admission, scope, tag, method, &matched.path) {
+        let key = match guard::start(admission, client, tag, method, &matched.path) {
             Start::Keyed(key) => key,
             // Optional key, none given: no idempotency, but a required token still applies.
             Start::Unguarded => return self.unguarded(token),

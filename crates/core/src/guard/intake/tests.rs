@@ -2,6 +2,7 @@ use super::*;
 use crate::admission::admit;
 use crate::budget::{HashingBudget, Reservation};
 use crate::guard::Event;
+use crate::identity::ClientIdentity;
 use crate::time::UnixMillis;
 use alloc::format;
 use alloc::rc::Rc;
@@ -43,6 +44,11 @@ fn begin(
         asked.set(asked.get() + 1);
         QuotaTag::of(scope)
     };
+    let client = client.map(|scope| ClientIdentity {
+        source: scope.source.into(),
+        value: scope.value.to_vec(),
+        verified: false,
+    });
     start(admission, client, tag, "POST", "/orders")
 }
 
