@@ -118,6 +118,20 @@ pub enum ResponseFacts {
     InDoubt,
 }
 
+/// Why an outcome is in doubt, for the host's counters: the claim is kept in flight all the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DoubtCause {
+    /// The upstream reset or closed the exchange after the request may have been sent.
+    UpstreamReset,
+    /// The upstream timeout fired.
+    UpstreamTimeout,
+    /// The client went away and the proxy reset the upstream request (router path only).
+    ClientGone,
+    /// Anything else, or no details at all.
+    Other,
+}
+
 /// What becomes of the claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Completion {

@@ -86,11 +86,13 @@
 
 mod capture;
 mod course;
+mod guarded;
 mod intake;
 mod token;
 
 pub use capture::Capture;
 pub use course::{Course, Step};
+pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Out, Sent, Warning};
 pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
 pub use token::{asks_for_token, check_token, issue_token, TokenRefusal, VerifiedToken};
 
@@ -169,6 +171,15 @@ impl Events {
             *slot = Some(*event);
         }
         out
+    }
+
+    /// These events and `event` after them (dropped if all three places are taken: no step
+    /// gives more than three).
+    pub(crate) fn with(mut self, event: Event) -> Events {
+        if let Some(slot) = self.0.iter_mut().find(|slot| slot.is_none()) {
+            *slot = Some(event);
+        }
+        self
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {

@@ -45,6 +45,12 @@ impl<O> Course<O> {
         Course { order: None, token }
     }
 
+    /// The token still to be used, the rest of the course dropped (a claim that fell through
+    /// to a failure mode has no event to order).
+    pub fn into_token(self) -> Option<VerifiedToken> {
+        self.token
+    }
+
     /// The next step, taken off the course: each is given once, `Go` last (and again after).
     pub fn step(&mut self) -> Step<O> {
         if let Some(order) = self.order.take() {

@@ -1,0 +1,411 @@
+//! The machine driven through each path a request can take, as a host would drive it.
+
+use super::*;
+use crate::order::{OrderRule, Probe};
+use crate::policy::FailureMode;
+use crate::record::{StoredBody, StoredResponse};
+use crate::store::StoreError;
+use alloc::string::String;
+use alloc::string::ToString;
+use alloc::sync::Arc;
+use alloc::vec;
+use alloc::vec::Vec;
+
+/// The host's resource claim (`O`) and kept request (`H`), as the machine sees them: opaque.
+type Machine = Guarded<u8, &'static str>;
+type Act = Action<u8, &'static str>;
+
+const KEY: StorageKey = StorageKey::from_stored([1; 32]);
+const OWNER: OwnerToken = OwnerToken([2; 16]);
+const TOKEN: VerifiedToken = VerifiedToken {
+    expires_at: UnixMillis(9_000),
+    use_key: StorageKey::from_stored([3; 32]),
+};
+
+fn claim() -> Claim {
+    Claim {
+        key: KEY,
+        fingerprint: Fingerprint([4; 32]),
+        owner: OWNER,
+        payers: Payers::NONE,
+    }
+}
+
+fn ordered() -> Ordered {
+    let json = r#"{"routes": [{"prefix": "/hooks", "kind": "callback", "key_from": [{"header": "x-delivery"}],
+        "order": {"resource": {"header": "x-order"}, "event": {"header": "x-topic"},
+                  "table": {"initial": "new", "transitions": [["new", "pay", "paid"]]}}}]}"#;
+    let policy = Policy::from_json(json, &|_| None).unwrap_or_else(|e| panic!("{e}"));
+    let headers = [("x-topic", &b"pay"[..]), ("x-order", b"o-1")];
+    let probe = Probe::start(&policy.routes[0], headers).unwrap_or_else(|| panic!("no probe"));
+    let ordered = probe.finish().unwrap_or_else(|_| panic!("no resource"));
+    let ordered = ordered.unwrap_or_else(|| panic!("not ordered"));
+    let _: &Arc<OrderRule> = &ordered.rule;
+    ordered
+}
+
+fn actions(out: Out<u8, &'static str>) -> (Vec<Act>, Vec<Event>) {
+    let events = out.events().iter().collect();
+    (out.into_iter().collect(), events)
+}
+
+fn forwarded() -> Result<ClaimOutcome, ProtocolError> {
+    Ok(ClaimOutcome::Forward {
+        owner: OWNER,
+        takeover: false,
+    })
+}
+
+fn released() -> Act {
+    Action::Finish {
+        key: KEY,
+        owner: OWNER,
+        facts: ResponseFacts::NeverReached,
+        cause: DoubtCause::Other,
+    }
+}
+
+fn status(action: Option<&Act>) -> Option<u16> {
+    match action {
+        Some(Action::Answer(http)) => Some(http.status),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
+    let policy = Policy::defaults();
+    let course = Course::claimed(None, None);
+    let (mut machine, out) = Machine::claim(&policy, RouteKind::Api, claim(), course, None);
+    assert_eq!(actions(out).0, [Action::Ask(Ask::Claim(claim()))]);
+    let (acts, events) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    assert_eq!(acts, [Action::Forward]);
+    assert_eq!(events, [Event::Claimed]);
+    assert!(machine.is_forwarded());
+
+    let head = [
+        (":status", &b"201"[..]),
+        ("content-type", b"application/json"),
+    ];
+    assert_eq!(
+        actions(machine.upstream_head(Capture::head(head, &policy))).0,
+        []
+    );
+    assert!(machine.upstream_wants(2));
+    machine.upstream_chunk(Some(b"{}"));
+    let (acts, _) = actions(machine.ended(true, || panic!("the answer is complete")));
+    let [Action::Finish { facts, owner, .. }] = &acts[..] else {
+        panic!("{acts:?}")
+    };
+    assert_eq!(*owner, OWNER);
+    assert!(
+        matches!(facts, ResponseFacts::Upstream { status: 201, body: Some(b), .. } if b == b"{}")
+    );
+    assert!(!machine.is_forwarded());
+    // Over: a second end (the stream's log after its last byte) finishes nothing.
+    assert_eq!(actions(machine.ended(false, || panic!("over"))).0, []);
+}
+
+#[test]
+fn a_request_that_ends_without_its_answer_is_finished_with_what_the_host_saw() {
+    let policy = Policy::defaults();
+    let (mut machine, _) = Machine::claim(
+        &policy,
+        RouteKind::Api,
+        claim(),
+        Course::claimed(None, None),
+        None,
+    );
+    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    // A head came, but the stream ended before the body did (client gone).
+    let _ = machine.upstream_head(Capture::head([(":status", &b"200"[..])], &policy));
+    let out = machine.ended(false, || (ResponseFacts::InDoubt, DoubtCause::ClientGone));
+    let expected = Action::Finish {
+        key: KEY,
+        owner: OWNER,
+        facts: ResponseFacts::InDoubt,
+        cause: DoubtCause::ClientGone,
+    };
+    assert_eq!(actions(out).0, [expected]);
+}
+
+#[test]
+fn a_callback_route_keeps_only_a_2xx_answer() {
+    let policy = Policy::defaults();
+    let course = Course::claimed(None, None);
+    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let _ = machine.upstream_head(Capture::head([(":status", &b"500"[..])], &policy));
+    let (acts, _) = actions(machine.ended(true, || panic!("complete")));
+    assert_eq!(acts, [released()]);
+}
+
+#[test]
+fn an_answer_from_the_store_ends_the_request_here() {
+    let policy = Policy::defaults();
+    let stored = StoredResponse {
+        status: 201,
+        headers: Vec::new(),
+        body: StoredBody::Kept(b"{\"id\":1}".to_vec()),
+        seal: None,
+    };
+    let (mut machine, _) = Machine::claim(
+        &policy,
+        RouteKind::Api,
+        claim(),
+        Course::claimed(None, Some(TOKEN)),
+        None,
+    );
+    let (acts, events) =
+        actions(machine.answered(Answer::Claim(Ok(ClaimOutcome::Replay(stored))), &policy));
+    assert_eq!(events, [Event::Replayed]);
+    let [Action::Answer(http)] = &acts[..] else {
+        panic!("{acts:?}")
+    };
+    assert_eq!((http.status, &http.body[..]), (201, &b"{\"id\":1}"[..]));
+    // Over: nothing is forwarded, and a late answer is a host's mistake, said so.
+    assert!(!machine.is_forwarded());
+    let late = machine.answered(Answer::Claim(forwarded()), &policy);
+    assert_eq!(
+        actions(late).0,
+        [Action::Warn(Warning::OutOfOrder("a store answer"))]
+    );
+}
+
+#[test]
+fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_claimed() {
+    let mut policy = Policy::defaults();
+    policy.on_store_error = FailureMode::PassThrough;
+    let course = Course::claimed(Some(ordered()), Some(TOKEN));
+    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    assert_eq!(
+        acts,
+        [Action::Order {
+            ordered: ordered(),
+            key: KEY,
+            owner: OWNER
+        }]
+    );
+    let (acts, _) = actions(machine.ordered(Decision::Forward(Some(7))));
+    assert_eq!(
+        acts,
+        [Action::Ask(Ask::Consume {
+            use_key: TOKEN.use_key,
+            expires_at: TOKEN.expires_at,
+            payers: Payers::NONE
+        })]
+    );
+    // The token's use cannot be recorded: refused whatever the failure mode, and the most
+    // actions one input gives (an `Out` holds four).
+    let failed = Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
+    let (acts, events) = actions(machine.answered(Answer::Consume(failed), &policy));
+    assert_eq!(events, [Event::StoreError]);
+    assert_eq!(acts.len(), 4, "{acts:?}");
+    assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
+    assert_eq!(acts[1], released());
+    assert_eq!(
+        acts[2],
+        Action::SettleOrder {
+            claim: 7,
+            applied: false
+        }
+    );
+    assert_eq!(status(acts.get(3)), Some(503));
+}
+
+#[test]
+fn an_event_the_ordering_guard_answers_releases_the_delivery() {
+    let policy = Policy::defaults();
+    let course = Course::claimed(Some(ordered()), None);
+    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let early = HttpAnswer {
+        status: 409,
+        headers: Vec::new(),
+        body: Vec::new(),
+    };
+    let (acts, _) = actions(machine.ordered(Decision::Answer(early.clone())));
+    assert_eq!(acts, [released(), Action::Answer(early)]);
+}
+
+#[test]
+fn an_applied_event_is_marked_and_settled_with_the_answer() {
+    let policy = Policy::defaults();
+    let course = Course::claimed(Some(ordered()), None);
+    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    assert_eq!(
+        actions(machine.ordered(Decision::Forward(Some(7)))).0,
+        [Action::Forward]
+    );
+    let head = machine.upstream_head(Capture::head([(":status", &b"204"[..])], &policy));
+    assert_eq!(actions(head).0, [Action::MarkApplied]);
+    let (acts, _) = actions(machine.ended(true, || panic!("complete")));
+    assert_eq!(
+        acts[0],
+        Action::SettleOrder {
+            claim: 7,
+            applied: true
+        }
+    );
+    assert!(matches!(
+        acts[1],
+        Action::Finish {
+            facts: ResponseFacts::Upstream { status: 204, .. },
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
+    let policy = Policy::defaults();
+    let start = || {
+        let (mut machine, _) = Machine::claim(
+            &policy,
+            RouteKind::Api,
+            claim(),
+            Course::claimed(None, None),
+            Some("kept"),
+        );
+        let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+        assert_eq!(
+            acts,
+            [Action::Detach {
+                key: KEY,
+                owner: OWNER,
+                held: "kept",
+                order: None
+            }]
+        );
+        machine
+    };
+    assert_eq!(actions(start().sent(Sent::Waiting)).0, []);
+
+    let (acts, _) = actions(start().sent(Sent::Failed { order: Some(7) }));
+    assert_eq!(
+        acts[..2],
+        [
+            released(),
+            Action::SettleOrder {
+                claim: 7,
+                applied: false
+            }
+        ]
+    );
+    assert_eq!(status(acts.get(2)), Some(503));
+
+    // Sent, but its answer would find nothing: in doubt, so held until the lease ends.
+    let (acts, _) = actions(start().sent(Sent::Lost));
+    assert!(matches!(
+        acts[0],
+        Action::Finish {
+            facts: ResponseFacts::InDoubt,
+            ..
+        }
+    ));
+    let Some(Action::Answer(http)) = acts.get(1) else {
+        panic!("{acts:?}")
+    };
+    let retry_after: String = http
+        .headers
+        .iter()
+        .find(|(name, _)| name == "retry-after")
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default();
+    assert_eq!(retry_after, policy.lease.retry_after_secs().to_string());
+}
+
+#[test]
+fn a_request_without_a_key_uses_its_token_then_passes() {
+    let (mut machine, out) = Machine::unguarded(Some(TOKEN), Payers::NONE);
+    assert!(matches!(
+        actions(out).0[..],
+        [Action::Ask(Ask::Consume { .. })]
+    ));
+    let (acts, events) = actions(machine.answered(
+        Answer::Consume(Ok(ConsumeOutcome::Consumed)),
+        &Policy::defaults(),
+    ));
+    assert_eq!(acts, [Action::Pass]);
+    assert_eq!(events, [Event::TokenConsumed, Event::Passthrough]);
+
+    let (_, out) = Machine::unguarded(None, Payers::NONE);
+    let (acts, events) = actions(out);
+    assert_eq!(
+        (acts, events),
+        (vec![Action::Pass], vec![Event::Passthrough])
+    );
+}
+
+#[test]
+fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so() {
+    let mut policy = Policy::defaults();
+    policy.on_store_error = FailureMode::PassThrough;
+    let (mut machine, _) = Machine::claim(
+        &policy,
+        RouteKind::Api,
+        claim(),
+        Course::claimed(Some(ordered()), Some(TOKEN)),
+        None,
+    );
+    let failed = Err(ProtocolError::Contention);
+    let (acts, events) = actions(machine.answered(Answer::Claim(failed), &policy));
+    assert_eq!(events, [Event::StoreError, Event::Passthrough]);
+    // Nothing claimed, so no event to order; the token is still used once.
+    assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
+    assert!(matches!(acts[1], Action::Ask(Ask::Consume { .. })));
+    let (acts, events) =
+        actions(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
+    assert_eq!(
+        (acts, events),
+        (vec![Action::Pass], vec![Event::TokenConsumed])
+    );
+}
+
+#[test]
+fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
+    let policy = Policy::defaults();
+    let (mut machine, _) = Machine::claim(
+        &policy,
+        RouteKind::Api,
+        claim(),
+        Course::claimed(None, Some(TOKEN)),
+        None,
+    );
+    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let (acts, _) = actions(machine.clock_failed());
+    assert_eq!(acts[0], released());
+    assert_eq!(status(acts.get(1)), Some(503));
+}
+
+#[test]
+fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
+    let policy = Policy::defaults();
+    let (mut machine, _) = Machine::claim(
+        &policy,
+        RouteKind::Api,
+        claim(),
+        Course::claimed(None, None),
+        None,
+    );
+    let wrong = machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy);
+    assert_eq!(
+        actions(wrong).0,
+        [Action::Warn(Warning::OutOfOrder("a store answer"))]
+    );
+    let wrong = machine.sent(Sent::Waiting);
+    assert_eq!(
+        actions(wrong).0,
+        [Action::Warn(Warning::OutOfOrder("a detached exchange"))]
+    );
+    let wrong = machine.ordered(Decision::Forward(None));
+    assert_eq!(
+        actions(wrong).0,
+        [Action::Warn(Warning::OutOfOrder("an ordering decision"))]
+    );
+    // Still claiming: the right answer is taken.
+    let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    assert_eq!(acts, [Action::Forward]);
+}
