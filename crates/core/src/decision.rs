@@ -119,8 +119,8 @@ pub enum ResponseFacts {
 }
 
 /// Why an outcome is in doubt, for the host's counters: the claim is kept in flight all the same.
+/// Exhaustive on purpose, like [`crate::guard::Event`]: each cause is one counter in every host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum DoubtCause {
     /// The upstream reset or closed the exchange after the request may have been sent.
     UpstreamReset,

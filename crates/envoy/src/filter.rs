@@ -19,8 +19,8 @@ use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::order;
-use crate::origin::{classify_attempts, doubt_cause, DoubtCause, Origin};
+use crate::order::{self, Began};
+use crate::origin::{classify_attempts, doubt_cause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store;
@@ -31,14 +31,13 @@ use core::cell::OnceCell;
 use idemgate_core::admission::{admit, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::budget::Reservation;
-use idemgate_core::decision::ResponseFacts;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::guard::VerifiedToken;
-use idemgate_core::guard::{self, BodyRefusal, Capture, Course, Intake, Next, Start, Step, Taken};
+use idemgate_core::guard::{self, Answer, Ask, BodyRefusal, Capture, Claim, Course, Decision};
+use idemgate_core::guard::{Guarded, Intake, Out, Sent, Start, Taken, VerifiedToken};
 use idemgate_core::identity::{identify, ClientIdentity, Facts, Unreadable};
-use idemgate_core::order::{Ordered, Probe};
+use idemgate_core::order::Probe;
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, ProtocolError};
+use idemgate_core::protocol::{Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
 use idemgate_core::scope::{Scope, StorageKey};
@@ -46,13 +45,10 @@ use idemgate_core::share::Payers;
 use idemgate_core::time::UnixMillis;
 
 mod claim;
-mod course;
-mod ordering;
+mod life;
 mod request;
 mod response;
 mod tokens;
-use course::{AfterUse, Going, Ordering};
-use ordering::OrderWait;
 
 /// A guarded request whose body is being taken in (the core's [`Intake`]).
 struct Hashing {
@@ -83,42 +79,24 @@ struct Held {
     reserved: Option<Box<Reservation>>,
 }
 
-/// A forwarded request that holds a claim.
-struct Forwarded {
-    key: StorageKey,
-    owner: OwnerToken,
-    /// The resource this request's event applies to, claimed until the upstream answers.
-    order: Option<OrderClaim>,
-    /// The upstream's answer as it arrives (`None` until response headers came via the upstream).
-    answer: Option<Capture>,
-}
+/// The core's machine for a request's life after its body ([`guard::Guarded`]): the resource
+/// claims it carries are the ordering guard's, the request it keeps a detached route's.
+type Machine = Guarded<OrderClaim, Held>;
 
 enum Stage {
     /// Nothing (more) to do for this request.
     Idle,
     Hashing(Box<Hashing>),
-    Forwarded(Forwarded),
+    /// The request's life as the core's machine runs it: forwarded on the router path
+    /// (`call: None`), or paused until the remote store answers callout `call`.
+    Guarded {
+        machine: Box<Machine>,
+        call: Option<u32>,
+    },
     /// The claimed request is on a detached exchange (callout `token`); the stream waits, paused.
     Detached {
         token: u32,
     },
-    /// The claim is on its way to the remote store (callout `call`); the request waits, paused.
-    Claiming(Box<Claiming>),
-    /// The token's use is on its way to the remote store; the request waits, paused.
-    Using {
-        call: u32,
-        going: Box<Going>,
-    },
-    /// The ordering guard's begin is on its way to the remote store; the request waits, paused.
-    Ordering(Box<OrderWait>),
-}
-
-/// A claim sent to the remote store, and what the request does once it answers.
-struct Claiming {
-    call: u32,
-    key: StorageKey,
-    token: Option<VerifiedToken>,
-    held: Option<Held>,
 }
 
 pub struct Filter {
@@ -128,8 +106,6 @@ pub struct Filter {
     context_id: u32,
     /// The guarded route's kind: it decides which answers count as the outcome (core).
     kind: RouteKind,
-    /// An ordered event, between the end of its body and its delivery id's claim.
-    ordered: Option<Ordered>,
     /// Who this request's records are charged to (issue 23), once its client is known.
     payers: Payers,
 }
@@ -163,11 +139,6 @@ impl Facts for HeaderFacts<'_> {
     }
 }
 
-/// The warning every store failure a request meets is logged with.
-fn log_store_failure(e: &ProtocolError) {
-    host::log(LogLevel::Warn, &format!("store failed: {e}"));
-}
-
 /// The first value of a header, if it is UTF-8.
 fn header_text<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
     headers
@@ -191,7 +162,6 @@ impl Filter {
             stage: Stage::Idle,
             context_id,
             kind: RouteKind::Api,
-            ordered: None,
             payers: Payers::NONE,
         }
     }
@@ -247,33 +217,11 @@ impl Filter {
         }
     }
 
-    /// The log line of an answer to a claim.
-    fn log_answer(&self, key: &StorageKey, answer: &EdgeAnswer<'_>) {
-        match answer {
-            EdgeAnswer::StoreFailed(e) if !e.allows_failure_mode() => host::log(
-                LogLevel::Warn,
-                &format!(
-                    "key {}: {e}; not replayed (502 record_corrupt)",
-                    key.log_label()
-                ),
-            ),
-            EdgeAnswer::StoreFailed(e) => log_store_failure(e),
-            EdgeAnswer::Conflict { .. } => self.debug(key, "in flight: 409"),
-            EdgeAnswer::Replay { .. } => self.debug(key, "completed: replayed"),
-            EdgeAnswer::Mismatch => self.debug(key, "other payload: 422"),
-            EdgeAnswer::QuotaExceeded { .. } => self.debug(key, "scope over its quota: 429"),
-            EdgeAnswer::StoreFull { .. } => self.debug(key, "store full"),
-            _ => {}
-        }
-    }
-
     /// Whether this stream waits for the callout `token` (a detached exchange, or a remote
     /// store's claim or token use).
     pub fn awaits(&self, token: u32) -> bool {
         match &self.stage {
-            Stage::Detached { token: t } | Stage::Using { call: t, .. } => *t == token,
-            Stage::Claiming(claiming) => claiming.call == token,
-            Stage::Ordering(waiting) => waiting.call == token,
+            Stage::Detached { token: t } | Stage::Guarded { call: Some(t), .. } => *t == token,
             _ => false,
         }
     }
@@ -304,11 +252,8 @@ impl Filter {
 
     /// No key and none required: forwarded without idempotency, but a required token still applies.
     fn unguarded(&mut self, token: Option<VerifiedToken>) -> Action {
-        self.go(Going {
-            course: Course::unguarded(token),
-            after: AfterUse::PassThrough,
-            order: None,
-        })
+        let (machine, out) = Guarded::unguarded(token, self.payers);
+        self.run(Box::new(machine), out)
     }
 }
 

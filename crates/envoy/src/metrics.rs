@@ -5,9 +5,22 @@
 use crate::abi;
 #[allow(unused_imports)]
 use crate::prelude::*;
+use idemgate_core::decision::DoubtCause;
 use idemgate_core::guard::Event;
 
 /// Each event of the core's guard is one counter.
+/// An outcome in doubt is counted once more by its cause.
+impl From<DoubtCause> for Counter {
+    fn from(cause: DoubtCause) -> Counter {
+        match cause {
+            DoubtCause::UpstreamReset => Counter::InDoubtUpstreamReset,
+            DoubtCause::UpstreamTimeout => Counter::InDoubtUpstreamTimeout,
+            DoubtCause::ClientGone => Counter::InDoubtClientGone,
+            DoubtCause::Other => Counter::InDoubtOther,
+        }
+    }
+}
+
 impl From<Event> for Counter {
     fn from(event: Event) -> Counter {
         match event {

@@ -11,9 +11,9 @@
 //! Anything unknown is *in doubt*: the cost of that mistake is a 409 until the lease ends, while the
 //! cost of wrongly saying "never reached" is a second execution.
 
-use crate::metrics::Counter;
 #[allow(unused_imports)]
 use crate::prelude::*;
+pub use idemgate_core::decision::DoubtCause;
 use idemgate_core::decision::ResponseFacts;
 
 /// The detail Envoy gives an answer that came from the upstream.
@@ -128,30 +128,6 @@ pub fn reentry_mark(value: &str) -> (&str, Option<u64>) {
     match value.rsplit_once(';') {
         Some((details, attempts)) => (details, attempts.trim().parse().ok()),
         None => (value, None),
-    }
-}
-
-/// Why an outcome is in doubt (the in-doubt metric is split by it).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DoubtCause {
-    /// The upstream reset or closed the exchange after the request may have been sent.
-    UpstreamReset,
-    /// The upstream timeout fired.
-    UpstreamTimeout,
-    /// The client went away and Envoy reset the upstream request (router path only).
-    ClientGone,
-    /// Anything else, or no details at all.
-    Other,
-}
-
-impl DoubtCause {
-    pub fn counter(self) -> Counter {
-        match self {
-            DoubtCause::UpstreamReset => Counter::InDoubtUpstreamReset,
-            DoubtCause::UpstreamTimeout => Counter::InDoubtUpstreamTimeout,
-            DoubtCause::ClientGone => Counter::InDoubtClientGone,
-            DoubtCause::Other => Counter::InDoubtOther,
-        }
     }
 }
 

@@ -153,7 +153,7 @@ pub fn settle(
     };
     let Some(request) = client::finish(key, owner, facts, &shared.policy, secrets) else {
         shared.metrics.bump(Counter::InDoubt);
-        shared.metrics.bump(cause.counter());
+        shared.metrics.bump(Counter::from(cause));
         debug(
             shared,
             &key,

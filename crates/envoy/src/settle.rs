@@ -66,7 +66,7 @@ pub fn settle(
                 }
                 FinishOutcome::KeptInFlight => {
                     shared.metrics.bump(Counter::InDoubt);
-                    shared.metrics.bump(cause.counter());
+                    shared.metrics.bump(Counter::from(cause));
                     debug("outcome in doubt: kept in flight until the lease ends");
                 }
                 FinishOutcome::NotOwner => debug("no longer the owner: nothing written"),

@@ -164,7 +164,9 @@ impl fmt::Display for Warning {
     }
 }
 
-/// What one input gave: at most four actions, in order, and the events to count.
+/// What one input gave: at most four actions, in order, and the events to count. An action the
+/// request waits on ([`Action::Ask`], [`Action::Order`], [`Action::Detach`]) is always the last:
+/// its answer is the next input.
 #[derive(Debug)]
 #[must_use = "the host carries out every action and counts every event"]
 pub struct Out<O, H> {
@@ -301,6 +303,32 @@ impl<O, H> Guarded<O, H> {
     /// Whether the request is forwarded on the router path and its answer still awaited.
     pub fn is_forwarded(&self) -> bool {
         matches!(self.state, State::Forwarded { .. })
+    }
+
+    /// The key this request claims or holds, for the host's log and a remote store's answer.
+    pub fn key(&self) -> Option<StorageKey> {
+        match &self.state {
+            State::Claiming { key, .. }
+            | State::Sending { key, .. }
+            | State::Forwarded { key, .. }
+            | State::Going {
+                after: After::Owner { key, .. },
+                ..
+            } => Some(*key),
+            State::Going { .. } | State::Over => None,
+        }
+    }
+
+    /// The claim this request holds while it waits on its course: what a host gives back if
+    /// the request's client is gone when the answer comes.
+    pub fn held_claim(&self) -> Option<(StorageKey, OwnerToken)> {
+        match &self.state {
+            State::Going {
+                after: After::Owner { key, owner, .. },
+                ..
+            } => Some((*key, *owner)),
+            _ => None,
+        }
     }
 
     /// The store answered the question the last [`Action::Ask`] asked.

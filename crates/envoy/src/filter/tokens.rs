@@ -1,6 +1,6 @@
-//! A route's one-time tokens on the filter's side: the token issuing endpoint, verifying a
-//! request's token before any store decision, and using it once — before the request goes on,
-//! whatever the store decided (forwarded, answered or unguarded): the course's token step.
+//! A route's one-time tokens on the filter's side: the token issuing endpoint, and verifying a
+//! request's token before any store decision. Its single use is a step of the request's course,
+//! in the core's machine ([`guard::Guarded`]).
 
 use super::*;
 
@@ -43,87 +43,5 @@ impl Filter {
                 Err(self.reply(&refusal.answer()))
             }
         }
-    }
-
-    /// Uses a verified token, then goes on with the request's course: locally at once, or
-    /// (remote store) once the store answers, the request paused meanwhile.
-    pub(super) fn use_token(&mut self, claims: &VerifiedToken, going: Going) -> Action {
-        if remote_store::is_remote(&self.shared) {
-            let claim = match &going.after {
-                AfterUse::Forward { key, owner, .. } => Some((*key, *owner)),
-                _ => None,
-            };
-            let stream = self.context_id;
-            let shared = Rc::clone(&self.shared);
-            let policy = self.policy();
-            let request = client::consume(claims.use_key, claims.expires_at, self.payers, &policy);
-            return match remote_store::call(&self.shared, &request, |_| StoreCall::Consume {
-                stream,
-                shared,
-                claim,
-            }) {
-                Ok(call) => {
-                    self.stage = Stage::Using {
-                        call,
-                        going: Box::new(going),
-                    };
-                    Action::Pause
-                }
-                Err(e) => self.token_used(Err(e), going),
-            };
-        }
-        let policy = self.policy();
-        let mut store = self.shared.store();
-        let Some(now) = host::now() else {
-            // Whether the token is still good cannot be judged without the clock.
-            let action = self.reply(&EdgeAnswer::ClockUnavailable);
-            self.not_forwarded(going);
-            return action;
-        };
-        let mut engine = Engine {
-            store: &mut store,
-            policy: &policy,
-        };
-        let outcome = engine.consume(claims.use_key, claims.expires_at, self.payers, now);
-        self.token_used(outcome, going)
-    }
-
-    /// The token's use is decided (the core's [`guard::after_use`]): the course goes on, or the
-    /// request is answered (and a claim it holds released).
-    pub(super) fn token_used(
-        &mut self,
-        outcome: Result<ConsumeOutcome, ProtocolError>,
-        going: Going,
-    ) -> Action {
-        let (refusal, events) = guard::after_use(&outcome);
-        self.count_all(events);
-        let Some(answer) = refusal else {
-            return self.go(going);
-        };
-        if let EdgeAnswer::StoreFailed(e) = &answer {
-            log_store_failure(e);
-        }
-        let action = self.reply(&answer);
-        self.not_forwarded(going);
-        action
-    }
-
-    /// Forwarding without idempotency (`pass_through`) still needs the route's token used, once.
-    pub(super) fn unprotected(&mut self, token: Option<VerifiedToken>) -> Action {
-        self.go(Going {
-            course: Course::unguarded(token),
-            after: AfterUse::Unprotected,
-            order: None,
-        })
-    }
-
-    /// The remote store answered this request's token use.
-    pub fn use_answered(&mut self, reply: &remote_store::Reply) {
-        let Stage::Using { going, .. } = core::mem::replace(&mut self.stage, Stage::Idle) else {
-            return;
-        };
-        let outcome = client::consume_outcome(reply.answer());
-        let action = self.token_used(outcome, *going);
-        self.resume(action);
     }
 }

@@ -1,0 +1,232 @@
+//! The request's life after its body, as the core's machine ([`guard::Guarded`]) runs it: each
+//! of its actions carried out here — a store question asked of the local store at once or of the
+//! remote store by callout (the stream paused until it answers), the ordering guard asked, the
+//! request let on or sent on a detached exchange, an answer sent, a claim finished, a resource
+//! settled — and each answer handed back to the machine. Whether the store is local or remote is
+//! decided in [`Filter::ask`] only.
+
+use super::*;
+
+/// What asking the store gave.
+enum Asked {
+    /// The local store's answer, or a remote call that could not be made.
+    Now(Answer),
+    /// Asked of the remote store by this callout: the answer comes later.
+    Later(u32),
+    /// The local store cannot be asked without the clock.
+    NoClock,
+}
+
+impl Filter {
+    /// Carries out the machine's actions, in order, feeding each answer that comes at once back
+    /// to it; the stream then waits for a callout, goes on, or was answered.
+    pub(super) fn run(&mut self, mut machine: Box<Machine>, out: Out<OrderClaim, Held>) -> Action {
+        self.count_all(out.events());
+        if let (true, Some(key)) = (self.shared.debug.get(), machine.key()) {
+            for event in out.events().iter() {
+                self.debug(&key, Counter::from(event).name());
+            }
+        }
+        let mut result = Action::Continue;
+        let mut call = None;
+        for action in out {
+            // An action the request waits on is the last of its `Out`: its answer is the next.
+            let next = match action {
+                guard::Action::Ask(ask) => match self.ask(ask, &machine) {
+                    Asked::Now(answer) => machine.answered(answer, &self.shared.policy),
+                    Asked::NoClock => machine.clock_failed(),
+                    Asked::Later(token) => {
+                        (call, result) = (Some(token), Action::Pause);
+                        continue;
+                    }
+                },
+                guard::Action::Order {
+                    ordered,
+                    key,
+                    owner,
+                } => match decision(order::begin(
+                    &self.shared,
+                    ordered,
+                    self.context_id,
+                    (key, owner),
+                )) {
+                    Ok(decision) => machine.ordered(decision),
+                    Err(token) => {
+                        (call, result) = (Some(token), Action::Pause);
+                        continue;
+                    }
+                },
+                guard::Action::Detach {
+                    key,
+                    owner,
+                    held,
+                    order,
+                } => match self.detach(key, owner, held, order) {
+                    Ok(token) => {
+                        self.stage = Stage::Detached { token };
+                        return Action::Pause;
+                    }
+                    Err(sent) => machine.sent(sent),
+                },
+                guard::Action::Forward => {
+                    if let Some(key) = machine.key() {
+                        self.debug(&key, "claimed, forwarded");
+                    }
+                    continue;
+                }
+                guard::Action::Pass => continue,
+                guard::Action::Answer(http) => {
+                    host::send(&http);
+                    result = Action::Pause;
+                    continue;
+                }
+                guard::Action::Finish {
+                    key,
+                    owner,
+                    facts,
+                    cause,
+                } => {
+                    settle(&self.shared, key, owner, facts, cause, true);
+                    continue;
+                }
+                guard::Action::SettleOrder { claim, applied } => {
+                    order::settle(&self.shared, claim, applied, true);
+                    continue;
+                }
+                guard::Action::MarkApplied => {
+                    order::mark_response();
+                    continue;
+                }
+                guard::Action::Warn(warning) => {
+                    host::log(LogLevel::Warn, &warning.to_string());
+                    continue;
+                }
+            };
+            return self.run(machine, next);
+        }
+        self.stage = if call.is_some() || machine.is_forwarded() {
+            Stage::Guarded { machine, call }
+        } else {
+            Stage::Idle
+        };
+        result
+    }
+
+    /// Asks the store the machine's question: the local store at once, or the remote store by a
+    /// callout whose answer is delivered to [`Filter::answered`] (or, the stream gone, gives back
+    /// what the request holds).
+    fn ask(&self, ask: Ask, machine: &Machine) -> Asked {
+        let shared = &self.shared;
+        let policy = &shared.policy;
+        if remote_store::is_remote(shared) {
+            let stream = self.context_id;
+            let (request, pending) = match &ask {
+                Ask::Claim(c) => (
+                    client::claim(c.key, c.fingerprint, c.owner, c.payers, policy),
+                    StoreCall::Claim {
+                        stream,
+                        shared: Rc::clone(shared),
+                        key: c.key,
+                        owner: c.owner,
+                    },
+                ),
+                Ask::Consume {
+                    use_key,
+                    expires_at,
+                    payers,
+                } => (
+                    client::consume(*use_key, *expires_at, *payers, policy),
+                    StoreCall::Consume {
+                        stream,
+                        shared: Rc::clone(shared),
+                        claim: machine.held_claim(),
+                    },
+                ),
+            };
+            return match remote_store::call(shared, &request, |_| pending) {
+                Ok(token) => Asked::Later(token),
+                Err(e) => Asked::Now(match ask {
+                    Ask::Claim(_) => Answer::Claim(Err(e)),
+                    Ask::Consume { .. } => Answer::Consume(Err(e)),
+                }),
+            };
+        }
+        let Some(now) = host::now() else {
+            return Asked::NoClock;
+        };
+        let mut store = shared.store();
+        let mut engine = Engine {
+            store: &mut store,
+            policy,
+        };
+        Asked::Now(match ask {
+            Ask::Claim(c) => {
+                Answer::Claim(engine.claim(c.key, c.fingerprint, c.owner, c.payers, now))
+            }
+            Ask::Consume {
+                use_key,
+                expires_at,
+                payers,
+            } => Answer::Consume(engine.consume(use_key, expires_at, payers, now)),
+        })
+    }
+
+    /// Hands the machine of a stream paused for a callout its answer, and resumes the request if
+    /// it goes on.
+    fn answer_with(&mut self, f: impl FnOnce(&mut Machine) -> Out<OrderClaim, Held>) {
+        let Stage::Guarded {
+            mut machine,
+            call: Some(_),
+        } = core::mem::replace(&mut self.stage, Stage::Idle)
+        else {
+            return;
+        };
+        let out = f(&mut machine);
+        let action = self.run(machine, out);
+        self.resume(action);
+    }
+
+    /// The remote store answered this request's claim (with this stream made the effective
+    /// context).
+    pub fn claim_answered(&mut self, reply: &remote_store::Reply) {
+        let shared = Rc::clone(&self.shared);
+        self.answer_with(|machine| {
+            let outcome = match machine.key() {
+                Some(key) => remote_store::claim_outcome(&shared, reply, &key),
+                None => Err(ProtocolError::UnexpectedReply),
+            };
+            machine.answered(Answer::Claim(outcome), &shared.policy)
+        });
+    }
+
+    /// The remote store answered this request's token use.
+    pub fn use_answered(&mut self, reply: &remote_store::Reply) {
+        let shared = Rc::clone(&self.shared);
+        self.answer_with(|machine| {
+            let outcome = client::consume_outcome(reply.answer());
+            machine.answered(Answer::Consume(outcome), &shared.policy)
+        });
+    }
+
+    /// The remote store answered the ordering guard's begin for this request.
+    pub fn order_answered(&mut self, began: Began) {
+        match decision(began) {
+            Ok(decision) => self.answer_with(|machine| machine.ordered(decision)),
+            // Asked again: the stream waits for that callout instead.
+            Err(token) => {
+                if let Stage::Guarded { call, .. } = &mut self.stage {
+                    *call = Some(token);
+                }
+            }
+        }
+    }
+}
+
+/// The ordering guard's decision, or the callout it waits on.
+fn decision(began: Began) -> Result<Decision<OrderClaim>, u32> {
+    match began {
+        Began::Forward(claim) => Ok(Decision::Forward(claim)),
+        Began::Answer(http) => Ok(Decision::Answer(http)),
+        Began::Pending(token) => Err(token),
+    }
+}
