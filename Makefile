@@ -99,13 +99,13 @@ test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients tes
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test-envoy: build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
+test-envoy: setup-envoy build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3 --skip soak::
 
 # Client SDKs written by others (npm `stripe`, `@octokit/webhooks`, plain fetch; pinned in
 # package.json and package-lock.json) against the filter in a real Envoy (crates/envoy/tests/clients,
 # node --test; each test starts its own Envoy and upstream and kills them by PID).
-test-clients: build-filter setup-npm ## real client SDKs and signed webhooks against the filter in Envoy
+test-clients: setup-envoy build-filter setup-npm ## real client SDKs and signed webhooks against the filter in Envoy
 	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
 	node --test crates/envoy/tests/clients/
 
@@ -175,13 +175,13 @@ ENGINE_SETUP := $(if $(findstring redis,$(ENGINE)),setup-redis) $(if $(findstrin
 demo-fleet: setup-rust setup-envoy build-filter build-web build-store $(ENGINE_SETUP) ## the checkout demo behind two Envoys sharing one store (ENGINE=redis|postgres|redis+postgres): A on $${DEMO_PORT:-10000}, B on $${DEMO_PORT_B:-10001} (Ctrl-C stops it)
 	python3 examples/checkout/demo_fleet.py --engine $(ENGINE)
 
-test-demo-fleet: build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
+test-demo-fleet: setup-envoy build-filter build-web build-store setup-redis setup-postgres ## demo-fleet's contract on each engine: a request to Envoy A and its retry to B are one request
 	for engine in $(FLEET_ENGINES); do python3 examples/checkout/demo_fleet_test.py --engine $$engine || exit 1; done
 
 # The demo's Standard Webhooks deliveries are signed with the SDK pinned for test-clients
 # (crates/envoy/tests/clients), installed here as there. Each file starts its own demo stack: one
 # file at a time, so the two stacks and their browsers do not share the machine.
-test-e2e: setup-chromium build-filter build-web ## the demo stack driven by headless Chromium (Playwright), and its order table and If-Match
+test-e2e: setup-chromium setup-envoy build-filter build-web ## the demo stack driven by headless Chromium (Playwright), and its order table and If-Match
 	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
 	node --test --test-concurrency=1 examples/checkout/e2e.test.mjs examples/checkout/e2e_orders.test.mjs
 
