@@ -7,6 +7,7 @@ mod callouts;
 mod detached;
 mod failures;
 mod fleet;
+mod guard;
 mod interleavings;
 mod order;
 mod reentry;

@@ -11,12 +11,15 @@
 //! that differs between hosts, and the machine cannot tell.
 //!
 //! ```text
-//!             ┌───────── Answer (409, replay, 422, 429, 503, …) ─────────┐
-//! claim ──► Claiming ──► Going: ordering guard → token use ──► Forwarded ──► Over (Finish)
-//!                          │                               └─► Sending (detached) ──► Over
-//!                          └── a step refuses: Finish (released) + Answer ──────────► Over
-//! no key ─────────────► Going: token use ──► Over (Pass)
+//!            ┌───────────── Answer (409, replay, 422, 429, 503, …) ─────────────┐
+//! claim ──► Claiming ──► Ordering (the guard's decision) ──► Using (the token) ──► Forwarded ──► Over (Finish)
+//!                          │          └─────────────────────────┴──► Sending (detached) ──► Over
+//!                          └── a step refuses: Finish (released) + Answer ─────────────► Over
+//! no key ─────────────► Using (the token) ──► Over (Pass)
 //! ```
+//!
+//! Each state waits for one kind of input; any other is said ([`Warning::OutOfOrder`]) and
+//! changes nothing.
 //!
 //! `O` is the host's claim on an ordered resource (settled when the upstream answers), `H` the
 //! request a detached route keeps to send itself; the machine carries both without looking inside.
@@ -171,6 +174,8 @@ impl fmt::Display for Warning {
 #[must_use = "the host carries out every action and counts every event"]
 pub struct Out<O, H> {
     actions: [Option<Action<O, H>>; 4],
+    /// How many actions were given, so an `Out` that could not hold them all says so.
+    given: u8,
     events: Events,
 }
 
@@ -178,6 +183,7 @@ impl<O, H> Out<O, H> {
     fn new(events: Events) -> Self {
         Out {
             actions: [None, None, None, None],
+            given: 0,
             events,
         }
     }
@@ -192,7 +198,14 @@ impl<O, H> Out<O, H> {
         if let Some(slot) = self.actions.iter_mut().find(|slot| slot.is_none()) {
             *slot = Some(action);
         }
+        self.given = self.given.saturating_add(1);
         self
+    }
+
+    /// Whether every action given is here (always, by the paths the machine has: host-tests'
+    /// `guard` exploration checks it after every input of every path).
+    pub fn is_whole(&self) -> bool {
+        usize::from(self.given) <= self.actions.len()
     }
 
     /// The events to count.
@@ -232,8 +245,13 @@ enum State<O, H> {
         course: Course<Ordered>,
         held: Option<H>,
     },
-    /// On its course to the upstream, waiting for a step's answer.
-    Going {
+    /// On its course, waiting for the ordering guard's decision on its event.
+    Ordering {
+        course: Course<Ordered>,
+        after: After<H>,
+    },
+    /// On its course, waiting for the store to record its token's use.
+    Using {
         course: Course<Ordered>,
         after: After<H>,
         order: Option<O>,
@@ -311,11 +329,15 @@ impl<O, H> Guarded<O, H> {
             State::Claiming { key, .. }
             | State::Sending { key, .. }
             | State::Forwarded { key, .. }
-            | State::Going {
+            | State::Ordering {
+                after: After::Owner { key, .. },
+                ..
+            }
+            | State::Using {
                 after: After::Owner { key, .. },
                 ..
             } => Some(*key),
-            State::Going { .. } | State::Over => None,
+            State::Ordering { .. } | State::Using { .. } | State::Over => None,
         }
     }
 
@@ -323,7 +345,11 @@ impl<O, H> Guarded<O, H> {
     /// the request's client is gone when the answer comes.
     pub fn held_claim(&self) -> Option<(StorageKey, OwnerToken)> {
         match &self.state {
-            State::Going {
+            State::Ordering {
+                after: After::Owner { key, owner, .. },
+                ..
+            }
+            | State::Using {
                 after: After::Owner { key, owner, .. },
                 ..
             } => Some((*key, *owner)),
@@ -338,7 +364,7 @@ impl<O, H> Guarded<O, H> {
                 self.claimed(key, &outcome, course, held, policy)
             }
             (
-                State::Going {
+                State::Using {
                     course,
                     after,
                     order,
@@ -365,11 +391,7 @@ impl<O, H> Guarded<O, H> {
     /// The ordering guard decided the event the last [`Action::Order`] asked about.
     pub fn ordered(&mut self, decision: Decision<O>) -> Out<O, H> {
         match core::mem::replace(&mut self.state, State::Over) {
-            State::Going {
-                course,
-                after,
-                order: None,
-            } => match decision {
+            State::Ordering { course, after } => match decision {
                 Decision::Forward(order) => self.go(course, after, order, Events::default()),
                 Decision::Answer(http) => not_forwarded(Out::new(Events::default()), after, None)
                     .then(Action::Answer(http)),
@@ -407,6 +429,9 @@ impl<O, H> Guarded<O, H> {
         let State::Forwarded { order, capture, .. } = &mut self.state else {
             return Out::new(Events::default());
         };
+        if capture.is_some() {
+            return Out::one(Action::Warn(Warning::OutOfOrder("a second upstream head")));
+        }
         let applied = order.is_some() && head.status().is_some_and(applies);
         *capture = Some(head);
         let out = Out::new(Events::default());
@@ -446,14 +471,19 @@ impl<O, H> Guarded<O, H> {
         complete: bool,
         without: impl FnOnce() -> (ResponseFacts, DoubtCause),
     ) -> Out<O, H> {
-        let State::Forwarded {
-            key,
-            owner,
-            order,
-            capture,
-        } = core::mem::replace(&mut self.state, State::Over)
-        else {
-            return Out::new(Events::default());
+        let (key, owner, order, capture) = match core::mem::replace(&mut self.state, State::Over) {
+            State::Forwarded {
+                key,
+                owner,
+                order,
+                capture,
+            } => (key, owner, order, capture),
+            // Not forwarded: the upstream has nothing to end (a stream that waits for a store
+            // gives back what it holds when that answer finds it gone).
+            state => {
+                self.state = state;
+                return Out::new(Events::default());
+            }
         };
         let capture = if complete { capture } else { None };
         let applied = capture
@@ -483,10 +513,12 @@ impl<O, H> Guarded<O, H> {
     /// claim the request holds given back (nothing was sent).
     pub fn clock_failed(&mut self) -> Out<O, H> {
         let out = match core::mem::replace(&mut self.state, State::Over) {
-            State::Going { after, order, .. } => {
+            State::Claiming { .. } => Out::new(Events::default()),
+            State::Using { after, order, .. } => {
                 not_forwarded(Out::new(Events::default()), after, order)
             }
-            _ => Out::new(Events::default()),
+            // Only a store question needs the clock: a request past them has no use for it.
+            state => return self.out_of_order(state, "a clock failure"),
         };
         out.then(Action::Answer(answer(&EdgeAnswer::ClockUnavailable)))
     }
@@ -556,15 +588,12 @@ impl<O, H> Guarded<O, H> {
                     key: *key,
                     owner: *owner,
                 };
-                self.state = State::Going {
-                    course,
-                    after,
-                    order,
-                };
+                // The event is the course's first step: no resource is claimed yet.
+                self.state = State::Ordering { course, after };
                 out.then(action)
             }
             Step::UseToken(token) => {
-                self.state = State::Going {
+                self.state = State::Using {
                     course,
                     after,
                     order,
