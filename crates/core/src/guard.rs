@@ -1,5 +1,4 @@
-//! A request's steps that the core decides and the host carries out (issue 22, item 1), in the
-//! order of its life:
+//! A request's life as the core decides it and the host carries it out (issue 22, item 1):
 //!
 //! 1. its headers: the token endpoint's [`asks_for_token`] and [`issue_token`], [`check_token`]
 //!    (a route's one-time token), [`start`] (keyed, unguarded, or no
@@ -7,23 +6,28 @@
 //! 2. its body: an [`Intake`] charges each chunk (`max_request_body`, each kept copy reserved from
 //!    the hashing [`crate::budget`]), feeds the fingerprint and a body key source, and
 //!    [`Intake::finish`] gives the claim's key and fingerprint, or a [`BodyRefusal`];
-//! 3. the store's decision: [`after_claim`] — forward as the key's owner, answer here (409,
-//!    replay, 422, 429, 502 `record_corrupt`, the failure mode's 503), or forward unguarded;
-//! 4. its course upstream: a [`Course`] gives each step in turn — the ordering guard's decision,
-//!    the token's single use ([`after_use`]), then out;
-//! 5. the upstream's answer: a [`Capture`] keeps what its record may replay and gives the
-//!    [`crate::decision::ResponseFacts`] the claim is finished with.
+//! 3. the rest of its life, from its claim to its settlement, is one sans-IO state machine,
+//!    [`Guarded`]: the host hands in what happened — the store's [`Answer`], the ordering guard's
+//!    [`Decision`], whether a detached exchange was [`Sent`], the upstream's head, body and end —
+//!    and carries out the [`Action`]s each input gives back, counting its [`Event`]s. Inside, the
+//!    store's decision is [`after_claim`] (forward as the key's owner, answer here: 409, replay,
+//!    422, 429, 502 `record_corrupt`, the failure mode's 503; or forward unguarded), the request's
+//!    [`Course`] upstream (the ordering guard's decision, the token's single use:
+//!    [`after_use`], then out), and a [`Capture`] keeps what the record may replay of the
+//!    upstream's answer and gives the [`crate::decision::ResponseFacts`] the claim is finished
+//!    with.
 //!
-//! Each step returns typed values and the [`Event`]s a host counts; the host reads facts (headers,
-//! body bytes, the clock, the store) and carries the step out. It decides nothing about it.
+//! Whether a store answers at once (local) or later (remote, the stream paused) is the only
+//! thing hosts differ in, and the machine cannot tell. The host decides nothing.
 //!
 //! ```
 //! use idemgate_core::admission::admit;
 //! use idemgate_core::budget::{HashingBudget, Reservation};
 //! use idemgate_core::identity::ClientIdentity;
 //! use std::rc::Rc;
-//! use idemgate_core::guard::{self, Capture, Course, Next, Start, Step, Taken};
+//! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Claim, Course, Guarded, Start, Taken};
 //! use idemgate_core::{Engine, FingerprintBuilder, MemoryStore, OwnerToken, Payers, Policy, Scope};
+//! use idemgate_core::policy::RouteKind;
 //! use idemgate_core::scope::QuotaTag;
 //! use idemgate_core::UnixMillis;
 //!
@@ -35,9 +39,10 @@
 //! let now = UnixMillis(1_700_000_000_000);
 //! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
 //! let payers = Payers::of(scope, true, None);
+//! let mut upstream_calls = 0;
 //!
-//! // One request's life; `owner` is the host's fresh owner token.
-//! let mut life = |owner: OwnerToken| -> Result<Option<Vec<u8>>, String> {
+//! // One request's life; `owner` is the host's fresh owner token. Gives the answer the client gets.
+//! let mut life = |owner: OwnerToken| -> Result<(u16, Vec<u8>), String> {
 //!     // 1. Headers.
 //!     let headers = [("idempotency-key", &b"\"order-1\""[..]), ("content-type", b"application/json")];
 //!     let matched = policy.match_request("POST", "/orders").ok_or("no route")?;
@@ -59,28 +64,50 @@
 //!     let Taken::Claim { key, fingerprint } = intake.finish().map_err(|e| debug(e.answer().status))? else {
 //!         return Err("unguarded".into());
 //!     };
-//!     // 3. The store decides.
+//!     // 3. The machine: no ordering guard, no token, nothing kept for a detached exchange here
+//!     // (`()` for both), so its course is the claim, then out.
+//!     let claim = Claim { key, fingerprint, owner, payers };
+//!     let course = Course::claimed(None, None);
+//!     let (mut machine, mut out) = Guarded::<(), ()>::claim(&policy, RouteKind::Api, claim, course, None);
 //!     let mut engine = Engine { store: &mut store, policy: &policy };
-//!     let outcome = engine.claim(key, fingerprint, owner, payers, now);
-//!     let (next, _events) = guard::after_claim(&outcome, &policy);
-//!     let owner = match next {
-//!         Next::Forward { owner, .. } => owner,
-//!         Next::Answer(answer) => return Ok(Some(idemgate_core::answer::answer(&answer).body)),
-//!         Next::Unguarded => return Err("unguarded".into()),
-//!     };
-//!     // 4. Its course: no ordering, no token here, so straight out.
-//!     let mut course = Course::<()>::claimed(None, None);
-//!     assert_eq!(course.step(), Step::Go);
-//!     // 5. The upstream answers; the record keeps what may be replayed.
-//!     let mut capture = Capture::head([(":status", &b"201"[..]), ("content-type", b"application/json")], &policy);
-//!     if capture.wants(8) {
-//!         capture.chunk(Some(b"{\"id\":1}"));
+//!     let mut answer = None;
+//!     loop {
+//!         let mut next = None;
+//!         for action in out {
+//!             match action {
+//!                 // A local store answers at once; a remote one would answer later.
+//!                 Action::Ask(Ask::Claim(c)) => {
+//!                     let outcome = engine.claim(c.key, c.fingerprint, c.owner, c.payers, now);
+//!                     next = Some(machine.answered(Answer::Claim(outcome), &policy));
+//!                 }
+//!                 Action::Answer(http) => answer = Some((http.status, http.body)),
+//!                 // The upstream runs the request and answers 201; the record keeps the answer.
+//!                 Action::Forward => {
+//!                     upstream_calls += 1;
+//!                     let head = [(":status", &b"201"[..]), ("content-type", b"application/json")];
+//!                     let _ = machine.upstream_head(Capture::head(head, &policy));
+//!                     if machine.upstream_wants(8) {
+//!                         machine.upstream_chunk(Some(b"{\"id\":1}"));
+//!                     }
+//!                     answer = Some((201, b"{\"id\":1}".to_vec()));
+//!                     next = Some(machine.ended(true, || unreachable!("the answer came whole")));
+//!                 }
+//!                 Action::Finish { key, owner, facts, .. } => {
+//!                     engine.finish(key, owner, Some(facts), now).map_err(debug)?;
+//!                 }
+//!                 other => return Err(format!("not on this route: {other:?}")),
+//!             }
+//!         }
+//!         match next {
+//!             Some(more) => out = more,
+//!             None => break,
+//!         }
 //!     }
-//!     engine.finish(key, owner, Some(capture.facts()), now).map_err(debug)?;
-//!     Ok(None)
+//!     answer.ok_or_else(|| "no answer".into())
 //! };
-//! assert_eq!(life(OwnerToken([1; 16]))?, None, "the first request goes upstream");
-//! assert_eq!(life(OwnerToken([2; 16]))?, Some(b"{\"id\":1}".to_vec()), "its retry is replayed");
+//! assert_eq!(life(OwnerToken([1; 16]))?, (201, b"{\"id\":1}".to_vec()), "the first request goes upstream");
+//! assert_eq!(life(OwnerToken([2; 16]))?, (201, b"{\"id\":1}".to_vec()), "its retry is replayed");
+//! assert_eq!(upstream_calls, 1, "and the upstream ran it once");
 //! # Ok::<(), String>(())
 //! ```
 
