@@ -9,7 +9,7 @@
 //! 3. the rest of its life, from its claim to its settlement, is one sans-IO state machine,
 //!    [`Guarded`]: the host hands in what happened — the store's [`Answer`], the ordering guard's
 //!    [`Decision`], whether a detached exchange was [`Sent`], the upstream's head, body and end —
-//!    and carries out the [`Action`]s each input gives back, counting its [`Event`]s. Inside, the
+//!    and carries out the [`Action`]s it polls, in order, counting the [`Event`]s. Inside, the
 //!    store's decision is [`after_claim`] (forward as the key's owner, answer here: 409, replay,
 //!    422, 429, 502 `record_corrupt`, the failure mode's 503; or forward unguarded), the request's
 //!    [`Course`] upstream (the ordering guard's decision, the token's single use:
@@ -68,39 +68,33 @@
 //!     // (`()` for both), so its course is the claim, then out.
 //!     let claim = Claim { key, fingerprint, owner, payers };
 //!     let course = Course::claimed(None, None);
-//!     let (mut machine, mut out) = Guarded::<(), ()>::claim(&policy, RouteKind::Api, claim, course, None);
+//!     let mut machine = Guarded::<(), ()>::claim(&policy, RouteKind::Api, claim, course, None);
 //!     let mut engine = Engine { store: &mut store, policy: &policy };
 //!     let mut answer = None;
-//!     loop {
-//!         let mut next = None;
-//!         for action in out {
-//!             match action {
-//!                 // A local store answers at once; a remote one would answer later.
-//!                 Action::Ask(Ask::Claim(c)) => {
-//!                     let outcome = engine.claim(c.key, c.fingerprint, c.owner, c.payers, now);
-//!                     next = Some(machine.answered(Answer::Claim(outcome), &policy));
-//!                 }
-//!                 Action::Answer(http) => answer = Some((http.status, http.body)),
-//!                 // The upstream runs the request and answers 201; the record keeps the answer.
-//!                 Action::Forward => {
-//!                     upstream_calls += 1;
-//!                     let head = [(":status", &b"201"[..]), ("content-type", b"application/json")];
-//!                     let _ = machine.upstream_head(Capture::head(head, &policy));
-//!                     if machine.upstream_wants(8) {
-//!                         machine.upstream_chunk(Some(b"{\"id\":1}"));
-//!                     }
-//!                     answer = Some((201, b"{\"id\":1}".to_vec()));
-//!                     next = Some(machine.ended(true, || unreachable!("the answer came whole")));
-//!                 }
-//!                 Action::Finish { key, owner, facts, .. } => {
-//!                     engine.finish(key, owner, Some(facts), now).map_err(debug)?;
-//!                 }
-//!                 other => return Err(format!("not on this route: {other:?}")),
+//!     // Actions out, one at a time; each answer that comes at once goes straight back in.
+//!     while let Some(action) = machine.poll() {
+//!         match action {
+//!             // A local store answers at once; a remote one would answer later.
+//!             Action::Ask(Ask::Claim(c)) => {
+//!                 let outcome = engine.claim(c.key, c.fingerprint, c.owner, c.payers, now);
+//!                 machine.answered(Answer::Claim(outcome), &policy);
 //!             }
-//!         }
-//!         match next {
-//!             Some(more) => out = more,
-//!             None => break,
+//!             Action::Answer(http) => answer = Some((http.status, http.body)),
+//!             // The upstream runs the request and answers 201; the record keeps the answer.
+//!             Action::Forward => {
+//!                 upstream_calls += 1;
+//!                 let head = [(":status", &b"201"[..]), ("content-type", b"application/json")];
+//!                 machine.upstream_head(Capture::head(head, &policy));
+//!                 if machine.upstream_wants(8) {
+//!                     machine.upstream_chunk(Some(b"{\"id\":1}"));
+//!                 }
+//!                 answer = Some((201, b"{\"id\":1}".to_vec()));
+//!                 machine.ended(true, || unreachable!("the answer came whole"));
+//!             }
+//!             Action::Finish { key, owner, facts, .. } => {
+//!                 engine.finish(key, owner, Some(facts), now).map_err(debug)?;
+//!             }
+//!             other => return Err(format!("not on this route: {other:?}")),
 //!         }
 //!     }
 //!     answer.ok_or_else(|| "no answer".into())
@@ -119,7 +113,7 @@ mod token;
 
 pub use capture::Capture;
 pub use course::{Course, Step};
-pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Out, Sent, Warning};
+pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Sent, Warning};
 pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
 pub use token::{asks_for_token, check_token, issue_token, TokenRefusal, VerifiedToken};
 
@@ -200,13 +194,12 @@ impl Events {
         out
     }
 
-    /// These events and `event` after them (dropped if all three places are taken: no step
-    /// gives more than three).
-    pub(crate) fn with(mut self, event: Event) -> Events {
-        if let Some(slot) = self.0.iter_mut().find(|slot| slot.is_none()) {
-            *slot = Some(event);
-        }
-        self
+    /// These events and `event` after them; `None` if all three places are taken (no step gives
+    /// more than three).
+    pub(crate) fn with(mut self, event: Event) -> Option<Events> {
+        let slot = self.0.iter_mut().find(|slot| slot.is_none())?;
+        *slot = Some(event);
+        Some(self)
     }
 
     pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {

@@ -33,7 +33,7 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::budget::Reservation;
 use idemgate_core::fingerprint::FingerprintBuilder;
 use idemgate_core::guard::{self, Answer, Ask, BodyRefusal, Capture, Claim, Course, Decision};
-use idemgate_core::guard::{Guarded, Intake, Out, Sent, Start, Taken, VerifiedToken};
+use idemgate_core::guard::{Guarded, Intake, Sent, Start, Taken, VerifiedToken};
 use idemgate_core::identity::{identify, ClientIdentity, Facts, Unreadable};
 use idemgate_core::order::Probe;
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
@@ -81,7 +81,8 @@ struct Held {
 
 /// The core's machine for a request's life after its body ([`guard::Guarded`]): the resource
 /// claims it carries are the ordering guard's, the request it keeps a detached route's.
-type Machine = Guarded<OrderClaim, Held>;
+/// The kept request is boxed: it rides in the machine's actions, which stay small.
+type Machine = Guarded<OrderClaim, Box<Held>>;
 
 enum Stage {
     /// Nothing (more) to do for this request.
@@ -252,8 +253,7 @@ impl Filter {
 
     /// No key and none required: forwarded without idempotency, but a required token still applies.
     fn unguarded(&mut self, token: Option<VerifiedToken>) -> Action {
-        let (machine, out) = Guarded::unguarded(token, self.payers);
-        self.run(Box::new(machine), out)
+        self.run(Box::new(Guarded::unguarded(token, self.payers)))
     }
 }
 

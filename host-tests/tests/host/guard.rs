@@ -19,8 +19,8 @@ use idemgate_core::answer::HttpAnswer;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
 use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::guard::{
-    Action, Answer, Ask, Capture, Claim, Course, Decision, Event, Guarded, Out, Sent,
-    VerifiedToken, Warning,
+    Action, Answer, Ask, Capture, Claim, Course, Decision, Event, Guarded, Sent, VerifiedToken,
+    Warning,
 };
 use idemgate_core::order::{Ordered, Probe};
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
@@ -187,7 +187,7 @@ impl Run {
         policy.on_store_error = shape.failure;
         policy.on_store_full = shape.failure;
         let token = shape.token.then_some(TOKEN);
-        let (machine, out) = if shape.keyed {
+        let machine = if shape.keyed {
             let claim = Claim {
                 key: KEY,
                 fingerprint: Fingerprint([4; 32]),
@@ -206,9 +206,8 @@ impl Run {
             machine,
             seen: Seen::default(),
         };
-        assert!(out.is_whole());
-        let events: Vec<Event> = out.events().iter().collect();
-        run.check(out.into_iter().collect(), &events, &[], None);
+        let (actions, events) = run.take();
+        run.check(actions, &events, &[], None);
         run
     }
 
@@ -228,10 +227,20 @@ impl Run {
         }
     }
 
-    /// Hands `input` to the machine; `None`: a body chunk, which gives no actions.
-    fn feed(&mut self, input: Input) -> Option<Out<u32, &'static str>> {
+    /// Every action and event the machine has given, taken.
+    fn take(&mut self) -> (Vec<Action<u32, &'static str>>, Vec<Event>) {
+        assert!(
+            self.machine.is_whole(),
+            "more actions than the machine holds"
+        );
+        let events = self.machine.events().iter().collect();
+        (std::iter::from_fn(|| self.machine.poll()).collect(), events)
+    }
+
+    /// Hands `input` to the machine.
+    fn feed(&mut self, input: Input) {
         let m = &mut self.machine;
-        Some(match input {
+        match input {
             Input::Claim(case) => m.answered(Answer::Claim(claim_outcome(case)), &self.policy),
             Input::Consume(case) => {
                 m.answered(Answer::Consume(consume_outcome(case)), &self.policy)
@@ -266,13 +275,12 @@ impl Run {
                 if m.upstream_wants(2) {
                     m.upstream_chunk(readable.then_some(&b"{}"[..]));
                 }
-                return None;
             }
             Input::Ended(complete) => m.ended(complete, || {
                 (ResponseFacts::InDoubt, DoubtCause::ClientGone)
             }),
             Input::ClockFailed => m.clock_failed(),
-        })
+        }
     }
 
     /// Feeds `input` and checks what came out; `false`: it was not awaited, was said to be, and
@@ -280,17 +288,8 @@ impl Run {
     fn step(&mut self, input: Input, path: &[Input]) -> bool {
         let awaited = self.awaits(input);
         let before = format!("{:?}", self.machine);
-        let (actions, events) = match self.feed(input) {
-            Some(out) => {
-                assert!(
-                    out.is_whole(),
-                    "{path:?} then {input:?}: more actions than an Out holds"
-                );
-                let events: Vec<Event> = out.events().iter().collect();
-                (out.into_iter().collect::<Vec<_>>(), events)
-            }
-            None => (Vec::new(), Vec::new()),
-        };
+        self.feed(input);
+        let (actions, events) = self.take();
         if !awaited {
             // A host's mistake is said; an upstream event for a request not forwarded (or over)
             // is nothing to it.

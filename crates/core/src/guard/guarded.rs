@@ -5,8 +5,10 @@
 //! ([`Guarded::answered`]), the ordering guard's decision ([`Guarded::ordered`]), whether a
 //! detached exchange went out ([`Guarded::sent`]), the upstream's head, body and end
 //! ([`Guarded::upstream_head`], [`Guarded::upstream_chunk`], [`Guarded::ended`]), a clock it could
-//! not read ([`Guarded::clock_failed`]). Each gives back an [`Out`]: the [`Action`]s to carry out,
-//! in order, and the [`Event`]s to count. The host decides nothing: whether a store is local (it
+//! not read ([`Guarded::clock_failed`]). Then it takes the [`Action`]s to carry out, in order, with
+//! [`Guarded::poll`], and the [`Event`]s to count with [`Guarded::events`] — quinn-proto's
+//! `handle` / `poll` shape, so nothing is moved around but one action at a time. The host decides
+//! nothing: whether a store is local (it
 //! answers at once) or remote (it answers later, the stream paused meanwhile) is the only thing
 //! that differs between hosts, and the machine cannot tell.
 //!
@@ -167,59 +169,54 @@ impl fmt::Display for Warning {
     }
 }
 
-/// What one input gave: at most four actions, in order, and the events to count. An action the
-/// request waits on ([`Action::Ask`], [`Action::Order`], [`Action::Detach`]) is always the last:
-/// its answer is the next input.
+/// The actions an input gave, taken in order by [`Guarded::poll`]. An action the request waits on
+/// ([`Action::Ask`], [`Action::Order`], [`Action::Detach`]) is always the last of its input's:
+/// its answer is the next input. No input gives more than four.
 #[derive(Debug)]
-#[must_use = "the host carries out every action and counts every event"]
-pub struct Out<O, H> {
+struct Queue<O, H> {
     actions: [Option<Action<O, H>>; 4],
-    /// How many actions were given, so an `Out` that could not hold them all says so.
+    /// The next to take, and how many were given since the queue was last empty.
+    next: u8,
     given: u8,
     events: Events,
+    /// More actions or events were given than the queue holds (never, by the paths the machine
+    /// has: host-tests' `guard` exploration checks [`Guarded::is_whole`] after every input).
+    overflow: bool,
 }
 
-impl<O, H> Out<O, H> {
-    fn new(events: Events) -> Self {
-        Out {
-            actions: [None, None, None, None],
-            given: 0,
-            events,
+impl<O, H> Queue<O, H> {
+    fn push(&mut self, action: Action<O, H>) {
+        if self.next == self.given {
+            // All taken (the host hands in an answer while it carries out the last action).
+            (self.next, self.given) = (0, 0);
+        }
+        match self.actions.get_mut(usize::from(self.given)) {
+            Some(slot) => {
+                *slot = Some(action);
+                self.given += 1;
+            }
+            None => self.overflow = true,
         }
     }
 
-    fn one(action: Action<O, H>) -> Self {
-        Out::new(Events::default()).then(action)
-    }
-
-    /// Adds an action after those already given. Every path gives at most four (see the test
-    /// `no_input_gives_more_actions_than_an_out_holds`).
-    fn then(mut self, action: Action<O, H>) -> Self {
-        if let Some(slot) = self.actions.iter_mut().find(|slot| slot.is_none()) {
-            *slot = Some(action);
+    fn count(&mut self, events: Events) {
+        for event in events.iter() {
+            match self.events.with(event) {
+                Some(more) => self.events = more,
+                None => self.overflow = true,
+            }
         }
-        self.given = self.given.saturating_add(1);
-        self
     }
 
-    /// Whether every action given is here (always, by the paths the machine has: host-tests'
-    /// `guard` exploration checks it after every input of every path).
-    pub fn is_whole(&self) -> bool {
-        usize::from(self.given) <= self.actions.len()
-    }
-
-    /// The events to count.
-    pub fn events(&self) -> Events {
-        self.events
-    }
-}
-
-impl<O, H> IntoIterator for Out<O, H> {
-    type Item = Action<O, H>;
-    type IntoIter = core::iter::Flatten<core::array::IntoIter<Option<Action<O, H>>, 4>>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.actions.into_iter().flatten()
+    /// The next action; when none is left the queue starts over empty.
+    fn pop(&mut self) -> Option<Action<O, H>> {
+        if self.next >= self.given {
+            (self.next, self.given) = (0, 0);
+            return None;
+        }
+        let action = self.actions.get_mut(usize::from(self.next))?.take();
+        self.next += 1;
+        action
     }
 }
 
@@ -276,10 +273,27 @@ pub struct Guarded<O, H> {
     payers: Payers,
     lease: Span,
     state: State<O, H>,
+    queue: Queue<O, H>,
 }
 
 impl<O, H> Guarded<O, H> {
-    /// A request whose key is claimed now, on a route of `kind`: the first action asks the
+    fn new(kind: RouteKind, payers: Payers, lease: Span, state: State<O, H>) -> Self {
+        Guarded {
+            kind,
+            payers,
+            lease,
+            state,
+            queue: Queue {
+                actions: [None, None, None, None],
+                next: 0,
+                given: 0,
+                events: Events::default(),
+                overflow: false,
+            },
+        }
+    }
+
+    /// A request whose key is claimed now, on a route of `kind`: its first action asks the
     /// store. Once claimed, it takes `course` (the event's order, the token's use), then goes
     /// out — detached if the route keeps the request (`held`), else on the router path.
     pub fn claim(
@@ -288,34 +302,40 @@ impl<O, H> Guarded<O, H> {
         claim: Claim,
         course: Course<Ordered>,
         held: Option<H>,
-    ) -> (Self, Out<O, H>) {
-        let guarded = Guarded {
-            kind,
-            payers: claim.payers,
-            lease: policy.lease,
-            state: State::Claiming {
-                key: claim.key,
-                course,
-                held,
-            },
-        };
-        (guarded, Out::one(Action::Ask(Ask::Claim(claim))))
+    ) -> Self {
+        let key = claim.key;
+        let state = State::Claiming { key, course, held };
+        let mut guarded = Guarded::new(kind, claim.payers, policy.lease, state);
+        guarded.queue.push(Action::Ask(Ask::Claim(claim)));
+        guarded
     }
 
     /// A request with no key, on a route where the key is optional: out without idempotency,
     /// once its token (if the route requires one) is used.
-    pub fn unguarded(token: Option<VerifiedToken>, payers: Payers) -> (Self, Out<O, H>) {
-        let mut guarded = Guarded {
-            kind: RouteKind::Api,
-            payers,
-            lease: Span::from_secs(0),
-            state: State::Over,
-        };
+    pub fn unguarded(token: Option<VerifiedToken>, payers: Payers) -> Self {
+        let lease = Span::from_secs(0);
+        let mut guarded = Guarded::new(RouteKind::Api, payers, lease, State::Over);
         let after = After::Pass {
             event: Some(Event::Passthrough),
         };
-        let out = guarded.go(Course::unguarded(token), after, None, Events::default());
-        (guarded, out)
+        guarded.go(Course::unguarded(token), after, None);
+        guarded
+    }
+
+    /// The next action to carry out, in order; `None` once all are taken.
+    pub fn poll(&mut self) -> Option<Action<O, H>> {
+        self.queue.pop()
+    }
+
+    /// The events to count since the last call.
+    pub fn events(&mut self) -> Events {
+        core::mem::take(&mut self.queue.events)
+    }
+
+    /// Whether every action and event given so far was kept (always, by the paths the machine
+    /// has: host-tests' `guard` exploration checks it after every input of every path).
+    pub fn is_whole(&self) -> bool {
+        !self.queue.overflow
     }
 
     /// Whether the request is forwarded on the router path and its answer still awaited.
@@ -358,7 +378,7 @@ impl<O, H> Guarded<O, H> {
     }
 
     /// The store answered the question the last [`Action::Ask`] asked.
-    pub fn answered(&mut self, reply: Answer, policy: &Policy) -> Out<O, H> {
+    pub fn answered(&mut self, reply: Answer, policy: &Policy) {
         match (core::mem::replace(&mut self.state, State::Over), reply) {
             (State::Claiming { key, course, held }, Answer::Claim(outcome)) => {
                 self.claimed(key, &outcome, course, held, policy)
@@ -372,73 +392,73 @@ impl<O, H> Guarded<O, H> {
                 Answer::Consume(outcome),
             ) => {
                 let (refusal, events) = after_use(&outcome);
-                match refusal {
-                    None => self.go(course, after, order, events),
-                    Some(refusal) => {
-                        let mut out = Out::new(events);
-                        if let EdgeAnswer::StoreFailed(e) = &refusal {
-                            out = out.then(Action::Warn(Warning::StoreFailed((*e).clone())));
-                        }
-                        let http = answer(&refusal);
-                        not_forwarded(out, after, order).then(Action::Answer(http))
-                    }
+                self.queue.count(events);
+                let Some(refusal) = refusal else {
+                    return self.go(course, after, order);
+                };
+                if let EdgeAnswer::StoreFailed(e) = &refusal {
+                    self.warn(Warning::StoreFailed((*e).clone()));
                 }
+                let http = answer(&refusal);
+                self.not_forwarded(after, order);
+                self.queue.push(Action::Answer(http));
             }
             (state, _) => self.out_of_order(state, "a store answer"),
         }
     }
 
     /// The ordering guard decided the event the last [`Action::Order`] asked about.
-    pub fn ordered(&mut self, decision: Decision<O>) -> Out<O, H> {
+    pub fn ordered(&mut self, decision: Decision<O>) {
         match core::mem::replace(&mut self.state, State::Over) {
             State::Ordering { course, after } => match decision {
-                Decision::Forward(order) => self.go(course, after, order, Events::default()),
-                Decision::Answer(http) => not_forwarded(Out::new(Events::default()), after, None)
-                    .then(Action::Answer(http)),
+                Decision::Forward(order) => self.go(course, after, order),
+                Decision::Answer(http) => {
+                    self.not_forwarded(after, None);
+                    self.queue.push(Action::Answer(http));
+                }
             },
             state => self.out_of_order(state, "an ordering decision"),
         }
     }
 
     /// Whether the detached exchange of the last [`Action::Detach`] went out.
-    pub fn sent(&mut self, sent: Sent<O>) -> Out<O, H> {
+    pub fn sent(&mut self, sent: Sent<O>) {
         let (key, owner) = match core::mem::replace(&mut self.state, State::Over) {
             State::Sending { key, owner } => (key, owner),
             state => return self.out_of_order(state, "a detached exchange"),
         };
         match sent {
-            Sent::Waiting => Out::new(Events::default()),
+            Sent::Waiting => {}
             Sent::Failed { order } => {
-                let out = Out::one(self.finish(key, owner, ResponseFacts::NeverReached));
-                settle_order(out, order, false).then(Action::Answer(answer(&EdgeAnswer::Relay(
-                    RelayProblem::NotSent,
-                ))))
+                self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                self.settle_order(order, false);
+                let problem = EdgeAnswer::Relay(RelayProblem::NotSent);
+                self.queue.push(Action::Answer(answer(&problem)));
             }
             // The claim holds until its lease ends, so a retry cannot run the request twice.
-            Sent::Lost => Out::one(self.finish(key, owner, ResponseFacts::InDoubt)).then(
-                Action::Answer(answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer {
-                    retry_after: self.lease,
-                }))),
-            ),
+            Sent::Lost => {
+                self.finish(key, owner, ResponseFacts::InDoubt, DoubtCause::Other);
+                let retry_after = self.lease;
+                let problem = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
+                self.queue.push(Action::Answer(answer(&problem)));
+            }
         }
     }
 
     /// The head of an answer that came from the upstream itself (an answer the proxy or a later
     /// filter made is an end without one: [`Guarded::ended`]).
-    pub fn upstream_head(&mut self, head: Capture) -> Out<O, H> {
+    pub fn upstream_head(&mut self, head: Capture) {
         let State::Forwarded { order, capture, .. } = &mut self.state else {
-            return Out::new(Events::default());
+            return;
         };
         if capture.is_some() {
-            return Out::one(Action::Warn(Warning::OutOfOrder("a second upstream head")));
+            return self.warn(Warning::OutOfOrder("a second upstream head"));
         }
         let applied = order.is_some() && head.status().is_some_and(applies);
         *capture = Some(head);
-        let out = Out::new(Events::default());
         if applied {
-            return out.then(Action::MarkApplied);
+            self.queue.push(Action::MarkApplied);
         }
-        out
     }
 
     /// Whether the next `size` bytes of the upstream's body are kept for the record (read them
@@ -466,11 +486,7 @@ impl<O, H> Guarded<O, H> {
 
     /// The forwarded request is over: its upstream answer `complete`, or not (the client gone,
     /// a reset, an answer made elsewhere) — then `without` says what the host observed.
-    pub fn ended(
-        &mut self,
-        complete: bool,
-        without: impl FnOnce() -> (ResponseFacts, DoubtCause),
-    ) -> Out<O, H> {
+    pub fn ended(&mut self, complete: bool, without: impl FnOnce() -> (ResponseFacts, DoubtCause)) {
         let (key, owner, order, capture) = match core::mem::replace(&mut self.state, State::Over) {
             State::Forwarded {
                 key,
@@ -482,7 +498,7 @@ impl<O, H> Guarded<O, H> {
             // gives back what it holds when that answer finds it gone).
             state => {
                 self.state = state;
-                return Out::new(Events::default());
+                return;
             }
         };
         let capture = if complete { capture } else { None };
@@ -490,37 +506,31 @@ impl<O, H> Guarded<O, H> {
             .as_ref()
             .and_then(Capture::status)
             .is_some_and(applies);
-        let out = settle_order(Out::new(Events::default()), order, applied);
-        let (facts, cause, out) = match capture {
+        self.settle_order(order, applied);
+        let (facts, cause) = match capture {
             Some(capture) => {
                 let facts = capture.facts();
-                let out = if facts == ResponseFacts::InDoubt {
-                    out.then(Action::Warn(Warning::AnswerUnreadable))
-                } else {
-                    out
-                };
-                (facts, DoubtCause::Other, out)
+                if facts == ResponseFacts::InDoubt {
+                    self.warn(Warning::AnswerUnreadable);
+                }
+                (facts, DoubtCause::Other)
             }
-            None => {
-                let (facts, cause) = without();
-                (facts, cause, out)
-            }
+            None => without(),
         };
-        out.then(self.finish_with(key, owner, facts, cause))
+        self.finish(key, owner, facts, cause);
     }
 
     /// The host could not read the clock a local store question needs: answered 503, and the
     /// claim the request holds given back (nothing was sent).
-    pub fn clock_failed(&mut self) -> Out<O, H> {
-        let out = match core::mem::replace(&mut self.state, State::Over) {
-            State::Claiming { .. } => Out::new(Events::default()),
-            State::Using { after, order, .. } => {
-                not_forwarded(Out::new(Events::default()), after, order)
-            }
+    pub fn clock_failed(&mut self) {
+        match core::mem::replace(&mut self.state, State::Over) {
+            State::Claiming { .. } => {}
+            State::Using { after, order, .. } => self.not_forwarded(after, order),
             // Only a store question needs the clock: a request past them has no use for it.
             state => return self.out_of_order(state, "a clock failure"),
-        };
-        out.then(Action::Answer(answer(&EdgeAnswer::ClockUnavailable)))
+        }
+        let http = answer(&EdgeAnswer::ClockUnavailable);
+        self.queue.push(Action::Answer(http));
     }
 
     fn claimed(
@@ -530,58 +540,45 @@ impl<O, H> Guarded<O, H> {
         course: Course<Ordered>,
         held: Option<H>,
         policy: &Policy,
-    ) -> Out<O, H> {
+    ) {
         let (next, events) = after_claim(outcome, policy);
+        self.queue.count(events);
         match next {
             Next::Forward { owner, .. } => {
                 let after = After::Owner { key, owner, held };
-                self.go(course, after, None, events)
+                self.go(course, after, None);
             }
             Next::Answer(edge) => {
-                let out = Out::new(events);
-                let out = match &edge {
+                match &edge {
                     EdgeAnswer::StoreFailed(e) if !e.allows_failure_mode() => {
-                        out.then(Action::Warn(Warning::RecordCorrupt {
+                        self.warn(Warning::RecordCorrupt {
                             key,
                             error: (*e).clone(),
-                        }))
+                        })
                     }
-                    EdgeAnswer::StoreFailed(e) => {
-                        out.then(Action::Warn(Warning::StoreFailed((*e).clone())))
-                    }
-                    _ => out,
-                };
-                out.then(Action::Answer(answer(&edge)))
+                    EdgeAnswer::StoreFailed(e) => self.warn(Warning::StoreFailed((*e).clone())),
+                    _ => {}
+                }
+                self.queue.push(Action::Answer(answer(&edge)));
             }
             Next::Unguarded => {
-                let out = Out::new(events);
-                let out = match outcome {
-                    Err(e) => out.then(Action::Warn(Warning::StoreFailed((*e).clone()))),
-                    Ok(_) => out,
-                };
+                if let Err(e) = outcome {
+                    self.warn(Warning::StoreFailed(e.clone()));
+                }
                 // Nothing is claimed, so no event to order: only the token is still used.
                 let after = After::Pass { event: None };
-                let course = Course::unguarded(course.into_token());
-                let going = self.go(course, after, None, Events::default());
-                going.into_iter().fold(out, Out::then)
+                self.go(Course::unguarded(course.into_token()), after, None);
             }
         }
     }
 
     /// Takes the course's next step.
-    fn go(
-        &mut self,
-        mut course: Course<Ordered>,
-        after: After<H>,
-        order: Option<O>,
-        events: Events,
-    ) -> Out<O, H> {
-        let out = Out::new(events);
+    fn go(&mut self, mut course: Course<Ordered>, after: After<H>, order: Option<O>) {
         match course.step() {
             Step::Order(ordered) => {
                 let After::Owner { key, owner, .. } = &after else {
                     // `Course::unguarded` never orders; an unowned request has nothing to order.
-                    return self.go(course, after, order, events);
+                    return self.go(course, after, order);
                 };
                 let action = Action::Order {
                     ordered,
@@ -590,7 +587,7 @@ impl<O, H> Guarded<O, H> {
                 };
                 // The event is the course's first step: no resource is claimed yet.
                 self.state = State::Ordering { course, after };
-                out.then(action)
+                self.queue.push(action);
             }
             Step::UseToken(token) => {
                 self.state = State::Using {
@@ -598,11 +595,11 @@ impl<O, H> Guarded<O, H> {
                     after,
                     order,
                 };
-                out.then(Action::Ask(Ask::Consume {
+                self.queue.push(Action::Ask(Ask::Consume {
                     use_key: token.use_key,
                     expires_at: token.expires_at,
                     payers: self.payers,
-                }))
+                }));
             }
             Step::Go => match after {
                 After::Owner {
@@ -611,12 +608,12 @@ impl<O, H> Guarded<O, H> {
                     held: Some(held),
                 } => {
                     self.state = State::Sending { key, owner };
-                    out.then(Action::Detach {
+                    self.queue.push(Action::Detach {
                         key,
                         owner,
                         held,
                         order,
-                    })
+                    });
                 }
                 After::Owner {
                     key,
@@ -629,66 +626,59 @@ impl<O, H> Guarded<O, H> {
                         order,
                         capture: None,
                     };
-                    out.then(Action::Forward)
+                    self.queue.push(Action::Forward);
                 }
                 After::Pass { event } => {
                     self.state = State::Over;
-                    let mut out = out;
                     if let Some(event) = event {
-                        out.events = out.events.with(event);
+                        self.queue.count(Events::of(&[event]));
                     }
-                    out.then(Action::Pass)
+                    self.queue.push(Action::Pass);
                 }
             },
         }
     }
 
-    fn finish(&self, key: StorageKey, owner: OwnerToken, facts: ResponseFacts) -> Action<O, H> {
-        self.finish_with(key, owner, facts, DoubtCause::Other)
-    }
-
-    /// The claim's finish, its facts screened by the route's kind (a callback route keeps only a
+    /// Finishes the claim, its facts screened by the route's kind (a callback route keeps only a
     /// 2xx answer).
-    fn finish_with(
-        &self,
+    fn finish(
+        &mut self,
         key: StorageKey,
         owner: OwnerToken,
         facts: ResponseFacts,
         cause: DoubtCause,
-    ) -> Action<O, H> {
-        Action::Finish {
+    ) {
+        let facts = self.kind.screen(facts);
+        self.queue.push(Action::Finish {
             key,
             owner,
-            facts: self.kind.screen(facts),
+            facts,
             cause,
+        });
+    }
+
+    /// A step refused the request before it was sent: the upstream never saw it, so the claim it
+    /// holds is released and its resource claim given back.
+    fn not_forwarded(&mut self, after: After<H>, order: Option<O>) {
+        if let After::Owner { key, owner, .. } = after {
+            self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+        }
+        self.settle_order(order, false);
+    }
+
+    fn settle_order(&mut self, order: Option<O>, applied: bool) {
+        if let Some(claim) = order {
+            self.queue.push(Action::SettleOrder { claim, applied });
         }
     }
 
-    fn out_of_order(&mut self, state: State<O, H>, what: &'static str) -> Out<O, H> {
-        self.state = state;
-        Out::one(Action::Warn(Warning::OutOfOrder(what)))
+    fn warn(&mut self, warning: Warning) {
+        self.queue.push(Action::Warn(warning));
     }
-}
 
-/// A step refused the request before it was sent: the upstream never saw it, so the claim it
-/// holds is released and its resource claim given back.
-fn not_forwarded<O, H>(out: Out<O, H>, after: After<H>, order: Option<O>) -> Out<O, H> {
-    let out = match after {
-        After::Owner { key, owner, .. } => out.then(Action::Finish {
-            key,
-            owner,
-            facts: ResponseFacts::NeverReached,
-            cause: DoubtCause::Other,
-        }),
-        After::Pass { .. } => out,
-    };
-    settle_order(out, order, false)
-}
-
-fn settle_order<O, H>(out: Out<O, H>, order: Option<O>, applied: bool) -> Out<O, H> {
-    match order {
-        Some(claim) => out.then(Action::SettleOrder { claim, applied }),
-        None => out,
+    fn out_of_order(&mut self, state: State<O, H>, what: &'static str) {
+        self.state = state;
+        self.warn(Warning::OutOfOrder(what));
     }
 }
 

@@ -42,8 +42,9 @@ impl Filter {
             payers: self.payers,
         };
         let course = Course::claimed(ordered, token);
-        let (machine, out) = Guarded::claim(&policy, self.kind, claim, course, held);
-        self.run(Box::new(machine), out)
+        let held = held.map(Box::new);
+        let machine = Guarded::claim(&policy, self.kind, claim, course, held);
+        self.run(Box::new(machine))
     }
 
     /// Sends the claimed request on a detached exchange ([`crate::detached`]), which settles the

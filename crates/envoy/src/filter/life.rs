@@ -18,50 +18,40 @@ enum Asked {
 }
 
 impl Filter {
-    /// Carries out the machine's actions, in order, feeding each answer that comes at once back
+    /// Carries out the machine's actions, in order, handing each answer that comes at once back
     /// to it; the stream then waits for a callout, goes on, or was answered.
-    pub(super) fn run(&mut self, mut machine: Box<Machine>, out: Out<OrderClaim, Held>) -> Action {
-        self.count_all(out.events());
-        if let (true, Some(key)) = (self.shared.debug.get(), machine.key()) {
-            for event in out.events().iter() {
-                self.debug(&key, Counter::from(event).name());
-            }
-        }
+    pub(super) fn run(&mut self, mut machine: Box<Machine>) -> Action {
         let mut result = Action::Continue;
         let mut call = None;
-        for action in out {
-            // An action the request waits on is the last of its `Out`: its answer is the next.
-            let next = match action {
+        loop {
+            self.count_events(&mut machine);
+            let Some(action) = machine.poll() else {
+                break;
+            };
+            match action {
                 guard::Action::Ask(ask) => match self.ask(ask, &machine) {
                     Asked::Now(answer) => machine.answered(answer, &self.shared.policy),
                     Asked::NoClock => machine.clock_failed(),
-                    Asked::Later(token) => {
-                        (call, result) = (Some(token), Action::Pause);
-                        continue;
-                    }
+                    // The request waits for the answer: its last action (the machine's rule).
+                    Asked::Later(token) => (call, result) = (Some(token), Action::Pause),
                 },
                 guard::Action::Order {
                     ordered,
                     key,
                     owner,
-                } => match decision(order::begin(
-                    &self.shared,
-                    ordered,
-                    self.context_id,
-                    (key, owner),
-                )) {
-                    Ok(decision) => machine.ordered(decision),
-                    Err(token) => {
-                        (call, result) = (Some(token), Action::Pause);
-                        continue;
+                } => {
+                    let began = order::begin(&self.shared, ordered, self.context_id, (key, owner));
+                    match decision(began) {
+                        Ok(decision) => machine.ordered(decision),
+                        Err(token) => (call, result) = (Some(token), Action::Pause),
                     }
-                },
+                }
                 guard::Action::Detach {
                     key,
                     owner,
                     held,
                     order,
-                } => match self.detach(key, owner, held, order) {
+                } => match self.detach(key, owner, *held, order) {
                     Ok(token) => {
                         self.stage = Stage::Detached { token };
                         return Action::Pause;
@@ -72,13 +62,11 @@ impl Filter {
                     if let Some(key) = machine.key() {
                         self.debug(&key, "claimed, forwarded");
                     }
-                    continue;
                 }
-                guard::Action::Pass => continue,
+                guard::Action::Pass => {}
                 guard::Action::Answer(http) => {
                     host::send(&http);
                     result = Action::Pause;
-                    continue;
                 }
                 guard::Action::Finish {
                     key,
@@ -87,22 +75,15 @@ impl Filter {
                     cause,
                 } => {
                     settle(&self.shared, key, owner, facts, cause, true);
-                    continue;
                 }
                 guard::Action::SettleOrder { claim, applied } => {
                     order::settle(&self.shared, claim, applied, true);
-                    continue;
                 }
-                guard::Action::MarkApplied => {
-                    order::mark_response();
-                    continue;
-                }
+                guard::Action::MarkApplied => order::mark_response(),
                 guard::Action::Warn(warning) => {
                     host::log(LogLevel::Warn, &warning.to_string());
-                    continue;
                 }
-            };
-            return self.run(machine, next);
+            }
         }
         self.stage = if call.is_some() || machine.is_forwarded() {
             Stage::Guarded { machine, call }
@@ -110,6 +91,17 @@ impl Filter {
             Stage::Idle
         };
         result
+    }
+
+    /// Counts the machine's events (and, at debug level, logs each with the key).
+    fn count_events(&self, machine: &mut Machine) {
+        let events = machine.events();
+        self.count_all(events);
+        if let (true, Some(key)) = (self.shared.debug.get(), machine.key()) {
+            for event in events.iter() {
+                self.debug(&key, Counter::from(event).name());
+            }
+        }
     }
 
     /// Asks the store the machine's question: the local store at once, or the remote store by a
@@ -173,7 +165,7 @@ impl Filter {
 
     /// Hands the machine of a stream paused for a callout its answer, and resumes the request if
     /// it goes on.
-    fn answer_with(&mut self, f: impl FnOnce(&mut Machine) -> Out<OrderClaim, Held>) {
+    fn answer_with(&mut self, f: impl FnOnce(&mut Machine)) {
         let Stage::Guarded {
             mut machine,
             call: Some(_),
@@ -181,8 +173,8 @@ impl Filter {
         else {
             return;
         };
-        let out = f(&mut machine);
-        let action = self.run(machine, out);
+        f(&mut machine);
+        let action = self.run(machine);
         self.resume(action);
     }
 
@@ -195,7 +187,7 @@ impl Filter {
                 Some(key) => remote_store::claim_outcome(&shared, reply, &key),
                 None => Err(ProtocolError::UnexpectedReply),
             };
-            machine.answered(Answer::Claim(outcome), &shared.policy)
+            machine.answered(Answer::Claim(outcome), &shared.policy);
         });
     }
 
@@ -204,7 +196,7 @@ impl Filter {
         let shared = Rc::clone(&self.shared);
         self.answer_with(|machine| {
             let outcome = client::consume_outcome(reply.answer());
-            machine.answered(Answer::Consume(outcome), &shared.policy)
+            machine.answered(Answer::Consume(outcome), &shared.policy);
         });
     }
 

@@ -16,14 +16,14 @@ impl Filter {
             return;
         };
         // The stream ended without a complete upstream answer: what the final details say.
-        let out = machine.ended(complete, || {
+        machine.ended(complete, || {
             let details = host::property_text(&["response", "code_details"]);
             (
                 classify_end(details.as_deref()).facts_without_answer(),
                 doubt_cause(details.as_deref()),
             )
         });
-        self.run(machine, out);
+        self.run(machine);
     }
 
     pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
@@ -35,7 +35,7 @@ impl Filter {
             return Action::Continue;
         };
         let details = host::property_text(&["response", "code_details"]);
-        let out = match classify_end(details.as_deref()) {
+        match classify_end(details.as_deref()) {
             Origin::Upstream => {
                 // One host call for the status and the headers (`:status` is in the map); a head
                 // the host cannot hand over leaves the status unknown: in doubt.
@@ -44,7 +44,7 @@ impl Filter {
                     Some(headers) => Capture::head(headers.iter(), policy),
                     None => Capture::unreadable(policy),
                 };
-                machine.upstream_head(capture)
+                machine.upstream_head(capture);
             }
             // A reply Envoy or a later filter made: the upstream's outcome is known now.
             origin => machine.ended(false, || {
@@ -53,8 +53,8 @@ impl Filter {
                     doubt_cause(details.as_deref()),
                 )
             }),
-        };
-        self.run(machine, out);
+        }
+        self.run(machine);
         if end_of_stream {
             self.end(true);
         }

@@ -44,9 +44,20 @@ fn ordered() -> Ordered {
     ordered
 }
 
-fn actions(out: Out<u8, &'static str>) -> (Vec<Act>, Vec<Event>) {
-    let events = out.events().iter().collect();
-    (out.into_iter().collect(), events)
+/// Takes every action and event the machine has given.
+fn take(machine: &mut Machine) -> (Vec<Act>, Vec<Event>) {
+    assert!(machine.is_whole());
+    let events = machine.events().iter().collect();
+    (core::iter::from_fn(|| machine.poll()).collect(), events)
+}
+
+/// Hands the machine an input and takes what that input gave (dropping what came before).
+macro_rules! given {
+    ($m:ident . $($call:tt)*) => {{
+        let _ = take(&mut $m);
+        $m.$($call)*;
+        take(&mut $m)
+    }};
 }
 
 fn forwarded() -> Result<ClaimOutcome, ProtocolError> {
@@ -76,9 +87,9 @@ fn status(action: Option<&Act>) -> Option<u16> {
 fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
     let policy = Policy::defaults();
     let course = Course::claimed(None, None);
-    let (mut machine, out) = Machine::claim(&policy, RouteKind::Api, claim(), course, None);
-    assert_eq!(actions(out).0, [Action::Ask(Ask::Claim(claim()))]);
-    let (acts, events) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    let mut machine = Machine::claim(&policy, RouteKind::Api, claim(), course, None);
+    assert_eq!(take(&mut machine).0, [Action::Ask(Ask::Claim(claim()))]);
+    let (acts, events) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(acts, [Action::Forward]);
     assert_eq!(events, [Event::Claimed]);
     assert!(machine.is_forwarded());
@@ -88,12 +99,12 @@ fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
         ("content-type", b"application/json"),
     ];
     assert_eq!(
-        actions(machine.upstream_head(Capture::head(head, &policy))).0,
+        given!(machine.upstream_head(Capture::head(head, &policy))).0,
         []
     );
     assert!(machine.upstream_wants(2));
     machine.upstream_chunk(Some(b"{}"));
-    let (acts, _) = actions(machine.ended(true, || panic!("the answer is complete")));
+    let (acts, _) = given!(machine.ended(true, || panic!("the answer is complete")));
     let [Action::Finish { facts, owner, .. }] = &acts[..] else {
         panic!("{acts:?}")
     };
@@ -103,40 +114,40 @@ fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
     );
     assert!(!machine.is_forwarded());
     // Over: a second end (the stream's log after its last byte) finishes nothing.
-    assert_eq!(actions(machine.ended(false, || panic!("over"))).0, []);
+    assert_eq!(given!(machine.ended(false, || panic!("over"))).0, []);
 }
 
 #[test]
 fn a_request_that_ends_without_its_answer_is_finished_with_what_the_host_saw() {
     let policy = Policy::defaults();
-    let (mut machine, _) = Machine::claim(
+    let mut machine = Machine::claim(
         &policy,
         RouteKind::Api,
         claim(),
         Course::claimed(None, None),
         None,
     );
-    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     // A head came, but the stream ended before the body did (client gone).
-    let _ = machine.upstream_head(Capture::head([(":status", &b"200"[..])], &policy));
-    let out = machine.ended(false, || (ResponseFacts::InDoubt, DoubtCause::ClientGone));
+    let _ = given!(machine.upstream_head(Capture::head([(":status", &b"200"[..])], &policy)));
+    let out = given!(machine.ended(false, || (ResponseFacts::InDoubt, DoubtCause::ClientGone)));
     let expected = Action::Finish {
         key: KEY,
         owner: OWNER,
         facts: ResponseFacts::InDoubt,
         cause: DoubtCause::ClientGone,
     };
-    assert_eq!(actions(out).0, [expected]);
+    assert_eq!(out.0, [expected]);
 }
 
 #[test]
 fn a_callback_route_keeps_only_a_2xx_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(None, None);
-    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
-    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
-    let _ = machine.upstream_head(Capture::head([(":status", &b"500"[..])], &policy));
-    let (acts, _) = actions(machine.ended(true, || panic!("complete")));
+    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.upstream_head(Capture::head([(":status", &b"500"[..])], &policy)));
+    let (acts, _) = given!(machine.ended(true, || panic!("complete")));
     assert_eq!(acts, [released()]);
 }
 
@@ -149,7 +160,7 @@ fn an_answer_from_the_store_ends_the_request_here() {
         body: StoredBody::Kept(b"{\"id\":1}".to_vec()),
         seal: None,
     };
-    let (mut machine, _) = Machine::claim(
+    let mut machine = Machine::claim(
         &policy,
         RouteKind::Api,
         claim(),
@@ -157,7 +168,7 @@ fn an_answer_from_the_store_ends_the_request_here() {
         None,
     );
     let (acts, events) =
-        actions(machine.answered(Answer::Claim(Ok(ClaimOutcome::Replay(stored))), &policy));
+        given!(machine.answered(Answer::Claim(Ok(ClaimOutcome::Replay(stored))), &policy));
     assert_eq!(events, [Event::Replayed]);
     let [Action::Answer(http)] = &acts[..] else {
         panic!("{acts:?}")
@@ -165,9 +176,9 @@ fn an_answer_from_the_store_ends_the_request_here() {
     assert_eq!((http.status, &http.body[..]), (201, &b"{\"id\":1}"[..]));
     // Over: nothing is forwarded, and a late answer is a host's mistake, said so.
     assert!(!machine.is_forwarded());
-    let late = machine.answered(Answer::Claim(forwarded()), &policy);
+    let late = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(
-        actions(late).0,
+        late.0,
         [Action::Warn(Warning::OutOfOrder("a store answer"))]
     );
 }
@@ -177,8 +188,8 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
     let mut policy = Policy::defaults();
     policy.on_store_error = FailureMode::PassThrough;
     let course = Course::claimed(Some(ordered()), Some(TOKEN));
-    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
-    let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(
         acts,
         [Action::Order {
@@ -187,7 +198,7 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
             owner: OWNER
         }]
     );
-    let (acts, _) = actions(machine.ordered(Decision::Forward(Some(7))));
+    let (acts, _) = given!(machine.ordered(Decision::Forward(Some(7))));
     assert_eq!(
         acts,
         [Action::Ask(Ask::Consume {
@@ -199,7 +210,7 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
     // The token's use cannot be recorded: refused whatever the failure mode, and the most
     // actions one input gives (an `Out` holds four).
     let failed = Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
-    let (acts, events) = actions(machine.answered(Answer::Consume(failed), &policy));
+    let (acts, events) = given!(machine.answered(Answer::Consume(failed), &policy));
     assert_eq!(events, [Event::StoreError]);
     assert_eq!(acts.len(), 4, "{acts:?}");
     assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
@@ -218,14 +229,14 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
 fn an_event_the_ordering_guard_answers_releases_the_delivery() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
-    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
-    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     let early = HttpAnswer {
         status: 409,
         headers: Vec::new(),
         body: Vec::new(),
     };
-    let (acts, _) = actions(machine.ordered(Decision::Answer(early.clone())));
+    let (acts, _) = given!(machine.ordered(Decision::Answer(early.clone())));
     assert_eq!(acts, [released(), Action::Answer(early)]);
 }
 
@@ -233,15 +244,15 @@ fn an_event_the_ordering_guard_answers_releases_the_delivery() {
 fn an_applied_event_is_marked_and_settled_with_the_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
-    let (mut machine, _) = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
-    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
+    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(
-        actions(machine.ordered(Decision::Forward(Some(7)))).0,
+        given!(machine.ordered(Decision::Forward(Some(7)))).0,
         [Action::Forward]
     );
-    let head = machine.upstream_head(Capture::head([(":status", &b"204"[..])], &policy));
-    assert_eq!(actions(head).0, [Action::MarkApplied]);
-    let (acts, _) = actions(machine.ended(true, || panic!("complete")));
+    let head = given!(machine.upstream_head(Capture::head([(":status", &b"204"[..])], &policy)));
+    assert_eq!(head.0, [Action::MarkApplied]);
+    let (acts, _) = given!(machine.ended(true, || panic!("complete")));
     assert_eq!(
         acts[0],
         Action::SettleOrder {
@@ -262,14 +273,14 @@ fn an_applied_event_is_marked_and_settled_with_the_answer() {
 fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
     let policy = Policy::defaults();
     let start = || {
-        let (mut machine, _) = Machine::claim(
+        let mut machine = Machine::claim(
             &policy,
             RouteKind::Api,
             claim(),
             Course::claimed(None, None),
             Some("kept"),
         );
-        let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+        let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
         assert_eq!(
             acts,
             [Action::Detach {
@@ -281,9 +292,11 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
         );
         machine
     };
-    assert_eq!(actions(start().sent(Sent::Waiting)).0, []);
+    let mut sent = start();
+    assert_eq!(given!(sent.sent(Sent::Waiting)).0, []);
 
-    let (acts, _) = actions(start().sent(Sent::Failed { order: Some(7) }));
+    let mut sent = start();
+    let (acts, _) = given!(sent.sent(Sent::Failed { order: Some(7) }));
     assert_eq!(
         acts[..2],
         [
@@ -297,7 +310,8 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
     assert_eq!(status(acts.get(2)), Some(503));
 
     // Sent, but its answer would find nothing: in doubt, so held until the lease ends.
-    let (acts, _) = actions(start().sent(Sent::Lost));
+    let mut sent = start();
+    let (acts, _) = given!(sent.sent(Sent::Lost));
     assert!(matches!(
         acts[0],
         Action::Finish {
@@ -319,20 +333,20 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
 
 #[test]
 fn a_request_without_a_key_uses_its_token_then_passes() {
-    let (mut machine, out) = Machine::unguarded(Some(TOKEN), Payers::NONE);
+    let mut machine = Machine::unguarded(Some(TOKEN), Payers::NONE);
     assert!(matches!(
-        actions(out).0[..],
+        take(&mut machine).0[..],
         [Action::Ask(Ask::Consume { .. })]
     ));
-    let (acts, events) = actions(machine.answered(
+    let (acts, events) = given!(machine.answered(
         Answer::Consume(Ok(ConsumeOutcome::Consumed)),
         &Policy::defaults(),
     ));
     assert_eq!(acts, [Action::Pass]);
     assert_eq!(events, [Event::TokenConsumed, Event::Passthrough]);
 
-    let (_, out) = Machine::unguarded(None, Payers::NONE);
-    let (acts, events) = actions(out);
+    let mut machine = Machine::unguarded(None, Payers::NONE);
+    let (acts, events) = take(&mut machine);
     assert_eq!(
         (acts, events),
         (vec![Action::Pass], vec![Event::Passthrough])
@@ -343,7 +357,7 @@ fn a_request_without_a_key_uses_its_token_then_passes() {
 fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so() {
     let mut policy = Policy::defaults();
     policy.on_store_error = FailureMode::PassThrough;
-    let (mut machine, _) = Machine::claim(
+    let mut machine = Machine::claim(
         &policy,
         RouteKind::Api,
         claim(),
@@ -351,13 +365,13 @@ fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so()
         None,
     );
     let failed = Err(ProtocolError::Contention);
-    let (acts, events) = actions(machine.answered(Answer::Claim(failed), &policy));
+    let (acts, events) = given!(machine.answered(Answer::Claim(failed), &policy));
     assert_eq!(events, [Event::StoreError, Event::Passthrough]);
     // Nothing claimed, so no event to order; the token is still used once.
     assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
     assert!(matches!(acts[1], Action::Ask(Ask::Consume { .. })));
     let (acts, events) =
-        actions(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
+        given!(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
     assert_eq!(
         (acts, events),
         (vec![Action::Pass], vec![Event::TokenConsumed])
@@ -367,15 +381,15 @@ fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so()
 #[test]
 fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
     let policy = Policy::defaults();
-    let (mut machine, _) = Machine::claim(
+    let mut machine = Machine::claim(
         &policy,
         RouteKind::Api,
         claim(),
         Course::claimed(None, Some(TOKEN)),
         None,
     );
-    let _ = machine.answered(Answer::Claim(forwarded()), &policy);
-    let (acts, _) = actions(machine.clock_failed());
+    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, _) = given!(machine.clock_failed());
     assert_eq!(acts[0], released());
     assert_eq!(status(acts.get(1)), Some(503));
 }
@@ -383,29 +397,29 @@ fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
 #[test]
 fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
     let policy = Policy::defaults();
-    let (mut machine, _) = Machine::claim(
+    let mut machine = Machine::claim(
         &policy,
         RouteKind::Api,
         claim(),
         Course::claimed(None, None),
         None,
     );
-    let wrong = machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy);
+    let wrong = given!(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
     assert_eq!(
-        actions(wrong).0,
+        wrong.0,
         [Action::Warn(Warning::OutOfOrder("a store answer"))]
     );
-    let wrong = machine.sent(Sent::Waiting);
+    let wrong = given!(machine.sent(Sent::Waiting));
     assert_eq!(
-        actions(wrong).0,
+        wrong.0,
         [Action::Warn(Warning::OutOfOrder("a detached exchange"))]
     );
-    let wrong = machine.ordered(Decision::Forward(None));
+    let wrong = given!(machine.ordered(Decision::Forward(None)));
     assert_eq!(
-        actions(wrong).0,
+        wrong.0,
         [Action::Warn(Warning::OutOfOrder("an ordering decision"))]
     );
     // Still claiming: the right answer is taken.
-    let (acts, _) = actions(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(acts, [Action::Forward]);
 }
