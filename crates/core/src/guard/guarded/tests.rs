@@ -60,6 +60,18 @@ macro_rules! given {
     }};
 }
 
+/// A request of `kind` whose claim is asked, with what it gave taken.
+fn asked(
+    policy: &Policy,
+    kind: RouteKind,
+    course: Course<Ordered>,
+    held: Option<&'static str>,
+) -> Machine {
+    let mut machine = Machine::claim(policy, kind, claim(), course, held);
+    assert_eq!(take(&mut machine).0, [Action::Ask(Ask::Claim(claim()))]);
+    machine
+}
+
 fn forwarded() -> Result<ClaimOutcome, ProtocolError> {
     Ok(ClaimOutcome::Forward {
         owner: OWNER,
@@ -120,13 +132,7 @@ fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
 #[test]
 fn a_request_that_ends_without_its_answer_is_finished_with_what_the_host_saw() {
     let policy = Policy::defaults();
-    let mut machine = Machine::claim(
-        &policy,
-        RouteKind::Api,
-        claim(),
-        Course::claimed(None, None),
-        None,
-    );
+    let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
     let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     // A head came, but the stream ended before the body did (client gone).
     let _ = given!(machine.upstream_head(Capture::head([(":status", &b"200"[..])], &policy)));
@@ -144,7 +150,7 @@ fn a_request_that_ends_without_its_answer_is_finished_with_what_the_host_saw() {
 fn a_callback_route_keeps_only_a_2xx_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(None, None);
-    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let mut machine = asked(&policy, RouteKind::Callback, course, None);
     let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     let _ = given!(machine.upstream_head(Capture::head([(":status", &b"500"[..])], &policy)));
     let (acts, _) = given!(machine.ended(true, || panic!("complete")));
@@ -160,10 +166,9 @@ fn an_answer_from_the_store_ends_the_request_here() {
         body: StoredBody::Kept(b"{\"id\":1}".to_vec()),
         seal: None,
     };
-    let mut machine = Machine::claim(
+    let mut machine = asked(
         &policy,
         RouteKind::Api,
-        claim(),
         Course::claimed(None, Some(TOKEN)),
         None,
     );
@@ -188,7 +193,7 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
     let mut policy = Policy::defaults();
     policy.on_store_error = FailureMode::PassThrough;
     let course = Course::claimed(Some(ordered()), Some(TOKEN));
-    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let mut machine = asked(&policy, RouteKind::Callback, course, None);
     let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(
         acts,
@@ -229,7 +234,7 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
 fn an_event_the_ordering_guard_answers_releases_the_delivery() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
-    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let mut machine = asked(&policy, RouteKind::Callback, course, None);
     let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     let early = HttpAnswer {
         status: 409,
@@ -244,7 +249,7 @@ fn an_event_the_ordering_guard_answers_releases_the_delivery() {
 fn an_applied_event_is_marked_and_settled_with_the_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
-    let mut machine = Machine::claim(&policy, RouteKind::Callback, claim(), course, None);
+    let mut machine = asked(&policy, RouteKind::Callback, course, None);
     let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(
         given!(machine.ordered(Decision::Forward(Some(7)))).0,
@@ -273,10 +278,9 @@ fn an_applied_event_is_marked_and_settled_with_the_answer() {
 fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
     let policy = Policy::defaults();
     let start = || {
-        let mut machine = Machine::claim(
+        let mut machine = asked(
             &policy,
             RouteKind::Api,
-            claim(),
             Course::claimed(None, None),
             Some("kept"),
         );
@@ -357,10 +361,9 @@ fn a_request_without_a_key_uses_its_token_then_passes() {
 fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so() {
     let mut policy = Policy::defaults();
     policy.on_store_error = FailureMode::PassThrough;
-    let mut machine = Machine::claim(
+    let mut machine = asked(
         &policy,
         RouteKind::Api,
-        claim(),
         Course::claimed(Some(ordered()), Some(TOKEN)),
         None,
     );
@@ -381,10 +384,9 @@ fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so()
 #[test]
 fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
     let policy = Policy::defaults();
-    let mut machine = Machine::claim(
+    let mut machine = asked(
         &policy,
         RouteKind::Api,
-        claim(),
         Course::claimed(None, Some(TOKEN)),
         None,
     );
@@ -397,13 +399,7 @@ fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
 #[test]
 fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
     let policy = Policy::defaults();
-    let mut machine = Machine::claim(
-        &policy,
-        RouteKind::Api,
-        claim(),
-        Course::claimed(None, None),
-        None,
-    );
+    let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
     let wrong = given!(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
     assert_eq!(
         wrong.0,
