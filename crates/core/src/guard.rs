@@ -113,7 +113,7 @@ mod token;
 
 pub use capture::Capture;
 pub use course::{Course, Step};
-pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Sent, Warning};
+pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
 pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
 pub use token::{asks_for_token, check_token, issue_token, TokenRefusal, VerifiedToken};
 
@@ -174,6 +174,8 @@ pub enum Event {
     HashingBudgetExceeded,
     /// Refused before its claim: a body the fingerprint mode cannot read.
     InvalidBody,
+    /// Refused before its claim: a tracked event without its resource id (400).
+    OrderResourceMissing,
     /// Refused by the route's precondition: an update without `If-Match` (428).
     PreconditionRequired,
     /// Refused by the route's precondition: a malformed `If-Match` (400).

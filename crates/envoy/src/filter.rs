@@ -32,8 +32,8 @@ use idemgate_core::admission::{admit, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::budget::Reservation;
 use idemgate_core::fingerprint::FingerprintBuilder;
-use idemgate_core::guard::{self, Answer, Ask, BodyRefusal, Capture, Claim, Course, Decision};
-use idemgate_core::guard::{Guarded, Intake, Sent, Start, Taken, VerifiedToken};
+use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
+use idemgate_core::guard::{Guarded, Intake, Intaking, Kept, Sent, Start, VerifiedToken};
 use idemgate_core::identity::{identify, ClientIdentity, Facts, Unreadable};
 use idemgate_core::order::Probe;
 use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
@@ -50,54 +50,33 @@ mod request;
 mod response;
 mod tokens;
 
-/// A guarded request whose body is being taken in (the core's [`Intake`]).
-struct Hashing {
-    intake: Intake,
-    /// The one-time token the request carries, verified, on routes that require one.
-    token: Option<VerifiedToken>,
-    /// This stream's share of the VM's `hashing_budget`, its peer's part of it: the body bytes
-    /// it keeps, each copy counted as the core charges them (returned when hashing ends; the
-    /// detached exchange's copy when the exchange is sent).
-    reservation: Reservation,
-    /// On a detached route: the request as it will be sent upstream.
-    held: Option<Held>,
-    /// On an ordered route: what the ordering guard reads ([`crate::order`]).
-    order: Option<Box<Probe>>,
-}
-
-/// A request kept for its detached exchange: all its headers, and its body as hashed (bounded by
-/// `max_request_body`, like the hashing).
+/// The part of a request a detached route keeps for its exchange that the core does not take in:
+/// where it goes and all its headers (the core keeps its body, as taken in: [`guard::Kept`]).
 struct Held {
     /// The route's detached settings, kept with the request rather than looked up again by
     /// index, so a "route not found" case cannot exist (issue 22).
     route: Detached,
     headers: Headers,
-    body: Vec<u8>,
-    /// The body's bytes in the hashing budget, returned when the request is sent (or dropped).
-    /// `None` while the body is hashed: the stream's reservation counts it until then. Boxed:
-    /// a held request waits in [`AfterUse`] and [`Claiming`], which stay small.
-    reserved: Option<Box<Reservation>>,
 }
 
-/// The core's machine for a request's life after its body ([`guard::Guarded`]): the resource
-/// claims it carries are the ordering guard's, the request it keeps a detached route's.
+/// The core's machine for a guarded request's life, from its body to its settlement
+/// ([`guard::Guarded`]): the resource claims it carries are the ordering guard's, the request it
+/// keeps a detached route's.
 /// The kept request is boxed: it rides in the machine's actions, which stay small.
 type Machine = Guarded<OrderClaim, Box<Held>>;
 
 enum Stage {
     /// Nothing (more) to do for this request.
     Idle,
-    Hashing(Box<Hashing>),
-    /// The request's life as the core's machine runs it: forwarded on the router path
-    /// (`call: None`), or paused until the remote store answers callout `call`.
+    /// The request's life as the core's machine runs it: its body being taken in or forwarded
+    /// on the router path (`call: None`), or paused until the remote store answers callout
+    /// `call`.
     Guarded {
         machine: Box<Machine>,
         call: Option<u32>,
     },
     /// The claimed request is on a detached exchange (callout `token`); the stream waits, paused.
-    Detached {
-        token: u32,
-    },
+    Detached { token: u32 },
 }
 
 pub struct Filter {
@@ -245,12 +224,6 @@ impl Filter {
         self.send(&refusal.answer())
     }
 
-    /// Refuses a request for its body, with the core's answer.
-    fn refuse_body(&mut self, refusal: &BodyRefusal) -> Action {
-        self.count_all(refusal.events());
-        self.send(&refusal.answer())
-    }
-
     /// No key and none required: forwarded without idempotency, but a required token still applies.
     fn unguarded(&mut self, token: Option<VerifiedToken>) -> Action {
         self.run(Box::new(Guarded::unguarded(token, self.payers)))
@@ -282,13 +255,7 @@ impl Filter {
 
     pub fn on_request_trailers(&mut self, _trailers: usize) -> Action {
         // Trailers end the request: the body is complete.
-        match core::mem::replace(&mut self.stage, Stage::Idle) {
-            Stage::Hashing(hashing) => self.claim(hashing),
-            other => {
-                self.stage = other;
-                Action::Continue
-            }
-        }
+        self.body_end()
     }
 
     pub fn on_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {

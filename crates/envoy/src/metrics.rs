@@ -44,6 +44,7 @@ impl From<Event> for Counter {
             Event::BodyTooLarge => Counter::BodyTooLarge,
             Event::HashingBudgetExceeded => Counter::HashingBudgetExceeded,
             Event::InvalidBody => Counter::InvalidBody,
+            Event::OrderResourceMissing => Counter::OrderResourceMissing,
             Event::PreconditionRequired => Counter::PreconditionRequired,
             Event::PreconditionMalformed => Counter::PreconditionMalformed,
         }

@@ -394,7 +394,7 @@ impl Run {
                     } = action
                     {
                         assert!(shape.detached, "{}", at());
-                        assert_eq!((key, owner, held), (KEY, OWNER, "kept"));
+                        assert_eq!((key, owner, held.held), (KEY, OWNER, "kept"));
                         assert_eq!(order, seen.resource, "{}", at());
                         seen.resource_to_exchange = order.is_some();
                         seen.out = Some("detach");

@@ -28,6 +28,7 @@
 
 use super::{after_claim, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken};
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use crate::budget::Reservation;
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::fingerprint::Fingerprint;
 use crate::order::{applies, Ordered};
@@ -37,7 +38,12 @@ use crate::record::OwnerToken;
 use crate::scope::StorageKey;
 use crate::share::Payers;
 use crate::time::{Span, UnixMillis};
+use alloc::boxed::Box;
+use alloc::vec::Vec;
 use core::fmt;
+
+mod taking;
+pub use taking::Intaking;
 
 /// A question for the store (the host's local store answers at once, a remote one later); its
 /// answer comes back through [`Guarded::answered`].
@@ -92,7 +98,7 @@ pub enum Sent<O> {
 }
 
 /// Something for the host to do, in the order given.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 #[must_use = "the host carries out every action"]
 pub enum Action<O, H> {
     /// Ask the store; the request waits for the [`Answer`].
@@ -114,7 +120,7 @@ pub enum Action<O, H> {
     Detach {
         key: StorageKey,
         owner: OwnerToken,
-        held: H,
+        held: Kept<H>,
         order: Option<O>,
     },
     /// Answer the client with this: the request is over.
@@ -134,6 +140,26 @@ pub enum Action<O, H> {
     /// Log this at warning level.
     Warn(Warning),
 }
+
+/// The request a detached route keeps to send itself: the host's part of it (`held`: where it
+/// goes, its headers) and its body as taken in, whose bytes stay reserved from the hashing
+/// budget until it is sent.
+#[derive(Debug)]
+pub struct Kept<H> {
+    pub held: H,
+    pub body: Vec<u8>,
+    pub reserved: Option<Reservation>,
+}
+
+/// The same request kept: the same part and body, with as many bytes reserved.
+impl<H: PartialEq> PartialEq for Kept<H> {
+    fn eq(&self, other: &Self) -> bool {
+        let bytes = |kept: &Self| kept.reserved.as_ref().map(Reservation::bytes);
+        self.held == other.held && self.body == other.body && bytes(self) == bytes(other)
+    }
+}
+
+impl<H: Eq> Eq for Kept<H> {}
 
 /// A warning for the host's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,7 +253,7 @@ enum After<H> {
     Owner {
         key: StorageKey,
         owner: OwnerToken,
-        held: Option<H>,
+        held: Option<Kept<H>>,
     },
     /// Out without idempotency; `event`: what to count then (`Passthrough` for an optional key
     /// not given; nothing when a failure mode already counted it).
@@ -236,11 +262,13 @@ enum After<H> {
 
 #[derive(Debug)]
 enum State<O, H> {
+    /// The body is being taken in; the claim is made at its end ([`taking`]).
+    Taking(Box<taking::Taking<H>>),
     /// The claim is asked of the store.
     Claiming {
         key: StorageKey,
         course: Course<Ordered>,
-        held: Option<H>,
+        held: Option<Kept<H>>,
     },
     /// On its course, waiting for the ordering guard's decision on its event.
     Ordering {
@@ -304,6 +332,11 @@ impl<O, H> Guarded<O, H> {
         held: Option<H>,
     ) -> Self {
         let key = claim.key;
+        let held = held.map(|held| Kept {
+            held,
+            body: Vec::new(),
+            reserved: None,
+        });
         let state = State::Claiming { key, course, held };
         let mut guarded = Guarded::new(kind, claim.payers, policy.lease, state);
         guarded.queue.push(Action::Ask(Ask::Claim(claim)));
@@ -338,6 +371,12 @@ impl<O, H> Guarded<O, H> {
         !self.queue.overflow
     }
 
+    /// Whether the host still has something to hand in besides a callout's answer: the body (being
+    /// taken in) or the upstream's answer (forwarded on the router path).
+    pub fn expects_more(&self) -> bool {
+        matches!(self.state, State::Taking(_) | State::Forwarded { .. })
+    }
+
     /// Whether the request is forwarded on the router path and its answer still awaited.
     pub fn is_forwarded(&self) -> bool {
         matches!(self.state, State::Forwarded { .. })
@@ -357,7 +396,7 @@ impl<O, H> Guarded<O, H> {
                 after: After::Owner { key, .. },
                 ..
             } => Some(*key),
-            State::Ordering { .. } | State::Using { .. } | State::Over => None,
+            State::Taking(_) | State::Ordering { .. } | State::Using { .. } | State::Over => None,
         }
     }
 
@@ -538,7 +577,7 @@ impl<O, H> Guarded<O, H> {
         key: StorageKey,
         outcome: &Result<ClaimOutcome, ProtocolError>,
         course: Course<Ordered>,
-        held: Option<H>,
+        held: Option<Kept<H>>,
         policy: &Policy,
     ) {
         let (next, events) = after_claim(outcome, policy);

@@ -51,7 +51,7 @@ impl Filter {
                     owner,
                     held,
                     order,
-                } => match self.detach(key, owner, *held, order) {
+                } => match self.detach(key, owner, held, order) {
                     Ok(token) => {
                         self.stage = Stage::Detached { token };
                         return Action::Pause;
@@ -85,7 +85,7 @@ impl Filter {
                 }
             }
         }
-        self.stage = if call.is_some() || machine.is_forwarded() {
+        self.stage = if call.is_some() || machine.expects_more() {
             Stage::Guarded { machine, call }
         } else {
             Stage::Idle

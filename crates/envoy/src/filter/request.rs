@@ -106,62 +106,72 @@ impl Filter {
         };
         let fingerprint =
             FingerprintBuilder::new(&policy.fingerprint, method, &guarded, headers.iter());
-        let order = Probe::start(route, headers.iter()).map(Box::new);
+        let probe = Probe::start(route, headers.iter());
         let held = match &route.forward {
-            Forward::Detached(detached) => Some(Held {
+            Forward::Detached(detached) => Some(Box::new(Held {
                 route: detached.clone(),
                 headers,
-                body: Vec::new(),
-                reserved: None,
-            }),
+            })),
             Forward::Router => None,
         };
-        // Each copy of the body the filter keeps until the claim is charged (issue 23).
-        let keeps_order = order.as_ref().is_some_and(|probe| probe.keeps_body());
+        // Each copy of the body the machine keeps until the claim is charged (issue 23).
+        let keeps_order = probe.as_ref().is_some_and(Probe::keeps_body);
         let host_copies = u64::from(keeps_order) + u64::from(held.is_some());
-        let hashing = Box::new(Hashing {
+        let intaking = Intaking {
             intake: Intake::new(key, fingerprint, host_copies, &policy),
-            token,
-            held,
-            order,
             reservation: Reservation::new(Rc::clone(&self.shared.hashing), peer),
-        });
+            probe,
+            token,
+            owner: self.shared.owners.next(),
+            payers: self.payers,
+        };
+        let mut machine = Box::new(Guarded::take(&policy, self.kind, intaking, held));
         if end_of_stream {
-            return self.claim(hashing);
+            machine.body_end();
+            return self.run(machine);
         }
-        self.stage = Stage::Hashing(hashing);
+        self.stage = Stage::Guarded {
+            machine,
+            call: None,
+        };
         // Headers go on to the buffer filter, which holds the request until its body is complete.
         Action::Continue
     }
 
+    /// A body chunk: charged by the core's machine before it is read, then handed to it.
     pub(super) fn hash_chunk(&mut self, size: usize, end_of_stream: bool) -> Action {
-        let Stage::Hashing(hashing) = &mut self.stage else {
+        let Stage::Guarded {
+            machine,
+            call: None,
+        } = &mut self.stage
+        else {
             return Action::Continue;
         };
-        // The core charges the chunk (its size, and its copies to the hashing budget) before it
-        // is read.
-        if let Err(refusal) = hashing.intake.charge(size as u64, &mut hashing.reservation) {
-            return self.refuse_body(&refusal);
-        }
-        let Some(chunk) = host::body(BufferType::HttpRequestBody, size) else {
-            // Fingerprinted short, the stored fingerprint would be of a payload nobody sent.
-            return self.reply(&EdgeAnswer::RequestUnreadable);
-        };
-        if let Err(refusal) = hashing.intake.update(&chunk) {
-            return self.refuse_body(&refusal);
-        }
-        if let Some(held) = &mut hashing.held {
-            held.body.extend_from_slice(&chunk);
-        }
-        if let Some(probe) = &mut hashing.order {
-            probe.update(&chunk);
-        }
-        if !end_of_stream {
+        if !machine.is_taking() {
             return Action::Continue;
         }
-        match core::mem::replace(&mut self.stage, Stage::Idle) {
-            Stage::Hashing(hashing) => self.claim(hashing),
-            _ => Action::Continue,
+        if machine.body_wants(size as u64) {
+            machine.body_chunk(host::body(BufferType::HttpRequestBody, size).as_deref());
         }
+        if !end_of_stream && machine.is_taking() {
+            return Action::Continue;
+        }
+        self.body_end()
+    }
+
+    /// The request is complete (its last chunk, or its trailers): the machine's claim is made,
+    /// or the request answered for its body.
+    pub(super) fn body_end(&mut self) -> Action {
+        let Stage::Guarded {
+            mut machine,
+            call: None,
+        } = core::mem::replace(&mut self.stage, Stage::Idle)
+        else {
+            return Action::Continue;
+        };
+        if machine.is_taking() {
+            machine.body_end();
+        }
+        self.run(machine)
     }
 }

@@ -15,6 +15,10 @@ impl Filter {
         else {
             return;
         };
+        if !machine.is_forwarded() {
+            // A body still being taken in: nothing was claimed, and its reservation goes now.
+            return;
+        }
         // The stream ended without a complete upstream answer: what the final details say.
         machine.ended(complete, || {
             let details = host::property_text(&["response", "code_details"]);

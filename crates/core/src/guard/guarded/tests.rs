@@ -290,7 +290,11 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
             [Action::Detach {
                 key: KEY,
                 owner: OWNER,
-                held: "kept",
+                held: Kept {
+                    held: "kept",
+                    body: Vec::new(),
+                    reserved: None
+                },
                 order: None
             }]
         );
