@@ -26,6 +26,10 @@ use idemgate_core::protocol::FinishOutcome;
 pub const DECISION: &str = "idemgate.decision";
 /// The property (and, prefixed with `wasm.`, the filter-state key) of a claim's outcome.
 pub const OUTCOME: &str = "idemgate.outcome";
+/// The stream property an access log prints as `%FILTER_STATE(wasm.idemgate.order:PLAIN)%`: the
+/// ordering guard's outcome for this request (`apply`, `already_applied`, `illegal`, `early`,
+/// `busy`, `resource_missing`, ...).
+pub const ORDER_FIELD: &str = "idemgate.order";
 
 /// Where a counted event is logged, and as what (`None`: not logged; it adds nothing to the
 /// decision already written).
@@ -42,7 +46,10 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::InDoubtUpstreamTimeout
         | Counter::InDoubtClientGone
         | Counter::InDoubtOther => return None,
-        // The ordering guard writes its own field (`crate::order::ORDER_FIELD`).
+        // A tracked event without its resource is refused by the core's request machine before
+        // the ordering guard is asked, so its outcome is written here.
+        Counter::OrderResourceMissing => return Some((ORDER_FIELD, "resource_missing")),
+        // The ordering guard writes its own field (`crate::order`).
         Counter::OrderForwarded
         | Counter::OrderApplied
         | Counter::OrderNotApplied
@@ -51,7 +58,6 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::OrderEarly
         | Counter::OrderForwardedEarly
         | Counter::OrderBusy
-        | Counter::OrderResourceMissing
         | Counter::OrderStateUnknown => return None,
         _ => DECISION,
     };
@@ -96,7 +102,7 @@ mod tests {
             Counter::InDoubtClientGone,
             Counter::InDoubtOther,
         ];
-        // The ordering guard's outcomes go to their own field (`crate::order::ORDER_FIELD`).
+        // The ordering guard's outcomes go to their own field (`ORDER_FIELD`).
         let ordering = |c: Counter| c.name().starts_with("idemgate.order.");
         for counter in Counter::ALL {
             match field(counter) {
@@ -104,6 +110,10 @@ mod tests {
                     follows_claimed.contains(&counter) || ordering(counter),
                     "{counter:?}"
                 ),
+                Some((ORDER_FIELD, label)) => {
+                    assert!(ordering(counter), "{counter:?}");
+                    assert_eq!(format!("idemgate.order.{label}"), counter.name());
+                }
                 Some((slot, label)) => {
                     assert_eq!(format!("idemgate.{label}"), counter.name());
                     let outcome = matches!(

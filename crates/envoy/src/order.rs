@@ -19,7 +19,7 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
 use idemgate_core::guard;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
-use idemgate_core::order::{Begin, BeginOutcome, Ordered, Probe, SettleOutcome};
+use idemgate_core::order::{Begin, BeginOutcome, Ordered, SettleOutcome};
 use idemgate_core::policy::{FailureMode, Route};
 use idemgate_core::protocol::run;
 use idemgate_core::protocol::ProtocolError;
@@ -28,9 +28,7 @@ use idemgate_core::remote::client;
 use idemgate_core::scope::StorageKey;
 use idemgate_core::store::Layout;
 
-/// The stream property an access log prints as `%FILTER_STATE(wasm.idemgate.order:PLAIN)%`: the
-/// guard's outcome for this request (`apply`, `already_applied`, `illegal`, `early`, `busy`, ...).
-pub const ORDER_FIELD: &str = "idemgate.order";
+pub use crate::access_log::ORDER_FIELD;
 
 /// A route's precondition, checked on the request's headers: `Some(answer)` refuses it.
 pub fn precondition(
@@ -49,16 +47,6 @@ pub fn precondition(
         order_answer(&OrderAnswer::Precondition(problem)),
         problem.events(),
     ))
-}
-
-/// Reads the event and the resource once the body is complete (the core's [`Probe::finish`]):
-/// `Ok(None)` is an event the route does not order, `Err` the answer to a tracked event without
-/// a resource id, its outcome written for the access log.
-pub fn before(probe: Probe) -> Result<Option<Ordered>, HttpAnswer> {
-    probe.finish().map_err(|missing| {
-        log_outcome("resource_missing");
-        missing.answer()
-    })
 }
 
 /// What the guard decided for an event whose delivery id the request has claimed.

@@ -1,23 +1,25 @@
-//! One request's life from the moment the whole of it is known — its key's claim, or no key at
-//! all — to its settlement, as one sans-IO state machine in quinn-proto's shape (issue 22, item 1).
+//! One guarded request's life from the end of its headers to its settlement, as one sans-IO
+//! state machine in quinn-proto's shape (issue 22, item 1).
 //!
-//! The host hands in what happened: the store's answer to a question the machine asked
-//! ([`Guarded::answered`]), the ordering guard's decision ([`Guarded::ordered`]), whether a
-//! detached exchange went out ([`Guarded::sent`]), the upstream's head, body and end
-//! ([`Guarded::upstream_head`], [`Guarded::upstream_chunk`], [`Guarded::ended`]), a clock it could
-//! not read ([`Guarded::clock_failed`]). Then it takes the [`Action`]s to carry out, in order, with
-//! [`Guarded::poll`], and the [`Event`]s to count with [`Guarded::events`] — quinn-proto's
-//! `handle` / `poll` shape, so nothing is moved around but one action at a time. The host decides
-//! nothing: whether a store is local (it
-//! answers at once) or remote (it answers later, the stream paused meanwhile) is the only thing
-//! that differs between hosts, and the machine cannot tell.
+//! The host hands in what happened: its body, chunk by chunk ([`Guarded::body_wants`],
+//! [`Guarded::body_chunk`], [`Guarded::body_end`]: `taking`), the store's answer to a question
+//! the machine asked ([`Guarded::answered`]), the ordering guard's decision
+//! ([`Guarded::ordered`]), whether a detached exchange went out ([`Guarded::sent`]), the
+//! upstream's head, body and end ([`Guarded::upstream_head`], [`Guarded::upstream_chunk`],
+//! [`Guarded::ended`]), a clock it could not read ([`Guarded::clock_failed`]). Then it takes the
+//! [`Action`]s to carry out, in order, with [`Guarded::poll`], and the [`Event`]s to count with
+//! [`Guarded::events`] — quinn-proto's `handle` / `poll` shape, so nothing is moved around but
+//! one action at a time. The host decides nothing: whether a store is local (it answers at once)
+//! or remote (it answers later, the stream paused meanwhile) is the only thing that differs
+//! between hosts, and the machine cannot tell.
 //!
 //! ```text
-//!            ┌───────────── Answer (409, replay, 422, 429, 503, …) ─────────────┐
-//! claim ──► Claiming ──► Ordering (the guard's decision) ──► Using (the token) ──► Forwarded ──► Over (Finish)
-//!                          │          └─────────────────────────┴──► Sending (detached) ──► Over
-//!                          └── a step refuses: Finish (released) + Answer ─────────────► Over
-//! no key ─────────────► Using (the token) ──► Over (Pass)
+//! headers ─► Taking (the body) ─┬─ refused (413, 503, 400, …) ─────────────────────────────► Over
+//!                               ▼            ┌──── Answer (409, replay, 422, 429, 503, …) ──► Over
+//!                          Claiming ──► Ordering (the guard) ──► Using (the token) ──► Forwarded ──► Over (Finish)
+//!                               │            └─────────────────────┴──► Sending (detached) ──► Over
+//!                               └── a step refuses: Finish (released) + Answer ───────────► Over
+//! no key ─────────────────────► Using (the token) ──► Over (Pass)
 //! ```
 //!
 //! Each state waits for one kind of input; any other is said ([`Warning::OutOfOrder`]) and
