@@ -206,6 +206,18 @@ impl Filter {
         }
     }
 
+    /// The machine of a stream that does not wait for a callout (its body being taken in, or
+    /// forwarded), taken out of the stage; the stage is idle until the machine is run again.
+    fn take_machine(&mut self) -> Option<Box<Machine>> {
+        match core::mem::replace(&mut self.stage, Stage::Idle) {
+            Stage::Guarded {
+                machine,
+                call: None,
+            } => Some(machine),
+            _ => None,
+        }
+    }
+
     /// Lets a request paused for the remote store go on (`Pause`: it was answered or waits again).
     fn resume(&mut self, action: Action) {
         if action == Action::Continue {

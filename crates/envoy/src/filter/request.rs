@@ -162,11 +162,7 @@ impl Filter {
     /// The request is complete (its last chunk, or its trailers): the machine's claim is made,
     /// or the request answered for its body.
     pub(super) fn body_end(&mut self) -> Action {
-        let Stage::Guarded {
-            mut machine,
-            call: None,
-        } = core::mem::replace(&mut self.stage, Stage::Idle)
-        else {
+        let Some(mut machine) = self.take_machine() else {
             return Action::Continue;
         };
         if machine.is_taking() {

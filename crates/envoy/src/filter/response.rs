@@ -8,11 +8,7 @@ impl Filter {
     /// over). Any other stage is over too: a stream paused for a callout no longer waits, so the
     /// callout's answer gives back what it claimed (`crate::dispatch`).
     pub(super) fn end(&mut self, complete: bool) {
-        let Stage::Guarded {
-            mut machine,
-            call: None,
-        } = core::mem::replace(&mut self.stage, Stage::Idle)
-        else {
+        let Some(mut machine) = self.take_machine() else {
             return;
         };
         if !machine.is_forwarded() {
@@ -31,11 +27,7 @@ impl Filter {
     }
 
     pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
-        let Stage::Guarded {
-            mut machine,
-            call: None,
-        } = core::mem::replace(&mut self.stage, Stage::Idle)
-        else {
+        let Some(mut machine) = self.take_machine() else {
             return Action::Continue;
         };
         let details = host::property_text(&["response", "code_details"]);
