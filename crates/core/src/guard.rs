@@ -1,8 +1,9 @@
 //! A request's life as the core decides it and the host carries it out (issue 22, item 1):
 //!
-//! 1. its headers: the token endpoint's [`asks_for_token`] and [`issue_token`], [`check_token`]
-//!    (a route's one-time token), [`start`] (keyed, unguarded, or no
-//!    client to scope it to — [`unscoped`]), a refusal at admission counted by [`refused`];
+//! 1. its headers, with what only the host knows ([`Host`]: its clock, the peer's address,
+//!    fresh randomness), decided by [`head`]: left alone, answered here (the token endpoint's
+//!    `issue_token`; a precondition, admission, identity or `check_token` refusal, counted),
+//!    forwarded unguarded, or [`Keyed`] — whose [`Keyed::take`] starts the machine;
 //! 2. from there on, its life is one sans-IO state machine, [`Guarded`]: the host hands in what
 //!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
 //!    `max_request_body`, each kept copy reserved from the hashing [`crate::budget`]), the body's
@@ -20,54 +21,62 @@
 //! thing hosts differ in, and the machine cannot tell. The host decides nothing.
 //!
 //! ```
-//! use idemgate_core::admission::admit;
-//! use idemgate_core::budget::{HashingBudget, Reservation};
-//! use idemgate_core::identity::ClientIdentity;
-//! use std::rc::Rc;
-//! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Claim, Course, Guarded, Start, Taken};
-//! use idemgate_core::{Engine, FingerprintBuilder, MemoryStore, OwnerToken, Payers, Policy, Scope};
-//! use idemgate_core::policy::RouteKind;
+//! use idemgate_core::budget::HashingBudget;
+//! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
+//! use idemgate_core::identity::Unreadable;
 //! use idemgate_core::scope::QuotaTag;
-//! use idemgate_core::UnixMillis;
+//! use idemgate_core::{Engine, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
+//! use std::cell::Cell;
+//! use std::rc::Rc;
 //!
-//! // Every refusal or failure here becomes the text of its code or answer's status.
+//! // What only the host knows: its clock, the peer's address, fresh randomness, its budget.
+//! struct Edge { owners: Cell<u8>, budget: Rc<HashingBudget> }
+//! impl Host for Edge {
+//!     fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
+//!         Ok(Some(b"192.0.2.7:40000".to_vec()))
+//!     }
+//!     fn now(&self) -> Option<UnixMillis> { Some(UnixMillis(1_700_000_000_000)) }
+//!     fn nonce(&self) -> [u8; 16] { [9; 16] }
+//!     fn owner(&self) -> OwnerToken {
+//!         self.owners.set(self.owners.get() + 1);
+//!         OwnerToken([self.owners.get(); 16])
+//!     }
+//!     fn tag(&self, scope: Scope<'_>) -> QuotaTag { QuotaTag::of(scope) }
+//!     fn budget(&self) -> Rc<HashingBudget> { Rc::clone(&self.budget) }
+//! }
+//!
+//! // Every refusal or failure here becomes the text of its code or answer.
 //! fn debug(e: impl core::fmt::Debug) -> String { format!("{e:?}") }
 //!
 //! let policy = Policy::from_json(r#"{"routes": [{"prefix": "/orders"}]}"#, &|_| None).map_err(debug)?;
+//! let edge = Edge { owners: Cell::new(0), budget: Rc::new(HashingBudget::default()) };
 //! let mut store = MemoryStore::new();
-//! let now = UnixMillis(1_700_000_000_000);
-//! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
-//! let payers = Payers::of(scope, true, None);
 //! let mut upstream_calls = 0;
 //!
-//! // One request's life; `owner` is the host's fresh owner token. Gives the answer the client gets.
-//! let mut life = |owner: OwnerToken| -> Result<(u16, Vec<u8>), String> {
-//!     // 1. Headers.
-//!     let headers = [("idempotency-key", &b"\"order-1\""[..]), ("content-type", b"application/json")];
-//!     let matched = policy.match_request("POST", "/orders").ok_or("no route")?;
-//!     let lookup = |name: &str| headers.iter().filter(|(n, _)| *n == name).map(|(_, v)| *v).collect();
-//!     let admission = admit(matched.route, &lookup, now).map_err(|e| e.code())?;
-//!     let client = ClientIdentity { source: scope.source.into(), value: scope.value.to_vec(), verified: false };
-//!     let Start::Keyed(key) = guard::start(admission, Some(client), QuotaTag::of, "POST", &matched.path) else {
-//!         return Err("not keyed".into());
+//! // One request's life. Gives the answer the client gets.
+//! let mut life = || -> Result<(u16, Vec<u8>), String> {
+//!     // 1. Its headers, as the host read them: keyed, answered here, unguarded, or left alone.
+//!     let headers = [
+//!         (":method", &b"POST"[..]),
+//!         (":path", b"/orders"),
+//!         ("authorization", b"Bearer alice"),
+//!         ("idempotency-key", b"\"order-1\""),
+//!         ("content-type", b"application/json"),
+//!     ];
+//!     let (headed, _events) = guard::head(&policy, headers, true, &edge);
+//!     let Headed::Keyed(keyed) = headed else {
+//!         return Err(debug(headed));
 //!     };
-//!     // 2. Body: each chunk charged, then read.
-//!     let fingerprint = FingerprintBuilder::new(&policy.fingerprint, "POST", "/orders", headers);
-//!     let mut intake = guard::Intake::new(key, fingerprint, 0, &policy);
-//!     // The stream's part of the VM's hashing budget (a host keeps one budget for all streams).
-//!     let budget = Rc::new(HashingBudget::default());
-//!     let mut reservation = Reservation::new(budget, Rc::from(&b"192.0.2.7"[..]));
+//!     // 2. Its machine takes the body in, each chunk charged before the host reads it, and
+//!     // claims the key at its end. No ordering guard and nothing kept for a detached exchange
+//!     // here (`()` for both).
+//!     let mut machine = keyed.take::<(), ()>(&policy, |_| ());
 //!     let body = br#"{"sku":"A1","qty":1}"#;
-//!     intake.charge(body.len() as u64, &mut reservation).map_err(|e| debug(e.answer().status))?;
-//!     intake.update(body).map_err(|e| debug(e.answer().status))?;
-//!     let Taken::Claim { key, fingerprint } = intake.finish().map_err(|e| debug(e.answer().status))? else {
-//!         return Err("unguarded".into());
-//!     };
-//!     // 3. The machine: no ordering guard, no token, nothing kept for a detached exchange here
-//!     // (`()` for both), so its course is the claim, then out.
-//!     let claim = Claim { key, fingerprint, owner, payers };
-//!     let course = Course::claimed(None, None);
-//!     let mut machine = Guarded::<(), ()>::claim(&policy, RouteKind::Api, claim, course, None);
+//!     if machine.body_wants(body.len() as u64) {
+//!         machine.body_chunk(Some(body));
+//!     }
+//!     machine.body_end();
+//!     let now = edge.now().ok_or("no clock")?;
 //!     let mut engine = Engine { store: &mut store, policy: &policy };
 //!     let mut answer = None;
 //!     // Actions out, one at a time; each answer that comes at once goes straight back in.
@@ -98,8 +107,8 @@
 //!     }
 //!     answer.ok_or_else(|| "no answer".into())
 //! };
-//! assert_eq!(life(OwnerToken([1; 16]))?, (201, b"{\"id\":1}".to_vec()), "the first request goes upstream");
-//! assert_eq!(life(OwnerToken([2; 16]))?, (201, b"{\"id\":1}".to_vec()), "its retry is replayed");
+//! assert_eq!(life()?, (201, b"{\"id\":1}".to_vec()), "the first request goes upstream");
+//! assert_eq!(life()?, (201, b"{\"id\":1}".to_vec()), "its retry is replayed");
 //! assert_eq!(upstream_calls, 1, "and the upstream ran it once");
 //! # Ok::<(), String>(())
 //! ```
@@ -107,14 +116,18 @@
 mod capture;
 mod course;
 mod guarded;
+mod head;
 mod intake;
 mod token;
 
 pub use capture::Capture;
 pub use course::{Course, Step};
 pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
-pub use intake::{start, BodyRefusal, Intake, PendingKey, Start, Taken};
-pub use token::{asks_for_token, check_token, issue_token, TokenRefusal, VerifiedToken};
+pub use head::{head, Headed, Host, Keyed};
+pub(crate) use intake::{start, Start};
+pub use intake::{BodyRefusal, Intake, PendingKey, Taken};
+pub use token::VerifiedToken;
+pub(crate) use token::{asks_for_token, check_token, issue_token};
 
 use crate::admission::Refusal;
 use crate::answer::EdgeAnswer;
@@ -209,7 +222,7 @@ impl Events {
 }
 
 /// The event of a request refused before its claim (its answer is [`Refusal::answer`]).
-pub fn refused(refusal: &Refusal) -> Events {
+pub(crate) fn refused(refusal: &Refusal) -> Events {
     Events::of(&[match refusal {
         Refusal::Signature(_) => Event::SignatureRejected,
         Refusal::MissingKey { .. } => Event::MissingKey,
@@ -285,7 +298,7 @@ pub fn after_claim<'a>(
 /// shared with other clients, so the store-error failure mode applies — this answer (503), or
 /// `None`: forward it unguarded.
 #[must_use = "the step says what the host must do with the request"]
-pub fn unscoped(policy: &Policy) -> (Option<EdgeAnswer<'static>>, Events) {
+pub(crate) fn unscoped(policy: &Policy) -> (Option<EdgeAnswer<'static>>, Events) {
     failure(
         policy.on_store_error,
         EdgeAnswer::ScopeUnavailable,

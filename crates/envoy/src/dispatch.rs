@@ -261,14 +261,14 @@ pub extern "C" fn proxy_on_http_call_response(
                         crate::order::settle_answered(&shared, &reply)
                     }
                     StoreCall::OrderBegin(call) => {
-                        let mut began = Some(crate::order::began(&call, &reply));
+                        let mut decision = Some(crate::order::began(&call, &reply));
                         let delivered = deliver(vm, call.stream, token, |f| {
-                            if let Some(began) = began.take() {
-                                f.order_answered(began);
+                            if let Some(decision) = decision.take() {
+                                f.order_answered(decision);
                             }
                         });
-                        if let (false, Some(began)) = (delivered, began) {
-                            crate::order::abandoned(*call, began);
+                        if let (false, Some(decision)) = (delivered, decision) {
+                            crate::order::abandoned(*call, decision);
                         }
                     }
                     StoreCall::Claim {

@@ -19,7 +19,7 @@ use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::order::{self, Began};
+use crate::order::{self, Begun};
 use crate::origin::{classify_attempts, doubt_cause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
@@ -27,28 +27,22 @@ use crate::remote_store;
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
-use core::cell::OnceCell;
-use idemgate_core::admission::{admit, Refusal};
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
-use idemgate_core::budget::Reservation;
-use idemgate_core::fingerprint::FingerprintBuilder;
+use idemgate_core::budget::HashingBudget;
 use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
-use idemgate_core::guard::{Guarded, Intake, Intaking, Kept, Sent, Start, VerifiedToken};
-use idemgate_core::identity::{identify, ClientIdentity, Facts, Unreadable};
-use idemgate_core::order::Probe;
-use idemgate_core::policy::{Detached, Forward, Policy, Route, RouteKind};
+use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
+use idemgate_core::identity::Unreadable;
+use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
 use idemgate_core::protocol::{Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
-use idemgate_core::scope::{Scope, StorageKey};
-use idemgate_core::share::Payers;
+use idemgate_core::scope::{QuotaTag, Scope, StorageKey};
 use idemgate_core::time::UnixMillis;
 
 mod claim;
 mod life;
 mod request;
 mod response;
-mod tokens;
 
 /// The part of a request a detached route keeps for its exchange that the core does not take in:
 /// where it goes and all its headers (the core keeps its body, as taken in: [`guard::Kept`]).
@@ -56,6 +50,8 @@ struct Held {
     /// The route's detached settings, kept with the request rather than looked up again by
     /// index, so a "route not found" case cannot exist (issue 22).
     route: Detached,
+    /// The route's kind: which of the exchange's answers the record keeps.
+    kind: RouteKind,
     headers: Headers,
 }
 
@@ -84,55 +80,6 @@ pub struct Filter {
     stage: Stage,
     /// This HTTP context's id (the exchange's answer is relayed to it, if it still exists).
     context_id: u32,
-    /// The guarded route's kind: it decides which answers count as the outcome (core).
-    kind: RouteKind,
-    /// Who this request's records are charged to (issue 23), once its client is known.
-    payers: Payers,
-}
-
-/// The facts of one request's headers and the host's properties. `source.address` is read from
-/// the host once: the scope (`peer`), the payers and the hashing budget's peer all ask for it.
-struct HeaderFacts<'a> {
-    headers: &'a Headers,
-    address: OnceCell<Result<Option<Vec<u8>>, Unreadable>>,
-}
-
-impl<'a> HeaderFacts<'a> {
-    fn new(headers: &'a Headers) -> Self {
-        HeaderFacts {
-            headers,
-            address: OnceCell::new(),
-        }
-    }
-}
-
-impl Facts for HeaderFacts<'_> {
-    fn header_values<'b>(&'b self, name: &str) -> Vec<&'b [u8]> {
-        header_values(self.headers, name)
-    }
-    fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
-        let read = || host::property_read(path).ok_or(Unreadable);
-        if path == ["source", "address"] {
-            return self.address.get_or_init(read).clone();
-        }
-        read()
-    }
-}
-
-/// The first value of a header, if it is UTF-8.
-fn header_text<'a>(headers: &'a Headers, name: &str) -> Option<&'a str> {
-    headers
-        .iter()
-        .find(|(n, _)| *n == name)
-        .and_then(|(_, v)| core::str::from_utf8(v).ok())
-}
-
-fn header_values<'a>(headers: &'a Headers, name: &str) -> Vec<&'a [u8]> {
-    headers
-        .iter()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(name))
-        .map(|(_, v)| v)
-        .collect()
 }
 
 impl Filter {
@@ -141,8 +88,6 @@ impl Filter {
             shared,
             stage: Stage::Idle,
             context_id,
-            kind: RouteKind::Api,
-            payers: Payers::NONE,
         }
     }
 
@@ -183,20 +128,6 @@ impl Filter {
         Action::Pause
     }
 
-    /// No identity to scope the key to: the core's [`guard::unscoped`] (the store-error failure
-    /// mode) rather than a namespace shared with other clients.
-    fn unscoped(&mut self, policy: &Policy) -> Action {
-        let (next, events) = guard::unscoped(policy);
-        self.count_all(events);
-        match next {
-            Some(answer) => self.reply(&answer),
-            None => {
-                self.stage = Stage::Idle;
-                Action::Continue
-            }
-        }
-    }
-
     /// Whether this stream waits for the callout `token` (a detached exchange, or a remote
     /// store's claim or token use).
     pub fn awaits(&self, token: u32) -> bool {
@@ -228,17 +159,6 @@ impl Filter {
                 );
             }
         }
-    }
-
-    /// Refuses a request before its claim, with the core's answer.
-    fn refuse(&mut self, refusal: &Refusal) -> Action {
-        self.count_all(guard::refused(refusal));
-        self.send(&refusal.answer())
-    }
-
-    /// No key and none required: forwarded without idempotency, but a required token still applies.
-    fn unguarded(&mut self, token: Option<VerifiedToken>) -> Action {
-        self.run(Box::new(Guarded::unguarded(token, self.payers)))
     }
 }
 

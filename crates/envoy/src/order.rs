@@ -1,12 +1,11 @@
-//! The ordering guard and the precondition, carried out (issue 26). The rules are the core's
-//! (`idemgate_core::order`): this module reads the request's facts as they stream past, runs the
-//! core's begin and settle on the store, counts each outcome, and hands the filter the core's
-//! answers. The filter calls it at four points: a request's start ([`precondition`], the core's
-//! [`Probe`]),
-//! its claim ([`before`], then [`begin`] once the delivery id's claim is won), and the upstream's
-//! answer ([`settle`]).
+//! The ordering guard, carried out (issue 26). The rules are the core's
+//! (`idemgate_core::order`; a route's precondition and the `Probe` that reads the request's
+//! facts are the core's request machine's): this module runs the core's begin and settle on the
+//! store, counts each outcome, and hands the machine the core's decision. The filter calls it when
+//! the machine asks ([`begin`], once the delivery id's claim is won) and when the upstream's answer
+//! settles the resource ([`settle`]).
 
-use crate::abi::{Headers, LogLevel, MapType};
+use crate::abi::{LogLevel, MapType};
 use crate::host;
 use crate::metrics::Counter;
 #[allow(unused_imports)]
@@ -15,12 +14,12 @@ use crate::remote_store::Reply;
 use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
 use idemgate_core::answer::order::{order_answer, OrderAnswer};
-use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer};
-use idemgate_core::guard;
+use idemgate_core::answer::{answer, EdgeAnswer};
+use idemgate_core::guard::Decision;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{Begin, BeginOutcome, Ordered, SettleOutcome};
-use idemgate_core::policy::{FailureMode, Route};
+use idemgate_core::policy::FailureMode;
 use idemgate_core::protocol::run;
 use idemgate_core::protocol::ProtocolError;
 use idemgate_core::record::OwnerToken;
@@ -30,44 +29,23 @@ use idemgate_core::store::Layout;
 
 pub use crate::access_log::ORDER_FIELD;
 
-/// A route's precondition, checked on the request's headers: `Some(answer)` refuses it.
-pub fn precondition(
-    route: &Route,
-    method: &str,
-    headers: &Headers,
-) -> Option<(HttpAnswer, guard::Events)> {
-    let rule = route.precondition?;
-    let values: Vec<&[u8]> = headers
-        .iter()
-        .filter(|(name, _)| *name == "if-match")
-        .map(|(_, v)| v)
-        .collect();
-    let problem = rule.check(method, &values).err()?;
-    Some((
-        order_answer(&OrderAnswer::Precondition(problem)),
-        problem.events(),
-    ))
-}
-
-/// What the guard decided for an event whose delivery id the request has claimed.
-pub enum Began {
-    /// Forward it; with a claim to settle when the upstream answers, if the event applies.
-    Forward(Option<OrderClaim>),
-    /// Answer it at the edge (the delivery id's claim must be released: nothing ran).
-    Answer(HttpAnswer),
-    /// Asked of the remote store (callout token): the request waits, paused, for [`began`].
-    Pending(u32),
+/// What asking the ordering guard about an event whose delivery id the request has claimed gave.
+pub enum Begun {
+    /// Its decision, at once: the local store's, or a remote call that could not be made.
+    Now(Decision<OrderClaim>),
+    /// Asked of the remote store by this callout: the request waits, paused, for [`began`].
+    Later(u32),
 }
 
 /// Decides the event's arrival by the core's rules — on the local store at once, or asked of the
-/// remote store ([`Began::Pending`]) — and counts the outcome. `stream` and `claim` (the delivery
+/// remote store ([`Begun::Later`]) — and counts the outcome. `stream` and `claim` (the delivery
 /// id's claim) are what a remote answer needs if the stream is gone by then.
 pub fn begin(
     shared: &Rc<Shared>,
     ordered: Ordered,
     stream: u32,
     claim: (StorageKey, OwnerToken),
-) -> Began {
+) -> Begun {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let Ordered { rule, key, event } = ordered;
@@ -83,8 +61,8 @@ pub fn begin(
         };
         let pending = |_| StoreCall::OrderBegin(Box::new(call));
         return match crate::remote_store::call(shared, &request, pending) {
-            Ok(token) => Began::Pending(token),
-            Err(e) => store_failed(shared, &e),
+            Ok(token) => Begun::Later(token),
+            Err(e) => Begun::Now(store_failed(shared, &e)),
         };
     }
     let cell = Layout {
@@ -106,17 +84,17 @@ pub fn begin(
     };
     let Some(now) = host::now() else {
         // No clock, no decision (issue 22): nothing was forwarded or claimed here.
-        return Began::Answer(answer(&EdgeAnswer::ClockUnavailable));
+        return Begun::Now(Decision::Answer(answer(&EdgeAnswer::ClockUnavailable)));
     };
     let mut store = shared.store();
-    match run(&mut store, cell, mutation, now) {
+    Begun::Now(match run(&mut store, cell, mutation, now) {
         Ok(outcome) => decided(shared, outcome, key, owner, &event),
         Err(e) => store_failed(shared, &e),
-    }
+    })
 }
 
 /// The remote store answered a begin: decided as a local one would be.
-pub fn began(call: &BeginCall, reply: &Reply) -> Began {
+pub fn began(call: &BeginCall, reply: &Reply) -> Decision<OrderClaim> {
     match client::begin_outcome(reply.answer()) {
         Ok(outcome) => decided(&call.shared, outcome, call.key, call.owner, &call.event),
         Err(e) => store_failed(&call.shared, &e),
@@ -125,20 +103,20 @@ pub fn began(call: &BeginCall, reply: &Reply) -> Began {
 
 /// A begin answered after its stream went away: a resource it claimed is released, and so is the
 /// delivery id's claim (the event was never forwarded).
-pub fn abandoned(call: BeginCall, began: Began) {
-    if let Began::Forward(Some(claim)) = began {
+pub fn abandoned(call: BeginCall, decision: Decision<OrderClaim>) {
+    if let Decision::Forward(Some(claim)) = decision {
         settle(&call.shared, claim, false, false);
     }
     let (key, owner) = call.claim;
     crate::settle::release(&call.shared, key, owner);
 }
 
-fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Began {
+fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Decision<OrderClaim> {
     shared.metrics.bump(Counter::StoreError);
     host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
     match shared.policy.on_store_error {
-        FailureMode::PassThrough => Began::Forward(None),
-        FailureMode::Reject => Began::Answer(answer(&EdgeAnswer::StoreFailed(e))),
+        FailureMode::PassThrough => Decision::Forward(None),
+        FailureMode::Reject => Decision::Answer(answer(&EdgeAnswer::StoreFailed(e))),
     }
 }
 
@@ -149,31 +127,31 @@ fn decided(
     key: StorageKey,
     owner: OwnerToken,
     event: &str,
-) -> Began {
+) -> Decision<OrderClaim> {
     let policy = &shared.policy;
     log_outcome(outcome.name());
     let count = |counter| shared.metrics.bump(counter);
     match outcome {
         BeginOutcome::Apply { to } => {
             count(Counter::OrderForwarded);
-            Began::Forward(Some(OrderClaim(Box::new(Claimed { key, owner, to }))))
+            Decision::Forward(Some(OrderClaim(Box::new(Claimed { key, owner, to }))))
         }
         BeginOutcome::ForwardEarly => {
             count(Counter::OrderForwardedEarly);
-            Began::Forward(None)
+            Decision::Forward(None)
         }
         BeginOutcome::StoreFull { retry_after } => {
             count(Counter::StoreFull);
             match policy.on_store_full {
-                FailureMode::PassThrough => Began::Forward(None),
+                FailureMode::PassThrough => Decision::Forward(None),
                 FailureMode::Reject => {
-                    Began::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
+                    Decision::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
                 }
             }
         }
         BeginOutcome::QuotaExceeded { retry_after } => {
             count(Counter::QuotaExceeded);
-            Began::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after }))
+            Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after }))
         }
         other => match OrderAnswer::of(&other) {
             Some(edge) => {
@@ -190,9 +168,9 @@ fn decided(
                         &format!("order: event {event:?} is illegal in state {state:?}: acknowledged, not forwarded"),
                     );
                 }
-                Began::Answer(order_answer(&edge))
+                Decision::Answer(order_answer(&edge))
             }
-            None => Began::Forward(None),
+            None => Decision::Forward(None),
         },
     }
 }

@@ -24,7 +24,7 @@ impl Filter {
                     owner,
                     stream: self.context_id,
                     claimed_at: host::now(),
-                    kind: self.kind,
+                    kind: held.kind,
                     via: route.via,
                     order,
                 };

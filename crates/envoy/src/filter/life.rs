@@ -39,13 +39,10 @@ impl Filter {
                     ordered,
                     key,
                     owner,
-                } => {
-                    let began = order::begin(&self.shared, ordered, self.context_id, (key, owner));
-                    match decision(began) {
-                        Ok(decision) => machine.ordered(decision),
-                        Err(token) => (call, result) = (Some(token), Action::Pause),
-                    }
-                }
+                } => match order::begin(&self.shared, ordered, self.context_id, (key, owner)) {
+                    Begun::Now(decision) => machine.ordered(decision),
+                    Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
+                },
                 guard::Action::Detach {
                     key,
                     owner,
@@ -201,24 +198,7 @@ impl Filter {
     }
 
     /// The remote store answered the ordering guard's begin for this request.
-    pub fn order_answered(&mut self, began: Began) {
-        match decision(began) {
-            Ok(decision) => self.answer_with(|machine| machine.ordered(decision)),
-            // Asked again: the stream waits for that callout instead.
-            Err(token) => {
-                if let Stage::Guarded { call, .. } = &mut self.stage {
-                    *call = Some(token);
-                }
-            }
-        }
-    }
-}
-
-/// The ordering guard's decision, or the callout it waits on.
-fn decision(began: Began) -> Result<Decision<OrderClaim>, u32> {
-    match began {
-        Began::Forward(claim) => Ok(Decision::Forward(claim)),
-        Began::Answer(http) => Ok(Decision::Answer(http)),
-        Began::Pending(token) => Err(token),
+    pub fn order_answered(&mut self, decision: Decision<OrderClaim>) {
+        self.answer_with(|machine| machine.ordered(decision));
     }
 }
