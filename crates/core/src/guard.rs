@@ -23,14 +23,13 @@
 //! ```
 //! use idemgate_core::budget::HashingBudget;
 //! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
-//! use idemgate_core::identity::Unreadable;
-//! use idemgate_core::scope::QuotaTag;
+//! use idemgate_core::identity::{ScopeHashes, Unreadable};
 //! use idemgate_core::{Engine, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
 //! use std::cell::Cell;
 //! use std::rc::Rc;
 //!
 //! // What only the host knows: its clock, the peer's address, fresh randomness, its budget.
-//! struct Edge { owners: Cell<u8>, budget: Rc<HashingBudget> }
+//! struct Edge { owners: Cell<u8>, budget: Rc<HashingBudget>, scopes: ScopeHashes }
 //! impl Host for Edge {
 //!     fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
 //!         Ok(Some(b"192.0.2.7:40000".to_vec()))
@@ -41,7 +40,7 @@
 //!         self.owners.set(self.owners.get() + 1);
 //!         OwnerToken([self.owners.get(); 16])
 //!     }
-//!     fn tag(&self, scope: Scope<'_>) -> QuotaTag { QuotaTag::of(scope) }
+//!     fn scopes(&self) -> &ScopeHashes { &self.scopes }
 //!     fn budget(&self) -> Rc<HashingBudget> { Rc::clone(&self.budget) }
 //! }
 //!
@@ -49,7 +48,7 @@
 //! fn debug(e: impl core::fmt::Debug) -> String { format!("{e:?}") }
 //!
 //! let policy = Policy::from_json(r#"{"routes": [{"prefix": "/orders"}]}"#, &|_| None).map_err(debug)?;
-//! let edge = Edge { owners: Cell::new(0), budget: Rc::new(HashingBudget::default()) };
+//! let edge = Edge { owners: Cell::new(0), budget: Rc::new(HashingBudget::default()), scopes: ScopeHashes::default() };
 //! let mut store = MemoryStore::new();
 //! let mut upstream_calls = 0;
 //!

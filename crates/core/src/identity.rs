@@ -10,8 +10,8 @@
 //! `examples/envoy/envoy.yaml`); without it Envoy takes it from `X-Forwarded-For`.
 
 use crate::policy::{Policy, ScopeSource};
-use crate::scope::{QuotaTag, Scope};
-use crate::share::{Payers, PEER_GROUP_SOURCE};
+use crate::scope::{scope_hash, QuotaTag, Scope};
+use crate::share::{PayerTag, Payers, PEER_GROUP_SOURCE};
 use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -39,15 +39,22 @@ impl ClientIdentity {
     /// Who pays for this client's records (issue 23, [`crate::share`]): the identity,
     /// and the address group of the peer unless the identity is verified. A peer-scoped client
     /// pays as its address group. A kind of share that is `"off"` is charged nothing
-    /// ([`crate::share::Shares::payers`]): its records write no ledger cell.
-    pub fn payers(&self, policy: &Policy, facts: &dyn Facts) -> Result<Payers, Unreadable> {
+    /// ([`crate::share::Shares::payers`]): its records write no ledger cell. Each payer's tag is
+    /// hashed once per run of one client's requests (`scopes`).
+    pub fn payers(
+        &self,
+        policy: &Policy,
+        facts: &dyn Facts,
+        scopes: &ScopeHashes,
+    ) -> Result<Payers, Unreadable> {
+        let tag = |scope: Scope<'_>| scopes.payer_tag(scope);
         if self.verified && self.source != PEER_GROUP_SOURCE {
-            return Ok(policy.shares.payers(self.scope(), true, None));
+            return Ok(policy.shares.payers_tagged(self.scope(), true, None, &tag));
         }
         let group = peer_group(policy, facts)?;
         Ok(policy
             .shares
-            .payers(self.scope(), self.verified, group.as_deref()))
+            .payers_tagged(self.scope(), self.verified, group.as_deref(), &tag))
     }
 }
 
@@ -134,27 +141,60 @@ pub fn peer_host(address: &str) -> &str {
     }
 }
 
-/// The quota tag of the last scope a storage key was derived in. The tag is a hash of the scope
-/// (two SHA-256 blocks, about a sixth of a keyed request's operators outside the body), and a
-/// worker sees the same client many times in a row (one connection, one token), so it is
-/// computed once per run of one client's requests instead of once per request.
-#[derive(Debug, Default)]
-pub struct LastScopeTag(RefCell<Option<(String, Vec<u8>, QuotaTag)>>);
+/// How many scopes [`ScopeHashes`] keeps: a request asks for its client's identity and its
+/// address group, and a worker serves a few clients' runs interleaved.
+const KEPT_SCOPES: usize = 4;
 
-impl LastScopeTag {
-    /// `QuotaTag::of(scope)`, from the last computation when the scope is the same.
-    pub fn of(&self, scope: Scope<'_>) -> QuotaTag {
-        let Ok(mut last) = self.0.try_borrow_mut() else {
-            return QuotaTag::of(scope);
+/// The hashes of the last scopes a worker saw, most recent first. A scope's quota tag (in its
+/// storage key) and its payer tags (its shares) are each a hash of the scope — two SHA-256 blocks,
+/// and a keyed request needs three: its identity's quota and payer tags and its address group's
+/// payer tag, about a third of its operators outside the body. A worker sees the same client many
+/// times in a row (one connection, one token), so each is hashed once per run of one client's
+/// requests instead of once per request.
+#[derive(Debug, Default)]
+pub struct ScopeHashes(RefCell<[Option<Hashed>; KEPT_SCOPES]>);
+
+#[derive(Debug)]
+struct Hashed {
+    source: String,
+    value: Vec<u8>,
+    hash: [u8; 32],
+}
+
+impl ScopeHashes {
+    /// `QuotaTag::of(scope)`.
+    pub fn quota_tag(&self, scope: Scope<'_>) -> QuotaTag {
+        QuotaTag::hashed(scope, &self.hash(scope))
+    }
+
+    /// `PayerTag::of(scope)`.
+    pub fn payer_tag(&self, scope: Scope<'_>) -> PayerTag {
+        PayerTag::hashed(scope, &self.hash(scope))
+    }
+
+    /// [`scope_hash`] of `scope`, kept (the least recently asked for is forgotten).
+    fn hash(&self, scope: Scope<'_>) -> [u8; 32] {
+        let Ok(mut kept) = self.0.try_borrow_mut() else {
+            return scope_hash(scope);
         };
-        if let Some((source, value, tag)) = last.as_ref() {
-            if source == scope.source && value.as_slice() == scope.value {
-                return *tag;
+        let same = |h: &Option<Hashed>| {
+            h.as_ref()
+                .is_some_and(|h| h.source == scope.source && h.value == scope.value)
+        };
+        if let Some(at) = kept.iter().position(same) {
+            kept[..=at].rotate_right(1);
+            if let Some(hashed) = &kept[0] {
+                return hashed.hash;
             }
         }
-        let tag = QuotaTag::of(scope);
-        *last = Some((scope.source.to_owned(), scope.value.to_vec(), tag));
-        tag
+        let hash = scope_hash(scope);
+        kept.rotate_right(1);
+        kept[0] = Some(Hashed {
+            source: scope.source.to_owned(),
+            value: scope.value.to_vec(),
+            hash,
+        });
+        hash
     }
 }
 
@@ -166,18 +206,35 @@ mod tests {
     use alloc::string::ToString;
 
     #[test]
-    fn the_last_scope_tag_is_the_tag_of_the_scope_asked_for() {
-        let last = LastScopeTag::default();
-        let scopes = [
-            ("header:authorization", &b"Bearer a"[..]),
-            ("header:authorization", &b"Bearer a"[..]),
-            ("header:authorization", &b"Bearer b"[..]),
-            ("peer", &b"Bearer b"[..]),
-            ("header:authorization", &b"Bearer a"[..]),
-        ];
-        for (source, value) in scopes {
+    fn a_kept_scope_hash_gives_the_tags_of_the_scope_asked_for() {
+        let kept = ScopeHashes::default();
+        // Six scopes, so the four kept are forgotten and found again in every order; "peer"
+        // and a header with the same value are two scopes.
+        let values: [&[u8]; 5] = [b"Bearer a", b"Bearer b", b"Bearer c", b"10.0.0.0/24", b""];
+        let mut asked = Vec::new();
+        for round in 0..3 {
+            for (i, value) in values.iter().enumerate() {
+                let source = if (i + round) % 2 == 0 {
+                    "peer"
+                } else {
+                    "header:authorization"
+                };
+                asked.push((source, *value));
+                asked.push((source, values[(i + round) % values.len()]));
+            }
+        }
+        for (source, value) in asked {
             let scope = Scope { source, value };
-            assert_eq!(last.of(scope), QuotaTag::of(scope), "{source} {value:?}");
+            assert_eq!(
+                kept.quota_tag(scope),
+                QuotaTag::of(scope),
+                "{source} {value:?}"
+            );
+            assert_eq!(
+                kept.payer_tag(scope),
+                PayerTag::of(scope),
+                "{source} {value:?}"
+            );
         }
     }
 
@@ -311,7 +368,10 @@ mod tests {
         let policy = Policy::defaults();
         let id = identify(&policy, &facts).unwrap().unwrap();
         facts.failing.push("source.address".into());
-        assert_eq!(id.payers(&policy, &facts), Err(Unreadable));
+        assert_eq!(
+            id.payers(&policy, &facts, &ScopeHashes::default()),
+            Err(Unreadable)
+        );
         assert_eq!(
             identify(
                 &Policy::from_json(r#"{"scope":["peer"]}"#, &|_| None).unwrap(),
@@ -328,7 +388,10 @@ mod tests {
             let policy =
                 Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
             let id = identify(&policy, &facts).unwrap().unwrap();
-            id.payers(&policy, &facts).unwrap().tags().count()
+            id.payers(&policy, &facts, &ScopeHashes::default())
+                .unwrap()
+                .tags()
+                .count()
         };
         // An unverified header identity pays with its address group, unless a kind is off: then
         // its records write no ledger cell for it (the point of "off", and what keeps the

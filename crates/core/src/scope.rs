@@ -55,7 +55,12 @@ impl QuotaTag {
 
     /// The tag of `scope`.
     pub fn of(scope: Scope<'_>) -> QuotaTag {
-        let hash = scope_hash(scope);
+        QuotaTag::hashed(scope, &scope_hash(scope))
+    }
+
+    /// The tag of `scope`, whose [`scope_hash`] is `hash` (kept by
+    /// [`crate::identity::ScopeHashes`]).
+    pub(crate) fn hashed(scope: Scope<'_>, hash: &[u8; 32]) -> QuotaTag {
         let class = u8::from(scope.source == "peer");
         QuotaTag([hash[0], hash[1], hash[2], class])
     }

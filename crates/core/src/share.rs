@@ -72,7 +72,18 @@ impl Shares {
     /// [`Payers::of`] without the payers whose kind is not counted (`"off"`): nothing is
     /// charged to them, so their records cost no ledger write.
     pub fn payers(&self, scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
-        let all = Payers::of(scope, verified, peer_group);
+        self.payers_tagged(scope, verified, peer_group, &PayerTag::of)
+    }
+
+    /// [`Shares::payers`], each payer's tag made by `tag` (a host's kept hashes).
+    pub(crate) fn payers_tagged(
+        &self,
+        scope: Scope<'_>,
+        verified: bool,
+        peer_group: Option<&[u8]>,
+        tag: &dyn Fn(Scope<'_>) -> PayerTag,
+    ) -> Payers {
+        let all = Payers::tagged(scope, verified, peer_group, tag);
         let mut counted = all.tags().filter(|tag| self.limit(*tag).is_some());
         Payers::from_tags(counted.next(), counted.next())
     }
@@ -153,7 +164,12 @@ pub struct PayerTag(pub [u8; 8]);
 
 impl PayerTag {
     pub fn of(scope: Scope<'_>) -> PayerTag {
-        let hash = scope_hash(scope);
+        PayerTag::hashed(scope, &scope_hash(scope))
+    }
+
+    /// The tag of `scope`, whose [`scope_hash`] is `hash` (kept by
+    /// [`crate::identity::ScopeHashes`]).
+    pub(crate) fn hashed(scope: Scope<'_>, hash: &[u8; 32]) -> PayerTag {
         let mut tag = [0; 8];
         tag[..7].copy_from_slice(&hash[..7]);
         tag[7] = u8::from(scope.source == PEER_GROUP_SOURCE);
@@ -194,18 +210,28 @@ impl Payers {
     /// peer-scoped request pays as its address group. With no address known (a host that has
     /// none), an unverified scope pays alone.
     pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+        Payers::tagged(scope, verified, peer_group, &PayerTag::of)
+    }
+
+    /// [`Payers::of`], each payer's tag made by `tag`.
+    fn tagged(
+        scope: Scope<'_>,
+        verified: bool,
+        peer_group: Option<&[u8]>,
+        tag: &dyn Fn(Scope<'_>) -> PayerTag,
+    ) -> Payers {
         let group = peer_group.map(|value| {
-            PayerTag::of(Scope {
+            tag(Scope {
                 source: PEER_GROUP_SOURCE,
                 value,
             })
         });
         if scope.source == PEER_GROUP_SOURCE {
             return Payers {
-                tags: [group.or(Some(PayerTag::of(scope))), None],
+                tags: [group.or_else(|| Some(tag(scope))), None],
             };
         }
-        let own = Some(PayerTag::of(scope));
+        let own = Some(tag(scope));
         match (verified, group) {
             (false, Some(group)) => Payers {
                 tags: [Some(group), own],

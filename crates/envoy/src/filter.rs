@@ -31,12 +31,12 @@ use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::budget::HashingBudget;
 use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
 use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
-use idemgate_core::identity::Unreadable;
+use idemgate_core::identity::{ScopeHashes, Unreadable};
 use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
 use idemgate_core::protocol::{Engine, ProtocolError};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::remote::client;
-use idemgate_core::scope::{QuotaTag, Scope, StorageKey};
+use idemgate_core::scope::StorageKey;
 use idemgate_core::time::UnixMillis;
 
 mod claim;

@@ -64,7 +64,7 @@ impl Root {
             settle_updates: !precreated.all_exist,
             owners: OwnerTokens::new(crate::entropy::random16()),
             callouts: Rc::clone(&self.callouts),
-            scope_tag: Default::default(),
+            scopes: Default::default(),
             hashing: Rc::default(),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.

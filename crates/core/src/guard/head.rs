@@ -1,6 +1,6 @@
 //! A request's headers: the guard's first input (issue 22, item 1). The host hands over the
 //! header list it read, pseudo-headers included, and the facts only it has ([`Host`]: its
-//! connection's properties, its clock, fresh randomness, the scope's quota tag, its hashing
+//! connection's properties, its clock, fresh randomness, the scopes' kept hashes, its hashing
 //! budget — each asked for only when a rule needs it). [`head`] decides what becomes of the
 //! request before its body, in the one order the edge applies: the token endpoint, the route,
 //! its precondition, admission (key, signature), the client's identity and payers, a required
@@ -16,11 +16,10 @@ use crate::answer::order::{order_answer, OrderAnswer};
 use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::budget::{HashingBudget, Reservation};
 use crate::fingerprint::FingerprintBuilder;
-use crate::identity::{identify, peer_group, ClientIdentity, Facts, Unreadable};
+use crate::identity::{identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable};
 use crate::order::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
 use crate::record::OwnerToken;
-use crate::scope::{QuotaTag, Scope};
 use crate::share::Payers;
 use crate::time::UnixMillis;
 use alloc::borrow::ToOwned;
@@ -41,8 +40,9 @@ pub trait Host {
     fn nonce(&self) -> [u8; 16];
     /// A fresh owner token for the request's claim.
     fn owner(&self) -> OwnerToken;
-    /// The quota tag of a client's scope (a host may keep the last one computed).
-    fn tag(&self, scope: Scope<'_>) -> QuotaTag;
+    /// The hashes of the last scopes this host saw (one per VM): a scope's tags are hashes of
+    /// it, computed once per run of one client's requests.
+    fn scopes(&self) -> &ScopeHashes;
     /// The hashing budget a body's kept bytes are reserved from (one per VM).
     fn budget(&self) -> Rc<HashingBudget>;
 }
@@ -169,7 +169,7 @@ where
     };
     let payers = match &client {
         // Not "no address" on a failed read: the record would go uncharged to the address.
-        Some(client) => match client.payers(policy, &facts) {
+        Some(client) => match client.payers(policy, &facts, host.scopes()) {
             Ok(payers) => payers,
             Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
         },
@@ -184,7 +184,7 @@ where
     let key = match start(
         admission,
         client,
-        |scope| host.tag(scope),
+        |scope| host.scopes().quota_tag(scope),
         method,
         &matched.path,
     ) {

@@ -20,8 +20,8 @@ impl guard::Host for Edge<'_> {
     fn owner(&self) -> OwnerToken {
         self.0.owners.next()
     }
-    fn tag(&self, scope: Scope<'_>) -> QuotaTag {
-        self.0.scope_tag.of(scope)
+    fn scopes(&self) -> &ScopeHashes {
+        &self.0.scopes
     }
     fn budget(&self) -> Rc<HashingBudget> {
         Rc::clone(&self.0.hashing)

@@ -3,7 +3,6 @@
 
 use super::*;
 use crate::guard::{Event, Guarded};
-use crate::scope::QuotaTag;
 use alloc::string::String;
 use alloc::vec;
 use core::cell::Cell;
@@ -17,6 +16,7 @@ struct Counting {
     owners: Cell<u32>,
     nonces: Cell<u32>,
     budget: Rc<HashingBudget>,
+    scopes: ScopeHashes,
 }
 
 impl Counting {
@@ -29,6 +29,7 @@ impl Counting {
             owners: Cell::new(0),
             nonces: Cell::new(0),
             budget: Rc::new(HashingBudget::default()),
+            scopes: ScopeHashes::default(),
         }
     }
 }
@@ -53,8 +54,8 @@ impl Host for Counting {
         self.owners.set(self.owners.get() + 1);
         OwnerToken([2; 16])
     }
-    fn tag(&self, scope: Scope<'_>) -> QuotaTag {
-        QuotaTag::of(scope)
+    fn scopes(&self) -> &ScopeHashes {
+        &self.scopes
     }
     fn budget(&self) -> Rc<HashingBudget> {
         Rc::clone(&self.budget)
