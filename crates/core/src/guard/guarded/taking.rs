@@ -39,6 +39,9 @@ pub(super) struct Taking<H> {
     probe: Option<Probe>,
     /// The detached exchange's copy of the body (`None` on the router path).
     body: Option<Vec<u8>>,
+    /// Bytes [`Guarded::body_wants`] charged that no chunk has brought yet: a chunk over this
+    /// was read without being charged, and is not taken in.
+    allowed: u64,
     token: Option<VerifiedToken>,
     owner: OwnerToken,
     held: Option<H>,
@@ -49,6 +52,7 @@ impl<H: fmt::Debug> fmt::Debug for Taking<H> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Taking")
             .field("reservation", &self.reservation.bytes())
+            .field("allowed", &self.allowed)
             .field("body", &self.body.as_ref().map(Vec::len))
             .field("token", &self.token)
             .field("owner", &self.owner)
@@ -75,6 +79,7 @@ impl<O, H> Guarded<O, H> {
             reservation,
             probe,
             body: held.is_some().then(Vec::new),
+            allowed: 0,
             token,
             owner,
             held,
@@ -94,7 +99,10 @@ impl<O, H> Guarded<O, H> {
             return false;
         };
         match taking.intake.charge(size, &mut taking.reservation) {
-            Ok(()) => true,
+            Ok(()) => {
+                taking.allowed = taking.allowed.saturating_add(size);
+                true
+            }
             Err(refusal) => {
                 self.refuse(&refusal);
                 false
@@ -103,11 +111,20 @@ impl<O, H> Guarded<O, H> {
     }
 
     /// A body chunk [`Guarded::body_wants`] let the host read; `None`: it could not be read (the
-    /// fingerprint would be of a payload nobody sent, so the request is answered).
+    /// fingerprint would be of a payload nobody sent, so the request is answered). A chunk
+    /// larger than what was charged and not yet brought is a host's mistake: said, not taken in
+    /// (it would pass `max_request_body` and the hashing budget unseen).
     pub fn body_chunk(&mut self, chunk: Option<&[u8]>) {
         let State::Taking(taking) = &mut self.state else {
             return self.warn(super::Warning::OutOfOrder("a body chunk"));
         };
+        if let Some(chunk) = chunk {
+            let size = chunk.len() as u64;
+            if size > taking.allowed {
+                return self.warn(super::Warning::OutOfOrder("a body chunk not charged first"));
+            }
+            taking.allowed -= size;
+        }
         let Some(chunk) = chunk else {
             self.state = State::Over;
             let http = answer(&EdgeAnswer::RequestUnreadable);
@@ -140,6 +157,7 @@ impl<O, H> Guarded<O, H> {
             token,
             owner,
             held,
+            allowed: _,
         } = *taking;
         // The detached exchange's copy outlives the intake: its bytes stay reserved until it is
         // sent; the rest is given back when `reservation` goes at the end of this function.
@@ -201,6 +219,7 @@ mod tests {
     use crate::protocol::ClaimOutcome;
     use crate::scope::QuotaTag;
     use crate::time::UnixMillis;
+    use alloc::format;
     use alloc::rc::Rc;
 
     type Machine = Guarded<u8, &'static str>;
@@ -322,5 +341,38 @@ mod tests {
             "{acts:?}"
         );
         assert!(!machine.is_taking());
+    }
+
+    #[test]
+    fn a_chunk_nothing_was_charged_for_is_out_of_order_and_never_taken_in() {
+        let (policy, budget) = (policy(), Rc::new(HashingBudget::default()));
+        let mut machine =
+            Machine::take(&policy, RouteKind::Api, intaking(&policy, 0, &budget), None);
+        // A host that reads without asking would pass `max_request_body` (10) unseen.
+        let before = format!("{machine:?}");
+        machine.body_chunk(Some(b"0123456789abcdef"));
+        let (acts, _) = take(&mut machine);
+        assert!(
+            matches!(
+                &acts[..],
+                [Action::Warn(super::super::Warning::OutOfOrder(_))]
+            ),
+            "{acts:?}"
+        );
+        assert_eq!(before, format!("{machine:?}"), "nothing taken in");
+        // Charged for 4, handed 5: the same.
+        assert!(machine.body_wants(4));
+        let charged = format!("{machine:?}");
+        machine.body_chunk(Some(b"01234"));
+        let (acts, _) = take(&mut machine);
+        assert!(matches!(&acts[..], [Action::Warn(_)]), "{acts:?}");
+        assert_eq!(charged, format!("{machine:?}"));
+        // What was charged is taken in, in any number of chunks.
+        machine.body_chunk(Some(b"01"));
+        machine.body_chunk(Some(b"23"));
+        assert_eq!(take(&mut machine).0.len(), 0);
+        machine.body_chunk(Some(b"4"));
+        assert!(matches!(&take(&mut machine).0[..], [Action::Warn(_)]));
+        assert!(machine.is_taking());
     }
 }
