@@ -8,6 +8,7 @@ mod detached;
 mod failures;
 mod fleet;
 mod guard;
+mod intake;
 mod interleavings;
 mod order;
 mod reentry;
