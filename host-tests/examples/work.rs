@@ -4,7 +4,7 @@
 //! `cargo run -p idemgate-host-tests --example work` (the `.wasm` from `make build-filter`).
 //!
 //! Per mode it sends `REQUESTS` keyed POSTs of the benchmark's 1 KB order body with fresh keys
-//! (claim, forward, store), then replays each, then sends one key twice while in flight (409), and
+//! (claim, forward, store) — in the raw mode also from a new client each —, then replays each, then sends one key twice while in flight (409), and
 //! prints `WORK <figure> <wasm operators per request> <host calls per request>` lines plus the
 //! split by callback and an `imports:` line naming the host calls (calls per request by import).
 //! Modes: `raw` and `json` answer on Envoy's router path; `detached` is the shipped example's
@@ -24,9 +24,14 @@ const REQUESTS: u64 = 200;
 mod order_body;
 
 fn request(key: &str, body: &str) -> Request {
+    request_from("Bearer bench", key, body)
+}
+
+/// A request from the client `authorization` names.
+fn request_from(authorization: &str, key: &str, body: &str) -> Request {
     Request::post("/orders")
         .key(key)
-        .header("authorization", "Bearer bench")
+        .header("authorization", authorization)
         .header("content-type", "application/json")
         .header("user-agent", "wrk")
         .header("accept", "*/*")
@@ -147,7 +152,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             REQUESTS,
         );
 
-        let (before, imports_before) = (after, imports_after);
+        // Fresh keys, each from a client the worker has not seen (the scope hashes it keeps
+        // never hit): the raw mode only, the others add the same.
+        let (mut before, mut imports_before) = (after, imports_after);
+        if mode == "raw" {
+            for i in 0..REQUESTS {
+                let client = format!("Bearer client-{i}");
+                let exchange = worker.send(request_from(&client, &format!("c-{i}"), &body))?;
+                exchange.respond(Response::new(201).json(r#"{"id":"ord_123"}"#))?;
+                assert_eq!(exchange.expect_answer()?.status, 201);
+            }
+            let (after, imports_after) = (envoy.work(), envoy.import_work());
+            report(
+                "raw_fresh_key_new_client",
+                &delta(&after, &before),
+                &import_delta(&imports_after, &imports_before),
+                REQUESTS,
+            );
+            (before, imports_before) = (after, imports_after);
+        }
+
         for i in 0..REQUESTS {
             let answer = worker
                 .send(request(&format!("k-{mode}-{i}"), &body))?

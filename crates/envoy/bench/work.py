@@ -21,7 +21,7 @@ from sections import write_section
 
 ROOT = Path(__file__).resolve().parents[3]
 BEGIN, END = "<!-- work:begin (written by make bench-work) -->", "<!-- work:end -->"
-FIGURES = ["raw_fresh_key", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409",
+FIGURES = ["raw_fresh_key", "raw_fresh_key_new_client", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409",
            "detached_fresh_key", "detached_replay", "detached_409"]
 
 
