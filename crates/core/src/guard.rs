@@ -8,8 +8,9 @@
 //!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
 //!    `max_request_body`, each kept copy reserved from the hashing [`crate::budget`]), the body's
 //!    end, the store's [`Answer`], the ordering guard's [`Decision`], whether a detached exchange
-//!    was [`Sent`], the upstream's head, body and end — and carries out the [`Action`]s it polls,
-//!    in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
+//!    was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]: what
+//!    the request holds is given back once its answer comes) — and carries out the
+//!    [`Action`]s it polls, in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
 //!    fingerprint ([`Intake::finish`]) or a [`BodyRefusal`]; the store's decision is
 //!    [`after_claim`] (forward as the key's owner, answer here: 409, replay, 422, 429, 502
 //!    `record_corrupt`, the failure mode's 503; or forward unguarded); the request's [`Course`]

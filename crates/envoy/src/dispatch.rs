@@ -22,17 +22,20 @@ use crate::remote_store;
 use crate::root::Root;
 use crate::shared::{Pending, StoreCall};
 use core::cell::RefCell;
-use idemgate_core::protocol::ClaimOutcome;
 
 struct Vm {
     roots: FewIds<Root>,
     streams: IdMap<Filter>,
+    /// Filters whose stream is gone while their machine waits for a callout: each takes its
+    /// answer when it comes, gives back what it holds, and goes.
+    orphans: IdMap<Filter>,
 }
 
 const fn vm() -> RefCell<Vm> {
     RefCell::new(Vm {
         roots: FewIds::new(),
         streams: id_map(),
+        orphans: id_map(),
     })
 }
 
@@ -207,22 +210,48 @@ pub extern "C" fn proxy_on_done(context_id: u32) -> u32 {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_delete(context_id: u32) {
-    with_vm((), |vm| {
-        if vm.streams.remove(&context_id).is_none() {
+    with_vm((), |vm| match vm.streams.remove(&context_id) {
+        Some(mut filter) => {
+            if filter.orphaned() {
+                vm.orphans.insert(context_id, filter);
+            }
+        }
+        None => {
             vm.roots.remove(&context_id);
         }
     })
 }
 
-/// Gives a store answer to the stream that waits for it, if it still exists and still waits.
+/// Gives a store answer to the stream that waits for it — or, its client gone, to its machine,
+/// which gives back what the request holds (the filter then goes). `false`: nothing waits for it.
 fn deliver(vm: &mut Vm, stream: u32, token: u32, f: impl FnOnce(&mut Filter)) -> bool {
-    match vm.streams.get_mut(&stream) {
-        Some(filter) if filter.awaits(token) && abi::set_effective_context(stream).is_ok() => {
+    if let Some(filter) = vm.streams.get_mut(&stream) {
+        if filter.awaits(token) && abi::set_effective_context(stream).is_ok() {
             f(filter);
-            true
+            return true;
         }
-        _ => false,
+        return false;
     }
+    let Some(filter) = vm.orphans.get_mut(&stream) else {
+        return false;
+    };
+    if !filter.awaits(token) {
+        return false;
+    }
+    f(filter);
+    if !filter.orphaned() {
+        vm.orphans.remove(&stream);
+    }
+    true
+}
+
+/// A store answer nothing waits for (never expected: a stream that waits is kept until its
+/// answer comes): said, so a claim left in flight until its lease is not silent.
+fn undelivered(token: u32) {
+    abi::log(
+        LogLevel::Warn,
+        &format!("store answer {token} found no request waiting for it: what it holds stays until its lease ends"),
+    );
 }
 
 /// The answer to a callout, on the root context that owns it (see [`crate::callout`]).
@@ -261,40 +290,19 @@ pub extern "C" fn proxy_on_http_call_response(
                         crate::order::settle_answered(&shared, &reply)
                     }
                     StoreCall::OrderBegin(call) => {
-                        let mut decision = Some(crate::order::began(&call, &reply));
-                        let delivered = deliver(vm, call.stream, token, |f| {
-                            if let Some(decision) = decision.take() {
-                                f.order_answered(decision);
-                            }
-                        });
-                        if let (false, Some(decision)) = (delivered, decision) {
-                            crate::order::abandoned(*call, decision);
+                        let decision = crate::order::began(&call, &reply);
+                        if !deliver(vm, call.stream, token, |f| f.order_answered(decision)) {
+                            undelivered(token);
                         }
                     }
-                    StoreCall::Claim {
-                        stream,
-                        shared,
-                        key,
-                        owner,
-                    } => {
-                        let delivered = deliver(vm, stream, token, |f| f.claim_answered(&reply));
-                        if !delivered {
-                            // The client is gone: a claim won for it is released (never sent).
-                            if let Ok(ClaimOutcome::Forward { .. }) =
-                                remote_store::claim_outcome(&shared, &reply, &key)
-                            {
-                                crate::settle::release(&shared, key, owner);
-                            }
+                    StoreCall::Claim { stream } => {
+                        if !deliver(vm, stream, token, |f| f.claim_answered(&reply)) {
+                            undelivered(token);
                         }
                     }
-                    StoreCall::Consume {
-                        stream,
-                        shared,
-                        claim,
-                    } => {
-                        let delivered = deliver(vm, stream, token, |f| f.use_answered(&reply));
-                        if let (false, Some((key, owner))) = (delivered, claim) {
-                            crate::settle::release(&shared, key, owner);
+                    StoreCall::Consume { stream } => {
+                        if !deliver(vm, stream, token, |f| f.use_answered(&reply)) {
+                            undelivered(token);
                         }
                     }
                 }

@@ -137,6 +137,22 @@ impl Filter {
         }
     }
 
+    /// Whether this filter's stream is gone while its machine waits for a callout: it is kept
+    /// until that answer comes ([`crate::dispatch`]). A stream deleted without its end being
+    /// told is told here.
+    pub fn orphaned(&mut self) -> bool {
+        match &mut self.stage {
+            Stage::Guarded {
+                machine,
+                call: Some(_),
+            } => {
+                machine.gone();
+                machine.is_orphaned()
+            }
+            _ => false,
+        }
+    }
+
     /// The machine of a stream that does not wait for a callout (its body being taken in, or
     /// forwarded), taken out of the stage; the stage is idle until the machine is run again.
     fn take_machine(&mut self) -> Option<Box<Machine>> {

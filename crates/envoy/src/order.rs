@@ -38,14 +38,8 @@ pub enum Begun {
 }
 
 /// Decides the event's arrival by the core's rules — on the local store at once, or asked of the
-/// remote store ([`Begun::Later`]) — and counts the outcome. `stream` and `claim` (the delivery
-/// id's claim) are what a remote answer needs if the stream is gone by then.
-pub fn begin(
-    shared: &Rc<Shared>,
-    ordered: Ordered,
-    stream: u32,
-    claim: (StorageKey, OwnerToken),
-) -> Begun {
+/// remote store ([`Begun::Later`], its answer for `stream`) — and counts the outcome.
+pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let Ordered { rule, key, event } = ordered;
@@ -54,7 +48,6 @@ pub fn begin(
         let call = BeginCall {
             shared: Rc::clone(shared),
             stream,
-            claim,
             key,
             owner,
             event,
@@ -99,16 +92,6 @@ pub fn began(call: &BeginCall, reply: &Reply) -> Decision<OrderClaim> {
         Ok(outcome) => decided(&call.shared, outcome, call.key, call.owner, &call.event),
         Err(e) => store_failed(&call.shared, &e),
     }
-}
-
-/// A begin answered after its stream went away: a resource it claimed is released, and so is the
-/// delivery id's claim (the event was never forwarded).
-pub fn abandoned(call: BeginCall, decision: Decision<OrderClaim>) {
-    if let Decision::Forward(Some(claim)) = decision {
-        settle(&call.shared, claim, false, false);
-    }
-    let (key, owner) = call.claim;
-    crate::settle::release(&call.shared, key, owner);
 }
 
 fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Decision<OrderClaim> {

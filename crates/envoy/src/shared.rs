@@ -123,20 +123,11 @@ pub struct Exchange {
 
 /// A store operation waiting for its answer (an entry of the callout table).
 pub enum StoreCall {
-    /// A request's claim; the stream waits, paused.
-    Claim {
-        stream: u32,
-        shared: Rc<Shared>,
-        key: StorageKey,
-        owner: OwnerToken,
-    },
-    /// A token's use; the stream waits, paused. `claim`: the claim the request already holds
-    /// (released if the stream is gone when the answer comes).
-    Consume {
-        stream: u32,
-        shared: Rc<Shared>,
-        claim: Option<(StorageKey, OwnerToken)>,
-    },
+    /// A request's claim; the stream (or, its client gone, its machine: [`crate::dispatch`])
+    /// waits, paused.
+    Claim { stream: u32 },
+    /// A token's use; the stream (or its machine) waits, paused.
+    Consume { stream: u32 },
     /// A completion or release; nobody waits.
     Finish(Finish),
     /// The ordering guard's begin; the stream waits, paused ([`crate::order`]).
@@ -157,10 +148,8 @@ pub struct Finish {
 /// that sent it still exists then.
 pub struct BeginCall {
     pub shared: Rc<Shared>,
-    /// The stream (HTTP context id) waiting.
+    /// The stream (HTTP context id) waiting, or its machine once its client is gone.
     pub stream: u32,
-    /// The delivery id's claim the stream holds (released if the stream is gone).
-    pub claim: (StorageKey, OwnerToken),
     pub key: StorageKey,
     pub owner: OwnerToken,
     pub event: String,

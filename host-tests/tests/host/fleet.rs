@@ -8,7 +8,7 @@ use crate::support::{created, order};
 use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::remote;
 use idemgate_host_tests::envoy::{CalloutFault, Clock};
-use idemgate_host_tests::scenario::{Envoy, Exchange, StoreService, RECORD_SECRET};
+use idemgate_host_tests::scenario::{Abort, Envoy, Exchange, StoreService, RECORD_SECRET};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -136,6 +136,37 @@ fn a_request_to_one_envoy_and_its_retry_to_the_other_run_once() {
     );
     assert!(matches!(claims[2], ClaimOutcome::Replay(_)), "{claims:?}");
     assert_eq!(finishes.len(), 1);
+    assert!(fleet.a.anomalies().is_empty() && fleet.b.anomalies().is_empty());
+}
+
+/// A client that leaves while its claim is asked of the store: the request's machine (kept
+/// until the answer comes) releases the claim the store grants, so its retry runs at once on
+/// either Envoy instead of waiting out the lease — and the request itself never ran.
+#[test]
+fn a_client_gone_while_its_claim_is_asked_leaves_no_claim_behind() {
+    let fleet = Fleet::start();
+    let gone = fleet
+        .a
+        .worker(0)
+        .send(order("k").abort_after(Abort::AfterRequest))
+        .unwrap();
+    assert_eq!(fleet.a.worker(0).pending_callouts().len(), 1, "the claim");
+    settle(&fleet.a);
+    assert!(!gone.reached_upstream());
+    let (claims, finishes) = fleet.ops();
+    assert!(
+        matches!(claims[..], [ClaimOutcome::Forward { .. }]),
+        "{claims:?}"
+    );
+    assert_eq!(finishes, [FinishOutcome::Released]);
+
+    let retry = fleet.b.worker(0).send(order("k")).unwrap();
+    settle(&fleet.b);
+    assert!(retry.reached_upstream(), "{:?}", retry.answer());
+    retry.respond(created()).unwrap();
+    settle(&fleet.b);
+    assert!(is_created(&retry));
+    assert_eq!(fleet.executions(), 1);
     assert!(fleet.a.anomalies().is_empty() && fleet.b.anomalies().is_empty());
 }
 

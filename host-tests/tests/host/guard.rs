@@ -65,6 +65,8 @@ enum Input {
     Chunk(bool),
     Ended(bool),
     ClockFailed,
+    /// The client left.
+    Gone,
 }
 
 const INPUTS: &[Input] = &[
@@ -94,6 +96,7 @@ const INPUTS: &[Input] = &[
     Input::Ended(true),
     Input::Ended(false),
     Input::ClockFailed,
+    Input::Gone,
 ];
 
 fn claim_outcome(case: u8) -> Result<ClaimOutcome, ProtocolError> {
@@ -166,6 +169,8 @@ struct Seen {
     resource: Option<u32>,
     settles: Vec<bool>,
     resource_to_exchange: bool,
+    /// The client left: nothing is answered or sent for it any more.
+    gone: bool,
 }
 
 impl Seen {
@@ -224,6 +229,8 @@ impl Run {
             Input::Head(_) => forwarded && seen.headed.is_none(),
             Input::Chunk(_) => forwarded && seen.headed.is_some(),
             Input::Ended(_) => forwarded,
+            // A client can leave at any time, once.
+            Input::Gone => !seen.gone,
         }
     }
 
@@ -280,6 +287,7 @@ impl Run {
                 (ResponseFacts::InDoubt, DoubtCause::ClientGone)
             }),
             Input::ClockFailed => m.clock_failed(),
+            Input::Gone => m.gone(),
         }
     }
 
@@ -291,10 +299,13 @@ impl Run {
         self.feed(input);
         let (actions, events) = self.take();
         if !awaited {
-            // A host's mistake is said; an upstream event for a request not forwarded (or over)
-            // is nothing to it.
+            // A host's mistake is said; an upstream event for a request not forwarded (or over),
+            // or its client leaving twice, is nothing to it.
             let said = matches!(actions[..], [Action::Warn(Warning::OutOfOrder(_))]);
-            let upstream = matches!(input, Input::Head(_) | Input::Chunk(_) | Input::Ended(_));
+            let upstream = matches!(
+                input,
+                Input::Head(_) | Input::Chunk(_) | Input::Ended(_) | Input::Gone
+            );
             assert!(
                 said || (upstream && actions.is_empty()),
                 "{:?} {path:?} then {input:?}: not awaited, yet {actions:?}",
@@ -317,10 +328,20 @@ impl Run {
             Input::Chunk(_) => seen.chunks += 1,
             Input::Sent(0) => seen.exchange = true,
             Input::Sent(2) => seen.lost = true,
+            Input::Gone => seen.gone = true,
             _ => {}
         }
-        seen.waits = None;
+        // The client leaving answers nothing the request waits for.
+        if !matches!(input, Input::Gone) {
+            seen.waits = None;
+        }
         self.check(actions, &events, path, Some(input));
+        assert_eq!(
+            self.machine.is_orphaned(),
+            self.seen.gone && self.seen.waits.is_some(),
+            "{:?} {path:?} then {input:?}: orphaned is gone and waiting",
+            self.shape
+        );
         true
     }
 
@@ -346,6 +367,17 @@ impl Run {
                 Action::Ask(_) | Action::Order { .. } | Action::Detach { .. }
             ) {
                 assert_eq!(i + 1, n, "{}: a waiting action is not the last", at());
+            }
+            if matches!(
+                action,
+                Action::Ask(_)
+                    | Action::Order { .. }
+                    | Action::Detach { .. }
+                    | Action::Forward
+                    | Action::Pass
+                    | Action::Answer(_)
+            ) {
+                assert!(!seen.gone, "{}: {action:?} for a client gone", at());
             }
             match action {
                 Action::Ask(Ask::Claim(claim)) => {
@@ -486,7 +518,10 @@ impl Run {
     fn check_end(&self, path: &[Input]) {
         let seen = &self.seen;
         let shape = self.shape;
-        assert!(seen.fated(), "{shape:?} {path:?}: ended without a fate");
+        assert!(
+            seen.fated() || seen.gone,
+            "{shape:?} {path:?}: ended without a fate"
+        );
         if seen.won {
             assert!(
                 seen.finishes.len() == 1 || seen.exchange,

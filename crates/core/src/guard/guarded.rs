@@ -304,6 +304,8 @@ pub struct Guarded<O, H> {
     lease: Span,
     state: State<O, H>,
     queue: Queue<O, H>,
+    /// The client is gone ([`Guarded::gone`]): nothing is sent or answered for it any more.
+    gone: bool,
 }
 
 impl<O, H> Guarded<O, H> {
@@ -320,6 +322,7 @@ impl<O, H> Guarded<O, H> {
                 events: Events::default(),
                 overflow: false,
             },
+            gone: false,
         }
     }
 
@@ -402,22 +405,6 @@ impl<O, H> Guarded<O, H> {
         }
     }
 
-    /// The claim this request holds while it waits on its course: what a host gives back if
-    /// the request's client is gone when the answer comes.
-    pub fn held_claim(&self) -> Option<(StorageKey, OwnerToken)> {
-        match &self.state {
-            State::Ordering {
-                after: After::Owner { key, owner, .. },
-                ..
-            }
-            | State::Using {
-                after: After::Owner { key, owner, .. },
-                ..
-            } => Some((*key, *owner)),
-            _ => None,
-        }
-    }
-
     /// The store answered the question the last [`Action::Ask`] asked.
     pub fn answered(&mut self, reply: Answer, policy: &Policy) {
         match (core::mem::replace(&mut self.state, State::Over), reply) {
@@ -442,7 +429,7 @@ impl<O, H> Guarded<O, H> {
                 }
                 let http = answer(&refusal);
                 self.not_forwarded(after, order);
-                self.queue.push(Action::Answer(http));
+                self.reply(http);
             }
             (state, _) => self.out_of_order(state, "a store answer"),
         }
@@ -455,7 +442,7 @@ impl<O, H> Guarded<O, H> {
                 Decision::Forward(order) => self.go(course, after, order),
                 Decision::Answer(http) => {
                     self.not_forwarded(after, None);
-                    self.queue.push(Action::Answer(http));
+                    self.reply(http);
                 }
             },
             state => self.out_of_order(state, "an ordering decision"),
@@ -474,14 +461,14 @@ impl<O, H> Guarded<O, H> {
                 self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
                 self.settle_order(order, false);
                 let problem = EdgeAnswer::Relay(RelayProblem::NotSent);
-                self.queue.push(Action::Answer(answer(&problem)));
+                self.reply(answer(&problem));
             }
             // The claim holds until its lease ends, so a retry cannot run the request twice.
             Sent::Lost => {
                 self.finish(key, owner, ResponseFacts::InDoubt, DoubtCause::Other);
                 let retry_after = self.lease;
                 let problem = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
-                self.queue.push(Action::Answer(answer(&problem)));
+                self.reply(answer(&problem));
             }
         }
     }
@@ -561,6 +548,32 @@ impl<O, H> Guarded<O, H> {
         self.finish(key, owner, facts, cause);
     }
 
+    /// The client is gone (its stream reset or done before its answer). Whatever the request
+    /// waits for — a store answer, the ordering guard's decision, whether its exchange went
+    /// out — is still taken, but the request no longer goes on: a claim it wins or holds is
+    /// released (the upstream never saw it), a resource claim given back, and nothing is
+    /// answered. A body being taken in is dropped (nothing was claimed yet). A request already
+    /// out is settled by its end ([`Guarded::ended`]), a detached exchange by its answer.
+    pub fn gone(&mut self) {
+        self.gone = true;
+        if let State::Taking(_) = self.state {
+            self.state = State::Over;
+        }
+    }
+
+    /// Whether the request waits for a store answer, an ordering decision or a send while its
+    /// client is gone: the host keeps it until that comes, then carries out what it gives back.
+    pub fn is_orphaned(&self) -> bool {
+        self.gone
+            && matches!(
+                self.state,
+                State::Claiming { .. }
+                    | State::Ordering { .. }
+                    | State::Using { .. }
+                    | State::Sending { .. }
+            )
+    }
+
     /// The host could not read the clock a local store question needs: answered 503, and the
     /// claim the request holds given back (nothing was sent).
     pub fn clock_failed(&mut self) {
@@ -571,7 +584,7 @@ impl<O, H> Guarded<O, H> {
             state => return self.out_of_order(state, "a clock failure"),
         }
         let http = answer(&EdgeAnswer::ClockUnavailable);
-        self.queue.push(Action::Answer(http));
+        self.reply(http);
     }
 
     fn claimed(
@@ -600,7 +613,7 @@ impl<O, H> Guarded<O, H> {
                     EdgeAnswer::StoreFailed(e) => self.warn(Warning::StoreFailed((*e).clone())),
                     _ => {}
                 }
-                self.queue.push(Action::Answer(answer(&edge)));
+                self.reply(answer(&edge));
             }
             Next::Unguarded => {
                 if let Err(e) = outcome {
@@ -613,8 +626,13 @@ impl<O, H> Guarded<O, H> {
         }
     }
 
-    /// Takes the course's next step.
+    /// Takes the course's next step — none once the client is gone: what the request holds is
+    /// given back instead.
     fn go(&mut self, mut course: Course<Ordered>, after: After<H>, order: Option<O>) {
+        if self.gone {
+            self.state = State::Over;
+            return self.not_forwarded(after, order);
+        }
         match course.step() {
             Step::Order(ordered) => {
                 let After::Owner { key, owner, .. } = &after else {
@@ -710,6 +728,13 @@ impl<O, H> Guarded<O, H> {
     fn settle_order(&mut self, order: Option<O>, applied: bool) {
         if let Some(claim) = order {
             self.queue.push(Action::SettleOrder { claim, applied });
+        }
+    }
+
+    /// Answers the client, unless it is gone.
+    fn reply(&mut self, http: HttpAnswer) {
+        if !self.gone {
+            self.queue.push(Action::Answer(http));
         }
     }
 

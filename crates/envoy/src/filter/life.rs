@@ -29,20 +29,18 @@ impl Filter {
                 break;
             };
             match action {
-                guard::Action::Ask(ask) => match self.ask(ask, &machine) {
+                guard::Action::Ask(ask) => match self.ask(ask) {
                     Asked::Now(answer) => machine.answered(answer, &self.shared.policy),
                     Asked::NoClock => machine.clock_failed(),
                     // The request waits for the answer: its last action (the machine's rule).
                     Asked::Later(token) => (call, result) = (Some(token), Action::Pause),
                 },
-                guard::Action::Order {
-                    ordered,
-                    key,
-                    owner,
-                } => match order::begin(&self.shared, ordered, self.context_id, (key, owner)) {
-                    Begun::Now(decision) => machine.ordered(decision),
-                    Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
-                },
+                guard::Action::Order { ordered, .. } => {
+                    match order::begin(&self.shared, ordered, self.context_id) {
+                        Begun::Now(decision) => machine.ordered(decision),
+                        Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
+                    }
+                }
                 guard::Action::Detach {
                     key,
                     owner,
@@ -102,9 +100,9 @@ impl Filter {
     }
 
     /// Asks the store the machine's question: the local store at once, or the remote store by a
-    /// callout whose answer is delivered to [`Filter::answered`] (or, the stream gone, gives back
-    /// what the request holds).
-    fn ask(&self, ask: Ask, machine: &Machine) -> Asked {
+    /// callout whose answer is delivered to this filter — the stream's, or its machine's once the
+    /// client is gone ([`crate::dispatch`]).
+    fn ask(&self, ask: Ask) -> Asked {
         let shared = &self.shared;
         let policy = &shared.policy;
         if remote_store::is_remote(shared) {
@@ -112,12 +110,7 @@ impl Filter {
             let (request, pending) = match &ask {
                 Ask::Claim(c) => (
                     client::claim(c.key, c.fingerprint, c.owner, c.payers, policy),
-                    StoreCall::Claim {
-                        stream,
-                        shared: Rc::clone(shared),
-                        key: c.key,
-                        owner: c.owner,
-                    },
+                    StoreCall::Claim { stream },
                 ),
                 Ask::Consume {
                     use_key,
@@ -125,11 +118,7 @@ impl Filter {
                     payers,
                 } => (
                     client::consume(*use_key, *expires_at, *payers, policy),
-                    StoreCall::Consume {
-                        stream,
-                        shared: Rc::clone(shared),
-                        claim: machine.held_claim(),
-                    },
+                    StoreCall::Consume { stream },
                 ),
             };
             return match remote_store::call(shared, &request, |_| pending) {
@@ -161,7 +150,8 @@ impl Filter {
     }
 
     /// Hands the machine of a stream paused for a callout its answer, and resumes the request if
-    /// it goes on.
+    /// it goes on. A machine whose client is gone carries out what it gives back (a claim
+    /// released, a resource given back) and has no request to resume.
     fn answer_with(&mut self, f: impl FnOnce(&mut Machine)) {
         let Stage::Guarded {
             mut machine,
@@ -170,9 +160,12 @@ impl Filter {
         else {
             return;
         };
+        let orphaned = machine.is_orphaned();
         f(&mut machine);
         let action = self.run(machine);
-        self.resume(action);
+        if !orphaned {
+            self.resume(action);
+        }
     }
 
     /// The remote store answered this request's claim (with this stream made the effective

@@ -5,9 +5,18 @@ use super::*;
 
 impl Filter {
     /// Ends the forwarded request with what is known now (response complete, or the stream is
-    /// over). Any other stage is over too: a stream paused for a callout no longer waits, so the
-    /// callout's answer gives back what it claimed (`crate::dispatch`).
+    /// over). A request paused for a callout is told its client is gone: its machine takes the
+    /// answer when it comes (`crate::dispatch` keeps this filter until then) and gives back what
+    /// it holds.
     pub(super) fn end(&mut self, complete: bool) {
+        if let Stage::Guarded {
+            machine,
+            call: Some(_),
+        } = &mut self.stage
+        {
+            machine.gone();
+            return;
+        }
         let Some(mut machine) = self.take_machine() else {
             return;
         };

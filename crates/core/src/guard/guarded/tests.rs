@@ -423,3 +423,69 @@ fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
     let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
     assert_eq!(acts, [Action::Forward]);
 }
+
+#[test]
+fn a_claim_won_after_the_client_left_is_released_and_nothing_answered() {
+    let policy = Policy::defaults();
+    let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
+    machine.gone();
+    assert!(
+        machine.is_orphaned(),
+        "it still waits for the store's answer"
+    );
+    let (acts, events) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    assert_eq!(events, [Event::Claimed]);
+    assert!(
+        matches!(
+            &acts[..],
+            [Action::Finish {
+                key: KEY,
+                owner: OWNER,
+                facts: ResponseFacts::NeverReached,
+                ..
+            }]
+        ),
+        "{acts:?}"
+    );
+    assert!(!machine.is_orphaned() && !machine.expects_more());
+}
+
+#[test]
+fn an_event_let_on_after_the_client_left_gives_back_both_claims() {
+    let policy = Policy::defaults();
+    let course = Course::claimed(Some(ordered()), Some(TOKEN));
+    let mut machine = asked(&policy, RouteKind::Callback, course, None);
+    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    assert!(matches!(&acts[..], [Action::Order { .. }]), "{acts:?}");
+    machine.gone();
+    // The event would apply (resource claim 7): the token is never used, both are given back.
+    let (acts, _) = given!(machine.ordered(Decision::Forward(Some(7))));
+    assert!(
+        matches!(
+            &acts[..],
+            [
+                Action::Finish {
+                    facts: ResponseFacts::NeverReached,
+                    ..
+                },
+                Action::SettleOrder {
+                    claim: 7,
+                    applied: false
+                }
+            ]
+        ),
+        "{acts:?}"
+    );
+}
+
+#[test]
+fn a_refusal_after_the_client_left_is_not_answered() {
+    let policy = Policy::defaults();
+    let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
+    machine.gone();
+    let conflict = Ok(ClaimOutcome::Conflict {
+        retry_after: Span::from_secs(1),
+    });
+    let (acts, _) = given!(machine.answered(Answer::Claim(conflict), &policy));
+    assert!(acts.is_empty(), "{acts:?}");
+}
