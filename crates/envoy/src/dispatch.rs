@@ -7,7 +7,7 @@
 //! panic.
 //!
 //! Callout answers (`proxy_on_http_call_response`) arrive on the *root* context that owns the
-//! call; the root's [`CalloutTable`] says what the token was for, and the stream that asked is
+//! call; the root's [`crate::callout::CalloutTable`] says what the token was for, and the stream that asked is
 //! looked up here — it may be gone, which is the point of [`crate::detached`].
 #![allow(unsafe_code)]
 

@@ -16,6 +16,7 @@
 //! classified by [`crate::origin`] as "never reached" (release) or "in doubt" (keep in flight).
 
 use crate::abi::{Action, BufferType, Headers, LogLevel, MapType};
+use crate::backend::{self, Backend, NoClock};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;

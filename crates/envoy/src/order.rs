@@ -6,6 +6,7 @@
 //! settles the resource ([`settle`]).
 
 use crate::abi::{LogLevel, MapType};
+use crate::backend::{self, Backend, NoClock};
 use crate::host;
 use crate::metrics::Counter;
 #[allow(unused_imports)]
@@ -43,21 +44,26 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let Ordered { rule, key, event } = ordered;
-    if crate::remote_store::is_remote(shared) {
-        let request = client::order_begin(key, owner, &event, &rule, policy);
-        let call = BeginCall {
-            shared: Rc::clone(shared),
-            stream,
-            key,
-            owner,
-            event,
-        };
-        let pending = |_| StoreCall::OrderBegin(Box::new(call));
-        return match crate::remote_store::call(shared, &request, pending) {
-            Ok(token) => Begun::Later(token),
-            Err(e) => Begun::Now(store_failed(shared, &e)),
-        };
-    }
+    let (mut store, now) = match backend::of(shared) {
+        Ok(Backend::Local { store, now }) => (store, now),
+        // No clock, no decision (issue 22): nothing was forwarded or claimed here.
+        Err(NoClock) => return Begun::Now(Decision::Answer(answer(&EdgeAnswer::ClockUnavailable))),
+        Ok(Backend::Remote) => {
+            let request = client::order_begin(key, owner, &event, &rule, policy);
+            let call = BeginCall {
+                shared: Rc::clone(shared),
+                stream,
+                key,
+                owner,
+                event,
+            };
+            let pending = |_| StoreCall::OrderBegin(Box::new(call));
+            return match crate::remote_store::call(shared, &request, pending) {
+                Ok(token) => Begun::Later(token),
+                Err(e) => Begun::Now(store_failed(shared, &e)),
+            };
+        }
+    };
     let cell = Layout {
         capacity: policy.capacity,
     }
@@ -75,11 +81,6 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
         },
         per_cell: policy.capacity.per_cell,
     };
-    let Some(now) = host::now() else {
-        // No clock, no decision (issue 22): nothing was forwarded or claimed here.
-        return Begun::Now(Decision::Answer(answer(&EdgeAnswer::ClockUnavailable)));
-    };
-    let mut store = shared.store();
     Begun::Now(match run(&mut store, cell, mutation, now) {
         Ok(outcome) => decided(shared, outcome, key, owner, &event),
         Err(e) => store_failed(shared, &e),
@@ -164,19 +165,29 @@ fn decided(
 pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: bool) {
     let policy = &shared.policy;
     let Claimed { key, owner, to } = *claim.0;
-    if crate::remote_store::is_remote(shared) {
-        let request = client::order_settle(key, owner, &to, applied, policy);
-        let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
-        if let Err(e) = crate::remote_store::call(shared, &request, pending) {
-            // Not landed: the resource stays claimed until its lease ends, then is free again.
-            shared.metrics.bump(Counter::StoreError);
-            host::log(
-                LogLevel::Warn,
-                &format!("order: store failed settling: {e}"),
-            );
+    let (mut store, now) = match backend::of(shared) {
+        Ok(Backend::Local { store, now }) => (store, now),
+        Ok(Backend::Remote) => {
+            let request = client::order_settle(key, owner, &to, applied, policy);
+            let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
+            if let Err(e) = crate::remote_store::call(shared, &request, pending) {
+                // Not landed: the resource stays claimed until its lease ends, then is free again.
+                shared.metrics.bump(Counter::StoreError);
+                host::log(
+                    LogLevel::Warn,
+                    &format!("order: store failed settling: {e}"),
+                );
+            }
+            return;
         }
-        return;
-    }
+        Err(NoClock) => {
+            // Nothing can be written without knowing when: the resource's claim holds until its
+            // lease ends, as when the store fails.
+            shared.metrics.bump(Counter::StoreError);
+            host::log(LogLevel::Warn, "order: could not settle without a clock");
+            return;
+        }
+    };
     let cell = Layout {
         capacity: policy.capacity,
     }
@@ -188,14 +199,6 @@ pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: 
         applied,
         ttl: policy.ttl,
     };
-    let Some(now) = host::now() else {
-        // Nothing can be written without knowing when: the resource's claim holds until its
-        // lease ends, as when the store fails.
-        shared.metrics.bump(Counter::StoreError);
-        host::log(LogLevel::Warn, "order: could not settle without a clock");
-        return;
-    };
-    let mut store = shared.store();
     let settled = run(&mut store, cell, mutation, now);
     if let (Ok(SettleOutcome::Released), true) = (&settled, on_stream) {
         log_outcome("not_applied");

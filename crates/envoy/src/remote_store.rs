@@ -35,11 +35,6 @@ use idemgate_core::store::StoreError;
 /// The `:authority` of store requests (the service does not look at it).
 const AUTHORITY: &str = "idemgate-store";
 
-/// Whether the policy keeps records in the remote store.
-pub fn is_remote(shared: &Shared) -> bool {
-    matches!(shared.policy.store, StoreKind::Remote { .. })
-}
-
 /// What a claim's answer means for `key`; a replay is checked against the record secrets first
 /// (in the core: [`client::claim_outcome`]), so a planted or altered answer is never replayed.
 pub fn claim_outcome(

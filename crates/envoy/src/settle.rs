@@ -3,6 +3,7 @@
 //! detached path (a callout's answer, possibly after the stream is gone).
 
 use crate::abi::LogLevel;
+use crate::backend::{self, Backend, NoClock};
 use crate::host;
 use crate::metrics::Counter;
 use crate::origin::DoubtCause;
@@ -29,21 +30,23 @@ pub fn settle(
     cause: DoubtCause,
     on_stream: bool,
 ) -> Option<FinishOutcome> {
-    if crate::remote_store::is_remote(shared) {
-        return crate::remote_store::settle(shared, key, owner, facts, cause);
-    }
-    let Some(now) = host::now() else {
-        // Nothing can be written without knowing when: the claim holds until its lease ends,
-        // so the outcome is in doubt, as when the store fails.
-        shared.metrics.bump(Counter::StoreError);
-        host::log(
-            LogLevel::Warn,
-            "could not settle without a clock: kept in flight",
-        );
-        return None;
+    let (mut store, now) = match backend::of(shared) {
+        Ok(Backend::Local { store, now }) => (store, now),
+        Ok(Backend::Remote) => {
+            return crate::remote_store::settle(shared, key, owner, facts, cause)
+        }
+        Err(NoClock) => {
+            // Nothing can be written without knowing when: the claim holds until its lease
+            // ends, so the outcome is in doubt, as when the store fails.
+            shared.metrics.bump(Counter::StoreError);
+            host::log(
+                LogLevel::Warn,
+                "could not settle without a clock: kept in flight",
+            );
+            return None;
+        }
     };
     let policy = &shared.policy;
-    let mut store = shared.store();
     let mut engine = Engine {
         store: &mut store,
         policy,

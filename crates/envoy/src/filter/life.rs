@@ -3,7 +3,7 @@
 //! remote store by callout (the stream paused until it answers), the ordering guard asked, the
 //! request let on or sent on a detached exchange, an answer sent, a claim finished, a resource
 //! settled — and each answer handed back to the machine. Whether the store is local or remote is
-//! decided in [`Filter::ask`] only.
+//! decided in [`crate::backend`] only.
 
 use super::*;
 
@@ -105,34 +105,34 @@ impl Filter {
     fn ask(&self, ask: Ask) -> Asked {
         let shared = &self.shared;
         let policy = &shared.policy;
-        if remote_store::is_remote(shared) {
-            let stream = self.context_id;
-            let (request, pending) = match &ask {
-                Ask::Claim(c) => (
-                    client::claim(c.key, c.fingerprint, c.owner, c.payers, policy),
-                    StoreCall::Claim { stream },
-                ),
-                Ask::Consume {
-                    use_key,
-                    expires_at,
-                    payers,
-                } => (
-                    client::consume(*use_key, *expires_at, *payers, policy),
-                    StoreCall::Consume { stream },
-                ),
-            };
-            return match remote_store::call(shared, &request, |_| pending) {
-                Ok(token) => Asked::Later(token),
-                Err(e) => Asked::Now(match ask {
-                    Ask::Claim(_) => Answer::Claim(Err(e)),
-                    Ask::Consume { .. } => Answer::Consume(Err(e)),
-                }),
-            };
-        }
-        let Some(now) = host::now() else {
-            return Asked::NoClock;
+        let (mut store, now) = match backend::of(shared) {
+            Ok(Backend::Local { store, now }) => (store, now),
+            Err(NoClock) => return Asked::NoClock,
+            Ok(Backend::Remote) => {
+                let stream = self.context_id;
+                let (request, pending) = match &ask {
+                    Ask::Claim(c) => (
+                        client::claim(c.key, c.fingerprint, c.owner, c.payers, policy),
+                        StoreCall::Claim { stream },
+                    ),
+                    Ask::Consume {
+                        use_key,
+                        expires_at,
+                        payers,
+                    } => (
+                        client::consume(*use_key, *expires_at, *payers, policy),
+                        StoreCall::Consume { stream },
+                    ),
+                };
+                return match remote_store::call(shared, &request, |_| pending) {
+                    Ok(token) => Asked::Later(token),
+                    Err(e) => Asked::Now(match ask {
+                        Ask::Claim(_) => Answer::Claim(Err(e)),
+                        Ask::Consume { .. } => Answer::Consume(Err(e)),
+                    }),
+                };
+            }
         };
-        let mut store = shared.store();
         let mut engine = Engine {
             store: &mut store,
             policy,
