@@ -192,6 +192,20 @@ pub enum Event {
     PreconditionRequired,
     /// Refused by the route's precondition: a malformed `If-Match` (400).
     PreconditionMalformed,
+    /// The ordering guard let an event on that applies: its resource is claimed.
+    OrderForwarded,
+    /// Early, but its patience (`forward_after`) was over: let on without claiming its resource.
+    OrderForwardedEarly,
+    /// Acknowledged without forwarding: applied before, or stale.
+    OrderAlreadyApplied,
+    /// Acknowledged without forwarding: no state from here on accepts it.
+    OrderIllegal,
+    /// 409: deliver it again later.
+    OrderEarly,
+    /// 409: another event for its resource is being forwarded.
+    OrderBusy,
+    /// 409: the resource's state is not in the table.
+    OrderStateUnknown,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed

@@ -21,10 +21,12 @@ use crate::transition::{check_if_match, DeclaredTable, PreconditionError};
 use alloc::string::String;
 use alloc::vec::Vec;
 
+mod decide;
 pub mod local;
 mod probe;
 pub mod resource;
 
+pub use decide::{decide, Applies};
 pub use probe::{applies, Ordered, Probe, ResourceMissing};
 pub use resource::{begin, settle, Begin, BeginOutcome, Resource, ResourceClaim, SettleOutcome};
 

@@ -47,6 +47,13 @@ impl From<Event> for Counter {
             Event::OrderResourceMissing => Counter::OrderResourceMissing,
             Event::PreconditionRequired => Counter::PreconditionRequired,
             Event::PreconditionMalformed => Counter::PreconditionMalformed,
+            Event::OrderForwarded => Counter::OrderForwarded,
+            Event::OrderForwardedEarly => Counter::OrderForwardedEarly,
+            Event::OrderAlreadyApplied => Counter::OrderAlreadyApplied,
+            Event::OrderIllegal => Counter::OrderIllegal,
+            Event::OrderEarly => Counter::OrderEarly,
+            Event::OrderBusy => Counter::OrderBusy,
+            Event::OrderStateUnknown => Counter::OrderStateUnknown,
         }
     }
 }

@@ -14,13 +14,11 @@ use crate::prelude::*;
 use crate::remote_store::Reply;
 use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
-use idemgate_core::answer::order::{order_answer, OrderAnswer};
 use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::guard::Decision;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
-use idemgate_core::order::{Begin, BeginOutcome, Ordered, SettleOutcome};
-use idemgate_core::policy::FailureMode;
+use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
 use idemgate_core::protocol::run;
 use idemgate_core::protocol::ProtocolError;
 use idemgate_core::record::OwnerToken;
@@ -60,7 +58,8 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
             let pending = |_| StoreCall::OrderBegin(Box::new(call));
             return match crate::remote_store::call(shared, &request, pending) {
                 Ok(token) => Begun::Later(token),
-                Err(e) => Begun::Now(store_failed(shared, &e)),
+                // A store failure names no state: the event's name is not logged with it.
+                Err(e) => Begun::Now(decided(shared, Err(e), key, owner, "")),
             };
         }
     };
@@ -81,81 +80,52 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
         },
         per_cell: policy.capacity.per_cell,
     };
-    Begun::Now(match run(&mut store, cell, mutation, now) {
-        Ok(outcome) => decided(shared, outcome, key, owner, &event),
-        Err(e) => store_failed(shared, &e),
-    })
+    let outcome = run(&mut store, cell, mutation, now);
+    Begun::Now(decided(shared, outcome, key, owner, &event))
 }
 
 /// The remote store answered a begin: decided as a local one would be.
 pub fn began(call: &BeginCall, reply: &Reply) -> Decision<OrderClaim> {
-    match client::begin_outcome(reply.answer()) {
-        Ok(outcome) => decided(&call.shared, outcome, call.key, call.owner, &call.event),
-        Err(e) => store_failed(&call.shared, &e),
-    }
+    let outcome = client::begin_outcome(reply.answer());
+    decided(&call.shared, outcome, call.key, call.owner, &call.event)
 }
 
-fn store_failed(shared: &Rc<Shared>, e: &ProtocolError) -> Decision<OrderClaim> {
-    shared.metrics.bump(Counter::StoreError);
-    host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
-    match shared.policy.on_store_error {
-        FailureMode::PassThrough => Decision::Forward(None),
-        FailureMode::Reject => Decision::Answer(answer(&EdgeAnswer::StoreFailed(e))),
-    }
-}
-
-/// Acts on a begin's outcome: the claim to settle, or the answer, counted and logged.
+/// The core's decision for the ordering guard's outcome ([`idemgate_core::order::decide`]),
+/// counted and logged; an event that applies carries its resource's claim (`key`, `owner`), settled
+/// when the upstream answers.
 fn decided(
-    shared: &Rc<Shared>,
-    outcome: BeginOutcome,
+    shared: &Shared,
+    outcome: Result<BeginOutcome, ProtocolError>,
     key: StorageKey,
     owner: OwnerToken,
     event: &str,
 ) -> Decision<OrderClaim> {
     let policy = &shared.policy;
-    log_outcome(outcome.name());
-    let count = |counter| shared.metrics.bump(counter);
-    match outcome {
-        BeginOutcome::Apply { to } => {
-            count(Counter::OrderForwarded);
+    let (decision, events) = match outcome {
+        Ok(outcome) => {
+            log_outcome(outcome.name());
+            if let BeginOutcome::Illegal { state, .. } = &outcome {
+                host::log(
+                    LogLevel::Info,
+                    &format!("order: event {event:?} is illegal in state {state:?}: acknowledged, not forwarded"),
+                );
+            }
+            decide(policy, Ok(outcome))
+        }
+        Err(e) => {
+            host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
+            decide(policy, Err(&e))
+        }
+    };
+    for event in events.iter() {
+        shared.metrics.bump(Counter::from(event));
+    }
+    match decision {
+        Decision::Forward(Some(Applies { to })) => {
             Decision::Forward(Some(OrderClaim(Box::new(Claimed { key, owner, to }))))
         }
-        BeginOutcome::ForwardEarly => {
-            count(Counter::OrderForwardedEarly);
-            Decision::Forward(None)
-        }
-        BeginOutcome::StoreFull { retry_after } => {
-            count(Counter::StoreFull);
-            match policy.on_store_full {
-                FailureMode::PassThrough => Decision::Forward(None),
-                FailureMode::Reject => {
-                    Decision::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
-                }
-            }
-        }
-        BeginOutcome::QuotaExceeded { retry_after } => {
-            count(Counter::QuotaExceeded);
-            Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after }))
-        }
-        other => match OrderAnswer::of(&other) {
-            Some(edge) => {
-                count(match &other {
-                    BeginOutcome::AlreadyApplied { .. } => Counter::OrderAlreadyApplied,
-                    BeginOutcome::Illegal { .. } => Counter::OrderIllegal,
-                    BeginOutcome::Early { .. } => Counter::OrderEarly,
-                    BeginOutcome::Busy { .. } => Counter::OrderBusy,
-                    _ => Counter::OrderStateUnknown,
-                });
-                if let BeginOutcome::Illegal { state, .. } = &other {
-                    host::log(
-                        LogLevel::Info,
-                        &format!("order: event {event:?} is illegal in state {state:?}: acknowledged, not forwarded"),
-                    );
-                }
-                Decision::Answer(order_answer(&edge))
-            }
-            None => Decision::Forward(None),
-        },
+        Decision::Forward(None) => Decision::Forward(None),
+        Decision::Answer(http) => Decision::Answer(http),
     }
 }
 

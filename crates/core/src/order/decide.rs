@@ -1,0 +1,187 @@
+//! What the edge does with the ordering guard's outcome (issue 22: the HTTP meaning of each
+//! decision mapped once, in the core): the event goes on — claiming its resource when it applies
+//! — or is answered here, with the failure modes for a store that is full or failed; and the
+//! events a host counts. Both stores' outcomes (the local one's at once, the store service's by
+//! callout) come through here.
+
+use super::BeginOutcome;
+use crate::answer::order::{order_answer, OrderAnswer};
+use crate::answer::{answer, EdgeAnswer};
+use crate::guard::{Decision, Event, Events};
+use crate::policy::{FailureMode, Policy};
+use crate::protocol::ProtocolError;
+use alloc::string::String;
+
+/// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx
+/// answer comes back (the host keeps it with the claim's key and owner).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Applies {
+    pub to: String,
+}
+
+/// The decision for the ordering guard's `outcome`, and what to count.
+pub fn decide(
+    policy: &Policy,
+    outcome: Result<BeginOutcome, &ProtocolError>,
+) -> (Decision<Applies>, Events) {
+    let counted = |decision, event| (decision, Events::of(&[event]));
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => {
+            let decision = match policy.on_store_error {
+                FailureMode::PassThrough => Decision::Forward(None),
+                FailureMode::Reject => Decision::Answer(answer(&EdgeAnswer::StoreFailed(e))),
+            };
+            return counted(decision, Event::StoreError);
+        }
+    };
+    if let Some(edge) = OrderAnswer::of(&outcome) {
+        let event = match &outcome {
+            BeginOutcome::AlreadyApplied { .. } => Event::OrderAlreadyApplied,
+            BeginOutcome::Illegal { .. } => Event::OrderIllegal,
+            BeginOutcome::Early { .. } => Event::OrderEarly,
+            BeginOutcome::Busy { .. } => Event::OrderBusy,
+            _ => Event::OrderStateUnknown,
+        };
+        return counted(Decision::Answer(order_answer(&edge)), event);
+    }
+    match outcome {
+        BeginOutcome::Apply { to } => counted(
+            Decision::Forward(Some(Applies { to })),
+            Event::OrderForwarded,
+        ),
+        BeginOutcome::ForwardEarly => counted(Decision::Forward(None), Event::OrderForwardedEarly),
+        BeginOutcome::StoreFull { retry_after } => {
+            let decision = match policy.on_store_full {
+                FailureMode::PassThrough => Decision::Forward(None),
+                FailureMode::Reject => {
+                    Decision::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
+                }
+            };
+            counted(decision, Event::StoreFull)
+        }
+        BeginOutcome::QuotaExceeded { retry_after } => counted(
+            Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
+            Event::QuotaExceeded,
+        ),
+        // Not named by the table (or answered above): handled as without `order`.
+        _ => (Decision::Forward(None), Events::default()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+    use crate::time::Span;
+    use alloc::string::ToString;
+
+    fn policy(mode: FailureMode) -> Policy {
+        let mut policy = Policy::defaults();
+        policy.on_store_error = mode;
+        policy.on_store_full = mode;
+        policy
+    }
+
+    fn status(decision: &Decision<Applies>) -> Option<u16> {
+        match decision {
+            Decision::Answer(http) => Some(http.status),
+            Decision::Forward(_) => None,
+        }
+    }
+
+    #[test]
+    fn each_outcome_is_let_on_or_answered_and_counted_once() {
+        let retry_after = Span::from_secs(3);
+        let state = || "paid".to_string();
+        let cases = [
+            (
+                BeginOutcome::Apply { to: state() },
+                None,
+                Some(Event::OrderForwarded),
+            ),
+            (
+                BeginOutcome::ForwardEarly,
+                None,
+                Some(Event::OrderForwardedEarly),
+            ),
+            (BeginOutcome::NotOrdered, None, None),
+            (
+                BeginOutcome::AlreadyApplied { state: state() },
+                Some(200),
+                Some(Event::OrderAlreadyApplied),
+            ),
+            (
+                BeginOutcome::Illegal {
+                    state: state(),
+                    terminal: true,
+                },
+                Some(200),
+                Some(Event::OrderIllegal),
+            ),
+            (
+                BeginOutcome::Early { retry_after },
+                Some(409),
+                Some(Event::OrderEarly),
+            ),
+            (
+                BeginOutcome::Busy { retry_after },
+                Some(409),
+                Some(Event::OrderBusy),
+            ),
+            (
+                BeginOutcome::UnknownState { state: state() },
+                Some(500),
+                Some(Event::OrderStateUnknown),
+            ),
+            (
+                BeginOutcome::QuotaExceeded { retry_after },
+                Some(429),
+                Some(Event::QuotaExceeded),
+            ),
+            (
+                BeginOutcome::StoreFull { retry_after },
+                Some(503),
+                Some(Event::StoreFull),
+            ),
+        ];
+        for (outcome, answered, event) in cases {
+            let name = outcome.name();
+            let applies = matches!(outcome, BeginOutcome::Apply { .. });
+            let (decision, events) = decide(&policy(FailureMode::Reject), Ok(outcome));
+            assert_eq!(status(&decision).is_some(), answered.is_some(), "{name}");
+            if let (Some(got), Some(want)) = (status(&decision), answered) {
+                // Acknowledged events are 2xx; the rest as the core's answers say.
+                assert_eq!(got / 100, want / 100, "{name}: {got}");
+            }
+            assert_eq!(
+                events.iter().collect::<alloc::vec::Vec<_>>(),
+                event.into_iter().collect::<alloc::vec::Vec<_>>(),
+                "{name}"
+            );
+            assert_eq!(
+                matches!(decision, Decision::Forward(Some(Applies { .. }))),
+                applies,
+                "{name}: only an event that applies claims its resource"
+            );
+        }
+    }
+
+    #[test]
+    fn a_full_or_failed_store_follows_its_failure_mode() {
+        let full = || BeginOutcome::StoreFull {
+            retry_after: Span::from_secs(1),
+        };
+        let failed = ProtocolError::Store(StoreError::Unavailable("down".into()));
+        let pass = policy(FailureMode::PassThrough);
+        assert_eq!(decide(&pass, Ok(full())).0, Decision::Forward(None));
+        assert_eq!(decide(&pass, Err(&failed)).0, Decision::Forward(None));
+        let reject = policy(FailureMode::Reject);
+        assert_eq!(status(&decide(&reject, Err(&failed)).0), Some(503));
+        let (_, events) = decide(&reject, Err(&failed));
+        assert_eq!(
+            events.iter().collect::<alloc::vec::Vec<_>>(),
+            [Event::StoreError]
+        );
+    }
+}
