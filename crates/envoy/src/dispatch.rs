@@ -212,7 +212,7 @@ pub extern "C" fn proxy_on_done(context_id: u32) -> u32 {
 pub extern "C" fn proxy_on_delete(context_id: u32) {
     with_vm((), |vm| match vm.streams.remove(&context_id) {
         Some(mut filter) => {
-            if filter.orphaned() {
+            if filter.client_gone() {
                 vm.orphans.insert(context_id, filter);
             }
         }
@@ -239,7 +239,7 @@ fn deliver(vm: &mut Vm, stream: u32, token: u32, f: impl FnOnce(&mut Filter)) ->
         return false;
     }
     f(filter);
-    if !filter.orphaned() {
+    if !filter.is_orphaned() {
         vm.orphans.remove(&stream);
     }
     true

@@ -138,20 +138,23 @@ impl Filter {
         }
     }
 
-    /// Whether this filter's stream is gone while its machine waits for a callout: it is kept
-    /// until that answer comes ([`crate::dispatch`]). A stream deleted without its end being
-    /// told is told here.
-    pub fn orphaned(&mut self) -> bool {
-        match &mut self.stage {
-            Stage::Guarded {
-                machine,
-                call: Some(_),
-            } => {
-                machine.gone();
-                machine.is_orphaned()
-            }
-            _ => false,
+    /// The stream is deleted: a machine waiting for a callout is told its client is gone (if
+    /// its end was not told already). Whether this filter must be kept until that answer
+    /// comes ([`crate::dispatch`]).
+    pub fn client_gone(&mut self) -> bool {
+        if let Stage::Guarded {
+            machine,
+            call: Some(_),
+        } = &mut self.stage
+        {
+            machine.gone();
         }
+        self.is_orphaned()
+    }
+
+    /// Whether this filter's stream is gone while its machine waits for a callout.
+    pub fn is_orphaned(&self) -> bool {
+        matches!(&self.stage, Stage::Guarded { machine, call: Some(_) } if machine.is_orphaned())
     }
 
     /// The machine of a stream that does not wait for a callout (its body being taken in, or
