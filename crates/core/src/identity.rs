@@ -177,15 +177,13 @@ impl ScopeHashes {
         let Ok(mut kept) = self.0.try_borrow_mut() else {
             return scope_hash(scope);
         };
-        let same = |h: &Option<Hashed>| {
-            h.as_ref()
-                .is_some_and(|h| h.source == scope.source && h.value == scope.value)
-        };
-        if let Some(at) = kept.iter().position(same) {
+        let found = kept.iter().enumerate().find_map(|(at, h)| {
+            let h = h.as_ref()?;
+            (h.source == scope.source && h.value == scope.value).then_some((at, h.hash))
+        });
+        if let Some((at, hash)) = found {
             kept[..=at].rotate_right(1);
-            if let Some(hashed) = &kept[0] {
-                return hashed.hash;
-            }
+            return hash;
         }
         let hash = scope_hash(scope);
         kept.rotate_right(1);
