@@ -142,14 +142,22 @@ impl Filter {
     /// its end was not told already). Whether this filter must be kept until that answer
     /// comes ([`crate::dispatch`]).
     pub fn client_gone(&mut self) -> bool {
-        if let Stage::Guarded {
-            machine,
-            call: Some(_),
-        } = &mut self.stage
-        {
-            machine.gone();
-        }
+        self.tell_waiting_gone();
         self.is_orphaned()
+    }
+
+    /// Tells a machine waiting for a callout that its client is gone; whether one was waiting.
+    fn tell_waiting_gone(&mut self) -> bool {
+        match &mut self.stage {
+            Stage::Guarded {
+                machine,
+                call: Some(_),
+            } => {
+                machine.gone();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Whether this filter's stream is gone while its machine waits for a callout.

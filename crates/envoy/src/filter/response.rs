@@ -9,12 +9,7 @@ impl Filter {
     /// answer when it comes (`crate::dispatch` keeps this filter until then) and gives back what
     /// it holds.
     pub(super) fn end(&mut self, complete: bool) {
-        if let Stage::Guarded {
-            machine,
-            call: Some(_),
-        } = &mut self.stage
-        {
-            machine.gone();
+        if self.tell_waiting_gone() {
             return;
         }
         let Some(mut machine) = self.take_machine() else {
