@@ -613,7 +613,7 @@ pub fn parse_size(text: &str) -> Option<u64> {
         .bytes()
         .position(|b| !b.is_ascii_digit())
         .unwrap_or(text.len());
-    let (number, unit) = text.split_at(digits);
+    let (number, unit) = text.split_at_checked(digits)?;
     let number: u64 = number.parse().ok()?;
     let unit = unit.trim();
     let (_, scale) = UNITS.iter().find(|(name, _)| *name == unit)?;

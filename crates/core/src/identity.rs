@@ -128,8 +128,8 @@ fn peer(facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
 /// `10.0.0.1:5678` → `10.0.0.1`, `[::1]:5678` → `[::1]`; anything else unchanged.
 pub fn peer_host(address: &str) -> &str {
     if address.starts_with('[') {
-        return match address.find(']') {
-            Some(end) => &address[..=end],
+        return match address.find(']').and_then(|end| address.get(..=end)) {
+            Some(bracketed) => bracketed,
             None => address,
         };
     }

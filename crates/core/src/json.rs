@@ -61,7 +61,7 @@ mod pointer;
 mod tests;
 mod tokenizer;
 
-pub use document::{Number, Value};
+pub use document::{Number, Quoted, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
 

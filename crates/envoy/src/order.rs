@@ -16,6 +16,7 @@ use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
 use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::guard::Decision;
+use idemgate_core::json::Quoted;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
@@ -107,7 +108,11 @@ fn decided(
             if let BeginOutcome::Illegal { state, .. } = &outcome {
                 host::log(
                     LogLevel::Info,
-                    &format!("order: event {event:?} is illegal in state {state:?}: acknowledged, not forwarded"),
+                    &format!(
+                        "order: event {} is illegal in state {}: acknowledged, not forwarded",
+                        Quoted(event),
+                        Quoted(state)
+                    ),
                 );
             }
             decide(policy, Ok(outcome))
