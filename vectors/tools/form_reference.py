@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent reference for vectors/form.json (canonical application/x-www-form-urlencoded digests).
 
-Written from the spec in crates/core/src/form.rs, not from the Rust code: the Rust side is a
+Written from the spec in crates/core/src/request/form.rs, not from the Rust code: the Rust side is a
 chunk-fed state machine that encodes pairs as it goes; this one splits the whole body, decodes each
 piece, sorts with Python's stable sort and encodes at the end. Stdlib only.
 

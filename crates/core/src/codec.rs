@@ -1,7 +1,7 @@
 //! Big-endian binary reading and writing for stored records. Reads are bounds-checked and return
 //! `Truncated` instead of panicking: stored bytes are treated as untrusted input.
 
-use crate::record::DecodeError;
+use crate::store::record::DecodeError;
 use alloc::vec::Vec;
 
 #[derive(Default)]

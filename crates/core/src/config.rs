@@ -2,25 +2,25 @@
 //! fields are refused (a typo must not silently become a default); every error names the field and
 //! the reason, so Envoy's log line for a rejected config is enough to fix it.
 //!
-//! The document is read with [`crate::json::Value`] and mapped field by field (no serde): the
+//! The document is read with [`crate::request::json::Value`] and mapped field by field (no serde): the
 //! shipped filter stays free of serde's code size, and the mapping is where the unknown-field and
 //! type checks live, each naming the field's path (`routes[1].methods`).
 
-use crate::fingerprint::{FingerprintMode, FingerprintSpec};
-use crate::json::{JsonLimits, JsonPointer};
-use crate::key_source::KeySource;
+use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::client::token::TokenSecret;
+use crate::order::transition::TableError;
 use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, Policy, Route,
     ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
     DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
-use crate::share::{Share, Shares};
-use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
+use crate::request::json::{JsonLimits, JsonPointer};
+use crate::request::key_source::KeySource;
+use crate::store::share::{Share, Shares};
 use crate::text::Text;
 use crate::time::Span;
-use crate::token::TokenSecret;
-use crate::transition::TableError;
 use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -96,12 +96,12 @@ pub struct RouteConfig {
 pub use preset::PresetConfig;
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as
-/// JSON for [`DeclaredTable`](crate::transition::DeclaredTable) to read), and `early.retry_after` / `early.forward_after`.
+/// JSON for [`DeclaredTable`](crate::order::transition::DeclaredTable) to read), and `early.retry_after` / `early.forward_after`.
 #[derive(Debug, Clone, Default)]
 pub struct OrderConfig {
     pub resource: Option<KeySourceConfig>,
     pub event: Option<KeySourceConfig>,
-    pub table: Option<crate::json::Value>,
+    pub table: Option<crate::request::json::Value>,
     pub retry_after: Option<String>,
     pub forward_after: Option<String>,
 }
@@ -266,7 +266,7 @@ pub enum Size {
 
 /// Defaults, in one place (the README's configuration reference lists the same values).
 pub mod defaults {
-    pub const HEADER: &str = crate::key::HEADER;
+    pub const HEADER: &str = crate::request::key::HEADER;
     pub const TTL: &str = "24h";
     pub const LEASE: &str = "60s";
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
@@ -284,7 +284,7 @@ pub mod defaults {
     pub const IPV4_PREFIX: u8 = 32;
     pub const IPV6_PREFIX: u8 = 64;
     pub const TOKEN_TTL: &str = "10m";
-    pub const TOKEN_ISSUE_PATH: &str = crate::token::ISSUE_PATH;
+    pub const TOKEN_ISSUE_PATH: &str = crate::client::token::ISSUE_PATH;
     pub const TOKEN_HEADER: &str = "idemgate-token";
     pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
     /// The variable holding the secret that seals a remote store's answers (`store.kind: "remote"`).
@@ -459,7 +459,7 @@ impl Policy {
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
-                case_sensitive: crate::target::CASE_SENSITIVE_BY_DEFAULT,
+                case_sensitive: crate::request::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: Forward::Router,
                 kind: RouteKind::Api,
                 key_from: alloc::vec![KeySource::Header(header.clone())].into(),
@@ -855,7 +855,7 @@ impl Config {
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
                 token: TokenRequirement::None,
-                case_sensitive: crate::target::CASE_SENSITIVE_BY_DEFAULT,
+                case_sensitive: crate::request::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: self.compile_forward(None, lease)?,
                 kind: RouteKind::Api,
                 key_from: default_key_from,
@@ -958,11 +958,11 @@ impl Config {
                     })
                 }
             };
-            // Stored in the form requests are compared in (see `crate::path`).
+            // Stored in the form requests are compared in (see `crate::request::path`).
             let case_sensitive = route
                 .case_sensitive
-                .unwrap_or(crate::target::CASE_SENSITIVE_BY_DEFAULT);
-            let mut prefix = crate::path::normalize(&route.prefix);
+                .unwrap_or(crate::request::target::CASE_SENSITIVE_BY_DEFAULT);
+            let mut prefix = crate::request::path::normalize(&route.prefix);
             if !case_sensitive {
                 prefix.make_ascii_lowercase();
             }

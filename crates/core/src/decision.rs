@@ -1,10 +1,12 @@
 //! The two pure decisions (semantics §4 and §5): what to do with a request given the record found,
 //! and what to do with the record given how the request ended. Neither touches a store; the
-//! [`crate::protocol`] applies them atomically, and [`crate::answer`] turns them into HTTP.
+//! [`crate::store::protocol`] applies them atomically, and [`crate::decision::answer`] turns them into HTTP.
 
-use crate::fingerprint::Fingerprint;
+pub mod answer;
+
 use crate::policy::Policy;
-use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::request::fingerprint::Fingerprint;
+use crate::store::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -95,7 +97,7 @@ pub(crate) fn claim_with(
         owner,
         lease_until: now.after(lease).min(expires_at),
         expires_at,
-        payers: crate::share::Payers::NONE,
+        payers: crate::store::share::Payers::NONE,
     }
 }
 
@@ -180,7 +182,9 @@ pub(crate) fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
         ResponseFacts::InDoubt => Verdict::KeepInFlight,
         // Not an HTTP status the record can hold (a host bug or a hostile upstream): whether the
         // upstream acted is unknown, so this is an outcome in doubt, never a poisoned record.
-        ResponseFacts::Upstream { status, .. } if !crate::record::is_storable_status(status) => {
+        ResponseFacts::Upstream { status, .. }
+            if !crate::store::record::is_storable_status(status) =>
+        {
             Verdict::KeepInFlight
         }
         ResponseFacts::Upstream { status, .. } if !policy.store_rule.stores(status) => {

@@ -6,7 +6,7 @@
 //!    forwarded unguarded, or [`Keyed`] — whose [`Keyed::take`] starts the machine;
 //! 2. from there on, its life is one sans-IO state machine, [`Guarded`]: the host hands in what
 //!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
-//!    `max_request_body`, each kept copy reserved from the hashing [`crate::budget`]), the body's
+//!    `max_request_body`, each kept copy reserved from the hashing [`crate::request::budget`]), the body's
 //!    end, the store's [`Answer`], the ordering guard's [`Decision`], whether a detached exchange
 //!    was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]: what
 //!    the request holds is given back once its answer comes) — and carries out the
@@ -22,9 +22,9 @@
 //! thing hosts differ in, and the machine cannot tell. The host decides nothing.
 //!
 //! ```
-//! use idemgate_core::budget::HashingBudget;
+//! use idemgate_core::request::budget::HashingBudget;
 //! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
-//! use idemgate_core::identity::{ScopeHashes, Unreadable};
+//! use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 //! use idemgate_core::{Engine, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
 //! use std::cell::Cell;
 //! use std::rc::Rc;
@@ -129,19 +129,19 @@ pub use intake::{BodyRefusal, Intake, PendingKey, Taken};
 pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
 
-use crate::admission::Refusal;
-use crate::answer::EdgeAnswer;
+use crate::client::admission::Refusal;
+use crate::client::token::TokenError;
+use crate::decision::answer::EdgeAnswer;
 use crate::policy::{FailureMode, Policy};
-use crate::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use crate::record::OwnerToken;
-use crate::token::TokenError;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
+use crate::store::record::OwnerToken;
 
 /// What becomes of the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Next<'a> {
     /// Forward it upstream as the key's owner; its end is settled with `owner`.
     Forward { owner: OwnerToken, takeover: bool },
-    /// Answer it here with this (the host sends [`crate::answer::answer`] of it).
+    /// Answer it here with this (the host sends [`crate::decision::answer::answer`] of it).
     Answer(EdgeAnswer<'a>),
     /// Forward it without idempotency: the store could not decide and the failure mode is
     /// `pass_through`. A one-time token the route requires must still be used first.
@@ -376,8 +376,8 @@ fn claim_failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Ne
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{StoredBody, StoredResponse};
-    use crate::seal::SealError;
+    use crate::store::record::{StoredBody, StoredResponse};
+    use crate::store::seal::SealError;
     use crate::store::StoreError;
     use crate::time::Span;
     use alloc::vec::Vec;

@@ -6,18 +6,18 @@
 //! Sans-IO like the rest of the core: [`OrderRule::read`] turns a request's headers and body into
 //! the resource and the event; [`resource::begin`] and [`resource::settle`] are the rules, pure
 //! functions over the resource's record (`Option<&Resource>`) and the time the host passes in;
-//! [`local`] runs them on the local store's cells and [`crate::remote`] carries them to the store
+//! [`local`] runs them on the local store's cells and [`crate::store::remote`] carries them to the store
 //! service, so every store applies the same rules. What each outcome answers is in
-//! [`crate::answer`] ([`crate::answer::order`]).
+//! [`crate::decision::answer`] ([`crate::decision::answer::order`]).
 //!
 //! `precondition: "if-match"` is here too ([`Precondition`]): the edge only checks that an update
 //! names a version (`If-Match`, RFC 9110 §13.1.1); the origin compares it and answers 412.
 
-use crate::json::Value;
-use crate::key_source::KeySource;
-use crate::scope::{QuotaTag, Scope, StorageKey};
+use crate::client::scope::{QuotaTag, Scope, StorageKey};
+use crate::order::transition::{check_if_match, DeclaredTable, PreconditionError};
+use crate::request::json::Value;
+use crate::request::key_source::KeySource;
 use crate::time::Span;
-use crate::transition::{check_if_match, DeclaredTable, PreconditionError};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -25,6 +25,7 @@ mod decide;
 pub mod local;
 mod probe;
 pub mod resource;
+pub mod transition;
 
 pub use decide::{decide, Applies};
 pub use probe::{applies, Ordered, Probe, ResourceMissing};
@@ -122,7 +123,7 @@ fn field<'h>(
     let text = match source {
         KeySource::Header(name) => {
             let values = header(name);
-            let first = crate::key::trim_ows(values.first()?);
+            let first = crate::request::key::trim_ows(values.first()?);
             String::from(core::str::from_utf8(first).ok()?)
         }
         KeySource::Json(pointer) => match pointer.resolve(json?)? {
@@ -131,7 +132,7 @@ fn field<'h>(
             _ => return None,
         },
         KeySource::Form(name) => {
-            String::from_utf8(crate::key_source::form_field(body, name)?).ok()?
+            String::from_utf8(crate::request::key_source::form_field(body, name)?).ok()?
         }
         _ => return None,
     };

@@ -2,7 +2,7 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-use crate::fingerprint::FingerprintSpec;
+use crate::request::fingerprint::FingerprintSpec;
 use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -49,7 +49,7 @@ pub const DEFAULT_RELEASE_STATUSES: &[u16] = &[408, 425, 429, 502, 503, 504];
 /// A method-and-path rule that says the filter guards these requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// Path prefix, matched against the normalised path without its query (`crate::path`);
+    /// Path prefix, matched against the normalised path without its query (`crate::request::path`);
     /// stored normalised, and in lower case when the route is not case-sensitive.
     pub prefix: String,
     /// Upper-case methods guarded on this route.
@@ -65,9 +65,9 @@ pub struct Route {
     pub kind: RouteKind,
     /// Where the key comes from, in order; the first source present wins (default: the key
     /// header).
-    pub key_from: alloc::sync::Arc<[crate::key_source::KeySource]>,
+    pub key_from: alloc::sync::Arc<[crate::request::key_source::KeySource]>,
     /// On callback routes: the provider's signature every delivery must carry.
-    pub signature: Option<crate::signature::SignatureRule>,
+    pub signature: Option<crate::client::signature::SignatureRule>,
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
     pub pass_through: Option<PassThrough>,
@@ -86,7 +86,7 @@ impl Route {
         let key = self
             .key_from
             .iter()
-            .any(|source| !matches!(source, crate::key_source::KeySource::Header(_)));
+            .any(|source| !matches!(source, crate::request::key_source::KeySource::Header(_)));
         let order = self.order.as_ref().is_some_and(|rule| rule.needs_body());
         let detached = matches!(self.forward, Forward::Detached(_));
         1 + u64::from(key) + u64::from(order) + u64::from(detached)
@@ -112,7 +112,7 @@ impl PassThrough {
         let values = header(&self.header);
         !values.is_empty()
             && values.iter().all(|value| {
-                let value = crate::key::trim_ows(value);
+                let value = crate::request::key::trim_ows(value);
                 self.values.iter().any(|v| v.as_bytes() == value)
             })
     }
@@ -174,7 +174,7 @@ pub const REENTRY_MARK: &str = "x-idemgate-reentry";
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.
     fn path_for(&self, normalized: &str) -> String {
-        crate::target::spell(normalized, self.case_sensitive)
+        crate::request::target::spell(normalized, self.case_sensitive)
     }
 
     fn matches(&self, method: &str, normalized: &str) -> bool {
@@ -200,10 +200,10 @@ pub struct Matched<'p> {
 impl Matched<'_> {
     /// What the request's fingerprint hashes as its path: [`Matched::path`] with the query of
     /// `path_and_query` (the raw `:path`) as sent. The browser module gets the same spelling from
-    /// [`crate::target::of_fetch`].
+    /// [`crate::request::target::of_fetch`].
     #[must_use]
     pub fn target<'a>(&'a self, path_and_query: &str) -> alloc::borrow::Cow<'a, str> {
-        crate::target::with_query(&self.path, path_and_query)
+        crate::request::target::with_query(&self.path, path_and_query)
     }
 }
 
@@ -256,7 +256,7 @@ impl ScopeSource {
     /// `jwt_authn`'s payload) or filter state (`filter_state`, e.g. `ext_authz`). Any other
     /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
     /// `source.port`): records of an unverified scope are charged to the peer too
-    /// ([`crate::share`]).
+    /// ([`crate::store::share`]).
     pub fn is_verified(&self) -> bool {
         match self {
             ScopeSource::Header(_) => false,
@@ -320,7 +320,7 @@ impl Capacity {
 pub const REPLAYED_HEADERS_BOUND: u64 = 60 * 1024;
 
 /// Bytes one record takes besides its body and headers: key, fingerprint, seal, times, status,
-/// lengths, and its ledger holds ([`crate::share::ledger`]).
+/// lengths, and its ledger holds ([`crate::store::share::ledger`]).
 pub const RECORD_OVERHEAD: u64 = 160;
 
 /// The most memory the local store can take with this layout (issue 23): every record a stored
@@ -346,7 +346,7 @@ pub fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
 /// One-time token settings.
 #[derive(Clone)]
 pub struct TokenPolicy {
-    pub secret: crate::token::TokenSecret,
+    pub secret: crate::client::token::TokenSecret,
     pub ttl: Span,
     /// Path of the issuing endpoint (GET or POST).
     pub issue_path: String,
@@ -391,8 +391,8 @@ pub struct Policy {
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,
     pub capacity: Capacity,
-    /// Each payer's share of the whole store ([`crate::share`]).
-    pub shares: crate::share::Shares,
+    /// Each payer's share of the whole store ([`crate::store::share`]).
+    pub shares: crate::store::share::Shares,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,
@@ -413,7 +413,7 @@ pub enum StoreKind {
         /// How long one operation may take; no answer by then is a store failure.
         timeout: Span,
         /// Seal every stored answer and check it before a replay (`store.record_secret_env`).
-        secrets: crate::seal::RecordSecrets,
+        secrets: crate::store::seal::RecordSecrets,
     },
 }
 
@@ -424,9 +424,9 @@ impl Policy {
     }
 
     /// The first route guarding this request and the path its rules use. `path` is the raw
-    /// request path (a query allowed); it is normalised first (`crate::path::normalize`).
+    /// request path (a query allowed); it is normalised first (`crate::request::path::normalize`).
     pub fn match_request(&self, method: &str, path: &str) -> Option<Matched<'_>> {
-        let normalized = crate::path::normalize(path_without_query(path));
+        let normalized = crate::request::path::normalize(path_without_query(path));
         let route = self
             .routes
             .iter()

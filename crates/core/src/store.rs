@@ -1,9 +1,16 @@
 //! The one stateful seam: a tiny compare-and-set store of byte cells. Envoy shared data, the
 //! in-memory map below (tests, the browser) and a future fleet store implement it; the protocol
-//! that claims, completes and releases keys over it is written once, in [`crate::protocol`].
+//! that claims, completes and releases keys over it is written once, in [`crate::store::protocol`].
 
+pub mod protocol;
+pub mod record;
+pub mod remote;
+pub(crate) mod rule;
+pub mod seal;
+pub mod share;
+
+use crate::client::scope::StorageKey;
 use crate::policy::Capacity;
-use crate::scope::StorageKey;
 use alloc::collections::BTreeMap;
 use alloc::string::String;
 use alloc::vec::Vec;

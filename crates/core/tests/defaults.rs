@@ -76,7 +76,7 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert_eq!(policy.capacity.per_cell, 8);
     // A tenth of the store for each address and each identity (issue 23): of its records, and
     // of its memory bound — 10,000 × (64 KiB body + 60 KiB headers + 160 B) — in bytes.
-    let tenth = Some(idemgate_core::share::Share {
+    let tenth = Some(idemgate_core::store::share::Share {
         records: 1_000,
         bytes: 127_136_000,
     });

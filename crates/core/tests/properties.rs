@@ -4,16 +4,16 @@
 //! panics on arbitrary input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::fingerprint::Fingerprint;
-use idemgate_core::key::IdempotencyKey;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::protocol::{
     Claim, ClaimOutcome, Engine, FinishOutcome, Step, StoreReply, StoreRequest, Transaction,
 };
-use idemgate_core::record::{Bucket, OwnerToken, Record};
-use idemgate_core::scope::{Scope, StorageKey};
-use idemgate_core::share::Payers;
+use idemgate_core::store::record::{Bucket, OwnerToken, Record};
+use idemgate_core::store::share::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store};
 use idemgate_core::time::UnixMillis;
 use proptest::prelude::*;
@@ -153,8 +153,8 @@ proptest! {
         let _ = Policy::from_json(&text, &|_| None);
         let _ = Policy::from_json(&String::from_utf8_lossy(&bytes), &|_| None);
         let _ = text.parse::<idemgate_core::time::Span>();
-        let secret = idemgate_core::token::TokenSecret::new(b"0123456789abcdef").unwrap();
-        let _ = idemgate_core::token::verify(&secret, &text, &[0; 32], UnixMillis(0));
+        let secret = idemgate_core::client::token::TokenSecret::new(b"0123456789abcdef").unwrap();
+        let _ = idemgate_core::client::token::verify(&secret, &text, &[0; 32], UnixMillis(0));
     }
 }
 

@@ -4,22 +4,24 @@
 //! it gives the same outcomes as the local protocol for any sequence of operations.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::scope::Scope;
+use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError};
-use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
-use idemgate_core::remote::client::{self, Answer};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::Resume;
-use idemgate_core::remote::{
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::store::protocol::{
+    ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError,
+};
+use idemgate_core::store::record::{OwnerToken, Record, StoredBody, StoredResponse};
+use idemgate_core::store::remote::client::{self, Answer};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::Resume;
+use idemgate_core::store::remote::{
     Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
     StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
-use idemgate_core::scope::Scope;
-use idemgate_core::scope::StorageKey;
-use idemgate_core::seal::{RecordSecrets, SealError};
-use idemgate_core::share::{Billed, PayerTag, Payers, Share, PEER_GROUP_SOURCE};
+use idemgate_core::store::seal::{RecordSecrets, SealError};
+use idemgate_core::store::share::{Billed, PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;

@@ -1,7 +1,7 @@
 //! Retry decisions through the public API; delays worked out by hand in the comments.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::retry::{
+use idemgate_core::browser::retry::{
     classify, next, AttemptOutcome, FinalReason, RetryDecision, RetryPolicy, StatusClass,
 };
 use idemgate_core::time::{Span, UnixMillis};

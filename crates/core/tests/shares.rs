@@ -4,14 +4,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::fingerprint::Fingerprint;
-use idemgate_core::key::IdempotencyKey;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
-use idemgate_core::record::OwnerToken;
-use idemgate_core::scope::{Scope, StorageKey};
-use idemgate_core::share::{self, Payers};
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
+use idemgate_core::store::record::OwnerToken;
+use idemgate_core::store::share::{self, Payers};
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};
 

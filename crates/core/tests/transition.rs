@@ -2,7 +2,7 @@
 //! by hand from the rule in `transition.rs`'s module docs, one table cell at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::transition::{
+use idemgate_core::order::transition::{
     check_if_match, check_version, PreconditionError, StateTable, TableError, Transition,
     TransitionError, SUBMIT_LIFECYCLE,
 };

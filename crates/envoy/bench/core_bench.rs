@@ -10,17 +10,17 @@
 
 mod order_body;
 
+use idemgate_core::client::scope::{scope_hash, Scope, StorageKey};
+use idemgate_core::client::token::{issue, verify, TokenSecret};
 use idemgate_core::decision::ResponseFacts;
-use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::key::IdempotencyKey;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{ClaimOutcome, Engine, FinishOutcome};
-use idemgate_core::record::OwnerToken;
-use idemgate_core::scope::{scope_hash, Scope, StorageKey};
-use idemgate_core::share::Payers;
+use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
+use idemgate_core::store::record::OwnerToken;
+use idemgate_core::store::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::token::{issue, verify, TokenSecret};
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -130,7 +130,7 @@ fn main() {
     let payers = Payers::of(scope, false, Some(&[4, 32, 127, 0, 0, 1]));
     let now = UnixMillis(1_800_000_000_000);
     let mut store = MemoryStore::new();
-    let fp = idemgate_core::fingerprint::Fingerprint([7; 32]);
+    let fp = idemgate_core::request::fingerprint::Fingerprint([7; 32]);
     let key_of = |i: u64| {
         let mut k = [0u8; 32];
         k[..8].copy_from_slice(&i.to_le_bytes());

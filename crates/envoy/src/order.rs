@@ -14,17 +14,17 @@ use crate::prelude::*;
 use crate::remote_store::Reply;
 use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
-use idemgate_core::answer::{answer, EdgeAnswer};
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::decision::answer::{answer, EdgeAnswer};
 use idemgate_core::guard::Decision;
-use idemgate_core::json::Quoted;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
-use idemgate_core::protocol::run;
-use idemgate_core::protocol::ProtocolError;
-use idemgate_core::record::OwnerToken;
-use idemgate_core::remote::client;
-use idemgate_core::scope::StorageKey;
+use idemgate_core::request::json::Quoted;
+use idemgate_core::store::protocol::run;
+use idemgate_core::store::protocol::ProtocolError;
+use idemgate_core::store::record::OwnerToken;
+use idemgate_core::store::remote::client;
 use idemgate_core::store::Layout;
 
 pub use crate::access_log::ORDER_FIELD;
@@ -207,7 +207,7 @@ fn count_settled(shared: &Shared, settled: Result<SettleOutcome, ProtocolError>)
 /// Marks an upstream answer that applied an event (`idemgate-order: applied`), on the router
 /// path's response headers.
 pub fn mark_response() {
-    let (name, value) = idemgate_core::answer::order::applied_header();
+    let (name, value) = idemgate_core::decision::answer::order::applied_header();
     if crate::abi::add_header(MapType::HttpResponseHeaders, &name, &value).is_err() {
         host::log(
             LogLevel::Warn,

@@ -2,7 +2,7 @@
 //! finish and token use is one `POST /v1/op` to the store service (`idemgate-store`) through the
 //! Envoy cluster the configuration names, by `proxy_http_call` registered in the root context's
 //! [`crate::callout`] table. This module only carries bytes: the request bodies are built by
-//! `idemgate_core::remote::client`, and its `*_outcome` functions turn the answer — or its
+//! `idemgate_core::store::remote::client`, and its `*_outcome` functions turn the answer — or its
 //! absence — into the same outcomes the local store gives, or a store error for the failure mode.
 //!
 //! - A claim (and a token use) pauses the request; the answer resumes it or answers it
@@ -23,13 +23,13 @@ use crate::prelude::*;
 use crate::shared::{Finish, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use core::time::Duration;
+use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
-use idemgate_core::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
-use idemgate_core::record::OwnerToken;
-use idemgate_core::remote::client::{self, Answer};
-use idemgate_core::remote::wire::{End, Request, CONTENT_TYPE};
-use idemgate_core::scope::StorageKey;
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
+use idemgate_core::store::record::OwnerToken;
+use idemgate_core::store::remote::client::{self, Answer};
+use idemgate_core::store::remote::wire::{End, Request, CONTENT_TYPE};
 use idemgate_core::store::StoreError;
 
 /// The `:authority` of store requests (the service does not look at it).

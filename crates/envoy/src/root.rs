@@ -13,7 +13,7 @@ use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use core::time::Duration;
 use idemgate_core::policy::Policy;
-use idemgate_core::record::Bucket;
+use idemgate_core::store::record::Bucket;
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).
@@ -118,7 +118,7 @@ impl Root {
 /// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
 /// reload that adds cells, only those new cells are created while traffic flows. Returns how many
 /// cells this call created; an existing cell is left untouched. The ledger cells of the shares
-/// ([`idemgate_core::share`]) are cells like the others and are created the same way, when some
+/// ([`idemgate_core::store::share`]) are cells like the others and are created the same way, when some
 /// share is counted (`shares_counted`): with every share `"off"` no request writes one.
 pub fn precreate_cells<S: Store>(
     store: &mut S,
@@ -221,8 +221,8 @@ fn sweep<S: Store>(store: &mut S, cell: &str, now: idemgate_core::time::UnixMill
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::client::scope::StorageKey;
     use idemgate_core::policy::Capacity;
-    use idemgate_core::scope::StorageKey;
 
     #[test]
     fn owner_tokens_are_unique_per_vm_and_differ_across_vms() {

@@ -13,9 +13,9 @@ use crate::prelude::*;
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
+use idemgate_core::client::scope::StorageKey;
 use idemgate_core::policy::{Policy, RouteKind, Via};
-use idemgate_core::record::OwnerToken;
-use idemgate_core::scope::StorageKey;
+use idemgate_core::store::record::OwnerToken;
 use idemgate_core::time::UnixMillis;
 
 /// What every request context of a VM shares, by reference.
@@ -31,10 +31,10 @@ pub struct Shared {
     /// The root context's pending callouts (detached exchanges, store operations): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
-    /// The hashes of the last client scopes seen ([`idemgate_core::identity::ScopeHashes`]).
-    pub scopes: idemgate_core::identity::ScopeHashes,
+    /// The hashes of the last client scopes seen ([`idemgate_core::client::identity::ScopeHashes`]).
+    pub scopes: idemgate_core::client::identity::ScopeHashes,
     /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
-    pub hashing: Rc<idemgate_core::budget::HashingBudget>,
+    pub hashing: Rc<idemgate_core::request::budget::HashingBudget>,
 }
 
 impl Shared {

@@ -12,10 +12,10 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::record::{StoredBody, StoredResponse};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Request, Response};
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
+use idemgate_core::store::record::{StoredBody, StoredResponse};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
 use std::time::{Duration, Instant};
 use support::{claim, skey, Client, Redis, Service};

@@ -15,14 +15,14 @@ use crate::engine::{Cas, Engine, EngineError};
 use crate::entropy::Entropy;
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::remote::exchange::full;
-use idemgate_core::remote::Resume;
-use idemgate_core::remote::{
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::store::remote::exchange::full;
+use idemgate_core::store::remote::Resume;
+use idemgate_core::store::remote::{
     Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
     ValueVersion, Write,
 };
-use idemgate_core::scope::StorageKey;
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::sync::LazyLock;

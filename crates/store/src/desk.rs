@@ -15,8 +15,8 @@
 //! A batch runs in a task of its own, not in any request's future: a request that times out while
 //! it waits never leaves a key's desk busy for ever.
 
-use idemgate_core::remote::{Failure, LedgerJob, Settled, Settlement};
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::remote::{Failure, LedgerJob, Settled, Settlement};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
@@ -135,18 +135,18 @@ impl Desks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::remote::Resume;
-    use idemgate_core::share::{Billed, PayerTag, Share};
+    use idemgate_core::store::remote::Resume;
+    use idemgate_core::store::share::{Billed, PayerTag, Share};
 
     /// A payer's charge job, as the core's exchange asks for it.
     fn job(tag: u8) -> LedgerJob {
-        use idemgate_core::protocol::ClaimOutcome;
-        use idemgate_core::remote::exchange::{Exchange, Need, Step};
-        use idemgate_core::remote::{Request, Response, ValueVersion};
+        use idemgate_core::store::protocol::ClaimOutcome;
+        use idemgate_core::store::remote::exchange::{Exchange, Need, Step};
+        use idemgate_core::store::remote::{Request, Response, ValueVersion};
         let request = Request::Claim {
             key: StorageKey::from_stored([tag; 32]),
-            fingerprint: idemgate_core::fingerprint::Fingerprint([1; 32]),
-            owner: idemgate_core::record::OwnerToken([1; 16]),
+            fingerprint: idemgate_core::request::fingerprint::Fingerprint([1; 32]),
+            owner: idemgate_core::store::record::OwnerToken([1; 16]),
             lease: idemgate_core::time::Span::from_secs(30),
             ttl: idemgate_core::time::Span::from_secs(60),
             payers: vec![Billed {

@@ -6,7 +6,7 @@
 //! The bytes are the OS's own, handed out once each, in order: nothing is derived or reused,
 //! so a version is exactly as unpredictable and as unlikely to repeat as one drawn on its own.
 
-use idemgate_core::remote::ValueVersion;
+use idemgate_core::store::remote::ValueVersion;
 use std::sync::{Mutex, PoisonError};
 
 /// Bytes drawn per system call: 256 versions.

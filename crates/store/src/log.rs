@@ -6,9 +6,9 @@
 //! names the Redis key or row; and a client's idempotency key never reaches the service at all).
 
 use crate::config::{LogFormat, LogSettings};
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::remote::Response;
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::store::remote::Response;
 use tracing_subscriber::EnvFilter;
 
 /// The target of record events, so a filter can keep or drop them alone
@@ -119,7 +119,7 @@ pub fn record_event_via(event: RecordEvent, key: &StorageKey, via: &str) {
 mod tests {
     use super::*;
     use idemgate_core::hash::to_hex;
-    use idemgate_core::record::OwnerToken;
+    use idemgate_core::store::record::OwnerToken;
 
     #[test]
     fn the_hash_is_stable_short_and_not_the_key() {

@@ -8,11 +8,11 @@
 //! client sent for the configured source. Nothing here re-implements that derivation.
 
 use crate::engine::{Survey, UsageOfScope};
-use idemgate_core::key::IdempotencyKey;
+use idemgate_core::client::scope::{QuotaClass, QuotaTag, Scope, StorageKey};
 use idemgate_core::policy::Policy;
-use idemgate_core::record::{Record, StoredBody};
-use idemgate_core::remote::StoredValue;
-use idemgate_core::scope::{QuotaClass, QuotaTag, Scope, StorageKey};
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::record::{Record, StoredBody};
+use idemgate_core::store::remote::StoredValue;
 use idemgate_core::time::UnixMillis;
 use std::fmt::{self, Write as _};
 

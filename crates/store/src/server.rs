@@ -19,7 +19,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
-use idemgate_core::remote::{self, Failure};
+use idemgate_core::store::remote::{self, Failure};
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -9,9 +9,9 @@ mod support;
 
 use hyper::StatusCode;
 use idemgate_core::hash::to_hex;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Request, Response};
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::net::SocketAddr;
 use std::process::Command;
@@ -261,7 +261,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
             )
         })
         .collect();
-    let hash = |key: idemgate_core::scope::StorageKey| key.log_label();
+    let hash = |key: idemgate_core::client::scope::StorageKey| key.log_label();
     assert_eq!(
         events,
         vec![

@@ -8,11 +8,11 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::key::IdempotencyKey;
-use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Request, Response};
-use idemgate_core::scope::{QuotaTag, Scope, StorageKey};
+use idemgate_core::client::scope::{QuotaTag, Scope, StorageKey};
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -10,9 +10,9 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Failure, Request, Response};
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};
 use support::postgres::{self as pg, Postgres};

@@ -9,9 +9,9 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Failure, Request, Response};
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::Span;
 use std::time::{Duration, Instant};
 use support::postgres::Postgres;

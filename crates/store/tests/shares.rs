@@ -9,12 +9,12 @@
 
 mod support;
 
-use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::record::{StoredBody, StoredResponse};
-use idemgate_core::remote::wire::End;
-use idemgate_core::remote::{Failure, Request, Response};
-use idemgate_core::scope::StorageKey;
-use idemgate_core::share::{Billed, PayerTag, Share};
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
+use idemgate_core::store::record::{StoredBody, StoredResponse};
+use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::{Failure, Request, Response};
+use idemgate_core::store::share::{Billed, PayerTag, Share};
 use idemgate_core::time::Span;
 use support::postgres::{self as pg, Postgres};
 use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
@@ -39,7 +39,7 @@ fn claim(key: StorageKey, n: u32, payers: &[PayerTag], share: u64) -> Request {
 fn claim_within(key: StorageKey, n: u32, payers: &[PayerTag], share: Share) -> Request {
     Request::Claim {
         key,
-        fingerprint: idemgate_core::fingerprint::Fingerprint([7; 32]),
+        fingerprint: idemgate_core::request::fingerprint::Fingerprint([7; 32]),
         owner: owner(n),
         lease: Span::from_secs(30),
         ttl: Span::from_secs(3600),

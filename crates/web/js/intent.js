@@ -27,7 +27,7 @@ export function encodePayload(payload) {
 
 /**
  * The fingerprint that decides whether a payload is "the same" as the last one, by the core's
- * rule for its kind (`idemgate_core::intent::Payload`): canonical JSON for values sent as JSON
+ * rule for its kind (`idemgate_core::browser::intent::Payload`): canonical JSON for values sent as JSON
  * (member order does not matter), the bytes of a body, FormData by its entries (its multipart
  * encoding differs on every request); `null` for a stream (read once: never the same). JS only
  * tells the kinds apart and encodes the bytes. A `spec` (the intent's `fingerprint` option)

@@ -5,9 +5,9 @@
 
 use crate::object::{Json, Member};
 use alloc::string::String;
-use idemgate_core::fingerprint::FingerprintSpec;
-use idemgate_core::intent::Settled;
-use idemgate_core::retry::RetryPolicy;
+use idemgate_core::browser::intent::Settled;
+use idemgate_core::browser::retry::RetryPolicy;
+use idemgate_core::request::fingerprint::FingerprintSpec;
 use wasm_bindgen::prelude::*;
 
 /// The core's defaults as JSON:
@@ -50,17 +50,19 @@ pub fn defaults() -> String {
     out.raw(",\"maxNumberLen\":");
     out.number(u64::from(fp.json_limits.max_number_len));
     out.raw(",\"caseSensitive\":");
-    out.raw(if idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT {
-        "true"
-    } else {
-        "false"
-    });
+    out.raw(
+        if idemgate_core::request::target::CASE_SENSITIVE_BY_DEFAULT {
+            "true"
+        } else {
+            "false"
+        },
+    );
     out.raw("},\"tokenEndpoint\":");
-    out.string(idemgate_core::token::ISSUE_PATH);
+    out.string(idemgate_core::client::token::ISSUE_PATH);
     out.raw(",\"keyHeader\":");
-    out.string(idemgate_core::key::HEADER);
+    out.string(idemgate_core::request::key::HEADER);
     out.raw(",\"replayedHeader\":");
-    out.string(idemgate_core::answer::REPLAYED_HEADER);
+    out.string(idemgate_core::decision::answer::REPLAYED_HEADER);
     out.raw(",\"unanswered\":");
     out.raw(&settled(Settled::UNANSWERED).0);
     out.raw(",\"resolved\":");
@@ -80,7 +82,7 @@ pub fn settled(settled: Settled) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::json::Value;
+    use idemgate_core::request::json::Value;
 
     fn number(doc: &Value, path: &[&str]) -> Option<u64> {
         path.iter()
@@ -138,13 +140,16 @@ mod tests {
         let case = doc.get("fingerprint").and_then(|f| f.get("caseSensitive"));
         assert_eq!(
             case.and_then(Value::as_bool),
-            Some(idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT)
+            Some(idemgate_core::request::target::CASE_SENSITIVE_BY_DEFAULT)
         );
         assert_eq!(
             text(&doc, &["tokenEndpoint"]),
-            Some(idemgate_core::token::ISSUE_PATH)
+            Some(idemgate_core::client::token::ISSUE_PATH)
         );
-        assert_eq!(text(&doc, &["keyHeader"]), Some(idemgate_core::key::HEADER));
+        assert_eq!(
+            text(&doc, &["keyHeader"]),
+            Some(idemgate_core::request::key::HEADER)
+        );
         for (name, want) in [
             ("unanswered", Settled::UNANSWERED),
             ("resolved", Settled::RESOLVED),

@@ -1,14 +1,14 @@
 //! The edge's request fingerprint (semantics §3), fed incrementally: configure and describe the
 //! request in one call, stream the body, finish. The same modes and the same bytes as the Envoy
-//! filter, because both call `idemgate_core::fingerprint` — over the same method and path spelling,
-//! because both take it from `idemgate_core::target` (issue 22: `post /Orders` from a browser is
+//! filter, because both call `idemgate_core::request::fingerprint` — over the same method and path spelling,
+//! because both take it from `idemgate_core::request::target` (issue 22: `post /Orders` from a browser is
 //! the edge's `POST /orders`).
 
 use crate::error::{CodedError, JsResult, FINGERPRINTER_STATE, INVALID_ARGUMENT};
 use alloc::string::String;
 use alloc::vec::Vec;
-use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::json::JsonPointer;
+use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
+use idemgate_core::request::json::JsonPointer;
 use wasm_bindgen::prelude::*;
 
 /// Incremental fingerprint, configured and described in one call, then fed the body. In JS:
@@ -153,8 +153,8 @@ impl Fingerprinter {
         let pairs = headers.iter().map(|(n, v)| (n.as_str(), *v));
         let case_sensitive = setup
             .case_sensitive
-            .unwrap_or(idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT);
-        let target = idemgate_core::target::of_fetch(
+            .unwrap_or(idemgate_core::request::target::CASE_SENSITIVE_BY_DEFAULT);
+        let target = idemgate_core::request::target::of_fetch(
             crate::parts::text(method)?,
             crate::parts::text(path)?,
             case_sensitive,
@@ -193,7 +193,7 @@ fn spent() -> CodedError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::fingerprint::FingerprintBuilder;
+    use idemgate_core::request::fingerprint::FingerprintBuilder;
 
     fn native(spec: &FingerprintSpec, body: &[u8]) -> String {
         let headers = [("content-type", &b"application/json"[..])];

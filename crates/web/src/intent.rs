@@ -1,12 +1,12 @@
 //! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
 //! submission settled and whether the next one keeps the key, when an intent is over and how two
-//! payloads compare (`idemgate_core::intent`), whether an answer is a replay
-//! (`idemgate_core::answer`), and how to ask the edge for a one-time token and whether one is
-//! still usable (`idemgate_core::token`). JS does the I/O and the DOM; these decide.
+//! payloads compare (`idemgate_core::browser::intent`), whether an answer is a replay
+//! (`idemgate_core::decision::answer`), and how to ask the edge for a one-time token and whether one is
+//! still usable (`idemgate_core::client::token`). JS does the I/O and the DOM; these decide.
 
 use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
 use alloc::string::String;
-use idemgate_core::intent::{self, Payload};
+use idemgate_core::browser::intent::{self, Payload};
 use idemgate_core::time::UnixMillis;
 use wasm_bindgen::prelude::*;
 
@@ -58,13 +58,13 @@ pub fn reuses_key(held: Option<String>, payload: Option<String>) -> bool {
 /// Whether an `Idempotent-Replayed` header value marks a replayed answer (`undefined`: absent).
 #[wasm_bindgen(js_name = isReplayed)]
 pub fn is_replayed(value: Option<String>) -> bool {
-    value.is_some_and(|v| idemgate_core::answer::is_replayed(&v))
+    value.is_some_and(|v| idemgate_core::decision::answer::is_replayed(&v))
 }
 
 /// The request target that asks the token `endpoint` for a token for `method` and `path`.
 #[wasm_bindgen(js_name = tokenTarget)]
 pub fn token_target(endpoint: &str, method: &str, path: &str) -> String {
-    idemgate_core::token::issue_target(endpoint, method, path)
+    idemgate_core::client::token::issue_target(endpoint, method, path)
 }
 
 /// Whether a token that expires at `expires_at_ms` is still usable at `now_ms` (the edge's rule:
@@ -73,7 +73,7 @@ pub fn token_target(endpoint: &str, method: &str, path: &str) -> String {
 pub fn token_is_fresh(expires_at_ms: f64, now_ms: f64) -> JsResult<bool> {
     let expires_at = UnixMillis(millis(expires_at_ms, "expiresAtMs")?);
     let now = UnixMillis(millis(now_ms, "nowMs")?);
-    Ok(idemgate_core::token::is_fresh(expires_at, now))
+    Ok(idemgate_core::client::token::is_fresh(expires_at, now))
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use crate::error::{CodedError, JsResult, INVALID_ARGUMENT};
 use alloc::string::{String, ToString};
-use idemgate_core::key::IdempotencyKey;
+use idemgate_core::request::key::IdempotencyKey;
 use wasm_bindgen::prelude::*;
 
 /// A fresh key from 16 random bytes the caller drew from `crypto.getRandomValues` (entropy is

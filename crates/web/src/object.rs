@@ -117,7 +117,7 @@ mod tests {
             ("ok", Member::Bool(false)),
         ]);
         assert_eq!(json.0, r#"{"a":"x\"y\\z\u0001é","n":30000,"ok":false}"#);
-        let parsed = idemgate_core::json::Value::parse(&json.0).unwrap();
+        let parsed = idemgate_core::request::json::Value::parse(&json.0).unwrap();
         assert_eq!(
             parsed.get("a").and_then(|v| v.as_str()),
             Some("x\"y\\z\u{1}é")

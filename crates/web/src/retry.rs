@@ -1,11 +1,11 @@
-//! The client retry policy (semantics §9) from `idemgate_core::retry`: the JS layer reports how an
+//! The client retry policy (semantics §9) from `idemgate_core::browser::retry`: the JS layer reports how an
 //! attempt ended and gets back whether and when to try again, as a plain object —
 //! `{retry: true, delayMs}` or `{retry: false, reason}` — and by name, never a number to decode.
 
 use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
 use crate::object::{Json, Member};
 use alloc::string::String;
-use idemgate_core::retry::{self, AttemptOutcome, RetryDecision, RetryPolicy};
+use idemgate_core::browser::retry::{self, AttemptOutcome, RetryDecision, RetryPolicy};
 use idemgate_core::time::{Span, UnixMillis};
 use wasm_bindgen::prelude::*;
 

@@ -1,5 +1,5 @@
 //! The request as the edge sees it (issue 22): the method `fetch` puts on the wire and the path a
-//! route spells — what a fingerprint hashes, from `idemgate_core::target`, the function the Envoy
+//! route spells — what a fingerprint hashes, from `idemgate_core::request::target`, the function the Envoy
 //! filter calls too.
 
 use crate::object::{Json, Member};
@@ -14,8 +14,9 @@ pub fn request_target(method: &str, path_and_query: &str, case_sensitive: Option
 }
 
 pub fn target(method: &str, path_and_query: &str, case_sensitive: Option<bool>) -> Json {
-    let case_sensitive = case_sensitive.unwrap_or(idemgate_core::target::CASE_SENSITIVE_BY_DEFAULT);
-    let target = idemgate_core::target::of_fetch(method, path_and_query, case_sensitive);
+    let case_sensitive =
+        case_sensitive.unwrap_or(idemgate_core::request::target::CASE_SENSITIVE_BY_DEFAULT);
+    let target = idemgate_core::request::target::of_fetch(method, path_and_query, case_sensitive);
     Json::object(&[
         ("method", Member::Text(target.method)),
         ("path", Member::Text(&target.path)),

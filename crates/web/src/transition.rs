@@ -1,5 +1,5 @@
 //! State tables (semantics §8, §9): an application's own tables, declared as data in the one
-//! format the edge's `routes[].order.table` reads (`idemgate_core::transition::DeclaredTable`),
+//! format the edge's `routes[].order.table` reads (`idemgate_core::order::transition::DeclaredTable`),
 //! and the core's submit-button lifecycle that drives the JS submit guard. The core validates
 //! the table and answers every event; this module only carries names across the boundary.
 
@@ -8,9 +8,11 @@ use crate::object::{Json, Member};
 use crate::outline::{self, Unread};
 use alloc::string::String;
 use alloc::vec::Vec;
-use idemgate_core::json::Value;
-use idemgate_core::transition::StateTable as CoreTable;
-use idemgate_core::transition::{Arrival, DeclaredTable, TableError, Transition, SUBMIT_LIFECYCLE};
+use idemgate_core::order::transition::StateTable as CoreTable;
+use idemgate_core::order::transition::{
+    Arrival, DeclaredTable, TableError, Transition, SUBMIT_LIFECYCLE,
+};
+use idemgate_core::request::json::Value;
 use wasm_bindgen::prelude::*;
 
 /// A table the core validated. In JS (the package wraps it in its own `StateTable` class):

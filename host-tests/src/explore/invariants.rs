@@ -29,7 +29,7 @@ use super::run::Run;
 use crate::envoy::{CalloutFault, ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
 use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
-use idemgate_core::record::{Bucket, Record, StoredBody};
+use idemgate_core::store::record::{Bucket, Record, StoredBody};
 use std::collections::HashMap;
 
 /// Every worker ran without an error and the host saw no anomaly: what any exploration's
@@ -234,8 +234,8 @@ fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
 /// A fleet: the answers the store service completed records with (finishes it applied), with
 /// the index of the store operation.
 fn store_completed(run: &Run) -> Vec<Stored> {
-    use idemgate_core::protocol::FinishOutcome;
-    use idemgate_core::remote::{wire::End, Request, Response};
+    use idemgate_core::store::protocol::FinishOutcome;
+    use idemgate_core::store::remote::{wire::End, Request, Response};
     let mut found: Vec<Stored> = Vec::new();
     for (n, (request, response)) in run.store_log.iter().enumerate() {
         let (
@@ -618,7 +618,7 @@ trait Expiry {
     fn is_expired_at(&self, at: idemgate_core::time::UnixMillis) -> bool;
 }
 
-impl Expiry for idemgate_core::record::InFlight {
+impl Expiry for idemgate_core::store::record::InFlight {
     fn is_expired_at(&self, at: idemgate_core::time::UnixMillis) -> bool {
         self.expires_at <= at
     }
@@ -627,11 +627,11 @@ impl Expiry for idemgate_core::record::InFlight {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::client::scope::StorageKey;
     use idemgate_core::decision::new_claim;
-    use idemgate_core::fingerprint::Fingerprint;
     use idemgate_core::policy::Policy;
-    use idemgate_core::record::{Completed, OwnerToken, StoredBody, StoredResponse};
-    use idemgate_core::scope::StorageKey;
+    use idemgate_core::request::fingerprint::Fingerprint;
+    use idemgate_core::store::record::{Completed, OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::time::UnixMillis;
 
     const NOW: u64 = 1_000_000;

@@ -20,10 +20,10 @@ use super::plan::NO_SHARES;
 use super::run::Run;
 use crate::envoy::ClientAnswer;
 use crate::scenario::{Request, Response};
+use idemgate_core::order::transition::{Arrival, DeclaredTable};
 use idemgate_core::order::Resource;
-use idemgate_core::record::{Bucket, Record};
+use idemgate_core::store::record::{Bucket, Record};
 use idemgate_core::time::UnixMillis;
-use idemgate_core::transition::{Arrival, DeclaredTable};
 
 /// The demo's table (the issue 26 contract): unpaid → paid → shipped; unpaid or paid → cancelled.
 pub const TABLE: &str = r#"{"initial": "unpaid", "transitions": [

@@ -40,8 +40,8 @@ pub struct Run {
     pub writes: Vec<Write>,
     /// A fleet's store operations, in the order the store decided them (request, response).
     pub store_log: Vec<(
-        idemgate_core::remote::Request,
-        idemgate_core::remote::Response,
+        idemgate_core::store::remote::Request,
+        idemgate_core::store::remote::Response,
     )>,
     /// The same request as actor 0's, sent after everything ended and the lease passed.
     pub followup: std::result::Result<Option<ClientAnswer>, String>,

@@ -1,5 +1,5 @@
 //! An in-process model of the store service (issue 13), for the remote store path: `POST /v1/op`
-//! carrying the core's wire protocol (`idemgate_core::remote`), carried by the core's own
+//! carrying the core's wire protocol (`idemgate_core::store::remote`), carried by the core's own
 //! [`remote::Exchange`] — the loop the real service runs, shares included — on an in-memory map:
 //! one value per key, the value's expiry as the engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
 //! shares the model, as Redis `TIME` is for the real service). Register the same `Arc` as a
@@ -8,13 +8,13 @@
 
 use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
-use idemgate_core::record::Record;
-use idemgate_core::remote::Resume;
-use idemgate_core::remote::{
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::record::Record;
+use idemgate_core::store::remote::Resume;
+use idemgate_core::store::remote::{
     self, client::PATH, Exchange, Failure, Need, SettleStep, Settled, Settlement, Step,
     StoredValue, ValueVersion, Write,
 };
-use idemgate_core::scope::StorageKey;
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::collections::BTreeMap;
@@ -190,12 +190,12 @@ impl Service for StoreService {
 mod tests {
     use super::*;
     use crate::envoy::HeaderMap;
-    use idemgate_core::fingerprint::Fingerprint;
+    use idemgate_core::client::scope::StorageKey;
     use idemgate_core::policy::Policy;
-    use idemgate_core::protocol::{ClaimOutcome, FinishOutcome};
-    use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
-    use idemgate_core::remote::client;
-    use idemgate_core::scope::StorageKey;
+    use idemgate_core::request::fingerprint::Fingerprint;
+    use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
+    use idemgate_core::store::record::{OwnerToken, StoredBody, StoredResponse};
+    use idemgate_core::store::remote::client;
     use std::time::Duration;
 
     fn post(worker: usize, body: Vec<u8>) -> CalloutRequest {
@@ -239,7 +239,7 @@ mod tests {
                 key,
                 Fingerprint([1; 32]),
                 OwnerToken([owner; 16]),
-                idemgate_core::share::Payers::NONE,
+                idemgate_core::store::share::Payers::NONE,
                 &policy,
             )
         };
@@ -317,7 +317,7 @@ mod tests {
                 key,
                 Fingerprint([1; 32]),
                 OwnerToken([owner; 16]),
-                idemgate_core::share::Payers::NONE,
+                idemgate_core::store::share::Payers::NONE,
                 &policy,
             )
         };

@@ -15,20 +15,20 @@
 //!   that came to its end, or handed to the exchange (or, sent with nothing to hear its answer,
 //!   left to its lease with the key's claim: in doubt either way).
 
-use idemgate_core::answer::HttpAnswer;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::decision::answer::HttpAnswer;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
-use idemgate_core::fingerprint::Fingerprint;
 use idemgate_core::guard::{
     Action, Answer, Ask, Capture, Claim, Course, Decision, Event, Guarded, Sent, VerifiedToken,
     Warning,
 };
 use idemgate_core::order::{Ordered, Probe};
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
-use idemgate_core::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
-use idemgate_core::scope::StorageKey;
-use idemgate_core::seal::SealError;
-use idemgate_core::share::Payers;
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
+use idemgate_core::store::record::{OwnerToken, StoredBody, StoredResponse};
+use idemgate_core::store::seal::SealError;
+use idemgate_core::store::share::Payers;
 use idemgate_core::time::{Span, UnixMillis};
 
 /// The host's resource claim (a number the model hands out) and kept request.

@@ -17,13 +17,13 @@
 //!
 //! The machine from the claim on is explored in `guard.rs`.
 
-use idemgate_core::budget::HashingBudget;
-use idemgate_core::fingerprint::FingerprintBuilder;
+use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::guard::{self, Action, Answer, Ask, Event, Guarded, Headed, Host, Warning};
-use idemgate_core::identity::{ScopeHashes, Unreadable};
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::ClaimOutcome;
-use idemgate_core::record::OwnerToken;
+use idemgate_core::request::budget::HashingBudget;
+use idemgate_core::request::fingerprint::FingerprintBuilder;
+use idemgate_core::store::protocol::ClaimOutcome;
+use idemgate_core::store::record::OwnerToken;
 use idemgate_core::time::UnixMillis;
 use std::rc::Rc;
 
@@ -206,7 +206,7 @@ impl<'s> Run<'s> {
     }
 
     /// The fingerprint of exactly the bytes read, as a native host makes it.
-    fn expected_fingerprint(&self) -> idemgate_core::fingerprint::Fingerprint {
+    fn expected_fingerprint(&self) -> idemgate_core::request::fingerprint::Fingerprint {
         let headers = headers(self.shape);
         let spec = &self.policy.fingerprint;
         let mut builder = FingerprintBuilder::new(spec, "POST", "/orders", headers);

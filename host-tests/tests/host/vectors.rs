@@ -138,7 +138,7 @@ fn browser_wasm_makes_keys_the_edge_accepts() {
     for key in [&first, &second] {
         assert_eq!(key.len(), 36);
         assert_eq!(&key[14..15], "4", "a version 4 UUID: {key}");
-        let parsed = idemgate_core::key::IdempotencyKey::parse(key.as_bytes()).unwrap();
+        let parsed = idemgate_core::request::key::IdempotencyKey::parse(key.as_bytes()).unwrap();
         assert_eq!(parsed.as_str(), key.as_str());
     }
 }

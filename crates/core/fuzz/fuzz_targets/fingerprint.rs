@@ -10,12 +10,12 @@
 //! and body; header names match case-insensitively and headers outside the spec do not count.
 #![no_main]
 
-use idemgate_core::fingerprint::{
+use idemgate_core::request::fingerprint::{
     FingerprintBuilder, FingerprintError, FingerprintMode, FingerprintSpec,
 };
-use idemgate_core::form::FormHasher;
-use idemgate_core::json::{JsonHasher, JsonPointer};
-use idemgate_core::media_type::BodyKind;
+use idemgate_core::request::form::FormHasher;
+use idemgate_core::request::json::{JsonHasher, JsonPointer};
+use idemgate_core::request::media_type::BodyKind;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;
 

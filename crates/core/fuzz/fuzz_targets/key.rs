@@ -3,7 +3,7 @@
 //! `parse_all`.
 #![no_main]
 
-use idemgate_core::key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
+use idemgate_core::request::key::{IdempotencyKey, KeyError, MAX_KEY_LEN};
 use libfuzzer_sys::fuzz_target;
 
 /// The sf-string spelling of a key (RFC 8941 §4.1.6).

@@ -7,14 +7,14 @@
 //! cell either refuses it as `Corrupt` with the decoder's error or decides on it without panicking.
 #![no_main]
 
-use idemgate_core::answer::{answer, EdgeAnswer};
+use idemgate_core::decision::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::decide;
-use idemgate_core::fingerprint::Fingerprint;
+use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::policy::Policy;
-use idemgate_core::protocol::{Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction};
-use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
-use idemgate_core::scope::StorageKey;
-use idemgate_core::share::ledger::Ledger;
+use idemgate_core::store::protocol::{Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction};
+use idemgate_core::store::record::{Bucket, OwnerToken, Record, StoredBody};
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;
 use libfuzzer_sys::fuzz_target;
@@ -113,7 +113,7 @@ fuzz_target!(|data: &[u8]| {
         key,
         fingerprint: Fingerprint([0x41; 32]),
         owner: OwnerToken([7; 16]),
-        payers: idemgate_core::share::Payers::NONE,
+        payers: idemgate_core::store::share::Payers::NONE,
         policy: policy(),
     };
     let (mut tx, first) = Transaction::start("cell".into(), claim, now);

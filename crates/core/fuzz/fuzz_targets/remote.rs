@@ -6,7 +6,7 @@
 //! decodes again under the same key.
 #![no_main]
 
-use idemgate_core::remote::{apply, Change, Request, Response, StoredValue, ValueVersion};
+use idemgate_core::store::remote::{apply, Change, Request, Response, StoredValue, ValueVersion};
 use idemgate_core::time::UnixMillis;
 use libfuzzer_sys::fuzz_target;
 

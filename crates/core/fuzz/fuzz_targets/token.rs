@@ -11,7 +11,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::token::{issue, verify, TokenError, TokenSecret, CLOCK_SKEW};
+use idemgate_core::client::token::{issue, verify, TokenError, TokenSecret, CLOCK_SKEW};
 use libfuzzer_sys::fuzz_target;
 
 const SECRET: [u8; 32] = [

@@ -3,11 +3,11 @@
 //! `transition_table_*` code and the route's field, so the message says which route to fix.
 
 use super::{header_name, item, refuse, span, ConfigError, KeySourceConfig, OrderConfig, Refusal};
-use crate::json::JsonPointer;
-use crate::key_source::KeySource;
+use crate::order::transition::DeclaredTable;
 use crate::order::{defaults, OrderRule};
 use crate::policy::RouteKind;
-use crate::transition::DeclaredTable;
+use crate::request::json::JsonPointer;
+use crate::request::key_source::KeySource;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 

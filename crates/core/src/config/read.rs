@@ -13,7 +13,7 @@ use super::{
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use super::{OrderConfig, PassThroughConfig, PreconditionConfig, PresetConfig};
-use crate::json::Value;
+use crate::request::json::Value;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -646,7 +646,7 @@ fn pass_through(path: &str, value: &Value) -> Result<PassThroughConfig, Shape> {
 }
 
 /// `{"resource": source, "event": source, "table": {...}, "early"?: {...}}`; the table is kept
-/// as JSON for [`crate::transition::DeclaredTable`] to read (the one reader of that format).
+/// as JSON for [`crate::order::transition::DeclaredTable`] to read (the one reader of that format).
 fn order(path: &str, value: &Value) -> Result<OrderConfig, Shape> {
     let mut o = OrderConfig::default();
     for (key, value) in members(path, value)? {

@@ -1,15 +1,15 @@
 //! Group `client` (the browser client's rules, semantics §9), by `op`:
-//! - `{"op":"classify","status":n}` → the status class's name ([`crate::retry::classify`]);
-//! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}` ([`crate::intent`]);
-//! - `{"op":"replayed","value": text or null}` → whether it marks a replay ([`crate::answer`]);
+//! - `{"op":"classify","status":n}` → the status class's name ([`crate::browser::retry::classify`]);
+//! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}` ([`crate::browser::intent`]);
+//! - `{"op":"replayed","value": text or null}` → whether it marks a replay ([`crate::decision::answer`]);
 //! - `{"op":"reuses_key","held": fp or null,"payload": fp or null}` → bool;
 //! - `{"op":"token_target","endpoint":..,"method":..,"path":..}` → the request target
-//!   ([`crate::token::issue_target`]);
+//!   ([`crate::client::token::issue_target`]);
 //! - `{"op":"token_fresh","expires_at":ms,"now":ms}` → whether the token is still usable
-//!   ([`crate::token::is_fresh`]).
+//!   ([`crate::client::token::is_fresh`]).
 
 use crate::conformance::{opt_str_field, str_field, u64_field, Outcome};
-use crate::json::Value;
+use crate::request::json::Value;
 use crate::time::UnixMillis;
 use alloc::string::String;
 
@@ -19,24 +19,24 @@ fn status(input: &Value) -> Result<u16, String> {
 
 pub fn eval(input: &Value) -> Outcome {
     Ok(match str_field(input, "op")? {
-        "classify" => Value::from(crate::retry::classify(status(input)?).name()),
+        "classify" => Value::from(crate::browser::retry::classify(status(input)?).name()),
         "settle" => {
-            let settled = crate::intent::settle(status(input)?);
+            let settled = crate::browser::intent::settle(status(input)?);
             object! { "event" => settled.event(), "keeps_key" => settled.keeps_key() }
         }
-        "replayed" => {
-            Value::from(opt_str_field(input, "value")?.is_some_and(crate::answer::is_replayed))
-        }
-        "reuses_key" => Value::from(crate::intent::reuses_key(
+        "replayed" => Value::from(
+            opt_str_field(input, "value")?.is_some_and(crate::decision::answer::is_replayed),
+        ),
+        "reuses_key" => Value::from(crate::browser::intent::reuses_key(
             opt_str_field(input, "held")?,
             opt_str_field(input, "payload")?,
         )),
-        "token_target" => Value::from(crate::token::issue_target(
+        "token_target" => Value::from(crate::client::token::issue_target(
             str_field(input, "endpoint")?,
             str_field(input, "method")?,
             str_field(input, "path")?,
         )),
-        "token_fresh" => Value::from(crate::token::is_fresh(
+        "token_fresh" => Value::from(crate::client::token::is_fresh(
             UnixMillis(u64_field(input, "expires_at")?),
             UnixMillis(u64_field(input, "now")?),
         )),

@@ -6,8 +6,8 @@
 
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{complete, Completion, ResponseFacts};
-use crate::json::Value;
-use crate::record::{InFlight, OwnerToken, StoredBody};
+use crate::request::json::Value;
+use crate::store::record::{InFlight, OwnerToken, StoredBody};
 use crate::time::UnixMillis;
 use alloc::string::String;
 
@@ -20,7 +20,7 @@ pub fn eval(input: &Value) -> Outcome {
         owner: OwnerToken([1; 16]),
         lease_until: UnixMillis(u64_field(claim_in, "lease_until")?),
         expires_at: UnixMillis(u64_field(claim_in, "expires_at")?),
-        payers: crate::share::Payers::NONE,
+        payers: crate::store::share::Payers::NONE,
     };
     let facts = match input.get("facts") {
         Some(Value::String(s)) if s == "never_reached" => ResponseFacts::NeverReached,

@@ -2,12 +2,12 @@
 //! of the compiled policy, or `config_syntax` / `config_invalid:<field>`.
 
 use crate::conformance::Outcome;
-use crate::fingerprint::FingerprintMode;
-use crate::json::Value;
 use crate::order::OrderRule;
 use crate::policy::{
     FailureMode, KeyRequirement, Policy, ScopeSource, StoreRule, TokenRequirement,
 };
+use crate::request::fingerprint::FingerprintMode;
+use crate::request::json::Value;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -125,7 +125,7 @@ fn summary(p: &Policy) -> Value {
 }
 
 /// A share's bytes as the vectors spell them: `"off"` when not limited (or the share is off).
-fn share_bytes(share: Option<crate::share::Share>) -> Value {
+fn share_bytes(share: Option<crate::store::share::Share>) -> Value {
     match share {
         Some(share) if share.bytes != u64::MAX => Value::from(share.bytes),
         _ => Value::from("off"),

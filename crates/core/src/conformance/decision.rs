@@ -5,11 +5,13 @@
 //! Output `{"decision": "claim"|"conflict"|"replay"|"mismatch", ...details, "http": {"status",
 //! "type"?, "retry_after"?, "replayed"?, "body_omitted"?}}`.
 
-use crate::answer::{answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
+use crate::decision::answer::{
+    answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER,
+};
 use crate::decision::{decide, Decision};
-use crate::json::Value;
-use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::request::json::Value;
+use crate::store::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -94,7 +96,7 @@ fn record_from(value: &Value) -> Result<Record, String> {
             owner: OwnerToken([1; 16]),
             lease_until: UnixMillis(u64_field(value, "lease_until")?),
             expires_at,
-            payers: crate::share::Payers::NONE,
+            payers: crate::store::share::Payers::NONE,
         })),
         "completed" => {
             let status = u16::try_from(u64_field(value, "status")?)

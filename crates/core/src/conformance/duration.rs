@@ -2,7 +2,7 @@
 
 use crate::conformance::str_field;
 use crate::conformance::Outcome;
-use crate::json::Value;
+use crate::request::json::Value;
 use crate::time::Span;
 use alloc::string::String;
 

@@ -1,6 +1,6 @@
 //! Reading typed fields out of a vector's `input`, with `vector_*` error codes for malformed inputs.
 
-use crate::json::Value;
+use crate::request::json::Value;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -63,10 +63,10 @@ pub fn policy_field(input: &Value) -> Result<crate::policy::Policy, String> {
 pub fn fingerprint_label(
     input: &Value,
     name: &str,
-) -> Result<crate::fingerprint::Fingerprint, String> {
+) -> Result<crate::request::fingerprint::Fingerprint, String> {
     let label = str_field(input, name)?;
     match label.as_bytes() {
-        [byte] => Ok(crate::fingerprint::Fingerprint([*byte; 32])),
+        [byte] => Ok(crate::request::fingerprint::Fingerprint([*byte; 32])),
         _ => Err(format!("vector_bad_input:{name}")),
     }
 }

@@ -2,9 +2,9 @@
 //! "headers"?: [[name, value]], "body"|"body_hex"?, "chunks"?}`; output the fingerprint (hex).
 
 use crate::conformance::{bytes_field, header_pairs, policy_field, str_field, Outcome};
-use crate::fingerprint::FingerprintBuilder;
 use crate::hash::to_hex;
-use crate::json::Value;
+use crate::request::fingerprint::FingerprintBuilder;
+use crate::request::json::Value;
 use alloc::string::{String, ToString};
 
 pub fn eval(input: &Value) -> Outcome {

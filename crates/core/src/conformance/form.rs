@@ -1,10 +1,10 @@
 //! Group `form`: input `{"body"|"body_hex", "chunks"?: [offsets]}`; output the canonical form
-//! digest (hex) of `crate::form`.
+//! digest (hex) of `crate::request::form`.
 
 use crate::conformance::{bytes_field, split_chunks, Outcome};
-use crate::form::FormHasher;
 use crate::hash::to_hex;
-use crate::json::Value;
+use crate::request::form::FormHasher;
+use crate::request::json::Value;
 use alloc::string::ToString;
 
 pub fn eval(input: &Value) -> Outcome {

@@ -2,7 +2,7 @@
 //! one, named after the group.
 
 use super::Outcome;
-use crate::json::Value;
+use crate::request::json::Value;
 use alloc::format;
 
 #[path = "client.rs"]

@@ -4,8 +4,8 @@
 
 use crate::conformance::{bytes_field, split_chunks, Outcome};
 use crate::hash::to_hex;
-use crate::json::Value;
-use crate::json::{JsonHasher, JsonLimits, JsonPointer};
+use crate::request::json::Value;
+use crate::request::json::{JsonHasher, JsonLimits, JsonPointer};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 

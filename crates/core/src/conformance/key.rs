@@ -2,8 +2,8 @@
 //! occurrence of the header in one request; output the parsed key, `null` when absent.
 
 use crate::conformance::Outcome;
-use crate::json::Value;
-use crate::key::IdempotencyKey;
+use crate::request::json::Value;
+use crate::request::key::IdempotencyKey;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 

@@ -5,14 +5,14 @@
 //! `vectors/README.md`). Behind the non-default `conformance` feature: test scaffolding, never in a
 //! shipped artifact.
 
-use crate::json::Value;
+use crate::request::json::Value;
 use alloc::string::{String, ToString};
 
 /// `object! { "key" => value, ... }`: an answer object, members in the order written, each value
 /// converted with `Value::from` (what serde_json's `json!` did for these flat shapes).
 macro_rules! object {
     ($($key:literal => $value:expr),+ $(,)?) => {
-        $crate::json::Value::object([$(($key, $crate::json::Value::from($value))),+])
+        $crate::request::json::Value::object([$(($key, $crate::request::json::Value::from($value))),+])
     };
 }
 

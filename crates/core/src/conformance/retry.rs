@@ -4,9 +4,9 @@
 //! `max_attempts`, `base_delay_ms`, `max_delay_ms`, `max_total_ms`. Output `{"retry_ms": n}` or
 //! `{"final": "<reason code>"}`.
 
+use crate::browser::retry::{next, AttemptOutcome, RetryDecision, RetryPolicy};
 use crate::conformance::{opt_str_field, u64_field, Outcome};
-use crate::json::Value;
-use crate::retry::{next, AttemptOutcome, RetryDecision, RetryPolicy};
+use crate::request::json::Value;
 use crate::time::{Span, UnixMillis};
 use alloc::format;
 use alloc::string::String;

@@ -1,13 +1,13 @@
 //! Group `signature`: input `{"scheme", "secret" | "secrets": [..], "tolerance"?, "header"?,
 //! "headers"?: {name: value}, "body" | "body_hex", "chunks"?, "now_ms"}`; output `true` when the
-//! delivery's signature verifies against the body (`crate::signature`), else the error code.
+//! delivery's signature verifies against the body (`crate::client::signature`), else the error code.
 //! Schemes: `github`, `stripe`, `standard_webhooks`, `svix`, `shopify`, `slack`. `header` is the
 //! value of the scheme's signature header; `headers` gives any headers by lowercase name (the
 //! other headers a scheme signs, or the signature header itself); a header in neither is absent.
 
+use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::conformance::{bytes_field, opt_str_field, split_chunks, str_field, u64_field, Outcome};
-use crate::json::Value;
-use crate::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::request::json::Value;
 use crate::time::{Span, UnixMillis};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

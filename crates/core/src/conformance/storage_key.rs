@@ -1,10 +1,10 @@
 //! Group `storage_key`: input `{"scope_source", "scope_value"|"scope_value_hex", "method", "route",
 //! "key"}` (`key` is a raw header value, parsed first); output the storage key (hex).
 
+use crate::client::scope::{Scope, StorageKey};
 use crate::conformance::{bytes_field, str_field, Outcome};
-use crate::json::Value;
-use crate::key::IdempotencyKey;
-use crate::scope::{Scope, StorageKey};
+use crate::request::json::Value;
+use crate::request::key::IdempotencyKey;
 use alloc::string::String;
 
 pub fn eval(input: &Value) -> Outcome {

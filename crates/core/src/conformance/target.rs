@@ -2,19 +2,19 @@
 //! `{"policy"?: config, "method": as an app gives it to `fetch`, "path": path and query as sent,
 //! "headers"?: [[name, value]], "body"|"body_hex"?}`. Output what the edge does with the request
 //! `fetch` sends: `null` when no route guards it, else `{"method", "path", "fingerprint"}` — the
-//! method on the wire ([`crate::target::sent_method`]), the path its fingerprint hashes
+//! method on the wire ([`crate::request::target::sent_method`]), the path its fingerprint hashes
 //! ([`crate::policy::Matched::target`]) and the fingerprint (hex). The filter's own request path
 //! calls the same two functions.
 
 use crate::conformance::{bytes_field, header_pairs, policy_field, str_field, Outcome};
-use crate::fingerprint::FingerprintBuilder;
 use crate::hash::to_hex;
-use crate::json::Value;
+use crate::request::fingerprint::FingerprintBuilder;
+use crate::request::json::Value;
 use alloc::string::String;
 
 pub fn eval(input: &Value) -> Outcome {
     let policy = policy_field(input)?;
-    let method = crate::target::sent_method(str_field(input, "method")?);
+    let method = crate::request::target::sent_method(str_field(input, "method")?);
     let raw = str_field(input, "path")?;
     let Some(matched) = policy.match_request(method, raw) else {
         return Ok(Value::Null);

@@ -4,11 +4,11 @@
 //! - `{"op":"verify","secret_hex":..,"scope_hex":..,"now":ms,"token":text}`
 //!   → `{"issued_at": ms, "expires_at": ms, "nonce_hex": ..}` or the token error code.
 
+use crate::client::token::{issue, verify, TokenSecret};
 use crate::conformance::{bytes_field, str_field, u64_field, Outcome};
 use crate::hash::to_hex;
-use crate::json::Value;
+use crate::request::json::Value;
 use crate::time::{Span, UnixMillis};
-use crate::token::{issue, verify, TokenSecret};
 use alloc::format;
 use alloc::string::String;
 

@@ -15,10 +15,10 @@
 //! A table given as data is read as a declaration (`DeclaredTable::from_value`).
 
 use crate::conformance::{opt_str_field, str_field, u64_field, Outcome};
-use crate::json::Value;
-use crate::transition::{
+use crate::order::transition::{
     check_if_match, check_version, Arrival, DeclaredTable, Transition, SUBMIT_LIFECYCLE,
 };
+use crate::request::json::Value;
 use alloc::string::String;
 use alloc::vec::Vec;
 

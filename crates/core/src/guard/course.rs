@@ -66,7 +66,7 @@ impl<O> Course<O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scope::StorageKey;
+    use crate::client::scope::StorageKey;
     use crate::time::UnixMillis;
 
     fn token() -> VerifiedToken {

@@ -29,16 +29,16 @@
 //! request a detached route keeps to send itself; the machine carries both without looking inside.
 
 use super::{after_claim, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
-use crate::budget::Reservation;
+use crate::client::scope::StorageKey;
+use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::fingerprint::Fingerprint;
 use crate::order::{applies, Ordered};
 use crate::policy::{Policy, RouteKind};
-use crate::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use crate::record::OwnerToken;
-use crate::scope::StorageKey;
-use crate::share::Payers;
+use crate::request::budget::Reservation;
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
+use crate::store::record::OwnerToken;
+use crate::store::share::Payers;
 use crate::time::{Span, UnixMillis};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -51,9 +51,9 @@ pub use taking::Intaking;
 /// answer comes back through [`Guarded::answered`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
-    /// Claim the key for this request ([`crate::protocol::Engine::claim`]).
+    /// Claim the key for this request ([`crate::store::protocol::Engine::claim`]).
     Claim(Claim),
-    /// Use the request's one-time token, once ([`crate::protocol::Engine::consume`]).
+    /// Use the request's one-time token, once ([`crate::store::protocol::Engine::consume`]).
     Consume {
         use_key: StorageKey,
         expires_at: UnixMillis,
@@ -61,7 +61,7 @@ pub enum Ask {
     },
 }
 
-/// A claim on a request's key, as [`crate::protocol::Engine::claim`] takes it.
+/// A claim on a request's key, as [`crate::store::protocol::Engine::claim`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     pub key: StorageKey,
@@ -127,7 +127,7 @@ pub enum Action<O, H> {
     },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
-    /// Finish the claim with these facts ([`crate::protocol::Engine::finish`]); `cause` says why
+    /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says why
     /// should they be in doubt.
     Finish {
         key: StorageKey,

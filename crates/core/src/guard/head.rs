@@ -11,16 +11,18 @@ use super::{
     asks_for_token, check_token, issue_token, refused, start, unscoped, Events, Guarded, Intake,
     Intaking, Start, VerifiedToken,
 };
-use crate::admission::admit;
-use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
-use crate::budget::{HashingBudget, Reservation};
-use crate::fingerprint::FingerprintBuilder;
-use crate::identity::{identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable};
+use crate::client::admission::admit;
+use crate::client::identity::{
+    identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable,
+};
+use crate::decision::answer::order::{order_answer, OrderAnswer};
+use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::order::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
-use crate::record::OwnerToken;
-use crate::share::Payers;
+use crate::request::budget::{HashingBudget, Reservation};
+use crate::request::fingerprint::FingerprintBuilder;
+use crate::store::record::OwnerToken;
+use crate::store::share::Payers;
 use crate::time::UnixMillis;
 use alloc::borrow::ToOwned;
 use alloc::rc::Rc;

@@ -6,18 +6,18 @@
 //! each chunk's size and bytes) and carries out what this says.
 //!
 //! The order is kept from the filter: the body's size is checked before its bytes are charged,
-//! and charged to the hashing budget ([`crate::budget`]) before the host reads them, so a body
+//! and charged to the hashing budget ([`crate::request::budget`]) before the host reads them, so a body
 //! that is too large or over the budget is never copied; at the end the key is read before the fingerprint is finished (a refusal names
 //! the key's problem first).
 
 use super::{refused, Event, Events};
-use crate::admission::{Admission, Refusal};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
-use crate::budget::{Limits, Reservation};
-use crate::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
-use crate::identity::ClientIdentity;
+use crate::client::admission::{Admission, Refusal};
+use crate::client::identity::ClientIdentity;
+use crate::client::scope::{QuotaTag, Scope, StorageKey};
+use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::policy::Policy;
-use crate::scope::{QuotaTag, Scope, StorageKey};
+use crate::request::budget::{Limits, Reservation};
+use crate::request::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
 use alloc::boxed::Box;
 use alloc::string::String;
 
@@ -105,7 +105,7 @@ pub enum BodyRefusal {
 }
 
 impl BodyRefusal {
-    /// The answer the host sends (the mapping lives in [`crate::answer`]).
+    /// The answer the host sends (the mapping lives in [`crate::decision::answer`]).
     pub fn answer(&self) -> HttpAnswer {
         match self {
             BodyRefusal::TooLarge { limit } => answer(&EdgeAnswer::BodyTooLarge { limit: *limit }),

@@ -5,11 +5,11 @@
 //! clock, read only when a token is required — and carries out the answer.
 
 use super::{Event, Events};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::client::scope::{token_audience, QuotaTag, Scope, StorageKey};
+use crate::client::token::{issue, issued_for, verify, IssueFor, TokenError};
+use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::policy::{path_without_query, Policy, Route, TokenRequirement};
-use crate::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use crate::time::UnixMillis;
-use crate::token::{issue, issued_for, verify, IssueFor, TokenError};
 
 /// Whether a `method` request for `path` (query allowed) asks the policy's issuing endpoint for a
 /// token (`GET` or `POST` on `token.issue_path`); never without a token policy.
@@ -123,8 +123,8 @@ pub fn check_token<'h>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{ConsumeOutcome, Engine};
-    use crate::share::Payers;
+    use crate::store::protocol::{ConsumeOutcome, Engine};
+    use crate::store::share::Payers;
     use crate::store::MemoryStore;
     use alloc::string::{String, ToString};
     use alloc::vec::Vec;

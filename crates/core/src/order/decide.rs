@@ -5,11 +5,11 @@
 //! callout) come through here.
 
 use super::BeginOutcome;
-use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::{answer, EdgeAnswer};
+use crate::decision::answer::order::{order_answer, OrderAnswer};
+use crate::decision::answer::{answer, EdgeAnswer};
 use crate::guard::{Decision, Event, Events};
 use crate::policy::{FailureMode, Policy};
-use crate::protocol::ProtocolError;
+use crate::store::protocol::ProtocolError;
 use alloc::string::String;
 
 /// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx

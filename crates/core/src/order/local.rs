@@ -1,13 +1,13 @@
 //! The ordering rules on the local store: [`resource::begin`] and [`resource::settle`] as
 //! [`Mutation`]s of the cell that holds the resource's record, so they run in the same read →
-//! decide → compare-and-set loop as claims ([`crate::protocol::run`]) and a resource record takes
+//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]) and a resource record takes
 //! space like any record (a callback route's resources are its provider's, whose signature was
 //! checked: they are bounded by the cells, not charged to a share).
 
 use super::resource::{self, Begin, BeginOutcome, Resource, SettleOutcome};
-use crate::protocol::{make_room, Apply, Mutation};
-use crate::record::{Bucket, OwnerToken, Record};
-use crate::scope::StorageKey;
+use crate::client::scope::StorageKey;
+use crate::store::protocol::{make_room, Apply, Mutation};
+use crate::store::record::{Bucket, OwnerToken, Record};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 

@@ -4,12 +4,12 @@
 //! refused event writes nothing. [`applies`] says which upstream answers applied the event.
 
 use super::{OrderFacts, OrderRule};
-use crate::admission::ROUTE_SCOPE_SOURCE;
-use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::HttpAnswer;
-use crate::key_source::KeySource;
+use crate::client::admission::ROUTE_SCOPE_SOURCE;
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::answer::order::{order_answer, OrderAnswer};
+use crate::decision::answer::HttpAnswer;
 use crate::policy::Route;
-use crate::scope::{Scope, StorageKey};
+use crate::request::key_source::KeySource;
 use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::sync::Arc;

@@ -7,9 +7,9 @@
 //! change to write. A claim whose lease has ended is free: a host that died between `begin` and
 //! `settle` holds the resource for one lease at most.
 
-use crate::record::OwnerToken;
+use crate::order::transition::{Arrival, DeclaredTable, TransitionError};
+use crate::store::record::OwnerToken;
 use crate::time::{Span, UnixMillis};
-use crate::transition::{Arrival, DeclaredTable, TransitionError};
 use alloc::string::String;
 use alloc::vec::Vec;
 

@@ -1,9 +1,9 @@
 use super::local::{BeginEvent, SettleEvent};
 use super::*;
-use crate::answer::order::{order_answer, OrderAnswer};
-use crate::json::JsonPointer;
-use crate::protocol::run;
-use crate::record::{Bucket, OwnerToken, Record};
+use crate::decision::answer::order::{order_answer, OrderAnswer};
+use crate::request::json::JsonPointer;
+use crate::store::protocol::run;
+use crate::store::record::{Bucket, OwnerToken, Record};
 use crate::store::MemoryStore;
 use crate::time::UnixMillis;
 use alloc::format;
@@ -393,7 +393,7 @@ fn resource_keys_are_their_own_domain() {
         StorageKey::resource(scope, "7"),
         StorageKey::resource(other, "7")
     );
-    let key = crate::key::IdempotencyKey::parse(b"7").unwrap();
+    let key = crate::request::key::IdempotencyKey::parse(b"7").unwrap();
     assert_ne!(
         StorageKey::resource(scope, "7"),
         StorageKey::derive(scope, "POST", "/hooks", &key)

@@ -117,7 +117,7 @@ pub fn answered(
             relay
                 .answer
                 .headers
-                .push(idemgate_core::answer::order::applied_header());
+                .push(idemgate_core::decision::answer::order::applied_header());
         }
     }
     relay

@@ -6,8 +6,8 @@
 use crate::client::{Request, Response};
 use crate::harness::{filter_wasm, validate, yaml, Envoy, Setup, TempDir};
 use crate::upstream::{Upstream, RAW_HEADERS};
+use idemgate_core::client::token::{issue, verify, TokenSecret};
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::token::{issue, verify, TokenSecret};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::thread;

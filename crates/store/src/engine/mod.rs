@@ -1,7 +1,7 @@
 //! The engines the service carries the core's exchange to. Each gives the exchange the same two
 //! atomic steps — *read* (a key's value and the engine's clock, together) and *compare-and-set*
 //! (write or delete only if the value's version is still the one read) — so every decision about a
-//! record stays the core's ([`idemgate_core::remote::Exchange`]), whatever holds the records.
+//! record stays the core's ([`idemgate_core::store::remote::Exchange`]), whatever holds the records.
 
 mod postgres;
 mod recall;
@@ -16,8 +16,8 @@ pub use self::survey::{Survey, UsageOfScope, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
 pub use self::tiered::RedisPostgres;
 
 use crate::config::{Config, EngineKind};
-use idemgate_core::remote::{ValueVersion, Write};
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::remote::{ValueVersion, Write};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::fmt;

@@ -19,8 +19,8 @@
 
 use super::EngineError;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use idemgate_core::remote::{ValueVersion, Write};
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::remote::{ValueVersion, Write};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::fmt;
@@ -618,7 +618,7 @@ impl Postgres {
                     continue;
                 };
                 scopes.push(super::UsageOfScope {
-                    tag: idemgate_core::scope::QuotaTag(tag),
+                    tag: idemgate_core::client::scope::QuotaTag(tag),
                     records: count(row.try_get(1).map_err(|e| self.pg(e))?),
                     bytes: count(row.try_get(2).map_err(|e| self.pg(e))?),
                 });
@@ -641,7 +641,7 @@ const EVICT: &str = "\
 DELETE FROM idemgate_records WHERE key = $1 RETURNING expires_at > clock_timestamp()";
 
 /// The quota tag of payers' ledgers: their rows are not records (issue 23).
-const LEDGER_TAG: &[u8] = &idemgate_core::scope::QuotaTag::LEDGER.0;
+const LEDGER_TAG: &[u8] = &idemgate_core::client::scope::QuotaTag::LEDGER.0;
 
 const SURVEY_TOTALS: &str = "\
 SELECT count(*)::int8, coalesce(sum(octet_length(value)), 0)::int8

@@ -9,7 +9,7 @@
 //! [`GENERATION`] values each; a claim whose finish never comes (the outcome was in doubt, the
 //! Envoy went away) is dropped with its generation.
 
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 

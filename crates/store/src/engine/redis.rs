@@ -18,7 +18,7 @@
 
 use super::{Cas, EngineError};
 use crate::config::RedisTls;
-use idemgate_core::remote::{ValueVersion, Write, CLOCK_TOLERANCE};
+use idemgate_core::store::remote::{ValueVersion, Write, CLOCK_TOLERANCE};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -146,7 +146,7 @@ impl Redis {
 
     /// The Redis key of a storage key: the prefix and the storage key in hex (a SHA-256, so keys
     /// spread evenly over a cluster's slots).
-    pub fn redis_key(&self, key: &idemgate_core::scope::StorageKey) -> String {
+    pub fn redis_key(&self, key: &idemgate_core::client::scope::StorageKey) -> String {
         let mut out = String::with_capacity(self.prefix.len() + 64);
         out.push_str(&self.prefix);
         for byte in key.as_bytes() {
@@ -423,7 +423,7 @@ impl Redis {
                 .arg(1000)
                 .query_async(&mut conn)
                 .await?;
-            let keys: Vec<(String, idemgate_core::scope::StorageKey)> = keys
+            let keys: Vec<(String, idemgate_core::client::scope::StorageKey)> = keys
                 .into_iter()
                 .filter_map(|k| {
                     let key = self.storage_key_of(&k)?;
@@ -455,10 +455,10 @@ impl Redis {
     }
 
     /// The storage key a Redis key names (`None`: not one of ours).
-    fn storage_key_of(&self, redis_key: &str) -> Option<idemgate_core::scope::StorageKey> {
+    fn storage_key_of(&self, redis_key: &str) -> Option<idemgate_core::client::scope::StorageKey> {
         let hex = redis_key.strip_prefix(self.prefix.as_str())?;
         let bytes = idemgate_core::hash::from_hex(hex)?;
-        Some(idemgate_core::scope::StorageKey::from_stored(
+        Some(idemgate_core::client::scope::StorageKey::from_stored(
             bytes.try_into().ok()?,
         ))
     }

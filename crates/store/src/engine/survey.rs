@@ -4,7 +4,7 @@
 //! it without reading a record. Payers' ledgers (issue 23) share the keyspace; their keys carry
 //! [`QuotaTag::LEDGER`] and are not counted.
 
-use idemgate_core::scope::{QuotaTag, StorageKey};
+use idemgate_core::client::scope::{QuotaTag, StorageKey};
 use std::collections::HashMap;
 
 /// How many scopes `stats` lists by default.

@@ -29,9 +29,9 @@
 //!   fail. A Redis that cannot be reached at start is connected in the background.
 
 use super::{EngineError, Postgres, Redis};
-use idemgate_core::remote::stored::{cache_hold, CacheHold, VERSION_LEN};
-use idemgate_core::remote::{ValueVersion, Write};
-use idemgate_core::scope::StorageKey;
+use idemgate_core::client::scope::StorageKey;
+use idemgate_core::store::remote::stored::{cache_hold, CacheHold, VERSION_LEN};
+use idemgate_core::store::remote::{ValueVersion, Write};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
 use std::fmt::Write as _;

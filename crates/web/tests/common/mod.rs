@@ -4,8 +4,8 @@
 // `#[wasm_bindgen_test]` functions are tests, but clippy's test allowances only know `#[test]`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::json::{JsonLimits, JsonPointer, Value};
+use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
+use idemgate_core::request::json::{JsonLimits, JsonPointer, Value};
 use idemgate_web::fingerprint::Fingerprinter;
 use idemgate_web::transition::StateTable;
 use idemgate_web::{intent, key, outline, retry, target};

@@ -5,13 +5,13 @@
 //! takes no chunk: its body ends at once.
 
 use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
-use crate::answer::{answer, EdgeAnswer};
-use crate::budget::Reservation;
+use crate::decision::answer::{answer, EdgeAnswer};
 use crate::guard::{BodyRefusal, Course, Intake, Taken, VerifiedToken};
 use crate::order::Probe;
 use crate::policy::{Policy, RouteKind};
-use crate::record::OwnerToken;
-use crate::share::Payers;
+use crate::request::budget::Reservation;
+use crate::store::record::OwnerToken;
+use crate::store::share::Payers;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;
@@ -211,13 +211,13 @@ impl<O, H> Guarded<O, H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::admit;
-    use crate::budget::HashingBudget;
-    use crate::fingerprint::FingerprintBuilder;
+    use crate::client::admission::admit;
+    use crate::client::identity::ClientIdentity;
+    use crate::client::scope::QuotaTag;
     use crate::guard::{start, Answer, Start};
-    use crate::identity::ClientIdentity;
-    use crate::protocol::ClaimOutcome;
-    use crate::scope::QuotaTag;
+    use crate::request::budget::HashingBudget;
+    use crate::request::fingerprint::FingerprintBuilder;
+    use crate::store::protocol::ClaimOutcome;
     use crate::time::UnixMillis;
     use alloc::format;
     use alloc::rc::Rc;

@@ -3,7 +3,7 @@
 use super::*;
 use crate::order::{OrderRule, Probe};
 use crate::policy::FailureMode;
-use crate::record::{StoredBody, StoredResponse};
+use crate::store::record::{StoredBody, StoredResponse};
 use crate::store::StoreError;
 use alloc::string::String;
 use alloc::string::ToString;

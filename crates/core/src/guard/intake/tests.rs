@@ -1,8 +1,8 @@
 use super::*;
-use crate::admission::admit;
-use crate::budget::{HashingBudget, Reservation};
+use crate::client::admission::admit;
+use crate::client::identity::ClientIdentity;
 use crate::guard::Event;
-use crate::identity::ClientIdentity;
+use crate::request::budget::{HashingBudget, Reservation};
 use crate::time::UnixMillis;
 use alloc::format;
 use alloc::rc::Rc;
@@ -95,7 +95,7 @@ fn a_header_key_is_the_storage_key_of_the_clients_scope_and_path() {
     let Ok(Taken::Claim { key, .. }) = body.finish() else {
         panic!("no claim")
     };
-    let parsed = crate::key::IdempotencyKey::parse(b"\"k1\"").unwrap();
+    let parsed = crate::request::key::IdempotencyKey::parse(b"\"k1\"").unwrap();
     let expected =
         StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
     assert_eq!(key, expected);
@@ -141,7 +141,7 @@ fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
     let Ok(Taken::Claim { key, .. }) = body.finish() else {
         panic!("no claim")
     };
-    let parsed = crate::key::IdempotencyKey::parse(b"x").unwrap();
+    let parsed = crate::request::key::IdempotencyKey::parse(b"x").unwrap();
     let expected =
         StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
     assert_eq!(key, expected);

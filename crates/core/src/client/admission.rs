@@ -1,0 +1,679 @@
+//! What a guarded request must show before it may be claimed, and in which order — decided here,
+//! once, so every host admits alike (issue 15). A host hands over the route and the request's
+//! headers, feeds the body, and gets back the key (or none) or the answer that refuses it.
+//!
+//! The order: (1) on a route with a signature rule, the signature header must be present, well
+//! formed and (Stripe) fresh — an unsigned delivery learns nothing else about the route; (2) the
+//! key from the first header source present; if a body source comes first, (3) at the end of the
+//! body the signature is verified before the body's key is read, so an unsigned body can neither
+//! name a key nor find a record. A route that requires a key refuses a request that has none with
+//! an answer naming where it looked. The one-time token is checked after the claim (the
+//! idempotency decision comes first, semantics §7), by the host's token path.
+
+use crate::client::scope::Scope;
+use crate::client::signature::{SignatureCheck, SignatureError};
+use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::decision::ResponseFacts;
+use crate::policy::{KeyRequirement, Route, RouteKind};
+use crate::request::key::{IdempotencyKey, KeyError};
+use crate::request::key_source::{self, describe_sources, KeySearch, KeyStart, SourceError};
+use crate::time::UnixMillis;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Scope label of callback routes: the route, not the caller, owns the delivery ids.
+pub const ROUTE_SCOPE_SOURCE: &str = "route";
+
+/// Why a request is refused before it is claimed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Refusal {
+    InvalidKey(KeyError),
+    /// The route requires a key and no source had one; `sources` says where it looked.
+    MissingKey {
+        sources: String,
+    },
+    Signature(SignatureError),
+    /// The key's source could not be read: a body no body source can read, an incomplete
+    /// CloudEvent, a CloudEvents batch (never [`SourceError::Key`]: that is `InvalidKey`).
+    Source(SourceError),
+}
+
+impl From<SourceError> for Refusal {
+    fn from(e: SourceError) -> Refusal {
+        match e {
+            SourceError::Key(e) => Refusal::InvalidKey(e),
+            e => Refusal::Source(e),
+        }
+    }
+}
+
+impl Refusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::InvalidKey(e) => e.code(),
+            Refusal::MissingKey { .. } => "key_missing",
+            Refusal::Signature(e) => e.code(),
+            Refusal::Source(e) => e.code(),
+        }
+    }
+
+    /// The HTTP answer (the mapping lives in [`crate::decision::answer`]).
+    pub fn answer(&self) -> HttpAnswer {
+        match self {
+            Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
+            Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
+            Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
+            Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
+        }
+    }
+}
+
+/// A request being admitted: what is still to be checked as its body streams past.
+#[derive(Debug)]
+pub struct Admission {
+    key: Key,
+    signature: Option<SignatureCheck>,
+    /// The refusal a missing key gets, made at [`admit`] while the route is at hand, so that
+    /// [`Admission::finish`] needs no route: a host keeps no route reference to look up again
+    /// (and so has no "route not found" case) across the body's callbacks. `None`: optional.
+    missing: Option<Refusal>,
+}
+
+#[derive(Debug)]
+enum Key {
+    Decided(Option<IdempotencyKey>),
+    Body(KeySearch),
+}
+
+/// The headers arrived: what they settle. `header` gives every value of a lowercase header name.
+#[must_use = "the admission says whether and how the request proceeds"]
+pub fn admit<'h>(
+    route: &Route,
+    header: &dyn Fn(&str) -> Vec<&'h [u8]>,
+    now: UnixMillis,
+) -> Result<Admission, Refusal> {
+    let signature = match &route.signature {
+        Some(rule) => Some(rule.start(header, now).map_err(Refusal::Signature)?),
+        None => None,
+    };
+    // A control message the route lets through (an SNS subscription confirmation): no key, never
+    // stored — but still only with a valid signature where the route checks one.
+    if route
+        .pass_through
+        .as_ref()
+        .is_some_and(|pass| pass.matches(header))
+    {
+        return Ok(Admission {
+            key: Key::Decided(None),
+            signature,
+            missing: None,
+        });
+    }
+    let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
+        KeyStart::Decided(key) => Key::Decided(key),
+        KeyStart::Body(search) => Key::Body(search),
+    };
+    let required = route.key == KeyRequirement::Required;
+    // Nothing in the body can change a missing header key, and no signature is pending: refuse
+    // now, before the body is even read.
+    if required && signature.is_none() {
+        if let Key::Decided(None) = key {
+            return Err(missing(route));
+        }
+    }
+    // The refusal is described only where the body may still end without a key.
+    let waits = matches!(key, Key::Body(_)) || signature.is_some();
+    let missing = (required && waits).then(|| missing(route));
+    Ok(Admission {
+        key,
+        signature,
+        missing,
+    })
+}
+
+fn missing(route: &Route) -> Refusal {
+    Refusal::MissingKey {
+        sources: describe_sources(&route.key_from),
+    }
+}
+
+impl Admission {
+    /// Whether the decision waits for the body (a body key source, or a signature to verify).
+    pub fn needs_body(&self) -> bool {
+        matches!(self.key, Key::Body(_)) || self.signature.is_some()
+    }
+
+    /// Whether [`Admission::update`] keeps the body (a body key source reads it at the end),
+    /// rather than only hashing it for a signature: a copy the host's memory budget counts.
+    pub fn keeps_body(&self) -> bool {
+        matches!(self.key, Key::Body(_))
+    }
+
+    /// The key when the headers decided it and nothing waits for the body; `None` otherwise.
+    pub fn key_now(&self) -> Option<&IdempotencyKey> {
+        match (&self.key, self.needs_body()) {
+            (Key::Decided(key), false) => key.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// A piece of the body, in order.
+    pub fn update(&mut self, chunk: &[u8]) {
+        if let Some(check) = &mut self.signature {
+            check.update(chunk);
+        }
+        if let Key::Body(search) = &mut self.key {
+            search.update(chunk);
+        }
+    }
+
+    /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
+    /// key and none required — the request passes through unguarded.
+    #[must_use = "the key (or refusal) decides what the request gets"]
+    pub fn finish(self) -> Result<Option<IdempotencyKey>, Refusal> {
+        if let Some(check) = self.signature {
+            check.verify().map_err(Refusal::Signature)?;
+        }
+        let key = match self.key {
+            Key::Decided(key) => key,
+            Key::Body(search) => search.finish().map_err(Refusal::from)?,
+        };
+        match (key, self.missing) {
+            (None, Some(refusal)) => Err(refusal),
+            (key, _) => Ok(key),
+        }
+    }
+}
+
+impl Route {
+    /// The scope a callback route's keys live in (the route itself); `None` on API routes, whose
+    /// scope is the client (semantics §2).
+    pub fn own_scope(&self) -> Option<Scope<'_>> {
+        match self.kind {
+            RouteKind::Callback => Some(Scope {
+                source: ROUTE_SCOPE_SOURCE,
+                value: self.prefix.as_bytes(),
+            }),
+            RouteKind::Api => None,
+        }
+    }
+}
+
+impl RouteKind {
+    /// The response facts as this kind of route counts them: on a callback route only a 2xx is
+    /// the delivery's outcome; any other upstream answer releases the claim like a request that
+    /// never reached the upstream, so the provider's next delivery runs again.
+    #[must_use = "the screened facts are what completion must see"]
+    pub fn screen(self, facts: ResponseFacts) -> ResponseFacts {
+        match (self, facts) {
+            (RouteKind::Callback, ResponseFacts::Upstream { status, .. })
+                if !(200..300).contains(&status) =>
+            {
+                ResponseFacts::NeverReached
+            }
+            (_, facts) => facts,
+        }
+    }
+}
+
+#[cfg(test)]
+#[cfg(feature = "config")]
+mod tests {
+    use super::*;
+    use crate::config::ConfigError;
+    use crate::hash::to_hex;
+    use crate::policy::Policy;
+    use alloc::format;
+    use alloc::vec;
+    use hmac::{Hmac, Mac};
+    use sha2::Sha256;
+
+    const SECRET: &str = "whsec_0123456789";
+    const NOW: UnixMillis = UnixMillis(1_700_000_000_000);
+
+    fn policy(routes: &str) -> Result<Policy, ConfigError> {
+        Policy::from_json(&format!(r#"{{"routes": {routes}}}"#), &|name| {
+            (name == "HOOK_SECRET").then(|| SECRET.into())
+        })
+    }
+
+    fn stripe_header(body: &str) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(format!("1700000000.{body}").as_bytes());
+        format!("t=1700000000,v1={}", to_hex(&mac.finalize().into_bytes()))
+    }
+
+    /// Admits a request through the policy's first route: headers, then the body in 3-byte pieces.
+    fn run(
+        policy: &Policy,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Option<String>, String> {
+        let route = &policy.routes[0];
+        let lookup = |name: &str| crate::testing::header_values(headers, name);
+        let mut admission = admit(route, &lookup, NOW).map_err(|e| String::from(e.code()))?;
+        for piece in body.as_bytes().chunks(3) {
+            admission.update(piece);
+        }
+        admission
+            .finish()
+            .map(|k| k.map(|k| k.as_str().into()))
+            .map_err(|e| e.code().into())
+    }
+
+    #[test]
+    fn stripe_callback_route() {
+        let policy = policy(
+            r#"[{"prefix": "/hooks/stripe", "kind": "callback", "key_from": [{"json": "/id"}],
+                 "signature": {"scheme": "stripe", "secret_env": "HOOK_SECRET"}}]"#,
+        )
+        .unwrap();
+        let route = &policy.routes[0];
+        assert_eq!(route.methods, vec![String::from("POST")]);
+        assert_eq!(route.key, KeyRequirement::Required);
+        let body = r#"{"id":"evt_1","type":"payment_succeeded"}"#;
+        let signed = stripe_header(body);
+        assert_eq!(
+            run(&policy, &[("stripe-signature", &signed)], body),
+            Ok(Some("evt_1".into()))
+        );
+        // Unsigned, or signed for another body: refused, whatever key the body names.
+        assert_eq!(run(&policy, &[], body), Err("signature_missing".into()));
+        let forged = body.replace("evt_1", "evt_2");
+        assert_eq!(
+            run(&policy, &[("stripe-signature", &signed)], &forged),
+            Err("signature_mismatch".into())
+        );
+        // Signed but without an id: the key is required on callback routes.
+        let no_id = r#"{"type":"ping"}"#;
+        let err = admit(route, &|_| vec![], NOW).unwrap_err();
+        assert_eq!(err.code(), "signature_missing");
+        assert_eq!(
+            run(
+                &policy,
+                &[("stripe-signature", &stripe_header(no_id))],
+                no_id
+            ),
+            Err("key_missing".into())
+        );
+        assert_eq!(
+            route.own_scope(),
+            Some(Scope {
+                source: ROUTE_SCOPE_SOURCE,
+                value: b"/hooks/stripe"
+            })
+        );
+    }
+
+    #[test]
+    fn github_callback_route_keys_from_a_header() {
+        let policy = policy(
+            r#"[{"prefix": "/hooks/gh", "kind": "callback",
+                 "key_from": [{"header": "X-GitHub-Delivery"}],
+                 "signature": {"scheme": "github", "secret": "whsec_0123456789"}}]"#,
+        )
+        .unwrap();
+        let body = r#"{"action":"opened"}"#;
+        let mut mac = Hmac::<Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+        mac.update(body.as_bytes());
+        let sig = format!("sha256={}", to_hex(&mac.finalize().into_bytes()));
+        let headers = [
+            ("x-hub-signature-256", sig.as_str()),
+            ("x-github-delivery", "d-1"),
+        ];
+        assert_eq!(run(&policy, &headers, body), Ok(Some("d-1".into())));
+        assert_eq!(
+            run(&policy, &headers, r#"{"action":"closed"}"#),
+            Err("signature_mismatch".into())
+        );
+        assert_eq!(
+            run(&policy, &[("x-hub-signature-256", sig.as_str())], body),
+            Err("key_missing".into())
+        );
+    }
+
+    #[test]
+    fn api_route_with_body_key_sources() {
+        let policy = policy(
+            r#"[{"prefix": "/orders", "key": "required",
+                 "key_from": [{"header": "idempotency-key"}, {"json": "/ClientToken"}, {"form": "client_token"}]}]"#,
+        )
+        .unwrap();
+        assert_eq!(policy.routes[0].own_scope(), None);
+        assert_eq!(
+            run(&policy, &[("idempotency-key", "h1")], "{}"),
+            Ok(Some("h1".into()))
+        );
+        assert_eq!(
+            run(&policy, &[], r#"{"ClientToken":"c1"}"#),
+            Ok(Some("c1".into()))
+        );
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        assert_eq!(
+            run(&policy, &form, "client_token=f1"),
+            Ok(Some("f1".into()))
+        );
+        assert_eq!(
+            run(&policy, &[], r#"{"ClientToken":"a b"}"#),
+            Err("key_invalid_character".into())
+        );
+        let route = &policy.routes[0];
+        let Err(Refusal::MissingKey { sources }) = run_admission(route, "{}") else {
+            panic!("a required key missing from every source is refused")
+        };
+        assert_eq!(
+            sources,
+            "the idempotency-key header, the JSON body field /ClientToken or the form field client_token"
+        );
+        // A required header-only key is refused before the body.
+        let policy = self::policy(r#"[{"prefix": "/orders", "key": "required"}]"#).unwrap();
+        assert_eq!(
+            admit(&policy.routes[0], &|_| vec![], NOW)
+                .map(|_| ())
+                .map_err(|e| e.code()),
+            Err("key_missing")
+        );
+    }
+
+    /// Each preset fills what the sender needs; what the route sets wins.
+    #[test]
+    fn presets_fill_and_yield() {
+        let route = |json: &str| policy(&format!("[{json}]")).map(|p| p.routes[0].clone());
+        let github = route(
+            r#"{"prefix": "/gh", "preset": "github", "signature": {"secret_env": "HOOK_SECRET"}}"#,
+        )
+        .unwrap();
+        assert_eq!(github.kind, RouteKind::Callback);
+        assert_eq!(github.key, KeyRequirement::Required);
+        assert_eq!(github.methods, vec![String::from("POST")]);
+        assert_eq!(
+            github.signature.as_ref().map(|s| s.scheme),
+            Some(crate::client::signature::SignatureScheme::GitHub)
+        );
+        assert_eq!(
+            describe_sources(&github.key_from),
+            "the x-github-delivery header"
+        );
+        // Signed presets need the secret; an API kind contradicts a preset.
+        for (json, field) in [
+            (
+                r#"{"prefix": "/gh", "preset": "github"}"#,
+                "routes[0].signature",
+            ),
+            (
+                r#"{"prefix": "/s", "preset": "svix", "kind": "api", "signature": {"secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}"#,
+                "routes[0].kind",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "cloudevents", "signature": {"secret": "0123456789"}}"#,
+                "routes[0].signature.scheme",
+            ),
+            (
+                r#"{"prefix": "/c", "kind": "callback", "key_from": [{"header": "x"}], "signature": {"scheme": "github"}}"#,
+                "routes[0].signature.secret",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "shopify", "signature": {"secret": "0123456789", "tolerance": "1m"}}"#,
+                "routes[0].signature.tolerance",
+            ),
+            (
+                r#"{"prefix": "/c", "pass_through": {"header": "x", "values": ["a"]}}"#,
+                "routes[0].pass_through",
+            ),
+            (
+                r#"{"prefix": "/c", "preset": "sns", "pass_through": {"header": "x", "values": []}}"#,
+                "routes[0].pass_through.values",
+            ),
+        ] {
+            let e = route(json).unwrap_err();
+            assert!(
+                alloc::format!("{e}").contains(&alloc::format!("`{field}`")),
+                "{json}: {e}"
+            );
+        }
+        // Overrides: the route's own key source, key requirement and methods win.
+        let custom = route(
+            r#"{"prefix": "/st", "preset": "stripe", "key_from": [{"json": "/data/object/id"}],
+                "key": "optional", "methods": ["PUT"], "signature": {"secret": "whsec_0123456789"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            describe_sources(&custom.key_from),
+            "the JSON body field /data/object/id"
+        );
+        assert_eq!(custom.key, KeyRequirement::Optional);
+        assert_eq!(custom.methods, vec![String::from("PUT")]);
+        // Rotation: several secrets, from the environment.
+        let rotated = policy(
+            r#"[{"prefix": "/gh", "preset": "github", "signature": {"secrets_env": ["HOOK_SECRET", "OTHER"]}}]"#,
+        )
+        .unwrap_err();
+        assert!(
+            alloc::format!("{rotated}").contains("`OTHER` is not set"),
+            "{rotated}"
+        );
+    }
+
+    #[test]
+    fn sns_confirmations_pass_and_notifications_are_keyed() {
+        let policy = policy(r#"[{"prefix": "/sns", "preset": "sns"}]"#).unwrap();
+        let id = (
+            "x-amz-sns-message-id",
+            "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
+        );
+        for kind in ["SubscriptionConfirmation", "UnsubscribeConfirmation"] {
+            assert_eq!(
+                run(&policy, &[("x-amz-sns-message-type", kind), id], "{}"),
+                Ok(None),
+                "{kind} passes unguarded"
+            );
+        }
+        assert_eq!(
+            run(
+                &policy,
+                &[("x-amz-sns-message-type", "Notification"), id],
+                "{}"
+            ),
+            Ok(Some(id.1.into()))
+        );
+        // A confirmation type next to another type is not a confirmation.
+        assert_eq!(
+            run(
+                &policy,
+                &[
+                    ("x-amz-sns-message-type", "SubscriptionConfirmation"),
+                    ("x-amz-sns-message-type", "Notification"),
+                    id
+                ],
+                "{}"
+            ),
+            Ok(Some(id.1.into()))
+        );
+        assert_eq!(
+            run(&policy, &[("x-amz-sns-message-type", "Notification")], "{}"),
+            Err("key_missing".into())
+        );
+    }
+
+    #[test]
+    fn cloudevents_and_pubsub_presets() {
+        let policy = policy(
+            r#"[{"prefix": "/events", "preset": "cloudevents"}, {"prefix": "/push", "preset": "pubsub-push"}]"#,
+        )
+        .unwrap();
+        let batch = admit(
+            &policy.routes[0],
+            &|n| match n {
+                "content-type" => vec![b"application/cloudevents-batch+json".as_slice()],
+                _ => vec![],
+            },
+            NOW,
+        )
+        .unwrap_err();
+        assert_eq!(batch.code(), "cloudevents_batch_unsupported");
+        assert_eq!(batch.answer().status, 415);
+        let push = Policy {
+            routes: vec![policy.routes[1].clone()],
+            ..policy.clone()
+        };
+        assert_eq!(
+            run(
+                &push,
+                &[("x-goog-pubsub-message-id", "136969346945")],
+                "raw payload"
+            ),
+            Ok(Some("136969346945".into()))
+        );
+        assert_eq!(
+            run(
+                &push,
+                &[],
+                r#"{"message":{"data":"e30=","messageId":"2070443601311540","message_id":"2070443601311540"},"subscription":"projects/p/subscriptions/s"}"#
+            ),
+            Ok(Some("2070443601311540".into()))
+        );
+        let unreadable = run_admission(&push.routes[0], "raw payload").unwrap_err();
+        assert_eq!(unreadable.code(), "key_body_unreadable");
+        assert_eq!(unreadable.answer().status, 400);
+    }
+
+    fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {
+        let mut admission = admit(route, &|_| vec![], NOW)?;
+        admission.update(body.as_bytes());
+        admission.finish()
+    }
+
+    #[test]
+    fn only_2xx_is_a_deliverys_outcome() {
+        let answer = |status| ResponseFacts::Upstream {
+            status,
+            headers: vec![],
+            body: None,
+        };
+        for status in [400, 401, 404, 409, 422, 500, 503] {
+            assert_eq!(
+                RouteKind::Callback.screen(answer(status)),
+                ResponseFacts::NeverReached
+            );
+            assert_eq!(RouteKind::Api.screen(answer(status)), answer(status));
+        }
+        assert_eq!(RouteKind::Callback.screen(answer(200)), answer(200));
+        assert_eq!(RouteKind::Callback.screen(answer(204)), answer(204));
+        assert_eq!(
+            RouteKind::Callback.screen(ResponseFacts::InDoubt),
+            ResponseFacts::InDoubt
+        );
+    }
+
+    /// The README's worked example of `order` and `precondition` is a valid configuration that
+    /// says what the text says: the demo's order table on its webhook route, If-Match on PATCH.
+    #[test]
+    fn readme_order_example_compiles() {
+        let readme = include_str!("../../../../README.md");
+        let section = &readme[readme
+            .find("### Worked example: the demo's orders")
+            .unwrap()..];
+        let block = &section[section.find("```json\n").unwrap() + 8..];
+        let json = &block[..block.find("```").unwrap()];
+        let env = |_: &str| Some(String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
+        let policy = Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}"));
+        assert_eq!(policy.routes.len(), 2);
+        let order = policy.routes[0]
+            .order
+            .as_ref()
+            .expect("the webhook route is ordered");
+        assert_eq!(order.table.initial(), "unpaid");
+        assert_eq!(
+            order.table.table().arrival("unpaid", "order.shipped"),
+            crate::order::transition::Arrival::Early
+        );
+        assert!(policy.routes[1].order.is_none());
+        assert!(policy.routes[1].precondition.is_some());
+    }
+
+    /// The README's copyable examples are valid configurations, and mean what they say: one
+    /// per preset, then the routes written out.
+    #[test]
+    fn readme_examples_compile() {
+        let readme = include_str!("../../../../README.md");
+        let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
+        let section = &section[..section.find("## Event order and versions").unwrap()];
+        let env = |name: &str| {
+            name.contains("SECRET")
+                .then(|| String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
+        };
+        let mut policies = Vec::new();
+        for block in section.split("```json\n").skip(1) {
+            let json = &block[..block.find("```").unwrap()];
+            policies.push(Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}")));
+        }
+        assert_eq!(
+            policies.len(),
+            10,
+            "one example per preset, then the written-out routes"
+        );
+        for policy in &policies[..9] {
+            assert_eq!(policy.routes.len(), 1);
+            assert_eq!(policy.routes[0].kind, RouteKind::Callback);
+        }
+        let signed = policies[..9]
+            .iter()
+            .filter(|p| p.routes[0].signature.is_some())
+            .count();
+        assert_eq!(signed, 6, "the six senders that sign with a shared secret");
+        let policy = &policies[9];
+        let kinds: Vec<RouteKind> = policy.routes.iter().map(|r| r.kind).collect();
+        assert_eq!(
+            kinds,
+            [RouteKind::Callback, RouteKind::Callback, RouteKind::Api]
+        );
+        assert!(policy.routes[..2].iter().all(|r| r.signature.is_some()));
+        assert_eq!(policy.routes[2].key_from.len(), 2);
+    }
+
+    #[test]
+    fn configuration_errors() {
+        let field = |routes: &str| policy(routes).unwrap_err().field().map(String::from);
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "kind": "callback"}]"#),
+            Some("routes[0].key_from".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "signature": {"scheme": "github", "secret": "whsec_0123456789"}}]"#
+            ),
+            Some("routes[0].signature".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "github", "secret": "whsec_0123456789", "tolerance": "5m"}}]"#
+            ),
+            Some("routes[0].signature.tolerance".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "stripe", "secret_env": "UNSET"}}]"#
+            ),
+            Some("routes[0].signature.secret_env".into())
+        );
+        assert_eq!(
+            field(
+                r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"json": "/id"}], "signature": {"scheme": "stripe", "secret": "short"}}]"#
+            ),
+            Some("routes[0].signature.secret".into())
+        );
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "key_from": [{"json": "id"}]}]"#),
+            Some("routes[0].key_from[0]".into())
+        );
+        assert_eq!(
+            field(r#"[{"prefix": "/h", "key_from": []}]"#),
+            Some("routes[0].key_from".into())
+        );
+        let syntax = policy(r#"[{"prefix": "/h", "key_from": [{"query": "id"}]}]"#).unwrap_err();
+        assert_eq!(syntax.code(), "config_syntax");
+        let syntax = policy(r#"[{"prefix": "/h", "kind": "webhook"}]"#).unwrap_err();
+        assert_eq!(syntax.code(), "config_syntax");
+    }
+}

@@ -1,0 +1,676 @@
+//! What an operation does to the record under its key ([`apply`]), and the read → decide →
+//! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
+//! the engine, this module decides. The record's payers are then charged, each on its own ledger
+//! key (issue 23), through [`Need::Ledger`]: the host settles those jobs ([`super::settle`]),
+//! several operations' at once on one key. One key per engine call, as Redis Cluster needs.
+
+use super::ledger::Job;
+use super::settle::{LedgerJob, Settled};
+use super::stored::{StoredValue, ValueVersion, VERSION_LEN};
+use super::wire::{End, Failure, Request, Response};
+use crate::client::scope::StorageKey;
+use crate::decision::Verdict;
+use crate::hash::PartsHasher;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
+use crate::store::record::Record;
+use crate::store::rule;
+use crate::store::share::{Billed, Payers, Space};
+use crate::store::WriteOutcome;
+use crate::time::{Span, UnixMillis};
+use alloc::vec::Vec;
+
+pub use crate::store::rule::Change;
+
+/// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
+/// on the engine's clock: the rules of the core's `rule` module, the same the local store applies.
+/// A claim's record names the payers it is charged to (their ledgers are the [`Exchange`]'s next
+/// steps), so its finish knows whose charge to move.
+#[must_use = "the response must be sent and the change written"]
+pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {
+    let live = current.filter(|record| !record.is_expired(now));
+    match request {
+        Request::Claim {
+            fingerprint,
+            owner,
+            lease,
+            ttl,
+            payers,
+            ..
+        } => {
+            let mut tags = payers.iter().map(|p| p.tag);
+            let payers = Payers::from_tags(tags.next(), tags.next());
+            let (outcome, change) =
+                rule::claim(live, *fingerprint, *owner, payers, now, (*lease, *ttl));
+            (Response::Claim(outcome), change)
+        }
+        Request::Finish {
+            owner, ttl, end, ..
+        } => {
+            let verdict = match end {
+                End::Release => Verdict::Release,
+                End::Store(response) => Verdict::Store(response.clone()),
+            };
+            let (outcome, change) = rule::finish(live, *owner, verdict, now, *ttl);
+            (Response::Finish(outcome), change)
+        }
+        Request::OrderBegin {
+            owner,
+            lease,
+            ttl,
+            retry_after,
+            forward_after,
+            event,
+            table,
+            ..
+        } => {
+            let current = match live {
+                None => None,
+                Some(Record::Resource(r)) => Some(r),
+                // Resource keys are a hash domain of their own: anything else is not ours.
+                Some(_) => return (Response::Failed(Failure::Corrupt), Change::Keep),
+            };
+            let begin = crate::order::Begin {
+                table,
+                event,
+                owner: *owner,
+                lease: *lease,
+                ttl: *ttl,
+                retry_after: *retry_after,
+                forward_after: *forward_after,
+            };
+            let (outcome, write) = crate::order::begin(current, &begin, now);
+            let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
+            (Response::Begin(outcome), change)
+        }
+        Request::OrderSettle {
+            owner,
+            ttl,
+            to,
+            applied,
+            ..
+        } => {
+            let current = match live {
+                Some(Record::Resource(r)) => Some(r),
+                _ => None,
+            };
+            let (outcome, write) = crate::order::settle(current, *owner, to, *applied, *ttl, now);
+            let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
+            (Response::Settle(outcome), change)
+        }
+        Request::Consume { expires_at, .. } => {
+            let (outcome, change) = rule::consume(live, *expires_at, now);
+            (Response::Consume(outcome), change)
+        }
+    }
+}
+
+/// How long a client is told to wait when the engine is out of memory: the engine frees memory as
+/// keys expire, and there is no one record whose expiry to point at.
+pub(crate) const FULL_RETRY_AFTER: Span = Span::from_secs(5);
+
+/// The answer when the engine refuses a write for lack of memory: claims and token uses are told
+/// the store is full (the filter's `on_store_full` applies); a finish fails (the claim stays in
+/// flight until its lease ends, as for any finish that cannot land).
+#[must_use = "the response must be sent"]
+pub fn full(request: &Request) -> Response {
+    match request {
+        Request::Claim { .. } => Response::Claim(ClaimOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::OrderBegin { .. } => Response::Begin(crate::order::BeginOutcome::StoreFull {
+            retry_after: FULL_RETRY_AFTER,
+        }),
+        Request::Finish { .. } | Request::OrderSettle { .. } => Response::Failed(Failure::Full),
+    }
+}
+
+/// An engine call the exchange needs, on `key`: the request's own key, or a payer's ledger key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// Read the key's value and the engine's clock, in one atomic step.
+    Read { key: StorageKey },
+    /// Compare-and-set: write only if the key is still as it was read — absent when `expect` is
+    /// `None`, else holding a value whose first bytes are `expect`.
+    ///
+    /// `at` is `Some` for a *speculative* write ([`Exchange::speculate`]): one decided without a
+    /// read, on the host's clock at `at`. The engine must refuse it unless its own clock is within
+    /// [`CLOCK_TOLERANCE`] of `at`, so every write still lands on a decision made at the engine's
+    /// time (within the tolerance). An engine that can, answers a refusal with its clock and the
+    /// key's current value in the same step ([`Exchange::conflicted`]), so the fallback decision
+    /// needs no read of its own.
+    Write {
+        key: StorageKey,
+        expect: Option<ValueVersion>,
+        write: Write,
+        at: Option<UnixMillis>,
+    },
+    /// Settle a job on a payer's ledger ([`super::settle`]), alone or together with other
+    /// operations' jobs on the same key, and resume with [`Exchange::settled`].
+    Ledger(LedgerJob),
+}
+
+impl Need {
+    /// The key the call is on.
+    pub fn key(&self) -> StorageKey {
+        match self {
+            Need::Read { key } | Need::Write { key, .. } => *key,
+            Need::Ledger(job) => job.key(),
+        }
+    }
+}
+
+/// How far the host's clock may be from the engine's for a speculative write to land: a
+/// speculative decision uses the host's clock, and this bounds how far its times (a new claim's
+/// lease and expiry, a completed record's expiry, a token use's hold) can be from the ones a
+/// decision on the engine's clock would have given. Past it, the engine refuses and the exchange
+/// decides again on the engine's clock.
+pub const CLOCK_TOLERANCE: Span = Span(100);
+
+/// The write half of [`Need::Write`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Write {
+    /// Set the value, expiring at `expires_at` on the engine's clock (Redis `PXAT`).
+    Set {
+        value: Vec<u8>,
+        expires_at: UnixMillis,
+    },
+    Delete,
+}
+
+/// Either another engine call, or the answer to send back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    Need(Need),
+    Done(Response),
+}
+
+/// How a host resumes one of the core's engine loops — an operation's [`Exchange`] or a payer
+/// ledger's [`Settlement`](super::Settlement) — after each engine call: the four answers an engine
+/// gives. A host written against it carries both loops with one piece of code.
+pub trait Resume {
+    /// What the loop asks for next, or its answer.
+    type Step;
+
+    /// Resumes with what a read found: `now` on the engine's clock, the key's bytes (`None`:
+    /// absent), and a fresh random version for a write (drawn by the host: the core has no
+    /// entropy).
+    #[must_use = "the next step must be carried out"]
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step;
+
+    /// Resumes with a compare-and-set's result, when the engine said only whether it wrote.
+    #[must_use = "the next step must be carried out"]
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step;
+
+    /// Resumes after a compare-and-set the engine refused and answered, in the same atomic step,
+    /// with its clock and the key's current value.
+    #[must_use = "the next step must be carried out"]
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step;
+
+    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
+    /// connection).
+    #[must_use = "the next step must be carried out"]
+    fn failed(&mut self, failure: Failure) -> Self::Step;
+}
+
+/// One operation in progress: read → [`apply`] → compare-and-set on the request's key, deciding
+/// again after a lost race (someone else changed the key, so the decision is made again on what
+/// they wrote), at most `MAX_ATTEMPTS` times; then a [`Need::Ledger`] for each payer's charge.
+///
+/// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
+/// key most likely holds — nothing, for a claim or a token use; the claim
+/// the host itself wrote, for the owner's finish — decides on that with [`apply`] as usual, and
+/// sends the write as a compare-and-set on the assumed version. The compare-and-set *proves* the
+/// assumption (versions never repeat at a key, see [`super::stored`]), so a write that lands is
+/// exactly the one a read would have led to; one that does not is decided again on what the
+/// engine holds.
+///
+/// **Shares (issue 23).** A claim or a token use that wrote its record is then charged to each
+/// payer the request names, within its share. A payer at its share (or a ledger that cannot be
+/// charged) undoes the operation: the charges made are given back and the key is put back as it
+/// was (only if it still holds the record written), and the answer is 429 (or the failure). So a
+/// record holds space uncharged only between its write and its payers' charges — at most one
+/// record per operation in progress. The record is written first so that what writes nothing (a
+/// replay, a 409, a 422: most retries) costs no ledger call. The owner's finish moves the claim's
+/// charge to the stored answer (or gives it back on a release), best effort: a finish is never
+/// undone over a ledger. A host that gives up on an operation midway (its timeout) leaves at worst
+/// a claim uncharged until its lease ends, or a charge until its hold ends.
+#[derive(Debug)]
+pub struct Exchange {
+    request: Request,
+    /// Compare-and-sets lost on the current key.
+    attempts: u32,
+    /// The write in flight and what it means once it lands.
+    pending: Option<Pending>,
+    /// The ledger work left once the record's answer is known.
+    after: Option<After>,
+    /// The latest fresh version the host gave, and how many versions were derived from it.
+    fresh: ValueVersion,
+    derived: u32,
+}
+
+/// What a write in flight does once it lands.
+#[derive(Debug)]
+enum Pending {
+    /// The record under the request's key (boxed: one per operation, and far larger than the rest).
+    Record(alloc::boxed::Box<Landing>),
+    /// Deleting the record this operation wrote (a charge was refused).
+    Unwrite,
+}
+
+/// A record write and what its payers owe once it lands.
+#[derive(Debug)]
+struct Landing {
+    response: Response,
+    /// The version written (`None` for a delete).
+    version: Option<ValueVersion>,
+    /// The space the written record takes.
+    space: Option<Space>,
+    /// The claim it replaced: whose charge a finish moves, and the space it was charged.
+    replaced: Option<(Payers, Space)>,
+    /// What the key held before, when the write may have to be undone (a charged claim or use).
+    previous: Option<Record>,
+}
+
+/// The ledger work after the record's answer.
+#[derive(Debug)]
+struct After {
+    answer: Response,
+    /// Still to do, in order; the first is in progress.
+    tasks: Vec<Task>,
+    /// The record this operation wrote (a claim or a token use) and what the key held before,
+    /// put back if a charge fails.
+    written: Option<(ValueVersion, Option<Record>)>,
+    /// The charges made so far, given back if a later one fails.
+    refunds: Vec<Job>,
+}
+
+#[derive(Debug, Clone)]
+enum Task {
+    Ledger(Job),
+    /// Put back what the key held before the record this operation wrote at the version: a
+    /// claim that took over an abandoned one leaves that claim as it was, as if never written.
+    Unwrite(ValueVersion, Option<Record>),
+}
+
+impl Exchange {
+    /// Starts an operation with a read.
+    #[must_use = "the first step must be carried out"]
+    pub fn start(request: Request) -> (Exchange, Need) {
+        let key = *request.key();
+        let exchange = Exchange {
+            request,
+            attempts: 0,
+            pending: None,
+            after: None,
+            fresh: ValueVersion([0; VERSION_LEN]),
+            derived: 0,
+        };
+        (exchange, Need::Read { key })
+    }
+
+    /// Starts an operation with a speculative compare-and-set when one can be decided without a
+    /// read, else with a read ([`Exchange::start`]).
+    ///
+    /// `at` is the host's clock; `claimed` is the value the host itself wrote for a claim on this
+    /// key, if it remembers one (only a finish uses it: its owner's claim is what it expects to
+    /// find); `fresh` a random version for the write. A claim and a token use assume the key is
+    /// absent. Speculation is only sent when the assumed state leads to a write: an answer that
+    /// writes nothing (a replay, a conflict) must come from what the engine really holds.
+    #[must_use = "the first step must be carried out"]
+    pub fn speculate(
+        request: Request,
+        at: UnixMillis,
+        claimed: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> (Exchange, Need) {
+        let key = *request.key();
+        let assumed = match &request {
+            Request::Claim { .. } | Request::Consume { .. } => None,
+            // A resource's state is whatever the engine holds: always read first.
+            Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
+                return Exchange::start(request)
+            }
+            Request::Finish { owner, .. } => {
+                match claimed.map(|bytes| StoredValue::decode(&key, bytes)) {
+                    Some(Ok(value)) if matches!(&value.record, Record::InFlight(c) if c.owner == *owner) => {
+                        Some(value)
+                    }
+                    _ => return Exchange::start(request),
+                }
+            }
+        };
+        let (mut exchange, read) = Exchange::start(request);
+        match exchange.decide(assumed.as_ref(), at, fresh, Some(at)) {
+            Step::Need(need @ Need::Write { .. }) => (exchange, need),
+            // Nothing to write on the assumed state: ask the engine what it holds.
+            _ => {
+                exchange.pending = None;
+                (exchange, read)
+            }
+        }
+    }
+
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.
+    fn decide(
+        &mut self,
+        current: Option<&StoredValue>,
+        now: UnixMillis,
+        fresh: ValueVersion,
+        at: Option<UnixMillis>,
+    ) -> Step {
+        self.fresh = fresh;
+        let key = *self.request.key();
+        let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
+        let expect = current.map(|s| s.version);
+        let replaced = match current.map(|s| &s.record) {
+            Some(Record::InFlight(claim)) if !claim.payers.is_empty() => {
+                Some((claim.payers, Space::of_claim(claim)))
+            }
+            _ => None,
+        };
+        let charged = match &self.request {
+            Request::Claim { payers, .. } | Request::Consume { payers, .. } => !payers.is_empty(),
+            _ => false,
+        };
+        let previous = current.filter(|_| charged).map(|s| s.record.clone());
+        let (write, version, space) = match change {
+            Change::Keep => return Step::Done(response),
+            Change::Delete => (Write::Delete, None, None),
+            Change::Put(record) => {
+                let expires_at = record.expires_at();
+                let space = Space::of(&record);
+                let value = StoredValue {
+                    version: fresh,
+                    record,
+                };
+                let write = Write::Set {
+                    value: value.encode(&key),
+                    expires_at,
+                };
+                (write, Some(fresh), Some(space))
+            }
+        };
+        self.pending = Some(Pending::Record(alloc::boxed::Box::new(Landing {
+            response,
+            version,
+            space,
+            replaced,
+            previous,
+        })));
+        Step::Need(Need::Write {
+            key,
+            expect,
+            write,
+            at,
+        })
+    }
+
+    /// Resumes with what became of the [`Need::Ledger`] job: a charge refused or failed undoes
+    /// the operation; a finish's move of its charge is best effort.
+    #[must_use = "the next step must be carried out"]
+    pub fn settled(&mut self, settled: Settled) -> Step {
+        let Some(Task::Ledger(job)) = self.current_task() else {
+            // A settlement with no job asked for: a host bug, answered as a failure.
+            return Step::Done(Response::Failed(Failure::Unavailable));
+        };
+        match (settled, job) {
+            (Settled::Done, job) => self.charged(job),
+            (Settled::Refused { retry_after }, Job::Charge { .. }) => self.refused(retry_after),
+            // Only a charge can be refused: a host bug, and moves are best effort anyway.
+            (Settled::Refused { .. }, _) => self.next_task(),
+            (Settled::Failed(failure), _) => self.task_failed(failure),
+        }
+    }
+
+    /// Counts a lost compare-and-set on the record: the answer once there were too many.
+    fn lost(&mut self) -> Option<Step> {
+        self.attempts += 1;
+        (self.attempts >= MAX_ATTEMPTS).then_some(Step::Done(Response::Failed(Failure::Contention)))
+    }
+
+    fn current_task(&self) -> Option<Task> {
+        self.after.as_ref().and_then(|a| a.tasks.first().cloned())
+    }
+
+    /// The record's write landed: what its payers owe, if anything.
+    fn landed(&mut self, landing: Landing) -> Step {
+        let mut after = After {
+            answer: landing.response,
+            tasks: Vec::new(),
+            written: None,
+            refunds: Vec::new(),
+        };
+        let charge = |payers: &[Billed], space| {
+            payers
+                .iter()
+                .map(|p| {
+                    Task::Ledger(Job::Charge {
+                        tag: p.tag,
+                        share: p.share,
+                        space,
+                    })
+                })
+                .collect::<Vec<_>>()
+        };
+        match (&self.request, &after.answer, landing.space) {
+            (
+                Request::Claim { payers, .. },
+                Response::Claim(ClaimOutcome::Forward { .. }),
+                Some(space),
+            )
+            | (
+                Request::Consume { payers, .. },
+                Response::Consume(ConsumeOutcome::Consumed),
+                Some(space),
+            ) => {
+                after.tasks = charge(payers, space);
+                after.written = landing.version.map(|v| (v, landing.previous));
+            }
+            (Request::Finish { .. }, Response::Finish(outcome), to) => {
+                if let Some((payers, from)) = landing.replaced {
+                    let stored = matches!(outcome, crate::store::protocol::FinishOutcome::Stored);
+                    after.tasks = payers
+                        .tags()
+                        .map(|tag| match (stored, to) {
+                            (true, Some(to)) => Task::Ledger(Job::Shift { tag, from, to }),
+                            _ => Task::Ledger(Job::Refund { tag, space: from }),
+                        })
+                        .collect();
+                }
+            }
+            _ => {}
+        }
+        self.after = Some(after);
+        self.start_task()
+    }
+
+    /// The first task's first engine call, or the answer when none is left.
+    fn start_task(&mut self) -> Step {
+        self.attempts = 0;
+        let Some(task) = self.current_task() else {
+            return match self.after.take() {
+                Some(after) => Step::Done(after.answer),
+                None => Step::Done(Response::Failed(Failure::Unavailable)),
+            };
+        };
+        match task {
+            Task::Ledger(job) => Step::Need(Need::Ledger(LedgerJob(job))),
+            Task::Unwrite(version, previous) => {
+                let key = *self.request.key();
+                let write = match previous {
+                    None => Write::Delete,
+                    Some(record) => Write::Set {
+                        expires_at: record.expires_at(),
+                        value: StoredValue {
+                            version: self.derive_version(),
+                            record,
+                        }
+                        .encode(&key),
+                    },
+                };
+                self.pending = Some(Pending::Unwrite);
+                Step::Need(Need::Write {
+                    key,
+                    expect: Some(version),
+                    write,
+                    at: None,
+                })
+            }
+        }
+    }
+
+    fn next_task(&mut self) -> Step {
+        if let Some(after) = &mut self.after {
+            if !after.tasks.is_empty() {
+                after.tasks.remove(0);
+            }
+        }
+        self.start_task()
+    }
+
+    /// `job` is done: a charge is remembered (to give back if a later one fails); the next task.
+    fn charged(&mut self, job: Job) -> Step {
+        if let (Job::Charge { tag, space, .. }, Some(after)) = (job, &mut self.after) {
+            after.refunds.push(Job::Refund { tag, space });
+        }
+        self.next_task()
+    }
+
+    /// A payer is at its share: 429 with when it has room, and the operation undone.
+    fn refused(&mut self, retry_after: Span) -> Step {
+        let answer = match &self.request {
+            Request::Consume { .. } => {
+                Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after })
+            }
+            _ => Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }),
+        };
+        self.undo(answer)
+    }
+
+    /// The current task could not be done. A charge undoes the operation, answering `failure`
+    /// (the host's failure mode applies, as for any failed claim); anything else is best effort.
+    fn task_failed(&mut self, failure: Failure) -> Step {
+        self.pending = None;
+        match self.current_task() {
+            Some(Task::Ledger(Job::Charge { .. })) => {
+                let answer = match failure {
+                    Failure::Full => full(&self.request),
+                    other => Response::Failed(other),
+                };
+                self.undo(answer)
+            }
+            _ => self.next_task(),
+        }
+    }
+
+    /// Gives back the charges made, deletes the record written, and answers `answer`.
+    fn undo(&mut self, answer: Response) -> Step {
+        let Some(after) = &mut self.after else {
+            return Step::Done(answer);
+        };
+        let mut tasks: Vec<Task> = after.refunds.drain(..).map(Task::Ledger).collect();
+        tasks.extend(
+            after
+                .written
+                .take()
+                .map(|(version, previous)| Task::Unwrite(version, previous)),
+        );
+        after.tasks = tasks;
+        after.answer = answer;
+        self.start_task()
+    }
+
+    /// A version for a write the host gave no fresh one for (putting back what a refused claim
+    /// replaced): derived from the last fresh one, so it never repeats either.
+    fn derive_version(&mut self) -> ValueVersion {
+        self.derived += 1;
+        let mut hasher = PartsHasher::new("idemgate-derived-version-v1");
+        hasher.part(&self.fresh.0).part(&self.derived.to_be_bytes());
+        let hash = hasher.finish();
+        let mut version = [0; VERSION_LEN];
+        version.copy_from_slice(&hash[..VERSION_LEN]);
+        ValueVersion(version)
+    }
+}
+
+impl Resume for Exchange {
+    type Step = Step;
+
+    /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
+    /// fresh random version for a write (drawn by the host: the core has no entropy).
+    fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step {
+        if self.after.is_some() {
+            // Only the record is read: ledgers are settled, a delete is never preceded by a read.
+            return self.task_failed(Failure::Unavailable);
+        }
+        let key = *self.request.key();
+        let current = match value.map(|bytes| StoredValue::decode(&key, bytes)) {
+            None => None,
+            Some(Ok(stored)) => Some(stored),
+            // Never overwrite what cannot be read: it may be a record of a newer format.
+            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+        };
+        self.decide(current.as_ref(), now, fresh, None)
+    }
+
+    /// Resumes with the compare-and-set's result, when the engine said only whether it wrote: a
+    /// conflict is followed by a read.
+    fn written(&mut self, outcome: WriteOutcome) -> Self::Step {
+        match (outcome, self.pending.take()) {
+            (WriteOutcome::Written, Some(Pending::Record(landing))) => self.landed(*landing),
+            // Deleted, or no longer the record written (taken over, expired): either way done.
+            (_, Some(Pending::Unwrite)) => self.next_task(),
+            (WriteOutcome::Conflict, Some(Pending::Record(_))) => match self.lost() {
+                Some(done) => done,
+                None => Step::Need(Need::Read {
+                    key: *self.request.key(),
+                }),
+            },
+            // A write result with no write asked for: a host bug, answered as a failure.
+            (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
+        }
+    }
+
+    /// Resumes after a compare-and-set the engine refused (another version, or a speculative
+    /// write off the engine's clock) and answered, in the same atomic step, with its clock and
+    /// the key's current value: decided again on those, as after a read.
+    fn conflicted(
+        &mut self,
+        now: UnixMillis,
+        value: Option<&[u8]>,
+        fresh: ValueVersion,
+    ) -> Self::Step {
+        match self.pending.take() {
+            None => Step::Done(Response::Failed(Failure::Unavailable)),
+            Some(Pending::Unwrite) => self.next_task(),
+            Some(Pending::Record(_)) => match self.lost() {
+                Some(done) => done,
+                None => self.read(now, value, fresh),
+            },
+        }
+    }
+
+    /// Resumes after the engine failed a call (the host's timeout, a refused write, a lost
+    /// connection): on the record, the operation's answer; on a payer's charge, the operation is
+    /// undone as far as the engine lets it; on a finish's ledger move, the finish stands.
+    fn failed(&mut self, failure: Failure) -> Self::Step {
+        self.pending = None;
+        match self.after {
+            None if failure == Failure::Full => Step::Done(full(&self.request)),
+            None => Step::Done(Response::Failed(failure)),
+            Some(_) => self.task_failed(failure),
+        }
+    }
+}

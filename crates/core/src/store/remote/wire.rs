@@ -1,0 +1,710 @@
+//! The bytes between a filter and the store service: one request, one response, per operation.
+//!
+//! Compact and versioned, big-endian, no self-description (both ends are this crate):
+//!
+//! ```text
+//! request  = "IQ" version(1) op(1) body
+//!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8) [payers]
+//!   op 2 finish  : key(32) owner(16) ttl_ms(8) end(1)  end 0 = release, 1 = store + response
+//!   op 3 consume : key(32) token_expires_at_ms(8) [payers]
+//! payers   = count(1, 1 or 2) { tag(8) share_records(8) share_bytes(8) }*
+//!            (absent: nobody is charged; issue 23)
+//! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
+//! response body of a replay or a stored answer:
+//!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
+//!   sealed(1) [ seal(32) ]      (the filter's MAC over the answer and its key: `crate::store::seal`)
+//! ```
+//!
+//! Decoders take untrusted bytes (a garbage reply from a broken service, a hostile client of the
+//! service) and return a typed [`WireError`], never panic, and never allocate more than the input
+//! holds. Replayed headers are checked by the same rules as stored records.
+
+use crate::client::scope::StorageKey;
+use crate::codec::{Reader, Writer};
+use crate::decision::{safe_header, MAX_STORED_HEADERS};
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
+use crate::store::record::{
+    is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse,
+};
+use crate::store::seal::Seal;
+use crate::store::share::{Billed, PayerTag, Share};
+use crate::store::StoreError;
+use crate::time::{Span, UnixMillis};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+mod order;
+
+/// The HTTP media type of both bodies.
+pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
+/// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
+/// answers carry their seal (issue 24); 3: a payer's share carries its bytes (issue 23). So a
+/// filter and a service of different versions refuse each other's messages by version instead of
+/// misreading them.
+pub(crate) const WIRE_VERSION: u8 = 3;
+const REQUEST_MAGIC: [u8; 2] = *b"IQ";
+const RESPONSE_MAGIC: [u8; 2] = *b"IA";
+
+const OP_CLAIM: u8 = 1;
+const OP_FINISH: u8 = 2;
+const OP_CONSUME: u8 = 3;
+
+const END_RELEASE: u8 = 0;
+const END_STORE: u8 = 1;
+
+/// One operation, as the filter asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Request {
+    /// Claim `key` for a request (semantics §4); `owner` is the filter's fresh fencing token.
+    Claim {
+        key: StorageKey,
+        fingerprint: Fingerprint,
+        owner: OwnerToken,
+        lease: Span,
+        ttl: Span,
+        /// Who pays for the claim's space, each within its share of the store (empty: nobody).
+        payers: Vec<Billed>,
+    },
+    /// End the claim `owner` holds (semantics §5), as the filter's policy decided
+    /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
+    Finish {
+        key: StorageKey,
+        owner: OwnerToken,
+        /// The record's life from completion.
+        ttl: Span,
+        end: End,
+    },
+    /// Mark a one-time token used, once across the fleet (semantics §7).
+    Consume {
+        key: StorageKey,
+        /// The token's own expiry, from its signed claims.
+        expires_at: UnixMillis,
+        /// Who pays for the use's space while it is remembered (empty: nobody).
+        payers: Vec<Billed>,
+    },
+    /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
+    /// that applies ([`crate::order::begin`], issue 26).
+    OrderBegin {
+        key: StorageKey,
+        owner: OwnerToken,
+        lease: Span,
+        ttl: Span,
+        retry_after: Span,
+        forward_after: Option<Span>,
+        event: String,
+        table: crate::order::transition::DeclaredTable,
+    },
+    /// End `owner`'s claim on the resource: advance to `to` if `applied`, else release
+    /// ([`crate::order::settle`]).
+    OrderSettle {
+        key: StorageKey,
+        owner: OwnerToken,
+        ttl: Span,
+        to: String,
+        applied: bool,
+    },
+}
+
+/// What a finish does with the claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    Release,
+    Store(StoredResponse),
+}
+
+impl Request {
+    /// The storage key the operation touches (every operation touches exactly one).
+    pub fn key(&self) -> &StorageKey {
+        match self {
+            Request::Claim { key, .. }
+            | Request::Finish { key, .. }
+            | Request::Consume { key, .. }
+            | Request::OrderBegin { key, .. }
+            | Request::OrderSettle { key, .. } => key,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.bytes(&REQUEST_MAGIC);
+        w.u8(WIRE_VERSION);
+        match self {
+            Request::Claim {
+                key,
+                fingerprint,
+                owner,
+                lease,
+                ttl,
+                payers,
+            } => {
+                w.u8(OP_CLAIM);
+                w.bytes(&key.0);
+                w.bytes(&fingerprint.0);
+                w.bytes(&owner.0);
+                w.u64(lease.0);
+                w.u64(ttl.0);
+                put_payers(&mut w, payers);
+            }
+            Request::Finish {
+                key,
+                owner,
+                ttl,
+                end,
+            } => {
+                w.u8(OP_FINISH);
+                w.bytes(&key.0);
+                w.bytes(&owner.0);
+                w.u64(ttl.0);
+                match end {
+                    End::Release => w.u8(END_RELEASE),
+                    End::Store(response) => {
+                        w.u8(END_STORE);
+                        put_response(&mut w, response);
+                    }
+                }
+            }
+            Request::Consume {
+                key,
+                expires_at,
+                payers,
+            } => {
+                w.u8(OP_CONSUME);
+                w.bytes(&key.0);
+                w.u64(expires_at.0);
+                put_payers(&mut w, payers);
+            }
+            Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
+                order::put_request(&mut w, self)
+            }
+        }
+        w.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Request, WireError> {
+        let mut r = Reader::new(bytes);
+        header(&mut r, REQUEST_MAGIC)?;
+        let request = match r.u8()? {
+            OP_CLAIM => Request::Claim {
+                key: StorageKey(r.array()?),
+                fingerprint: Fingerprint(r.array()?),
+                owner: OwnerToken(r.array()?),
+                lease: span(&mut r)?,
+                ttl: ttl(&mut r)?,
+                payers: get_payers(&mut r)?,
+            },
+            OP_FINISH => Request::Finish {
+                key: StorageKey(r.array()?),
+                owner: OwnerToken(r.array()?),
+                ttl: ttl(&mut r)?,
+                end: match r.u8()? {
+                    END_RELEASE => End::Release,
+                    END_STORE => End::Store(get_response(&mut r)?),
+                    tag => return Err(WireError::UnknownTag(tag)),
+                },
+            },
+            OP_CONSUME => Request::Consume {
+                key: StorageKey(r.array()?),
+                expires_at: match r.u64()? {
+                    ms if ms <= MAX_INSTANT_MS => UnixMillis(ms),
+                    _ => return Err(WireError::OutOfRange),
+                },
+                payers: get_payers(&mut r)?,
+            },
+            op @ (order::OP_BEGIN | order::OP_SETTLE) => order::get_request(op, &mut r)?,
+            op => return Err(WireError::UnknownOp(op)),
+        };
+        end(&r)?;
+        Ok(request)
+    }
+}
+
+/// Longest lease or TTL a request may carry: 100 years. Engines bound expiry times (Redis refuses
+/// a `PXAT` past 2^63 ms), so an absurd value is refused here instead of failing there.
+pub(crate) const MAX_SPAN_MS: u64 = 100 * 366 * 86_400_000;
+/// Latest instant a request may carry: the last millisecond of the year 9999.
+pub(crate) const MAX_INSTANT_MS: u64 = 253_402_300_799_999;
+
+fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
+    match r.u64()? {
+        ms if ms <= MAX_SPAN_MS => Ok(Span(ms)),
+        _ => Err(WireError::OutOfRange),
+    }
+}
+
+/// The payers block of a claim or a token use: absent when nobody pays.
+fn put_payers(w: &mut Writer, payers: &[Billed]) {
+    if payers.is_empty() {
+        return;
+    }
+    w.u8(payers.len() as u8);
+    for payer in payers {
+        w.bytes(&payer.tag.0);
+        w.u64(payer.share.records);
+        w.u64(payer.share.bytes);
+    }
+}
+
+/// At most two payers, none twice (one spelling per request).
+fn get_payers(r: &mut Reader<'_>) -> Result<Vec<Billed>, WireError> {
+    if r.is_empty() {
+        return Ok(Vec::new());
+    }
+    let count = r.u8()?;
+    if !(1..=2).contains(&count) {
+        return Err(WireError::OutOfRange);
+    }
+    let mut payers: Vec<Billed> = Vec::new();
+    for _ in 0..count {
+        let tag = PayerTag(r.array()?);
+        let share = Share {
+            records: r.u64()?,
+            bytes: r.u64()?,
+        };
+        if payers.iter().any(|p| p.tag == tag) {
+            return Err(WireError::OutOfRange);
+        }
+        payers.push(Billed { tag, share });
+    }
+    Ok(payers)
+}
+
+/// A TTL of zero would write a record that is expired as it lands: refused as malformed.
+fn ttl(r: &mut Reader<'_>) -> Result<Span, WireError> {
+    match span(r)? {
+        Span(0) => Err(WireError::ZeroTtl),
+        ttl => Ok(ttl),
+    }
+}
+
+/// Why the service could not carry an operation out. The filter applies its failure mode to every
+/// one of them; none of them wrote anything the operation did not decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Failure {
+    /// The engine refused or the connection failed.
+    Unavailable,
+    /// The engine did not answer within the service's timeout.
+    Timeout,
+    /// Lost too many compare-and-set races on the key in a row.
+    Contention,
+    /// The key holds bytes that are not a record; nothing was overwritten.
+    Corrupt,
+    /// The engine is out of memory (`maxmemory` with `noeviction`) for a write that must land.
+    Full,
+    /// The service could not decode the request.
+    BadRequest,
+    /// The service is shutting down and takes no new operations. Reserved: `idemgate-store`
+    /// finishes every operation it accepted and lets HTTP/2 GOAWAY turn new ones away, so it
+    /// does not send this today; a filter treats it like any other failure.
+    ShuttingDown,
+}
+
+impl Failure {
+    const ALL: [Failure; 7] = [
+        Failure::Unavailable,
+        Failure::Timeout,
+        Failure::Contention,
+        Failure::Corrupt,
+        Failure::Full,
+        Failure::BadRequest,
+        Failure::ShuttingDown,
+    ];
+
+    fn byte(self) -> u8 {
+        match self {
+            Failure::Unavailable => 1,
+            Failure::Timeout => 2,
+            Failure::Contention => 3,
+            Failure::Corrupt => 4,
+            Failure::Full => 5,
+            Failure::BadRequest => 6,
+            Failure::ShuttingDown => 7,
+        }
+    }
+
+    fn from_byte(byte: u8) -> Option<Failure> {
+        Failure::ALL.into_iter().find(|f| f.byte() == byte)
+    }
+
+    /// A stable code for logs and metrics.
+    pub fn code(self) -> &'static str {
+        match self {
+            Failure::Unavailable => "remote_unavailable",
+            Failure::Timeout => "remote_timeout",
+            Failure::Contention => "remote_contention",
+            Failure::Corrupt => "remote_corrupt",
+            Failure::Full => "remote_full",
+            Failure::BadRequest => "remote_bad_request",
+            Failure::ShuttingDown => "remote_shutting_down",
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Failure::Unavailable => "the record store is unavailable",
+            Failure::Timeout => "the record store did not answer in time",
+            Failure::Contention => "too many concurrent writers on one key",
+            Failure::Corrupt => "the stored record is unreadable",
+            Failure::Full => "the record store is full",
+            Failure::BadRequest => "the store service could not read the request",
+            Failure::ShuttingDown => "the store service is shutting down",
+        })
+    }
+}
+
+/// The service's answer: the same outcomes the local protocol gives, or why there is none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Response {
+    Claim(ClaimOutcome),
+    Finish(FinishOutcome),
+    Consume(ConsumeOutcome),
+    /// The ordering guard's begin ([`crate::order::BeginOutcome`]).
+    Begin(crate::order::BeginOutcome),
+    /// The ordering guard's settle ([`crate::order::SettleOutcome`]).
+    Settle(crate::order::SettleOutcome),
+    Failed(Failure),
+}
+
+/// Response tags: claim outcomes 1–6, finish outcomes 16–19, consume outcomes 32–35, failure 48.
+struct Tag;
+impl Tag {
+    const FORWARD: u8 = 1;
+    const CONFLICT: u8 = 2;
+    const REPLAY: u8 = 3;
+    const MISMATCH: u8 = 4;
+    const CLAIM_FULL: u8 = 5;
+    const CLAIM_QUOTA: u8 = 6;
+    const STORED: u8 = 16;
+    const RELEASED: u8 = 17;
+    const KEPT_IN_FLIGHT: u8 = 18;
+    const NOT_OWNER: u8 = 19;
+    const CONSUMED: u8 = 32;
+    const ALREADY_USED: u8 = 33;
+    const CONSUME_FULL: u8 = 34;
+    const CONSUME_QUOTA: u8 = 35;
+    const FAILED: u8 = 48;
+}
+
+impl Response {
+    /// The HTTP status the service sends this response with, its body always the encoding: 200
+    /// for an outcome, 400 for a request the service could not read, 503 when no decision was
+    /// reached. Decided here so the service and every model of it answer alike.
+    pub const fn http_status(&self) -> u16 {
+        match self {
+            Response::Failed(Failure::BadRequest) => 400,
+            Response::Failed(_) => 503,
+            _ => 200,
+        }
+    }
+
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.bytes(&RESPONSE_MAGIC);
+        w.u8(WIRE_VERSION);
+        match self {
+            Response::Claim(ClaimOutcome::Forward { owner, takeover }) => {
+                w.u8(Tag::FORWARD);
+                w.bytes(&owner.0);
+                w.u8(u8::from(*takeover));
+            }
+            Response::Claim(ClaimOutcome::Conflict { retry_after }) => {
+                w.u8(Tag::CONFLICT);
+                w.u64(retry_after.0);
+            }
+            Response::Claim(ClaimOutcome::Replay(response)) => {
+                w.u8(Tag::REPLAY);
+                put_response(&mut w, response);
+            }
+            Response::Claim(ClaimOutcome::Mismatch) => w.u8(Tag::MISMATCH),
+            Response::Claim(ClaimOutcome::StoreFull { retry_after }) => {
+                w.u8(Tag::CLAIM_FULL);
+                w.u64(retry_after.0);
+            }
+            Response::Finish(outcome) => w.u8(match outcome {
+                FinishOutcome::Stored => Tag::STORED,
+                FinishOutcome::Released => Tag::RELEASED,
+                FinishOutcome::KeptInFlight => Tag::KEPT_IN_FLIGHT,
+                FinishOutcome::NotOwner => Tag::NOT_OWNER,
+            }),
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => {
+                w.u8(Tag::CLAIM_QUOTA);
+                w.u64(retry_after.0);
+            }
+            Response::Consume(ConsumeOutcome::Consumed) => w.u8(Tag::CONSUMED),
+            Response::Consume(ConsumeOutcome::AlreadyUsed) => w.u8(Tag::ALREADY_USED),
+            Response::Consume(ConsumeOutcome::StoreFull { retry_after }) => {
+                w.u8(Tag::CONSUME_FULL);
+                w.u64(retry_after.0);
+            }
+            Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after }) => {
+                w.u8(Tag::CONSUME_QUOTA);
+                w.u64(retry_after.0);
+            }
+            Response::Failed(failure) => {
+                w.u8(Tag::FAILED);
+                w.u8(failure.byte());
+            }
+            Response::Begin(_) | Response::Settle(_) => order::put_response(&mut w, self),
+        }
+        w.finish()
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Response, WireError> {
+        let mut r = Reader::new(bytes);
+        header(&mut r, RESPONSE_MAGIC)?;
+        let response = match r.u8()? {
+            Tag::FORWARD => Response::Claim(ClaimOutcome::Forward {
+                owner: OwnerToken(r.array()?),
+                takeover: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    tag => return Err(WireError::UnknownTag(tag)),
+                },
+            }),
+            Tag::CONFLICT => Response::Claim(ClaimOutcome::Conflict {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::REPLAY => Response::Claim(ClaimOutcome::Replay(get_response(&mut r)?)),
+            Tag::MISMATCH => Response::Claim(ClaimOutcome::Mismatch),
+            Tag::CLAIM_FULL => Response::Claim(ClaimOutcome::StoreFull {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::STORED => Response::Finish(FinishOutcome::Stored),
+            Tag::RELEASED => Response::Finish(FinishOutcome::Released),
+            Tag::KEPT_IN_FLIGHT => Response::Finish(FinishOutcome::KeptInFlight),
+            Tag::NOT_OWNER => Response::Finish(FinishOutcome::NotOwner),
+            Tag::CONSUMED => Response::Consume(ConsumeOutcome::Consumed),
+            Tag::ALREADY_USED => Response::Consume(ConsumeOutcome::AlreadyUsed),
+            Tag::CLAIM_QUOTA => Response::Claim(ClaimOutcome::QuotaExceeded {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::CONSUME_FULL => Response::Consume(ConsumeOutcome::StoreFull {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::CONSUME_QUOTA => Response::Consume(ConsumeOutcome::QuotaExceeded {
+                retry_after: Span(r.u64()?),
+            }),
+            Tag::FAILED => {
+                let byte = r.u8()?;
+                Response::Failed(Failure::from_byte(byte).ok_or(WireError::UnknownTag(byte))?)
+            }
+            tag => match order::get_response(tag, &mut r)? {
+                Some(response) => response,
+                None => return Err(WireError::UnknownTag(tag)),
+            },
+        };
+        end(&r)?;
+        Ok(response)
+    }
+
+    /// The answer to a claim, as the local protocol would give it. A failure, or an answer to
+    /// another operation (a confused service), is an error for the failure mode.
+    pub fn into_claim(self) -> Result<ClaimOutcome, ProtocolError> {
+        match self {
+            Response::Claim(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_finish(self) -> Result<FinishOutcome, ProtocolError> {
+        match self {
+            Response::Finish(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_begin(self) -> Result<crate::order::BeginOutcome, ProtocolError> {
+        match self {
+            Response::Begin(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_settle(self) -> Result<crate::order::SettleOutcome, ProtocolError> {
+        match self {
+            Response::Settle(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    pub fn into_consume(self) -> Result<ConsumeOutcome, ProtocolError> {
+        match self {
+            Response::Consume(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    fn unexpected(self) -> ProtocolError {
+        match self {
+            Response::Failed(failure) => {
+                ProtocolError::Store(StoreError::Unavailable(String::from(failure.code())))
+            }
+            _ => ProtocolError::UnexpectedReply,
+        }
+    }
+}
+
+fn header(r: &mut Reader<'_>, magic: [u8; 2]) -> Result<(), WireError> {
+    if r.array::<2>()? != magic {
+        return Err(WireError::BadMagic);
+    }
+    match r.u8()? {
+        WIRE_VERSION => Ok(()),
+        version => Err(WireError::UnsupportedVersion(version)),
+    }
+}
+
+fn end(r: &Reader<'_>) -> Result<(), WireError> {
+    if r.is_empty() {
+        Ok(())
+    } else {
+        Err(WireError::TrailingBytes)
+    }
+}
+
+pub(crate) fn put_response(w: &mut Writer, response: &StoredResponse) {
+    w.u16(response.status);
+    let headers = &response.headers[..response.headers.len().min(MAX_STORED_HEADERS)];
+    w.u16(headers.len() as u16);
+    for (name, value) in headers {
+        w.short_bytes(name.as_bytes());
+        w.short_bytes(value.as_bytes());
+    }
+    match &response.body {
+        StoredBody::NotKept => w.u8(0),
+        StoredBody::Kept(body) => {
+            w.u8(1);
+            w.u32(body.len() as u32);
+            w.bytes(body);
+        }
+    }
+    match &response.seal {
+        None => w.u8(0),
+        Some(seal) => {
+            w.u8(1);
+            w.bytes(&seal.0);
+        }
+    }
+}
+
+pub(crate) fn get_response(r: &mut Reader<'_>) -> Result<StoredResponse, WireError> {
+    let status = r.u16()?;
+    if !is_storable_status(status) {
+        return Err(WireError::InvalidStatus(status));
+    }
+    let count = usize::from(r.u16()?);
+    if count > MAX_STORED_HEADERS {
+        return Err(WireError::InvalidHeader);
+    }
+    let mut headers = Vec::new();
+    for _ in 0..count {
+        let name = header_text(r.short_bytes()?)?;
+        let value = header_text(r.short_bytes()?)?;
+        // What completion would never store, a replay never emits, whoever wrote these bytes.
+        if !safe_header(&name, &value) || crate::policy::never_replayed(&name) {
+            return Err(WireError::InvalidHeader);
+        }
+        headers.push((name, value));
+    }
+    let body = match r.u8()? {
+        0 => StoredBody::NotKept,
+        1 => {
+            let len = r.u32()? as usize;
+            StoredBody::Kept(r.take(len)?.to_vec())
+        }
+        tag => return Err(WireError::UnknownTag(tag)),
+    };
+    let seal = match r.u8()? {
+        0 => None,
+        1 => Some(Seal(r.array()?)),
+        tag => return Err(WireError::UnknownTag(tag)),
+    };
+    Ok(StoredResponse {
+        status,
+        headers,
+        body,
+        seal,
+    })
+}
+
+fn header_text(bytes: &[u8]) -> Result<String, WireError> {
+    String::from_utf8(bytes.to_vec()).map_err(|_| WireError::InvalidHeader)
+}
+
+/// Why bytes are not a request or a response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum WireError {
+    BadMagic,
+    UnsupportedVersion(u8),
+    Truncated,
+    UnknownOp(u8),
+    UnknownTag(u8),
+    InvalidStatus(u16),
+    InvalidHeader,
+    ZeroTtl,
+    /// A lease, TTL or expiry beyond `MAX_SPAN_MS` / `MAX_INSTANT_MS`.
+    OutOfRange,
+    TrailingBytes,
+    /// A stored value names another storage key than the one it is stored under.
+    KeyMismatch,
+    /// A stored value's record is unreadable.
+    Record(DecodeError),
+    /// An ordering request's state table is not a valid table.
+    Table(crate::order::transition::TableError),
+}
+
+impl From<DecodeError> for WireError {
+    fn from(e: DecodeError) -> Self {
+        match e {
+            DecodeError::Truncated => WireError::Truncated,
+            other => WireError::Record(other),
+        }
+    }
+}
+
+impl WireError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            WireError::BadMagic => "wire_bad_magic",
+            WireError::UnsupportedVersion(_) => "wire_unsupported_version",
+            WireError::Truncated => "wire_truncated",
+            WireError::UnknownOp(_) => "wire_unknown_op",
+            WireError::UnknownTag(_) => "wire_unknown_tag",
+            WireError::InvalidStatus(_) => "wire_invalid_status",
+            WireError::InvalidHeader => "wire_invalid_header",
+            WireError::ZeroTtl => "wire_zero_ttl",
+            WireError::OutOfRange => "wire_out_of_range",
+            WireError::TrailingBytes => "wire_trailing_bytes",
+            WireError::KeyMismatch => "wire_key_mismatch",
+            WireError::Record(e) => e.code(),
+            WireError::Table(e) => e.code(),
+        }
+    }
+}
+
+impl fmt::Display for WireError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WireError::BadMagic => f.write_str("not an idemgate store message"),
+            WireError::UnsupportedVersion(v) => write!(f, "unsupported store wire version {v}"),
+            WireError::Truncated => f.write_str("store message is truncated"),
+            WireError::UnknownOp(op) => write!(f, "unknown store operation {op}"),
+            WireError::UnknownTag(tag) => write!(f, "unknown tag {tag} in store message"),
+            WireError::InvalidStatus(s) => write!(f, "invalid status {s} in store message"),
+            WireError::InvalidHeader => f.write_str("unsafe or malformed header in store message"),
+            WireError::ZeroTtl => f.write_str("a record TTL of zero"),
+            WireError::OutOfRange => f.write_str("a time beyond what a record can hold"),
+            WireError::TrailingBytes => f.write_str("store message has trailing bytes"),
+            WireError::KeyMismatch => f.write_str("stored value belongs to another key"),
+            WireError::Record(e) => write!(f, "{e}"),
+            WireError::Table(e) => write!(f, "{e}"),
+        }
+    }
+}

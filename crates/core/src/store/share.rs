@@ -1,0 +1,454 @@
+//! Shares of the whole store (issue 23): who pays for a record's space, and how many records and
+//! bytes each payer may hold at once, so that no client — however many identities it makes up —
+//! can deny the store to others.
+//!
+//! **Who pays.** A scope the client writes itself (any request header) is its own word: a client
+//! can send a new `Authorization` value with every request. Each record is therefore charged to
+//! the scope *and* to the address group the request came from (the peer, after Envoy's
+//! `xff_num_trusted_hops`; IPv6 grouped by its /64 by default, since one host holds a whole /64),
+//! unless the scope source is verified — something before this filter established it (a JWT
+//! claim in dynamic metadata, a header the operator declares Envoy sets). A record of a
+//! peer-scoped request is charged to its address group alone.
+//!
+//! **Of the whole store, in records and in bytes.** Each payer's records, and the bytes they
+//! take, are counted in a *ledger* ([`ledger`]): a fixed set of ledger cells beside the record
+//! cells, the payer's tag choosing its cell, changed by compare-and-set like every cell. A payer below its share is never refused — the count is of
+//! the whole store, not of the cell its key happens to hash to — and one at its share (in records
+//! or in bytes) gets 429 with the moment its first records free their space. Bytes are what a
+//! record takes in memory ([`Space::of`]): a stored answer's body and headers and the record's
+//! own overhead, so a client whose answers are large reaches its share with fewer records.
+//!
+//! **For as long as the record holds space**: a claim until its lease ends (after that a retry may
+//! take it over), a stored answer or a token use until it expires. A released claim gives its
+//! space back at once.
+
+pub mod ledger;
+mod space;
+
+pub use space::Space;
+
+use crate::client::scope::{scope_hash, Scope};
+use crate::store::protocol::{ProtocolError, MAX_ATTEMPTS};
+use crate::store::{Expect, Layout, Store, WriteOutcome};
+use crate::time::{Span, UnixMillis};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::net::IpAddr;
+use ledger::{Ledger, Usage};
+
+/// What one payer may hold in the whole store at once: a new record is charged only while it
+/// holds fewer records *and* fewer bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Share {
+    pub records: u64,
+    /// `u64::MAX` where bytes are not limited (`shares.*_bytes: "off"`): never reached.
+    pub bytes: u64,
+}
+
+/// What each payer may hold in the whole store (issue 23).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shares {
+    /// For a scope: a header or property identity; `None`: not counted (`"off"`).
+    pub identity: Option<Share>,
+    /// For an address group: every record its requests created, whatever identity they gave;
+    /// `None`: not counted (`"off"`).
+    pub peer: Option<Share>,
+    /// Leading bits of an IPv4 address that make one peer.
+    pub ipv4_prefix: u8,
+    /// Leading bits of an IPv6 address that make one peer.
+    pub ipv6_prefix: u8,
+}
+
+impl Shares {
+    /// The share that applies to `tag`; `None` when its kind is not counted.
+    pub fn limit(&self, tag: PayerTag) -> Option<Share> {
+        if tag.is_address_group() {
+            self.peer
+        } else {
+            self.identity
+        }
+    }
+
+    /// [`Payers::of`] without the payers whose kind is not counted (`"off"`): nothing is
+    /// charged to them, so their records cost no ledger write.
+    pub fn payers(&self, scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+        self.payers_tagged(scope, verified, peer_group, &PayerTag::of)
+    }
+
+    /// [`Shares::payers`], each payer's tag made by `tag` (a host's kept hashes).
+    pub(crate) fn payers_tagged(
+        &self,
+        scope: Scope<'_>,
+        verified: bool,
+        peer_group: Option<&[u8]>,
+        tag: &dyn Fn(Scope<'_>) -> PayerTag,
+    ) -> Payers {
+        let all = Payers::tagged(scope, verified, peer_group, tag);
+        let mut counted = all.tags().filter(|tag| self.limit(*tag).is_some());
+        Payers::from_tags(counted.next(), counted.next())
+    }
+
+    /// `payers` with the share each is charged within, as a request to the remote store names
+    /// them (the service holds no policy: the filter's shares travel with the request). A payer
+    /// whose kind is not counted is left out.
+    pub fn billed(&self, payers: Payers) -> Vec<Billed> {
+        payers
+            .tags()
+            .filter_map(|tag| self.limit(tag).map(|share| Billed { tag, share }))
+            .collect()
+    }
+
+    /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
+    /// `[2001:db8::1]`): the address with only its first `ipv4_prefix` / `ipv6_prefix` bits kept,
+    /// as bytes (family, prefix length, masked address) — it is only ever hashed into a payer's
+    /// tag, so it is never formatted (which would cost the filter kilobytes of code). Anything
+    /// that is not an IP address (a Unix socket path) is its own group.
+    pub fn peer_group(&self, host: &str) -> Vec<u8> {
+        let bare = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
+        // A zone (`fe80::1%eth0`) names the interface, not another peer.
+        let bare = bare
+            .split_once('%')
+            .map_or(bare, |(address, _zone)| address);
+        let v4 = |v4: core::net::Ipv4Addr| {
+            let bits = u32::from(v4) & mask32(self.ipv4_prefix);
+            let mut group = alloc::vec![4, self.ipv4_prefix];
+            group.extend_from_slice(&bits.to_be_bytes());
+            group
+        };
+        match bare.parse::<IpAddr>() {
+            Ok(IpAddr::V4(address)) => v4(address),
+            // An IPv4-mapped address is the IPv4 peer it maps.
+            Ok(IpAddr::V6(address)) => match address.to_ipv4_mapped() {
+                Some(mapped) => v4(mapped),
+                None => {
+                    let bits = u128::from(address) & mask128(self.ipv6_prefix);
+                    let mut group = alloc::vec![6, self.ipv6_prefix];
+                    group.extend_from_slice(&bits.to_be_bytes());
+                    group
+                }
+            },
+            Err(_) => {
+                let mut group = alloc::vec![0];
+                group.extend_from_slice(host.as_bytes());
+                group
+            }
+        }
+    }
+}
+
+fn mask32(prefix: u8) -> u32 {
+    match prefix {
+        0 => 0,
+        p if p >= 32 => u32::MAX,
+        p => u32::MAX << (32 - u32::from(p)),
+    }
+}
+
+fn mask128(prefix: u8) -> u128 {
+    match prefix {
+        0 => 0,
+        p if p >= 128 => u128::MAX,
+        p => u128::MAX << (128 - u32::from(p)),
+    }
+}
+
+/// A payer as the ledger and the records know it: 7 bytes of its scope's hash and whether it is
+/// an address group. 56 bits, so that neither chance (thousands of clients) nor an attacker
+/// choosing among its own addresses makes two payers share one share — the storage key's 24-bit
+/// [`PayerTag`] is too short for that.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PayerTag(pub [u8; 8]);
+
+impl PayerTag {
+    pub fn of(scope: Scope<'_>) -> PayerTag {
+        PayerTag::hashed(scope, &scope_hash(scope))
+    }
+
+    /// The tag of `scope`, whose [`scope_hash`] is `hash` (kept by
+    /// [`crate::client::identity::ScopeHashes`]).
+    pub(crate) fn hashed(scope: Scope<'_>, hash: &[u8; 32]) -> PayerTag {
+        let mut tag = [0; 8];
+        tag[..7].copy_from_slice(&hash[..7]);
+        tag[7] = u8::from(scope.source == PEER_GROUP_SOURCE);
+        PayerTag(tag)
+    }
+
+    /// An address group (its share is `shares.peer`), not an identity.
+    pub fn is_address_group(self) -> bool {
+        self.0[7] == 1
+    }
+}
+
+/// A payer and its share (what it may hold in the whole store), as the remote store is asked
+/// to charge it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Billed {
+    pub tag: PayerTag,
+    pub share: Share,
+}
+
+/// Who a record is charged to: one or two payers (none for records no share applies to, such as
+/// those of the remote store, which counts its own way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Payers {
+    tags: [Option<PayerTag>; 2],
+}
+
+/// The scope source of a peer's address group, as a payer.
+pub const PEER_GROUP_SOURCE: &str = "peer";
+
+impl Payers {
+    /// Nobody: the record is not counted.
+    pub const NONE: Payers = Payers { tags: [None, None] };
+
+    /// The payers of a request in `scope`: the scope alone when it is `verified`, and the
+    /// address group `peer_group` and the scope otherwise — the group first, so a group at its
+    /// share is refused before anything is charged to an identity it may have made up. A
+    /// peer-scoped request pays as its address group. With no address known (a host that has
+    /// none), an unverified scope pays alone.
+    pub fn of(scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+        Payers::tagged(scope, verified, peer_group, &PayerTag::of)
+    }
+
+    /// [`Payers::of`], each payer's tag made by `tag`.
+    fn tagged(
+        scope: Scope<'_>,
+        verified: bool,
+        peer_group: Option<&[u8]>,
+        tag: &dyn Fn(Scope<'_>) -> PayerTag,
+    ) -> Payers {
+        let group = peer_group.map(|value| {
+            tag(Scope {
+                source: PEER_GROUP_SOURCE,
+                value,
+            })
+        });
+        if scope.source == PEER_GROUP_SOURCE {
+            return Payers {
+                tags: [group.or_else(|| Some(tag(scope))), None],
+            };
+        }
+        let own = Some(tag(scope));
+        match (verified, group) {
+            (false, Some(group)) => Payers {
+                tags: [Some(group), own],
+            },
+            _ => Payers { tags: [own, None] },
+        }
+    }
+
+    /// The payers from their tags, as a record stores them.
+    pub fn from_tags(first: Option<PayerTag>, second: Option<PayerTag>) -> Payers {
+        match (first, second) {
+            (None, second) => Payers {
+                tags: [second, None],
+            },
+            (first, second) if first == second => Payers {
+                tags: [first, None],
+            },
+            tags => Payers {
+                tags: [tags.0, tags.1],
+            },
+        }
+    }
+
+    pub fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
+        self.tags.iter().flatten().copied()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tags[0].is_none()
+    }
+}
+
+impl Layout {
+    /// Ledger cells: one for every 128 records the store holds (at least one), whatever the
+    /// records per cell, so a ledger cell holds about as many payers at any layout. A payer's
+    /// usage lives in the one its tag chooses.
+    pub fn ledger_cells(&self) -> u32 {
+        let cells = self.capacity.records().div_ceil(128).max(1);
+        u32::try_from(cells).unwrap_or(u32::MAX)
+    }
+
+    pub fn ledger_cell_name(&self, tag: PayerTag) -> String {
+        let head = u32::from_be_bytes([tag.0[0], tag.0[1], tag.0[2], tag.0[3]]);
+        self.ledger_cell_name_at(head % self.ledger_cells())
+    }
+
+    /// The name of ledger cell `index` (`0..ledger_cells`).
+    pub fn ledger_cell_name_at(&self, index: u32) -> String {
+        alloc::format!("idemgate/s/{index}")
+    }
+}
+
+/// A charge that was made: given back with [`refund`] if its record is not written after all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "a charge whose record is not written must be refunded"]
+pub(crate) struct Charge {
+    pub payers: Payers,
+    pub space: Space,
+}
+
+/// Why a payer was refused: how long until it holds less than its share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct OverShare {
+    pub retry_after: Span,
+}
+
+/// Charges one record that takes `space` to each of `payers`, each within its share.
+/// If one payer is at its share, nothing stays charged and the answer says when it has room.
+pub(crate) fn charge<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    shares: &Shares,
+    payers: Payers,
+    space: Space,
+    now: UnixMillis,
+) -> Result<Result<Charge, OverShare>, ProtocolError> {
+    let mut charged: Vec<PayerTag> = Vec::new();
+    for tag in payers.tags() {
+        // A payer whose kind is not counted (`"off"` since it was chosen) has no limit.
+        let limit = shares.limit(tag);
+        let result = change(store, layout, tag, now, |usage| {
+            usage
+                .charge(limit, space, now)
+                .err()
+                .map(|retry_after| OverShare { retry_after })
+        });
+        let refused = match result {
+            Ok(refused) => refused,
+            Err(e) => {
+                undo(store, layout, &charged, space, now);
+                return Err(e);
+            }
+        };
+        if let Some(over) = refused {
+            undo(store, layout, &charged, space, now);
+            return Ok(Err(over));
+        }
+        charged.push(tag);
+    }
+    Ok(Ok(Charge { payers, space }))
+}
+
+/// Moves `payers`' charge for one record from `from` to `to` (moment and bytes) in one
+/// compare-and-set per payer:
+/// a claim's lease charge becomes its stored answer's, where adding one and refunding the other
+/// took two. A hold that has already lapsed is not taken from a later one, and none is added for a
+/// moment already past.
+pub(crate) fn shift<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    payers: Payers,
+    (from, to): (Space, Space),
+    now: UnixMillis,
+) -> Result<(), ProtocolError> {
+    for tag in payers.tags() {
+        change(store, layout, tag, now, |usage| {
+            usage.shift((from, to), now);
+            None::<()>
+        })?;
+    }
+    Ok(())
+}
+
+/// Gives a charge back: its record was not written, or was released. A hold that has already
+/// lapsed is not taken from a later one.
+pub(crate) fn refund<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    charge: Charge,
+    now: UnixMillis,
+) -> Result<(), ProtocolError> {
+    if now >= charge.space.until {
+        return Ok(());
+    }
+    for tag in charge.payers.tags() {
+        change(store, layout, tag, now, |usage| {
+            usage.refund(charge.space, now);
+            None::<()>
+        })?;
+    }
+    Ok(())
+}
+
+/// Best-effort refund of the payers charged so far, when a later one refused or failed: an error
+/// here leaves an over-count until the space's end, never an under-count.
+fn undo<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    charged: &[PayerTag],
+    space: Space,
+    now: UnixMillis,
+) {
+    for tag in charged {
+        let payers = Payers::from_tags(Some(*tag), None);
+        let _ = refund(store, layout, Charge { payers, space }, now);
+    }
+}
+
+/// One compare-and-set change to `tag`'s usage: `decide` may modify it and returns `Some` to
+/// refuse (nothing written).
+fn change<S: Store + ?Sized, R>(
+    store: &mut S,
+    layout: &Layout,
+    tag: PayerTag,
+    now: UnixMillis,
+    mut decide: impl FnMut(&mut Usage) -> Option<R>,
+) -> Result<Option<R>, ProtocolError> {
+    let cell = layout.ledger_cell_name(tag);
+    for _ in 0..MAX_ATTEMPTS {
+        let snapshot = store.read(&cell).map_err(ProtocolError::Store)?;
+        let (mut ledger, expect) = match &snapshot {
+            None => (Ledger::default(), Expect::Absent),
+            Some(snap) => (
+                Ledger::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
+                Expect::Version(snap.version),
+            ),
+        };
+        ledger.prune(now);
+        if let Some(refused) = decide(ledger.usage_mut(tag)) {
+            return Ok(Some(refused));
+        }
+        match store
+            .write(&cell, &ledger.encode(), expect)
+            .map_err(ProtocolError::Store)?
+        {
+            WriteOutcome::Written => return Ok(None),
+            WriteOutcome::Conflict => continue,
+        }
+    }
+    Err(ProtocolError::Contention)
+}
+
+/// What `tag` holds in the store now (for tests, stats and logs): records and bytes.
+pub fn held<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    tag: PayerTag,
+    now: UnixMillis,
+) -> Result<Held, ProtocolError> {
+    let cell = layout.ledger_cell_name(tag);
+    let Some(snapshot) = store.read(&cell).map_err(ProtocolError::Store)? else {
+        return Ok(Held::default());
+    };
+    let mut ledger = Ledger::decode(&snapshot.bytes).map_err(ProtocolError::Corrupt)?;
+    ledger.prune(now);
+    Ok(ledger.usage(tag).map_or(Held::default(), |usage| Held {
+        records: usage.records(),
+        bytes: usage.bytes(),
+    }))
+}
+
+/// What a payer holds: [`held`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Held {
+    pub records: u64,
+    pub bytes: u64,
+}
+
+#[cfg(test)]
+mod tests;
