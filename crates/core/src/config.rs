@@ -2,9 +2,9 @@
 //! fields are refused (a typo must not silently become a default); every error names the field and
 //! the reason, so Envoy's log line for a rejected config is enough to fix it.
 //!
-//! The document is read with [`crate::request::json::Value`] and mapped field by field (no serde): the
-//! shipped filter stays free of serde's code size, and the mapping is where the unknown-field and
-//! type checks live, each naming the field's path (`routes[1].methods`).
+//! The document is read with [`crate::request::json::Value`] and mapped field by field (no serde):
+//! the shipped filter stays free of serde's code size, and the mapping is where the unknown-field
+//! and type checks live, each naming the field's path (`routes[1].methods`).
 
 use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::client::token::TokenSecret;
@@ -95,8 +95,9 @@ pub struct RouteConfig {
 
 pub use preset::PresetConfig;
 
-/// `routes[i].order`: where the resource id and the event type are, the state table (kept as
-/// JSON for [`DeclaredTable`](crate::order::transition::DeclaredTable) to read), and `early.retry_after` / `early.forward_after`.
+/// `routes[i].order`: where the resource id and the event type are, the state table (kept as JSON
+/// for [`DeclaredTable`](crate::order::transition::DeclaredTable) to read), and `early.retry_after`
+/// / `early.forward_after`.
 #[derive(Debug, Clone, Default)]
 pub struct OrderConfig {
     pub resource: Option<KeySourceConfig>,

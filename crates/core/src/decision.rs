@@ -1,6 +1,7 @@
 //! The two pure decisions (semantics §4 and §5): what to do with a request given the record found,
 //! and what to do with the record given how the request ended. Neither touches a store; the
-//! [`crate::store::protocol`] applies them atomically, and [`crate::decision::answer`] turns them into HTTP.
+//! [`crate::store::protocol`] applies them atomically, and [`crate::decision::answer`] turns them
+//! into HTTP.
 
 pub mod answer;
 

@@ -6,17 +6,17 @@
 //!    forwarded unguarded, or [`Keyed`] — whose [`Keyed::take`] starts the machine;
 //! 2. from there on, its life is one sans-IO state machine, [`Guarded`]: the host hands in what
 //!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
-//!    `max_request_body`, each kept copy reserved from the hashing [`crate::request::budget`]), the body's
-//!    end, the store's [`Answer`], the ordering guard's [`Decision`], whether a detached exchange
-//!    was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]: what
-//!    the request holds is given back once its answer comes) — and carries out the
-//!    [`Action`]s it polls, in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
+//!    `max_request_body`, each kept copy reserved from the hashing [`crate::request::budget`]), the
+//!    body's end, the store's [`Answer`], the ordering guard's [`Decision`], whether a detached
+//!    exchange was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]:
+//!    what the request holds is given back once its answer comes) — and carries out the [`Action`]s
+//!    it polls, in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
 //!    fingerprint ([`Intake::finish`]) or a [`BodyRefusal`]; the store's decision is
 //!    [`after_claim`] (forward as the key's owner, answer here: 409, replay, 422, 429, 502
 //!    `record_corrupt`, the failure mode's 503; or forward unguarded); the request's [`Course`]
-//!    upstream is the ordering guard's decision, the token's single use ([`after_use`]), then
-//!    out; and a [`Capture`] keeps what the record may replay of the upstream's answer and gives
-//!    the [`crate::decision::ResponseFacts`] the claim is finished with.
+//!    upstream is the ordering guard's decision, the token's single use ([`after_use`]), then out;
+//!    and a [`Capture`] keeps what the record may replay of the upstream's answer and gives the
+//!    [`crate::decision::ResponseFacts`] the claim is finished with.
 //!
 //! Whether a store answers at once (local) or later (remote, the stream paused) is the only
 //! thing hosts differ in, and the machine cannot tell. The host decides nothing.

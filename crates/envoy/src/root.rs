@@ -113,13 +113,13 @@ impl Root {
 
 /// Creates every cell that does not exist yet (empty), so requests never find a cell absent and
 /// never have to *create* one. Creation is the one write Envoy's shared data cannot make exactly
-/// atomic (a `set` with CAS `u32::MAX`; see `shared_store`): a request that read "absent" could,
-/// in a microsecond window, replace a cell whose CAS the global counter had just made `u32::MAX`.
-/// Done here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a
-/// reload that adds cells, only those new cells are created while traffic flows. Returns how many
-/// cells this call created; an existing cell is left untouched. The ledger cells of the shares
-/// ([`idemgate_core::store::share`]) are cells like the others and are created the same way, when some
-/// share is counted (`shares_counted`): with every share `"off"` no request writes one.
+/// atomic (a `set` with CAS `u32::MAX`; see `shared_store`): a request that read "absent" could, in
+/// a microsecond window, replace a cell whose CAS the global counter had just made `u32::MAX`. Done
+/// here, at first start the counter is far from `u32::MAX`, so the corner cannot occur; on a reload
+/// that adds cells, only those new cells are created while traffic flows. Returns how many cells
+/// this call created; an existing cell is left untouched. The ledger cells of the shares
+/// ([`idemgate_core::store::share`]) are cells like the others and are created the same way, when
+/// some share is counted (`shares_counted`): with every share `"off"` no request writes one.
 pub fn precreate_cells<S: Store>(
     store: &mut S,
     layout: &Layout,

@@ -31,7 +31,8 @@ pub struct Shared {
     /// The root context's pending callouts (detached exchanges, store operations): a request context registers its
     /// call here, and the answer is routed from here even after that context is gone.
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
-    /// The hashes of the last client scopes seen ([`idemgate_core::client::identity::ScopeHashes`]).
+    /// The hashes of the last client scopes seen
+    /// ([`idemgate_core::client::identity::ScopeHashes`]).
     pub scopes: idemgate_core::client::identity::ScopeHashes,
     /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
     pub hashing: Rc<idemgate_core::request::budget::HashingBudget>,

@@ -1,8 +1,8 @@
-//! `idemgate-store`: a stateless service that carries the idemgate core's remote store protocol
-//! to an engine (Redis or Redis Cluster; PostgreSQL; Redis in front of PostgreSQL), so that a
-//! fleet of Envoys shares one record store. It decides nothing of its own: every decision is the
-//! core's ([`idemgate_core::store::remote`]); this binary moves bytes between HTTP and the engine. See
-//! the crate README.
+//! `idemgate-store`: a stateless service that carries the idemgate core's remote store protocol to
+//! an engine (Redis or Redis Cluster; PostgreSQL; Redis in front of PostgreSQL), so that a fleet of
+//! Envoys shares one record store. It decides nothing of its own: every decision is the core's
+//! ([`idemgate_core::store::remote`]); this binary moves bytes between HTTP and the engine. See the
+//! crate README.
 #![forbid(unsafe_code)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

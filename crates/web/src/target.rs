@@ -1,6 +1,6 @@
 //! The request as the edge sees it (issue 22): the method `fetch` puts on the wire and the path a
-//! route spells — what a fingerprint hashes, from `idemgate_core::request::target`, the function the Envoy
-//! filter calls too.
+//! route spells — what a fingerprint hashes, from `idemgate_core::request::target`, the function
+//! the Envoy filter calls too.
 
 use crate::object::{Json, Member};
 use wasm_bindgen::prelude::*;

@@ -8,10 +8,10 @@
 //! token issue -> verify).
 #![no_main]
 
-use idemgate_core::request::fingerprint::FingerprintBuilder;
-use idemgate_core::policy::{Policy, TokenRequirement, NEVER_REPLAYED};
-use idemgate_core::time::{Span, UnixMillis};
 use idemgate_core::client::token;
+use idemgate_core::policy::{Policy, TokenRequirement, NEVER_REPLAYED};
+use idemgate_core::request::fingerprint::FingerprintBuilder;
+use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;
 
 const ENV_SECRET: &str = "fz-env-secret-Qm3c7Zk1Vt8pL0xW";

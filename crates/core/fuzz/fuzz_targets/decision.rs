@@ -17,11 +17,13 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
+use idemgate_core::client::scope::{Scope, StorageKey};
+use idemgate_core::client::token::CLOCK_SKEW;
 use idemgate_core::decision::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::{complete, decide, Completion, Decision, ResponseFacts};
+use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
 use idemgate_core::store::protocol::{
     Claim, ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError, Step, StoreReply,
     StoreRequest, Transaction,
@@ -29,11 +31,9 @@ use idemgate_core::store::protocol::{
 use idemgate_core::store::record::{
     Bucket, Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse,
 };
-use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::store::share::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
-use idemgate_core::client::token::CLOCK_SKEW;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use std::sync::OnceLock;
@@ -524,7 +524,10 @@ fn check_complete(
             }
             // What `complete` decides to store must survive the store.
             let mut bucket = Bucket::default();
-            bucket.put(StorageKey::from_stored([1; 32]), Record::Completed(done.clone()));
+            bucket.put(
+                StorageKey::from_stored([1; 32]),
+                Record::Completed(done.clone()),
+            );
             assert_eq!(
                 Bucket::decode(&bucket.encode()),
                 Ok(bucket),

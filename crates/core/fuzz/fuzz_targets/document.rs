@@ -76,7 +76,11 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Err(e) = &ours {
         let offset = e.offset().expect("a document error has an offset");
-        assert!(offset <= text.len() as u64, "{e:?} outside {} bytes", text.len());
+        assert!(
+            offset <= text.len() as u64,
+            "{e:?} outside {} bytes",
+            text.len()
+        );
         if let JsonError::TooDeep { offset, .. } = e {
             assert!(*offset >= MAX_DEPTH as u64);
         }

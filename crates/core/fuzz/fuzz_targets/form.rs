@@ -8,8 +8,8 @@
 //! same digest or refuses the same `%` offset.
 #![no_main]
 
-use idemgate_core::request::form::{FormError, FormHasher};
 use idemgate_core::hash::sha256;
+use idemgate_core::request::form::{FormError, FormHasher};
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;
 

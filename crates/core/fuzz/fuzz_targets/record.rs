@@ -7,13 +7,15 @@
 //! cell either refuses it as `Corrupt` with the decoder's error or decides on it without panicking.
 #![no_main]
 
+use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::decide;
-use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::policy::Policy;
-use idemgate_core::store::protocol::{Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction};
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::store::protocol::{
+    Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction,
+};
 use idemgate_core::store::record::{Bucket, OwnerToken, Record, StoredBody};
-use idemgate_core::client::scope::StorageKey;
 use idemgate_core::store::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;
@@ -34,7 +36,11 @@ fuzz_target!(|data: &[u8]| {
     // cell of version 1 (before bytes were counted), which is written back in the current one.
     if let Ok(ledger) = Ledger::decode(data) {
         let encoded = ledger.encode();
-        assert_eq!(Ledger::decode(&encoded).as_ref(), Ok(&ledger), "ledger round trip");
+        assert_eq!(
+            Ledger::decode(&encoded).as_ref(),
+            Ok(&ledger),
+            "ledger round trip"
+        );
         if data.get(2) != Some(&1) {
             assert_eq!(encoded, data, "a decoded ledger re-encodes to other bytes");
         }

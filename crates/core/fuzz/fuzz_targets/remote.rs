@@ -12,10 +12,18 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(request) = Request::decode(data) {
-        assert_eq!(request.encode(), data, "a request re-encodes to other bytes");
+        assert_eq!(
+            request.encode(),
+            data,
+            "a request re-encodes to other bytes"
+        );
     }
     if let Ok(response) = Response::decode(data) {
-        assert_eq!(response.encode(), data, "a response re-encodes to other bytes");
+        assert_eq!(
+            response.encode(),
+            data,
+            "a response re-encodes to other bytes"
+        );
     }
     // Split the input: a request first (its own length is self-delimiting only by decoding), so
     // try every split point of a short prefix for a request and use the rest as a stored value.
@@ -25,7 +33,11 @@ fuzz_target!(|data: &[u8]| {
         };
         let key = *request.key();
         let current = StoredValue::decode(&key, &data[split..]).ok();
-        for now in [UnixMillis(0), UnixMillis(1_700_000_000_000), UnixMillis(u64::MAX)] {
+        for now in [
+            UnixMillis(0),
+            UnixMillis(1_700_000_000_000),
+            UnixMillis(u64::MAX),
+        ] {
             let (_response, change) = apply(&request, current.as_ref().map(|v| &v.record), now);
             if let Change::Put(record) = change {
                 let value = StoredValue {

@@ -10,8 +10,8 @@
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
-use idemgate_core::time::{Span, UnixMillis};
 use idemgate_core::client::token::{issue, verify, TokenError, TokenSecret, CLOCK_SKEW};
+use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;
 
 const SECRET: [u8; 32] = [

@@ -3,10 +3,10 @@
 //!
 //! The key is what makes a repeat safe: the edge runs a key once and replays its answer. So a key
 //! is kept exactly as long as a repeat might meet a request that already ran — after a retryable
-//! failure (the outcome is unknown or the server said "not now") — and only for the same payload
-//! (a changed payload with the old key would be refused with 422). After a final outcome, success
-//! or not, the next submit is a new intent with a new key. Within one `fetch` and its retries the
-//! key never changes ([`crate::browser::retry::RetryDecision::Retry`] sends the same request again).
+//! failure (the outcome is unknown or the server said "not now") — and only for the same payload (a
+//! changed payload with the old key would be refused with 422). After a final outcome, success or
+//! not, the next submit is a new intent with a new key. Within one `fetch` and its retries the key
+//! never changes ([`crate::browser::retry::RetryDecision::Retry`] sends the same request again).
 
 use crate::browser::retry::classify;
 

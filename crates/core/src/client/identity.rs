@@ -36,11 +36,11 @@ impl ClientIdentity {
         }
     }
 
-    /// Who pays for this client's records (issue 23, [`crate::store::share`]): the identity,
-    /// and the address group of the peer unless the identity is verified. A peer-scoped client
-    /// pays as its address group. A kind of share that is `"off"` is charged nothing
-    /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's tag is
-    /// hashed once per run of one client's requests (`scopes`).
+    /// Who pays for this client's records (issue 23, [`crate::store::share`]): the identity, and
+    /// the address group of the peer unless the identity is verified. A peer-scoped client pays as
+    /// its address group. A kind of share that is `"off"` is charged nothing
+    /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's
+    /// tag is hashed once per run of one client's requests (`scopes`).
     pub fn payers(
         &self,
         policy: &Policy,

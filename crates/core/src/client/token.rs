@@ -14,8 +14,8 @@
 //! ```
 //!
 //! `scope` is the 32-byte hash a host binds the token to: the Envoy filter passes
-//! [`crate::client::scope::token_audience`] (the client's scope, the route rule and the method), so a token
-//! works only for the client, route and method it was issued for (issue 14).
+//! [`crate::client::scope::token_audience`] (the client's scope, the route rule and the method), so
+//! a token works only for the client, route and method it was issued for (issue 14).
 //!
 //! The scope is not in the token: it is bound through the MAC only. So a token issued for scope A
 //! presented in scope B fails with `token_bad_signature`, exactly like a forged one — the verifier

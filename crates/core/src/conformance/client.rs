@@ -1,7 +1,10 @@
 //! Group `client` (the browser client's rules, semantics §9), by `op`:
-//! - `{"op":"classify","status":n}` → the status class's name ([`crate::browser::retry::classify`]);
-//! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}` ([`crate::browser::intent`]);
-//! - `{"op":"replayed","value": text or null}` → whether it marks a replay ([`crate::decision::answer`]);
+//! - `{"op":"classify","status":n}` → the status class's name
+//!   ([`crate::browser::retry::classify`]);
+//! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}`
+//!   ([`crate::browser::intent`]);
+//! - `{"op":"replayed","value": text or null}` → whether it marks a replay
+//!   ([`crate::decision::answer`]);
 //! - `{"op":"reuses_key","held": fp or null,"payload": fp or null}` → bool;
 //! - `{"op":"token_target","endpoint":..,"method":..,"path":..}` → the request target
 //!   ([`crate::client::token::issue_target`]);

@@ -12,7 +12,9 @@ use alloc::string::{String, ToString};
 /// converted with `Value::from` (what serde_json's `json!` did for these flat shapes).
 macro_rules! object {
     ($($key:literal => $value:expr),+ $(,)?) => {
-        $crate::request::json::Value::object([$(($key, $crate::request::json::Value::from($value))),+])
+        $crate::request::json::Value::object(
+            [$(($key, $crate::request::json::Value::from($value))),+]
+        )
     };
 }
 

@@ -1,8 +1,8 @@
 //! Group `signature`: input `{"scheme", "secret" | "secrets": [..], "tolerance"?, "header"?,
 //! "headers"?: {name: value}, "body" | "body_hex", "chunks"?, "now_ms"}`; output `true` when the
-//! delivery's signature verifies against the body (`crate::client::signature`), else the error code.
-//! Schemes: `github`, `stripe`, `standard_webhooks`, `svix`, `shopify`, `slack`. `header` is the
-//! value of the scheme's signature header; `headers` gives any headers by lowercase name (the
+//! delivery's signature verifies against the body (`crate::client::signature`), else the error
+//! code. Schemes: `github`, `stripe`, `standard_webhooks`, `svix`, `shopify`, `slack`. `header` is
+//! the value of the scheme's signature header; `headers` gives any headers by lowercase name (the
 //! other headers a scheme signs, or the signature header itself); a header in neither is absent.
 
 use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};

@@ -127,8 +127,8 @@ pub enum Action<O, H> {
     },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
-    /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says why
-    /// should they be in doubt.
+    /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says
+    /// why should they be in doubt.
     Finish {
         key: StorageKey,
         owner: OwnerToken,

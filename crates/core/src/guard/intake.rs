@@ -5,10 +5,10 @@
 //! rules were the Envoy filter's; the host now hands over its facts (the admission, the client,
 //! each chunk's size and bytes) and carries out what this says.
 //!
-//! The order is kept from the filter: the body's size is checked before its bytes are charged,
-//! and charged to the hashing budget ([`crate::request::budget`]) before the host reads them, so a body
-//! that is too large or over the budget is never copied; at the end the key is read before the fingerprint is finished (a refusal names
-//! the key's problem first).
+//! The order is kept from the filter: the body's size is checked before its bytes are charged, and
+//! charged to the hashing budget ([`crate::request::budget`]) before the host reads them, so a body
+//! that is too large or over the budget is never copied; at the end the key is read before the
+//! fingerprint is finished (a refusal names the key's problem first).
 
 use super::{refused, Event, Events};
 use crate::client::admission::{Admission, Refusal};

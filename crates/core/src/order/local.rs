@@ -1,8 +1,8 @@
 //! The ordering rules on the local store: [`resource::begin`] and [`resource::settle`] as
 //! [`Mutation`]s of the cell that holds the resource's record, so they run in the same read →
-//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]) and a resource record takes
-//! space like any record (a callback route's resources are its provider's, whose signature was
-//! checked: they are bounded by the cells, not charged to a share).
+//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]) and a resource record
+//! takes space like any record (a callback route's resources are its provider's, whose signature
+//! was checked: they are bounded by the cells, not charged to a share).
 
 use super::resource::{self, Begin, BeginOutcome, Resource, SettleOutcome};
 use crate::client::scope::StorageKey;

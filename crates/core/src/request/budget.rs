@@ -9,10 +9,10 @@
 //! body bytes it keeps (each copy counted) from one per-VM budget (`hashing_budget`) before
 //! feeding more; a stream that would go over it is answered 503 `hashing_budget_exceeded` instead.
 //!
-//! The budget is shared per peer (issue 23): the streams of one peer group ([`crate::store::share::Shares::peer_group`]:
-//! the client's address, an IPv6 address's /64) hold at most `hashing_budget_per_peer` of it
-//! together, so one client holding hundreds of slow bodies open takes its own part, not the
-//! whole budget, and other clients' bodies still pass.
+//! The budget is shared per peer (issue 23): the streams of one peer group
+//! ([`crate::store::share::Shares::peer_group`]: the client's address, an IPv6 address's /64) hold
+//! at most `hashing_budget_per_peer` of it together, so one client holding hundreds of slow bodies
+//! open takes its own part, not the whole budget, and other clients' bodies still pass.
 //!
 //! A reservation is returned when what it covers is dropped, however the stream ends (claim,
 //! answer, reset): [`Reservation`] gives its bytes back on drop, to the VM's total and to its

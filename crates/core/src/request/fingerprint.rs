@@ -1,10 +1,11 @@
 //! Is a retry the *same* request? (semantics §3.) The fingerprint is a SHA-256 over the method, the
 //! path with its query, the configured headers and a digest of the body in the configured mode. It
 //! is fed body chunks as they arrive: `raw` hashes bytes as they stream and keeps none, `json` and
-//! `fields` run the streaming canonical hasher of [`crate::request::json`] (which holds only the objects
-//! still open), `form` the canonical form hasher of [`crate::request::form`] (which holds the decoded pairs
-//! until it can sort them). `auto`, the default, picks `json`, `form` or `raw` from the request's
-//! `Content-Type` ([`crate::request::media_type`]), so JSON and Stripe-style form APIs both work as they are.
+//! `fields` run the streaming canonical hasher of [`crate::request::json`] (which holds only the
+//! objects still open), `form` the canonical form hasher of [`crate::request::form`] (which holds
+//! the decoded pairs until it can sort them). `auto`, the default, picks `json`, `form` or `raw`
+//! from the request's `Content-Type` ([`crate::request::media_type`]), so JSON and Stripe-style
+//! form APIs both work as they are.
 //!
 //! # Preimage
 //! Parts (length-prefixed, [`PartsHasher`]): the tag, the mode that hashed the body (`auto`

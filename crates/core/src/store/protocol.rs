@@ -66,8 +66,8 @@ pub enum ProtocolError {
     /// A reply that does not answer the request made (a host bug).
     UnexpectedReply,
     /// The remote store holds a completed answer for the key whose seal does not check out
-    /// ([`crate::store::seal`]): planted or altered by whoever reached the engine or the service. Never
-    /// replayed, and not a store failure either: see [`ProtocolError::allows_failure_mode`].
+    /// ([`crate::store::seal`]): planted or altered by whoever reached the engine or the service.
+    /// Never replayed, and not a store failure either: see [`ProtocolError::allows_failure_mode`].
     Tampered(SealError),
 }
 
@@ -269,16 +269,17 @@ pub enum ClaimOutcome {
     StoreFull {
         retry_after: Span,
     },
-    /// One of the request's payers already holds its share of the whole store ([`crate::store::share`]):
-    /// 429, never the failure mode. `retry_after` is when enough of its records free their space.
+    /// One of the request's payers already holds its share of the whole store
+    /// ([`crate::store::share`]): 429, never the failure mode. `retry_after` is when enough of its
+    /// records free their space.
     QuotaExceeded {
         retry_after: Span,
     },
 }
 
-/// Checks that the cell of `key` has room for one more record — made, if needed, by dropping
-/// claims whose lease has ended. `Err` holds when the cell's first record frees its space. Whose
-/// share the record counts against is the ledger's business ([`crate::store::share`]), not the cell's.
+/// Checks that the cell of `key` has room for one more record — made, if needed, by dropping claims
+/// whose lease has ended. `Err` holds when the cell's first record frees its space. Whose share the
+/// record counts against is the ledger's business ([`crate::store::share`]), not the cell's.
 pub(crate) fn make_room(bucket: &mut Bucket, per_cell: u16, now: UnixMillis) -> Result<(), Span> {
     if bucket.entries.len() >= usize::from(per_cell) {
         bucket.evict_lapsed_claims(now);
@@ -412,8 +413,8 @@ impl Mutation for Consume {
 }
 
 /// The protocol over a store that answers at once (Envoy shared data, the memory store): claim,
-/// finish and consume in one call each, with each record charged to its payers' shares of the
-/// whole store ([`crate::store::share`]) — charged before the record is written, given back if it is not.
+/// finish and consume in one call each, with each record charged to its payers' shares of the whole
+/// store ([`crate::store::share`]) — charged before the record is written, given back if it is not.
 pub struct Engine<'p, S: Store + ?Sized> {
     pub store: &'p mut S,
     pub policy: &'p Policy,

@@ -28,8 +28,8 @@ pub struct InFlight {
     pub lease_until: UnixMillis,
     /// The record's hard end: no lease outlives it.
     pub expires_at: UnixMillis,
-    /// Whose shares the claim is charged to ([`crate::store::share`]), so its finish can move or give
-    /// back the charge whichever host settles it. [`Payers::NONE`] where no share applies.
+    /// Whose shares the claim is charged to ([`crate::store::share`]), so its finish can move or
+    /// give back the charge whichever host settles it. [`Payers::NONE`] where no share applies.
     pub payers: Payers,
 }
 
@@ -48,8 +48,8 @@ pub struct StoredResponse {
     /// Allow-listed headers only, lowercase names, values validated (no CR, LF or NUL).
     pub headers: Vec<(String, String)>,
     pub body: StoredBody,
-    /// The filter's MAC over the answer and its key ([`crate::store::seal`]): set on answers kept in
-    /// the remote store, checked before they are replayed; `None` in the local store.
+    /// The filter's MAC over the answer and its key ([`crate::store::seal`]): set on answers kept
+    /// in the remote store, checked before they are replayed; `None` in the local store.
     pub seal: Option<Seal>,
 }
 

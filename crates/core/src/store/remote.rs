@@ -1,10 +1,10 @@
 //! The remote store protocol: how a fleet of hosts (several Envoys) shares one record store kept in
 //! an existing engine (Redis, Redis Cluster) behind a stateless service.
 //!
-//! The local protocol ([`crate::store::protocol`]) packs records into a bounded set of cells because
-//! Envoy shared data has no delete, no TTL and no listing. Redis has all three, so the remote
-//! protocol keeps **one record per engine key**, with the engine's TTL as the record's expiry, and
-//! every operation touches exactly one key (which is what lets Redis Cluster shard it).
+//! The local protocol ([`crate::store::protocol`]) packs records into a bounded set of cells
+//! because Envoy shared data has no delete, no TTL and no listing. Redis has all three, so the
+//! remote protocol keeps **one record per engine key**, with the engine's TTL as the record's
+//! expiry, and every operation touches exactly one key (which is what lets Redis Cluster shard it).
 //!
 //! The split of work keeps every decision in this crate:
 //! - the filter runs the policy half (`crate::decision::verdict`: which answers are stored, which

@@ -1,9 +1,9 @@
-//! What a claim, a finish and a token's use do to the record under one key — written once, for
-//! both stores (issue 22): the local store applies these inside a cell's bucket
+//! What a claim, a finish and a token's use do to the record under one key — written once, for both
+//! stores (issue 22): the local store applies these inside a cell's bucket
 //! ([`crate::store::protocol`]), the remote engine to the one record it read
-//! ([`crate::store::remote::exchange::apply`]). Each takes the live record (expired ones already dropped)
-//! and returns the outcome with the [`Change`] that makes it so. What surrounds the record — a
-//! cell's room, a share's charge, an engine's version and clock — is the store's own business.
+//! ([`crate::store::remote::exchange::apply`]). Each takes the live record (expired ones already
+//! dropped) and returns the outcome with the [`Change`] that makes it so. What surrounds the record
+//! — a cell's room, a share's charge, an engine's version and clock — is the store's own business.
 
 use crate::decision::{completed_record, decide_with, Decision, Verdict};
 use crate::request::fingerprint::Fingerprint;
@@ -95,9 +95,10 @@ pub(crate) fn consume(
 }
 
 /// How long a token's use is remembered: until the token expires plus the clock skew the verifier
-/// tolerates ([`crate::client::token::CLOCK_SKEW`]). Envoys check expiry on their own clocks, so an Envoy
-/// running behind could still accept the token after the store's clock has passed its expiry; the
-/// use must outlive that. One rule for both stores, so a use is held as long whichever records it.
+/// tolerates ([`crate::client::token::CLOCK_SKEW`]). Envoys check expiry on their own clocks, so an
+/// Envoy running behind could still accept the token after the store's clock has passed its expiry;
+/// the use must outlive that. One rule for both stores, so a use is held as long whichever records
+/// it.
 pub(crate) fn token_hold(expires_at: UnixMillis, now: UnixMillis) -> UnixMillis {
     expires_at
         .after(crate::client::token::CLOCK_SKEW)

@@ -5,8 +5,8 @@
 //! The remote store's records live in an engine (Redis, PostgreSQL) behind a service; whoever can
 //! reach either could otherwise plant a completion that every Envoy replays as it is — a
 //! `location`, an `access-control-allow-origin: *`, a forged body. The header rules of
-//! [`crate::store::record`] and [`crate::store::remote::wire`] only keep out what no answer may carry; the seal
-//! proves the answer is one a filter stored, for this key:
+//! [`crate::store::record`] and [`crate::store::remote::wire`] only keep out what no answer may
+//! carry; the seal proves the answer is one a filter stored, for this key:
 //!
 //! ```text
 //! seal = HMAC-SHA256(secret, len‖"idemgate-record-seal-v1" ‖ len‖key ‖ len‖status

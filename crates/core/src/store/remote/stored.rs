@@ -1,7 +1,7 @@
 //! The value one engine key holds: a version, then the record.
 //!
 //! ```text
-//! value = version(16) bucket            bucket = the record codec of `crate::store::record`, one entry
+//! value = version(16) bucket        bucket = the record codec of `crate::store::record`, one entry
 //! ```
 //!
 //! The version is what the compare-and-set compares (the service's script checks the first

@@ -12,7 +12,7 @@
 //! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
-//!   sealed(1) [ seal(32) ]      (the filter's MAC over the answer and its key: `crate::store::seal`)
+//!   sealed(1) [ seal(32) ]  (the filter's MAC over the answer and its key: `crate::store::seal`)
 //! ```
 //!
 //! Decoders take untrusted bytes (a garbage reply from a broken service, a hostile client of the
