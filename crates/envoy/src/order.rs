@@ -147,11 +147,7 @@ pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: 
             let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
             if let Err(e) = crate::remote_store::call(shared, &request, pending) {
                 // Not landed: the resource stays claimed until its lease ends, then is free again.
-                shared.metrics.bump(Counter::StoreError);
-                host::log(
-                    LogLevel::Warn,
-                    &format!("order: store failed settling: {e}"),
-                );
+                count_settled(shared, Err(e));
             }
             return;
         }
