@@ -25,13 +25,16 @@ pub fn decide(
     outcome: Result<BeginOutcome, &ProtocolError>,
 ) -> (Decision<Applies>, Events) {
     let counted = |decision, event| (decision, Events::of(&[event]));
+    // A failure mode: the event goes on without the ordering guard (its delivery id's claim
+    // still holds), or the edge answers.
+    let failing = |mode, edge: EdgeAnswer<'_>| match mode {
+        FailureMode::PassThrough => Decision::Forward(None),
+        FailureMode::Reject => Decision::Answer(answer(&edge)),
+    };
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(e) => {
-            let decision = match policy.on_store_error {
-                FailureMode::PassThrough => Decision::Forward(None),
-                FailureMode::Reject => Decision::Answer(answer(&EdgeAnswer::StoreFailed(e))),
-            };
+            let decision = failing(policy.on_store_error, EdgeAnswer::StoreFailed(e));
             return counted(decision, Event::StoreError);
         }
     };
@@ -51,15 +54,10 @@ pub fn decide(
             Event::OrderForwarded,
         ),
         BeginOutcome::ForwardEarly => counted(Decision::Forward(None), Event::OrderForwardedEarly),
-        BeginOutcome::StoreFull { retry_after } => {
-            let decision = match policy.on_store_full {
-                FailureMode::PassThrough => Decision::Forward(None),
-                FailureMode::Reject => {
-                    Decision::Answer(answer(&EdgeAnswer::StoreFull { retry_after }))
-                }
-            };
-            counted(decision, Event::StoreFull)
-        }
+        BeginOutcome::StoreFull { retry_after } => counted(
+            failing(policy.on_store_full, EdgeAnswer::StoreFull { retry_after }),
+            Event::StoreFull,
+        ),
         BeginOutcome::QuotaExceeded { retry_after } => counted(
             Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
             Event::QuotaExceeded,
