@@ -40,21 +40,23 @@ impl ClientIdentity {
     /// the address group of the peer unless the identity is verified. A peer-scoped client pays as
     /// its address group. A kind of share that is `"off"` is charged nothing
     /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's
-    /// tag is hashed once per run of one client's requests (`scopes`).
-    pub fn payers(
+    /// tag is hashed once per run of one client's requests (`scopes`). `group` gives the peer's
+    /// address group ([`peer_group`]; asked only when the identity is not verified), so a host
+    /// that also charges a body to it works it out once.
+    pub fn payers<'g>(
         &self,
         policy: &Policy,
-        facts: &dyn Facts,
+        group: impl FnOnce() -> Result<Option<&'g [u8]>, Unreadable>,
         scopes: &ScopeHashes,
     ) -> Result<Payers, Unreadable> {
         let tag = |scope: Scope<'_>| scopes.payer_tag(scope);
         if self.verified && self.source != PEER_GROUP_SOURCE {
             return Ok(policy.shares.payers_tagged(self.scope(), true, None, &tag));
         }
-        let group = peer_group(policy, facts)?;
+        let group = group()?;
         Ok(policy
             .shares
-            .payers_tagged(self.scope(), self.verified, group.as_deref(), &tag))
+            .payers_tagged(self.scope(), self.verified, group, &tag))
     }
 }
 
@@ -367,7 +369,12 @@ mod tests {
         let id = identify(&policy, &facts).unwrap().unwrap();
         facts.failing.push("source.address".into());
         assert_eq!(
-            id.payers(&policy, &facts, &ScopeHashes::default()),
+            id.payers(
+                &policy,
+                // The group's read fails: that failure is the payers', never "no group".
+                || peer_group(&policy, &facts).map(|_| None),
+                &ScopeHashes::default()
+            ),
             Err(Unreadable)
         );
         assert_eq!(
@@ -386,7 +393,8 @@ mod tests {
             let policy =
                 Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
             let id = identify(&policy, &facts).unwrap().unwrap();
-            id.payers(&policy, &facts, &ScopeHashes::default())
+            let group = peer_group(&policy, &facts).unwrap();
+            id.payers(&policy, || Ok(group.as_deref()), &ScopeHashes::default())
                 .unwrap()
                 .tags()
                 .count()

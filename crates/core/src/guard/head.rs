@@ -124,6 +124,7 @@ where
         headers: headers.clone(),
         host,
         address: OnceCell::new(),
+        group: OnceCell::new(),
         values: PhantomData,
     };
     let (Some(method), Some(path)) = (facts.text(":method"), facts.text(":path")) else {
@@ -171,7 +172,7 @@ where
     };
     let payers = match &client {
         // Not "no address" on a failed read: the record would go uncharged to the address.
-        Some(client) => match client.payers(policy, &facts, host.scopes()) {
+        Some(client) => match client.payers(policy, || facts.group(policy), host.scopes()) {
             Ok(payers) => payers,
             Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
         },
@@ -198,7 +199,7 @@ where
     // the empty group); looked up only for a body to come, and a failed read is not "no
     // address" (issue 22).
     let peer: Rc<[u8]> = if body_follows {
-        match peer_group(policy, &facts) {
+        match facts.group(policy) {
             Ok(group) => Rc::from(group.unwrap_or_default()),
             Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
         }
@@ -271,6 +272,8 @@ struct HeadFacts<'a, 'h, I, H> {
     headers: I,
     host: &'a H,
     address: OnceCell<Result<Option<Vec<u8>>, Unreadable>>,
+    /// The peer's address group, worked out once ([`HeadFacts::group`]).
+    group: OnceCell<Result<Option<Vec<u8>>, Unreadable>>,
     /// The headers' values outlive the facts.
     values: PhantomData<&'h [u8]>,
 }
@@ -283,6 +286,21 @@ where
     fn text(&self, name: &str) -> Option<&'h str> {
         let (_, value) = self.headers.clone().into_iter().find(|(n, _)| *n == name)?;
         core::str::from_utf8(value).ok()
+    }
+}
+
+impl<'h, I, H> HeadFacts<'_, 'h, I, H>
+where
+    I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
+    H: Host,
+{
+    /// The peer's address group ([`peer_group`]), worked out once: the payers and a body's
+    /// hashing budget both charge it.
+    fn group(&self, policy: &Policy) -> Result<Option<&[u8]>, Unreadable> {
+        match self.group.get_or_init(|| peer_group(policy, self)) {
+            Ok(group) => Ok(group.as_deref()),
+            Err(Unreadable) => Err(Unreadable),
+        }
     }
 }
 
