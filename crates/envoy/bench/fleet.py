@@ -11,8 +11,8 @@ Measured with wrk (crates/envoy/bench/fresh.lua), POST 1 KB JSON, router path (t
   * replays of completed keys: the local store (same Envoy) against the fleet, where the keys were
     completed through Envoy A and are replayed through Envoy B.
 Envoy reaches the service over mutual TLS (issue 24), as deployed, with certificates made at start
-(examples/store/certs.py). Everything runs on 127.0.0.1; every process started here is killed by
-its PID at exit.
+(examples/store/certs.py), over HTTP/2 (`--store-http 1`: HTTP/1.1, for the A/B in BENCHMARKS.md).
+Everything runs on 127.0.0.1; every process started here is killed by its PID at exit.
 """
 import argparse
 import json
@@ -102,9 +102,10 @@ def start_store(engine, tls, redis_port=None, postgres_url=None, workers=1):
     return proc, port
 
 
-def fleet_config(up, hold, store_port, tls):
+def fleet_config(up, hold, store_port, tls, http=2):
     """bench.py's idemgate configuration (router path) with `store: remote` and the service's
-    cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as the README says)."""
+    cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as the README says; or,
+    with `http=1`, HTTP/1.1 inside the same mutual TLS, ALPN `http/1.1`)."""
     config = idemgate_config(up, hold)
     wasm = wasm_config(config)
     core = json.loads(wasm["configuration"]["value"])
@@ -120,8 +121,11 @@ def fleet_config(up, hold, store_port, tls):
     store = cluster("idemgate_store", store_port)
     store["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
         "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-        "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 100}}}}
+        "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 100}}
+        if http == 2 else {"http_protocol_options": {}}}}
     store["transport_socket"] = certs.transport_socket(tls)
+    if http == 1:
+        store["transport_socket"]["typed_config"]["common_tls_context"]["alpn_protocols"] = ["http/1.1"]
     config["static_resources"]["clusters"].append(store)
     return config
 
@@ -180,7 +184,7 @@ def run(args, up, hold, store_ports, backends, tls, body_file):
     for rep in range(args.reps):
         log(f"fleet repetition {rep + 1}/{args.reps}")
         for name, store, _, key_mode, conns in variants:
-            config = (lambda: fleet_config(up, hold, store_ports[store], tls)) if store else (
+            config = (lambda: fleet_config(up, hold, store_ports[store], tls, args.store_http)) if store else (
                 lambda: idemgate_config(up, hold))
             if store:
                 empty(*backends[store])
@@ -221,7 +225,7 @@ def render(args, mach, load0, load1, results):
              "filter (router path) to a direct-response upstream Envoy; the remote store is "
              "`idemgate-store` (release build, "
              + (f"`--workers {args.store_workers}`" if args.store_workers else "one worker thread per core")
-             + ", reached over mutual TLS), one service per engine, each on backends of its own: "
+             + f", reached over HTTP/{'2' if args.store_http == 2 else '1.1'} inside mutual TLS), one service per engine, each on backends of its own: "
              + ", ".join({"redis": "`redis` on a `redis-server` (no persistence)",
                           "postgres": f"`postgres` on a PostgreSQL {postgres.version()} (its defaults: "
                                       "fsync and synchronous_commit on)",
@@ -260,6 +264,8 @@ def main():
     ap.add_argument("--engines", default=",".join(ENGINES), help="the remote store's engines to measure")
     ap.add_argument("--store-workers", type=int, default=1,
                     help="each service's --workers (0: its default, one per core)")
+    ap.add_argument("--store-http", type=int, choices=(1, 2), default=2,
+                    help="the HTTP version of Envoy's cluster to the service (2, as the README says)")
     args = ap.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)
