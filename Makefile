@@ -206,6 +206,7 @@ bench: setup setup-bench build bench-tools ## measure; writes BENCHMARKS.md
 test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-postgres ## benchmark smoke (seconds, no timing assertions)
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
+	python3 crates/envoy/bench/fleet.py --smoke --engines redis --store-http 1 --out target/bench-fleet-http1-smoke.md
 
 # The fleet (issue 13): the remote store (idemgate-store on redis, postgres and redis+postgres,
 # issue 25) against the local store, same run; writes its section of BENCHMARKS.md (about 8
