@@ -57,16 +57,17 @@ def store_args(paths):
             "--client-ca", paths["ca"]]
 
 
-def transport_socket(paths, server_name="localhost"):
+def transport_socket(paths, server_name="localhost", alpn=("h2",)):
     """The Envoy cluster's `transport_socket` (as a dict, for JSON configurations): the Envoys'
-    client certificate presented, the service's certificate checked against the CA and its name."""
+    client certificate presented, the service's certificate checked against the CA and its name.
+    `alpn`: the protocols offered, the cluster's HTTP version (`h2`, or `http/1.1`)."""
     return {
         "name": "envoy.transport_sockets.tls",
         "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
             "sni": server_name,
             "common_tls_context": {
-                "alpn_protocols": ["h2"],
+                "alpn_protocols": list(alpn),
                 "tls_certificates": [{"certificate_chain": {"filename": paths["envoy_cert"]},
                                       "private_key": {"filename": paths["envoy_key"]}}],
                 "validation_context": {

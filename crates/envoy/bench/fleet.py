@@ -45,6 +45,14 @@ def free_port():
         return s.getsockname()[1]
 
 
+def redis_says(port, command, reply, timeout=1):
+    """Sends one inline command to the `redis-server` on `port`; whether its reply starts with
+    `reply`."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(command + b"\r\n")
+        return s.recv(16).startswith(reply)
+
+
 def start_redis(work):
     port = free_port()
     proc = subprocess.Popen(
@@ -55,10 +63,8 @@ def start_redis(work):
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
-                s.sendall(b"PING\r\n")
-                if s.recv(16).startswith(b"+PONG"):
-                    return proc, port
+            if redis_says(port, b"PING", b"+PONG"):
+                return proc, port
         except OSError:
             pass
         time.sleep(0.05)
@@ -71,11 +77,8 @@ def empty(redis_port=None, postgres_url=None):
     variant does (its Envoy is new). Without it the records of earlier variants stay for their
     24 h TTL, and by the third repetition the bench client (one address, one identity) holds its
     whole share of the store: the rest of the run measured 429 `scope_quota_exceeded` answers."""
-    if redis_port:
-        with socket.create_connection(("127.0.0.1", redis_port), timeout=10) as s:
-            s.sendall(b"FLUSHALL\r\n")
-            if not s.recv(16).startswith(b"+OK"):
-                raise SystemExit("redis-server did not flush")
+    if redis_port and not redis_says(redis_port, b"FLUSHALL", b"+OK", timeout=10):
+        raise SystemExit("redis-server did not flush")
     if postgres_url:
         out = subprocess.run([postgres.binary("psql"), postgres_url, "-qc", "TRUNCATE idemgate_records"],
                              capture_output=True, text=True)
@@ -102,6 +105,11 @@ def start_store(engine, tls, redis_port=None, postgres_url=None, workers=1):
     return proc, port
 
 
+# The service's cluster by HTTP version (`--store-http`): its protocol options, the ALPN it offers.
+STORE_HTTP = {2: ({"http2_protocol_options": {"max_concurrent_streams": 100}}, ("h2",)),
+              1: ({"http_protocol_options": {}}, ("http/1.1",))}
+
+
 def fleet_config(up, hold, store_port, tls, http=2):
     """bench.py's idemgate configuration (router path) with `store: remote` and the service's
     cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as the README says; or,
@@ -118,14 +126,12 @@ def fleet_config(up, hold, store_port, tls, http=2):
     if "IDEMGATE_RECORD_SECRET" not in keys:
         keys.append("IDEMGATE_RECORD_SECRET")
     os.environ.setdefault("IDEMGATE_RECORD_SECRET", "bench-record-secret-0123456789abcdef")
+    options, alpn = STORE_HTTP[http]
     store = cluster("idemgate_store", store_port)
     store["typed_extension_protocol_options"] = {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
         "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
-        "explicit_http_config": {"http2_protocol_options": {"max_concurrent_streams": 100}}
-        if http == 2 else {"http_protocol_options": {}}}}
-    store["transport_socket"] = certs.transport_socket(tls)
-    if http == 1:
-        store["transport_socket"]["typed_config"]["common_tls_context"]["alpn_protocols"] = ["http/1.1"]
+        "explicit_http_config": options}}
+    store["transport_socket"] = certs.transport_socket(tls, alpn=alpn)
     config["static_resources"]["clusters"].append(store)
     return config
 
@@ -264,7 +270,7 @@ def main():
     ap.add_argument("--engines", default=",".join(ENGINES), help="the remote store's engines to measure")
     ap.add_argument("--store-workers", type=int, default=1,
                     help="each service's --workers (0: its default, one per core)")
-    ap.add_argument("--store-http", type=int, choices=(1, 2), default=2,
+    ap.add_argument("--store-http", type=int, choices=sorted(STORE_HTTP), default=2,
                     help="the HTTP version of Envoy's cluster to the service (2, as the README says)")
     args = ap.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
