@@ -30,6 +30,7 @@ use core::fmt;
 mod order;
 mod preset;
 mod read;
+mod shadow;
 mod store;
 
 /// The configuration document. Every field is optional; see the README for defaults.
@@ -996,6 +997,7 @@ impl Config {
                 forward: self.compile_forward(Some((i, route)), lease)?,
             });
         }
+        shadow::refuse_shadowed(&routes)?;
         Ok(routes)
     }
 

@@ -177,6 +177,23 @@ impl Route {
         crate::request::target::spell(normalized, self.case_sensitive)
     }
 
+    /// Whether this route matches every request `later` would match with `method`: then `later`
+    /// never sees that method, since the first matching route wins. Exact for the prefix rule of
+    /// [`Route::matches`]: a case-sensitive route covers a case-insensitive one only where its
+    /// prefix has no letter (any other spelling of them escapes it).
+    pub(crate) fn covers(&self, later: &Route, method: &str) -> bool {
+        let head = later.prefix.get(..self.prefix.len());
+        self.methods.iter().any(|m| m == method)
+            && match (self.case_sensitive, later.case_sensitive) {
+                (false, _) => head.is_some_and(|head| head.eq_ignore_ascii_case(&self.prefix)),
+                (true, true) => head == Some(self.prefix.as_str()),
+                (true, false) => {
+                    head == Some(self.prefix.as_str())
+                        && !self.prefix.bytes().any(|b| b.is_ascii_alphabetic())
+                }
+            }
+    }
+
     fn matches(&self, method: &str, normalized: &str) -> bool {
         self.methods.iter().any(|m| m == method)
             && match self.case_sensitive {

@@ -108,6 +108,12 @@ pub struct Envoy {
 
 impl Envoy {
     pub fn start(setup: &Setup) -> Envoy {
+        Envoy::try_start(setup).unwrap_or_else(|log| panic!("{log}"))
+    }
+
+    /// Starts Envoy, or gives what it said when it exits before becoming ready (a configuration it
+    /// refuses).
+    pub fn try_start(setup: &Setup) -> Result<Envoy, String> {
         let binary = envoy_binary();
         let wasm = setup.wasm.clone().unwrap_or_else(filter_wasm);
         let dir = TempDir::new();
@@ -142,8 +148,8 @@ impl Envoy {
             log,
             _dir: dir,
         };
-        envoy.wait_ready(&admin_path);
-        envoy
+        envoy.wait_ready(&admin_path)?;
+        Ok(envoy)
     }
 
     /// Rewrites the LDS file (atomically: write, then rename over it, which Envoy watches) with
@@ -180,16 +186,16 @@ impl Envoy {
         lines[lines.len().saturating_sub(40)..].join("\n")
     }
 
-    /// Polls (admin address file → `/ready` → `/listeners`) until Envoy serves; fails fast if
-    /// Envoy exits.
-    fn wait_ready(&mut self, admin_path: &Path) {
+    /// Polls (admin address file → `/ready` → `/listeners`) until Envoy serves; returns its log
+    /// at once if Envoy exits.
+    fn wait_ready(&mut self, admin_path: &Path) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
-                panic!(
+                return Err(format!(
                     "envoy exited ({status}) before becoming ready:\n{}",
                     self.log_tail()
-                );
+                ));
             }
             assert!(
                 Instant::now() < deadline,
@@ -207,7 +213,7 @@ impl Envoy {
             if self.admin != 0 && get(self.admin, "/ready").is_ok_and(|r| r.status == 200) {
                 if let Some(port) = self.listener_port() {
                     self.port = port;
-                    return;
+                    return Ok(());
                 }
             }
             std::thread::sleep(Duration::from_millis(20));
