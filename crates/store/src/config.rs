@@ -351,7 +351,7 @@ pub fn parse(
             // Never echo the URL: it may carry a password.
             return Err(ConfigError::Invalid {
                 name: "--postgres",
-                why: "is not a postgres:// or postgresql:// URL".into(),
+                why: "is not a postgres:// or postgresql:// URL (the key/value form `host=… sslmode=…` is not read: write it as a URL, with sslmode=verify-full&sslrootcert=PATH or sslmode=disable)".into(),
             });
         }
         _ => {}

@@ -29,6 +29,9 @@ use std::time::Duration;
 use tokio_postgres::config::SslMode;
 use tokio_postgres::error::SqlState;
 
+mod settings;
+use settings::Settings;
+
 /// The migrations, in order: (version, SQL). Each file records its own version in
 /// `idemgate_schema_version`, so a file applied by hand counts as applied.
 const MIGRATIONS: &[(i32, &str)] = &[(1, include_str!("../../sql/001_records.sql"))];
@@ -463,92 +466,6 @@ async fn sweep_batch(pool: &Pool, redact: &Redact) -> Result<u64, String> {
         .map_err(|e| redact.describe(&e))
 }
 
-/// What the URL asks for: the tokio-postgres settings, and the CA file when TLS is on.
-struct Settings {
-    pg: tokio_postgres::Config,
-    root_cert: Option<String>,
-}
-
-impl Settings {
-    /// Takes `sslmode` and `sslrootcert` out of the URL's query (tokio-postgres knows neither
-    /// `verify-full` nor `sslrootcert`) and hands the rest to tokio-postgres.
-    fn parse(url: &str) -> Result<Settings, StartError> {
-        let (base, query) = match url.split_once('?') {
-            Some((base, query)) => (base, query),
-            None => (url, ""),
-        };
-        let mut sslmode = None;
-        let mut root_cert = None;
-        let mut rest = Vec::new();
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            match name {
-                "sslmode" => sslmode = Some(percent_decode(value)?),
-                "sslrootcert" => root_cert = Some(percent_decode(value)?),
-                _ => rest.push(pair),
-            }
-        }
-        let root_cert = match sslmode.as_deref() {
-            None | Some("disable") => {
-                if root_cert.is_some() {
-                    return Err(StartError::Settings(
-                        "sslrootcert needs sslmode=verify-full".into(),
-                    ));
-                }
-                None
-            }
-            Some("verify-full") => match root_cert {
-                Some(path) if !path.is_empty() => Some(path),
-                _ => {
-                    return Err(StartError::Settings(
-                        "sslmode=verify-full needs sslrootcert=PATH (the CA certificates, PEM)"
-                            .into(),
-                    ))
-                }
-            },
-            Some(other) => {
-                return Err(StartError::Settings(format!(
-                    "sslmode={other} is not supported (verify-full with sslrootcert, or disable)"
-                )))
-            }
-        };
-        let url = if rest.is_empty() {
-            base.to_string()
-        } else {
-            format!("{base}?{}", rest.join("&"))
-        };
-        let pg = url
-            .parse::<tokio_postgres::Config>()
-            .map_err(|e| StartError::Settings(format!("not a usable PostgreSQL URL: {e}")))?;
-        if pg.get_hosts().is_empty() {
-            return Err(StartError::Settings("the URL names no host".into()));
-        }
-        Ok(Settings { pg, root_cert })
-    }
-}
-
-fn percent_decode(text: &str) -> Result<String, StartError> {
-    let bad = || StartError::Settings("bad percent-encoding in the URL".into());
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'%' => {
-                let hex = bytes.get(i + 1..i + 3).ok_or_else(bad)?;
-                let hex = std::str::from_utf8(hex).map_err(|_| bad())?;
-                out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
-                i += 3;
-            }
-            byte => {
-                out.push(byte);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8(out).map_err(|_| bad())
-}
-
 /// TLS with rustls (ring provider): the chain must lead to a CA in `path`, and the certificate
 /// must name the host the URL connects to (`verify-full`).
 fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect, StartError> {
@@ -656,42 +573,6 @@ GROUP BY 1 ORDER BY 2 DESC, 3 DESC LIMIT $1";
 mod tests {
     use super::*;
 
-    fn settings(url: &str) -> Result<Settings, StartError> {
-        Settings::parse(url)
-    }
-
-    #[test]
-    fn sslmode_and_root_cert_are_taken_out_of_the_url() {
-        let s = settings(
-            "postgres://u:pw@127.0.0.1:5/db?sslmode=verify-full&sslrootcert=%2Ftmp%2Fca.pem&application_name=x",
-        )
-        .unwrap();
-        assert_eq!(s.root_cert.as_deref(), Some("/tmp/ca.pem"));
-        assert_eq!(s.pg.get_application_name(), Some("x"));
-        assert_eq!(s.pg.get_dbname(), Some("db"));
-        let s = settings("postgresql://u@h/db").unwrap();
-        assert!(s.root_cert.is_none());
-        let s = settings("postgres://u@h/db?sslmode=disable").unwrap();
-        assert!(s.root_cert.is_none());
-    }
-
-    #[test]
-    fn other_ssl_settings_are_typed_errors() {
-        for url in [
-            "postgres://u@h/db?sslmode=require",
-            "postgres://u@h/db?sslmode=prefer",
-            "postgres://u@h/db?sslmode=verify-ca&sslrootcert=/x",
-            "postgres://u@h/db?sslmode=verify-full",
-            "postgres://u@h/db?sslrootcert=/x",
-            "postgres://u@h/db?sslmode=verify-full&sslrootcert=%zz",
-        ] {
-            assert!(
-                matches!(settings(url), Err(StartError::Settings(_))),
-                "{url}"
-            );
-        }
-    }
-
     #[test]
     fn the_password_is_scrubbed() {
         let redact = Redact(Some("hunter2".into()));
@@ -699,10 +580,6 @@ mod tests {
             redact.scrub("auth failed for hunter2".into()),
             "auth failed for ***"
         );
-        let e = settings("postgres://u:hunter2@h/db?nonsense=1")
-            .err()
-            .unwrap();
-        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]
