@@ -250,6 +250,31 @@ mod tests {
             origin("upstream_reset_before_response_started{remote_connection_failure};1"),
             ReentryOrigin::Marked(CalloutOrigin::NeverReached)
         );
+        // A mark the inner chain did not write alone: an app's value before the marker's (an
+        // appending marker), or one not of its shape. Read, `direct_response` would release the
+        // app's own answer and let a retry run it again.
+        let twice = h(&[
+            (":status", "201"),
+            (UPSTREAM_MARK, "1"),
+            (REENTRY_MARK, "direct_response;0"),
+            (REENTRY_MARK, "via_upstream;1"),
+        ]);
+        assert_eq!(
+            classify_reentry(201, &twice, b""),
+            ReentryOrigin::Marked(CalloutOrigin::InDoubt(DoubtCause::Other))
+        );
+        for other in [
+            "direct_response",
+            "direct_response;0;",
+            "direct_response;0 1",
+            "",
+        ] {
+            assert_eq!(
+                origin(other),
+                ReentryOrigin::Marked(CalloutOrigin::InDoubt(DoubtCause::Other)),
+                "{other:?}"
+            );
+        }
         // A listener without the marking filter: never taken for the upstream's answer.
         let unmarked = h(&[(":status", "504"), (UPSTREAM_MARK, "1")]);
         assert_eq!(

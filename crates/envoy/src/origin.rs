@@ -123,11 +123,20 @@ pub fn classify_attempts(details: Option<&str>, attempts: impl FnOnce() -> Optio
 
 /// Reads the re-entry listener's mark (`idemgate_core::policy::REENTRY_MARK`):
 /// `%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%` as Envoy's header_mutation filter
-/// formats it on the inner pass. The count is `None` where Envoy wrote no number.
-pub fn reentry_mark(value: &str) -> (&str, Option<u64>) {
-    match value.rsplit_once(';') {
-        Some((details, attempts)) => (details, attempts.trim().parse().ok()),
-        None => (value, None),
+/// formats it on the inner pass: details, `;`, and a count or Envoy's `-` for none (`None`).
+/// A value of another shape is not the inner chain's (`None`): whoever wrote it, it says nothing
+/// about where the answer came from.
+pub fn reentry_mark(value: &str) -> Option<(&str, Option<u64>)> {
+    let (details, attempts) = value.rsplit_once(';')?;
+    if details.is_empty() {
+        return None;
+    }
+    match attempts {
+        "-" => Some((details, None)),
+        count if !count.is_empty() && count.bytes().all(|b| b.is_ascii_digit()) => {
+            Some((details, Some(count.parse().ok()?)))
+        }
+        _ => None,
     }
 }
 
@@ -280,17 +289,33 @@ mod tests {
 
     #[test]
     fn reads_the_reentry_mark() {
-        assert_eq!(reentry_mark("via_upstream;1"), ("via_upstream", Some(1)));
+        assert_eq!(
+            reentry_mark("via_upstream;1"),
+            Some(("via_upstream", Some(1)))
+        );
         assert_eq!(
             reentry_mark("rbac_access_denied_matched_policy[evil];0"),
-            ("rbac_access_denied_matched_policy[evil]", Some(0))
+            Some(("rbac_access_denied_matched_policy[evil]", Some(0)))
         );
         assert_eq!(
             reentry_mark("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused};3"),
-            ("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused}", Some(3))
+            Some(("upstream_reset_before_response_started{remote_connection_failure|delayed_connect_error:_Connection_refused}", Some(3)))
         );
-        assert_eq!(reentry_mark("direct_response;-"), ("direct_response", None));
-        assert_eq!(reentry_mark("garbage"), ("garbage", None));
+        assert_eq!(
+            reentry_mark("direct_response;-"),
+            Some(("direct_response", None))
+        );
+        for other in [
+            "garbage",
+            "direct_response",
+            ";0",
+            "direct_response;",
+            "direct_response; 0",
+            "direct_response;0x1",
+            "direct_response;99999999999999999999999",
+        ] {
+            assert_eq!(reentry_mark(other), None, "{other}");
+        }
     }
 
     #[test]

@@ -19,15 +19,24 @@ pub enum CalloutOrigin {
 /// Classifies the answer of an exchange sent back into Envoy ([`Via::Reentry`]). The inner pass's
 /// first filter marks every answer it passes with [`REENTRY_MARK`] (`details;attempts`), which is
 /// classified by the router path's own table ([`classify_attempts`]): one rule for both paths.
+/// The marker overwrites whatever the app sent; a second value, or one not of the marker's shape,
+/// is an app's (behind a marker that appends) and makes the answer in doubt — read, it could have
+/// had the app's own answer released and run again.
 /// Without the mark, an answer from the re-entry listener (it has [`UPSTREAM_MARK`], set by the
 /// async client's router) means the listener lacks the marking filter: in doubt — never stored,
 /// never released — and [`Unmarked`](ReentryOrigin::Unmarked) so the filter says so in Envoy's
 /// log. An unmarked answer without [`UPSTREAM_MARK`] is the async client's own reply (the
 /// re-entry listener was never reached), classified as on the direct path.
 pub fn classify_reentry(status: u16, headers: &Headers, body: &[u8]) -> ReentryOrigin {
-    if let Some((_, value)) = headers.iter().find(|(name, _)| *name == REENTRY_MARK) {
-        let text = core::str::from_utf8(value).unwrap_or("");
-        let (details, attempts) = reentry_mark(text);
+    let mut marks = headers.iter().filter(|(name, _)| *name == REENTRY_MARK);
+    if let Some((_, value)) = marks.next() {
+        let mark = match marks.next() {
+            None => core::str::from_utf8(value).ok().and_then(reentry_mark),
+            Some(_) => None,
+        };
+        let Some((details, attempts)) = mark else {
+            return ReentryOrigin::Marked(CalloutOrigin::InDoubt(DoubtCause::Other));
+        };
         return ReentryOrigin::Marked(match classify_attempts(Some(details), || attempts) {
             Origin::Upstream => CalloutOrigin::Upstream,
             Origin::NeverReached => CalloutOrigin::NeverReached,

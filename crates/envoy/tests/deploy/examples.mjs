@@ -25,6 +25,8 @@
 //  - the listener and the cluster, with that bootstrap extension, pass `envoy --mode validate`
 //    ($ENVOY or `envoy` on PATH; the Istio listener without istio.alpn, an extension of Istio's
 //    proxy that upstream Envoy lacks);
+//  - the re-entry marker of examples/envoy/envoy.yaml and examples/checkout/envoy.yaml overwrites
+//    an x-idemgate-reentry the app sent (append_action: OVERWRITE_IF_EXISTS_OR_ADD);
 //  - every validator and re-entry check must refuse a broken copy (so these checks can fail).
 // Prints `N passed, N failed`.
 //
@@ -162,6 +164,29 @@ function envoyExampleMarker() {
     throw new Error(`examples/envoy/envoy.yaml: listener ${listenerName} does not start with a header_mutation marker`);
   }
   return marker;
+}
+
+// The marker must overwrite: with header_mutation's default (APPEND_IF_EXISTS_OR_ADD) a value the
+// app sent comes first. The filter takes two marks as in doubt, but only an overwriting marker
+// lets the app's own answer be stored.
+const REENTRY_MARK = "x-idemgate-reentry";
+const MARK_VALUE = "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%";
+function checkMarker(marker, where) {
+  const mutations = marker?.mutations?.response_mutations ?? [];
+  const append = mutations[0]?.append;
+  if (mutations.length !== 1 || append?.header?.key?.toLowerCase() !== REENTRY_MARK || append.header.value !== MARK_VALUE) {
+    throw new Error(`${where}: the marker must set ${REENTRY_MARK}: ${MARK_VALUE}, and nothing else, found ${JSON.stringify(mutations)}`);
+  }
+  if (append.append_action !== "OVERWRITE_IF_EXISTS_OR_ADD") {
+    throw new Error(`${where}: the marker must overwrite an app-sent ${REENTRY_MARK} (append_action: OVERWRITE_IF_EXISTS_OR_ADD), found ${append.append_action ?? "the default, APPEND_IF_EXISTS_OR_ADD"}`);
+  }
+}
+
+// The markers of a configuration's internal listeners (each one's first HTTP filter).
+function internalMarkers(doc, file) {
+  const internal = (doc.static_resources?.listeners ?? []).filter((l) => l.internal_listener);
+  if (internal.length === 0) throw new Error(`${file}: no internal listener`);
+  return internal.map((l) => [`${file}: listener ${l.name}`, hcmOf(l)?.http_filters?.[0]?.typed_config]);
 }
 
 // --- render and validate every manifest ---------------------------------------------------------
@@ -679,6 +704,20 @@ for (const file of ["examples/envoy/envoy.yaml", "examples/checkout/envoy.yaml"]
     routeTimeoutsWithinTheLease(readYaml(file), file),
   );
 }
+for (const file of ["examples/envoy/envoy.yaml", "examples/checkout/envoy.yaml"]) {
+  await check(`${file}: the re-entry marker overwrites an app-sent ${REENTRY_MARK}`, () => {
+    for (const [where, marker] of internalMarkers(readYaml(file), file)) checkMarker(marker, where);
+  });
+}
+await check("the marker check refuses a marker that appends", async () => {
+  const spoiled = structuredClone(envoyExampleMarker());
+  delete spoiled.mutations.response_mutations[0].append.append_action;
+  await refuses("the default append action", "must overwrite", () => checkMarker(spoiled, "spoiled"));
+  spoiled.mutations.response_mutations[0].append.append_action = "APPEND_IF_EXISTS_OR_ADD";
+  await refuses("an appending marker", "must overwrite", () => checkMarker(spoiled, "spoiled"));
+  spoiled.mutations.response_mutations.push(structuredClone(spoiled.mutations.response_mutations[0]));
+  await refuses("two marks", "nothing else", () => checkMarker(spoiled, "spoiled"));
+});
 await check("the route timeout check refuses a route that outlasts the exchange", async () => {
   const spoiled = readYaml("examples/envoy/envoy.yaml");
   const wasm = hcmOf(spoiled.static_resources.listeners[0]).http_filters.find((f) => f.name === "envoy.filters.http.wasm");

@@ -186,3 +186,46 @@ fn a_thousand_concurrent_duplicates_execute_once() {
         started.elapsed()
     );
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn an_app_sent_reentry_mark_does_not_fool_the_filter() {
+    let upstream = Upstream::start();
+    // The app answers 201 with the mark of a reply Envoy made itself: read, it would release the
+    // key, and a retry would run the app a second time.
+    let forged = |key: &str| keyed("/orders", key).script("raw=reentry-mark");
+
+    // The shipped marker overwrites the app's value: the answer is the app's, stored and replayed.
+    let envoy = Envoy::start(&Setup::new(FILTER, upstream.port));
+    let first = forged("mark-overwritten").send(envoy.port);
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
+    let retry = forged("mark-overwritten").send(envoy.port);
+    assert_eq!(
+        (retry.status, retry.replayed()),
+        (201, true),
+        "{}",
+        retry.text()
+    );
+    assert_eq!(upstream.hits("mark-overwritten"), 1);
+    drop(envoy);
+
+    // A marker that appends (header_mutation's default): the app's value comes first, the inner
+    // chain's second. Two marks are in doubt: the retry waits for the lease, it never runs again.
+    let mut setup = Setup::new(FILTER, upstream.port);
+    setup.reentry_marker_action = "APPEND_IF_EXISTS_OR_ADD";
+    let envoy = Envoy::start(&setup);
+    let first = forged("mark-appended").send(envoy.port);
+    assert!(!first.replayed(), "{} {}", first.status, first.text());
+    let retry = forged("mark-appended").send(envoy.port);
+    assert_in_flight(&retry, "an app-sent mark");
+    assert_eq!(
+        upstream.hits("mark-appended"),
+        1,
+        "the app's mark released the key: the retry ran the app again"
+    );
+}

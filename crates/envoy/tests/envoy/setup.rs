@@ -53,6 +53,8 @@ pub struct Setup {
     pub hcm_extra: String,
     /// The re-entry listener's marker filter (default: on; off = a misconfigured listener).
     pub reentry_marker: bool,
+    /// The marker's `append_action` (default: the shipped `OVERWRITE_IF_EXISTS_OR_ADD`).
+    pub reentry_marker_action: &'static str,
 }
 
 impl Setup {
@@ -73,6 +75,7 @@ impl Setup {
             route_config_extra: String::new(),
             hcm_extra: String::new(),
             reentry_marker: true,
+            reentry_marker_action: "OVERWRITE_IF_EXISTS_OR_ADD",
         }
     }
 }
@@ -183,17 +186,20 @@ fn after_idemgate(setup: &Setup) -> String {
 /// `&routes` it uses): the marker filter, the filters that follow idemgate, the router.
 pub fn reentry_listener_yaml(setup: &Setup) -> String {
     let marker = if setup.reentry_marker {
-        r#"      - name: envoy.filters.http.header_mutation
+        format!(
+            r#"      - name: envoy.filters.http.header_mutation
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
           mutations:
             response_mutations:
             - append:
-                header: { key: x-idemgate-reentry, value: "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%" }
-                append_action: OVERWRITE_IF_EXISTS_OR_ADD
-"#
+                header: {{ key: x-idemgate-reentry, value: "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%" }}
+                append_action: {}
+"#,
+            setup.reentry_marker_action
+        )
     } else {
-        ""
+        String::new()
     };
     format!(
         r#"name: {REENTRY}

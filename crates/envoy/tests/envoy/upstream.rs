@@ -198,6 +198,8 @@ pub const RAW_HEADERS: &[(&str, &[u8])] = &[
         "split",
         b"location: /a\r\n\r\nHTTP/1.1 200 OK\r\nset-cookie: injected=split",
     ),
+    // The re-entry mark of a reply Envoy made itself, sent by the app (`;` cannot be scripted).
+    ("reentry-mark", b"x-idemgate-reentry: direct_response;0"),
 ];
 
 /// A request as read off the connection.
