@@ -26,9 +26,10 @@ wins:
 Body sources and what they can read: JSON sources and a structured CloudEvent source read a body
 that parses as JSON (UTF-8); form sources read a body whose one Content-Type essence (before ";",
 trimmed, case-insensitive) is application/x-www-form-urlencoded. When the search reaches a body
-source (no earlier source found the key): no body source of the route can read the body ->
-key_body_unreadable; otherwise a body source that cannot read it is absent. Header sources found
-before any body source decide without the body.
+source (no earlier source found the key): when no body source of the route can read the body,
+the body sources are absent, and if no later header source finds the key -> key_body_unreadable;
+otherwise a body source that cannot read it is absent. Header sources found before any body
+source decide without the body.
 Every key value (not the CloudEvent parts, which are hashed) obeys the key rules: spaces/tabs
 around are ignored; a value starting with '"' is an RFC 8941 sf-string (escapes \\" and \\\\ only;
 else key_malformed_quoted_string); then 1 to 255 bytes (key_empty, key_too_long), visible ASCII
@@ -36,7 +37,9 @@ only (key_non_ascii for a byte >= 0x80, else key_invalid_character). Several val
 key_conflicting. No key: null, or key_missing when the route's key is required (callback routes
 require it by default).
 Routes: `pass_through` {"header": H, "values": [...]} (callback routes): H present and every value
-of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), before any key source.
+of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), before any key source;
+{"json": P, "values": [...]}: the body is JSON and P resolves to a string exactly one of `values`
+-> null, before any key source.
 `preset` makes a callback route (key required unless said otherwise) with the sender's key_from
 (and, for sns, pass_through); every field the route sets itself wins (PRESETS below). The signed
 presets also need a signature the vectors' evaluator verifies; this reference does not model
@@ -153,9 +156,9 @@ PRESETS = {
     "shopify": ([{"header": "x-shopify-webhook-id"}], "required", None, True),
     "slack": ([{"json": "/event_id"}], "optional", None, True),
     "cloudevents": ([{"cloudevents": True}], "required", None, False),
-    "pubsub-push": ([{"header": "x-goog-pubsub-message-id"}, {"json": "/message/messageId"}], "required", None, False),
-    "sns": ([{"header": "x-amz-sns-message-id"}], "required",
-            {"header": "x-amz-sns-message-type", "values": ["SubscriptionConfirmation", "UnsubscribeConfirmation"]}, False),
+    "pubsub-push": ([{"json": "/message/messageId"}, {"header": "x-goog-pubsub-message-id"}], "required", None, False),
+    "sns": ([{"json": "/MessageId"}], "required",
+            {"json": "/Type", "values": ["SubscriptionConfirmation", "UnsubscribeConfirmation"]}, False),
 }
 
 CE_TAG = b"idemgate.cloudevent.v1"
@@ -228,11 +231,6 @@ def find(case):
     kind = route.get("kind", "api")
     required = route.get("key", "required" if kind == "callback" else "optional") == "required"
     sources = route.get("key_from", [{"header": "idempotency-key"}])
-    pass_through = route.get("pass_through")
-    if pass_through:
-        found = values(pass_through["header"])
-        if found and all(v.strip(b" \t").decode() in pass_through["values"] for v in found):
-            return {"ok": None}
     types = values("content-type")
     one_type = essence(types[0]) if len(types) == 1 else None
     batch = any(essence(t) == CE_BATCH for t in types)
@@ -241,6 +239,15 @@ def find(case):
                                 parse_float=Number, parse_int=Number, parse_constant=no_constants))
     except (ValueError, UnicodeDecodeError):
         doc = (False, None)
+    pass_through = route.get("pass_through")
+    if pass_through and "header" in pass_through:
+        found = values(pass_through["header"])
+        if found and all(v.strip(b" \t").decode() in pass_through["values"] for v in found):
+            return {"ok": None}
+    if pass_through and "json" in pass_through and doc[0]:
+        ok, value = resolve(doc[1], pass_through["json"])
+        if ok and isinstance(value, str) and value in pass_through["values"]:
+            return {"ok": None}
 
     def is_body(source):
         (kind_, _), = source.items()
@@ -251,12 +258,14 @@ def find(case):
         return one_type == FORM if kind_ == "form" else doc[0]
 
     readable = any(is_body(s) and reads(s) for s in sources)
+    unreadable = False
     try:
         for source in sources:
             (kind_, name), = source.items()
             if is_body(source):
                 if not readable:
-                    raise KeyError_("key_body_unreadable")
+                    unreadable = True
+                    continue
                 if not reads(source):
                     continue
             if kind_ == "header":
@@ -298,6 +307,8 @@ def find(case):
                 return {"ok": ce_key(source_, ident)}
     except KeyError_ as e:
         return {"error": e.code}
+    if unreadable:
+        return {"error": "key_body_unreadable"}
     return {"error": "key_missing"} if required else {"ok": None}
 
 

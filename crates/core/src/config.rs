@@ -11,8 +11,8 @@ use crate::client::token::TokenSecret;
 use crate::order::transition::TableError;
 use crate::policy::RouteKind;
 use crate::policy::{
-    Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, Policy, Route,
-    ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
+    Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, PassThroughSource,
+    Policy, Route, ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
     DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
 };
 use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
@@ -114,10 +114,12 @@ pub enum PreconditionConfig {
     IfMatch,
 }
 
-/// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`.
+/// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`, or `{"json": pointer,
+/// "values": [...]}` where the message type is a field of the (signed) body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PassThroughConfig {
-    pub header: String,
+    pub header: Option<String>,
+    pub json: Option<String>,
     pub values: Vec<String>,
 }
 
@@ -951,13 +953,27 @@ impl Config {
                     if pass.values.is_empty() {
                         return Err(refuse(at, &["must name at least one value"]));
                     }
-                    Some(PassThrough {
-                        header: header_name(
+                    let from = match (&pass.header, &pass.json) {
+                        (Some(name), None) => PassThroughSource::Header(header_name(
                             &item("routes", i, ".pass_through.header"),
-                            &pass.header,
-                        )?,
+                            name,
+                        )?),
+                        (None, Some(pointer)) => {
+                            PassThroughSource::Json(JsonPointer::parse(pointer).map_err(|e| {
+                                refuse(item("routes", i, ".pass_through.json"), &[&e.message()])
+                            })?)
+                        }
+                        _ => {
+                            return Err(refuse(
+                                item("routes", i, ".pass_through"),
+                                &["needs exactly one of `header` and `json`"],
+                            ))
+                        }
+                    };
+                    Some(Arc::new(PassThrough {
+                        from,
                         values: pass.values.clone(),
-                    })
+                    }))
                 }
             };
             // Stored in the form requests are compared in (see `crate::request::path`).

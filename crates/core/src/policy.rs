@@ -70,7 +70,7 @@ pub struct Route {
     pub signature: Option<crate::client::signature::SignatureRule>,
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
-    pub pass_through: Option<PassThrough>,
+    pub pass_through: Option<alloc::sync::Arc<PassThrough>>,
     /// On callback routes: the ordering guard of each resource's events (issue 26).
     pub order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
     /// Whether updates must name the version they read (`If-Match`).
@@ -87,34 +87,76 @@ impl Route {
             .key_from
             .iter()
             .any(|source| !matches!(source, crate::request::key_source::KeySource::Header(_)));
+        let key = key
+            || self
+                .pass_through
+                .as_ref()
+                .is_some_and(|pass| matches!(pass.from, PassThroughSource::Json(_)));
         let order = self.order.as_ref().is_some_and(|rule| rule.needs_body());
         let detached = matches!(self.forward, Forward::Detached(_));
         1 + u64::from(key) + u64::from(order) + u64::from(detached)
     }
 }
 
-/// Requests a callback route lets through without a key (issue 27): those whose `header` has one
-/// of `values` (exact, after optional whitespace). Such a message is not a delivery to
-/// deduplicate — AWS SNS sends `x-amz-sns-message-type: SubscriptionConfirmation`, and each one
-/// must reach the subscriber.
+/// Requests a callback route lets through without a key (issue 27): those whose message type —
+/// a header, or a field of the body — is one of `values` (exact; a header after optional
+/// whitespace). Such a message is not a delivery to deduplicate — AWS SNS sends a body with
+/// `"Type": "SubscriptionConfirmation"`, and each one must reach the subscriber.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PassThrough {
-    /// Lowercase header name.
-    pub header: String,
+    pub from: PassThroughSource,
     pub values: Vec<String>,
+}
+
+/// Where a route reads the message type that lets a request through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PassThroughSource {
+    /// A request header (lowercase name): decided with the headers, but the sender's signature
+    /// rarely covers it.
+    Header(String),
+    /// A string field of a JSON body: decided at the end of the body, and covered by a signature
+    /// over the body (SNS signs `Type` with the message).
+    Json(crate::request::json::JsonPointer),
 }
 
 impl PassThrough {
     /// Whether a request with these headers passes (`header` gives every value of a lowercase
     /// name). Every occurrence must name a passing value: a control type and a notification type
-    /// in one request is not a control message.
+    /// in one request is not a control message. Never true for a body field.
     pub fn matches<'h>(&self, header: &dyn Fn(&str) -> Vec<&'h [u8]>) -> bool {
-        let values = header(&self.header);
+        let PassThroughSource::Header(name) = &self.from else {
+            return false;
+        };
+        let values = header(name);
         !values.is_empty()
             && values.iter().all(|value| {
                 let value = crate::request::key::trim_ows(value);
                 self.values.iter().any(|v| v.as_bytes() == value)
             })
+    }
+
+    /// Whether a request with this whole body passes, for a body field: the body is JSON and the
+    /// field a string equal to one of `values`. A body that is not JSON, or lacks the field, is
+    /// not a control message.
+    pub fn matches_body(&self, body: &[u8]) -> bool {
+        let PassThroughSource::Json(pointer) = &self.from else {
+            return false;
+        };
+        core::str::from_utf8(body)
+            .ok()
+            .and_then(|text| crate::request::json::Value::parse(text).ok())
+            .is_some_and(|doc| {
+                pointer
+                    .resolve(&doc)
+                    .and_then(|value| value.as_str())
+                    .is_some_and(|value| self.values.iter().any(|v| v == value))
+            })
+    }
+
+    /// Whether the decision waits for the body.
+    pub fn reads_body(&self) -> bool {
+        matches!(self.from, PassThroughSource::Json(_))
     }
 }
 

@@ -14,11 +14,12 @@ use crate::client::scope::Scope;
 use crate::client::signature::{SignatureCheck, SignatureError};
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::decision::ResponseFacts;
-use crate::policy::{KeyRequirement, Route, RouteKind};
+use crate::policy::{KeyRequirement, PassThrough, Route, RouteKind};
 use crate::request::key::{IdempotencyKey, KeyError};
 use crate::request::key_source::{self, describe_sources, KeySearch, KeyStart, SourceError};
 use crate::time::UnixMillis;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 
 /// Scope label of callback routes: the route, not the caller, owns the delivery ids.
@@ -78,6 +79,9 @@ pub struct Admission {
     /// [`Admission::finish`] needs no route: a host keeps no route reference to look up again
     /// (and so has no "route not found" case) across the body's callbacks. `None`: optional.
     missing: Option<Refusal>,
+    /// A pass-through read from the body, decided at [`Admission::finish`], and the body it reads
+    /// unless the key search keeps it already.
+    pass: Option<(Arc<PassThrough>, Option<Vec<u8>>)>,
 }
 
 #[derive(Debug)]
@@ -108,27 +112,39 @@ pub fn admit<'h>(
             key: Key::Decided(None),
             signature,
             missing: None,
+            pass: None,
         });
     }
     let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
         KeyStart::Decided(key) => Key::Decided(key),
         KeyStart::Body(search) => Key::Body(search),
     };
+    // A message type in the body: read at the end, from the key search's copy of the body when
+    // there is one, else from a copy of its own.
+    let pass = route
+        .pass_through
+        .as_ref()
+        .filter(|pass| pass.reads_body())
+        .map(|pass| {
+            let body = (!matches!(key, Key::Body(_))).then(Vec::new);
+            (Arc::clone(pass), body)
+        });
     let required = route.key == KeyRequirement::Required;
-    // Nothing in the body can change a missing header key, and no signature is pending: refuse
-    // now, before the body is even read.
-    if required && signature.is_none() {
+    // Nothing in the body can change a missing header key, and nothing is pending: refuse now,
+    // before the body is even read.
+    if required && signature.is_none() && pass.is_none() {
         if let Key::Decided(None) = key {
             return Err(missing(route));
         }
     }
     // The refusal is described only where the body may still end without a key.
-    let waits = matches!(key, Key::Body(_)) || signature.is_some();
+    let waits = matches!(key, Key::Body(_)) || signature.is_some() || pass.is_some();
     let missing = (required && waits).then(|| missing(route));
     Ok(Admission {
         key,
         signature,
         missing,
+        pass,
     })
 }
 
@@ -141,13 +157,14 @@ fn missing(route: &Route) -> Refusal {
 impl Admission {
     /// Whether the decision waits for the body (a body key source, or a signature to verify).
     pub fn needs_body(&self) -> bool {
-        matches!(self.key, Key::Body(_)) || self.signature.is_some()
+        matches!(self.key, Key::Body(_)) || self.signature.is_some() || self.pass.is_some()
     }
 
-    /// Whether [`Admission::update`] keeps the body (a body key source reads it at the end),
-    /// rather than only hashing it for a signature: a copy the host's memory budget counts.
+    /// Whether [`Admission::update`] keeps the body (a body key source or a pass-through reads it
+    /// at the end), rather than only hashing it for a signature: a copy the host's memory budget
+    /// counts.
     pub fn keeps_body(&self) -> bool {
-        matches!(self.key, Key::Body(_))
+        matches!(self.key, Key::Body(_)) || self.pass.is_some()
     }
 
     /// The key when the headers decided it and nothing waits for the body; `None` otherwise.
@@ -166,6 +183,9 @@ impl Admission {
         if let Key::Body(search) = &mut self.key {
             search.update(chunk);
         }
+        if let Some((_, Some(body))) = &mut self.pass {
+            body.extend_from_slice(chunk);
+        }
     }
 
     /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
@@ -174,6 +194,16 @@ impl Admission {
     pub fn finish(self) -> Result<Option<IdempotencyKey>, Refusal> {
         if let Some(check) = self.signature {
             check.verify().map_err(Refusal::Signature)?;
+        }
+        if let Some((pass, own)) = &self.pass {
+            let body = match (&self.key, own) {
+                (_, Some(body)) => body.as_slice(),
+                (Key::Body(search), None) => search.body(),
+                (Key::Decided(_), None) => &[],
+            };
+            if pass.matches_body(body) {
+                return Ok(None);
+            }
         }
         let key = match self.key {
             Key::Decided(key) => key,
@@ -458,42 +488,62 @@ mod tests {
     #[test]
     fn sns_confirmations_pass_and_notifications_are_keyed() {
         let policy = policy(r#"[{"prefix": "/sns", "preset": "sns"}]"#).unwrap();
-        let id = (
-            "x-amz-sns-message-id",
-            "165545c9-2a5c-472c-8df2-7ff2be2b3b1b",
-        );
+        let id = "165545c9-2a5c-472c-8df2-7ff2be2b3b1b";
+        let body = |kind: &str| format!(r#"{{"Type":"{kind}","MessageId":"{id}","Message":"m"}}"#);
         for kind in ["SubscriptionConfirmation", "UnsubscribeConfirmation"] {
             assert_eq!(
-                run(&policy, &[("x-amz-sns-message-type", kind), id], "{}"),
+                run(&policy, &[], &body(kind)),
                 Ok(None),
                 "{kind} passes unguarded"
             );
         }
         assert_eq!(
-            run(
-                &policy,
-                &[("x-amz-sns-message-type", "Notification"), id],
-                "{}"
-            ),
-            Ok(Some(id.1.into()))
+            run(&policy, &[], &body("Notification")),
+            Ok(Some(id.into()))
         );
-        // A confirmation type next to another type is not a confirmation.
+        // The unsigned headers decide nothing: a notification re-sent with a confirmation type or
+        // another message id in them is the same delivery.
         assert_eq!(
             run(
                 &policy,
                 &[
                     ("x-amz-sns-message-type", "SubscriptionConfirmation"),
-                    ("x-amz-sns-message-type", "Notification"),
-                    id
+                    ("x-amz-sns-message-id", "forged")
                 ],
-                "{}"
+                &body("Notification")
             ),
-            Ok(Some(id.1.into()))
+            Ok(Some(id.into()))
         );
         assert_eq!(
-            run(&policy, &[("x-amz-sns-message-type", "Notification")], "{}"),
+            run(&policy, &[], r#"{"Type":"Notification"}"#),
             Err("key_missing".into())
         );
+        assert_eq!(
+            run(&policy, &[], "not json"),
+            Err("key_body_unreadable".into())
+        );
+    }
+
+    #[test]
+    fn a_pass_through_from_the_body_keeps_its_own_copy_behind_a_header_key() {
+        let policy = policy(
+            r#"[{"prefix": "/h", "kind": "callback", "key_from": [{"header": "x-id"}],
+                 "pass_through": {"json": "/kind", "values": ["ping"]}}]"#,
+        )
+        .unwrap();
+        assert_eq!(run(&policy, &[], r#"{"kind":"ping"}"#), Ok(None));
+        assert_eq!(
+            run(&policy, &[("x-id", "d-1")], r#"{"kind":"event"}"#),
+            Ok(Some("d-1".into()))
+        );
+        assert_eq!(
+            run(&policy, &[], r#"{"kind":"event"}"#),
+            Err("key_missing".into())
+        );
+        let route = &policy.routes[0];
+        let admission = admit(route, &|_| vec![], NOW).unwrap();
+        assert!(admission.needs_body() && admission.keeps_body());
+        assert_eq!(route.body_copies(), 2);
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //! | `shopify`           | `x-shopify-webhook-id`                           | `shopify`           |
 //! | `slack`             | JSON `/event_id` (optional: `url_verification`)  | `slack`             |
 //! | `cloudevents`       | (source, id), binary or structured mode          | none                |
-//! | `pubsub-push`       | `x-goog-pubsub-message-id` or `/message/messageId` | none (OIDC: jwt_authn) |
-//! | `sns`               | `x-amz-sns-message-id`; confirmations pass       | none (X.509)        |
+//! | `pubsub-push`       | `/message/messageId`, else `x-goog-pubsub-message-id` | none (OIDC: jwt_authn) |
+//! | `sns`               | JSON `/MessageId`; confirmations (`/Type`) pass  | none (X.509)        |
 //!
 //! A preset whose sender signs with a shared secret needs that secret (`signature.secret_env`
 //! and friends): an unverified callback route would let anyone spend the sender's delivery ids.
@@ -84,13 +84,15 @@ impl PresetConfig {
             PresetConfig::Shopify => alloc::vec![header("x-shopify-webhook-id")],
             PresetConfig::Slack => alloc::vec![json("/event_id")],
             PresetConfig::CloudEvents => alloc::vec![KeySourceConfig::CloudEvent],
-            // Unwrapped push carries the id in a header (the body is the raw payload); wrapped
-            // push in the JSON envelope.
+            // Wrapped push carries the id in the JSON envelope, which is preferred; unwrapped
+            // push only in a header (the body is the raw payload).
             PresetConfig::PubSubPush => alloc::vec![
-                header("x-goog-pubsub-message-id"),
-                json("/message/messageId")
+                json("/message/messageId"),
+                header("x-goog-pubsub-message-id")
             ],
-            PresetConfig::Sns => alloc::vec![header("x-amz-sns-message-id")],
+            // The body's `MessageId`, which SNS signs; its `x-amz-sns-message-id` header is not
+            // signed, so a captured message re-sent under a new header id would run again.
+            PresetConfig::Sns => alloc::vec![json("/MessageId")],
         }
     }
 
@@ -104,11 +106,14 @@ impl PresetConfig {
     }
 
     /// SNS subscription and unsubscribe confirmations: control messages, each to be seen by the
-    /// subscriber, never deliveries to deduplicate.
+    /// subscriber, never deliveries to deduplicate. Told by the body's signed `Type`, never by
+    /// the unsigned `x-amz-sns-message-type` header (a notification re-sent with that header set
+    /// to a confirmation would pass unguarded).
     fn pass_through(self) -> Option<PassThroughConfig> {
         match self {
             PresetConfig::Sns => Some(PassThroughConfig {
-                header: String::from("x-amz-sns-message-type"),
+                header: None,
+                json: Some(String::from("/Type")),
                 values: alloc::vec![
                     String::from("SubscriptionConfirmation"),
                     String::from("UnsubscribeConfirmation"),

@@ -89,7 +89,7 @@ const SIGNATURE_FIELDS: &[&str] = &[
     "secrets",
     "secrets_env",
 ];
-const PASS_THROUGH_FIELDS: &[&str] = &["header", "values"];
+const PASS_THROUGH_FIELDS: &[&str] = &["header", "json", "values"];
 const UPSTREAM_FIELDS: &[&str] = &[
     "reentry",
     "cluster_skipping_routes_and_filters",
@@ -624,24 +624,31 @@ fn signature(path: &str, value: &Value) -> Result<SignatureConfig, Shape> {
     Ok(sig)
 }
 
-/// `{"header": name, "values": [value, ...]}`, both required.
+/// `{"header": name, "values": [value, ...]}` or `{"json": pointer, "values": [...]}`; which of
+/// `header` and `json` is given is checked when the route is compiled.
 fn pass_through(path: &str, value: &Value) -> Result<PassThroughConfig, Shape> {
     let mut header = None;
+    let mut json = None;
     let mut values = None;
     for (key, value) in members(path, value)? {
         let slot = match PASS_THROUGH_FIELDS.iter().position(|name| name == key) {
             // `header`
             Some(0) => Slot::Text(&mut header),
+            // `json`
+            Some(1) => Slot::Text(&mut json),
             // `values`
-            Some(1) => Slot::Texts(&mut values),
+            Some(2) => Slot::Texts(&mut values),
             _ => return Err(unknown(path, key, PASS_THROUGH_FIELDS)),
         };
         fill(&join(path, key), value, slot)?;
     }
-    match (header, values) {
-        (Some(header), Some(values)) => Ok(PassThroughConfig { header, values }),
-        (None, _) => Err(shape(&join(path, "header"), &["missing field"])),
-        (_, None) => Err(shape(&join(path, "values"), &["missing field"])),
+    match values {
+        Some(values) => Ok(PassThroughConfig {
+            header,
+            json,
+            values,
+        }),
+        None => Err(shape(&join(path, "values"), &["missing field"])),
     }
 }
 
@@ -1117,7 +1124,7 @@ mod tests {
             "key_from: Some([Header(\"k\")])",
             "scheme: Some(Stripe), secret: Some(\"s\"), secret_env: Some(\"e\"), secrets: Some([\"s1\"]), secrets_env: Some([\"e1\"]), tolerance: Some(\"o\")",
             "preset: Some(Sns)",
-            "pass_through: Some(PassThroughConfig { header: \"ph\", values: [\"pv\"] })",
+            "pass_through: Some(PassThroughConfig { header: Some(\"ph\"), json: None, values: [\"pv\"] })",
             "mode: Some(Raw), headers: Some([\"fh\"]), fields: Some([\"/ff\"]), max_depth: Some(8)",
             "secret: Some(\"ts\"), secret_env: Some(\"te\"), ttl: Some(\"tt\"), issue_path: Some(\"/ti\"), header: Some(\"th\")",
             "reentry: Some(\"ur\"), cluster_skipping_routes_and_filters: Some(\"us\"), cluster: Some(\"uc\"), timeout: Some(\"ut\"), max_body: Some(Bytes(9))",

@@ -218,6 +218,11 @@ impl KeySearch {
         self.body.extend_from_slice(chunk);
     }
 
+    /// The body so far (a route's pass-through reads the same copy).
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
     /// The body is complete: the first source present gives the key. A body source that cannot
     /// read this body is passed over when another body source of the route can read it; when
     /// none can, the body is refused ([`SourceError::BodyUnreadable`]) rather than found keyless.
@@ -252,10 +257,16 @@ impl KeySearch {
             .iter()
             .zip(slots.iter())
             .any(|(source, slot)| matches!(slot, Slot::Body) && reads(source));
+        // A body no body source reads is refused, unless a header source after them has the
+        // key (Pub/Sub's unwrapped push: a raw body, the id in a header).
+        let mut unreadable = None;
         for (source, slot) in sources.iter().zip(slots) {
             let found = match slot {
                 Slot::Header(found) => found,
-                Slot::Body if !readable => Some(Err(SourceError::BodyUnreadable)),
+                Slot::Body if !readable => {
+                    unreadable = Some(SourceError::BodyUnreadable);
+                    None
+                }
                 Slot::Body if !reads(source) => None,
                 Slot::Body => match source {
                     KeySource::Json(pointer) => json
@@ -273,7 +284,10 @@ impl KeySearch {
                 return found.map(Some);
             }
         }
-        Ok(None)
+        match unreadable {
+            Some(refusal) => Err(refusal),
+            None => Ok(None),
+        }
     }
 }
 

@@ -214,3 +214,73 @@ fn body_keys_cannot_be_fooled() {
     }
     assert_eq!(upstream.path_hits("/plain"), 2);
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn an_unsigned_header_id_does_not_change_a_presets_key() {
+    let upstream = Upstream::start();
+    let config = r#"{ "routes": [
+        { "prefix": "/sns", "preset": "sns" },
+        { "prefix": "/push", "preset": "pubsub-push" }
+    ] }"#;
+    let envoy = Envoy::start(&Setup::new(config, upstream.port));
+    let port = envoy.port;
+    let sns = |kind: &str, id: &str, headers: &[(&str, &str)]| {
+        let body = format!(r#"{{"Type":"{kind}","MessageId":"{id}","Message":"paid"}}"#);
+        let mut request = Request::new("POST", "/sns").json(&body);
+        for (name, value) in headers {
+            request = request.header(name, value);
+        }
+        request.send(port)
+    };
+
+    // A notification, then the same signed body re-sent under another header id, and with the
+    // header saying it is a confirmation: one delivery, the app sees it once.
+    let first = sns("Notification", "m-1", &[("x-amz-sns-message-id", "h-1")]);
+    assert_eq!(
+        (first.status, first.replayed()),
+        (201, false),
+        "{}",
+        first.text()
+    );
+    for headers in [
+        [
+            ("x-amz-sns-message-id", "h-2"),
+            ("x-amz-sns-message-type", "Notification"),
+        ],
+        [
+            ("x-amz-sns-message-id", "h-3"),
+            ("x-amz-sns-message-type", "SubscriptionConfirmation"),
+        ],
+    ] {
+        let again = sns("Notification", "m-1", &headers);
+        assert!(
+            again.replayed(),
+            "{headers:?}: {} {}",
+            again.status,
+            again.text()
+        );
+    }
+    assert_eq!(
+        upstream.path_hits("/sns"),
+        1,
+        "a forged header id ran the delivery again"
+    );
+    // A confirmation (the body's Type) passes unguarded, each time.
+    for _ in 0..2 {
+        let confirm = sns("SubscriptionConfirmation", "c-1", &[]);
+        assert_eq!((confirm.status, confirm.replayed()), (201, false));
+    }
+    assert_eq!(upstream.path_hits("/sns"), 3);
+
+    // Pub/Sub wrapped push: the body's message id, not the header's.
+    let push = |header_id: &str| {
+        Request::new("POST", "/push")
+            .json(r#"{"message":{"data":"e30=","messageId":"p-1"},"subscription":"projects/p/subscriptions/s"}"#)
+            .header("x-goog-pubsub-message-id", header_id)
+            .send(port)
+    };
+    assert_eq!(push("h-1").status, 201);
+    assert!(push("h-2").replayed());
+    assert_eq!(upstream.path_hits("/push"), 1);
+}
