@@ -98,8 +98,20 @@ def token_seeds():
             yield b"\x01" + struct.pack("<QQ", inp["now"], 600_000) + nonce + bytes(48)
 
 
+def admission_seeds():
+    # The key_source vectors of the routes the `admission` target knows (byte 0: sns, 1: pubsub-push).
+    routes = {"sns": 0, "pubsub-push": 1}
+    for c in cases("key_source"):
+        inp = c["input"]
+        route = routes.get(inp["route"].get("preset"))
+        if route is not None and set(inp["route"]) <= {"prefix", "preset"}:
+            body = body_of(inp)
+            yield bytes([route]) + splits(body, inp.get("chunks")) + body
+
+
 SEEDS = {
     "key": key_seeds,
+    "admission": admission_seeds,
     "json": json_seeds,
     "form": form_seeds,
     "fingerprint": fingerprint_seeds,
