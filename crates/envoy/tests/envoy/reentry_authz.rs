@@ -217,3 +217,51 @@ fn ext_authz_decides_for_a_claimed_request() {
     }
     assert_eq!(upstream.total(), 2);
 }
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn behind_a_trusted_proxy_the_inner_pass_sees_the_client_with_the_same_trusted_hops() {
+    let upstream = Upstream::start();
+    // One trusted proxy in front of Envoy: it appends the client's address to X-Forwarded-For.
+    // RBAC after idemgate denies that client by its address.
+    let deny = r#"- name: envoy.filters.http.rbac
+  typed_config:
+    "@type": type.googleapis.com/envoy.extensions.filters.http.rbac.v3.RBAC
+    rules:
+      action: DENY
+      policies:
+        banned:
+          permissions: [{ any: true }]
+          principals: [{ remote_ip: { address_prefix: 203.0.113.7, prefix_len: 32 } }]
+"#;
+    let from_banned =
+        |request: crate::client::Request| request.header("x-forwarded-for", "203.0.113.7");
+    let start = |main: &str, both: &str| {
+        let mut setup = Setup::new(FILTER, upstream.port);
+        setup.after_filters = deny.into();
+        setup.main_hcm_extra = main.into();
+        setup.hcm_extra = both.into();
+        Envoy::start(&setup)
+    };
+
+    // The deploy docs' setting: the re-entry listener trusts as many hops as the main one.
+    let envoy = start("", "xff_num_trusted_hops: 1");
+    let (without, with) = alike(
+        &envoy,
+        "banned client",
+        &from_banned(plain("/orders")),
+        &from_banned(keyed("/orders", "banned")),
+    );
+    assert_eq!((without.status, with.status), (403, 403), "{}", with.text());
+    assert_eq!(upstream.total(), 0, "a banned client never reaches the app");
+    drop(envoy);
+
+    // Without it, the inner pass takes the last proxy's entry for the client: the claimed
+    // request gets past the address rule the same request without a key meets.
+    let envoy = start("xff_num_trusted_hops: 1", "");
+    let without = from_banned(plain("/orders")).send(envoy.port);
+    let with = from_banned(keyed("/orders", "banned-2")).send(envoy.port);
+    assert_eq!(without.status, 403);
+    assert_eq!(with.status, 201, "{}", with.text());
+    assert_eq!(upstream.hits("banned-2"), 1);
+}

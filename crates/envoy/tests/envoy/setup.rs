@@ -51,6 +51,8 @@ pub struct Setup {
     /// Lines at the level of both HTTP connection managers (outer and re-entry), e.g. an
     /// `internal_address_config`.
     pub hcm_extra: String,
+    /// Lines of the main connection manager only (e.g. its `xff_num_trusted_hops`).
+    pub main_hcm_extra: String,
     /// The re-entry listener's marker filter (default: on; off = a misconfigured listener).
     pub reentry_marker: bool,
     /// The marker's `append_action` (default: the shipped `OVERWRITE_IF_EXISTS_OR_ADD`).
@@ -74,6 +76,7 @@ impl Setup {
             after_filters: String::new(),
             route_config_extra: String::new(),
             hcm_extra: String::new(),
+            main_hcm_extra: String::new(),
             reentry_marker: true,
             reentry_marker_action: "OVERWRITE_IF_EXISTS_OR_ADD",
         }
@@ -158,7 +161,7 @@ filter_chains:
 {after}"#,
         wasm = wasm.display(),
         env_keys = env_keys.join(", "),
-        hcm_extra = indent(&setup.hcm_extra, 6),
+        hcm_extra = indent(&format!("{}\n{}", setup.hcm_extra, setup.main_hcm_extra), 6),
         route_config_extra = indent(&setup.route_config_extra, 8),
         routes = indent(&routes, 10),
         after = after_idemgate(setup),
