@@ -23,6 +23,7 @@ mod key_sources;
 mod memory;
 mod order;
 mod order_fleet;
+mod pending;
 mod reentry;
 mod reentry_authz;
 mod reentry_control;
