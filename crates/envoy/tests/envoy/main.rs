@@ -19,6 +19,7 @@ mod fleet;
 mod floods;
 mod floods_fleet;
 mod hardening;
+mod kept_bodies;
 mod key_sources;
 mod memory;
 mod order;
