@@ -276,8 +276,9 @@ pub mod defaults {
     pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
     pub const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
     /// `hashing_budget_per_peer` is by default `hashing_budget` divided by this (and at least
-    /// what a lone stream needs).
-    pub const PEER_SHARES: u64 = 4;
+    /// what a lone stream needs): more than four, so four address groups — four IPv6 /64s are
+    /// cheap — holding their whole parts still leave half of the budget to everyone else.
+    pub const PEER_SHARES: u64 = 8;
     pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;

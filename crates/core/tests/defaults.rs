@@ -82,3 +82,33 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     });
     assert_eq!((policy.shares.identity, policy.shares.peer), (tenth, tenth));
 }
+
+/// Four address groups (four IPv6 /64s cost an attacker next to nothing) each holding their whole
+/// part of the hashing budget still leave room for another client's largest body: by default a
+/// part is less than a quarter of the budget.
+#[test]
+fn four_address_groups_cannot_take_the_default_hashing_budget() {
+    use idemgate_core::request::budget::{HashingBudget, Limits, Reservation};
+    use std::rc::Rc;
+    for text in ["{}", r#"{"hashing_budget": "8MiB"}"#] {
+        let policy = Policy::from_json(text, &|_| None).unwrap();
+        let limits = Limits::of(&policy);
+        let budget = Rc::new(HashingBudget::default());
+        let group = |n: u8| Reservation::new(Rc::clone(&budget), Rc::from(&[n][..]));
+        let held: Vec<Reservation> = (0..4)
+            .map(|n| {
+                let mut part = group(n);
+                assert!(part.grow(limits.per_peer, limits), "{text}: group {n}");
+                part
+            })
+            .collect();
+        assert_eq!(held.len(), 4);
+        let mut fifth = group(4);
+        assert!(
+            fifth.grow(policy.max_request_body, limits),
+            "{text}: four groups took the whole budget ({} of {})",
+            budget.used(),
+            limits.total
+        );
+    }
+}

@@ -165,14 +165,24 @@ impl Filter {
         matches!(&self.stage, Stage::Guarded { machine, call: Some(_) } if machine.is_orphaned())
     }
 
+    /// Whether this stream waits for a callout's answer (the remote store's, or a detached
+    /// exchange's): until it comes the request must not go on, whatever Envoy delivers meanwhile.
+    fn waits(&self) -> bool {
+        matches!(
+            &self.stage,
+            Stage::Detached { .. } | Stage::Guarded { call: Some(_), .. }
+        )
+    }
+
     /// The machine of a stream that does not wait for a callout (its body being taken in, or
     /// forwarded), taken out of the stage; the stage is idle until the machine is run again.
+    /// A stage that waits for a callout is left in place: its answer must find it.
     fn take_machine(&mut self) -> Option<Box<Machine>> {
+        if !matches!(&self.stage, Stage::Guarded { call: None, .. }) {
+            return None;
+        }
         match core::mem::replace(&mut self.stage, Stage::Idle) {
-            Stage::Guarded {
-                machine,
-                call: None,
-            } => Some(machine),
+            Stage::Guarded { machine, .. } => Some(machine),
             _ => None,
         }
     }

@@ -15,6 +15,7 @@ use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::policy::{Policy, RouteKind, Via};
+use idemgate_core::request::budget::Reservation;
 use idemgate_core::store::record::OwnerToken;
 use idemgate_core::time::UnixMillis;
 
@@ -120,6 +121,9 @@ pub struct Exchange {
     pub via: Via,
     /// On an ordered route: the resource the event applies to, settled with the answer.
     pub order: Option<OrderClaim>,
+    /// The body's part of the hashing budget, charged to its client: Envoy keeps the body it
+    /// sends until the exchange ends, so the part is given back (dropped) only then.
+    pub body: Option<Reservation>,
 }
 
 /// A store operation waiting for its answer (an entry of the callout table).

@@ -89,6 +89,32 @@ impl Worker {
         self.after_request_callback(context, action)
     }
 
+    /// The request trailers arrive: they end the request (Envoy ignores them once the stream has
+    /// left the request phase, as it does body chunks).
+    pub fn request_trailers(&mut self, context: u32, trailers: HeaderMap) -> Result<()> {
+        let stream = self.stream_mut(context)?;
+        if stream.phase != Phase::Request || stream.local_reply_sent {
+            return Ok(());
+        }
+        if stream.request_ended {
+            return Err(HarnessError::Usage(
+                "request trailers sent after the end of the request".into(),
+            ));
+        }
+        stream.request_ended = true;
+        let count = trailers.pairs().len() as i32;
+        let action = match self.exports.on_request_trailers.clone() {
+            Some(f) => self.call(
+                "proxy_on_request_trailers",
+                context,
+                &f,
+                (context as i32, count),
+            )?,
+            None => CONTINUE,
+        };
+        self.after_request_callback(context, action)
+    }
+
     fn after_request_callback(&mut self, context: u32, action: i32) -> Result<()> {
         if self.after_any_callback(context)? {
             return Ok(());

@@ -48,6 +48,23 @@ impl Exchange {
         Ok(true)
     }
 
+    /// Sends every remaining body chunk, none of them marked the last, then trailers, which end
+    /// the request.
+    pub fn send_rest_then_trailers(&mut self) -> Result<()> {
+        let chunks = self.request.chunks();
+        for chunk in chunks.iter().skip(self.chunks_sent) {
+            self.worker
+                .borrow_mut()
+                .request_body(self.context, chunk, false)?;
+        }
+        self.chunks_sent = chunks.len();
+        let mut trailers = crate::envoy::HeaderMap::new();
+        trailers.add("x-checksum", b"0");
+        self.worker
+            .borrow_mut()
+            .request_trailers(self.context, trailers)
+    }
+
     /// Sends every remaining body chunk — or, if the request says so, goes away at its abort
     /// point (see [`super::Abort`]).
     pub fn send_rest(&mut self) -> Result<()> {

@@ -327,3 +327,56 @@ fn an_answer_the_host_cannot_hand_over_whole_is_in_doubt_never_relayed_short() {
         assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
     }
 }
+
+/// The body a detached exchange sends stays with Envoy until the exchange ends: it is charged to
+/// its client's part of the hashing budget until then, so a client cannot hold more bodies in
+/// flight through exchanges it started than its part allows.
+#[test]
+fn a_detached_exchanges_body_is_charged_until_the_exchange_ends() {
+    for way in BOTH {
+        let orders = Arc::new(Orders::new());
+        // A body of about 1 KiB takes 2 KiB while it is taken in (hashed, and kept to be sent).
+        let config = format!(
+            r#"{{"capacity": 64, "max_request_body": "1KiB", "hashing_budget": "64KiB",
+                 "hashing_budget_per_peer": "2KiB", {}}}"#,
+            way.upstream("15s")
+        );
+        let envoy = Envoy::builder()
+            .config(&config)
+            .forwarding(way, orders.clone())
+            .start()
+            .unwrap();
+        let body = format!(r#"{{"sku":"A1","pad":"{}"}}"#, "p".repeat(900));
+        let send = |key: &str, peer: &str| {
+            envoy
+                .worker(0)
+                .send(order(key).json(&body).peer(peer))
+                .unwrap()
+        };
+        let (alice, bob) = ("10.0.0.7:51234", "10.0.0.8:51234");
+        let first = send("k1", alice);
+        assert_eq!(envoy.worker(0).pending_callouts().len(), 1, "{way:?}");
+
+        // Alice's next body meets her part still holding the first one's.
+        let second = send("k2", alice).expect_answer().unwrap();
+        assert_eq!(
+            (second.status, problem(&second).as_str()),
+            (503, "hashing_budget_exceeded"),
+            "{way:?}: {}",
+            second.body_text()
+        );
+        // Bob has his own part.
+        let other = send("k3", bob);
+        assert_eq!(envoy.worker(0).pending_callouts().len(), 2, "{way:?}");
+
+        envoy.worker(0).answer_callouts().unwrap();
+        assert!(is_order(&first.expect_answer().unwrap(), 1), "{way:?}");
+        assert!(is_order(&other.expect_answer().unwrap(), 2), "{way:?}");
+        // Her exchange over, Alice's part is free again.
+        let retry = send("k2", alice);
+        envoy.worker(0).answer_callouts().unwrap();
+        assert!(is_order(&retry.expect_answer().unwrap(), 3), "{way:?}");
+        assert_eq!(orders.served().len(), 3, "{way:?}");
+        assert!(envoy.anomalies().is_empty(), "{:?}", envoy.anomalies());
+    }
+}

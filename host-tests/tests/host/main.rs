@@ -11,6 +11,7 @@ mod guard;
 mod intake;
 mod interleavings;
 mod order;
+mod pending;
 mod reentry;
 mod scenarios;
 mod support;

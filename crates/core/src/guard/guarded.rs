@@ -145,7 +145,8 @@ pub enum Action<O, H> {
 
 /// The request a detached route keeps to send itself: the host's part of it (`held`: where it
 /// goes, its headers) and its body as taken in, whose bytes stay reserved from the hashing
-/// budget until it is sent.
+/// budget (`reserved`) until the exchange that sends it ends: the host keeps the reservation
+/// with the exchange, as the proxy keeps the body it sends.
 #[derive(Debug)]
 pub struct Kept<H> {
     pub held: H,

@@ -13,8 +13,13 @@ impl Filter {
         kept: Kept<Box<Held>>,
         order: Option<OrderClaim>,
     ) -> Result<u32, Sent<OrderClaim>> {
-        // The body's bytes stay reserved from the hashing budget until it is sent.
-        let Kept { held, body, .. } = kept;
+        // The body's bytes stay reserved from the hashing budget until the exchange ends (Envoy
+        // keeps the body it sends until then); if it cannot be sent, until now.
+        let Kept {
+            held,
+            body,
+            reserved,
+        } = kept;
         let route = &held.route;
         match detached::send(route, &held.headers, &body) {
             Ok(token) => {
@@ -27,6 +32,7 @@ impl Filter {
                     kind: held.kind,
                     via: route.via,
                     order,
+                    body: reserved,
                 };
                 if !self.shared.register(token, Pending::Detached(exchange)) {
                     // The answer would find no entry and the client would wait for nothing.

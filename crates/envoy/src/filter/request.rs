@@ -86,6 +86,10 @@ impl Filter {
 
     /// A body chunk: charged by the core's machine before it is read, then handed to it.
     pub(super) fn hash_chunk(&mut self, size: usize, end_of_stream: bool) -> Action {
+        if self.waits() {
+            // Held (Envoy buffers the chunk) until the answer lets the request on, or answers it.
+            return Action::Pause;
+        }
         let Stage::Guarded {
             machine,
             call: None,
@@ -108,6 +112,9 @@ impl Filter {
     /// The request is complete (its last chunk, or its trailers): the machine's claim is made,
     /// or the request answered for its body.
     pub(super) fn body_end(&mut self) -> Action {
+        if self.waits() {
+            return Action::Pause;
+        }
         let Some(mut machine) = self.take_machine() else {
             return Action::Continue;
         };

@@ -199,7 +199,7 @@ impl Backend {
     }
 
     /// The service's flags for this engine.
-    fn args(&self) -> Vec<String> {
+    pub(crate) fn args(&self) -> Vec<String> {
         let mut args = Vec::new();
         let engine = match self.engine {
             Engine::Redis => "redis",
@@ -218,7 +218,7 @@ impl Backend {
 
     /// The part that decides frozen (SIGSTOP): Redis on `redis`, PostgreSQL on the postgres
     /// engines (with `redis+postgres`, a claim is final only once PostgreSQL has it).
-    fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         match (&self.postgres, &self.redis) {
             (Some(postgres), _) => postgres.stop(),
             (None, Some(redis)) => signal(redis.child.id(), "-STOP"),
@@ -226,7 +226,7 @@ impl Backend {
         }
     }
 
-    fn thaw(&self) {
+    pub(crate) fn thaw(&self) {
         match (&self.postgres, &self.redis) {
             (Some(postgres), _) => postgres.cont(),
             (None, Some(redis)) => signal(redis.child.id(), "-CONT"),
@@ -276,7 +276,7 @@ impl Store {
         Store::start_with(args.to_vec(), "300ms")
     }
 
-    fn start_with(args: Vec<String>, op_timeout: &'static str) -> Store {
+    pub(crate) fn start_with(args: Vec<String>, op_timeout: &'static str) -> Store {
         let certs = TempDir::new();
         let mut store = Store {
             child: None,
@@ -320,7 +320,7 @@ impl Store {
     /// The Envoy cluster of the service: HTTP/2 inside mutual TLS, as the store README says, at
     /// most 100 streams per connection (the service accepts 200: a burst over that on one
     /// connection would see streams refused, i.e. 503s, before Envoy learns the limit).
-    fn cluster(&self) -> String {
+    pub(crate) fn cluster(&self) -> String {
         format!(
             r#"- name: idemgate_store
   connect_timeout: 1s

@@ -502,7 +502,7 @@ for (let i = 0; i < streams; i++) {
 
 /// Issue 23: no client can deny the hashing budget to others. Alice (127.0.0.2) holds 600 HTTP/2
 /// bodies open, 16 KiB into each, on one VM whose budget is 1 MiB: she gets at most her peer's part
-/// (`hashing_budget_per_peer`, by default a quarter: 256 KiB, so 16 streams), the rest 503
+/// (`hashing_budget_per_peer`, by default an eighth: 128 KiB, so 8 streams), the rest 503
 /// `hashing_budget_exceeded`; while her bodies are held, every body request of Bob (127.0.0.3)
 /// is answered 201. Before the budget was per peer, Alice's first 64 streams took all of it and
 /// every one of Bob's requests got 503.
@@ -562,8 +562,8 @@ fn one_peer_holding_bodies_leaves_the_hashing_budget_to_others() {
     );
     assert!(status.success(), "{rest}");
     assert_eq!(failed_bob, 0, "Bob was denied the budget: {bob:?}");
-    // Every refusal was Alice's, and the budget's: at most her 256 KiB / 16 KiB at once.
-    flood_report(&rest, &envoy, 16);
+    // Every refusal was Alice's, and the budget's: at most her 128 KiB / 16 KiB at once.
+    flood_report(&rest, &envoy, 8);
     // Her part is whole again: a 60 KiB body of hers passes.
     let mut big = Request::post("/o", "alice-after").from(ALICE);
     big.body = format!("{{\"pad\":\"{}\"}}", "y".repeat(60 * 1024)).into_bytes();

@@ -159,8 +159,9 @@ impl<O, H> Guarded<O, H> {
             held,
             allowed: _,
         } = *taking;
-        // The detached exchange's copy outlives the intake: its bytes stay reserved until it is
-        // sent; the rest is given back when `reservation` goes at the end of this function.
+        // The detached exchange's copy outlives the intake: its bytes stay reserved, with the
+        // kept request, until the host's exchange ends; the rest is given back when
+        // `reservation` goes at the end of this function.
         let held = held.map(|held| {
             let body = body.unwrap_or_default();
             let reserved = Some(reservation.split(body.len() as u64));
