@@ -591,3 +591,67 @@ fn a_flood_into_an_empty_store_is_held_at_the_pressure() {
         );
     }
 }
+
+/// A cell full by chance while its store has room: a payer over its share under pressure is told
+/// so (429), as it would be in any other cell — a flood never turns into `store_full` answers —
+/// while a payer within its share gets `store_full`. Once the store itself is full, everyone does.
+#[test]
+fn a_full_cell_tells_a_flooder_its_share_and_a_full_store_tells_everyone() {
+    let policy = policy(
+        r#"{"capacity": 16, "records_per_cell": 8, "scope": ["peer"],
+            "shares": {"peer": 2, "pressure": "0%"}}"#,
+    );
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    // The n-th request of `from` whose key falls in `cell`.
+    let in_cell = |from: &str, cell: u32, skip: usize| {
+        (0..)
+            .map(|n| (n, request(&policy, None, from, n)))
+            .filter(|(_, r)| layout.cell_index(&r.key) == cell)
+            .nth(skip)
+            .unwrap()
+    };
+    let served = |engine: &mut Engine<'_, MemoryStore>, from: &str, cell: u32, skip: usize| {
+        let (n, r) = in_cell(from, cell, skip);
+        run(engine, &r, n, T0)
+    };
+    for client in 0..8 {
+        let from = format!("10.0.1.{client}");
+        assert!(matches!(
+            served(&mut engine, &from, 0, 0),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    for skip in 0..2 {
+        assert!(matches!(
+            served(&mut engine, "10.0.0.66", 1, skip),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    assert!(matches!(
+        served(&mut engine, "10.0.0.66", 0, 0),
+        ClaimOutcome::QuotaExceeded { .. }
+    ));
+    assert!(matches!(
+        served(&mut engine, "10.0.0.1", 0, 0),
+        ClaimOutcome::StoreFull { .. }
+    ));
+    // The rest of the store fills: now the flooder too is told the store is full.
+    for client in 0..6 {
+        let from = format!("10.0.2.{client}");
+        assert!(matches!(
+            served(&mut engine, &from, 1, 0),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    assert!(matches!(
+        served(&mut engine, "10.0.0.66", 0, 0),
+        ClaimOutcome::StoreFull { .. }
+    ));
+}

@@ -530,8 +530,10 @@ fn usage<S: Store + ?Sized>(
 }
 
 /// What [`charge`] would refuse `bill` for, read without charging anything: a payer over its
-/// share while the record's fill shard is under pressure. A record that has no room in its cell
-/// asks, so that a flooder is told it is over its share, not that the store is full.
+/// share while the record's fill shard is under pressure — and not full: a full shard is a full
+/// store, everyone's `store_full`. A record that has no room in its cell asks, so that a flooder
+/// whose key falls in a cell full by chance is told it is over its share, not that the store is
+/// full.
 pub(crate) fn refusal<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
@@ -551,7 +553,10 @@ pub(crate) fn refusal<S: Store + ?Sized>(
     let pressed = match (over, bill.shard) {
         (None, _) => false,
         (Some(_), None) => true,
-        (Some(_), Some(shard)) => fill::under_pressure(store, layout, shard, shares.pressure, now)?,
+        (Some(_), Some(shard)) => {
+            let records = held(store, layout, shard.tag, now)?.records;
+            records < shard.capacity && shard.pressed(records, shares.pressure)
+        }
     };
     Ok(over.filter(|_| pressed))
 }

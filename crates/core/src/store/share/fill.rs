@@ -84,5 +84,12 @@ pub(crate) fn under_pressure<S: Store + ?Sized>(
         return Ok(true);
     }
     let records = held(store, layout, shard.tag, now)?.records;
-    Ok(u128::from(records) * 100 >= u128::from(shard.capacity) * u128::from(pressure))
+    Ok(shard.pressed(records, pressure))
+}
+
+impl FillShard {
+    /// Whether `records` in this shard are at least `pressure` percent of what it holds.
+    pub(crate) fn pressed(&self, records: u64, pressure: u8) -> bool {
+        u128::from(records) * 100 >= u128::from(self.capacity) * u128::from(pressure)
+    }
 }
