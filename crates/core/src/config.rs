@@ -203,6 +203,8 @@ pub struct SharesConfig {
     pub peer_bytes: Option<Size>,
     pub ipv4_prefix: Option<u16>,
     pub ipv6_prefix: Option<u16>,
+    /// The fill, in percent of the store (`"50%"`), from which shares bind.
+    pub pressure: Option<String>,
 }
 
 /// A share as written: records, or a percentage of `capacity` (`"10%"`).
@@ -285,6 +287,11 @@ pub mod defaults {
     /// Each payer's share of the whole store, in percent of `capacity` (issue 23): one address or
     /// one verified identity may hold a tenth of it, so ten flooding clients are needed to fill it.
     pub const SHARE_PERCENT: u64 = 10;
+    /// Shares bind only while the store is at least this full (percent of `capacity`): below it
+    /// a busy client is served however much it holds. Not half: with 8 records per cell, a store
+    /// 20 % full has a full cell for one key in 4,000, a store half full for one in 20 — a flood
+    /// let through to half would turn away everyone's every twentieth request as `store_full`.
+    pub const PRESSURE_PERCENT: u8 = 20;
     /// One IPv4 address is one peer; an IPv6 host holds a whole /64.
     pub const IPV4_PREFIX: u8 = 32;
     pub const IPV6_PREFIX: u8 = 64;
@@ -495,6 +502,7 @@ impl Policy {
                 peer: Some(share),
                 ipv4_prefix: defaults::IPV4_PREFIX,
                 ipv6_prefix: defaults::IPV6_PREFIX,
+                pressure: defaults::PRESSURE_PERCENT,
             },
             on_store_full: FailureMode::Reject,
             on_store_error: FailureMode::Reject,
@@ -527,6 +535,19 @@ fn percentage(text: &str) -> Option<u64> {
     text.strip_suffix('%')
         .and_then(|p| p.trim().parse::<u64>().ok())
         .filter(|p| (1..=100).contains(p))
+}
+
+/// `shares.pressure`: `"0%"` (shares always bind) to `"100%"` (never).
+fn pressure(text: &str) -> Result<u8, Refusal> {
+    text.strip_suffix('%')
+        .and_then(|p| p.trim().parse::<u8>().ok())
+        .filter(|p| *p <= 100)
+        .ok_or_else(|| {
+            invalid(
+                "shares.pressure",
+                &["expected a percentage of `capacity` from \"0%\" to \"100%\""],
+            )
+        })
 }
 
 /// The default byte share of a payer whose record share is `records` records of at most
@@ -1165,6 +1186,10 @@ impl Config {
                 defaults::IPV6_PREFIX,
                 128,
             )?,
+            pressure: match given.pressure.as_deref() {
+                None => defaults::PRESSURE_PERCENT,
+                Some(text) => pressure(text)?,
+            },
         })
     }
 

@@ -162,8 +162,13 @@ proptest! {
 /// full cell refuses a new key instead of evicting a live one.
 #[test]
 fn capacity_bounds_cells_and_never_evicts_live_records() {
-    // Nobody is charged here (no payers): this is about capacity, not shares (tests/shares.rs).
-    let policy = Policy::from_json(r#"{"capacity": 8, "records_per_cell": 2}"#, &|_| None).unwrap();
+    // Nobody is charged here, nor counted in a fill shard: this is about capacity, not shares
+    // (tests/shares.rs).
+    let policy = Policy::from_json(
+        r#"{"capacity": 8, "records_per_cell": 2, "shares": {"identity": "off", "peer": "off"}}"#,
+        &|_| None,
+    )
+    .unwrap();
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,

@@ -1082,6 +1082,9 @@ proptest! {
         // each with their record) and a claim (160) are past 400 bytes; the peer counts records.
         policy.shares.identity = Some(Share { records: 3, bytes: 400 });
         policy.shares.peer = Some(Share { records: 3, bytes: u64::MAX });
+        // The remote store counts no fill: its shares are fixed caps, the local store's too at
+        // a pressure of 0 %.
+        policy.shares.pressure = 0;
         let mut local = MemoryStore::new();
         // Read first; speculate on the engine's clock; speculate off it (always refused).
         let mut remotes = [

@@ -1,6 +1,10 @@
 //! Issue 23 in the core: shares of the whole store, charged to whoever cannot make up a new
 //! identity for free. The floods the Envoy tests of `crates/envoy/tests/envoy/floods.rs` send,
 //! here against the protocol over a memory store.
+//!
+//! Shares bind only while the store is under pressure (`shares.pressure`). The floods are sent
+//! into a store already past it; the tests of what a share counts (leases, bytes, replays, who
+//! pays) set `"pressure": "0%"`, so that every share binds as a fixed cap and the counting shows.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -74,12 +78,32 @@ fn run(
     outcome
 }
 
-const EXAMPLE: &str = r#"{"capacity": 1000, "ttl": "24h", "lease": "60s"}"#;
+/// The example's capacity and TTL, with cells of 64 records so that a store filled past its
+/// pressure by 35 other clients does not fill single cells by chance (a `store_full` is not what
+/// these tests are about), and shares that bind from 30 %.
+const EXAMPLE: &str = r#"{"capacity": 1000, "records_per_cell": 64, "ttl": "24h", "lease": "60s",
+    "shares": {"pressure": "30%"}}"#;
+
+/// Fills `engine`'s store past the pressure of [`EXAMPLE`]: 350 records of 35 clients, each
+/// within its share.
+fn fill_past_pressure(engine: &mut Engine<'_, MemoryStore>, policy: &Policy) {
+    for client in 0..35 {
+        let address = format!("10.9.0.{client}");
+        for n in 0..10 {
+            let i = 100_000 + client * 100 + n;
+            let outcome = run(engine, &request(policy, None, &address, i), i, T0);
+            assert!(
+                matches!(outcome, ClaimOutcome::Forward { .. }),
+                "{address}: {outcome:?}"
+            );
+        }
+    }
+}
 
 /// The issue's floods, at a tenth of the example's capacity: made-up `Authorization` values from
-/// one address, one `Authorization` from one address, and anonymous requests from two addresses.
-/// Each flooder gets its share (a tenth) and then 429 with the TTL as Retry-After; every other
-/// client still gets its requests through.
+/// one address, one `Authorization` from one address, and anonymous requests from two addresses,
+/// into a store under pressure. Each flooder gets its share (a tenth) and then 429 with the TTL as
+/// Retry-After; every other client still gets its requests through.
 #[test]
 fn no_flood_denies_the_store_to_others() {
     let policy = policy(EXAMPLE);
@@ -108,6 +132,7 @@ fn no_flood_denies_the_store_to_others() {
             store: &mut store,
             policy: &policy,
         };
+        fill_past_pressure(&mut engine, &policy);
         let (mut stored, mut refused) = (0, None);
         for n in 0..1_400 {
             let (who, from) = flood(n);
@@ -155,7 +180,7 @@ fn no_flood_denies_the_store_to_others() {
 fn large_answers_reach_the_byte_share_first() {
     let policy = policy(
         r#"{"capacity": 1000, "ttl": "1h", "scope": ["peer"],
-            "shares": {"peer": 100, "peer_bytes": "1MiB"}}"#,
+            "shares": {"peer": 100, "peer_bytes": "1MiB", "pressure": "0%"}}"#,
     );
     let mut store = MemoryStore::new();
     let mut engine = Engine {
@@ -229,7 +254,9 @@ fn large_answers_reach_the_byte_share_first() {
 /// issue 14's per-cell share refused about one in four thousand of them by chance.
 #[test]
 fn a_client_below_its_share_is_never_refused() {
-    let policy = policy(r#"{"capacity": 100000, "records_per_cell": 8, "shares": {"peer": 5000}}"#);
+    let policy = policy(
+        r#"{"capacity": 100000, "records_per_cell": 8, "shares": {"peer": 5000, "pressure": "0%"}}"#,
+    );
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,
@@ -268,7 +295,9 @@ fn a_client_below_its_share_is_never_refused() {
 /// a replay, a 409 or a token used twice charges nothing.
 #[test]
 fn only_space_held_is_charged() {
-    let policy = policy(r#"{"capacity": 1000, "ttl": "1h", "lease": "5s", "shares": {"peer": 2}}"#);
+    let policy = policy(
+        r#"{"capacity": 1000, "ttl": "1h", "lease": "5s", "shares": {"peer": 2, "pressure": "0%"}}"#,
+    );
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,
@@ -352,7 +381,9 @@ fn only_space_held_is_charged() {
 /// even with the payer at its share), and a verified identity is not charged to its address.
 #[test]
 fn replays_are_never_refused_and_verified_identities_pay_alone() {
-    let policy = policy(r#"{"capacity": 1000, "ttl": "1h", "shares": {"peer": 1, "identity": 3}}"#);
+    let policy = policy(
+        r#"{"capacity": 1000, "ttl": "1h", "shares": {"peer": 1, "identity": 3, "pressure": "0%"}}"#,
+    );
     let mut store = MemoryStore::new();
     let mut engine = Engine {
         store: &mut store,
@@ -492,4 +523,135 @@ fn a_share_turned_off_charges_nothing() {
     let r = request(&group_only, Some("Bearer one"), "10.0.0.8", 0);
     assert_eq!(r.payers.tags().count(), 1);
     assert!(r.payers.tags().all(|t| t.is_address_group()));
+}
+
+/// The shipped defaults (capacity 10,000, a tenth per payer, records for 24 h): one client — one
+/// `Authorization`, one address — sending 1,500 requests with fresh keys in a day is served every
+/// one. Its share binds only once the store is half full, which its 1,500 records are far from.
+#[test]
+fn a_busy_client_is_served_while_the_store_has_room() {
+    let policy = policy("{}");
+    assert_eq!(policy.shares.peer.map(|s| s.records), Some(1_000));
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    for n in 0..1_500 {
+        let r = request(&policy, Some("Bearer merchant"), "10.0.0.5", n);
+        let outcome = run(&mut engine, &r, n, T0);
+        assert!(
+            matches!(outcome, ClaimOutcome::Forward { .. }),
+            "request {n}: {outcome:?}"
+        );
+    }
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let group = request(&policy, Some("Bearer merchant"), "10.0.0.5", 0)
+        .payers
+        .tags()
+        .next()
+        .unwrap();
+    assert_eq!(
+        share::held(&mut store, &layout, group, T0).unwrap().records,
+        1_500
+    );
+}
+
+/// A flood into an empty store is served beyond its share only until the store reaches its
+/// pressure (30 % of the example's 1,024 slots: 308 records); then it is held like any flood, and
+/// the others still get their requests through.
+#[test]
+fn a_flood_into_an_empty_store_is_held_at_the_pressure() {
+    let policy = policy(EXAMPLE);
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    let mut stored = 0;
+    for n in 0..1_400 {
+        let r = request(&policy, Some(&format!("Bearer m-{n}")), "10.0.0.66", n);
+        match run(&mut engine, &r, n, T0) {
+            ClaimOutcome::Forward { .. } => stored += 1,
+            ClaimOutcome::QuotaExceeded { retry_after } => {
+                assert_eq!(retry_after, Span::from_secs(24 * 3600));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(stored, 308);
+    for n in 0..20 {
+        let r = request(&policy, Some("Bearer alice"), "10.0.0.1", 10_000 + n);
+        let outcome = run(&mut engine, &r, 10_000 + n, T0);
+        assert!(
+            matches!(outcome, ClaimOutcome::Forward { .. }),
+            "{outcome:?}"
+        );
+    }
+}
+
+/// A cell full by chance while its store has room: a payer over its share under pressure is told
+/// so (429), as it would be in any other cell — a flood never turns into `store_full` answers —
+/// while a payer within its share gets `store_full`. Once the store itself is full, everyone does.
+#[test]
+fn a_full_cell_tells_a_flooder_its_share_and_a_full_store_tells_everyone() {
+    let policy = policy(
+        r#"{"capacity": 16, "records_per_cell": 8, "scope": ["peer"],
+            "shares": {"peer": 2, "pressure": "0%"}}"#,
+    );
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let mut store = MemoryStore::new();
+    let mut engine = Engine {
+        store: &mut store,
+        policy: &policy,
+    };
+    // The n-th request of `from` whose key falls in `cell`.
+    let in_cell = |from: &str, cell: u32, skip: usize| {
+        (0..)
+            .map(|n| (n, request(&policy, None, from, n)))
+            .filter(|(_, r)| layout.cell_index(&r.key) == cell)
+            .nth(skip)
+            .unwrap()
+    };
+    let served = |engine: &mut Engine<'_, MemoryStore>, from: &str, cell: u32, skip: usize| {
+        let (n, r) = in_cell(from, cell, skip);
+        run(engine, &r, n, T0)
+    };
+    for client in 0..8 {
+        let from = format!("10.0.1.{client}");
+        assert!(matches!(
+            served(&mut engine, &from, 0, 0),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    for skip in 0..2 {
+        assert!(matches!(
+            served(&mut engine, "10.0.0.66", 1, skip),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    assert!(matches!(
+        served(&mut engine, "10.0.0.66", 0, 0),
+        ClaimOutcome::QuotaExceeded { .. }
+    ));
+    assert!(matches!(
+        served(&mut engine, "10.0.0.1", 0, 0),
+        ClaimOutcome::StoreFull { .. }
+    ));
+    // The rest of the store fills: now the flooder too is told the store is full.
+    for client in 0..6 {
+        let from = format!("10.0.2.{client}");
+        assert!(matches!(
+            served(&mut engine, &from, 1, 0),
+            ClaimOutcome::Forward { .. }
+        ));
+    }
+    assert!(matches!(
+        served(&mut engine, "10.0.0.66", 0, 0),
+        ClaimOutcome::StoreFull { .. }
+    ));
 }

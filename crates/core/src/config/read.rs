@@ -53,6 +53,7 @@ const SHARES_FIELDS: &[&str] = &[
     "ipv6_prefix",
     "identity_bytes",
     "peer_bytes",
+    "pressure",
 ];
 const STORE_FIELDS: &[&str] = &[
     "kind",
@@ -528,6 +529,8 @@ fn shares(path: &str, value: &Value) -> Result<SharesConfig, Shape> {
             Some(4) => Slot::Size(&mut s.identity_bytes),
             // `peer_bytes`
             Some(5) => Slot::Size(&mut s.peer_bytes),
+            // `pressure`
+            Some(6) => Slot::Text(&mut s.pressure),
             _ => return Err(unknown(path, key, SHARES_FIELDS)),
         };
         fill(&at, value, slot)?;
@@ -1079,7 +1082,7 @@ mod tests {
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
                 "hashing_budget_per_peer":10,
-                "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48,
+                "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48,"pressure":"30%",
                   "identity_bytes":11,"peer_bytes":"12MiB"},
                 "max_memory":"1GiB",
                 "on_store_full":"pass_through","on_store_error":"reject",
@@ -1108,7 +1111,7 @@ mod tests {
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",
-            "shares: Some(SharesConfig { identity: Some(Records(6)), peer: Some(Text(\"7%\")), identity_bytes: Some(Bytes(11)), peer_bytes: Some(Text(\"12MiB\")), ipv4_prefix: Some(24), ipv6_prefix: Some(48) })",
+            "shares: Some(SharesConfig { identity: Some(Records(6)), peer: Some(Text(\"7%\")), identity_bytes: Some(Bytes(11)), peer_bytes: Some(Text(\"12MiB\")), ipv4_prefix: Some(24), ipv6_prefix: Some(48), pressure: Some(\"30%\") })",
             "max_memory: Some(Text(\"1GiB\"))",
             "on_store_full: Some(PassThrough)",
             "on_store_error: Some(Reject)",

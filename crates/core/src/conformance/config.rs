@@ -108,6 +108,7 @@ fn summary(p: &Policy) -> Value {
             "peer_bytes" => share_bytes(p.shares.peer),
             "ipv4_prefix" => p.shares.ipv4_prefix,
             "ipv6_prefix" => p.shares.ipv6_prefix,
+            "pressure" => p.shares.pressure,
         },
         "memory_bound" => crate::policy::memory_bound(
             &p.capacity,

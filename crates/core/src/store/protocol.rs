@@ -15,7 +15,7 @@ use crate::request::fingerprint::Fingerprint;
 use crate::store::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
 use crate::store::rule::{self, Change};
 use crate::store::seal::SealError;
-use crate::store::share::{self, Charge, Payers, Space};
+use crate::store::share::{self, Bill, Charge, Payers, Space};
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -471,14 +471,23 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             // as the transaction would decide it on the same snapshot.
             (outcome, _) => return Ok(outcome),
         };
-        // A full cell is the answer before any share: nothing would be written.
+        let bill = Bill::of(&layout, &policy.shares, payers, &key);
+        // A full cell is the answer before any share (nothing would be written) — unless a payer
+        // is over its share under pressure: that is what it is told, not that the store is full.
         if look.record.is_none() {
             if let Err(retry_after) = make_room(&mut look.bucket, policy.capacity.per_cell, now) {
-                return Ok(ClaimOutcome::StoreFull { retry_after });
+                return Ok(
+                    match share::refusal(self.store, &layout, &policy.shares, bill, now)? {
+                        Some(over) => ClaimOutcome::QuotaExceeded {
+                            retry_after: over.retry_after,
+                        },
+                        None => ClaimOutcome::StoreFull { retry_after },
+                    },
+                );
             }
         }
         // Only a claim adds a record that holds space.
-        let charge = match share::charge(self.store, &layout, &policy.shares, payers, space, now)? {
+        let charge = match share::charge(self.store, &layout, &policy.shares, bill, space, now)? {
             Ok(charge) => charge,
             Err(over) => {
                 return Ok(ClaimOutcome::QuotaExceeded {
@@ -524,8 +533,9 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             Some(Record::InFlight(claim)) if claim.owner == owner => claim,
             _ => return Ok(FinishOutcome::NotOwner),
         };
+        let bill = Bill::of(&layout, &policy.shares, claim.payers, &key);
         let lease_charge = Charge {
-            payers: claim.payers,
+            bill,
             space: Space::of_claim(&claim),
         };
         let verdict = verdict(facts.unwrap_or(ResponseFacts::NeverReached), policy);
@@ -543,7 +553,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         // all for this answer: an under-count of one record, never a second execution).
         let lease = lease_charge.space;
         let moved = stored.filter(|answer| {
-            share::shift(self.store, &layout, claim.payers, (lease, *answer), now).is_ok()
+            share::shift(self.store, &layout, bill, (lease, *answer), now).is_ok()
         });
         let settle = Settle {
             key,
@@ -560,7 +570,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             // Moved, but the answer was not stored after all (not the owner any more, or the
             // write failed): the charge goes back to the claim's lease, best effort.
             (result, Some(answer)) if !matches!(result, Ok(FinishOutcome::Stored)) => {
-                let _ = share::shift(self.store, &layout, claim.payers, (answer, lease), now);
+                let _ = share::shift(self.store, &layout, bill, (answer, lease), now);
             }
             // Stored with its charge moved; stored without it (it could not be moved: the lease
             // charge stays, see above); kept in flight or not the owner: nothing more to do.
@@ -584,14 +594,23 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         if look.record.is_some() {
             return Ok(ConsumeOutcome::AlreadyUsed);
         }
-        if let Err(retry_after) = make_room(&mut look.bucket, self.policy.capacity.per_cell, now) {
-            return Ok(ConsumeOutcome::StoreFull { retry_after });
-        }
         let shares = self.policy.shares;
+        let bill = Bill::of(&layout, &shares, payers, &key);
+        if let Err(retry_after) = make_room(&mut look.bucket, self.policy.capacity.per_cell, now) {
+            // As for a claim: a payer over its share under pressure is told so.
+            return Ok(
+                match share::refusal(self.store, &layout, &shares, bill, now)? {
+                    Some(over) => ConsumeOutcome::QuotaExceeded {
+                        retry_after: over.retry_after,
+                    },
+                    None => ConsumeOutcome::StoreFull { retry_after },
+                },
+            );
+        }
         // Charged for as long as the use is remembered ([`rule::token_hold`]), not only until
         // the token expires.
         let hold = Space::bare(rule::token_hold(expires_at, now));
-        let charge = match share::charge(self.store, &layout, &shares, payers, hold, now)? {
+        let charge = match share::charge(self.store, &layout, &shares, bill, hold, now)? {
             Ok(charge) => charge,
             Err(over) => {
                 return Ok(ConsumeOutcome::QuotaExceeded {

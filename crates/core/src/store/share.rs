@@ -22,12 +22,14 @@
 //! take it over), a stored answer or a token use until it expires. A released claim gives its
 //! space back at once.
 
+pub mod fill;
 pub mod ledger;
 mod space;
 
+pub use fill::FillShard;
 pub use space::Space;
 
-use crate::client::scope::{scope_hash, Scope};
+use crate::client::scope::{scope_hash, Scope, StorageKey};
 use crate::store::protocol::{ProtocolError, MAX_ATTEMPTS};
 use crate::store::{Expect, Layout, Store, WriteOutcome};
 use crate::time::{Span, UnixMillis};
@@ -57,6 +59,9 @@ pub struct Shares {
     pub ipv4_prefix: u8,
     /// Leading bits of an IPv6 address that make one peer.
     pub ipv6_prefix: u8,
+    /// The fill, in percent of the store's records, from which shares bind ([`fill`]): below it
+    /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
+    pub pressure: u8,
 }
 
 impl Shares {
@@ -96,6 +101,12 @@ impl Shares {
             .tags()
             .filter_map(|tag| self.limit(tag).map(|share| Billed { tag, share }))
             .collect()
+    }
+
+    /// Whether any kind of payer is counted: if not, no record is charged to anyone, nor
+    /// counted in a fill shard.
+    pub fn counted(&self) -> bool {
+        self.identity.is_some() || self.peer.is_some()
     }
 
     /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
@@ -288,8 +299,30 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a charge whose record is not written must be refunded"]
 pub(crate) struct Charge {
-    pub payers: Payers,
+    pub bill: Bill,
     pub space: Space,
+}
+
+/// Who one record is charged to: its payers, and the fill shard its cell is counted in (none
+/// when no share is counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bill {
+    pub payers: Payers,
+    pub shard: Option<FillShard>,
+}
+
+impl Bill {
+    /// The bill of a record under `key` charged to `payers`.
+    pub fn of(layout: &Layout, shares: &Shares, payers: Payers, key: &StorageKey) -> Bill {
+        Bill {
+            payers,
+            shard: shares.counted().then(|| layout.fill_shard(key)),
+        }
+    }
+
+    fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
+        self.payers.tags().chain(self.shard.map(|shard| shard.tag))
+    }
 }
 
 /// Why a payer was refused: how long until it holds less than its share.
@@ -298,20 +331,59 @@ pub(crate) struct OverShare {
     pub retry_after: Span,
 }
 
-/// Charges one record that takes `space` to each of `payers`, each within its share.
-/// If one payer is at its share, nothing stays charged and the answer says when it has room.
+/// Charges one record that takes `space` to each of `bill`'s payers, each within its share
+/// while the record's fill shard is under pressure ([`fill`]) and without a limit otherwise, and
+/// counts it in the shard. If one payer is over its share under pressure, nothing stays charged
+/// and the answer says when it has room. The shard is read only then: a payer within its share
+/// costs no read of it.
 pub(crate) fn charge<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     shares: &Shares,
-    payers: Payers,
+    bill: Bill,
     space: Space,
     now: UnixMillis,
 ) -> Result<Result<Charge, OverShare>, ProtocolError> {
+    let within = |tag: PayerTag| shares.limit(tag);
+    if let Err(over) = charge_each(store, layout, bill.payers.tags(), &within, space, now)? {
+        let pressed = match bill.shard {
+            Some(shard) => fill::under_pressure(store, layout, shard, shares.pressure, now)?,
+            None => true,
+        };
+        if pressed {
+            return Ok(Err(over));
+        }
+        // Not under pressure: the payers are charged all the same, to be counted once it is.
+        if let Err(over) = charge_each(store, layout, bill.payers.tags(), &|_| None, space, now)? {
+            return Ok(Err(over));
+        }
+    }
+    if let Some(shard) = bill.shard {
+        if let Err(e) = change(store, layout, shard.tag, now, |usage| {
+            usage.add(space);
+            None::<()>
+        }) {
+            let charged: Vec<PayerTag> = bill.payers.tags().collect();
+            undo(store, layout, &charged, space, now);
+            return Err(e);
+        }
+    }
+    Ok(Ok(Charge { bill, space }))
+}
+
+/// Charges one record that takes `space` to each of `tags`, within `limit`: all, or (if one is
+/// refused) none.
+fn charge_each<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    tags: impl Iterator<Item = PayerTag>,
+    limit: &dyn Fn(PayerTag) -> Option<Share>,
+    space: Space,
+    now: UnixMillis,
+) -> Result<Result<(), OverShare>, ProtocolError> {
     let mut charged: Vec<PayerTag> = Vec::new();
-    for tag in payers.tags() {
-        // A payer whose kind is not counted (`"off"` since it was chosen) has no limit.
-        let limit = shares.limit(tag);
+    for tag in tags {
+        let limit = limit(tag);
         let result = change(store, layout, tag, now, |usage| {
             usage
                 .charge(limit, space, now)
@@ -331,22 +403,22 @@ pub(crate) fn charge<S: Store + ?Sized>(
         }
         charged.push(tag);
     }
-    Ok(Ok(Charge { payers, space }))
+    Ok(Ok(()))
 }
 
-/// Moves `payers`' charge for one record from `from` to `to` (moment and bytes) in one
-/// compare-and-set per payer:
+/// Moves `bill`'s charge for one record from `from` to `to` (moment and bytes) in one
+/// compare-and-set per payer and for its shard:
 /// a claim's lease charge becomes its stored answer's, where adding one and refunding the other
 /// took two. A hold that has already lapsed is not taken from a later one, and none is added for a
 /// moment already past.
 pub(crate) fn shift<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
-    payers: Payers,
+    bill: Bill,
     (from, to): (Space, Space),
     now: UnixMillis,
 ) -> Result<(), ProtocolError> {
-    for tag in payers.tags() {
+    for tag in bill.tags() {
         change(store, layout, tag, now, |usage| {
             usage.shift((from, to), now);
             None::<()>
@@ -366,7 +438,7 @@ pub(crate) fn refund<S: Store + ?Sized>(
     if now >= charge.space.until {
         return Ok(());
     }
-    for tag in charge.payers.tags() {
+    for tag in charge.bill.tags() {
         change(store, layout, tag, now, |usage| {
             usage.refund(charge.space, now);
             None::<()>
@@ -385,8 +457,11 @@ fn undo<S: Store + ?Sized>(
     now: UnixMillis,
 ) {
     for tag in charged {
-        let payers = Payers::from_tags(Some(*tag), None);
-        let _ = refund(store, layout, Charge { payers, space }, now);
+        let bill = Bill {
+            payers: Payers::from_tags(Some(*tag), None),
+            shard: None,
+        };
+        let _ = refund(store, layout, Charge { bill, space }, now);
     }
 }
 
@@ -431,16 +506,59 @@ pub fn held<S: Store + ?Sized>(
     tag: PayerTag,
     now: UnixMillis,
 ) -> Result<Held, ProtocolError> {
+    let usage = usage(store, layout, tag, now)?;
+    Ok(Held {
+        records: usage.records(),
+        bytes: usage.bytes(),
+    })
+}
+
+/// `tag`'s usage at `now`, as its ledger cell holds it.
+fn usage<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    tag: PayerTag,
+    now: UnixMillis,
+) -> Result<Usage, ProtocolError> {
     let cell = layout.ledger_cell_name(tag);
     let Some(snapshot) = store.read(&cell).map_err(ProtocolError::Store)? else {
-        return Ok(Held::default());
+        return Ok(Usage::default());
     };
     let mut ledger = Ledger::decode(&snapshot.bytes).map_err(ProtocolError::Corrupt)?;
     ledger.prune(now);
-    Ok(ledger.usage(tag).map_or(Held::default(), |usage| Held {
-        records: usage.records(),
-        bytes: usage.bytes(),
-    }))
+    Ok(ledger.usage(tag).cloned().unwrap_or_default())
+}
+
+/// What [`charge`] would refuse `bill` for, read without charging anything: a payer over its
+/// share while the record's fill shard is under pressure — and not full: a full shard is a full
+/// store, everyone's `store_full`. A record that has no room in its cell asks, so that a flooder
+/// whose key falls in a cell full by chance is told it is over its share, not that the store is
+/// full.
+pub(crate) fn refusal<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    shares: &Shares,
+    bill: Bill,
+    now: UnixMillis,
+) -> Result<Option<OverShare>, ProtocolError> {
+    let mut over = None;
+    for tag in bill.payers.tags() {
+        if let Some(limit) = shares.limit(tag) {
+            if let Some(retry_after) = usage(store, layout, tag, now)?.room_after(limit, now) {
+                over = Some(OverShare { retry_after });
+                break;
+            }
+        }
+    }
+    let pressed = match (over, bill.shard) {
+        (None, _) => false,
+        (Some(_), None) => true,
+        (Some(_), Some(shard)) => {
+            let records = held(store, layout, shard.tag, now)?.records;
+            records < shard.capacity && shard.pressed(records, shares.pressure)
+        }
+    };
+    Ok(over.filter(|_| pressed))
 }
 
 /// What a payer holds: [`held`].

@@ -2,11 +2,12 @@
 //! against the configuration of `examples/envoy/envoy.yaml` as shipped (capacity 10,000, scope
 //! `[authorization, peer]`, TTL 24 h), in front of an app that answers 404 on an unknown path (a
 //! 404 is the app's answer, so it is stored). What must hold after each flood: the flooding client
-//! is refused by its share — 429 `scope_quota_exceeded` with a `Retry-After` within the TTL, never
-//! a 503 `store_full` — and every other client (other addresses, their own `Authorization`, or none)
-//! still gets its own answer for fresh keys and a replay for a repeated one. The last test is the
-//! opposite failure: one address under an ordinary load, far under any share of a store of
-//! 1,000,000, is never refused.
+//! is refused by its share once the store is under pressure (the flood itself fills it to the
+//! example's pressure, a fifth) — 429 `scope_quota_exceeded` with a `Retry-After` within the TTL,
+//! never a 503 `store_full` — and every other client (other addresses, their own `Authorization`,
+//! or none) still gets its own answer for fresh keys and a replay for a repeated one. The last tests
+//! are the opposite failure: a busy client alone on the example's store, and one address under an
+//! ordinary load far under any share of a store of 1,000,000, are never refused.
 //!
 //! These tests were written before the fix; the commit that added them says how each failed then.
 
@@ -422,13 +423,13 @@ pub(crate) const OTHERS: &[(&str, Ipv4Addr, Option<&str>)] = &[
 /// resident memory grew by at most that much during the flood. The flooders' answers, for more.
 fn flood_then_others(
     name: &str,
+    filter: &str,
     rss_growth_kib: Option<u64>,
     request: impl Fn(usize) -> (&'static str, Request) + Sync,
 ) -> BTreeMap<&'static str, Tally> {
     let upstream = Upstream::with_rule(app);
-    let filter = example_filter();
-    let ttl = ttl_seconds(&filter);
-    let envoy = example_envoy(&filter, &upstream);
+    let ttl = ttl_seconds(filter);
+    let envoy = example_envoy(filter, &upstream);
     let rss_before = envoy.rss_kib();
     let started = Instant::now();
     let flooders = flood(&[envoy.port], FLOOD, request);
@@ -480,7 +481,7 @@ fn flood_then_others(
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn one_identity_cannot_fill_the_store() {
-    flood_then_others("flood 1 (Bearer mallory)", None, |n| {
+    flood_then_others("flood 1 (Bearer mallory)", &example_filter(), None, |n| {
         let key = format!("mallory-{n}");
         (
             "mallory",
@@ -494,14 +495,19 @@ fn one_identity_cannot_fill_the_store() {
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn made_up_identities_from_one_address_cannot_fill_the_store() {
-    flood_then_others("flood 2 (made-up Authorization)", None, |n| {
-        let key = format!("forged-{n}");
-        let who = format!("Bearer forged-{n}");
-        (
-            "127.0.0.2 (forged identities)",
-            keyed(UNKNOWN, &key, MALLORY, Some(&who)),
-        )
-    });
+    flood_then_others(
+        "flood 2 (made-up Authorization)",
+        &example_filter(),
+        None,
+        |n| {
+            let key = format!("forged-{n}");
+            let who = format!("Bearer forged-{n}");
+            (
+                "127.0.0.2 (forged identities)",
+                keyed(UNKNOWN, &key, MALLORY, Some(&who)),
+            )
+        },
+    );
 }
 
 /// The third: no `Authorization`, from two addresses (7,000 each, interleaved). Their two peer
@@ -509,14 +515,19 @@ fn made_up_identities_from_one_address_cannot_fill_the_store() {
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn two_anonymous_addresses_cannot_fill_the_store() {
-    flood_then_others("flood 3 (two addresses, no Authorization)", None, |n| {
-        let key = format!("anon-{n}");
-        if n % 2 == 0 {
-            ("127.0.0.2", keyed(UNKNOWN, &key, MALLORY, None))
-        } else {
-            ("127.0.0.3", keyed(UNKNOWN, &key, MALLORY_TOO, None))
-        }
-    });
+    flood_then_others(
+        "flood 3 (two addresses, no Authorization)",
+        &example_filter(),
+        None,
+        |n| {
+            let key = format!("anon-{n}");
+            if n % 2 == 0 {
+                ("127.0.0.2", keyed(UNKNOWN, &key, MALLORY, None))
+            } else {
+                ("127.0.0.3", keyed(UNKNOWN, &key, MALLORY_TOO, None))
+            }
+        },
+    );
 }
 
 /// The size of each answer in [`a_flood_of_large_answers_holds_only_its_share_of_memory`] (under the
@@ -532,7 +543,7 @@ pub(crate) const LARGE: usize = 60_000;
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_flood_of_large_answers_holds_only_its_share_of_memory() {
-    let json: serde_json::Value = serde_json::from_str(&example_filter()).expect("JSON");
+    let mut json: serde_json::Value = serde_json::from_str(&example_filter()).expect("JSON");
     let capacity = json["capacity"]
         .as_u64()
         .expect("the example sets `capacity`");
@@ -540,13 +551,23 @@ fn a_flood_of_large_answers_holds_only_its_share_of_memory() {
         json["shares"]["identity_bytes"], "32MiB",
         "the example's byte share"
     );
+    // What a byte share holds is the question here, so it binds from the first record (at the
+    // shipped pressure, the flood would hold up to a fifth of the records first: 2,000 × 60 KB,
+    // still under the bound on Envoy's growth below).
+    json["shares"]["pressure"] = "0%".into();
     let half_the_store_kib = capacity * LARGE as u64 / 1024 / 2;
     let script = format!("status=404;body={LARGE}");
-    let flooders = flood_then_others("flood 1, 60 KB answers", Some(half_the_store_kib), |n| {
-        let key = format!("large-{n}");
-        let request = keyed(UNKNOWN, &key, MALLORY, Some("Bearer mallory")).script(&script);
-        ("mallory", request)
-    });
+    let filter = json.to_string();
+    let flooders = flood_then_others(
+        "flood 1, 60 KB answers",
+        &filter,
+        Some(half_the_store_kib),
+        |n| {
+            let key = format!("large-{n}");
+            let request = keyed(UNKNOWN, &key, MALLORY, Some("Bearer mallory")).script(&script);
+            ("mallory", request)
+        },
+    );
     let stored = flooders["mallory"].count("404");
     if let Some(failure) = outside_the_byte_share("mallory", stored) {
         panic!("{failure}");
@@ -570,6 +591,47 @@ pub(crate) fn outside_the_byte_share(who: &str, stored: usize) -> Option<String>
             "{who} stored {stored} answers of {LARGE} B: its byte share (32 MiB) allows {fewest}..={most} (+{THREADS} in flight)"
         )
     })
+}
+
+/// Fresh keys one busy client sends in [`a_busy_client_is_served_while_the_store_has_room`]: half
+/// again its share of the example's store.
+const BUSY: usize = 1_500;
+
+/// The other side of the floods: one API client (one `Authorization`, one address) creating
+/// 1,500 orders with fresh keys against the example as shipped, nobody else using it. Its share is
+/// a tenth of the store (1,000), but shares bind only while the store is under pressure (a fifth
+/// full by default), and 1,500 records are far from it: every order is created. It used to get
+/// 1,000 × 201, then 500 × 429 `scope_quota_exceeded` with the store a tenth full.
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_busy_client_is_served_while_the_store_has_room() {
+    let upstream = Upstream::with_rule(app);
+    let envoy = example_envoy(&example_filter(), &upstream);
+    let tallies = flood(&[envoy.port], BUSY, |n| {
+        let key = format!("order-{n}");
+        (
+            "merchant",
+            keyed("/orders", &key, ALICE, Some("Bearer merchant")),
+        )
+    });
+    let tally = tallies.get("merchant").expect("the client's answers");
+    eprintln!(
+        "busy client: {BUSY} fresh keys: {}; claimed {}, quota_exceeded {}, store_full {}",
+        tally.summary(),
+        envoy.counter("claimed"),
+        envoy.counter("quota_exceeded"),
+        envoy.counter("store_full")
+    );
+    for (label, first) in &tally.first {
+        eprintln!("busy client: first {label}: {first}");
+    }
+    assert_eq!(
+        tally.count("201"),
+        BUSY,
+        "every order of a client alone on a store far from its pressure is created: {}",
+        tally.summary()
+    );
+    assert_eq!(upstream.total(), BUSY, "each order reached the app once");
 }
 
 /// How many fresh keys the ordinary load sends from one address.

@@ -284,3 +284,34 @@ fn an_unsigned_header_id_does_not_change_a_presets_key() {
     assert!(push("h-2").replayed());
     assert_eq!(upstream.path_hits("/push"), 1);
 }
+
+/// A provider's volume is not capped at a client's share: one callback route (the route is its
+/// scope) receiving 1,500 distinct deliveries from one sender address in a day, on a store of the
+/// default size, acknowledges every one — shares bind only once the store is under pressure. It
+/// used to acknowledge 1,000, then answer 429 `scope_quota_exceeded`, which a provider counts as
+/// a failed delivery (GitHub does not redeliver; Stripe and Svix disable the endpoint).
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_callback_route_takes_a_providers_volume() {
+    const DELIVERIES: usize = 1_500;
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(CONFIG, upstream.port));
+    let tallies = crate::floods::flood(&[envoy.port], DELIVERIES, |n| {
+        let delivery = Request::new("POST", "/hooks/payments")
+            .header("x-delivery", &format!("delivery-{n}"))
+            .json("{\"event\":\"paid\"}");
+        ("provider", delivery)
+    });
+    let tally = &tallies["provider"];
+    eprintln!(
+        "callback route: {DELIVERIES} deliveries: {}",
+        tally.summary()
+    );
+    assert_eq!(
+        tally.count("201"),
+        DELIVERIES,
+        "every delivery acknowledged: {}",
+        tally.summary()
+    );
+    assert_eq!(upstream.path_hits("/hooks/payments"), DELIVERIES);
+}

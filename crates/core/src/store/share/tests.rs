@@ -17,6 +17,15 @@ fn shares(identity: u64, peer: u64) -> Shares {
         }),
         ipv4_prefix: 32,
         ipv6_prefix: 64,
+        pressure: 0,
+    }
+}
+
+/// A bill to `payers` alone, counted in no fill shard: the shares bind whatever the fill.
+fn bill(payers: Payers) -> Bill {
+    Bill {
+        payers,
+        shard: None,
     }
 }
 
@@ -147,10 +156,10 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     let until = Space::bare(T0.after(Span::from_secs(60)));
     // The peer's share (2) binds before the identity's (5).
     for _ in 0..2 {
-        let charged = charge(&mut store, &layout, &shares(5, 2), payers, until, T0).unwrap();
+        let charged = charge(&mut store, &layout, &shares(5, 2), bill(payers), until, T0).unwrap();
         assert!(charged.is_ok());
     }
-    let refused = charge(&mut store, &layout, &shares(5, 2), payers, until, T0).unwrap();
+    let refused = charge(&mut store, &layout, &shares(5, 2), bill(payers), until, T0).unwrap();
     assert_eq!(
         refused,
         Err(OverShare {
@@ -162,7 +171,7 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     assert_eq!(records(&mut store, &layout, peer, T0), 2);
     // A refund gives one back; once the holds lapse, all of it.
     let one = Charge {
-        payers,
+        bill: bill(payers),
         space: until,
     };
     refund(&mut store, &layout, one, T0).unwrap();
@@ -171,12 +180,26 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     // A refund after the hold lapsed takes nothing from a later one.
     let later = Space::bare(T0.after(Span::from_secs(600)));
     // (A shift from a moment already past takes nothing and adds the new hold.)
-    shift(&mut store, &layout, payers, (Space::bare(T0), later), T0).unwrap();
+    shift(
+        &mut store,
+        &layout,
+        bill(payers),
+        (Space::bare(T0), later),
+        T0,
+    )
+    .unwrap();
     refund(&mut store, &layout, one, until.until).unwrap();
     assert_eq!(records(&mut store, &layout, peer, until.until), 1);
     // A shift moves the record's hold: counted the same now, and until the new moment.
     let stored = Space::bare(later.until.after(Span::from_secs(3600)));
-    shift(&mut store, &layout, payers, (later, stored), until.until).unwrap();
+    shift(
+        &mut store,
+        &layout,
+        bill(payers),
+        (later, stored),
+        until.until,
+    )
+    .unwrap();
     assert_eq!(records(&mut store, &layout, peer, until.until), 1);
     assert_eq!(records(&mut store, &layout, peer, later.until), 1);
     assert_eq!(
@@ -198,13 +221,17 @@ fn an_identity_at_its_share_leaves_its_address_group_uncharged() {
     let group = payers.tags().next().unwrap();
     let until = Space::bare(T0.after(Span::from_secs(60)));
     let shares = shares(1, 5);
-    assert!(charge(&mut store, &layout, &shares, payers, until, T0)
-        .unwrap()
-        .is_ok());
+    assert!(
+        charge(&mut store, &layout, &shares, bill(payers), until, T0)
+            .unwrap()
+            .is_ok()
+    );
     // The group is charged first, then the identity refuses: the group's charge is undone.
-    assert!(charge(&mut store, &layout, &shares, payers, until, T0)
-        .unwrap()
-        .is_err());
+    assert!(
+        charge(&mut store, &layout, &shares, bill(payers), until, T0)
+            .unwrap()
+            .is_err()
+    );
     assert_eq!(records(&mut store, &layout, group, T0), 1);
     assert_eq!(records(&mut store, &layout, PayerTag::of(bob), T0), 1);
 }
@@ -224,7 +251,7 @@ fn a_corrupt_ledger_cell_is_a_typed_error_not_a_reset() {
         &mut store,
         &layout,
         &shares(5, 5),
-        payers,
+        bill(payers),
         Space::bare(T0.after(Span(1))),
         T0,
     );
@@ -237,4 +264,131 @@ fn a_corrupt_ledger_cell_is_a_typed_error_not_a_reset() {
         Some(b"not a ledger".to_vec()),
         "left as found"
     );
+}
+
+/// A store of two fill shards of 128 cells of 8 records: 1,024 records each.
+fn two_shards() -> Layout {
+    Layout {
+        capacity: Capacity {
+            cells: 256,
+            per_cell: 8,
+        },
+    }
+}
+
+/// Keys whose cells fall in fill shard 0 (the first 128 cells).
+fn keys_in_first_shard() -> impl Iterator<Item = StorageKey> {
+    (0u32..).map(|n| {
+        let mut key = [0; 32];
+        key[..4].copy_from_slice(&(n % 128).to_be_bytes());
+        key[4..8].copy_from_slice(&n.to_be_bytes());
+        StorageKey(key)
+    })
+}
+
+#[test]
+fn shares_bind_only_while_the_records_fill_shard_is_under_pressure() {
+    let mut store = MemoryStore::new();
+    let layout = two_shards();
+    let shares = Shares {
+        pressure: 50,
+        ..shares(3, 3)
+    };
+    let mallory = Payers::from_tags(Some(PayerTag([6; 8])), None);
+    let until = Space::bare(T0.after(Span::from_secs(60)));
+    let shard = layout.fill_shard(&StorageKey([0; 32]));
+    // Under pressure from 512 records of its 1,024.
+    assert_eq!(layout.fill_shards(), 2);
+    assert_eq!(shard.capacity, 1_024);
+    let mut other = [0; 32];
+    other[..4].copy_from_slice(&200u32.to_be_bytes());
+    let other = StorageKey(other);
+    assert_ne!(shard.tag, layout.fill_shard(&other).tag);
+    let mut keys = keys_in_first_shard();
+    let mut next = |store: &mut MemoryStore, payers| {
+        let key = keys.next().unwrap();
+        let bill = Bill::of(&layout, &shares, payers, &key);
+        charge(store, &layout, &shares, bill, until, T0).unwrap()
+    };
+    // Far beyond its share of 3, while the shard has room: served.
+    for n in 0..511 {
+        assert!(next(&mut store, mallory).is_ok(), "record {n}");
+    }
+    assert_eq!(records(&mut store, &layout, PayerTag([6; 8]), T0), 511);
+    assert_eq!(records(&mut store, &layout, shard.tag, T0), 511);
+    // The 512th makes the shard half full: from then on, over its share is refused, and
+    // nothing is charged (neither the payer nor the shard).
+    assert!(next(&mut store, mallory).is_ok());
+    assert_eq!(
+        next(&mut store, mallory),
+        Err(OverShare {
+            retry_after: Span::from_secs(60)
+        })
+    );
+    let bill = Bill::of(&layout, &shares, mallory, &StorageKey([0; 32]));
+    assert_eq!(
+        refusal(&mut store, &layout, &shares, bill, T0).unwrap(),
+        Some(OverShare {
+            retry_after: Span::from_secs(60)
+        })
+    );
+    assert_eq!(records(&mut store, &layout, PayerTag([6; 8]), T0), 512);
+    assert_eq!(records(&mut store, &layout, shard.tag, T0), 512);
+    // A payer within its share is served under pressure, and counted in the shard.
+    let alice = Payers::from_tags(Some(PayerTag([7; 8])), None);
+    let alice_bill = Bill::of(&layout, &shares, alice, &StorageKey([0; 32]));
+    assert_eq!(
+        refusal(&mut store, &layout, &shares, alice_bill, T0).unwrap(),
+        None
+    );
+    for _ in 0..3 {
+        assert!(next(&mut store, alice).is_ok());
+    }
+    assert!(next(&mut store, alice).is_err());
+    assert_eq!(records(&mut store, &layout, shard.tag, T0), 515);
+    // The other shard is not under pressure: a flooder is served there until it is. (That is
+    // all grinding keys into the emptiest shard buys: each shard keeps half for shares.)
+    let there = Bill::of(&layout, &shares, mallory, &other);
+    assert_eq!(
+        refusal(&mut store, &layout, &shares, there, T0).unwrap(),
+        None
+    );
+    assert!(charge(&mut store, &layout, &shares, there, until, T0)
+        .unwrap()
+        .is_ok());
+    // A refund gives the shard's count back too; once the holds lapse, the shard is empty.
+    let one = Charge {
+        bill: alice_bill,
+        space: until,
+    };
+    refund(&mut store, &layout, one, T0).unwrap();
+    assert_eq!(records(&mut store, &layout, shard.tag, T0), 514);
+    assert!(next(&mut store, alice).is_ok());
+    assert_eq!(records(&mut store, &layout, shard.tag, until.until), 0);
+}
+
+#[test]
+fn pressure_zero_makes_shares_fixed_caps_and_no_counted_share_no_shard() {
+    let layout = layout();
+    let capped = shares(2, 2);
+    let mut store = MemoryStore::new();
+    let payers = Payers::from_tags(Some(PayerTag([6; 8])), None);
+    let until = Space::bare(T0.after(Span::from_secs(60)));
+    let key = StorageKey([0; 32]);
+    let mut outcomes = Vec::new();
+    for _ in 0..3 {
+        let bill = Bill::of(&layout, &capped, payers, &key);
+        outcomes.push(
+            charge(&mut store, &layout, &capped, bill, until, T0)
+                .unwrap()
+                .is_ok(),
+        );
+    }
+    assert_eq!(outcomes, [true, true, false]);
+    let off = Shares {
+        identity: None,
+        peer: None,
+        ..capped
+    };
+    assert_eq!(Bill::of(&layout, &off, payers, &key).shard, None);
 }
