@@ -129,6 +129,11 @@ impl WebVectors {
                 Err(_) => return Ok(None),
             },
         };
+        // The edge binds If-Match by the route's precondition, a routing rule: the browser does
+        // not route.
+        if policy.routes.iter().any(|r| r.precondition.is_some()) {
+            return Ok(None);
+        }
         let fields: Vec<String> = input
             .pointer("/policy/fingerprint/fields")
             .and_then(Value::as_array)
