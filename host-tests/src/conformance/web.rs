@@ -328,10 +328,17 @@ impl WebVectors {
                 Some(value) => Some(json!(self.web.int("isReplayed", &[value])? != 0)),
                 None => return Ok(None),
             },
-            (Some("reuses_key"), _) => match (opt("held"), opt("payload")) {
-                (Some(held), Some(payload)) => {
-                    Some(json!(self.web.int("reusesKey", &[held, payload])? != 0))
-                }
+            (Some("reuses_key"), _) => match (
+                opt("held"),
+                opt("payload"),
+                opt("held_if_match"),
+                opt("if_match"),
+            ) {
+                (Some(held), Some(payload), Some(held_if_match), Some(if_match)) => Some(json!(
+                    self.web
+                        .int("reusesKey", &[held, payload, held_if_match, if_match])?
+                        != 0
+                )),
                 _ => return Ok(None),
             },
             (Some("token_target"), _) => {

@@ -139,7 +139,7 @@ const groups = {
         return { event, keeps_key: keepsKey };
       }
       case 'replayed': return core.isReplayed(input.value);
-      case 'reuses_key': return core.reusesKey(input.held, input.payload);
+      case 'reuses_key': return core.reusesKey(input.held, input.payload, input.held_if_match, input.if_match);
       case 'token_target': return core.tokenTarget(input.endpoint, input.method, input.path);
       case 'token_fresh': return api.tokenIsFresh({ expiresAtMs: input.expires_at }, input.now);
       default: throw new Error(`unknown client op ${input.op}`);
