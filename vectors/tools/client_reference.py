@@ -7,7 +7,8 @@ rules, written from semantics §9 and the README's behaviour table, not from the
 - settle: success/redirect -> succeed; a retried class (in_flight, rate_limited, unavailable:
   the retry policy's) -> fail_retryable (the key is kept); anything else -> fail_final.
 - replayed: `true` (any case) or the structured-field boolean `?1`, spaces/tabs trimmed.
-- reuses_key: only with a held fingerprint equal to the new payload's (both known).
+- reuses_key: only with a held fingerprint equal to the new payload's (both known), and the same
+  If-Match (or none on both).
 - token_target: endpoint + (`&` if it has a query else `?`) + method=..&path=.., both
   percent-encoded except RFC 3986 unreserved characters (Python's quote with safe=''); the method
   as `fetch` sends it (DELETE, GET, HEAD, OPTIONS, POST, PUT upper-cased case-insensitively, any
@@ -64,7 +65,8 @@ def answer(inp):
         return v.lower() == "true" or v == "?1"
     if op == "reuses_key":
         held, payload = inp.get("held"), inp.get("payload")
-        return held is not None and payload is not None and held == payload
+        same_version = inp.get("held_if_match") == inp.get("if_match")
+        return held is not None and payload is not None and held == payload and same_version
     if op == "token_target":
         endpoint = inp["endpoint"]
         sep = "&" if "?" in endpoint else "?"

@@ -77,6 +77,20 @@ def body_of(inp):
     return b""
 
 
+def if_match_parts(inp):
+    """On a route with a `precondition` (the first route whose prefix and methods match), the
+    request's If-Match fields, after the headers and before the body digest."""
+    routes = (inp.get("policy") or {}).get("routes") or []
+    for route in routes:
+        methods = route.get("methods", ["POST", "PATCH"])
+        if inp["path"].startswith(route["prefix"]) and inp["method"] in methods:
+            if "precondition" not in route:
+                return []
+            values = [v.encode() for (n, v) in inp.get("headers", []) if n.lower() == "if-match"]
+            return [b"precondition:if-match", struct.pack(">Q", len(values))] + values
+    return []
+
+
 def fingerprint(inp):
     fp = (inp.get("policy") or {}).get("fingerprint") or {}
     mode = fp.get("mode", "auto")
@@ -84,13 +98,14 @@ def fingerprint(inp):
         mode = auto_mode(inp.get("headers", []))
     wanted = [h.lower() for h in fp.get("headers", ["content-type"])]
     parts = [mode.encode()]
-    if mode == "none":
-        return parts_hash("idemgate-fingerprint-v3", parts).hex()
-    parts += [inp["method"].encode(), inp["path"].encode()]
     headers = inp.get("headers", [])
+    if mode == "none":
+        return parts_hash("idemgate-fingerprint-v3", parts + if_match_parts(inp)).hex()
+    parts += [inp["method"].encode(), inp["path"].encode()]
     for name in wanted:
         values = [v.encode() for (n, v) in headers if n.lower() == name]
         parts += [name.encode(), struct.pack(">Q", len(values))] + values
+    parts += if_match_parts(inp)
     body = body_of(inp)
     if mode == "raw":
         digest = hashlib.sha256(body).digest()

@@ -111,7 +111,10 @@ pub struct OrderConfig {
 /// `routes[i].precondition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreconditionConfig {
+    /// `"if-match"`: a version required (`If-Match: *` refused).
     IfMatch,
+    /// `"if-match-or-any"`: a version, or `If-Match: *`.
+    IfMatchOrAny,
 }
 
 /// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`, or `{"json": pointer,
@@ -1009,6 +1012,7 @@ impl Config {
             let order = order::compile(i, route.order.as_ref(), kind)?;
             let precondition = route.precondition.map(|p| match p {
                 PreconditionConfig::IfMatch => crate::order::Precondition::IfMatch,
+                PreconditionConfig::IfMatchOrAny => crate::order::Precondition::IfMatchOrAny,
             });
             routes.push(Route {
                 prefix,

@@ -15,7 +15,9 @@
 
 use crate::client::scope::{QuotaTag, Scope, StorageKey};
 use crate::order::transition::{check_if_match, DeclaredTable, PreconditionError};
+use crate::request::fingerprint::FingerprintBuilder;
 use crate::request::json::Value;
+use crate::request::key::trim_ows;
 use crate::request::key_source::KeySource;
 use crate::time::Span;
 use alloc::string::String;
@@ -156,8 +158,13 @@ impl StorageKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Precondition {
-    /// PUT, PATCH and DELETE must carry a well-formed `If-Match`.
+    /// `"if-match"`: PUT, PATCH and DELETE must carry a well-formed `If-Match` that names the
+    /// version they read; `If-Match: *` (any version) is refused, since an update that names none
+    /// can overwrite a change it never saw.
     IfMatch,
+    /// `"if-match-or-any"`: as [`Precondition::IfMatch`], and `If-Match: *` is accepted too
+    /// (the resource exists, whatever its version), for updates that do not depend on it.
+    IfMatchOrAny,
 }
 
 /// Why a request was refused by a route's precondition.
@@ -168,6 +175,8 @@ pub enum PreconditionProblem {
     Required,
     /// 400 `precondition_malformed`.
     Malformed,
+    /// 428 `precondition_version_required`: `If-Match: *` on a route that wants a version.
+    VersionRequired,
 }
 
 impl PreconditionProblem {
@@ -175,7 +184,9 @@ impl PreconditionProblem {
     pub fn events(&self) -> crate::guard::Events {
         use crate::guard::{Event, Events};
         match self {
-            PreconditionProblem::Required => Events::of(&[Event::PreconditionRequired]),
+            PreconditionProblem::Required | PreconditionProblem::VersionRequired => {
+                Events::of(&[Event::PreconditionRequired])
+            }
             PreconditionProblem::Malformed => Events::of(&[Event::PreconditionMalformed]),
         }
     }
@@ -184,6 +195,7 @@ impl PreconditionProblem {
         match self {
             PreconditionProblem::Required => "precondition_required",
             PreconditionProblem::Malformed => "precondition_malformed",
+            PreconditionProblem::VersionRequired => "precondition_version_required",
         }
     }
 }
@@ -205,8 +217,25 @@ impl Precondition {
             if let Err(PreconditionError::Malformed) = check_if_match(Some(value), "\"\"") {
                 return Err(PreconditionProblem::Malformed);
             }
+            if *self == Precondition::IfMatch && trim_ows(value) == b"*" {
+                return Err(PreconditionProblem::VersionRequired);
+            }
         }
         Ok(())
+    }
+
+    /// Makes the request's `If-Match` part of its fingerprint (`headers`: every request header,
+    /// lowercase names): the same key at another version is another request, so 422.
+    pub(crate) fn bind<'h, I>(&self, fingerprint: &mut FingerprintBuilder, headers: I)
+    where
+        I: IntoIterator<Item = (&'h str, &'h [u8])>,
+    {
+        let values: Vec<&[u8]> = headers
+            .into_iter()
+            .filter(|(name, _)| name.eq_ignore_ascii_case("if-match"))
+            .map(|(_, value)| value)
+            .collect();
+        fingerprint.bind_if_match(&values);
     }
 }
 

@@ -191,9 +191,12 @@ export function intentIsOver(state) {
   return wasm.intentIsOver(String(state));
 }
 
-/** Whether the next submit reuses a key made for payload fingerprint `held` (null: no key). */
-export function reusesKey(held, payload) {
-  return wasm.reusesKey(held ?? undefined, payload ?? undefined);
+/**
+ * Whether the next submit reuses a key made for payload fingerprint `held` (null: no key) and
+ * sent with `If-Match: heldIfMatch` (null: none), for a submit of `payload` at `ifMatch`.
+ */
+export function reusesKey(held, payload, heldIfMatch = null, ifMatch = null) {
+  return wasm.reusesKey(held ?? undefined, payload ?? undefined, heldIfMatch ?? undefined, ifMatch ?? undefined);
 }
 
 /** Whether an `Idempotent-Replayed` header value (null: absent) marks a replayed answer. */

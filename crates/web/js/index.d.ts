@@ -256,6 +256,8 @@ export type Payload = BodyLike | FormData | object;
 export interface SendContext<P = Payload> {
   key: string;
   payload: P;
+  /** The version the update read, given to `submit` (send it as `If-Match`). */
+  ifMatch?: string;
 }
 
 /** One business intent and its key, on the core's submit lifecycle. */
@@ -264,7 +266,8 @@ export declare class Intent<P = Payload> {
   readonly state: SubmitState;
   readonly key: string | null;
   subscribe(listener: (state: SubmitState, intent: Intent<P>) => void): () => void;
-  submit<R>(payload: P, send: (context: SendContext<P>) => Promise<R>): Promise<R>;
+  /** `ifMatch`: the version the update read; the same payload at another version is a new intent (a new key). */
+  submit<R>(payload: P, send: (context: SendContext<P>) => Promise<R>, options?: { ifMatch?: string | null }): Promise<R>;
   reset(): void;
 }
 
@@ -279,6 +282,8 @@ export interface GuardOptions {
   headers?: HeadersLike;
   /** Reads the payload at each submit; default: the form's fields as JSON (FormData if it has files). */
   payload?: (element: Element) => Payload;
+  /** Reads the version the update read (its `ETag`) at each submit, sent as `If-Match`; another version is a new intent. */
+  ifMatch?: (element: Element) => string | null;
   /** Sends instead of `idempotentFetch(url, …)`. */
   send?: (context: SendContext) => Promise<unknown>;
   fetchOptions?: Omit<IdempotentFetchOptions, 'key'>;

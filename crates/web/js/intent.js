@@ -59,8 +59,10 @@ function settleResult(result) {
 }
 
 /**
- * A business intent with its key. `submit(payload, send)` calls `send({ key, payload })` unless
- * a submission is already in flight (then it returns that submission's promise).
+ * A business intent with its key. `submit(payload, send, { ifMatch })` calls
+ * `send({ key, payload, ifMatch })` unless a submission is already in flight (then it returns that
+ * submission's promise). `ifMatch` is the version an update read (its `ETag`, sent as `If-Match`):
+ * the same payload at another version is another request, so a new intent with a new key.
  *
  * Outcomes: `send` resolving with an `idempotentFetch` result or a `Response` is classified by
  * status (2xx/3xx succeeded; 409, 429, 502–504 failed_retryable; other statuses failed_final); any
@@ -71,6 +73,7 @@ export class Intent {
   #state = 'idle';
   #key = null;
   #fingerprint = null;
+  #ifMatch = null;
   #pending = null;
   #listeners = new Set();
   #spec;
@@ -96,12 +99,14 @@ export class Intent {
     return () => this.#listeners.delete(listener);
   }
 
-  /** Submits `payload` through `send({ key, payload })`; one submission at a time. */
-  submit(payload, send) {
+  /** Submits `payload` through `send({ key, payload, ifMatch })`; one submission at a time. */
+  submit(payload, send, options = {}) {
+    const ifMatch = options.ifMatch ?? null;
+    if (ifMatch !== null && typeof ifMatch !== 'string') throw new TypeError('ifMatch is an entity-tag string (an ETag value)');
     if (intentIsOver(this.#state)) this.reset();
     const step = submitTransition(this.#state, 'submit');
     if (step.outcome === 'already_applied') return this.#pending;
-    this.#pending = this.#run(payload, send);
+    this.#pending = this.#run(payload, send, ifMatch);
     this.#enter(step.state);
     return this.#pending;
   }
@@ -111,17 +116,19 @@ export class Intent {
     const step = submitTransition(this.#state, 'reset');
     this.#key = null;
     this.#fingerprint = null;
+    this.#ifMatch = null;
     this.#enter(step.state);
   }
 
-  async #run(payload, send) {
+  async #run(payload, send, ifMatch) {
     await null; // the state is in_flight before send runs, so a re-entrant submit joins this one
     let outcome;
     try {
       const print = await payloadFingerprint(payload, this.#spec);
-      if (!reusesKey(this.#key === null ? null : this.#fingerprint, print)) this.#key = newKey();
+      if (!reusesKey(this.#key === null ? null : this.#fingerprint, print, this.#ifMatch, ifMatch)) this.#key = newKey();
       this.#fingerprint = print;
-      const result = await send({ key: this.#key, payload });
+      this.#ifMatch = ifMatch;
+      const result = await send({ key: this.#key, payload, ifMatch: ifMatch ?? undefined });
       outcome = { ...settleResult(result), result };
     } catch (error) {
       // No answer to judge: the request may have run (the core's `unanswered`: keep the key).
@@ -132,6 +139,7 @@ export class Intent {
     if (!outcome.keepsKey) {
       this.#key = null;
       this.#fingerprint = null;
+      this.#ifMatch = null;
     }
     this.#enter(step.state);
     if ('error' in outcome) throw outcome.error;
@@ -164,12 +172,13 @@ export function formPayload(form) {
  * afterwards. The request goes through `idempotentFetch`, or through `send` if given.
  *
  * @param {HTMLButtonElement|HTMLFormElement} element
- * @param {object} options `{ url, method, headers, payload, send, fetchOptions, fingerprint,
- *   intent, onStateChange, onSuccess, onError }`
+ * @param {object} options `{ url, method, headers, payload, ifMatch, send, fetchOptions,
+ *   fingerprint, intent, onStateChange, onSuccess, onError }`; `ifMatch(element)` gives the
+ *   version the update read at each submit (sent as `If-Match`; another version, a new key)
  * @returns {{ intent: Intent, submit: () => Promise<any>, dispose: () => void }}
  */
 export function guardSubmit(element, options = {}) {
-  const { url, method = 'POST', headers, payload, send, fetchOptions = {}, onStateChange, onSuccess, onError } = options;
+  const { url, method = 'POST', headers, payload, ifMatch, send, fetchOptions = {}, onStateChange, onSuccess, onError } = options;
   const isForm = isInstance(element, 'HTMLFormElement');
   const form = isForm ? element : element.form ?? null;
   const intent = options.intent ?? new Intent({ fingerprint: options.fingerprint });
@@ -198,18 +207,19 @@ export function guardSubmit(element, options = {}) {
     onStateChange?.(state, intent);
   });
 
-  const defaultSend = async ({ key, payload: value }) => {
+  const defaultSend = async ({ key, payload: value, ifMatch: version }) => {
     if (!url) throw new TypeError('guardSubmit needs `url` (or `send`)');
     const { body, contentType } = encodePayload(value);
     const requestHeaders = new Headers(headers);
     if (contentType && !requestHeaders.has('content-type')) requestHeaders.set('content-type', contentType);
     const target = typeof url === 'function' ? url(element) : url;
-    return idempotentFetch(target, { method, headers: requestHeaders, body }, { ...fetchOptions, key });
+    return idempotentFetch(target, { method, headers: requestHeaders, body }, { ...fetchOptions, key, ...(version != null && { ifMatch: version }) });
   };
 
   const submit = () => {
     const value = payload ? payload(element) : form ? formPayload(form) : null;
-    return intent.submit(value, send ?? defaultSend).then(
+    const version = ifMatch ? ifMatch(element) : null;
+    return intent.submit(value, send ?? defaultSend, { ifMatch: version }).then(
       (result) => {
         if (intent.state === 'succeeded') onSuccess?.(result, intent);
         else onError?.(result, intent);

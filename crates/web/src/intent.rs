@@ -49,10 +49,21 @@ pub fn mode(kind: &str) -> Result<Option<String>, CodedError> {
 
 /// Whether the next submit reuses the intent's key: `held` is the fingerprint of the payload the
 /// key was made for (`undefined` when the intent holds no key), `payload` the new payload's
-/// (`undefined` when it cannot be fingerprinted).
+/// (`undefined` when it cannot be fingerprinted); `heldIfMatch` the `If-Match` the key was sent
+/// with, `ifMatch` the new submit's (`undefined`: none).
 #[wasm_bindgen(js_name = reusesKey)]
-pub fn reuses_key(held: Option<String>, payload: Option<String>) -> bool {
-    intent::reuses_key(held.as_deref(), payload.as_deref())
+pub fn reuses_key(
+    held: Option<String>,
+    payload: Option<String>,
+    held_if_match: Option<String>,
+    if_match: Option<String>,
+) -> bool {
+    intent::reuses_key(
+        held.as_deref(),
+        payload.as_deref(),
+        held_if_match.as_deref(),
+        if_match.as_deref(),
+    )
 }
 
 /// Whether an `Idempotent-Replayed` header value marks a replayed answer (`undefined`: absent).
@@ -82,8 +93,10 @@ mod tests {
 
     #[test]
     fn the_core_rules() {
-        assert!(reuses_key(Some("a".into()), Some("a".into())));
-        assert!(!reuses_key(None, Some("a".into())));
+        assert!(reuses_key(Some("a".into()), Some("a".into()), None, None));
+        assert!(!reuses_key(None, Some("a".into()), None, None));
+        let v = |tag: &str| Some(String::from(tag));
+        assert!(!reuses_key(v("a"), v("a"), v("\"1\""), v("\"2\"")));
         assert!(is_replayed(Some("?1".into())) && !is_replayed(None));
         assert_eq!(
             token_target("/t", "post", "/p?x"),

@@ -129,6 +129,11 @@ impl WebVectors {
                 Err(_) => return Ok(None),
             },
         };
+        // The edge binds If-Match by the route's precondition, a routing rule: the browser does
+        // not route.
+        if policy.routes.iter().any(|r| r.precondition.is_some()) {
+            return Ok(None);
+        }
         let fields: Vec<String> = input
             .pointer("/policy/fingerprint/fields")
             .and_then(Value::as_array)
@@ -323,10 +328,17 @@ impl WebVectors {
                 Some(value) => Some(json!(self.web.int("isReplayed", &[value])? != 0)),
                 None => return Ok(None),
             },
-            (Some("reuses_key"), _) => match (opt("held"), opt("payload")) {
-                (Some(held), Some(payload)) => {
-                    Some(json!(self.web.int("reusesKey", &[held, payload])? != 0))
-                }
+            (Some("reuses_key"), _) => match (
+                opt("held"),
+                opt("payload"),
+                opt("held_if_match"),
+                opt("if_match"),
+            ) {
+                (Some(held), Some(payload), Some(held_if_match), Some(if_match)) => Some(json!(
+                    self.web
+                        .int("reusesKey", &[held, payload, held_if_match, if_match])?
+                        != 0
+                )),
                 _ => return Ok(None),
             },
             (Some("token_target"), _) => {

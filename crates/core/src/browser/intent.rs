@@ -77,10 +77,18 @@ pub const fn settle(status: u16) -> Settled {
 
 /// Whether the next submit reuses the intent's key: only when the intent still holds one
 /// (`held` is the fingerprint of the payload it was made for) and the new payload's fingerprint is
-/// known and equal. A payload that cannot be fingerprinted (a stream, read once) is a new intent.
+/// known and equal, for the same version: `held_if_match` is the `If-Match` the key was sent with
+/// (`None`: none), `if_match` the new submit's. An update at another version is another request
+/// (the edge refuses the old key with 422 there), so another intent. A payload that cannot be
+/// fingerprinted (a stream, read once) is a new intent.
 #[must_use]
-pub fn reuses_key(held: Option<&str>, payload: Option<&str>) -> bool {
-    matches!((held, payload), (Some(a), Some(b)) if a == b)
+pub fn reuses_key(
+    held: Option<&str>,
+    payload: Option<&str>,
+    held_if_match: Option<&str>,
+    if_match: Option<&str>,
+) -> bool {
+    matches!((held, payload), (Some(a), Some(b)) if a == b) && held_if_match == if_match
 }
 
 /// Whether an intent in `state` (of [`SUBMIT_LIFECYCLE`]) is over: it succeeded or failed for
@@ -222,10 +230,16 @@ mod tests {
 
     #[test]
     fn a_key_is_reused_only_for_the_same_known_payload() {
-        assert!(reuses_key(Some("ab"), Some("ab")));
-        assert!(!reuses_key(Some("ab"), Some("ac")));
-        assert!(!reuses_key(None, Some("ab")));
-        assert!(!reuses_key(Some("ab"), None));
-        assert!(!reuses_key(None, None));
+        assert!(reuses_key(Some("ab"), Some("ab"), None, None));
+        assert!(!reuses_key(Some("ab"), Some("ac"), None, None));
+        assert!(!reuses_key(None, Some("ab"), None, None));
+        assert!(!reuses_key(Some("ab"), None, None, None));
+        assert!(!reuses_key(None, None, None, None));
+        // The version the update names is part of the intent.
+        let (v1, v2) = (Some("\"v1\""), Some("\"v2\""));
+        assert!(reuses_key(Some("ab"), Some("ab"), v1, v1));
+        assert!(!reuses_key(Some("ab"), Some("ab"), v1, v2));
+        assert!(!reuses_key(Some("ab"), Some("ab"), None, v1));
+        assert!(!reuses_key(Some("ab"), Some("ab"), v1, None));
     }
 }

@@ -81,7 +81,13 @@ const ROUTE_FIELDS: &[&str] = &[
 ];
 const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early"];
 const EARLY_FIELDS: &[&str] = &["retry_after", "forward_after"];
-const PRECONDITIONS: Choices<PreconditionConfig, 1> = (["if-match"], [PreconditionConfig::IfMatch]);
+const PRECONDITIONS: Choices<PreconditionConfig, 2> = (
+    ["if-match", "if-match-or-any"],
+    [
+        PreconditionConfig::IfMatch,
+        PreconditionConfig::IfMatchOrAny,
+    ],
+);
 const SIGNATURE_FIELDS: &[&str] = &[
     "scheme",
     "secret",

@@ -5,7 +5,8 @@
 //!   ([`crate::browser::intent`]);
 //! - `{"op":"replayed","value": text or null}` → whether it marks a replay
 //!   ([`crate::decision::answer`]);
-//! - `{"op":"reuses_key","held": fp or null,"payload": fp or null}` → bool;
+//! - `{"op":"reuses_key","held": fp or null,"payload": fp or null,"held_if_match"?: etag or null,
+//!   "if_match"?: etag or null}` → bool;
 //! - `{"op":"token_target","endpoint":..,"method":..,"path":..}` → the request target
 //!   ([`crate::client::token::issue_target`]);
 //! - `{"op":"token_fresh","expires_at":ms,"now":ms}` → whether the token is still usable
@@ -33,6 +34,8 @@ pub fn eval(input: &Value) -> Outcome {
         "reuses_key" => Value::from(crate::browser::intent::reuses_key(
             opt_str_field(input, "held")?,
             opt_str_field(input, "payload")?,
+            opt_str_field(input, "held_if_match")?,
+            opt_str_field(input, "if_match")?,
         )),
         "token_target" => Value::from(crate::client::token::issue_target(
             str_field(input, "endpoint")?,

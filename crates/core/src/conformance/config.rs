@@ -52,8 +52,12 @@ fn summary(p: &Policy) -> Value {
             if let (Some(order), Value::Object(members)) = (&r.order, &mut route) {
                 members.push(("order".into(), order_summary(order)));
             }
-            if let (Some(_), Value::Object(members)) = (&r.precondition, &mut route) {
-                members.push(("precondition".into(), Value::from("if-match")));
+            if let (Some(p), Value::Object(members)) = (&r.precondition, &mut route) {
+                let name = match p {
+                    crate::order::Precondition::IfMatch => "if-match",
+                    crate::order::Precondition::IfMatchOrAny => "if-match-or-any",
+                };
+                members.push(("precondition".into(), Value::from(name)));
             }
             route
         })

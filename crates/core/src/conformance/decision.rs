@@ -3,7 +3,7 @@
 //! "fingerprint", "lease_until", "expires_at"} | {"state": "completed", "fingerprint", "status",
 //! "headers"?, "body"?: text | null (null = not kept), "expires_at"}}`.
 //! Output `{"decision": "claim"|"conflict"|"replay"|"mismatch", ...details, "http": {"status",
-//! "type"?, "retry_after"?, "replayed"?, "body_omitted"?}}`.
+//! "type"?, "retry_after"?, "replayed"?, "body_omitted"?, "location"?, "etag"?}}`.
 
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::answer::{
@@ -74,6 +74,7 @@ pub fn http(answer: &HttpAnswer) -> Value {
         (REPLAYED_HEADER, "replayed"),
         (BODY_OMITTED_HEADER, "body_omitted"),
         ("location", "location"),
+        ("etag", "etag"),
     ] {
         if let Some(value) = answer.header(name) {
             insert(key, value.into());

@@ -6,7 +6,8 @@
 //!   `{"outcome": "advanced"|"released"|"not_owner", "record": R|null}`;
 //! - `{"op":"read","resource":{source},"event":{source},"table":..,"headers"?:{..},"body"?:text}`
 //!   → `"not_ordered"`, `"resource_missing"` or `{"resource":..,"event":..}`;
-//! - `{"op":"precondition","method":..,"if_match":[values]}` → `true` or the problem code;
+//! - `{"op":"precondition","precondition"?: "if-match" (default) | "if-match-or-any","method":..,
+//!   "if_match":[values]}` → `true` or the problem code;
 //! - `{"op":"answer","answer":"already_applied"|"illegal"|"early"|"busy"|"resource_missing"|
 //!   "precondition_required"|"precondition_malformed","state"?:..,"retry_after_ms"?:..}` →
 //!   `{"status":n,"idemgate-order":v|null,"retry-after":v|null,"code":problem code|null,
@@ -226,7 +227,12 @@ fn precondition_op(input: &Value) -> Outcome {
         .iter()
         .map(|v| v.as_str().map(str::as_bytes).ok_or_else(|| bad("if_match")))
         .collect::<Result<_, _>>()?;
-    match Precondition::IfMatch.check(str_field(input, "method")?, &values) {
+    let rule = match input.get("precondition").and_then(Value::as_str) {
+        None | Some("if-match") => Precondition::IfMatch,
+        Some("if-match-or-any") => Precondition::IfMatchOrAny,
+        Some(_) => return Err(bad("precondition")),
+    };
+    match rule.check(str_field(input, "method")?, &values) {
         Ok(()) => Ok(Value::Bool(true)),
         Err(p) => Err(String::from(p.code())),
     }
@@ -247,6 +253,9 @@ fn answer_op(input: &Value) -> Outcome {
         "resource_missing" => OrderAnswer::ResourceMissing,
         "precondition_required" => OrderAnswer::Precondition(PreconditionProblem::Required),
         "precondition_malformed" => OrderAnswer::Precondition(PreconditionProblem::Malformed),
+        "precondition_version_required" => {
+            OrderAnswer::Precondition(PreconditionProblem::VersionRequired)
+        }
         _ => return Err(bad("answer")),
     };
     let http = order_answer(&edge);

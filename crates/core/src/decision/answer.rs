@@ -4,18 +4,18 @@
 
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
-use crate::policy::replayable;
 use crate::request::fingerprint::FingerprintError;
 use crate::request::key::KeyError;
 use crate::request::key_source::SourceError;
 use crate::store::protocol::ProtocolError;
-use crate::store::record::{StoredBody, StoredResponse};
+use crate::store::record::StoredResponse;
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 pub mod order;
+mod replay;
 
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
@@ -32,7 +32,8 @@ pub fn is_replayed(value: &str) -> bool {
     let value = crate::request::key::trim_ows(value.as_bytes());
     value.eq_ignore_ascii_case(b"true") || value == b"?1"
 }
-/// On a replay whose body was over the limit and not kept.
+/// On a replay whose body was over the limit and not kept: the replay carries no body and no
+/// header that would describe one (`Content-Type`, `ETag`, …); `Location` stays.
 pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
 
 /// An answer the edge makes itself.
@@ -143,7 +144,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
         EdgeAnswer::Replay {
             stored,
             replay_headers,
-        } => replay(stored, replay_headers),
+        } => replay::replay(stored, replay_headers),
         EdgeAnswer::TokenIssued {
             token,
             expires_at_ms,
@@ -300,28 +301,6 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             let status = if e.code() == "token_used" { 409 } else { 403 };
             problem(status, e.code(), "One-time token rejected", &e.to_string(), None)
         }
-    }
-}
-
-fn replay(stored: &StoredResponse, replay_headers: &[String]) -> HttpAnswer {
-    let mut headers: Vec<(String, String)> = stored
-        .headers
-        .iter()
-        .filter(|(name, _)| replayable(name, replay_headers))
-        .cloned()
-        .collect();
-    headers.push((REPLAYED_HEADER.into(), "true".into()));
-    let body = match &stored.body {
-        StoredBody::Kept(body) => body.clone(),
-        StoredBody::NotKept => {
-            headers.push((BODY_OMITTED_HEADER.into(), "true".into()));
-            Vec::new()
-        }
-    };
-    HttpAnswer {
-        status: stored.status,
-        headers,
-        body,
     }
 }
 
@@ -553,7 +532,7 @@ mod tests {
                 ("access-control-allow-origin".into(), "*".into()),
                 ("x-custom".into(), "1".into()),
             ],
-            body: StoredBody::Kept(b"{}".to_vec()),
+            body: crate::store::record::StoredBody::Kept(b"{}".to_vec()),
             seal: None,
         };
         let policy = crate::policy::Policy::defaults();

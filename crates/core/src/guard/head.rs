@@ -206,12 +206,15 @@ where
     } else {
         Rc::from(&[][..])
     };
-    let fingerprint = FingerprintBuilder::new(
+    let mut fingerprint = FingerprintBuilder::new(
         &policy.fingerprint,
         method,
         &matched.target(path),
         headers.clone(),
     );
+    if let Some(rule) = &route.precondition {
+        rule.bind(&mut fingerprint, headers.clone());
+    }
     let probe = Probe::start(route, headers);
     // Each copy of the body the machine keeps until the claim is charged (issue 23): the
     // ordering guard's, and a detached exchange's.

@@ -408,7 +408,12 @@ fn preconditions() {
     assert_eq!(p.check("GET", &[]), Ok(()));
     assert_eq!(p.check("POST", &[]), Ok(()));
     assert_eq!(p.check("PUT", &[b"\"v1\""]), Ok(()));
-    assert_eq!(p.check("PUT", &[b"*"]), Ok(()));
+    // `*` names no version: only a route that says so takes it.
+    assert_eq!(
+        p.check("PUT", &[b"*"]),
+        Err(PreconditionProblem::VersionRequired)
+    );
+    assert_eq!(Precondition::IfMatchOrAny.check("PUT", &[b"*"]), Ok(()));
     assert_eq!(p.check("PUT", &[b"W/\"v1\", \"v2\""]), Ok(()));
     for bad in [&b"v1"[..], b"", b"\"v1", b"\"a\" \"b\""] {
         assert_eq!(

@@ -160,6 +160,20 @@ impl FingerprintBuilder {
         FingerprintBuilder { head, body }
     }
 
+    /// Binds the request's `If-Match` fields (every one, in order) into the fingerprint, under a
+    /// label of their own: on a route whose updates name the version they read, an update at
+    /// another version is another request (semantics §8), so the same key with another `If-Match`
+    /// is refused, never answered with the earlier version's result. In every mode, `none`
+    /// included: the version is not part of the payload but of what the request asks.
+    pub(crate) fn bind_if_match(&mut self, values: &[&[u8]]) {
+        self.head
+            .part(b"precondition:if-match")
+            .part(&(values.len() as u64).to_be_bytes());
+        for value in values {
+            self.head.part(value);
+        }
+    }
+
     /// Feeds the next body chunk.
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), FingerprintError> {
         match &mut self.body {

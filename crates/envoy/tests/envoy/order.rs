@@ -307,6 +307,62 @@ fn order_precondition_if_match() {
 
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn order_precondition_if_match_is_part_of_the_request() {
+    let upstream = Upstream::start();
+    let config = r#"{ "routes": [
+        { "prefix": "/orders/", "methods": ["PATCH"], "precondition": "if-match" },
+        { "prefix": "/notes/", "methods": ["PATCH"], "precondition": "if-match-or-any" } ] }"#;
+    let envoy = Envoy::start(&Setup::new(config, upstream.port));
+    let port = envoy.port;
+    let patch = |path: &str, key: Option<&str>, if_match: &str, answer: &str| {
+        let request = Request::new("PATCH", path)
+            .json(r#"{"note":"leave at door"}"#)
+            .header("if-match", if_match)
+            .script(&format!("status=200;header=etag:{answer}"));
+        match key {
+            Some(key) => request.header("idempotency-key", key),
+            None => request,
+        }
+        .send(port)
+    };
+
+    // The update at v1 runs and makes v2.
+    let first = patch("/orders/1", Some("k"), "\"v1\"", "\"v2\"");
+    assert_eq!((first.status, first.replayed()), (200, false));
+    assert_eq!(first.header("etag"), Some("\"v2\""));
+    // The same key and body at v2 is another request: refused, never the v1 answer replayed.
+    let at_v2 = patch("/orders/1", Some("k"), "\"v2\"", "\"v3\"");
+    assert_eq!(at_v2.status, 422, "{}", at_v2.text());
+    assert_eq!(at_v2.problem_code(), "key_reused");
+    assert!(!at_v2.replayed());
+    // A retry of the v1 update is still its replay.
+    let retry = patch("/orders/1", Some("k"), "\"v1\"", "\"v2\"");
+    assert_eq!((retry.status, retry.replayed()), (200, true));
+    assert_eq!(retry.header("etag"), Some("\"v2\""));
+    // The update at v2 under a key of its own runs; unguarded, the same request runs too.
+    let fresh = patch("/orders/1", Some("k2"), "\"v2\"", "\"v3\"");
+    assert_eq!((fresh.status, fresh.replayed()), (200, false));
+    let plain = patch("/orders/1", None, "\"v2\"", "\"v3\"");
+    assert_eq!((plain.status, plain.replayed()), (200, false));
+    assert_eq!(upstream.path_hits("/orders/1"), 3);
+
+    // `If-Match: *` names no version: refused where the route wants one, with or without a key.
+    for key in [Some("any"), None] {
+        let any = patch("/orders/1", key, "*", "\"v4\"");
+        assert_eq!(any.status, 428, "{}", any.text());
+        assert_eq!(any.problem_code(), "precondition_version_required");
+    }
+    assert_eq!(upstream.path_hits("/orders/1"), 3);
+    // Where the route says so it is forwarded, and guarded like any other.
+    let any = patch("/notes/1", Some("any"), "*", "\"v4\"");
+    assert_eq!((any.status, any.replayed()), (200, false));
+    let again = patch("/notes/1", Some("any"), "*", "\"v4\"");
+    assert_eq!((again.status, again.replayed()), (200, true));
+    assert_eq!(upstream.path_hits("/notes/1"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn order_claim_released_when_the_client_goes_or_the_upstream_resets() {
     let upstream = Upstream::start();
     let envoy = Envoy::start(&Setup::new(&config(None), upstream.port));

@@ -81,6 +81,48 @@ fn upstream_answers_are_stored_or_released() {
 
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn a_replay_without_the_body_carries_nothing_that_describes_it() {
+    // Today's default `max_response_body` (64 KiB) and a 200 KB JSON answer with an ETag.
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(
+        r#"{ "routes": [{ "prefix": "/" }] }"#,
+        upstream.port,
+    ));
+    let port = envoy.port;
+    let script =
+        "body=200000;header=etag:\"v2\";header=last-modified:Fri, 04 Dec 2026 12:00:00 GMT";
+
+    // Unguarded, the same request is the app's answer, whole.
+    let plain = Request::new("POST", "/orders")
+        .json("{\"sku\":\"A1\",\"qty\":1}")
+        .script(script)
+        .send(port);
+    assert_eq!((plain.status, plain.body.len()), (201, 200_000));
+
+    // Guarded, the first client gets the same bytes and headers.
+    let first = Request::post("/orders", "big").script(script).send(port);
+    assert_eq!((first.status, first.body.len()), (201, 200_000));
+    assert_eq!(first.header("content-type"), Some("application/json"));
+    assert_eq!(first.header("etag"), Some("\"v2\""));
+    assert!(!first.replayed());
+
+    // The retry: the outcome (status, Location), said to lack its body, and nothing that would
+    // describe a representation it does not carry.
+    let retry = Request::post("/orders", "big").script(script).send(port);
+    assert_eq!(retry.status, 201);
+    assert!(retry.replayed());
+    assert_eq!(retry.header("idempotent-body-omitted"), Some("true"));
+    assert_eq!(retry.header("location"), first.header("location"));
+    assert!(retry.body.is_empty());
+    for name in ["content-type", "content-encoding", "etag", "last-modified"] {
+        assert!(!retry.has_header(name), "{name}: {:?}", retry.header(name));
+    }
+    assert_eq!(retry.header("content-length").unwrap_or("0"), "0");
+    assert_eq!(upstream.hits("big"), 1);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn requests_that_never_reached_the_upstream_are_released() {
     // A port with nothing listening yet: connections are refused.
     let reserved = TcpListener::bind("127.0.0.1:0").expect("bind");

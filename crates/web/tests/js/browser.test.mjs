@@ -277,6 +277,42 @@ describe('submit guard in Chromium', () => {
   });
 });
 
+describe('an update\'s version in Chromium', () => {
+  it('a changed ifMatch is a new intent with a new key; the same version keeps it', async () => {
+    const page = await openPage();
+    server.script('/api/note', [{ status: 503 }]);
+    await page.evaluate(() => { window.version = '"v1"'; });
+    // The version is read at each submit, as a page reads the ETag of what it shows.
+    await page.evaluate(() => {
+      window.guard = window.idemgate.guardSubmit(document.querySelector('#solo'), {
+        url: '/api/note',
+        method: 'PATCH',
+        payload: () => ({ note: 'leave at door' }),
+        ifMatch: () => window.version,
+        fetchOptions: { retry: { maxAttempts: 1 } },
+        onStateChange: (state) => window.states.push(state),
+      });
+    });
+    const submitOnce = async (n) => {
+      await page.click('#solo');
+      await server.waitForRequests('/api/note', n);
+      await lastState(page, 'failed_retryable');
+      await page.evaluate(() => { window.states.length = 0; });
+    };
+    await submitOnce(1);
+    await submitOnce(2);
+    await page.evaluate(() => { window.version = '"v2"'; });
+    await submitOnce(3);
+    await submitOnce(4);
+    const sent = server.requests('/api/note').map((r) => [r.key, r.headers['if-match']]);
+    assert.deepEqual(sent.map(([, v]) => v), ['"v1"', '"v1"', '"v2"', '"v2"']);
+    assert.equal(sent[1][0], sent[0][0], 'same payload, same version: same intent');
+    assert.notEqual(sent[2][0], sent[1][0], 'same payload at another version: a new key');
+    assert.equal(sent[3][0], sent[2][0]);
+    await page.close();
+  });
+});
+
 describe('idempotentFetch in Chromium', () => {
   it('an AbortSignal stops it during a retry wait and during an attempt', async () => {
     const page = await openPage();

@@ -139,7 +139,7 @@ const groups = {
         return { event, keeps_key: keepsKey };
       }
       case 'replayed': return core.isReplayed(input.value);
-      case 'reuses_key': return core.reusesKey(input.held, input.payload);
+      case 'reuses_key': return core.reusesKey(input.held, input.payload, input.held_if_match, input.if_match);
       case 'token_target': return core.tokenTarget(input.endpoint, input.method, input.path);
       case 'token_fresh': return api.tokenIsFresh({ expiresAtMs: input.expires_at }, input.now);
       default: throw new Error(`unknown client op ${input.op}`);
@@ -185,7 +185,11 @@ for (const [group, run] of Object.entries(groups)) {
       const skipOp = SKIPPED_OPS[group]?.find((op) => testCase.input.op === op || op in testCase.input);
       // A request no route guards is the edge's alone (it forwards it): the browser does not route.
       const unguarded = group === 'target' && testCase.expect.ok === null;
-      const skip = skipOp ? `${skipOp} is not exported to the browser` : unguarded ? 'no route guards it: the edge forwards it untouched, and the browser does not route' : false;
+      // The edge binds If-Match into the fingerprint by the route's precondition: a routing rule.
+      const routed = group === 'fingerprint' && (testCase.input.policy?.routes ?? []).some((r) => r.precondition);
+      const skip = skipOp ? `${skipOp} is not exported to the browser`
+        : unguarded ? 'no route guards it: the edge forwards it untouched, and the browser does not route'
+          : routed ? 'If-Match is bound by the route\'s precondition at the edge, and the browser does not route' : false;
       it(testCase.name, { skip }, async () => {
         assert.deepEqual(await outcome(() => run(testCase.input)), expected(group, testCase), testCase.why);
       });

@@ -101,6 +101,13 @@ pub fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             "updates on this route must name the version they read: send If-Match with the ETag of the resource",
             None,
         ),
+        OrderAnswer::Precondition(PreconditionProblem::VersionRequired) => problem(
+            428,
+            "precondition_version_required",
+            "Precondition names no version",
+            "updates on this route must name the version they read: send If-Match with the ETag of the resource, not \"*\"",
+            None,
+        ),
         OrderAnswer::Precondition(p) => problem(
             400,
             p.code(),

@@ -246,6 +246,17 @@ fn a_precondition_is_checked_before_the_key() {
     let (headed, events) = decide(&policy, &malformed, true, &host);
     assert_eq!(status(&headed), 400);
     assert_eq!(events, [Event::PreconditionMalformed]);
+    // `*` names no version: refused where the route wants one, accepted where it says so.
+    let any = request("PUT", "/items/1", &[("if-match", "*")]);
+    let (headed, events) = decide(&policy, &any, true, &host);
+    assert_eq!(status(&headed), 428);
+    assert!(code(&headed).contains("precondition_version_required"));
+    assert_eq!(events, [Event::PreconditionRequired]);
+    let lenient = self::policy(
+        r#"{"routes":[{"prefix":"/items","methods":["PUT"],"precondition":"if-match-or-any"}]}"#,
+    );
+    let (headed, _) = decide(&lenient, &any, true, &host);
+    assert!(matches!(headed, Headed::Unguarded { .. }), "{headed:?}");
 }
 
 const TOKENS: &str = r#"{"token":{"secret":"0123456789abcdef0123"},

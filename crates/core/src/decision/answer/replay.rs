@@ -1,0 +1,127 @@
+//! The replay of a stored answer (semantics §4, §5): its status, the headers today's allow-list
+//! names, its body — and, when the body was over `max_response_body` and not kept, no header that
+//! describes a body the replay does not carry.
+
+use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
+use crate::policy::replayable;
+use crate::store::record::{StoredBody, StoredResponse};
+use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Headers that describe the stored body (RFC 9110 §8: representation metadata, §8.8: its
+/// validators, and digests of its bytes). Replayed next to an empty body they would lie: a JSON
+/// client would parse nothing as JSON, a cache would store an empty representation under a real
+/// `ETag`. `Location` and the rest of the answer are about the outcome, not the body, and stay.
+const DESCRIBES_THE_BODY: &[&str] = &[
+    "content-type",
+    "content-encoding",
+    "content-language",
+    "content-location",
+    "content-length",
+    "content-range",
+    "content-md5",
+    "content-digest",
+    "repr-digest",
+    "digest",
+    "etag",
+    "last-modified",
+];
+
+fn describes_the_body(name: &str) -> bool {
+    DESCRIBES_THE_BODY
+        .iter()
+        .any(|h| h.eq_ignore_ascii_case(name))
+}
+
+pub(super) fn replay(stored: &StoredResponse, replay_headers: &[String]) -> HttpAnswer {
+    let kept = matches!(stored.body, StoredBody::Kept(_));
+    let mut headers: Vec<(String, String)> = stored
+        .headers
+        .iter()
+        .filter(|(name, _)| replayable(name, replay_headers))
+        // Decided here, at replay, rather than when the answer is stored: a record stored by an
+        // earlier version still holds them, and must not pretend either.
+        .filter(|(name, _)| kept || !describes_the_body(name))
+        .cloned()
+        .collect();
+    headers.push((REPLAYED_HEADER.into(), "true".into()));
+    let body = match &stored.body {
+        StoredBody::Kept(body) => body.clone(),
+        StoredBody::NotKept => {
+            headers.push((BODY_OMITTED_HEADER.into(), "true".into()));
+            Vec::new()
+        }
+    };
+    HttpAnswer {
+        status: stored.status,
+        headers,
+        body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::string::ToString;
+    use alloc::vec;
+
+    fn stored(body: StoredBody) -> StoredResponse {
+        let headers = [
+            ("content-type", "application/json"),
+            ("Content-Encoding", "gzip"),
+            ("etag", "\"v2\""),
+            ("last-modified", "Fri, 04 Dec 2026 12:00:00 GMT"),
+            ("location", "/orders/42"),
+            ("cache-control", "no-store"),
+        ];
+        StoredResponse {
+            status: 201,
+            headers: headers
+                .iter()
+                .map(|(n, v)| (n.to_string(), v.to_string()))
+                .collect(),
+            body,
+            seal: None,
+        }
+    }
+
+    fn allow_all() -> Vec<String> {
+        [
+            "content-type",
+            "content-encoding",
+            "etag",
+            "last-modified",
+            "location",
+            "cache-control",
+        ]
+        .iter()
+        .map(ToString::to_string)
+        .collect()
+    }
+
+    #[test]
+    fn a_kept_body_is_replayed_with_what_describes_it() {
+        let answer = replay(&stored(StoredBody::Kept(b"{}".to_vec())), &allow_all());
+        assert_eq!(answer.body, b"{}");
+        assert_eq!(answer.header("content-type"), Some("application/json"));
+        assert_eq!(answer.header("etag"), Some("\"v2\""));
+        assert_eq!(answer.header(BODY_OMITTED_HEADER), None);
+    }
+
+    #[test]
+    fn a_replay_without_the_body_carries_nothing_that_describes_it() {
+        let answer = replay(&stored(StoredBody::NotKept), &allow_all());
+        assert!(answer.body.is_empty());
+        let names: Vec<&str> = answer.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "location",
+                "cache-control",
+                REPLAYED_HEADER,
+                BODY_OMITTED_HEADER
+            ]
+        );
+        assert_eq!(answer.status, 201);
+    }
+}
