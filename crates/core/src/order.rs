@@ -30,7 +30,7 @@ pub mod resource;
 pub mod transition;
 
 pub use decide::{decide, Applies};
-pub use probe::{applies, Ordered, Probe, ResourceMissing};
+pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
 pub use resource::{begin, settle, Begin, BeginOutcome, Resource, ResourceClaim, SettleOutcome};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.

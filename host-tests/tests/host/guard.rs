@@ -12,8 +12,9 @@
 //! - a won claim is finished at most once, released if the request never went out, and (at the
 //!   end of every path) finished or handed to its exchange; a callback route keeps only a 2xx;
 //! - the resource claim the ordering guard gave is settled once, as applied only by a 2xx answer
-//!   that came to its end, or handed to the exchange (or, sent with nothing to hear its answer,
-//!   left to its lease with the key's claim: in doubt either way).
+//!   that came to its end, or handed to the exchange; when the outcome is in doubt (sent with
+//!   nothing to hear its answer, or an answer that never came whole) it is never given back but
+//!   left to its lease with the key's claim.
 
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::answer::HttpAnswer;
@@ -529,9 +530,15 @@ impl Run {
             );
         }
         if seen.resource.is_some() && seen.let_on {
+            // Left to its lease only when the outcome is in doubt: the event may still run.
+            let in_doubt = seen.finishes.contains(&ResponseFacts::InDoubt);
             assert!(
-                seen.settles.len() == 1 || seen.exchange || seen.lost,
+                seen.settles.len() == 1 || seen.exchange || seen.lost || in_doubt,
                 "{shape:?} {path:?}: a resource claim left behind"
+            );
+            assert!(
+                !in_doubt || seen.settles.is_empty(),
+                "{shape:?} {path:?}: a resource given back while its event is in doubt"
             );
         }
     }

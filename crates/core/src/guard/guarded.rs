@@ -32,7 +32,7 @@ use super::{after_claim, after_use, Capture, Course, Event, Events, Next, Step, 
 use crate::client::scope::StorageKey;
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::order::{applies, Ordered};
+use crate::order::{applies, settlement, Ordered};
 use crate::policy::{Policy, RouteKind};
 use crate::request::budget::Reservation;
 use crate::request::fingerprint::Fingerprint;
@@ -531,11 +531,7 @@ impl<O, H> Guarded<O, H> {
             }
         };
         let capture = if complete { capture } else { None };
-        let applied = capture
-            .as_ref()
-            .and_then(Capture::status)
-            .is_some_and(applies);
-        self.settle_order(order, applied);
+        let status = capture.as_ref().and_then(Capture::status);
         let (facts, cause) = match capture {
             Some(capture) => {
                 let facts = capture.facts();
@@ -546,6 +542,11 @@ impl<O, H> Guarded<O, H> {
             }
             None => without(),
         };
+        match settlement(facts == ResponseFacts::InDoubt, status) {
+            Some(applied) => self.settle_order(order, applied),
+            // Dropped unsettled: the store's claim holds until its lease ends.
+            None => drop(order),
+        }
         self.finish(key, owner, facts, cause);
     }
 

@@ -3,6 +3,7 @@
 //! the relay the client's stream gets if it still exists.
 
 use super::*;
+use idemgate_core::order::settlement;
 
 /// Where a callout's answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,8 @@ pub struct Relay {
     pub outcome: Option<FinishOutcome>,
     /// The status of the upstream's own answer, if one came (relayed or too large to relay).
     pub upstream_status: Option<u16>,
+    /// Sent, but no whole answer came back: the request may still be running.
+    pub in_doubt: bool,
 }
 
 /// The exchange's answer has come (`num_headers == 0`: the call failed without one). Reads it,
@@ -117,10 +120,11 @@ pub fn answered(
     let shared = Rc::clone(&exchange.shared);
     let order = exchange.order.clone();
     let mut relay = answered_exchange(exchange, num_headers, body_size, client_waits);
-    if let Some(claim) = order {
-        // Only the upstream's own 2xx applied the event; anything else (no answer, a reset, a
-        // reply Envoy made) leaves the resource's state and frees it.
-        let applied = relay.upstream_status.is_some_and(crate::order::applies);
+    // The core's rule: only the upstream's own 2xx applied the event; a reply Envoy made leaves
+    // the resource's state and frees it; an outcome in doubt keeps it claimed until its lease
+    // ends (the claim is dropped unsettled).
+    let settled = order.map(|claim| (claim, settlement(relay.in_doubt, relay.upstream_status)));
+    if let Some((claim, Some(applied))) = settled {
         crate::order::settle(&shared, claim, applied, false);
         if applied && relay.from_upstream {
             relay
@@ -166,11 +170,14 @@ fn answered_exchange(
                 answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }))
             }
         };
+        // Released means the core found it never sent: nothing can be running.
+        let in_doubt = !matches!(outcome, Some(FinishOutcome::Released));
         Relay {
             answer,
             from_upstream: false,
             outcome,
             upstream_status: None,
+            in_doubt,
         }
     };
     if num_headers == 0 {
@@ -240,6 +247,7 @@ fn answered_exchange(
                 from_upstream: false,
                 outcome,
                 upstream_status: None,
+                in_doubt: false,
             }
         }
         CalloutOrigin::InDoubt(cause) => no_answer(&shared, cause),
@@ -250,14 +258,9 @@ fn answered_exchange(
                 None => capture.pass(),
             }
             // On a callback route only a 2xx settles the key (the core's screen); else released.
-            let outcome = settle(
-                &shared,
-                key,
-                owner,
-                kind.screen(capture.facts()),
-                DoubtCause::Other,
-                false,
-            );
+            let facts = kind.screen(capture.facts());
+            let in_doubt = facts == ResponseFacts::InDoubt;
+            let outcome = settle(&shared, key, owner, facts, DoubtCause::Other, false);
             let Some(body) = body else {
                 shared.metrics.bump(Counter::RelayTooLarge);
                 return Relay {
@@ -267,6 +270,7 @@ fn answered_exchange(
                     from_upstream: false,
                     outcome,
                     upstream_status: Some(status),
+                    in_doubt,
                 };
             };
             Relay {
@@ -278,6 +282,7 @@ fn answered_exchange(
                 from_upstream: true,
                 outcome,
                 upstream_status: Some(status),
+                in_doubt,
             }
         }
     }

@@ -361,34 +361,82 @@ fn order_precondition_if_match_is_part_of_the_request() {
     assert_eq!(upstream.path_hits("/notes/1"), 1);
 }
 
-#[test]
-#[ignore = "needs Envoy and the built filter: make test-envoy"]
-fn order_claim_released_when_the_client_goes_or_the_upstream_resets() {
+/// An event sent but left without a whole answer (the upstream reset, or on the router path the
+/// client gone) may still be running: its resource stays claimed until the lease (3 s) ends, so a
+/// second event for it gets 409 busy and is not forwarded; after the lease it applies.
+fn in_doubt_scenario(upstream_section: Option<&str>, client_gone: bool) {
     let upstream = Upstream::start();
-    let envoy = Envoy::start(&Setup::new(&config(None), upstream.port));
+    let config = config(upstream_section).replace(r#""lease": "30s""#, r#""lease": "3s""#);
+    let envoy = Envoy::start(&Setup::new(&config, upstream.port));
     let port = envoy.port;
     let hits = || upstream.path_hits("/hooks");
 
-    // The client goes away while its event is at the upstream: the resource is released, not
-    // held until the lease (30 s) ends, and its state is unchanged.
-    let request = event("/hooks", "p1", "payment.succeeded", 1).script("delay=1500");
-    let mut stream = request.open(port);
-    request.write(&mut stream);
-    wait_for("the event to reach the upstream", || hits() == 1);
-    drop(stream);
-    wait_for("the release", || envoy.counter("order.not_applied") == 1);
-    let cancelled = event("/hooks", "c1", "order.cancelled", 1).send(port);
-    assert_eq!(cancelled.status, 201, "{}", cancelled.text());
-    assert_eq!(cancelled.header("idemgate-order"), Some("applied"));
+    // Unguarded, the twin route forwards the same events whatever became of the first.
+    let first = event("/hooks", "p1", "payment.succeeded", 1);
+    if client_gone {
+        let request = first.script("delay=1500");
+        let mut stream = request.open(port);
+        request.write(&mut stream);
+        wait_for("the event to reach the upstream", || hits() == 1);
+        drop(stream);
+        wait_for("the filter to see the client go", || {
+            envoy.counter("in_doubt.client_gone") == 1
+        });
+    } else {
+        let answer = first.script("reset").send(port);
+        assert!(answer.status >= 500, "{}", answer.text());
+        assert_eq!(answer.header("idemgate-order"), None);
+    }
+    assert_eq!(hits(), 1);
+    let busy = event("/hooks", "c1", "order.cancelled", 1).send(port);
+    assert_eq!(busy.status, 409, "{}", busy.text());
+    assert_eq!(busy.problem_code(), "order_resource_busy");
+    assert!(busy.header("retry-after").is_some());
+    assert_eq!(hits(), 1, "never forwarded beside the first");
+    let plain = event("/plain", "c1-twin", "order.cancelled", 1).send(port);
+    assert_eq!(plain.status, 201, "{}", plain.text());
+    assert_eq!(
+        envoy.counter("order.not_applied"),
+        0,
+        "the claim was not given back"
+    );
 
-    // The upstream resets: released too.
-    let reset = event("/hooks", "p2", "payment.succeeded", 2)
-        .script("reset")
-        .send(port);
-    assert!(reset.status >= 500, "{}", reset.text());
-    assert_eq!(reset.header("idemgate-order"), None);
-    let paid = event("/hooks", "p2b", "payment.succeeded", 2).send(port);
-    assert_eq!(paid.header("idemgate-order"), Some("applied"));
-    assert_eq!(envoy.counter("order.not_applied"), 2);
-    assert_eq!(envoy.counter("order.applied"), 2);
+    // After the lease the resource is free: a new delivery applies (state unchanged: unpaid).
+    let started = Instant::now();
+    let applied = loop {
+        let id = format!("c1-{}", started.elapsed().as_millis());
+        let answer = event("/hooks", &id, "order.cancelled", 1).send(port);
+        if answer.status != 409 {
+            break answer;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "still busy after the lease"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(applied.status, 201, "{}", applied.text());
+    assert_eq!(applied.header("idemgate-order"), Some("applied"));
+    assert_eq!(hits(), 2);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn order_claim_held_while_the_upstream_reset_is_in_doubt() {
+    in_doubt_scenario(None, false);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn order_claim_held_while_the_client_gone_is_in_doubt() {
+    in_doubt_scenario(None, true);
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn order_claim_held_while_a_detached_reset_is_in_doubt() {
+    in_doubt_scenario(
+        Some(r#"{ "reentry": "idemgate_reentry", "timeout": "1s" }"#),
+        false,
+    );
 }
