@@ -98,7 +98,7 @@ impl Route {
     }
 }
 
-/// Requests a callback route lets through without a key (issue 27): those whose message type —
+/// Requests a callback route lets through without a key: those whose message type —
 /// a header, or a field of the body — is one of `values` (exact; a header after optional
 /// whitespace). Such a message is not a delivery to deduplicate — AWS SNS sends a body with
 /// `"Type": "SubscriptionConfirmation"`, and each one must reach the subscriber.

@@ -292,7 +292,7 @@ fn a_token_works_only_on_its_route_and_method() {
 }
 /// Finding 2: one client filling the store with fresh keys used to make every other client's
 /// keyed request a 503 `store_full` (for the records' whole TTL). Now each client may hold only its
-/// share of the store once it is under pressure (issue 23: a tenth by default, of the whole store,
+/// share of the store once it is under pressure (a tenth by default, of the whole store,
 /// not of each cell); the rest stays free for others, and the answer says when room comes back. The issue's own floods,
 /// at the example's scale, are in floods.rs.
 #[test]
