@@ -31,7 +31,9 @@ pub mod transition;
 
 pub use decide::{decide, Applies};
 pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
-pub use resource::{begin, settle, Begin, BeginOutcome, Resource, ResourceClaim, SettleOutcome};
+pub use resource::{
+    begin, settle, Begin, BeginOutcome, ReadState, Resource, ResourceClaim, SettleOutcome,
+};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
 pub const ORDER_HEADER: &str = "idemgate-order";

@@ -350,9 +350,9 @@ fn garbage_gets_typed_errors() {
     let good = claim(1, 2, 3).encode();
     assert_eq!(Request::decode(b""), Err(WireError::Truncated));
     assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
-    // Version 1 (before sealed answers), 2 (before shares in bytes) and a future version are
-    // refused alike.
-    for version in [1, 2, 4] {
+    // Version 1 (before sealed answers), 2 (before shares in bytes), 3 (before sealed resource
+    // states) and a future version are refused alike.
+    for version in [1, 2, 3, 5] {
         let mut other = good.clone();
         other[2] = version;
         assert_eq!(

@@ -20,6 +20,7 @@ use idemgate_core::guard::Decision;
 pub use idemgate_core::order::applies;
 use idemgate_core::order::local::{BeginEvent, SettleEvent};
 use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
+use idemgate_core::policy::StoreKind;
 use idemgate_core::request::json::Quoted;
 use idemgate_core::store::protocol::run;
 use idemgate_core::store::protocol::ProtocolError;
@@ -55,12 +56,13 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
                 key,
                 owner,
                 event,
+                rule,
             };
             let pending = |_| StoreCall::OrderBegin(Box::new(call));
             return match crate::remote_store::call(shared, &request, pending) {
                 Ok(token) => Begun::Later(token),
                 // A store failure names no state: the event's name is not logged with it.
-                Err(e) => Begun::Now(decided(shared, Err(e), key, owner, "")),
+                Err(e) => Begun::Now(decided(shared, Err(e), (key, owner, 0), "")),
             };
         }
     };
@@ -82,23 +84,36 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
         per_cell: policy.capacity.per_cell,
     };
     let outcome = run(&mut store, cell, mutation, now);
-    Begun::Now(decided(shared, outcome, key, owner, &event))
+    // The local store needs no seal: the claim's version is not used.
+    Begun::Now(decided(shared, outcome, (key, owner, 0), &event))
 }
 
-/// The remote store answered a begin: decided as a local one would be.
+/// The remote store answered a begin: decided as a local one would be, once the state it was
+/// decided on checks out against the record secrets.
 pub fn began(call: &BeginCall, reply: &Reply) -> Decision<OrderClaim> {
-    let outcome = client::begin_outcome(reply.answer());
-    decided(&call.shared, outcome, call.key, call.owner, &call.event)
+    let checked = match &call.shared.policy.store {
+        StoreKind::Remote { secrets, .. } => {
+            let initial = call.rule.table.initial();
+            client::begin_outcome(reply.answer(), &call.key, initial, secrets)
+        }
+        // A begin is asked of the remote store only when the store is remote.
+        _ => Err(ProtocolError::UnexpectedReply),
+    };
+    let (outcome, version) = match checked {
+        Ok((outcome, version)) => (Ok(outcome), version),
+        Err(e) => (Err(e), 0),
+    };
+    let claim = (call.key, call.owner, version);
+    decided(&call.shared, outcome, claim, &call.event)
 }
 
 /// The core's decision for the ordering guard's outcome ([`idemgate_core::order::decide`]),
-/// counted and logged; an event that applies carries its resource's claim (`key`, `owner`), settled
-/// when the upstream answers.
+/// counted and logged; an event that applies carries its resource's claim (`key`, `owner`, the
+/// version claimed at), settled when the upstream answers.
 fn decided(
     shared: &Shared,
     outcome: Result<BeginOutcome, ProtocolError>,
-    key: StorageKey,
-    owner: OwnerToken,
+    (key, owner, version): (StorageKey, OwnerToken, u64),
     event: &str,
 ) -> Decision<OrderClaim> {
     let policy = &shared.policy;
@@ -117,6 +132,16 @@ fn decided(
             }
             decide(policy, Ok(outcome))
         }
+        Err(e @ ProtocolError::Tampered(_)) => {
+            host::log(
+                LogLevel::Warn,
+                &format!(
+                    "order: resource {}: {e}; event not decided (503 order_record_corrupt)",
+                    key.log_label()
+                ),
+            );
+            decide(policy, Err(&e))
+        }
         Err(e) => {
             host::log(LogLevel::Warn, &format!("order: store failed: {e}"));
             decide(policy, Err(&e))
@@ -127,7 +152,12 @@ fn decided(
     }
     match decision {
         Decision::Forward(Some(Applies { to })) => {
-            Decision::Forward(Some(OrderClaim(Box::new(Claimed { key, owner, to }))))
+            Decision::Forward(Some(OrderClaim(Box::new(Claimed {
+                key,
+                owner,
+                to,
+                version,
+            }))))
         }
         Decision::Forward(None) => Decision::Forward(None),
         Decision::Answer(http) => Decision::Answer(http),
@@ -139,11 +169,21 @@ fn decided(
 /// access-log field can be written.
 pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: bool) {
     let policy = &shared.policy;
-    let Claimed { key, owner, to } = *claim.0;
+    let Claimed {
+        key,
+        owner,
+        to,
+        version,
+    } = *claim.0;
     let (mut store, now) = match backend::of(shared) {
         Ok(Backend::Local { store, now }) => (store, now),
         Ok(Backend::Remote) => {
-            let request = client::order_settle(key, owner, &to, applied, policy);
+            let StoreKind::Remote { secrets, .. } = &policy.store else {
+                // The backend is remote only when the store is: a host bug, counted as one.
+                count_settled(shared, Err(ProtocolError::UnexpectedReply));
+                return;
+            };
+            let request = client::order_settle(key, owner, &to, applied, version, policy, secrets);
             let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
             if let Err(e) = crate::remote_store::call(shared, &request, pending) {
                 // Not landed: the resource stays claimed until its lease ends, then is free again.

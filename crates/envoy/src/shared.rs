@@ -12,8 +12,10 @@ use crate::metrics::Metrics;
 use crate::prelude::*;
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
+use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 use idemgate_core::client::scope::StorageKey;
+use idemgate_core::order::OrderRule;
 use idemgate_core::policy::{Policy, RouteKind, Via};
 use idemgate_core::request::budget::Reservation;
 use idemgate_core::store::record::OwnerToken;
@@ -158,6 +160,9 @@ pub struct BeginCall {
     pub key: StorageKey,
     pub owner: OwnerToken,
     pub event: String,
+    /// The route's ordering rule: its table's initial state is the one a record needs no seal
+    /// for.
+    pub rule: Arc<OrderRule>,
 }
 
 /// A resource claimed for an event being forwarded: settled when the upstream answers. Boxed:
@@ -170,4 +175,6 @@ pub struct Claimed {
     pub key: StorageKey,
     pub owner: OwnerToken,
     pub to: String,
+    /// The resource's version when claimed: the remote store's settle seals `to` at the next.
+    pub version: u64,
 }

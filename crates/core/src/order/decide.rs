@@ -33,6 +33,12 @@ pub fn decide(
     };
     let outcome = match outcome {
         Ok(outcome) => outcome,
+        // A state no filter sealed decides nothing, and the failure mode does not apply either:
+        // passing the event on would skip the ordering the record may truly hold.
+        Err(e) if !e.allows_failure_mode() => {
+            let decision = Decision::Answer(order_answer(&OrderAnswer::RecordCorrupt));
+            return counted(decision, Event::RecordCorrupt);
+        }
         Err(e) => {
             let decision = failing(policy.on_store_error, EdgeAnswer::StoreFailed(e));
             return counted(decision, Event::StoreError);
@@ -181,5 +187,30 @@ mod tests {
             events.iter().collect::<alloc::vec::Vec<_>>(),
             [Event::StoreError]
         );
+    }
+
+    #[test]
+    fn a_state_that_fails_its_seal_is_a_503_in_every_failure_mode() {
+        let tampered = ProtocolError::Tampered(crate::store::seal::SealError::Mismatch);
+        for mode in [FailureMode::PassThrough, FailureMode::Reject] {
+            let (decision, events) = decide(&policy(mode), Err(&tampered));
+            let Decision::Answer(http) = decision else {
+                panic!("{mode:?}: never forwarded")
+            };
+            assert_eq!(http.status, 503, "{mode:?}");
+            assert!(
+                String::from_utf8_lossy(&http.body).contains("order_record_corrupt"),
+                "{mode:?}"
+            );
+            assert_eq!(
+                http.header(crate::order::ORDER_HEADER),
+                None,
+                "not acknowledged"
+            );
+            assert_eq!(
+                events.iter().collect::<alloc::vec::Vec<_>>(),
+                [Event::RecordCorrupt]
+            );
+        }
     }
 }

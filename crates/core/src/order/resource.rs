@@ -9,6 +9,7 @@
 
 use crate::order::transition::{Arrival, DeclaredTable, TransitionError};
 use crate::store::record::OwnerToken;
+use crate::store::seal::Seal;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -25,6 +26,19 @@ pub struct Resource {
     pub early: Vec<(String, UnixMillis)>,
     /// The record's end (the route's `ttl` after its last change).
     pub expires_at: UnixMillis,
+    /// The remote store's MAC over the key, state and version, made by the filter that advanced
+    /// the state ([`crate::store::seal`]); `None` on the local store and before the first
+    /// transition.
+    pub seal: Option<Seal>,
+}
+
+/// A resource's state as the remote store read it for a begin, with its seal: the filter checks
+/// it ([`crate::store::seal::RecordSecrets::check_state`]) before it acts on the store's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadState {
+    pub state: String,
+    pub version: u64,
+    pub seal: Option<Seal>,
 }
 
 /// An event in flight for a resource.
@@ -38,6 +52,15 @@ pub struct ResourceClaim {
 }
 
 impl Resource {
+    /// The state, version and seal, as a begin's answer carries them.
+    pub fn read_state(&self) -> ReadState {
+        ReadState {
+            state: self.state.clone(),
+            version: self.version,
+            seal: self.seal,
+        }
+    }
+
     /// The claim that still holds the resource at `now`.
     pub fn live_claim(&self, now: UnixMillis) -> Option<&ResourceClaim> {
         self.claim.as_ref().filter(|c| now < c.lease_until)
@@ -129,6 +152,7 @@ pub fn begin(
             claim: None,
             early: Vec::new(),
             expires_at: now,
+            seal: None,
         },
     };
     let table = begin.table.table();
@@ -234,6 +258,8 @@ pub fn settle(
     }
     record.state = String::from(to);
     record.version = record.version.wrapping_add(1);
+    // The old seal does not cover the new state: the remote store writes the settling filter's.
+    record.seal = None;
     record.expires_at = record.expires_at.max(now.after(ttl));
     (
         SettleOutcome::Advanced {

@@ -226,6 +226,7 @@ fn early_illegal_and_an_expired_record() {
         version: 2,
         claim: None,
         early: Vec::new(),
+        seal: None,
         expires_at: T0.after(Span::from_secs(10)),
     };
     let (illegal, _) = begin(Some(&shipped), &begin_for(&r, "order.cancelled", 1), T0);
@@ -297,15 +298,50 @@ fn a_resource_record_round_trips_in_a_bucket() {
             version: 3,
         }),
         early: vec![("order.shipped".into(), UnixMillis(9))],
+        seal: None,
         expires_at: UnixMillis(99),
     };
     let mut bucket = Bucket::default();
-    bucket.put(StorageKey([1; 32]), Record::Resource(record));
+    bucket.put(StorageKey([1; 32]), Record::Resource(record.clone()));
+    let unsealed = bucket.encode();
+    // A sealed one beside it: its own tag, so an unsealed record's bytes are what they were
+    // before states were sealed (and such a record reads as unsealed).
+    let sealed = Resource {
+        seal: Some(crate::store::seal::Seal([4; 32])),
+        ..record
+    };
+    bucket.put(StorageKey([2; 32]), Record::Resource(sealed));
     let bytes = bucket.encode();
     assert_eq!(Bucket::decode(&bytes).unwrap(), bucket);
+    assert_eq!(bytes[..unsealed.len()][5..], unsealed[5..]);
     for cut in 0..bytes.len() {
         assert!(Bucket::decode(&bytes[..cut]).is_err() || cut == 0);
     }
+}
+
+#[test]
+fn settling_an_applied_event_drops_the_seal_of_the_state_it_left() {
+    let paid = Resource {
+        state: "paid".into(),
+        version: 1,
+        claim: Some(ResourceClaim {
+            owner: OwnerToken([7; 16]),
+            lease_until: T0.after(Span::from_secs(30)),
+            version: 1,
+        }),
+        early: Vec::new(),
+        seal: Some(crate::store::seal::Seal([4; 32])),
+        expires_at: T0.after(Span::from_secs(60)),
+    };
+    let ttl = Span::from_secs(60);
+    let (_, released) = settle(Some(&paid), OwnerToken([7; 16]), "shipped", false, ttl, T0);
+    assert_eq!(
+        released.unwrap().seal,
+        paid.seal,
+        "the state stays, and its seal"
+    );
+    let (_, advanced) = settle(Some(&paid), OwnerToken([7; 16]), "shipped", true, ttl, T0);
+    assert_eq!(advanced.unwrap().seal, None);
 }
 
 #[test]

@@ -127,6 +127,8 @@ const TAG_RESOURCE: u8 = 5;
 /// An in-flight claim charged to payers: as [`TAG_IN_FLIGHT`], then a count (1 or 2) and their
 /// quota tags. A claim no share applies to keeps [`TAG_IN_FLIGHT`] and its old bytes.
 const TAG_IN_FLIGHT_PAID: u8 = 6;
+/// A resource record whose state carries a seal: the seal, then as [`TAG_RESOURCE`].
+const TAG_RESOURCE_SEALED: u8 = 7;
 
 impl Bucket {
     pub fn get(&self, key: &StorageKey) -> Option<&Record> {
@@ -331,14 +333,27 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
             expires_at: UnixMillis(r.u64()?),
         }),
         TAG_RESOURCE => decode_resource(r).map(Record::Resource),
+        TAG_RESOURCE_SEALED => {
+            let seal = Seal(r.array::<SEAL_LEN>()?);
+            let mut resource = decode_resource(r)?;
+            resource.seal = Some(seal);
+            Ok(Record::Resource(resource))
+        }
         tag => Err(DecodeError::UnknownTag(tag)),
     }
 }
 
 /// A resource record: state, version, expiry, the claim (flag, owner, lease end, version), the
-/// early events (count, then each type and when it was first seen).
+/// early events (count, then each type and when it was first seen). A sealed one has its own tag
+/// and its seal first, so records written before seals existed read as unsealed.
 fn encode_resource(w: &mut Writer, r: &Resource) {
-    w.u8(TAG_RESOURCE);
+    match &r.seal {
+        None => w.u8(TAG_RESOURCE),
+        Some(seal) => {
+            w.u8(TAG_RESOURCE_SEALED);
+            w.bytes(&seal.0);
+        }
+    }
     w.short_bytes(r.state.as_bytes());
     w.u64(r.version);
     w.u64(r.expires_at.0);
@@ -389,6 +404,7 @@ fn decode_resource(r: &mut Reader<'_>) -> Result<Resource, DecodeError> {
         claim,
         early,
         expires_at,
+        seal: None,
     })
 }
 

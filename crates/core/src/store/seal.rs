@@ -18,11 +18,28 @@
 //! is not: the filter's finish does not carry it, and a record whose fingerprint was altered can
 //! only be replayed to its own key's client, with an answer a filter stored for that key.
 //!
+//! The ordering guard's resource records are sealed alike, over what decides an event's fate:
+//!
+//! ```text
+//! seal = HMAC-SHA256(secret, len‖"idemgate-resource-seal-v1" ‖ len‖key ‖ len‖state ‖ len‖version)
+//! ```
+//!
+//! The service applies the table to the record it reads and holds no secret: the filter that
+//! settles a transition seals the new state and version, and a filter acting on a begin checks
+//! the state and version the service decided on ([`RecordSecrets::check_state`]). A record at
+//! version 0 needs no seal when its state is the table's initial one: the service creates it so,
+//! and such a record says no more than an absent one. The record's expiry, claim and early
+//! events are not covered: the service's own rules change them, with its clock, and none of them
+//! can make an event illegal or already applied — an altered expiry ends a record early (as
+//! deleting it would) or keeps a state a filter sealed. As with answers, a seal does not date a
+//! record: a state sealed earlier for the same resource can be put back.
+//!
 //! Secrets rotate: the first one seals, every one of them is accepted ([`RecordSecrets`]).
 //! The local store (Envoy shared data) needs no seal: only the Envoy process can write it.
 
 use crate::client::scope::StorageKey;
 use crate::decision::MAX_STORED_HEADERS;
+use crate::order::ReadState;
 use crate::store::record::{StoredBody, StoredResponse};
 use alloc::vec::Vec;
 use core::fmt;
@@ -39,6 +56,7 @@ pub const MIN_SECRET_LEN: usize = 32;
 pub const MAX_SECRETS: usize = 4;
 
 const TAG: &[u8] = b"idemgate-record-seal-v1";
+const STATE_TAG: &[u8] = b"idemgate-resource-seal-v1";
 
 /// A stored answer's MAC.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,9 +90,10 @@ pub enum SealError {
     TooManySecrets { count: usize },
     /// A secret shorter than [`MIN_SECRET_LEN`] bytes.
     SecretTooShort { len: usize },
-    /// The answer has no seal: written by something that does not hold the secret.
+    /// The answer (or resource state) has no seal: written by something that does not hold the
+    /// secret.
     Missing,
-    /// The seal does not match the answer and its key under any of the secrets.
+    /// The seal does not match the answer (or state) and its key under any of the secrets.
     Mismatch,
 }
 
@@ -104,8 +123,8 @@ impl fmt::Display for SealError {
                 f,
                 "a record secret is {len} bytes; at least {MIN_SECRET_LEN} are required"
             ),
-            SealError::Missing => f.write_str("the stored answer carries no seal"),
-            SealError::Mismatch => f.write_str("the stored answer's seal does not match it"),
+            SealError::Missing => f.write_str("the stored record carries no seal"),
+            SealError::Mismatch => f.write_str("the stored record's seal does not match it"),
         }
     }
 }
@@ -155,6 +174,55 @@ impl RecordSecrets {
             .then_some(())
             .ok_or(SealError::Mismatch)
     }
+}
+
+impl RecordSecrets {
+    /// The seal of a resource's `state` at `version` under `key`, made with the first secret.
+    pub fn seal_state(&self, key: &StorageKey, state: &str, version: u64) -> Option<Seal> {
+        self.keyed.first().map(|keyed| {
+            Seal(
+                state_mac(keyed, key, state, version)
+                    .finalize()
+                    .into_bytes()
+                    .into(),
+            )
+        })
+    }
+
+    /// Checks the state a resource's record holds under `key` (constant-time comparison): sealed
+    /// with one of the secrets, or the unsealed version 0 of the table's `initial` state. Anything
+    /// else was written by someone who does not hold a secret, and must never decide an event.
+    pub fn check_state(
+        &self,
+        key: &StorageKey,
+        read: &ReadState,
+        initial: &str,
+    ) -> Result<(), SealError> {
+        let Some(seal) = read.seal else {
+            return (read.version == 0 && read.state == initial)
+                .then_some(())
+                .ok_or(SealError::Missing);
+        };
+        self.keyed
+            .iter()
+            .any(|keyed| {
+                state_mac(keyed, key, &read.state, read.version)
+                    .verify_slice(&seal.0)
+                    .is_ok()
+            })
+            .then_some(())
+            .ok_or(SealError::Mismatch)
+    }
+}
+
+/// The keyed MAC over a resource's key, state and version.
+fn state_mac(keyed: &HmacSha256, key: &StorageKey, state: &str, version: u64) -> HmacSha256 {
+    let mut mac = keyed.clone();
+    for part in [STATE_TAG, &key.0, state.as_bytes(), &version.to_be_bytes()] {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac
 }
 
 /// The keyed MAC over the key and the answer's canonical parts (the seal itself excluded).
@@ -337,6 +405,64 @@ mod tests {
                 count: MAX_SECRETS + 1
             })
         );
+    }
+
+    fn read(state: &str, version: u64, seal: Option<Seal>) -> ReadState {
+        ReadState {
+            state: state.into(),
+            version,
+            seal,
+        }
+    }
+
+    #[test]
+    fn a_sealed_state_checks_under_its_key_and_nothing_else_does() {
+        let s = secrets(&[ONE]);
+        let seal = s.seal_state(&KEY, "paid", 1);
+        assert_eq!(
+            s.check_state(&KEY, &read("paid", 1, seal), "unpaid"),
+            Ok(())
+        );
+        // Another state, version or key under the seal: a mismatch.
+        for (key, planted) in [
+            (KEY, read("cancelled", 1, seal)),
+            (KEY, read("paid", 2, seal)),
+            (StorageKey([6; 32]), read("paid", 1, seal)),
+        ] {
+            assert_eq!(
+                s.check_state(&key, &planted, "unpaid"),
+                Err(SealError::Mismatch),
+                "{planted:?}"
+            );
+        }
+        // Sealed with a secret the filter does not hold.
+        let foreign = secrets(&[TWO]).seal_state(&KEY, "paid", 1);
+        assert_eq!(
+            s.check_state(&KEY, &read("paid", 1, foreign), "unpaid"),
+            Err(SealError::Mismatch)
+        );
+        // Rotation: the old secret's seal still checks.
+        assert_eq!(
+            secrets(&[TWO, ONE]).check_state(&KEY, &read("paid", 1, seal), "unpaid"),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn only_the_initial_state_at_version_zero_needs_no_seal() {
+        let s = secrets(&[ONE]);
+        assert_eq!(
+            s.check_state(&KEY, &read("unpaid", 0, None), "unpaid"),
+            Ok(())
+        );
+        // A planted state, or a record written before states were sealed: refused.
+        for unsealed in [read("cancelled", 0, None), read("paid", 1, None)] {
+            assert_eq!(
+                s.check_state(&KEY, &unsealed, "unpaid"),
+                Err(SealError::Missing),
+                "{unsealed:?}"
+            );
+        }
     }
 
     #[test]

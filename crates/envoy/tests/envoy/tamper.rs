@@ -185,3 +185,79 @@ fn a_stored_header_outside_the_allow_list_is_not_replayed() {
     assert_eq!(from_narrow.body, first.body);
     assert_eq!(upstream.hits("allow-1"), 1);
 }
+
+/// The one resource record of the ordering guard the store holds (its Redis key, storage key and
+/// value), among the delivery ids' records and the payers' ledgers.
+fn only_resource(port: u16) -> (String, StorageKey, StoredValue) {
+    let names = redis(port, &[b"KEYS", format!("{PREFIX}*").as_bytes()]).expect("keys");
+    let names = String::from_utf8(names).expect("utf-8 names");
+    let resources: Vec<(String, StorageKey, StoredValue)> = names
+        .lines()
+        .filter_map(|name| {
+            let hex = name.strip_prefix(PREFIX).expect("prefixed");
+            let bytes: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
+                .collect();
+            let key = StorageKey::from_stored(bytes.try_into().ok()?);
+            let value = redis(port, &[b"GET", name.as_bytes()])?;
+            let stored = StoredValue::decode(&key, &value).ok()?;
+            matches!(stored.record, Record::Resource(_)).then(|| (name.to_owned(), key, stored))
+        })
+        .collect();
+    assert_eq!(resources.len(), 1, "one resource record: {names:?}");
+    resources.into_iter().next().expect("one")
+}
+
+#[test]
+#[ignore = "needs Envoy, the built filter and store, redis-server: make test-envoy"]
+fn a_state_planted_in_redis_is_never_acknowledged_as_illegal() {
+    use crate::order::{config_with, event};
+    let backend = Backend::start(Engine::Redis);
+    let redis_port = backend.redis.as_ref().expect("redis").port;
+    let store = Store::start(&backend);
+    let upstream = Upstream::start();
+    let remote = r#", "store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s" }"#;
+    let (a, _) = envoy(&config_with(None, remote), &upstream, &store);
+
+    let paid = event("/hooks", "pay-7", "payment.succeeded", 7).send(a.port);
+    assert_eq!(paid.status, 201, "{}", paid.text());
+    assert_eq!(paid.header("idemgate-order"), Some("applied"));
+
+    // Whoever can write Redis plants `cancelled` for the order, in the value's own framing, so
+    // that the store service reads it and applies the table to it.
+    // The settle is sent with the answer and may land a moment later: waited for, bounded.
+    let state = |stored: &StoredValue| match &stored.record {
+        Record::Resource(r) => (r.state.clone(), r.claim.is_some()),
+        other => panic!("a resource record: {other:?}"),
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while state(&only_resource(redis_port).2) != ("paid".into(), false)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let (name, key, mut stored) = only_resource(redis_port);
+    assert_eq!(state(&stored), ("paid".into(), false), "settled");
+    let Record::Resource(resource) = &mut stored.record else {
+        panic!("a resource record: {:?}", stored.record)
+    };
+    resource.state = "cancelled".into();
+    let forged = stored.encode(&key);
+    let set = redis(redis_port, &[b"SET", name.as_bytes(), &forged, b"KEEPTTL"]);
+    assert_eq!(set.as_deref(), Some(&b"OK"[..]));
+
+    // A genuine event for the order: never acknowledged as illegal (which would drop it for
+    // good), but refused so that its sender delivers it again once the record is repaired.
+    let shipped = event("/hooks", "ship-7", "order.shipped", 7).send(a.port);
+    assert_ne!(shipped.header("idemgate-order"), Some("illegal"));
+    assert_eq!(shipped.status, 503, "{}", shipped.text());
+    assert_eq!(shipped.problem_code(), "order_record_corrupt");
+    assert_eq!(
+        upstream.path_hits("/hooks"),
+        1,
+        "the event is not forwarded"
+    );
+    assert_eq!(a.stat("wasmcustom.idemgate.record_corrupt"), Some(1));
+    assert_eq!(a.stat("wasmcustom.idemgate.order.illegal").unwrap_or(0), 0);
+}

@@ -24,6 +24,9 @@ pub enum OrderAnswer<'a> {
     ResourceMissing,
     /// 500 `order_state_unknown`: the stored state is not in the route's table.
     StateUnknown,
+    /// 503 `order_record_corrupt`: the remote store's record of the resource failed its seal
+    /// check; the event is neither forwarded nor acknowledged, so its sender delivers it again.
+    RecordCorrupt,
     /// A route's precondition does not hold (428 or 400).
     Precondition(PreconditionProblem),
 }
@@ -92,6 +95,13 @@ pub fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             "order_state_unknown",
             "Resource state unknown",
             "the state stored for this resource is not in the route's state table; the event was not forwarded. Ask the operator to remove the record",
+            None,
+        ),
+        OrderAnswer::RecordCorrupt => problem(
+            503,
+            "order_record_corrupt",
+            "Resource state failed its integrity check",
+            "the state stored for this resource was not written by the edge, so it decides nothing; the event was not forwarded: deliver it again later, and ask the operator to remove the record",
             None,
         ),
         OrderAnswer::Precondition(PreconditionProblem::Required) => problem(

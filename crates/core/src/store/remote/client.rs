@@ -7,6 +7,9 @@
 //! The engine is not trusted with the answers it keeps (issue 24): [`finish`] seals the answer it
 //! stores with the Envoys' [`RecordSecrets`], and [`claim_outcome`] replays only an answer whose
 //! seal checks out for its key — anything else is [`ProtocolError::Tampered`], never replayed.
+//! The ordering guard's resource states are sealed alike: [`order_settle`] seals the state it
+//! advances to, and [`begin_outcome`] acts on a begin only if the state it was decided on checks
+//! out.
 
 use super::wire::{End, Request, Response};
 use crate::client::scope::StorageKey;
@@ -164,26 +167,49 @@ pub fn order_begin(
     }
 }
 
-/// The ordering guard's settle of `owner`'s claim on the resource `key`.
+/// The ordering guard's settle of `owner`'s claim on the resource `key`, claimed at `version`
+/// ([`begin_outcome`]): an applied event's new state is sealed at the version it advances to.
 pub fn order_settle(
     key: StorageKey,
     owner: OwnerToken,
     to: &str,
     applied: bool,
+    version: u64,
     policy: &crate::policy::Policy,
+    secrets: &RecordSecrets,
 ) -> Request {
+    let seal = applied
+        .then(|| secrets.seal_state(&key, to, version.wrapping_add(1)))
+        .flatten();
     Request::OrderSettle {
         key,
         owner,
         ttl: policy.ttl,
         to: String::from(to),
         applied,
+        seal,
     }
 }
 
-/// What an ordering begin's answer means (a failure is a store error for the failure mode).
-pub fn begin_outcome(reply: Answer<'_>) -> Result<crate::order::BeginOutcome, ProtocolError> {
-    answer(reply)?.into_begin()
+/// What an ordering begin's answer for the resource `key` means, and the version the resource
+/// was at (0 when it had no record): what [`order_settle`] seals from. A failure is a store error
+/// for the failure mode; a state whose seal does not check out ([`RecordSecrets::check_state`],
+/// `initial`: the route's table's) is [`ProtocolError::Tampered`], whatever the outcome — the
+/// service decided on a state no filter wrote.
+pub fn begin_outcome(
+    reply: Answer<'_>,
+    key: &StorageKey,
+    initial: &str,
+    secrets: &RecordSecrets,
+) -> Result<(crate::order::BeginOutcome, u64), ProtocolError> {
+    let (outcome, read) = answer(reply)?.into_begin()?;
+    let Some(read) = read else {
+        return Ok((outcome, 0));
+    };
+    secrets
+        .check_state(key, &read, initial)
+        .map_err(ProtocolError::Tampered)?;
+    Ok((outcome, read.version))
 }
 
 /// What an ordering settle's answer means.

@@ -11,6 +11,7 @@ use super::wire::{End, Failure, Request, Response};
 use crate::client::scope::StorageKey;
 use crate::decision::Verdict;
 use crate::hash::PartsHasher;
+use crate::order::SettleOutcome;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::store::record::Record;
 use crate::store::rule;
@@ -79,14 +80,19 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
                 forward_after: *forward_after,
             };
             let (outcome, write) = crate::order::begin(current, &begin, now);
+            // The state the outcome was decided on, for the filter to check its seal.
+            let read = current
+                .filter(|r| now < r.expires_at)
+                .map(crate::order::Resource::read_state);
             let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
-            (Response::Begin(outcome), change)
+            (Response::Begin(outcome, read), change)
         }
         Request::OrderSettle {
             owner,
             ttl,
             to,
             applied,
+            seal,
             ..
         } => {
             let current = match live {
@@ -94,7 +100,13 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
                 _ => None,
             };
             let (outcome, write) = crate::order::settle(current, *owner, to, *applied, *ttl, now);
-            let change = write.map_or(Change::Keep, |r| Change::Put(Record::Resource(r)));
+            let change = write.map_or(Change::Keep, |mut r| {
+                if let SettleOutcome::Advanced { .. } = outcome {
+                    // The settling filter sealed the new state; the service holds no secret.
+                    r.seal = *seal;
+                }
+                Change::Put(Record::Resource(r))
+            });
             (Response::Settle(outcome), change)
         }
         Request::Consume { expires_at, .. } => {
@@ -120,9 +132,12 @@ pub fn full(request: &Request) -> Response {
         Request::Consume { .. } => Response::Consume(ConsumeOutcome::StoreFull {
             retry_after: FULL_RETRY_AFTER,
         }),
-        Request::OrderBegin { .. } => Response::Begin(crate::order::BeginOutcome::StoreFull {
-            retry_after: FULL_RETRY_AFTER,
-        }),
+        Request::OrderBegin { .. } => Response::Begin(
+            crate::order::BeginOutcome::StoreFull {
+                retry_after: FULL_RETRY_AFTER,
+            },
+            None,
+        ),
         Request::Finish { .. } | Request::OrderSettle { .. } => Response::Failed(Failure::Full),
     }
 }

@@ -42,8 +42,8 @@ pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
 /// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
 /// answers carry their seal (issue 24); 3: a payer's share carries its bytes (issue 23). So a
 /// filter and a service of different versions refuse each other's messages by version instead of
-/// misreading them.
-pub(crate) const WIRE_VERSION: u8 = 3;
+/// misreading them. 4: a resource's state travels with its seal (a begin's answer, a settle).
+pub(crate) const WIRE_VERSION: u8 = 4;
 const REQUEST_MAGIC: [u8; 2] = *b"IQ";
 const RESPONSE_MAGIC: [u8; 2] = *b"IA";
 
@@ -98,13 +98,15 @@ pub enum Request {
         table: crate::order::transition::DeclaredTable,
     },
     /// End `owner`'s claim on the resource: advance to `to` if `applied`, else release
-    /// ([`crate::order::settle`]).
+    /// ([`crate::order::settle`]). `seal`: the filter's seal of the advanced state, which the
+    /// record keeps.
     OrderSettle {
         key: StorageKey,
         owner: OwnerToken,
         ttl: Span,
         to: String,
         applied: bool,
+        seal: Option<Seal>,
     },
 }
 
@@ -364,8 +366,9 @@ pub enum Response {
     Claim(ClaimOutcome),
     Finish(FinishOutcome),
     Consume(ConsumeOutcome),
-    /// The ordering guard's begin ([`crate::order::BeginOutcome`]).
-    Begin(crate::order::BeginOutcome),
+    /// The ordering guard's begin ([`crate::order::BeginOutcome`]), and the state it was decided
+    /// on, as read (`None`: no live record), for the filter to check its seal.
+    Begin(crate::order::BeginOutcome, Option<crate::order::ReadState>),
     /// The ordering guard's settle ([`crate::order::SettleOutcome`]).
     Settle(crate::order::SettleOutcome),
     Failed(Failure),
@@ -450,7 +453,7 @@ impl Response {
                 w.u8(Tag::FAILED);
                 w.u8(failure.byte());
             }
-            Response::Begin(_) | Response::Settle(_) => order::put_response(&mut w, self),
+            Response::Begin(..) | Response::Settle(_) => order::put_response(&mut w, self),
         }
         w.finish()
     }
@@ -519,9 +522,11 @@ impl Response {
         }
     }
 
-    pub fn into_begin(self) -> Result<crate::order::BeginOutcome, ProtocolError> {
+    pub fn into_begin(
+        self,
+    ) -> Result<(crate::order::BeginOutcome, Option<crate::order::ReadState>), ProtocolError> {
         match self {
-            Response::Begin(outcome) => Ok(outcome),
+            Response::Begin(outcome, read) => Ok((outcome, read)),
             other => Err(other.unexpected()),
         }
     }

@@ -4,9 +4,11 @@
 //!   op 4 order begin  : key(32) owner(16) lease_ms(8) ttl_ms(8) retry_after_ms(8)
 //!                       forward_after(1) [ forward_after_ms(8) ] event(s) table
 //!        table        : initial(s) states(2){s} terminal(2){s} transitions(2){from(s) event(s) to(s)}
-//!   op 5 order settle : key(32) owner(16) ttl_ms(8) applied(1) to(s)
+//!   op 5 order settle : key(32) owner(16) ttl_ms(8) applied(1) to(s) sealed(1) [ seal(32) ]
 //!   (s) = length(2) UTF-8 bytes
-//! response tags: begin outcomes 64–73, settle outcomes 80–82 (see `put_outcome`).
+//! response tags: begin outcomes 64–73, settle outcomes 80–82 (see `put_outcome`); a begin's
+//!   outcome is followed by the state it was decided on:
+//!   read(1) [ state(s) version(8) sealed(1) [ seal(32) ] ]
 //! ```
 //!
 //! The table travels with each begin, so the service decides with the route's own table (the
@@ -16,8 +18,10 @@ use super::{span, ttl, Request, Response, WireError};
 use crate::client::scope::StorageKey;
 use crate::codec::{Reader, Writer};
 use crate::order::transition::DeclaredTable;
+use crate::order::ReadState;
 use crate::order::{BeginOutcome, SettleOutcome};
 use crate::store::record::{DecodeError, OwnerToken};
+use crate::store::seal::Seal;
 use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -42,6 +46,48 @@ const NOT_OWNER: u8 = 82;
 fn text(r: &mut Reader<'_>) -> Result<String, WireError> {
     String::from_utf8(r.short_bytes()?.to_vec())
         .map_err(|_| WireError::Record(DecodeError::InvalidResource))
+}
+
+fn put_seal(w: &mut Writer, seal: &Option<Seal>) {
+    match seal {
+        None => w.u8(0),
+        Some(seal) => {
+            w.u8(1);
+            w.bytes(&seal.0);
+        }
+    }
+}
+
+fn seal(r: &mut Reader<'_>) -> Result<Option<Seal>, WireError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(Seal(r.array()?))),
+        tag => Err(WireError::UnknownTag(tag)),
+    }
+}
+
+fn put_read(w: &mut Writer, read: &Option<ReadState>) {
+    match read {
+        None => w.u8(0),
+        Some(read) => {
+            w.u8(1);
+            w.short_bytes(read.state.as_bytes());
+            w.u64(read.version);
+            put_seal(w, &read.seal);
+        }
+    }
+}
+
+fn read_state(r: &mut Reader<'_>) -> Result<Option<ReadState>, WireError> {
+    match r.u8()? {
+        0 => Ok(None),
+        1 => Ok(Some(ReadState {
+            state: text(r)?,
+            version: r.u64()?,
+            seal: seal(r)?,
+        })),
+        tag => Err(WireError::UnknownTag(tag)),
+    }
 }
 
 fn texts(r: &mut Reader<'_>) -> Result<Vec<String>, WireError> {
@@ -117,6 +163,7 @@ pub(super) fn put_request(w: &mut Writer, request: &Request) {
             ttl,
             to,
             applied,
+            seal,
         } => {
             w.u8(OP_SETTLE);
             w.bytes(&key.0);
@@ -124,6 +171,7 @@ pub(super) fn put_request(w: &mut Writer, request: &Request) {
             w.u64(ttl.0);
             w.u8(u8::from(*applied));
             w.short_bytes(to.as_bytes());
+            put_seal(w, seal);
         }
         _ => {}
     }
@@ -157,35 +205,17 @@ pub(super) fn get_request(op: u8, r: &mut Reader<'_>) -> Result<Request, WireErr
                 tag => return Err(WireError::UnknownTag(tag)),
             },
             to: text(r)?,
+            seal: seal(r)?,
         }),
     }
 }
 
 pub(super) fn put_response(w: &mut Writer, response: &Response) {
-    let with_text = |w: &mut Writer, tag: u8, text: &str| {
-        w.u8(tag);
-        w.short_bytes(text.as_bytes());
-    };
-    let with_span = |w: &mut Writer, tag: u8, span: &Span| {
-        w.u8(tag);
-        w.u64(span.0);
-    };
     match response {
-        Response::Begin(outcome) => match outcome {
-            BeginOutcome::Apply { to } => with_text(w, APPLY, to),
-            BeginOutcome::AlreadyApplied { state } => with_text(w, ALREADY_APPLIED, state),
-            BeginOutcome::Illegal { state, terminal } => {
-                with_text(w, ILLEGAL, state);
-                w.u8(u8::from(*terminal));
-            }
-            BeginOutcome::Early { retry_after } => with_span(w, EARLY, retry_after),
-            BeginOutcome::ForwardEarly => w.u8(FORWARD_EARLY),
-            BeginOutcome::Busy { retry_after } => with_span(w, BUSY, retry_after),
-            BeginOutcome::UnknownState { state } => with_text(w, UNKNOWN_STATE, state),
-            BeginOutcome::StoreFull { retry_after } => with_span(w, BEGIN_FULL, retry_after),
-            BeginOutcome::QuotaExceeded { retry_after } => with_span(w, BEGIN_QUOTA, retry_after),
-            _ => w.u8(NOT_ORDERED),
-        },
+        Response::Begin(outcome, read) => {
+            put_outcome(w, outcome);
+            put_read(w, read);
+        }
         Response::Settle(SettleOutcome::Advanced { version }) => {
             w.u8(ADVANCED);
             w.u64(*version);
@@ -196,12 +226,37 @@ pub(super) fn put_response(w: &mut Writer, response: &Response) {
     }
 }
 
+fn put_outcome(w: &mut Writer, outcome: &BeginOutcome) {
+    let with_text = |w: &mut Writer, tag: u8, text: &str| {
+        w.u8(tag);
+        w.short_bytes(text.as_bytes());
+    };
+    let with_span = |w: &mut Writer, tag: u8, span: &Span| {
+        w.u8(tag);
+        w.u64(span.0);
+    };
+    match outcome {
+        BeginOutcome::Apply { to } => with_text(w, APPLY, to),
+        BeginOutcome::AlreadyApplied { state } => with_text(w, ALREADY_APPLIED, state),
+        BeginOutcome::Illegal { state, terminal } => {
+            with_text(w, ILLEGAL, state);
+            w.u8(u8::from(*terminal));
+        }
+        BeginOutcome::Early { retry_after } => with_span(w, EARLY, retry_after),
+        BeginOutcome::ForwardEarly => w.u8(FORWARD_EARLY),
+        BeginOutcome::Busy { retry_after } => with_span(w, BUSY, retry_after),
+        BeginOutcome::UnknownState { state } => with_text(w, UNKNOWN_STATE, state),
+        BeginOutcome::StoreFull { retry_after } => with_span(w, BEGIN_FULL, retry_after),
+        BeginOutcome::QuotaExceeded { retry_after } => with_span(w, BEGIN_QUOTA, retry_after),
+        _ => w.u8(NOT_ORDERED),
+    }
+}
+
 /// The response for `tag`, if it is one of the ordering guard's.
 pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Response>, WireError> {
-    let begin = |outcome| Ok(Some(Response::Begin(outcome)));
-    match tag {
-        APPLY => begin(BeginOutcome::Apply { to: text(r)? }),
-        ALREADY_APPLIED => begin(BeginOutcome::AlreadyApplied { state: text(r)? }),
+    let outcome = match tag {
+        APPLY => BeginOutcome::Apply { to: text(r)? },
+        ALREADY_APPLIED => BeginOutcome::AlreadyApplied { state: text(r)? },
         ILLEGAL => {
             let state = text(r)?;
             let terminal = match r.u8()? {
@@ -209,30 +264,33 @@ pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Respons
                 1 => true,
                 tag => return Err(WireError::UnknownTag(tag)),
             };
-            begin(BeginOutcome::Illegal { state, terminal })
+            BeginOutcome::Illegal { state, terminal }
         }
-        EARLY => begin(BeginOutcome::Early {
+        EARLY => BeginOutcome::Early {
             retry_after: Span(r.u64()?),
-        }),
-        FORWARD_EARLY => begin(BeginOutcome::ForwardEarly),
-        BUSY => begin(BeginOutcome::Busy {
+        },
+        FORWARD_EARLY => BeginOutcome::ForwardEarly,
+        BUSY => BeginOutcome::Busy {
             retry_after: Span(r.u64()?),
-        }),
-        UNKNOWN_STATE => begin(BeginOutcome::UnknownState { state: text(r)? }),
-        NOT_ORDERED => begin(BeginOutcome::NotOrdered),
-        BEGIN_FULL => begin(BeginOutcome::StoreFull {
+        },
+        UNKNOWN_STATE => BeginOutcome::UnknownState { state: text(r)? },
+        NOT_ORDERED => BeginOutcome::NotOrdered,
+        BEGIN_FULL => BeginOutcome::StoreFull {
             retry_after: Span(r.u64()?),
-        }),
-        BEGIN_QUOTA => begin(BeginOutcome::QuotaExceeded {
+        },
+        BEGIN_QUOTA => BeginOutcome::QuotaExceeded {
             retry_after: Span(r.u64()?),
-        }),
-        ADVANCED => Ok(Some(Response::Settle(SettleOutcome::Advanced {
-            version: r.u64()?,
-        }))),
-        RELEASED => Ok(Some(Response::Settle(SettleOutcome::Released))),
-        NOT_OWNER => Ok(Some(Response::Settle(SettleOutcome::NotOwner))),
-        _ => Ok(None),
-    }
+        },
+        ADVANCED => {
+            return Ok(Some(Response::Settle(SettleOutcome::Advanced {
+                version: r.u64()?,
+            })))
+        }
+        RELEASED => return Ok(Some(Response::Settle(SettleOutcome::Released))),
+        NOT_OWNER => return Ok(Some(Response::Settle(SettleOutcome::NotOwner))),
+        _ => return Ok(None),
+    };
+    Ok(Some(Response::Begin(outcome, read_state(r)?)))
 }
 
 #[cfg(test)]
@@ -268,14 +326,19 @@ mod tests {
 
     #[test]
     fn requests_and_responses_round_trip() {
-        let settle = Request::OrderSettle {
+        let settle = |seal| Request::OrderSettle {
             key: StorageKey([3; 32]),
             owner: OwnerToken([4; 16]),
             ttl: Span(1),
             to: "paid".into(),
             applied: true,
+            seal,
         };
-        for request in [begin_request("pay"), settle] {
+        for request in [
+            begin_request("pay"),
+            settle(None),
+            settle(Some(Seal([9; 32]))),
+        ] {
             let bytes = request.encode();
             assert_eq!(Request::decode(&bytes), Ok(request));
             for cut in 0..bytes.len() {
@@ -305,7 +368,24 @@ mod tests {
                 retry_after: Span(10),
             },
         ];
-        let mut responses: Vec<Response> = outcomes.into_iter().map(Response::Begin).collect();
+        let reads = [
+            None,
+            Some(ReadState {
+                state: "paid".into(),
+                version: 1,
+                seal: Some(Seal([8; 32])),
+            }),
+            Some(ReadState {
+                state: "unpaid".into(),
+                version: 0,
+                seal: None,
+            }),
+        ];
+        let mut responses: Vec<Response> = outcomes
+            .into_iter()
+            .zip(reads.iter().cycle())
+            .map(|(outcome, read)| Response::Begin(outcome, read.clone()))
+            .collect();
         responses.extend([
             Response::Settle(SettleOutcome::Advanced { version: 3 }),
             Response::Settle(SettleOutcome::Released),
@@ -345,22 +425,28 @@ mod tests {
     fn the_service_decides_with_the_core_rules() {
         let now = UnixMillis(1_000);
         let (response, change) = apply(&begin_request("pay"), None, now);
+        // A new record: nothing was read.
         assert_eq!(
             response,
-            Response::Begin(BeginOutcome::Apply { to: "paid".into() })
+            Response::Begin(BeginOutcome::Apply { to: "paid".into() }, None)
         );
         let Change::Put(Record::Resource(claimed)) = change else {
             panic!("{change:?}")
         };
         let record = Record::Resource(claimed);
         let (busy, _) = apply(&begin_by("pay", 5), Some(&record), now);
-        assert!(matches!(busy, Response::Begin(BeginOutcome::Busy { .. })));
+        assert!(matches!(
+            busy,
+            Response::Begin(BeginOutcome::Busy { .. }, _)
+        ));
+        let sealed = Seal([7; 32]);
         let settle = Request::OrderSettle {
             key: StorageKey([3; 32]),
             owner: OwnerToken([4; 16]),
             ttl: Span(3_600_000),
             to: "paid".into(),
             applied: true,
+            seal: Some(sealed),
         };
         let (settled, change) = apply(&settle, Some(&record), now);
         assert_eq!(
@@ -373,9 +459,17 @@ mod tests {
         let (again, change) = apply(&begin_request("pay"), Some(&paid), now);
         assert_eq!(
             again,
-            Response::Begin(BeginOutcome::AlreadyApplied {
-                state: "paid".into()
-            })
+            Response::Begin(
+                BeginOutcome::AlreadyApplied {
+                    state: "paid".into()
+                },
+                // The state it was decided on, with the settling filter's seal.
+                Some(ReadState {
+                    state: "paid".into(),
+                    version: 1,
+                    seal: Some(sealed),
+                })
+            )
         );
         assert_eq!(change, Change::Keep);
         // A key holding another kind of record is not a resource's.
