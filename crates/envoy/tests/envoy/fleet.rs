@@ -829,6 +829,24 @@ fn pass_through_forwards_unprotected_while_the_store_is_down(engine: Engine) {
 }
 on_every_engine!(pass_through_forwards_unprotected_while_the_store_is_down);
 
+/// `request` sent again through `envoy` once it has released a claim (a bounded wait for its
+/// `released` counter), and again while it answers 409 (bounded): a released key runs at once
+/// instead of waiting out the lease, so what comes back says whether the claim was given back.
+pub(crate) fn retry_once_released(envoy: &Envoy, request: &Request) -> Response {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while envoy.counter("released") == 0 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let answer = request.send(envoy.port);
+        if answer.status != 409 || Instant::now() > deadline {
+            return answer;
+        }
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn a_claim_won_for_a_client_that_left_is_released(engine: Engine) {
     let backend = Backend::start(engine);
     // With the default 300 ms, a loaded machine could time the claim out inside the service
@@ -853,19 +871,8 @@ fn a_claim_won_for_a_client_that_left_is_released(engine: Engine) {
     // loaded machine Envoy may read the first request late; a retry sent before its claim would
     // win the key itself and leave the first claim nothing to release: wait for the release
     // (bounded) before retrying.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a.counter("released") == 0 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
     // Released, a retry runs at once instead of waiting 409s for the lease.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let retry = loop {
-        let answer = request.send(a.port);
-        if answer.status != 409 || Instant::now() > deadline {
-            break answer;
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
+    let retry = retry_once_released(&a, &request);
     assert_eq!(
         (retry.status, retry.replayed()),
         (201, false),

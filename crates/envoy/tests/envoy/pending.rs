@@ -5,11 +5,9 @@
 //! instead of meeting 409 for the whole lease.
 
 use crate::client::Request;
-use crate::fleet::{Backend, Engine, Store, RECORD_SECRET, STORE};
+use crate::fleet::{retry_once_released, Backend, Engine, Store, RECORD_SECRET, STORE};
 use crate::harness::{Envoy, Setup};
 use crate::upstream::Upstream;
-use std::thread;
-use std::time::{Duration, Instant};
 
 #[test]
 #[ignore = "needs Envoy, redis-server and the built filter and store: make test-envoy"]
@@ -36,19 +34,8 @@ fn a_claim_granted_after_envoys_own_reply_is_released() {
     assert_eq!(timed_out.status, 504, "{}", timed_out.text());
     assert_eq!(upstream.hits("timed-out"), 0);
 
-    // The claim lands now, for a stream that is gone: it is released (bounded wait).
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while envoy.counter("released") == 0 && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let retry = loop {
-        let answer = request.send(envoy.port);
-        if answer.status != 409 || Instant::now() > deadline {
-            break answer;
-        }
-        thread::sleep(Duration::from_millis(50));
-    };
+    // The claim lands now, for a stream that is gone: it is released.
+    let retry = retry_once_released(&envoy, &request);
     assert_eq!(
         (retry.status, retry.replayed()),
         (201, false),

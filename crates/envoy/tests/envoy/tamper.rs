@@ -68,13 +68,13 @@ fn redis(port: u16, args: &[&[u8]]) -> Option<Vec<u8>> {
     }
 }
 
-/// The one record the store holds — its Redis key, its storage key and its value — among the
-/// prefix's keys, which also hold the payers' ledgers (issue 23): a record is the value that
-/// decodes as one under its own key.
-fn only_record(port: u16) -> (String, StorageKey, StoredValue) {
+/// Every value among the prefix's keys that decodes as a record under its own key (its Redis
+/// key, its storage key and the record), and the names of all the prefix's keys, which also hold
+/// the payers' ledgers.
+fn stored_records(port: u16) -> (Vec<(String, StorageKey, StoredValue)>, String) {
     let names = redis(port, &[b"KEYS", format!("{PREFIX}*").as_bytes()]).expect("keys");
     let names = String::from_utf8(names).expect("utf-8 names");
-    let records: Vec<(String, StorageKey, StoredValue)> = names
+    let records = names
         .lines()
         .filter_map(|name| {
             let hex = name.strip_prefix(PREFIX).expect("prefixed");
@@ -82,12 +82,19 @@ fn only_record(port: u16) -> (String, StorageKey, StoredValue) {
                 .step_by(2)
                 .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
                 .collect();
-            let key = StorageKey::from_stored(bytes.try_into().expect("32 bytes"));
-            let value = redis(port, &[b"GET", name.as_bytes()]).expect("a value");
+            let key = StorageKey::from_stored(bytes.try_into().ok()?);
+            let value = redis(port, &[b"GET", name.as_bytes()])?;
             let stored = StoredValue::decode(&key, &value).ok()?;
             Some((name.to_owned(), key, stored))
         })
         .collect();
+    (records, names)
+}
+
+/// The one record the store holds — its Redis key, its storage key and its value — among the
+/// prefix's keys.
+fn only_record(port: u16) -> (String, StorageKey, StoredValue) {
+    let (records, names) = stored_records(port);
     assert_eq!(
         records.len(),
         1,
@@ -189,21 +196,10 @@ fn a_stored_header_outside_the_allow_list_is_not_replayed() {
 /// The one resource record of the ordering guard the store holds (its Redis key, storage key and
 /// value), among the delivery ids' records and the payers' ledgers.
 fn only_resource(port: u16) -> (String, StorageKey, StoredValue) {
-    let names = redis(port, &[b"KEYS", format!("{PREFIX}*").as_bytes()]).expect("keys");
-    let names = String::from_utf8(names).expect("utf-8 names");
-    let resources: Vec<(String, StorageKey, StoredValue)> = names
-        .lines()
-        .filter_map(|name| {
-            let hex = name.strip_prefix(PREFIX).expect("prefixed");
-            let bytes: Vec<u8> = (0..hex.len())
-                .step_by(2)
-                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
-                .collect();
-            let key = StorageKey::from_stored(bytes.try_into().ok()?);
-            let value = redis(port, &[b"GET", name.as_bytes()])?;
-            let stored = StoredValue::decode(&key, &value).ok()?;
-            matches!(stored.record, Record::Resource(_)).then(|| (name.to_owned(), key, stored))
-        })
+    let (records, names) = stored_records(port);
+    let resources: Vec<_> = records
+        .into_iter()
+        .filter(|(_, _, stored)| matches!(stored.record, Record::Resource(_)))
         .collect();
     assert_eq!(resources.len(), 1, "one resource record: {names:?}");
     resources.into_iter().next().expect("one")
