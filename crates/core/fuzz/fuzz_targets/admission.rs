@@ -10,6 +10,7 @@
 use idemgate_core::client::admission::admit;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::json::{JsonPointer, Value};
+use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::time::UnixMillis;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;
@@ -65,6 +66,18 @@ fn field(body: &[u8], pointer: &str) -> Option<String> {
     Some(pointer.resolve(&doc)?.as_str()?.to_string())
 }
 
+/// The key a body field at `pointer` gives: the field read as an `Idempotency-Key` value is
+/// (optional whitespace around it dropped, an sf-string unquoted).
+fn key_field(body: &[u8], pointer: &str) -> Option<String> {
+    let field = field(body, pointer)?;
+    Some(
+        IdempotencyKey::parse(field.as_bytes())
+            .ok()?
+            .as_str()
+            .to_string(),
+    )
+}
+
 fuzz_target!(|data: &[u8]| {
     let mut input = Input::new(data);
     let route = usize::from(input.byte() % 3);
@@ -86,11 +99,11 @@ fuzz_target!(|data: &[u8]| {
                 .is_some_and(|k| k == "SubscriptionConfirmation" || k == "UnsubscribeConfirmation");
             assert_eq!(whole == Ok(None), confirmation, "{whole:?}");
             if let Ok(Some(key)) = &whole {
-                assert_eq!(Some(key), field(body, "/MessageId").as_ref());
+                assert_eq!(Some(key), key_field(body, "/MessageId").as_ref());
             }
         }
         1 => {
-            if let (Ok(Some(key)), Some(id)) = (&whole, field(body, "/message/messageId")) {
+            if let (Ok(Some(key)), Some(id)) = (&whole, key_field(body, "/message/messageId")) {
                 assert_eq!(key, &id, "the body's id wins over the header's");
             }
         }

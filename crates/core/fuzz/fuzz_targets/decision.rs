@@ -661,7 +661,11 @@ impl<'p> World<'p> {
                 );
             }
         }
-        assert!(self.store.cell_count() <= self.policy.capacity.cells as usize);
+        // Record cells, and the ledger cells beside them (payers' usage, the fill shards' counts).
+        let layout = self.layout();
+        assert!(
+            self.store.cell_count() <= (layout.capacity.cells + layout.ledger_cells()) as usize
+        );
     }
 
     /// Checks a claim's outcome against the state it was decided on (`pre`, at decision time
