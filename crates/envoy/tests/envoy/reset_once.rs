@@ -20,7 +20,19 @@ pub struct ResetOnce {
 impl ResetOnce {
     /// Listens on `port` (a port the test picked, which Envoy's cluster names).
     pub fn on(port: u16) -> ResetOnce {
-        let listener = TcpListener::bind(("127.0.0.1", port)).expect("bind the one-shot upstream");
+        // Between two sequences the port is free, and another test's short-lived connection may
+        // hold it as its local port for a moment: try again for a bounded time.
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", port)) {
+                Ok(listener) => break listener,
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 50 => {
+                    tries += 1;
+                    thread::sleep(Duration::from_millis(100));
+                }
+                Err(e) => panic!("bind the one-shot upstream on {port}: {e}"),
+            }
+        };
         let received: Arc<(Mutex<usize>, Condvar)> = Arc::default();
         let seen = received.clone();
         let thread = thread::spawn(move || {
