@@ -14,6 +14,11 @@ SHELL := /bin/bash
         test-image-store
 
 CARGO           ?= cargo
+# CI builds every crate once, from a clean clone: incremental caches (2.6 GB over `make test`) would
+# only take disk there.
+ifdef CI
+export CARGO_INCREMENTAL := 0
+endif
 ENVOY_VERSION   := 1.40.0
 # Must equal the `wasm-bindgen` crate version pinned in crates/web/Cargo.toml.
 WASM_BINDGEN_VERSION := 0.2.130
@@ -77,7 +82,7 @@ lint: check-api ## rustfmt and clippy, warnings are errors; the core's public AP
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 # What hosts can reach in idemgate-core, listed in crates/core/public-api.txt: a change to the API
-# is a diff of that file in review (issue 22). `make api` writes the file after an intended change.
+# is a diff of that file in review. `make api` writes the file after an intended change.
 check-api: ## the core's public API equals crates/core/public-api.txt
 	@mkdir -p target && CARGO="$(CARGO)" crates/core/scripts/public-api.sh > target/public-api.txt
 	@diff -u crates/core/public-api.txt target/public-api.txt || { \
@@ -134,10 +139,10 @@ size: setup-rust setup-npm ## the filter .wasm's size by crate and module (wasm-
 bench-work: build-filter ## wasm operators and host calls per request; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/work.py
 
-# The fleet's record store (issue 13): crates/store against a real redis-server and a real
+# The fleet's record store: crates/store against a real redis-server and a real
 # three-primary Redis Cluster that its tests start on free ports (and kill by PID); PostgreSQL
-# (issue 25) for `--engine postgres` and `redis+postgres`.
-# The store's tests, the fleet tests, demo and bench make their mutual TLS certificates (issue 24)
+# for `--engine postgres` and `redis+postgres`.
+# The store's tests, the fleet tests, demo and bench make their mutual TLS certificates
 # with the openssl command.
 SETUP_OPENSSL = command -v openssl >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null; }
 
@@ -166,8 +171,8 @@ bench-store: setup-rust setup-redis setup-postgres ## store latency and throughp
 demo: setup-rust setup-envoy build-filter build-web ## run the checkout demo behind Envoy on 127.0.0.1:$${DEMO_PORT:-10000} (Ctrl-C stops it)
 	python3 examples/checkout/demo.py
 
-# The same checkout stack with two Envoys sharing one record store through the store service
-# (issue 13), on the engine ENGINE (issue 25; also read from the environment): redis (default),
+# The same checkout stack with two Envoys sharing one record store through the store service,
+# on the engine ENGINE (also read from the environment): redis (default),
 # postgres (no redis-server: a PostgreSQL of the demo's own) or redis+postgres (both).
 ENGINE       ?= redis
 FLEET_ENGINES := redis postgres redis+postgres
@@ -185,7 +190,7 @@ test-e2e: setup-chromium setup-envoy build-filter build-web ## the demo stack dr
 	npm ci --prefix crates/envoy/tests/clients --no-audit --no-fund
 	node --test --test-concurrency=1 examples/checkout/e2e.test.mjs examples/checkout/e2e_orders.test.mjs
 
-# Benchmarks (issue 7): crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
+# Benchmarks: crates/envoy/bench/. `bench` takes about 10 minutes on 2 cores and rewrites
 # the generated section of BENCHMARKS.md; `test-bench` is its smoke (same code path, seconds, tiny
 # counts, checks only that every figure came out) and writes target/bench-smoke.md instead.
 setup-bench: setup-envoy
@@ -208,7 +213,7 @@ test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-p
 	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --engines redis --store-http 1 --out target/bench-fleet-http1-smoke.md
 
-# The fleet (issue 13): the remote store (idemgate-store on redis, postgres and redis+postgres,
+# The fleet: the remote store (idemgate-store on redis, postgres and redis+postgres,
 # issue 25) against the local store, same run; writes its section of BENCHMARKS.md (about 8
 # minutes).
 bench-fleet: setup-bench build-filter build-store setup-redis setup-postgres ## fleet (each engine) vs local store through Envoy; writes its section of BENCHMARKS.md
@@ -235,7 +240,7 @@ test-fuzz: ## fuzz smoke: FUZZ_SMOKE_SECONDS (default 10) per core target, fails
 	crates/core/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
 
 # ---------------------------------------------------------------------------------------------
-# Deploy (issue 17): the filter as a "compat" Wasm OCI image (what Istio's WasmPlugin and Envoy
+# Deploy: the filter as a "compat" Wasm OCI image (what Istio's WasmPlugin and Envoy
 # Gateway's EnvoyExtensionPolicy pull), the Kubernetes examples, the deploy path tested for real.
 IMAGE_TAG    := $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE_LAYOUT := target/oci/idemgate-envoy
@@ -272,7 +277,7 @@ test-deploy: setup-deploy image ## the OCI image through a local registry into a
 test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
 	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
 
-# The store service as an OCI container image (issue 24): a static (musl) binary in one layer, as
+# The store service as an OCI container image: a static (musl) binary in one layer, as
 # user 65532, no shell; reproducible like the filter's image. ring's C code needs musl-gcc.
 STORE_TARGET       := x86_64-unknown-linux-musl
 STORE_STATIC       := target/$(STORE_TARGET)/release/idemgate-store

@@ -223,7 +223,7 @@ def main():
       applied once per `webhook-id` (paste the line again: 200, replayed; change `id=` for a new
       event; a wrong signature or a timestamp older than 5 minutes gets 403):
         {standard_webhook_curl(url, standard_key)}
-    * the order table (issue 26): the edge keeps each order's events in order (unpaid → paid →
+    * the order table: the edge keeps each order's events in order (unpaid → paid →
       shipped; cancelled from unpaid or paid). Define `deliver ID TYPE ORDER` by pasting
         {standard_webhook_deliver(url, standard_key)}
       then, for a new order N: `deliver s1 order.shipped N` (409 early, Retry-After: 10, not

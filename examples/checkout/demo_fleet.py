@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make demo-fleet`: the checkout demo (same API and pages as `make demo`) behind TWO Envoys that
-share one record store: the idemgate-store service (issue 13) in front of redis-server, PostgreSQL
-or both (issue 25), in the foreground.
+share one record store: the idemgate-store service in front of redis-server, PostgreSQL
+or both, in the foreground.
 
     python3 examples/checkout/demo_fleet.py [--engine redis|postgres|redis+postgres]
                                             [--port 10000] [--admin-port 9901]
@@ -12,7 +12,7 @@ redis-server; `postgres` starts no redis-server but a PostgreSQL of its own (ini
 temp dir, as the `postgres` user when run as root); `redis+postgres` starts both. Ports default to
 $DEMO_PORT / $DEMO_ADMIN_PORT (Envoy A: 10000 / 9901) and $DEMO_PORT_B / $DEMO_ADMIN_PORT_B (Envoy
 B: 10001 / 9902); 0 picks free ones. Redis, PostgreSQL and the service take free ports. The Envoys
-reach the service over mutual TLS (issue 24) with certificates made at start in the demo's temp dir
+reach the service over mutual TLS with certificates made at start in the demo's temp dir
 (examples/store/certs.py). A request sent to A and its retry sent to B behave as if there were one
 Envoy. Prints both URLs, runs until
 Ctrl-C (or SIGTERM), and stops everything it started (also when a start fails). With

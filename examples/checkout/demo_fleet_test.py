@@ -124,7 +124,7 @@ def standard_delivery(url, key, msg_id, kind, order_id):
 
 
 def out_of_order_across_envoys(a, b, key, order):
-    """The order table (issue 26) across the fleet: an early `order.shipped` sent to A (409, not
+    """The order table across the fleet: an early `order.shipped` sent to A (409, not
     applied), the payment to B, the shipment's redelivery to B (applied), a second payment to A
     (acknowledged, not applied). Returns what each answered, as text."""
     status, _, created = request("POST", a + "/api/orders",

@@ -342,6 +342,12 @@ test('a Standard Webhooks delivery sent 8 times at once and once late marks the 
     assert.equal(JSON.parse(d.body).status, 'paid', d.body);
   }
   assert.equal(late.res.headers.get('idempotent-replayed'), 'true');
+  // The provider redelivers the applied message with a signature made 10 minutes ago (past the
+  // 5-minute tolerance): the stored acknowledgement, not a 403, and it is not applied again.
+  const redelivered = await deliverStandard(id, body, { age: 600 });
+  assert.equal(redelivered.status, late.res.status, 'a late redelivery of an applied message is acknowledged');
+  assert.equal(redelivered.headers.get('idempotent-replayed'), 'true');
+  assert.equal((await redelivered.json()).status, 'paid');
   const after = await orders();
   assert.equal(after.events_applied, before.events_applied + 1, 'applied exactly once');
   assert.equal(after.orders.find((o) => o.id === order.id).status, 'paid');

@@ -1,6 +1,6 @@
 """The order service's records: orders in SQLite, each with a status and a version.
 
-The version is what makes an update safe (issue 26): `GET /api/orders/N` hands it out as a strong
+The version is what makes an update safe: `GET /api/orders/N` hands it out as a strong
 `ETag`, an update names the version it read in `If-Match`, and the write is a compare-and-set on
 that version (`UPDATE … WHERE version = ?`), so a writer that read an older version gets 412 instead
 of overwriting what it never saw. Every change of an order (an event applied, a note stored) bumps

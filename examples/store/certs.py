@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Certificates for mutual TLS between Envoy and idemgate-store (issue 24), made with the `openssl`
+"""Certificates for mutual TLS between Envoy and idemgate-store, made with the `openssl`
 command: a CA, a server certificate it signs for the service's names, and a client certificate it
 signs for the Envoys. The fleet demo and the fleet bench import it; operators can run it to try
 the Kubernetes example (a real deployment issues these from its own CA, e.g. cert-manager).

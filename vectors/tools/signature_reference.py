@@ -14,8 +14,11 @@ Ed25519 with the `cryptography` package, imported only when a case needs it):
   keys; other versions ignored;
 - Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256(secret, body)>`;
 - Slack: `X-Slack-Signature: v0=<hex HMAC-SHA256(secret, "v0:<X-Slack-Request-Timestamp>:<body>")>`.
-Timestamps (Stripe, Standard Webhooks, Svix, Slack) are ASCII digits fitting 64 bits and must be
-within `tolerance` (default 5 minutes) of now, in either direction. Base64 is standard with
+Timestamps (Stripe, Standard Webhooks, Svix, Slack) are ASCII digits fitting 64 bits. One more
+than `tolerance` (default 5 minutes) ahead of now is refused; one more than `tolerance` behind now
+is a late delivery (a redelivery with its original signature): checked like any other, and if it
+verifies the answer is "late" instead of true (only the acknowledgement stored for it may answer
+it). Base64 is standard with
 padding and canonical (re-encoding gives the same text). A rule has one or more secrets (`secret`
 or `secrets`); a delivery verifies when any secret matches any signature it carries.
 
@@ -30,7 +33,7 @@ Codes, checked in this order:
    Stripe: an item without `=`, bad v1 hex, no `t`, `t` not digits; Standard Webhooks: empty id,
    timestamp not digits, an item without `,`, v1/v1a not base64 of 32/64 bytes; Shopify: not base64
    of 32 bytes), or no known signature at all, or more than 8 signatures;
-4. signature_stale; 5. signature_mismatch.
+4. signature_stale (ahead of now only); 5. signature_mismatch (also when late).
 
 Usage:
   signature_reference.py --check vectors/signature.json   # exit 1 if any expect differs
@@ -243,12 +246,17 @@ def verify(case):
         if not 0 < len(tags) + len(eds) <= MAX_SIGNATURES:
             raise Refused("signature_malformed")
         tolerance = millis(case.get("tolerance", "5m"))
+        late = False
         if scheme in TIMESTAMPED and abs(case["now_ms"] // 1000 - t) * 1000 > tolerance:
-            raise Refused("signature_stale")
+            if t > case["now_ms"] // 1000:
+                raise Refused("signature_stale")
+            late = True
         message = prefix + body
         ok = any(hmac.compare_digest(mac(key, message), tag) for key in macs for tag in tags)
         ok = ok or any(ed25519_ok(pk, sig, message) for pk in publics for sig in eds)
-        return {"ok": True} if ok else {"error": "signature_mismatch"}
+        if not ok:
+            return {"error": "signature_mismatch"}
+        return {"ok": "late"} if late else {"ok": True}
     except Refused as refused:
         return {"error": refused.code}
 

@@ -18,6 +18,7 @@ use crate::policy::{
 use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::request::json::{JsonLimits, JsonPointer};
 use crate::request::key_source::KeySource;
+use crate::store::share::fill::byte_part;
 use crate::store::share::{Share, Shares};
 use crate::text::Text;
 use crate::time::Span;
@@ -27,6 +28,7 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod budget;
 mod order;
 mod preset;
 mod read;
@@ -48,6 +50,8 @@ pub struct Config {
     pub max_request_body: Option<Size>,
     pub hashing_budget: Option<Size>,
     pub hashing_budget_per_peer: Option<Size>,
+    pub relay_budget: Option<Size>,
+    pub relay_budget_per_peer: Option<Size>,
     pub max_response_body: Option<Size>,
     pub capacity: Option<u32>,
     pub records_per_cell: Option<u16>,
@@ -91,6 +95,8 @@ pub struct RouteConfig {
     pub pass_through: Option<PassThroughConfig>,
     /// The ordering guard (issue 26, [`crate::order`]); callback routes only.
     pub order: Option<OrderConfig>,
+    /// What the route itself may hold in the whole store under pressure; callback routes only.
+    pub share: Option<ShareAmount>,
     pub precondition: Option<PreconditionConfig>,
 }
 
@@ -106,6 +112,8 @@ pub struct OrderConfig {
     pub table: Option<crate::request::json::Value>,
     pub retry_after: Option<String>,
     pub forward_after: Option<String>,
+    /// `unsigned: "allow"`: the guard on a route that checks no signature, said explicitly.
+    pub allow_unsigned: bool,
 }
 
 /// `routes[i].precondition`.
@@ -174,7 +182,7 @@ pub enum ForwardConfig {
 /// The `upstream` section: where detached exchanges go by default.
 #[derive(Debug, Clone, Default)]
 pub struct UpstreamConfig {
-    /// The cluster of the internal listener that carries the routes (issue 21).
+    /// The cluster of the internal listener that carries the routes.
     pub reentry: Option<String>,
     /// The explicit opt-out: a cluster reached directly, skipping routes and later filters.
     pub cluster_skipping_routes_and_filters: Option<String>,
@@ -196,7 +204,7 @@ pub enum TokenRequirementConfig {
     Required,
 }
 
-/// The `shares` section (issue 23): what each payer may hold in the whole store.
+/// The `shares` section: what each payer may hold in the whole store.
 #[derive(Debug, Clone, Default)]
 pub struct SharesConfig {
     pub identity: Option<ShareAmount>,
@@ -284,10 +292,16 @@ pub mod defaults {
     /// what a lone stream needs): more than four, so four address groups — four IPv6 /64s are
     /// cheap — holding their whole parts still leave half of the budget to everyone else.
     pub const PEER_SHARES: u64 = 8;
-    pub const MAX_RESPONSE_BODY: u64 = 64 * 1024;
+    /// Answers of ordinary APIs are kept whole: a JSON list or document of a megabyte replays as
+    /// it was sent. What the store may hold is bounded in bytes by [`MAX_MEMORY`], not by
+    /// `capacity` times this.
+    pub const MAX_RESPONSE_BODY: u64 = 1024 * 1024;
+    /// The local store's byte bound (`max_memory`): what a sidecar can spare. Split over the fill
+    /// shards; an answer that does not fit its shard's part is kept without its body.
+    pub const MAX_MEMORY: u64 = 256 * 1024 * 1024;
     pub const CAPACITY: u32 = 10_000;
     pub const RECORDS_PER_CELL: u16 = 8;
-    /// Each payer's share of the whole store, in percent of `capacity` (issue 23): one address or
+    /// Each payer's share of the whole store, in percent of `capacity`: one address or
     /// one verified identity may hold a tenth of it, so ten flooding clients are needed to fill it.
     pub const SHARE_PERCENT: u64 = 10;
     /// Shares bind only while the store is at least this full (percent of `capacity`): below it
@@ -307,7 +321,14 @@ pub mod defaults {
     pub const METHODS: &[&str] = &["POST", "PATCH"];
     /// Envoy's own default route timeout.
     pub const UPSTREAM_TIMEOUT: &str = "15s";
-    pub const MAX_RELAY_BODY: u64 = 1024 * 1024;
+    /// A detached exchange relays answers up to this whole to its first client.
+    pub const MAX_RELAY_BODY: u64 = 8 * 1024 * 1024;
+    /// `relay_budget` is by default this many exchanges' worth of `upstream.max_body` per VM (a
+    /// worker), so that a peer's part ([`PEER_SHARES`]) is eight exchanges in flight: a
+    /// provider's burst of callbacks from one address passes on every worker, while what Envoy
+    /// may buffer for a worker's answers stays bounded (512 MiB at the default 8 MiB bound, an
+    /// address group's part 64 MiB).
+    pub const RELAY_EXCHANGES: u64 = 64;
 }
 
 /// Why a configuration was refused.
@@ -462,11 +483,9 @@ impl Policy {
         };
         let replay_headers = owned(DEFAULT_REPLAY_HEADERS);
         let records = defaults_share(u64::from(defaults::CAPACITY));
-        let record_bound =
-            crate::policy::record_bound(defaults::MAX_RESPONSE_BODY, &replay_headers);
         let share = Share {
             records,
-            bytes: default_bytes(records, record_bound),
+            bytes: default_bytes(defaults::MAX_MEMORY),
         };
         Policy {
             routes: alloc::vec![Route {
@@ -482,6 +501,7 @@ impl Policy {
                 pass_through: None,
                 order: None,
                 precondition: None,
+                share: None,
             }],
             header,
             scope: alloc::vec![
@@ -499,6 +519,10 @@ impl Policy {
                 .max(defaults::MAX_REQUEST_BODY),
             max_response_body: defaults::MAX_RESPONSE_BODY,
             max_relay_body: defaults::MAX_RELAY_BODY,
+            relay_budget: defaults::MAX_RELAY_BODY * defaults::RELAY_EXCHANGES,
+            relay_budget_per_peer: (defaults::MAX_RELAY_BODY * defaults::RELAY_EXCHANGES
+                / defaults::PEER_SHARES)
+                .max(defaults::MAX_RELAY_BODY),
             capacity,
             shares: Shares {
                 identity: Some(share),
@@ -506,6 +530,8 @@ impl Policy {
                 ipv4_prefix: defaults::IPV4_PREFIX,
                 ipv6_prefix: defaults::IPV6_PREFIX,
                 pressure: defaults::PRESSURE_PERCENT,
+                memory: defaults::MAX_MEMORY,
+                memory_counted: true,
             },
             on_store_full: FailureMode::Reject,
             on_store_error: FailureMode::Reject,
@@ -553,26 +579,49 @@ fn pressure(text: &str) -> Result<u8, Refusal> {
         })
 }
 
-/// The default byte share of a payer whose record share is `records` records of at most
-/// `record_bound` bytes: what those records can take at most, so it never binds first.
-fn default_bytes(records: u64, record_bound: u64) -> u64 {
-    records.saturating_mul(record_bound)
+/// Each fill shard of the local store keeps its part of `max_memory`: the smallest part must hold
+/// one answer of `max_response_body`, or such answers could never be kept there. The refusal
+/// names the `max_memory` that would do.
+fn fits_one_answer_per_shard(
+    capacity: Capacity,
+    max_memory: u64,
+    max_response_body: u64,
+    replay_headers: &[String],
+) -> Result<(), Refusal> {
+    let layout = crate::store::Layout { capacity };
+    let one = crate::policy::record_bound(max_response_body, replay_headers);
+    let smallest = layout.smallest_fill_part(max_memory);
+    if smallest >= one {
+        return Ok(());
+    }
+    Err(invalid(
+        "max_memory",
+        &[
+            "gives the smallest fill shard of the local store ",
+            &decimal(smallest),
+            " bytes, less than one answer of max_response_body with its replayed headers and \
+             record overhead (",
+            &decimal(one),
+            "): raise max_memory to at least ",
+            &decimal(layout.max_memory_for(one)),
+            ", or lower max_response_body or capacity",
+        ],
+    ))
 }
 
-/// A byte share as configured, of a store whose memory bound is `bound` bytes, for a payer whose
-/// record share is `records` records of at most `record_bound` bytes: by default what those
-/// records can take at most (never tighter than the record share); `u64::MAX` (never reached)
-/// for `"off"`.
-fn byte_share(
-    field: &str,
-    value: Option<&Size>,
-    bound: u64,
-    (records, record_bound): (u64, u64),
-) -> Result<u64, Refusal> {
+/// The default byte share of a payer in a store of `max_memory` bytes: the same part of it as
+/// the default record share is of `capacity`, so ten flooding clients are needed to fill it.
+fn default_bytes(max_memory: u64) -> u64 {
+    percent_of(max_memory, defaults::SHARE_PERCENT)
+}
+
+/// A byte share as configured, of a store whose byte bound is `bound` bytes (`max_memory`):
+/// by default [`default_bytes`]; `u64::MAX` (never reached) for `"off"`.
+fn byte_share(field: &str, value: Option<&Size>, bound: u64) -> Result<u64, Refusal> {
     const EXPECTED: &str =
-        "expected a size such as \"16MiB\", a percentage of the memory bound from \"1%\" to \"100%\", or \"off\"";
+        "expected a size such as \"16MiB\", a percentage of `max_memory` from \"1%\" to \"100%\", or \"off\"";
     let bytes = match value {
-        None => default_bytes(records, record_bound),
+        None => default_bytes(bound),
         Some(Size::Bytes(n)) => *n,
         Some(Size::Text(text)) if text == "off" => return Ok(u64::MAX),
         Some(Size::Text(text)) if text.ends_with('%') => percentage(text)
@@ -678,6 +727,11 @@ impl Config {
                 let filled = preset.fill(i, route)?;
                 *route = filled;
             }
+            // The route's events are still the signed ones the filter admits: its ordering
+            // guard's keys are derived all the same.
+            if let (Some(order), Some(_)) = (&mut route.order, &route.signature) {
+                order.allow_unsigned = true;
+            }
             route.signature = None;
             route.token = None;
         }
@@ -749,7 +803,7 @@ impl Config {
             defaults::MAX_REQUEST_BODY,
         )?;
         // What one stream may hold: `max_request_body` for each copy of its body its route
-        // keeps (issue 23). Both the budget and a peer's part of it must fit one stream alone.
+        // keeps. Both the budget and a peer's part of it must fit one stream alone.
         let copies = routes.iter().map(Route::body_copies).max().unwrap_or(1);
         let one_stream = max_request_body.saturating_mul(copies);
         let at_least: &[&str] = if copies == 1 {
@@ -761,28 +815,17 @@ impl Config {
                 ", the copies of a body a route keeps (one stream alone could never finish)",
             ]
         };
-        let hashing_budget = size(
-            "hashing_budget",
-            self.hashing_budget.as_ref(),
-            defaults::HASHING_BUDGET.max(one_stream),
-        )?;
-        if hashing_budget < one_stream {
-            return Err(invalid("hashing_budget", at_least));
-        }
-        let hashing_budget_per_peer = size(
-            "hashing_budget_per_peer",
-            self.hashing_budget_per_peer.as_ref(),
-            (hashing_budget / defaults::PEER_SHARES).max(one_stream),
-        )?;
-        if hashing_budget_per_peer > hashing_budget {
-            return Err(invalid(
+        let (hashing_budget, hashing_budget_per_peer) = budget::BudgetFields {
+            total: ("hashing_budget", self.hashing_budget.as_ref()),
+            per_peer: (
                 "hashing_budget_per_peer",
-                &["must not be more than `hashing_budget`"],
-            ));
+                self.hashing_budget_per_peer.as_ref(),
+            ),
+            default_total: defaults::HASHING_BUDGET,
+            one: one_stream,
+            at_least,
         }
-        if hashing_budget_per_peer < one_stream {
-            return Err(invalid("hashing_budget_per_peer", at_least));
-        }
+        .compile()?;
         let max_response_body = size(
             "max_response_body",
             self.max_response_body.as_ref(),
@@ -799,6 +842,7 @@ impl Config {
         if max_relay_body > u64::from(u32::MAX) {
             return Err(invalid("upstream.max_body", &["must be below 4 GiB"]));
         }
+        let (relay_budget, relay_budget_per_peer) = self.compile_relay_budget(max_relay_body)?;
         let records = self.capacity.unwrap_or(defaults::CAPACITY);
         let per_cell = self.records_per_cell.unwrap_or(defaults::RECORDS_PER_CELL);
         if records == 0 {
@@ -811,25 +855,13 @@ impl Config {
             cells: records.div_ceil(u32::from(per_cell)),
             per_cell,
         };
-        let memory = crate::policy::memory_bound(&capacity, max_response_body, &replay_headers);
-        let record_bound = crate::policy::record_bound(max_response_body, &replay_headers);
-        let shares = self.compile_shares(records, (memory, record_bound))?;
-        if let Some(max) = &self.max_memory {
-            let max = size("max_memory", Some(max), 0)?;
-            if memory > max {
-                return Err(invalid(
-                    "max_memory",
-                    &[
-                        "the local store may hold up to ",
-                        &decimal(memory),
-                        " bytes (capacity × (max_response_body + replayed headers + record \
-                         overhead)), more than max_memory (",
-                        &decimal(max),
-                        "): lower capacity or max_response_body, or raise max_memory",
-                    ],
-                ));
-            }
-        }
+        let max_memory = size("max_memory", self.max_memory.as_ref(), defaults::MAX_MEMORY)?;
+        // A store whose every record at its largest fits `max_memory` needs no byte count.
+        let largest = crate::policy::record_bound(max_response_body, &replay_headers);
+        let memory_counted = capacity.records().saturating_mul(largest) > max_memory;
+        let shares = self.compile_shares(records, (max_memory, memory_counted))?;
+        let mut routes = routes;
+        self.compile_route_shares(&mut routes, &shares, records)?;
         let failure = |value: Option<FailureConfig>| match value {
             Some(FailureConfig::PassThrough) => FailureMode::PassThrough,
             Some(FailureConfig::Reject) | None => FailureMode::Reject,
@@ -847,6 +879,9 @@ impl Config {
             }
         }
         let store = self.compile_store(env)?;
+        if matches!(store, StoreKind::Local) {
+            fits_one_answer_per_shard(capacity, max_memory, max_response_body, &replay_headers)?;
+        }
         Ok(Policy {
             header,
             routes,
@@ -861,6 +896,8 @@ impl Config {
             hashing_budget_per_peer,
             max_response_body,
             max_relay_body,
+            relay_budget,
+            relay_budget_per_peer,
             capacity,
             shares,
             on_store_full: failure(self.on_store_full),
@@ -892,6 +929,7 @@ impl Config {
                 pass_through: None,
                 order: None,
                 precondition: None,
+                share: None,
             }]);
         };
         let mut routes = Vec::new();
@@ -1009,7 +1047,7 @@ impl Config {
             if !case_sensitive {
                 prefix.make_ascii_lowercase();
             }
-            let order = order::compile(i, route.order.as_ref(), kind)?;
+            let order = order::compile(i, route.order.as_ref(), kind, signature.is_some())?;
             let precondition = route.precondition.map(|p| match p {
                 PreconditionConfig::IfMatch => crate::order::Precondition::IfMatch,
                 PreconditionConfig::IfMatchOrAny => crate::order::Precondition::IfMatchOrAny,
@@ -1024,6 +1062,7 @@ impl Config {
                 pass_through,
                 order,
                 precondition,
+                share: None,
                 key: match (route.key, kind) {
                     (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
                         KeyRequirement::Required
@@ -1145,12 +1184,12 @@ impl Config {
         }))
     }
 
-    /// The shares of a store of `records` whose memory bound is `memory` bytes, each record at
-    /// most `record_bound`.
+    /// The shares of a store of `records` whose byte bound is `max_memory` bytes, counted in its
+    /// fill shards where `memory_counted`.
     fn compile_shares(
         &self,
         records: u32,
-        (memory, record_bound): (u64, u64),
+        (max_memory, memory_counted): (u64, bool),
     ) -> Result<Shares, Refusal> {
         let given = self.shares.clone().unwrap_or_default();
         let records = u64::from(records);
@@ -1168,7 +1207,7 @@ impl Config {
                 return Ok(None);
             };
             let field = ["shares.", name, "_bytes"].concat();
-            let bytes = byte_share(&field, bytes, memory, (records, record_bound))?;
+            let bytes = byte_share(&field, bytes, max_memory)?;
             Ok::<_, Refusal>(Some(Share { records, bytes }))
         };
         Ok(Shares {
@@ -1194,7 +1233,47 @@ impl Config {
                 None => defaults::PRESSURE_PERCENT,
                 Some(text) => pressure(text)?,
             },
+            memory: max_memory,
+            memory_counted,
         })
+    }
+
+    /// Each callback route's own share (`routes[i].share`), of a store of `records` records, its
+    /// bytes the same part of `max_memory`. An API route has none to give: its clients are the
+    /// payers, each within `shares.identity` and `shares.peer`.
+    fn compile_route_shares(
+        &self,
+        routes: &mut [Route],
+        shares: &Shares,
+        records: u32,
+    ) -> Result<(), Refusal> {
+        for (i, (route, config)) in routes
+            .iter_mut()
+            .zip(self.routes.iter().flatten())
+            .enumerate()
+        {
+            let Some(given) = &config.share else {
+                continue;
+            };
+            let field = item("routes", i, ".share");
+            if route.kind != RouteKind::Callback {
+                return Err(refuse(
+                    field,
+                    &["only applies to routes of kind \"callback\" (or with a `preset`), whose deliveries the route itself pays for; an API route's clients each pay within `shares.identity` and `shares.peer`"],
+                ));
+            }
+            if !shares.counted() {
+                return Err(refuse(
+                    field,
+                    &["is counted only while shares are: `shares.identity` and `shares.peer` are both \"off\""],
+                ));
+            }
+            route.share = share(&field, Some(given), u64::from(records))?.map(|held| Share {
+                records: held,
+                bytes: byte_part(held, u64::from(records), shares.memory),
+            });
+        }
+        Ok(())
     }
 
     fn compile_scope(&self) -> Result<Vec<ScopeSource>, Refusal> {

@@ -71,6 +71,26 @@ pub(crate) fn decide_with(
     }
 }
 
+/// What a late delivery gets — one whose signature matches but was made longer ago than the
+/// tolerance allows ([`crate::client::signature::Freshness::Late`]): a provider (or a relay)
+/// redelivering a message with its original signature. Only the answer stored for that very
+/// message (completed, same fingerprint) answers it; anything else — no record, one in flight, one
+/// for another payload — is `None`, and the delivery is refused as stale. It never claims, takes
+/// over or releases: a captured old delivery can run nothing and hold nothing.
+#[must_use = "the stored answer, if any, is what the delivery gets"]
+pub fn decide_late(
+    existing: Option<&Record>,
+    fingerprint: Fingerprint,
+    now: UnixMillis,
+) -> Option<StoredResponse> {
+    match existing.filter(|record| !record.is_expired(now)) {
+        Some(Record::Completed(done)) if done.fingerprint == fingerprint => {
+            Some(done.response.clone())
+        }
+        _ => None,
+    }
+}
+
 /// A new in-flight record. The lease never outlives the record (`lease_until ≤ expires_at`), so no
 /// claim can be stuck past its TTL.
 #[must_use = "the claim must be stored to take effect"]

@@ -22,15 +22,15 @@
 //! thing hosts differ in, and the machine cannot tell. The host decides nothing.
 //!
 //! ```
-//! use idemgate_core::request::budget::HashingBudget;
+//! use idemgate_core::request::budget::Budget;
 //! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
 //! use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 //! use idemgate_core::{Engine, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
 //! use std::cell::Cell;
 //! use std::rc::Rc;
 //!
-//! // What only the host knows: its clock, the peer's address, fresh randomness, its budget.
-//! struct Edge { owners: Cell<u8>, budget: Rc<HashingBudget>, scopes: ScopeHashes }
+//! // What only the host knows: its clock, the peer's address, fresh randomness, its budgets.
+//! struct Edge { owners: Cell<u8>, budget: Rc<Budget>, relay: Rc<Budget>, scopes: ScopeHashes }
 //! impl Host for Edge {
 //!     fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
 //!         Ok(Some(b"192.0.2.7:40000".to_vec()))
@@ -42,14 +42,20 @@
 //!         OwnerToken([self.owners.get(); 16])
 //!     }
 //!     fn scopes(&self) -> &ScopeHashes { &self.scopes }
-//!     fn budget(&self) -> Rc<HashingBudget> { Rc::clone(&self.budget) }
+//!     fn budget(&self) -> Rc<Budget> { Rc::clone(&self.budget) }
+//!     fn relay_budget(&self) -> Rc<Budget> { Rc::clone(&self.relay) }
 //! }
 //!
 //! // Every refusal or failure here becomes the text of its code or answer.
 //! fn debug(e: impl core::fmt::Debug) -> String { format!("{e:?}") }
 //!
 //! let policy = Policy::from_json(r#"{"routes": [{"prefix": "/orders"}]}"#, &|_| None).map_err(debug)?;
-//! let edge = Edge { owners: Cell::new(0), budget: Rc::new(HashingBudget::default()), scopes: ScopeHashes::default() };
+//! let edge = Edge {
+//!     owners: Cell::new(0),
+//!     budget: Rc::new(Budget::default()),
+//!     relay: Rc::new(Budget::default()),
+//!     scopes: ScopeHashes::default(),
+//! };
 //! let mut store = MemoryStore::new();
 //! let mut upstream_calls = 0;
 //!
@@ -85,6 +91,10 @@
 //!             // A local store answers at once; a remote one would answer later.
 //!             Action::Ask(Ask::Claim(c)) => {
 //!                 let outcome = engine.claim(c.key, c.fingerprint, c.owner, c.payers, now);
+//!                 machine.answered(Answer::Claim(outcome), &policy);
+//!             }
+//!             Action::Ask(Ask::Replay { key, fingerprint }) => {
+//!                 let outcome = engine.replay(key, fingerprint, now);
 //!                 machine.answered(Answer::Claim(outcome), &policy);
 //!             }
 //!             Action::Answer(http) => answer = Some((http.status, http.body)),
@@ -130,11 +140,13 @@ pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
 
 use crate::client::admission::Refusal;
+use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
 use crate::decision::answer::EdgeAnswer;
 use crate::policy::{FailureMode, Policy};
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
 use crate::store::record::OwnerToken;
+use crate::store::share::{ShareReason, ShareRefusal};
 
 /// What becomes of the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -159,6 +171,14 @@ pub enum Event {
     Replayed,
     Mismatch,
     QuotaExceeded,
+    /// Beside `QuotaExceeded`: the share that refused was an identity's records.
+    QuotaIdentity,
+    /// Beside `QuotaExceeded`: an address group's records.
+    QuotaAddress,
+    /// Beside `QuotaExceeded`: a callback route's own records (`routes[].share`).
+    QuotaRoute,
+    /// Beside `QuotaExceeded`: a payer's bytes.
+    QuotaBytes,
     StoreFull,
     /// The store could not decide (unreachable, failed, contended, unreadable cell).
     StoreError,
@@ -184,6 +204,9 @@ pub enum Event {
     BodyTooLarge,
     /// Refused before its claim: the hashing budget (or the peer's part) could not take its body.
     HashingBudgetExceeded,
+    /// Claimed, then released unsent: the relay budget (or the peer's part) could not take the
+    /// detached exchange's answer.
+    RelayBudgetExceeded,
     /// Refused before its claim: a body the fingerprint mode cannot read.
     InvalidBody,
     /// Refused before its claim: a tracked event without its resource id (400).
@@ -280,12 +303,17 @@ pub fn after_claim<'a>(
             Next::Answer(EdgeAnswer::Mismatch),
             Events::of(&[Event::Mismatch]),
         ),
+        // Only a late delivery's look-up gives it (never a claim): refused as that delivery is.
+        Ok(ClaimOutcome::NotReplayed) => (
+            Next::Answer(EdgeAnswer::Signature(&STALE)),
+            Events::of(&[Event::SignatureRejected]),
+        ),
         // The client's own doing: 429 whatever the failure mode.
-        Ok(ClaimOutcome::QuotaExceeded { retry_after }) => (
+        Ok(ClaimOutcome::QuotaExceeded { retry_after, share }) => (
             Next::Answer(EdgeAnswer::QuotaExceeded {
                 retry_after: *retry_after,
             }),
-            Events::of(&[Event::QuotaExceeded]),
+            over_share(*share),
         ),
         Ok(ClaimOutcome::StoreFull { retry_after }) => claim_failure(
             policy.on_store_full,
@@ -305,6 +333,38 @@ pub fn after_claim<'a>(
             EdgeAnswer::StoreFailed(e),
             Event::StoreError,
         ),
+    }
+}
+
+/// A late delivery with nothing stored to answer it is refused as any stale delivery is.
+static STALE: SignatureError = SignatureError::Stale;
+
+/// What a late delivery's look-up ([`Ask::Replay`]) means for it: the answer stored for its key
+/// replayed, or the stale-signature refusal it gets without one. Never forwarded, so no failure
+/// mode applies: a store that cannot answer is 503 (the sender delivers it again later), a
+/// stored answer that fails its seal `record_corrupt`.
+#[must_use = "the answer is what the delivery gets"]
+pub fn after_late<'a>(
+    outcome: &'a Result<ClaimOutcome, ProtocolError>,
+    policy: &'a Policy,
+) -> (EdgeAnswer<'a>, Events) {
+    match outcome {
+        Ok(ClaimOutcome::Replay(stored)) => (
+            EdgeAnswer::Replay {
+                stored,
+                replay_headers: &policy.replay_headers,
+            },
+            Events::of(&[Event::Replayed]),
+        ),
+        Ok(_) => (
+            EdgeAnswer::Signature(&STALE),
+            Events::of(&[Event::SignatureRejected]),
+        ),
+        Err(e) if !e.allows_failure_mode() => (
+            EdgeAnswer::StoreFailed(e),
+            Events::of(&[Event::RecordCorrupt]),
+        ),
+        Err(e) => (EdgeAnswer::StoreFailed(e), Events::of(&[Event::StoreError])),
     }
 }
 
@@ -342,16 +402,31 @@ pub fn after_use(
             }),
             Events::of(&[Event::StoreFull]),
         ),
-        Ok(ConsumeOutcome::QuotaExceeded { retry_after }) => (
+        Ok(ConsumeOutcome::QuotaExceeded { retry_after, share }) => (
             Some(EdgeAnswer::QuotaExceeded {
                 retry_after: *retry_after,
             }),
-            Events::of(&[Event::QuotaExceeded]),
+            over_share(*share),
         ),
         Err(e) => (
             Some(EdgeAnswer::StoreFailed(e)),
             Events::of(&[Event::StoreError]),
         ),
+    }
+}
+
+/// The events of a share refusal: `QuotaExceeded`, and the share that refused when the store
+/// says which.
+pub(crate) fn over_share(share: Option<ShareRefusal>) -> Events {
+    let reason = share.map(|share| match share.reason {
+        ShareReason::Identity => Event::QuotaIdentity,
+        ShareReason::Address => Event::QuotaAddress,
+        ShareReason::Route => Event::QuotaRoute,
+        ShareReason::Bytes => Event::QuotaBytes,
+    });
+    match reason {
+        Some(reason) => Events::of(&[Event::QuotaExceeded, reason]),
+        None => Events::of(&[Event::QuotaExceeded]),
     }
 }
 
@@ -415,8 +490,11 @@ mod tests {
         assert!(matches!(next, Next::Answer(EdgeAnswer::Replay { stored: s, .. }) if *s == stored));
         assert_eq!(events(e), [Event::Replayed]);
 
+        // A refusal that names no share is counted as a refusal alone; one that names it (either
+        // store's) by the share that refused.
         let quota = Ok(ClaimOutcome::QuotaExceeded {
             retry_after: Span::from_secs(7),
+            share: None,
         });
         let (next, e) = after_claim(&quota, &policy);
         assert_eq!(
@@ -426,6 +504,36 @@ mod tests {
             })
         );
         assert_eq!(events(e), [Event::QuotaExceeded]);
+        for (reason, event) in [
+            (ShareReason::Identity, Event::QuotaIdentity),
+            (ShareReason::Address, Event::QuotaAddress),
+            (ShareReason::Route, Event::QuotaRoute),
+            (ShareReason::Bytes, Event::QuotaBytes),
+        ] {
+            let share = ShareRefusal {
+                reason,
+                payer: crate::store::share::PayerTag([9; 8]),
+            };
+            let quota = Ok(ClaimOutcome::QuotaExceeded {
+                retry_after: Span::from_secs(7),
+                share: Some(share),
+            });
+            let (_, e) = after_claim(&quota, &policy);
+            assert_eq!(events(e), [Event::QuotaExceeded, event]);
+            let used = Ok(ConsumeOutcome::QuotaExceeded {
+                retry_after: Span::from_secs(7),
+                share: Some(share),
+            });
+            assert_eq!(events(after_use(&used).1), [Event::QuotaExceeded, event]);
+            // Logged with the payer's hashed label, never its identity.
+            assert_eq!(
+                alloc::format!("{share}"),
+                alloc::format!(
+                    "429 scope_quota_exceeded: payer 0909090909090909 holds its {} share",
+                    reason.name()
+                )
+            );
+        }
     }
 
     #[test]

@@ -61,7 +61,7 @@ mod testing;
 mod text;
 pub mod time;
 
-// Modules by concept (issue 22): what a request says and its fingerprint (`request`), who asks
+// Modules by concept: what a request says and its fingerprint (`request`), who asks
 // and what it must show (`client`), the record store and its protocol, local and remote
 // (`store`), what a request gets and its HTTP meaning (`decision`), a request's life (`guard`),
 // the ordering guard with its state tables (`order`), the browser's rules (`browser`), the

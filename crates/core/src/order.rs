@@ -32,7 +32,7 @@ pub mod transition;
 pub use decide::{decide, Applies};
 pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
 pub use resource::{
-    begin, settle, Begin, BeginOutcome, ReadState, Resource, ResourceClaim, SettleOutcome,
+    begin, creates, settle, Begin, BeginOutcome, ReadState, Resource, ResourceClaim, SettleOutcome,
 };
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.

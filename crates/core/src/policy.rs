@@ -61,7 +61,7 @@ pub struct Route {
     pub case_sensitive: bool,
     /// How a request that claims its key reaches the upstream.
     pub forward: Forward,
-    /// An API route (clients send keys) or a provider's callback route (issue 15).
+    /// An API route (clients send keys) or a provider's callback route.
     pub kind: RouteKind,
     /// Where the key comes from, in order; the first source present wins (default: the key
     /// header).
@@ -71,10 +71,14 @@ pub struct Route {
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
     pub pass_through: Option<alloc::sync::Arc<PassThrough>>,
-    /// On callback routes: the ordering guard of each resource's events (issue 26).
+    /// On callback routes: the ordering guard of each resource's events.
     pub order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
     /// Whether updates must name the version they read (`If-Match`).
     pub precondition: Option<crate::order::Precondition>,
+    /// On callback routes: what the route itself, as the payer of its deliveries' records, may
+    /// hold in the whole store while it is under pressure (`share`); `None`: the whole store, so
+    /// the route is charged nothing and only a full store refuses it.
+    pub share: Option<crate::store::share::Share>,
 }
 
 impl Route {
@@ -310,7 +314,7 @@ impl ScopeSource {
         }
     }
 
-    /// Whether something other than the client established the identity (issue 23): a header
+    /// Whether something other than the client established the identity: a header
     /// declared verified, or what an earlier filter put in dynamic metadata (`metadata`, e.g.
     /// `jwt_authn`'s payload) or filter state (`filter_state`, e.g. `ext_authz`). Any other
     /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
@@ -382,13 +386,16 @@ pub const REPLAYED_HEADERS_BOUND: u64 = 60 * 1024;
 /// lengths, and its ledger holds ([`crate::store::share::ledger`]).
 pub const RECORD_OVERHEAD: u64 = 160;
 
-/// The most memory the local store can take with this layout (issue 23): every record a stored
-/// answer with a body of `max_response_body` and, if any header is replayed, the most headers
-/// Envoy lets a response have. The README's configuration reference gives the same formula.
-pub fn memory_bound(capacity: &Capacity, max_response_body: u64, replay_headers: &[String]) -> u64 {
+/// The most memory the local store can take: `max_memory` for the answers it kept whole (an
+/// answer is kept whole only while its fill shard stays within its part of `max_memory`), and
+/// beyond it every record at most what it takes without a body (claims and answers kept
+/// without their body are never refused for bytes: a completion must land). The README's
+/// configuration reference gives the same formula.
+pub fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[String]) -> u64 {
     capacity
         .records()
-        .saturating_mul(record_bound(max_response_body, replay_headers))
+        .saturating_mul(record_bound(0, replay_headers))
+        .saturating_add(max_memory)
 }
 
 /// The most memory one record can take: a stored answer with a body of `max_response_body`, the
@@ -440,15 +447,20 @@ pub struct Policy {
     pub replay_headers: Vec<String>,
     pub store_rule: StoreRule,
     pub max_request_body: u64,
-    /// Body bytes all of a VM's streams may have in fingerprinting at once (issue 14), each
+    /// Body bytes all of a VM's streams may have in fingerprinting at once, each
     /// copy of a body the filter keeps counted.
     pub hashing_budget: u64,
-    /// The part of `hashing_budget` the streams of one peer (an IPv6 /64) may hold together
-    /// (issue 23): one client cannot take the whole budget.
+    /// The part of `hashing_budget` the streams of one peer (an IPv6 /64) may hold together:
+    /// one client cannot take the whole budget.
     pub hashing_budget_per_peer: u64,
     pub max_response_body: u64,
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
     pub max_relay_body: u64,
+    /// Answer bytes a VM's detached exchanges may have Envoy buffer at once, each exchange
+    /// counted at `max_relay_body` from before it is sent until its answer has been read.
+    pub relay_budget: u64,
+    /// The part of `relay_budget` the exchanges of one peer (an IPv6 /64) may hold together.
+    pub relay_budget_per_peer: u64,
     pub capacity: Capacity,
     /// Each payer's share of the whole store ([`crate::store::share`]).
     pub shares: crate::store::share::Shares,

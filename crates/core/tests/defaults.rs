@@ -21,6 +21,8 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
         hashing_budget_per_peer,
         max_response_body,
         max_relay_body,
+        relay_budget,
+        relay_budget_per_peer,
         capacity,
         shares,
         on_store_full,
@@ -44,6 +46,11 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
     );
     assert_eq!(max_response_body, &compiled.max_response_body, "{text:?}");
     assert_eq!(max_relay_body, &compiled.max_relay_body, "{text:?}");
+    assert_eq!(relay_budget, &compiled.relay_budget, "{text:?}");
+    assert_eq!(
+        relay_budget_per_peer, &compiled.relay_budget_per_peer,
+        "{text:?}"
+    );
     assert_eq!(capacity, &compiled.capacity, "{text:?}: capacity");
     assert_eq!(shares, &compiled.shares, "{text:?}: shares");
     assert_eq!(on_store_full, &compiled.on_store_full, "{text:?}");
@@ -74,41 +81,63 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert!(policy.route_for("GET", "/orders").is_none());
     assert_eq!(policy.capacity.cells, 1250);
     assert_eq!(policy.capacity.per_cell, 8);
-    // A tenth of the store for each address and each identity (issue 23): of its records, and
-    // of its memory bound — 10,000 × (64 KiB body + 60 KiB headers + 160 B) — in bytes.
+    // A tenth of the store for each address and each identity: of its records, and
+    // of its byte bound (`max_memory`, 256 MiB) in bytes.
     let tenth = Some(idemgate_core::store::share::Share {
         records: 1_000,
-        bytes: 127_136_000,
+        bytes: 26_843_545,
     });
     assert_eq!((policy.shares.identity, policy.shares.peer), (tenth, tenth));
+    assert_eq!(policy.shares.memory, 256 * 1024 * 1024);
+    // Answers of a mebibyte are kept whole, and relayed whole up to 8 MiB.
+    assert_eq!(policy.max_response_body, 1024 * 1024);
+    assert_eq!(policy.max_relay_body, 8 * 1024 * 1024);
+    // 64 exchanges' answers in transit per worker, an eighth of them (eight) per peer group.
+    assert_eq!(policy.relay_budget, 512 * 1024 * 1024);
+    assert_eq!(policy.relay_budget_per_peer, 64 * 1024 * 1024);
 }
 
-/// Four address groups (four IPv6 /64s cost an attacker next to nothing) each holding their whole
-/// part of the hashing budget still leave room for another client's largest body: by default a
-/// part is less than a quarter of the budget.
+/// Four address groups, each holding its whole part of a budget of `limits`, still leave room
+/// for another client's `one` (its largest body, its exchange): four IPv6 /64s cost an attacker
+/// next to nothing.
+fn four_groups_leave_room(text: &str, limits: idemgate_core::request::budget::Limits, one: u64) {
+    use idemgate_core::request::budget::{Budget, Reservation};
+    use std::rc::Rc;
+    let budget = Rc::new(Budget::default());
+    let group = |n: u8| Reservation::new(Rc::clone(&budget), Rc::from(&[n][..]));
+    let held: Vec<Reservation> = (0..4)
+        .map(|n| {
+            let mut part = group(n);
+            assert!(part.grow(limits.per_peer, limits), "{text}: group {n}");
+            part
+        })
+        .collect();
+    assert_eq!(held.len(), 4);
+    let mut fifth = group(4);
+    assert!(
+        fifth.grow(one, limits),
+        "{text}: four groups took the whole budget ({} of {})",
+        budget.used(),
+        limits.total
+    );
+}
+
+/// By default a part of the hashing budget is less than a quarter of it.
 #[test]
 fn four_address_groups_cannot_take_the_default_hashing_budget() {
-    use idemgate_core::request::budget::{HashingBudget, Limits, Reservation};
-    use std::rc::Rc;
     for text in ["{}", r#"{"hashing_budget": "8MiB"}"#] {
         let policy = Policy::from_json(text, &|_| None).unwrap();
-        let limits = Limits::of(&policy);
-        let budget = Rc::new(HashingBudget::default());
-        let group = |n: u8| Reservation::new(Rc::clone(&budget), Rc::from(&[n][..]));
-        let held: Vec<Reservation> = (0..4)
-            .map(|n| {
-                let mut part = group(n);
-                assert!(part.grow(limits.per_peer, limits), "{text}: group {n}");
-                part
-            })
-            .collect();
-        assert_eq!(held.len(), 4);
-        let mut fifth = group(4);
-        assert!(
-            fifth.grow(policy.max_request_body, limits),
-            "{text}: four groups took the whole budget ({} of {})",
-            budget.used(),
-            limits.total
-        );
+        let limits = idemgate_core::request::budget::Limits::hashing(&policy);
+        four_groups_leave_room(text, limits, policy.max_request_body);
+    }
+}
+
+/// The same for the relay budget, by default and with a smaller `upstream.max_body`.
+#[test]
+fn four_address_groups_cannot_take_the_default_relay_budget() {
+    for text in ["{}", r#"{"upstream": {"max_body": "1MiB"}}"#] {
+        let policy = Policy::from_json(text, &|_| None).unwrap();
+        let limits = idemgate_core::request::budget::Limits::relay(&policy);
+        four_groups_leave_room(text, limits, policy.max_relay_body);
     }
 }

@@ -45,7 +45,7 @@ fn with_reentry_detached_is_the_default() {
     // The default route list follows `upstream` too.
     let policy = compile(r#"{"upstream":{"reentry":"back"}}"#).unwrap();
     assert_eq!(policy.routes[0].forward, detached("back", Via::Reentry, 15));
-    assert_eq!(policy.max_relay_body, 1024 * 1024);
+    assert_eq!(policy.max_relay_body, 8 * 1024 * 1024);
 }
 
 #[test]

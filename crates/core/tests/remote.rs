@@ -21,7 +21,9 @@ use idemgate_core::store::remote::{
     StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
 use idemgate_core::store::seal::{RecordSecrets, SealError};
-use idemgate_core::store::share::{Billed, PayerTag, Payers, Share, PEER_GROUP_SOURCE};
+use idemgate_core::store::share::{
+    Billed, Fill, FillShard, PayerTag, Payers, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
+};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;
@@ -258,6 +260,7 @@ fn claim(key: u8, fp: u8, owner: u8) -> Request {
         lease: Span::from_secs(60),
         ttl: Span::from_secs(86_400),
         payers: vec![],
+        fill: None,
     }
 }
 
@@ -269,12 +272,14 @@ fn samples() -> Vec<Request> {
             owner: OwnerToken([3; 16]),
             ttl: Span(5),
             end: End::Release,
+            shard: None,
         },
         Request::Finish {
             key: skey(1),
             owner: OwnerToken([3; 16]),
             ttl: Span::from_secs(86_400),
             end: End::Store(response(b"{\"id\":1}")),
+            shard: None,
         },
         Request::Finish {
             key: skey(1),
@@ -286,11 +291,13 @@ fn samples() -> Vec<Request> {
                 body: StoredBody::NotKept,
                 seal: None,
             }),
+            shard: None,
         },
         Request::Consume {
             key: skey(9),
             expires_at: UnixMillis(1_700_000_000_000),
             payers: vec![],
+            fill: None,
         },
     ]
 }
@@ -320,9 +327,39 @@ fn sample_responses() -> Vec<Response> {
         }),
         Response::Claim(ClaimOutcome::QuotaExceeded {
             retry_after: Span(7),
+            share: None,
         }),
         Response::Consume(ConsumeOutcome::QuotaExceeded {
             retry_after: Span(8),
+            share: None,
+        }),
+        Response::Claim(ClaimOutcome::QuotaExceeded {
+            retry_after: Span(9),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Address,
+                payer: PayerTag([1, 2, 3, 4, 5, 6, 7, 1]),
+            }),
+        }),
+        Response::Claim(ClaimOutcome::QuotaExceeded {
+            retry_after: Span(10),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Route,
+                payer: PayerTag([9, 2, 3, 4, 5, 6, 7, 3]),
+            }),
+        }),
+        Response::Consume(ConsumeOutcome::QuotaExceeded {
+            retry_after: Span(11),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Identity,
+                payer: PayerTag([8; 8]),
+            }),
+        }),
+        Response::Consume(ConsumeOutcome::QuotaExceeded {
+            retry_after: Span(12),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Bytes,
+                payer: PayerTag([7; 8]),
+            }),
         }),
         Response::Failed(Failure::Timeout),
         Response::Failed(Failure::Corrupt),
@@ -351,8 +388,9 @@ fn garbage_gets_typed_errors() {
     assert_eq!(Request::decode(b""), Err(WireError::Truncated));
     assert_eq!(Request::decode(b"GET / HTTP/1.1"), Err(WireError::BadMagic));
     // Version 1 (before sealed answers), 2 (before shares in bytes), 3 (before sealed resource
-    // states) and a future version are refused alike.
-    for version in [1, 2, 3, 5] {
+    // states), 4 (before fill shards), 5 (before refusals named their share) and a future
+    // version are refused alike.
+    for version in [1, 2, 3, 4, 5, 7] {
         let mut other = good.clone();
         other[2] = version;
         assert_eq!(
@@ -367,14 +405,15 @@ fn garbage_gets_typed_errors() {
         Request::decode(&good[..good.len() - 1]),
         Err(WireError::Truncated)
     );
-    // After a claim come its payers (a count of 1 or 2); after a finish, nothing.
+    // After a claim come its payers (a count of 0 only before a fill shard); after a finish,
+    // its shard.
     let mut long = good.clone();
     long.push(0);
     assert_eq!(Request::decode(&long), Err(WireError::OutOfRange));
     let mut long = finish_store(1, 3, b"x").encode();
     long.push(0);
-    assert_eq!(Request::decode(&long), Err(WireError::TrailingBytes));
-    let billed = |tags: &[u8]| {
+    assert_eq!(Request::decode(&long), Err(WireError::Truncated));
+    let billed = |tags: &[u8], fill: Option<Fill>| {
         let payers: Vec<Billed> = tags
             .iter()
             .map(|&t| Billed {
@@ -400,16 +439,37 @@ fn garbage_gets_typed_errors() {
                 lease,
                 ttl,
                 payers,
+                fill,
             },
             other => other,
         }
     };
-    let two = billed(&[1, 2]);
+    let two = billed(&[1, 2], None);
     assert_eq!(Request::decode(&two.encode()), Ok(two));
-    let twice = billed(&[1, 1]).encode();
+    let twice = billed(&[1, 1], None).encode();
     assert_eq!(Request::decode(&twice), Err(WireError::OutOfRange));
-    let three = billed(&[1, 2, 3]).encode();
+    let three = billed(&[1, 2, 3], None).encode();
     assert_eq!(Request::decode(&three), Err(WireError::OutOfRange));
+    let fill = |capacity, pressure| Fill {
+        shard: FillShard {
+            tag: PayerTag([7; 8]),
+            capacity,
+        },
+        pressure,
+    };
+    for payers in [&[][..], &[1], &[1, 2]] {
+        let counted = billed(payers, Some(fill(1_024, 20)));
+        assert_eq!(Request::decode(&counted.encode()), Ok(counted));
+    }
+    let overpressed = billed(&[1], Some(fill(1_024, 101))).encode();
+    assert_eq!(Request::decode(&overpressed), Err(WireError::OutOfRange));
+    let empty_shard = billed(&[], Some(fill(0, 20))).encode();
+    assert_eq!(Request::decode(&empty_shard), Err(WireError::OutOfRange));
+    let mut finish = finish_store(1, 3, b"x");
+    if let Request::Finish { shard, .. } = &mut finish {
+        *shard = Some(fill(1_024, 0).shard);
+    }
+    assert_eq!(Request::decode(&finish.encode()), Ok(finish));
     let mut zero_ttl = good.clone();
     let n = zero_ttl.len();
     zero_ttl[n - 8..].fill(0);
@@ -421,6 +481,7 @@ fn garbage_gets_typed_errors() {
         key: skey(1),
         expires_at: UnixMillis(u64::MAX / 2),
         payers: vec![],
+        fill: None,
     };
     assert_eq!(Request::decode(&far.encode()), Err(WireError::OutOfRange));
     // A response is not a request, and the other way round.
@@ -584,6 +645,7 @@ fn finish_store(key: u8, owner: u8, body: &[u8]) -> Request {
         owner: OwnerToken([owner; 16]),
         ttl: Span::from_secs(86_400),
         end: End::Store(response(body)),
+        shard: None,
     }
 }
 
@@ -610,6 +672,7 @@ fn a_fresh_claim_the_owners_finish_and_a_token_use_take_one_engine_call() {
         key: skey(2),
         expires_at: UnixMillis(2_000_000),
         payers: vec![],
+        fill: None,
     };
     assert_eq!(
         engine.run(consume, now),
@@ -670,6 +733,7 @@ fn a_missed_speculation_is_decided_on_what_the_engine_holds() {
         key: skey(2),
         expires_at: UnixMillis(2_000_000),
         payers: vec![],
+        fill: None,
     };
     engine.run(consume.clone(), now);
     let calls = engine.calls;
@@ -752,6 +816,7 @@ fn a_token_is_used_once_and_remembered_past_its_expiry_by_the_skew() {
         key: skey(3),
         expires_at: UnixMillis(1_010_000),
         payers: vec![],
+        fill: None,
     };
     assert_eq!(
         engine.run(consume.clone(), now),
@@ -1072,19 +1137,20 @@ proptest! {
     /// Any sequence of claims, finishes, token uses and time passing gives the same outcomes
     /// through the remote protocol as through the local one: the core decides both, with one set
     /// of rules (`rule`) — a token's use is remembered as long in either, and a client at its
-    /// share of the store is refused by both (small shares, so the ops reach them).
+    /// share of the store is refused by both only while the store is under pressure (small
+    /// shares and a small store, so the ops reach both).
     #[test]
     fn remote_and_local_agree(ops in proptest::collection::vec(op(), 1..40)) {
         let mut policy = Policy::defaults();
-        policy.capacity.cells = 64;
-        policy.capacity.per_cell = 64;
+        // One cell of 8 records, so one fill shard: 4 records are its pressure of 50 %. The ops
+        // touch five keys, so the cell never fills.
+        policy.capacity.cells = 1;
+        policy.capacity.per_cell = 8;
+        policy.shares.pressure = 50;
         // Bytes bind the identity before records do: two stored answers of 3 bytes (163 bytes
         // each with their record) and a claim (160) are past 400 bytes; the peer counts records.
         policy.shares.identity = Some(Share { records: 3, bytes: 400 });
         policy.shares.peer = Some(Share { records: 3, bytes: u64::MAX });
-        // The remote store counts no fill: its shares are fixed caps, the local store's too at
-        // a pressure of 0 %.
-        policy.shares.pressure = 0;
         let mut local = MemoryStore::new();
         // Read first; speculate on the engine's clock; speculate off it (always refused).
         let mut remotes = [
@@ -1101,6 +1167,7 @@ proptest! {
                     next_owner = next_owner.wrapping_add(1);
                     let owner = OwnerToken([next_owner % 6; 16]);
                     let mut engine = Engine { store: &mut local, policy: &policy };
+                    // The remote store's refusal names the same share, and the same payer.
                     let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), now).unwrap();
                     let request = client::claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), &policy);
                     // Through the filter's check: a replay's seal holds, and is all that differs.
@@ -1183,6 +1250,8 @@ fn a_claim_over_its_share_is_undone_as_if_never_written() {
             records: 1,
             bytes: u64::MAX,
         });
+        // Fixed caps: the share binds however empty the store is.
+        policy.shares.pressure = 0;
         let payer = payers(1);
         let claim = |key: u8, fp: u8, owner: u8, payers: Payers| {
             client::claim(
@@ -1212,7 +1281,11 @@ fn a_claim_over_its_share_is_undone_as_if_never_written() {
         assert_eq!(
             refused,
             Response::Claim(ClaimOutcome::QuotaExceeded {
-                retry_after: Span::from_secs(60)
+                retry_after: Span::from_secs(60),
+                share: Some(ShareRefusal {
+                    reason: ShareReason::Address,
+                    payer: payer.tags().next().unwrap(),
+                }),
             }),
             "speculate: {speculate}"
         );
@@ -1245,6 +1318,97 @@ fn a_claim_over_its_share_is_undone_as_if_never_written() {
         assert!(matches!(
             taken,
             Response::Claim(ClaimOutcome::Forward { takeover: true, .. })
+        ));
+    }
+}
+
+/// The fleet's shares bind only under pressure: one address group claims far past its share
+/// while the store's fill shard is below its pressure, and is refused once it is at it; another
+/// payer below its share is served all the while.
+#[test]
+fn a_payer_over_its_share_is_refused_only_under_pressure() {
+    for speculate in [false, true] {
+        let mut engine = if speculate {
+            ModelEngine::speculative(0)
+        } else {
+            ModelEngine::default()
+        };
+        let mut policy = Policy::defaults();
+        // One fill shard of 16 cells of 8 records: 128 records, under pressure from 26 (20 %).
+        policy.capacity.cells = 16;
+        policy.capacity.per_cell = 8;
+        policy.shares.pressure = 20;
+        policy.shares.peer = Some(Share {
+            records: 5,
+            bytes: u64::MAX,
+        });
+        let now = UnixMillis(1_000_000);
+        let claim = |key: u8, owner: u8, payers: Payers| {
+            client::claim(
+                skey(key),
+                Fingerprint([1; 32]),
+                OwnerToken([owner; 16]),
+                payers,
+                &policy,
+            )
+        };
+        let forwarded =
+            |response: &Response| matches!(response, Response::Claim(ClaimOutcome::Forward { .. }));
+        let flooder = payers(1);
+        assert!(forwarded(&engine.run(claim(0, 1, flooder), now)));
+        // 26 records put the shard at its pressure: each of them is served, far past the share.
+        for key in 1..26 {
+            assert!(
+                forwarded(&engine.run(claim(key, 1, flooder), now)),
+                "record {key} of a store below its pressure (speculate: {speculate})"
+            );
+        }
+        let refused = engine.run(claim(26, 1, flooder), now);
+        assert_eq!(
+            refused,
+            Response::Claim(ClaimOutcome::QuotaExceeded {
+                retry_after: Span::from_secs(60),
+                share: Some(ShareRefusal {
+                    reason: ShareReason::Address,
+                    payer: flooder.tags().next().unwrap(),
+                }),
+            }),
+            "speculate: {speculate}"
+        );
+        assert!(
+            engine.get(&skey(26), now).is_none(),
+            "the refused claim is undone"
+        );
+        // Another payer below its share is served under pressure.
+        assert!(forwarded(&engine.run(claim(27, 2, payers(3)), now)));
+        // The flooder's releases bring the shard below its pressure: it is served again.
+        for key in 0..3 {
+            let release = client::finish(
+                skey(key),
+                OwnerToken([1; 16]),
+                ResponseFacts::NeverReached,
+                &policy,
+                &secrets(),
+            )
+            .expect("a release is sent");
+            assert_eq!(
+                engine.run(release, now),
+                Response::Finish(FinishOutcome::Released)
+            );
+        }
+        assert!(forwarded(&engine.run(claim(26, 1, flooder), now)));
+        // With fixed caps (a pressure of 0) it is refused however empty the store.
+        policy.shares.pressure = 0;
+        let capped = client::claim(
+            skey(28),
+            Fingerprint([1; 32]),
+            OwnerToken([1; 16]),
+            flooder,
+            &policy,
+        );
+        assert!(matches!(
+            engine.run(capped, now),
+            Response::Claim(ClaimOutcome::QuotaExceeded { .. })
         ));
     }
 }

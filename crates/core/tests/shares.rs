@@ -15,7 +15,7 @@ use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
 use idemgate_core::store::record::OwnerToken;
-use idemgate_core::store::share::{self, Payers};
+use idemgate_core::store::share::{self, Payers, ShareReason, ShareRefusal};
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};
 
@@ -143,7 +143,7 @@ fn no_flood_denies_the_store_to_others() {
                 T0,
             ) {
                 ClaimOutcome::Forward { .. } => stored += 1,
-                ClaimOutcome::QuotaExceeded { retry_after } => refused = Some(retry_after),
+                ClaimOutcome::QuotaExceeded { retry_after, .. } => refused = Some(retry_after),
                 other => panic!("{name}: {other:?}"),
             }
         }
@@ -172,7 +172,7 @@ fn no_flood_denies_the_store_to_others() {
     }
 }
 
-/// Shares count bytes as well as records (issue 23): a client whose answers are large reaches its
+/// Shares count bytes as well as records: a client whose answers are large reaches its
 /// byte share long before its record share, and then gets 429 until its answers lapse, while a
 /// client with small answers keeps its whole record share. An answer is never refused once its
 /// request ran: the share binds the next claim.
@@ -209,7 +209,11 @@ fn large_answers_reach_the_byte_share_first() {
     let refused = loop {
         match serve(&mut engine, "10.0.0.66", stored, 60_000) {
             ClaimOutcome::Forward { .. } => stored += 1,
-            ClaimOutcome::QuotaExceeded { retry_after } => break retry_after,
+            ClaimOutcome::QuotaExceeded { retry_after, share } => {
+                // Counted and logged as the bytes' refusal, the records being within theirs.
+                assert_eq!(share.map(|s| s.reason), Some(ShareReason::Bytes));
+                break retry_after;
+            }
             other => panic!("{other:?}"),
         }
         assert!(stored <= 100, "the byte share never bound");
@@ -328,7 +332,11 @@ fn only_space_held_is_charged() {
             .claim(c.key, fp, owner(3), c.payers, T0.after(Span(1000)))
             .unwrap(),
         ClaimOutcome::QuotaExceeded {
-            retry_after: Span(4000)
+            retry_after: Span(4000),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Address,
+                payer: c.payers.tags().next().unwrap(),
+            }),
         }
     );
     // Released: room at once.
@@ -372,7 +380,11 @@ fn only_space_held_is_charged() {
             .consume(r(10).key, expires, token.payers, at)
             .unwrap(),
         ConsumeOutcome::QuotaExceeded {
-            retry_after: Span::from_secs(4)
+            retry_after: Span::from_secs(4),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Address,
+                payer: r(10).payers.tags().next().unwrap(),
+            }),
         }
     );
 }
@@ -401,7 +413,15 @@ fn replays_are_never_refused_and_verified_identities_pay_alone() {
     assert_eq!(
         run(&mut engine, &request(&policy, None, "10.0.0.5", 2), 3, T0),
         ClaimOutcome::QuotaExceeded {
-            retry_after: Span::from_secs(3600)
+            retry_after: Span::from_secs(3600),
+            share: Some(ShareRefusal {
+                reason: ShareReason::Address,
+                payer: request(&policy, None, "10.0.0.5", 2)
+                    .payers
+                    .tags()
+                    .next()
+                    .unwrap(),
+            }),
         }
     );
     // The same address with a verified identity: charged to the identity only (share 3).
@@ -490,32 +510,56 @@ fn a_request_that_loses_the_key_to_another_is_not_charged() {
     assert_eq!(held.records, 1);
 }
 
-/// `"off"`: a kind of payer not counted — no limit and no ledger write for it.
+/// `"off"`: a kind of payer not counted — no limit and nothing charged to it.
 #[test]
 fn a_share_turned_off_charges_nothing() {
-    let off = policy(r#"{"capacity": 100, "shares": {"identity": "off", "peer": "off"}}"#);
-    assert_eq!((off.shares.identity, off.shares.peer), (None, None));
-    let mut store = MemoryStore::new();
-    let mut engine = Engine {
-        store: &mut store,
-        policy: &off,
-    };
-    for n in 0..100 {
-        let r = request(&off, Some("Bearer one"), "10.0.0.8", n);
-        assert!(r.payers.is_empty());
-        assert!(matches!(
-            run(&mut engine, &r, n, T0),
-            ClaimOutcome::Forward { .. } | ClaimOutcome::StoreFull { .. }
+    // 100 records at their largest (1 MiB of body, headers, overhead) fit the default 256 MiB:
+    // no byte count is needed, so a record costs no ledger operation at all. With 8 MiB they do
+    // not: the fill shard counts every record, its bytes bounding the store's memory.
+    for (max_memory, shard_counts) in [("256MiB", false), ("8MiB", true)] {
+        let off = policy(&format!(
+            r#"{{"capacity": 100, "max_memory": "{max_memory}", "shares": {{"identity": "off", "peer": "off"}}}}"#
         ));
-    }
-    let layout = Layout {
-        capacity: off.capacity,
-    };
-    for i in 0..layout.ledger_cells() {
-        let cell = layout.ledger_cell_name_at(i);
+        assert_eq!((off.shares.identity, off.shares.peer), (None, None));
+        assert_eq!(off.shares.memory_counted, shard_counts);
+        let mut store = MemoryStore::new();
+        let mut engine = Engine {
+            store: &mut store,
+            policy: &off,
+        };
+        for n in 0..100 {
+            let r = request(&off, Some("Bearer one"), "10.0.0.8", n);
+            assert!(r.payers.is_empty());
+            assert!(matches!(
+                run(&mut engine, &r, n, T0),
+                ClaimOutcome::Forward { .. } | ClaimOutcome::StoreFull { .. }
+            ));
+        }
+        let layout = Layout {
+            capacity: off.capacity,
+        };
+        // Neither the identity nor the address group holds anything.
+        let group = off.shares.peer_group("10.0.0.8");
+        let identity = share::PayerTag::of(Scope {
+            source: "header:authorization",
+            value: b"Bearer one",
+        });
+        let address = share::PayerTag::of(Scope {
+            source: "peer",
+            value: &group,
+        });
+        for tag in [identity, address] {
+            let held = share::held(engine.store, &layout, tag, T0).unwrap();
+            assert_eq!((held.records, held.bytes), (0, 0));
+        }
+        let shard = layout.fill_shard(&request(&off, Some("Bearer one"), "10.0.0.8", 0).key);
+        let counted = share::held(engine.store, &layout, shard.tag, T0)
+            .unwrap()
+            .records;
         assert_eq!(
-            idemgate_core::store::Store::read(engine.store, &cell),
-            Ok(None)
+            counted > 0,
+            shard_counts,
+            "max_memory {max_memory}: {counted}"
         );
     }
     // Only the address group counted: an identity pays nothing, its address does.
@@ -575,7 +619,7 @@ fn a_flood_into_an_empty_store_is_held_at_the_pressure() {
         let r = request(&policy, Some(&format!("Bearer m-{n}")), "10.0.0.66", n);
         match run(&mut engine, &r, n, T0) {
             ClaimOutcome::Forward { .. } => stored += 1,
-            ClaimOutcome::QuotaExceeded { retry_after } => {
+            ClaimOutcome::QuotaExceeded { retry_after, .. } => {
                 assert_eq!(retry_after, Span::from_secs(24 * 3600));
             }
             other => panic!("{other:?}"),

@@ -1,4 +1,4 @@
-//! Configuration of where records live (issue 13): `store` local (the default) or remote.
+//! Configuration of where records live: `store` local (the default) or remote.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::policy::{Policy, StoreKind};

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""idemgate benchmark (issue 7): `make bench` writes BENCHMARKS.md, `make test-bench` is the smoke.
+"""idemgate benchmark: `make bench` writes BENCHMARKS.md, `make test-bench` is the smoke.
 
 Everything runs on 127.0.0.1, bounded in time, and every process started here is killed by its PID.
 
@@ -291,10 +291,11 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, f
     core = json.loads(wasm["configuration"]["value"])
     core["capacity"] = capacity
     if capacity > 10000:
-        # The example's `max_memory` (1280 MiB) refuses a store that may hold `capacity` bodies of
-        # `max_response_body` each, as it should; this store is large only so that a run's fresh
-        # keys never fill it, and its answers are a few bytes: drop the check rather than the size.
-        core.pop("max_memory", None)
+        # Split over this many fill shards, the example's `max_memory` (256 MiB) leaves each too
+        # little for one answer of `max_response_body`, and is refused, as it should be; this
+        # store is large only so that a run's fresh keys never fill it, and its answers are a few
+        # bytes: a bound that fits (what it may take is what its answers really take).
+        core["max_memory"] = "32GiB"
     core["fingerprint"]["mode"] = mode
     if forward == "router":
         core.pop("upstream", None)
@@ -307,6 +308,10 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, f
             upstream["cluster_skipping_routes_and_filters"] = "app"
         # /hold's exchange ends as its route's timeout would (in doubt, kept in flight).
         core["routes"].insert(0, {"prefix": "/hold", "key": "optional", "upstream_timeout": "300ms"})
+        # Every exchange comes from the load generator's one address: room for all of them in
+        # the relay budget (each counted at upstream.max_body), so the runs measure the exchanges,
+        # not the budget's refusals.
+        core["relay_budget"] = core["relay_budget_per_peer"] = "8GiB"
     wasm["configuration"]["value"] = json.dumps(core)
     res["clusters"] = [cluster("app", up), cluster("hold", hold), reentry_cluster(res.get("clusters"))]
     return config

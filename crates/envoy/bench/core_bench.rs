@@ -1,4 +1,4 @@
-//! The core's benchmark (issue 7), run natively and as wasm32-wasip1 inside V8 (Node's WASI), by
+//! The core's benchmark, run natively and as wasm32-wasip1 inside V8 (Node's WASI), by
 //! `crates/envoy/bench/bench.py` (`make bench`, `make test-bench`). An example of this crate (it
 //! links only `idemgate-core`; the core's own dev-dependencies do not build for wasm32-wasip1), a
 //! plain `main` that measures everything and prints `BENCH <name> <value> <unit>` lines. `IDEMGATE_BENCH_SMOKE=1` shrinks every count so
@@ -121,9 +121,10 @@ fn main() {
     }
 
     // Decide + complete: claim a fresh key, store a small upstream answer (the filter's path),
-    // charged to a client and its address as an unverified header scope is (issue 23).
+    // charged to a client and its address as an unverified header scope is.
     let policy = Policy::from_json(
-        r#"{"capacity": 4000000, "shares": {"identity": "100%", "peer": "100%"}}"#,
+        r#"{"capacity": 4000000, "max_memory": "32GiB",
+            "shares": {"identity": "100%", "peer": "100%"}}"#,
         &|_| None,
     )
     .unwrap();

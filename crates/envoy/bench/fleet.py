@@ -10,7 +10,7 @@ Measured with wrk (crates/envoy/bench/fresh.lua), POST 1 KB JSON, router path (t
   * fresh keys at 8 connections (throughput ratio fleet / local);
   * replays of completed keys: the local store (same Envoy) against the fleet, where the keys were
     completed through Envoy A and are replayed through Envoy B.
-Envoy reaches the service over mutual TLS (issue 24), as deployed, with certificates made at start
+Envoy reaches the service over mutual TLS, as deployed, with certificates made at start
 (examples/store/certs.py), over HTTP/2 (`--store-http 1`: HTTP/1.1, for the A/B in BENCHMARKS.md).
 Everything runs on 127.0.0.1; every process started here is killed by its PID at exit.
 """
@@ -120,7 +120,7 @@ def fleet_config(up, hold, store_port, tls, http=2):
     core["store"] = {"kind": "remote", "cluster": "idemgate_store", "timeout": "1s",
                      "record_secret_env": "IDEMGATE_RECORD_SECRET"}
     wasm["configuration"]["value"] = json.dumps(core)
-    # The secret that seals the stored answers (issue 24): the same for both Envoys, from the
+    # The secret that seals the stored answers: the same for both Envoys, from the
     # environment every Envoy started here inherits.
     keys = wasm["vm_config"].setdefault("environment_variables", {}).setdefault("host_env_keys", [])
     if "IDEMGATE_RECORD_SECRET" not in keys:

@@ -1,4 +1,4 @@
-"""A PostgreSQL for the store benches (issue 25): initdb in a temp dir, `postgres` on a free port of
+"""A PostgreSQL for the store benches: initdb in a temp dir, `postgres` on a free port of
 127.0.0.1 (TCP only, trust auth, user `idemgate`), its durability settings left at PostgreSQL's
 defaults (fsync on, synchronous_commit on: a claim is on disk before it is answered). As root,
 PostgreSQL refuses to run: initdb and the server then run as the `postgres` user. Debian's

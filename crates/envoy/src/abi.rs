@@ -1,7 +1,7 @@
 //! The proxy-wasm ABI (0.2.1), host side: the imports the filter calls, as functions that return
 //! errors instead of panicking, and the (de)serialisation of header maps and property paths.
 //!
-//! Why the filter has its own ABI layer instead of the `proxy-wasm` crate (issue 12): in
+//! Why the filter has its own ABI layer instead of the `proxy-wasm` crate: in
 //! proxy-wasm-cpp-host an HTTP call made from a stream belongs to the *root* context, so its late
 //! answer arrives as `proxy_on_http_call_response(root_context_id, token, ..)` — also after the
 //! client has gone and the stream was deleted. The SDK routes that answer by token to the stream

@@ -46,6 +46,11 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::InDoubtUpstreamTimeout
         | Counter::InDoubtClientGone
         | Counter::InDoubtOther => return None,
+        // Follow a `quota_exceeded`: the share that refused is in its own counter.
+        Counter::QuotaIdentity
+        | Counter::QuotaAddress
+        | Counter::QuotaRoute
+        | Counter::QuotaBytes => return None,
         // A tracked event without its resource is refused by the core's request machine before
         // the ordering guard is asked, so its outcome is written here.
         Counter::OrderResourceMissing => return Some((ORDER_FIELD, "resource_missing")),
@@ -101,6 +106,10 @@ mod tests {
             Counter::InDoubtUpstreamTimeout,
             Counter::InDoubtClientGone,
             Counter::InDoubtOther,
+            Counter::QuotaIdentity,
+            Counter::QuotaAddress,
+            Counter::QuotaRoute,
+            Counter::QuotaBytes,
         ];
         // The ordering guard's outcomes go to their own field (`ORDER_FIELD`).
         let ordering = |c: Counter| c.name().starts_with("idemgate.order.");

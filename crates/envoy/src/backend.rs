@@ -1,4 +1,4 @@
-//! Where this filter's records are, decided in one place (issue 22): the VM's shared data, asked
+//! Where this filter's records are, decided in one place: the VM's shared data, asked
 //! at once with the host's clock, or the store service, asked by callout
 //! ([`crate::remote_store`], its answer coming to [`crate::dispatch`]). Every store operation —
 //! a claim, a token's use, a finish, the ordering guard's begin and settle — starts here.

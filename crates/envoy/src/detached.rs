@@ -1,4 +1,4 @@
-//! Detached execution (issue 12): the upstream exchange of a claimed request belongs to the key,
+//! Detached execution: the upstream exchange of a claimed request belongs to the key,
 //! not to the client's connection.
 //!
 //! On a route whose `forward` is `detached`, the filter keeps the request (headers and the body it
@@ -36,7 +36,9 @@
 //! the route applies (the request is sent once; the cluster's circuit breakers and outlier
 //! detection still do); the answer is buffered whole (up to `upstream.max_body`) before the client
 //! gets any of it, so nothing streams; an answer over `upstream.max_body` is recorded (status,
-//! headers, no body) but the client gets a `relay_too_large` problem.
+//! headers, no body) and the client gets the upstream's own status and headers without the body,
+//! marked `Idempotent-Body-Omitted: true` (the core's `EdgeAnswer::RelayWithoutBody`) — a success
+//! is never turned into a 5xx.
 
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType, Status};
 use crate::host;
@@ -88,7 +90,7 @@ const NOT_FORWARDED: &[&str] = &[
 /// timeouts. Every other `x-envoy-*` header (`x-envoy-retry-on`, `x-envoy-max-retries`,
 /// `x-envoy-upstream-rq-timeout-ms`, ...) is dropped from a guarded request: whether Envoy
 /// honours them depends on its internal-address settings, and a client must never be able to make
-/// the router try a claimed request twice (issue 21).
+/// the router try a claimed request twice.
 const ENVOY_HEADERS_FORWARDED: &[&str] = &[
     "x-envoy-external-address",
     "x-envoy-internal",

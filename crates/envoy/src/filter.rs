@@ -34,7 +34,7 @@ use idemgate_core::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProbl
 use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
 use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
 use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
-use idemgate_core::request::budget::HashingBudget;
+use idemgate_core::request::budget::Budget;
 use idemgate_core::store::protocol::{Engine, ProtocolError};
 use idemgate_core::store::record::OwnerToken;
 use idemgate_core::store::remote::client;
@@ -49,7 +49,7 @@ mod response;
 /// where it goes and all its headers (the core keeps its body, as taken in: [`guard::Kept`]).
 struct Held {
     /// The route's detached settings, kept with the request rather than looked up again by
-    /// index, so a "route not found" case cannot exist (issue 22).
+    /// index, so a "route not found" case cannot exist.
     route: Detached,
     /// The route's kind: which of the exchange's answers the record keeps.
     kind: RouteKind,
@@ -201,7 +201,7 @@ impl Filter {
 }
 
 /// Where a router-path request's end came from. The details describe the router's last attempt;
-/// an earlier attempt of a route's retry policy may have reached the upstream (issue 21), so the
+/// an earlier attempt of a route's retry policy may have reached the upstream, so the
 /// attempt count is read when the details say "never reached".
 fn classify_end(details: Option<&str>) -> Origin {
     classify_attempts(details, host::upstream_attempts)

@@ -1,6 +1,6 @@
 //! The few host calls the filter makes, each turning a host failure into `None` (a failed host
 //! call must never become a panic: that would kill the worker's VM), and never into an empty value
-//! the caller would take for what the host holds (issue 22).
+//! the caller would take for what the host holds.
 
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType};
 #[allow(unused_imports)]
@@ -113,7 +113,7 @@ pub fn send_with_details(answer: &HttpAnswer, details: &str) {
 }
 
 /// The time now, read from the host once per callback (see [`crate::clock`]).
-/// `None` when the host cannot say (issue 22): the epoch instead would make every record look
+/// `None` when the host cannot say: the epoch instead would make every record look
 /// decades old or brand new, so callers refuse or keep what they hold rather than guess.
 pub fn now() -> Option<UnixMillis> {
     crate::clock::callback_now(|| {

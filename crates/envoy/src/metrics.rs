@@ -30,6 +30,10 @@ impl From<Event> for Counter {
             Event::Replayed => Counter::Replayed,
             Event::Mismatch => Counter::Mismatch,
             Event::QuotaExceeded => Counter::QuotaExceeded,
+            Event::QuotaIdentity => Counter::QuotaIdentity,
+            Event::QuotaAddress => Counter::QuotaAddress,
+            Event::QuotaRoute => Counter::QuotaRoute,
+            Event::QuotaBytes => Counter::QuotaBytes,
             Event::StoreFull => Counter::StoreFull,
             Event::StoreError => Counter::StoreError,
             Event::RecordCorrupt => Counter::RecordCorrupt,
@@ -43,6 +47,7 @@ impl From<Event> for Counter {
             Event::InvalidKey => Counter::InvalidKey,
             Event::BodyTooLarge => Counter::BodyTooLarge,
             Event::HashingBudgetExceeded => Counter::HashingBudgetExceeded,
+            Event::RelayBudgetExceeded => Counter::RelayBudgetExceeded,
             Event::InvalidBody => Counter::InvalidBody,
             Event::OrderResourceMissing => Counter::OrderResourceMissing,
             Event::PreconditionRequired => Counter::PreconditionRequired,
@@ -93,7 +98,8 @@ pub enum Counter {
     Detached,
     /// A detached exchange answered after its client had gone: settled all the same.
     DetachedClientGone,
-    /// A detached exchange's answer was over `upstream.max_body`: recorded, not relayed.
+    /// A detached exchange's answer was over `upstream.max_body`: recorded, and relayed without
+    /// its body (the upstream's status, `Idempotent-Body-Omitted: true`).
     RelayTooLarge,
     /// An answer from the re-entry cluster without the re-entry mark: the internal listener lacks
     /// its marking filter (misconfigured); the outcome was taken as in doubt.
@@ -102,8 +108,19 @@ pub enum Counter {
     StoreFull,
     /// 429: a payer of the request already held its share of the store (`shares`).
     QuotaExceeded,
+    /// Of `QuotaExceeded`: an identity held its share of records.
+    QuotaIdentity,
+    /// Of `QuotaExceeded`: an address group held its share of records.
+    QuotaAddress,
+    /// Of `QuotaExceeded`: a callback route held its own share (`routes[].share`).
+    QuotaRoute,
+    /// Of `QuotaExceeded`: a payer held its share of bytes.
+    QuotaBytes,
     /// 503: the VM's `hashing_budget` for bodies in progress, or the peer's part of it, was used up.
     HashingBudgetExceeded,
+    /// 503: a detached exchange's answer did not fit the VM's `relay_budget`, or the peer's part
+    /// of it; its claim was released unsent.
+    RelayBudgetExceeded,
     /// The store failed (or was contended past the retry bound): the failure mode applied.
     StoreError,
     /// No scope source identified the client: the failure mode applied (never a shared namespace).
@@ -150,7 +167,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 43] = [
+    pub const ALL: [Counter; 48] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -171,7 +188,12 @@ impl Counter {
         Counter::ReentryUnmarked,
         Counter::StoreFull,
         Counter::QuotaExceeded,
+        Counter::QuotaIdentity,
+        Counter::QuotaAddress,
+        Counter::QuotaRoute,
+        Counter::QuotaBytes,
         Counter::HashingBudgetExceeded,
+        Counter::RelayBudgetExceeded,
         Counter::StoreError,
         Counter::ScopeUnavailable,
         Counter::TokenIssued,
@@ -218,7 +240,12 @@ impl Counter {
             Counter::ReentryUnmarked => "idemgate.reentry_unmarked",
             Counter::StoreFull => "idemgate.store_full",
             Counter::QuotaExceeded => "idemgate.quota_exceeded",
+            Counter::QuotaIdentity => "idemgate.quota_exceeded.identity",
+            Counter::QuotaAddress => "idemgate.quota_exceeded.address",
+            Counter::QuotaRoute => "idemgate.quota_exceeded.route",
+            Counter::QuotaBytes => "idemgate.quota_exceeded.bytes",
             Counter::HashingBudgetExceeded => "idemgate.hashing_budget_exceeded",
+            Counter::RelayBudgetExceeded => "idemgate.relay_budget_exceeded",
             Counter::StoreError => "idemgate.store_error",
             Counter::ScopeUnavailable => "idemgate.scope_unavailable",
             Counter::TokenIssued => "idemgate.token_issued",

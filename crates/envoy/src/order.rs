@@ -1,4 +1,4 @@
-//! The ordering guard, carried out (issue 26). The rules are the core's
+//! The ordering guard, carried out. The rules are the core's
 //! (`idemgate_core::order`; a route's precondition and the `Probe` that reads the request's
 //! facts are the core's request machine's): this module runs the core's begin and settle on the
 //! store, counts each outcome, and hands the machine the core's decision. The filter calls it when
@@ -18,7 +18,7 @@ use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::answer::{answer, EdgeAnswer};
 use idemgate_core::guard::Decision;
 pub use idemgate_core::order::applies;
-use idemgate_core::order::local::{BeginEvent, SettleEvent};
+use idemgate_core::order::local::{self, SettleEvent};
 use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
 use idemgate_core::policy::StoreKind;
 use idemgate_core::request::json::Quoted;
@@ -26,6 +26,7 @@ use idemgate_core::store::protocol::run;
 use idemgate_core::store::protocol::ProtocolError;
 use idemgate_core::store::record::OwnerToken;
 use idemgate_core::store::remote::client;
+use idemgate_core::store::share::Payers;
 use idemgate_core::store::Layout;
 
 pub use crate::access_log::ORDER_FIELD;
@@ -38,18 +39,19 @@ pub enum Begun {
     Later(u32),
 }
 
-/// Decides the event's arrival by the core's rules — on the local store at once, or asked of the
-/// remote store ([`Begun::Later`], its answer for `stream`) — and counts the outcome.
-pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
+/// Decides the event's arrival by the core's rules — on the local store at once, a new resource
+/// record charged to `payers` (the delivery claim's), or asked of the remote store
+/// ([`Begun::Later`], its answer for `stream`) — and counts the outcome.
+pub fn begin(shared: &Rc<Shared>, ordered: Ordered, payers: Payers, stream: u32) -> Begun {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let Ordered { rule, key, event } = ordered;
     let (mut store, now) = match backend::of(shared) {
         Ok(Backend::Local { store, now }) => (store, now),
-        // No clock, no decision (issue 22): nothing was forwarded or claimed here.
+        // No clock, no decision: nothing was forwarded or claimed here.
         Err(NoClock) => return Begun::Now(Decision::Answer(answer(&EdgeAnswer::ClockUnavailable))),
         Ok(Backend::Remote) => {
-            let request = client::order_begin(key, owner, &event, &rule, policy);
+            let request = client::order_begin(key, owner, &event, &rule, payers, policy);
             let call = BeginCall {
                 shared: Rc::clone(shared),
                 stream,
@@ -66,24 +68,16 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, stream: u32) -> Begun {
             };
         }
     };
-    let cell = Layout {
-        capacity: policy.capacity,
-    }
-    .cell_name(&key);
-    let mutation = BeginEvent {
-        key,
-        begin: Begin {
-            table: &rule.table,
-            event: &event,
-            owner,
-            lease: policy.lease,
-            ttl: policy.ttl,
-            retry_after: rule.retry_after,
-            forward_after: rule.forward_after,
-        },
-        per_cell: policy.capacity.per_cell,
+    let begin = Begin {
+        table: &rule.table,
+        event: &event,
+        owner,
+        lease: policy.lease,
+        ttl: policy.ttl,
+        retry_after: rule.retry_after,
+        forward_after: rule.forward_after,
     };
-    let outcome = run(&mut store, cell, mutation, now);
+    let outcome = local::begin(&mut store, policy, key, begin, payers, now);
     // The local store needs no seal: the claim's version is not used.
     Begun::Now(decided(shared, outcome, (key, owner, 0), &event))
 }
@@ -120,6 +114,14 @@ fn decided(
     let (decision, events) = match outcome {
         Ok(outcome) => {
             log_outcome(outcome.name());
+            // Which share refused a new resource record, and whose (its hashed tag), in the
+            // core's words: the line a claim's refusal logs.
+            if let BeginOutcome::QuotaExceeded {
+                share: Some(share), ..
+            } = &outcome
+            {
+                host::log(LogLevel::Warn, &share.to_string());
+            }
             if let BeginOutcome::Illegal { state, .. } = &outcome {
                 host::log(
                     LogLevel::Info,

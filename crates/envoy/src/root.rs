@@ -66,6 +66,7 @@ impl Root {
             callouts: Rc::clone(&self.callouts),
             scopes: Default::default(),
             hashing: Rc::default(),
+            relay: Rc::default(),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();
@@ -156,7 +157,7 @@ pub fn precreate_cells<S: Store>(
 const LAYOUT_CELL: &str = "idemgate/layout";
 
 /// Records the store's layout in shared data, or refuses a configuration whose layout differs from
-/// the one already in use (issue 14, finding 6). Records live in the cell their key hashes to
+/// the one already in use. Records live in the cell their key hashes to
 /// *under the layout*: another cell count or records per cell would remap every key, so stored
 /// answers, claims in flight and token uses would vanish, and the old cells would stay allocated
 /// but unaddressed. Envoy keeps serving the previous configuration; a restart (new process, empty

@@ -38,7 +38,9 @@ pub struct Shared {
     /// ([`idemgate_core::client::identity::ScopeHashes`]).
     pub scopes: idemgate_core::client::identity::ScopeHashes,
     /// Body bytes this VM's streams hold in fingerprinting (`hashing_budget`).
-    pub hashing: Rc<idemgate_core::request::budget::HashingBudget>,
+    pub hashing: Rc<idemgate_core::request::budget::Budget>,
+    /// Answer bytes this VM's detached exchanges may have Envoy buffer (`relay_budget`).
+    pub relay: Rc<idemgate_core::request::budget::Budget>,
 }
 
 impl Shared {
@@ -126,6 +128,10 @@ pub struct Exchange {
     /// The body's part of the hashing budget, charged to its client: Envoy keeps the body it
     /// sends until the exchange ends, so the part is given back (dropped) only then.
     pub body: Option<Reservation>,
+    /// The exchange's part of the relay budget (`upstream.max_body`, charged to its client):
+    /// Envoy buffers the answer until it is handed over, so the part is given back (dropped)
+    /// once the answer has been read, or the exchange ends any other way.
+    pub relay: Reservation,
 }
 
 /// A store operation waiting for its answer (an entry of the callout table).

@@ -1,4 +1,4 @@
-//! The crate's modules import each other without a circle (issue 22): each module depends only on
+//! The crate's modules import each other without a circle: each module depends only on
 //! modules below it, so a file can be read knowing what it stands on. Eight of them once imported
 //! each other in one circle (the callout table's entries owned types that registered themselves
 //! back, the host calls called up into the dispatcher for the clock); a new edge that closes a

@@ -39,6 +39,7 @@ async fn claim_and_finish(client: &Client, name: &str, owner: u32) {
                     body: StoredBody::Kept(vec![b'x'; 1024]),
                     seal: None,
                 }),
+                shard: None,
             };
             let (_, done) = client.op(&finish).await;
             assert_eq!(done, Response::Finish(FinishOutcome::Stored));

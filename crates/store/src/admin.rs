@@ -1,4 +1,4 @@
-//! The admin port (issue 24): the operator commands over HTTP, on an address of their own and
+//! The admin port: the operator commands over HTTP, on an address of their own and
 //! behind a bearer token of their own — never on the store port, whose clients are Envoys.
 //!
 //! ```text

@@ -2,7 +2,7 @@
 //! answers, the core decides. Nothing here decides anything about records; it maps engine
 //! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
 //!
-//! The exchange may touch more keys than the request's: each payer's ledger (issue 23), one key
+//! The exchange may touch more keys than the request's: each payer's ledger, one key
 //! per engine call. Past `--claim-memory-limit`, claims and token uses answer *store full* before
 //! any engine call, so the rest of Redis's `maxmemory` stays for finishes.
 //!
@@ -299,6 +299,7 @@ pub fn op_name(request: &Request) -> &'static str {
         Request::Claim { .. } => "claim",
         Request::Finish { .. } => "finish",
         Request::Consume { .. } => "consume",
+        Request::Replay { .. } => "replay",
         _ => "other",
     }
 }
@@ -312,6 +313,7 @@ pub fn outcome_name(response: &Response) -> &'static str {
         Response::Claim(ClaimOutcome::Conflict { .. }) => "conflict",
         Response::Claim(ClaimOutcome::Replay(_)) => "replay",
         Response::Claim(ClaimOutcome::Mismatch) => "mismatch",
+        Response::Claim(ClaimOutcome::NotReplayed) => "not_replayed",
         Response::Claim(ClaimOutcome::StoreFull { .. }) => "store_full",
         Response::Finish(FinishOutcome::Stored) => "stored",
         Response::Finish(FinishOutcome::Released) => "released",

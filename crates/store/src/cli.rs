@@ -1,4 +1,4 @@
-//! The operator commands (issue 24): `records get`, `records evict` and `stats`. They connect to
+//! The operator commands: `records get`, `records evict` and `stats`. They connect to
 //! the engine with the same options as the service ([`crate::config`]) and answer what the admin
 //! port answers ([`crate::records`]).
 

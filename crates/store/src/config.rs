@@ -136,7 +136,7 @@ pub struct Config {
     pub redis_tls: RedisTls,
     pub op_timeout: Duration,
     /// Redis engines: the share of `maxmemory` past which new claims and token uses are refused,
-    /// in percent (`None`: never), so a completion always finds room (issue 23).
+    /// in percent (`None`: never), so a completion always finds room.
     pub claim_memory_limit: Option<u8>,
     pub connect_timeout: Duration,
     /// PostgreSQL engines: time between sweep rounds of expired rows.
@@ -147,11 +147,11 @@ pub struct Config {
     /// Runtime worker threads (`None`: one per core). On a machine the service shares with Envoy
     /// and Redis, fewer threads than cores spend less CPU waking each other per operation.
     pub workers: Option<std::num::NonZeroUsize>,
-    /// Mutual TLS, or plaintext by explicit choice (issue 24).
+    /// Mutual TLS, or plaintext by explicit choice.
     pub transport: Transport,
-    /// Log format and filter (issue 24).
+    /// Log format and filter.
     pub log: LogSettings,
-    /// Operator controls (issue 24); boxed, as most runs leave them off.
+    /// Operator controls; boxed, as most runs leave them off.
     pub admin: Box<AdminSettings>,
 }
 
@@ -457,7 +457,7 @@ fn check_redis_tls(
     }
 }
 
-/// The operator controls' settings (issue 24): the admin port, its token, and the filter policy
+/// The operator controls' settings: the admin port, its token, and the filter policy
 /// storage keys are derived with.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AdminSettings {

@@ -156,6 +156,7 @@ mod tests {
                     bytes: 1 << 20,
                 },
             }],
+            fill: None,
         };
         let (mut exchange, _) = Exchange::start(request);
         let step = exchange.read(

@@ -1,4 +1,4 @@
-//! Logs (issue 24): `tracing` events on stderr, as text or JSON lines, filtered by level.
+//! Logs: `tracing` events on stderr, as text or JSON lines, filtered by level.
 //!
 //! Besides operational messages, every record's life is logged: one structured line when a
 //! record is created, completed, released, evicted or a token is used — with the storage key's

@@ -129,7 +129,7 @@ async fn run(config: Config) -> Result<(), String> {
         std::io::stdout(),
         "idemgate-store: listening on {scheme}://{addr}"
     );
-    // Operator controls (issue 24): the admin port, on its own address, when configured.
+    // Operator controls: the admin port, on its own address, when configured.
     if let Some(admin) = admin_port {
         let addr = admin.start(engine.clone())?;
         // Not println!: a reader that took only the first line has closed the pipe (EPIPE).

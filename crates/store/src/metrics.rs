@@ -47,7 +47,7 @@ impl Metrics {
         self.cas_conflicts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// A connection that did not complete mutual TLS (issue 24).
+    /// A connection that did not complete mutual TLS.
     pub fn tls_refused(&self) {
         self.tls_refused.fetch_add(1, Ordering::Relaxed);
     }

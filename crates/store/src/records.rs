@@ -1,4 +1,4 @@
-//! The operator's view of records (issue 24): which storage key a client's request used, what the
+//! The operator's view of records: which storage key a client's request used, what the
 //! record under it holds, and how the store is used. Shared by the `records`/`stats` commands
 //! ([`crate::cli`]) and the admin port ([`crate::admin`]), so both answer the same.
 //!

@@ -1,4 +1,4 @@
-//! Mutual TLS (issue 24): the service's only authentication. Whoever reaches `POST /v1/op` can
+//! Mutual TLS: the service's only authentication. Whoever reaches `POST /v1/op` can
 //! claim, complete or release any record, so every connection must present a client certificate
 //! that chains to the configured CA (the Envoys' cluster certificate) before any request is read.
 //! rustls with the ring provider, as for PostgreSQL; ALPN offers `h2` then `http/1.1`, and the

@@ -1,4 +1,4 @@
-//! Mutual TLS and logs (issue 24), against the real service binary and a real `redis-server`, with
+//! Mutual TLS and logs, against the real service binary and a real `redis-server`, with
 //! certificates made by `openssl` for each test: a connection without a client certificate, with
 //! one from another CA, or in plain h2c gets no store operation; the plaintext opt-out still serves
 //! h2c; without TLS settings the service does not start; every record's life is one JSON log line
@@ -220,6 +220,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
         owner: owner(n),
         ttl: Span::from_secs(60),
         end,
+        shard: None,
     };
     let stored = finish(kept, 1, End::Store(stored_response(1)));
     assert_eq!(
@@ -242,6 +243,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
         key: token,
         expires_at: UnixMillis(now.as_millis() as u64 + 60_000),
         payers: vec![],
+        fill: None,
     };
     assert_eq!(
         client.op(&consume).await.1,

@@ -1,4 +1,4 @@
-//! Operator controls (issue 24) against real engines: `records get` finds the record a claim made
+//! Operator controls against real engines: `records get` finds the record a claim made
 //! (its storage key derived from the client's request, as the filter derives it), `records evict`
 //! removes it so the next claim forwards again, `stats` counts records and groups them by scope,
 //! the admin port answers the same behind its own bearer token (and the store port never does),
@@ -60,6 +60,7 @@ async fn completed(client: &Client, name: &str) {
         owner: owner(1),
         ttl: Span::from_secs(3600),
         end: End::Store(stored_response(3)),
+        shard: None,
     };
     assert_eq!(
         client.op(&finish).await.1,
@@ -128,6 +129,7 @@ async fn get_evict_forward(service: &Service, engine: &[&str]) {
         owner: owner(3),
         ttl: Span::from_secs(3600),
         end: End::Store(stored_response(4)),
+        shard: None,
     };
     assert_eq!(
         client.op(&late).await.1,

@@ -27,6 +27,7 @@ fn finish(name: &str, owner_id: u32, seed: u8) -> Request {
         owner: owner(owner_id),
         ttl: Span::from_secs(3600),
         end: End::Store(stored_response(seed)),
+        shard: None,
     }
 }
 
@@ -122,6 +123,7 @@ async fn release_deletes_the_row_and_a_token_is_consumed_once() {
         owner: owner(o),
         ttl: Span::from_secs(60),
         end: End::Release,
+        shard: None,
     };
     assert_eq!(
         client.op(&release(2)).await.1,
@@ -151,6 +153,7 @@ async fn release_deletes_the_row_and_a_token_is_consumed_once() {
             key: skey("pg-token-1"),
             expires_at: far,
             payers: vec![],
+            fill: None,
         };
         tasks.push(tokio::spawn(async move { client.op(&consume).await }));
     }

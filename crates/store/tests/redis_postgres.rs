@@ -92,6 +92,7 @@ async fn finish_by_whoever_owns(client: &Client, keys: &[String], k: usize, owne
             owner: owner((k as u32) << 16 | i),
             ttl: Span::from_secs(3600),
             end: End::Store(stored_response(k as u8)),
+            shard: None,
         };
         match client.op(&finish).await {
             (StatusCode::OK, Response::Finish(FinishOutcome::Stored)) => stored += 1,

@@ -49,6 +49,7 @@ async fn rediss_with_an_acl_user_forwards_once_and_replays() {
                 owner: owner((k as u32) << 16 | i),
                 ttl: Span::from_secs(3600),
                 end: End::Store(stored_response(k as u8)),
+                shard: None,
             };
             match clients[i as usize % 3].op(&finish).await {
                 (StatusCode::OK, Response::Finish(FinishOutcome::Stored)) => stored += 1,

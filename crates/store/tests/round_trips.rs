@@ -32,6 +32,7 @@ fn finish(key: &str, n: u32, seed: u8) -> Request {
         owner: owner(n),
         ttl: Span::from_secs(3600),
         end: End::Store(stored_response(seed)),
+        shard: None,
     }
 }
 
@@ -83,6 +84,7 @@ async fn common_operations_take_one_redis_call() {
         key: skey("token"),
         expires_at: UnixMillis(4_000_000_000_000),
         payers: vec![],
+        fill: None,
     };
     assert_eq!(
         client.op(&consume).await.1,

@@ -46,6 +46,7 @@ async fn exactly_once_then_replay(service: &Service, tag: &str) {
                 owner: candidate,
                 ttl: Span::from_secs(3600),
                 end: End::Store(stored_response(k as u8)),
+                shard: None,
             };
             match clients[0].op(&finish).await {
                 (StatusCode::OK, Response::Finish(FinishOutcome::Stored)) => stored += 1,
@@ -98,6 +99,7 @@ async fn release_frees_the_key_and_a_stale_owner_changes_nothing() {
         owner: owner(2),
         ttl: Span::from_secs(60),
         end: End::Release,
+        shard: None,
     };
     assert_eq!(
         client.op(&stale).await.1,
@@ -113,6 +115,7 @@ async fn release_frees_the_key_and_a_stale_owner_changes_nothing() {
         owner: owner(1),
         ttl: Span::from_secs(60),
         end: End::Release,
+        shard: None,
     };
     assert_eq!(
         client.op(&release).await.1,
@@ -133,6 +136,66 @@ async fn release_frees_the_key_and_a_stale_owner_changes_nothing() {
     );
 }
 
+/// A late signed delivery's look-up (op `replay`) is read-only on the engine: nothing for an absent
+/// key or a claim in flight (which it neither takes over nor releases), the stored answer once the
+/// key completed with the same fingerprint, nothing for another fingerprint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn a_late_deliverys_look_up_writes_nothing() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    let client = Client::connect(&service).await;
+    let key = skey("late-delivery");
+    let look = |fingerprint: u8| Request::Replay {
+        key,
+        fingerprint: idemgate_core::request::fingerprint::Fingerprint([fingerprint; 32]),
+    };
+    let nothing = Response::Claim(ClaimOutcome::NotReplayed);
+    assert_eq!(client.op(&look(1)).await, (StatusCode::OK, nothing.clone()));
+    assert_eq!(
+        redis.cli(&["dbsize"]).trim(),
+        "0",
+        "an absent key stays absent"
+    );
+    let (_, first) = client.op(&claim(key, 1, 1)).await;
+    assert!(matches!(
+        first,
+        Response::Claim(ClaimOutcome::Forward { .. })
+    ));
+    assert_eq!(
+        client.op(&look(1)).await.1,
+        nothing,
+        "in flight: nothing to replay"
+    );
+    // The claim is still its owner's: a second claim meets it.
+    let (_, again) = client.op(&claim(key, 1, 2)).await;
+    assert!(matches!(
+        again,
+        Response::Claim(ClaimOutcome::Conflict { .. })
+    ));
+    let stored = stored_response(7);
+    let finish = Request::Finish {
+        key,
+        owner: owner(1),
+        ttl: Span::from_secs(60),
+        end: End::Store(stored.clone()),
+        shard: None,
+    };
+    assert_eq!(
+        client.op(&finish).await.1,
+        Response::Finish(FinishOutcome::Stored)
+    );
+    assert_eq!(
+        client.op(&look(1)).await.1,
+        Response::Claim(ClaimOutcome::Replay(stored))
+    );
+    assert_eq!(
+        client.op(&look(2)).await.1,
+        nothing,
+        "another body under the id"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs redis-server: make test-store"]
 async fn a_token_is_consumed_once() {
@@ -150,6 +213,7 @@ async fn a_token_is_consumed_once() {
             key: skey("token-1"),
             expires_at: far,
             payers: vec![],
+            fill: None,
         };
         tasks.push(tokio::spawn(async move { client.op(&consume).await }));
     }
@@ -181,6 +245,7 @@ async fn records_survive_a_redis_crash_with_aof() {
         owner: owner(1),
         ttl: Span::from_secs(3600),
         end: End::Store(stored_response(9)),
+        shard: None,
     };
     assert_eq!(
         client.op(&finish).await.1,

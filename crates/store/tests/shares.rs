@@ -4,7 +4,8 @@
 //! `maxmemory` above `--claim-memory-limit` is kept for finishes — so Redis out of memory never
 //! turns a finished execution into a second one; and one busy client's own concurrent requests,
 //! which all charge its ledgers, are never a store error (on Redis, a Cluster, two replicas,
-//! PostgreSQL). Run with `make test-store`.
+//! PostgreSQL). Shares bind only while the record's fill shard is under pressure (on Redis, a
+//! Cluster, PostgreSQL). Run with `make test-store`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -14,7 +15,7 @@ use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::record::{StoredBody, StoredResponse};
 use idemgate_core::store::remote::wire::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
-use idemgate_core::store::share::{Billed, PayerTag, Share};
+use idemgate_core::store::share::{Billed, Fill, FillShard, PayerTag, Share};
 use idemgate_core::time::Span;
 use support::postgres::{self as pg, Postgres};
 use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
@@ -44,6 +45,7 @@ fn claim_within(key: StorageKey, n: u32, payers: &[PayerTag], share: Share) -> R
         lease: Span::from_secs(30),
         ttl: Span::from_secs(3600),
         payers: payers.iter().map(|&tag| Billed { tag, share }).collect(),
+        fill: None,
     }
 }
 
@@ -61,6 +63,7 @@ fn finish(key: StorageKey, n: u32, body: Option<usize>) -> Request {
                 seal: None,
             }),
         },
+        shard: None,
     }
 }
 
@@ -85,7 +88,7 @@ async fn shares_hold(client: &Client, keys_left: impl Fn() -> u64) {
     let before = keys_left();
     for i in 3..20 {
         match client.op(&mallory(i)).await.1 {
-            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => {
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after, .. }) => {
                 assert!(retry_after <= Span::from_secs(30), "{retry_after:?}");
                 assert!(retry_after > Span::from_secs(25), "{retry_after:?}");
             }
@@ -157,7 +160,7 @@ async fn shares_hold_on_a_cluster_one_key_per_call() {
     shares_hold(&client, keys).await;
 }
 
-/// Shares in bytes (issue 23): a client whose answers are large reaches its byte share with a
+/// Shares in bytes: a client whose answers are large reaches its byte share with a
 /// handful of records and is refused (Retry-After: until its first answer expires), while
 /// another client with small answers is served.
 async fn byte_shares_hold(client: &Client) {
@@ -178,7 +181,7 @@ async fn byte_shares_hold(client: &Client) {
                 assert_eq!(done, Response::Finish(FinishOutcome::Stored));
                 stored += 1;
             }
-            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => break retry_after,
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after, .. }) => break retry_after,
             other => panic!("claim {stored}: {other:?}"),
         }
         assert!(stored <= 10, "the byte share never bound");
@@ -356,4 +359,124 @@ async fn one_busy_client_is_never_a_store_error_on_a_cluster() {
     let cluster = Cluster::start();
     let service = Service::start(&cluster.urls(), &["--cluster", "--op-timeout", SLOW_OK]);
     one_busy_client_is_served(&[Client::connect(&service).await]).await;
+}
+
+/// The fleet's fill: a fill shard of 20 records, under pressure from 4 (20 %), its count a key of
+/// its own charged with each record. An address group whose share is 1 record claims past it
+/// while the shard is below its pressure, and is refused once it is at it — the claim undone —
+/// while another group below its share is served; its releases bring the shard below again.
+async fn shares_bind_under_pressure(client: &Client, keys_left: impl Fn() -> u64) {
+    let fill = Fill {
+        shard: FillShard {
+            tag: PayerTag([0, 0, 0, 0, b'f', b'u', b'l', 2]),
+            capacity: 20,
+        },
+        pressure: 20,
+    };
+    let share = Share {
+        records: 1,
+        bytes: u64::MAX,
+    };
+    let counted =
+        |key: &str, n: u32, payer: PayerTag| match claim_within(skey(key), n, &[payer], share) {
+            Request::Claim {
+                key,
+                fingerprint,
+                owner,
+                lease,
+                ttl,
+                payers,
+                ..
+            } => Request::Claim {
+                key,
+                fingerprint,
+                owner,
+                lease,
+                ttl,
+                payers,
+                fill: Some(fill),
+            },
+            other => other,
+        };
+    for i in 0..4 {
+        let claimed = client.op(&counted(&format!("p-{i}"), i, group(5))).await.1;
+        assert!(
+            forwarded(&claimed),
+            "claim {i} below the pressure: {claimed:?}"
+        );
+    }
+    let before = keys_left();
+    match client.op(&counted("p-4", 4, group(5))).await.1 {
+        Response::Claim(ClaimOutcome::QuotaExceeded { retry_after, .. }) => {
+            assert!(retry_after <= Span::from_secs(30), "{retry_after:?}");
+        }
+        other => panic!("a claim over the share under pressure: {other:?}"),
+    }
+    assert_eq!(keys_left(), before, "a refused claim leaves nothing behind");
+    let other = client.op(&counted("q-0", 100, group(6))).await.1;
+    assert!(
+        forwarded(&other),
+        "another group within its share: {other:?}"
+    );
+    for i in 0..2 {
+        let mut release = finish(skey(&format!("p-{i}")), i, None);
+        if let Request::Finish { shard, .. } = &mut release {
+            *shard = Some(fill.shard);
+        }
+        let released = client.op(&release).await.1;
+        assert_eq!(released, Response::Finish(FinishOutcome::Released));
+    }
+    let again = client.op(&counted("p-5", 5, group(5))).await.1;
+    assert!(forwarded(&again), "below the pressure again: {again:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs redis-server: make test-store"]
+async fn shares_bind_under_pressure_on_redis() {
+    let redis = Redis::start(false);
+    let service = Service::start(&redis.url(), &["--op-timeout", SLOW_OK]);
+    let keys = || {
+        redis
+            .cli(&["DBSIZE"])
+            .trim()
+            .trim_start_matches("(integer) ")
+            .parse::<u64>()
+            .expect("DBSIZE")
+    };
+    shares_bind_under_pressure(&Client::connect(&service).await, keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a Redis Cluster (redis-server): make test-store"]
+async fn shares_bind_under_pressure_on_a_cluster() {
+    let cluster = Cluster::start();
+    let service = Service::start(&cluster.urls(), &["--cluster", "--op-timeout", SLOW_OK]);
+    let keys = || {
+        cluster
+            .nodes
+            .iter()
+            .map(|n| {
+                n.cli(&["DBSIZE"])
+                    .trim()
+                    .trim_start_matches("(integer) ")
+                    .parse::<u64>()
+                    .expect("DBSIZE")
+            })
+            .sum()
+    };
+    shares_bind_under_pressure(&Client::connect(&service).await, keys).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: make test-store"]
+async fn shares_bind_under_pressure_on_postgres() {
+    let postgres = Postgres::start();
+    let service = pg::service(&postgres.url(), &["--op-timeout", SLOW_OK], &[]);
+    let rows = || {
+        postgres
+            .psql("SELECT count(*) FROM idemgate_records")
+            .parse::<u64>()
+            .expect("a count")
+    };
+    shares_bind_under_pressure(&Client::connect(&service).await, rows).await;
 }

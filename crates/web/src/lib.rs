@@ -14,7 +14,7 @@
 //! Every export takes strings, numbers, booleans and byte arrays, so the same `.wasm` also runs
 //! under a host without JavaScript (the wasmtime harness), with `idemgate_error` and
 //! `idemgate_object` as its only JS imports that matter (JS draws the randomness `newKey` formats).
-//! Results are typed (issue 22): a name (`classifyStatus`), a boolean, an optional string, or a
+//! Results are typed: a name (`classifyStatus`), a boolean, an optional string, or a
 //! plain object with named members (`retryNext`'s `{retry, delayMs | reason}`, `settle`'s
 //! `{event, keepsKey}`, `StateTable.answer`'s `{outcome, state}`, `requestTarget`'s `{method, path}`;
 //! see [`object`]) — never a number whose meaning a table elsewhere decodes, and never a string

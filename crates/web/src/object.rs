@@ -1,4 +1,4 @@
-//! Typed results across the boundary (issue 22): an export that answers more than one value
+//! Typed results across the boundary: an export that answers more than one value
 //! returns a plain JS object with named members (`{retry: false, reason: 'success'}`,
 //! `{event, keepsKey}`), never a number whose meaning a table elsewhere decodes.
 //!

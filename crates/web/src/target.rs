@@ -1,4 +1,4 @@
-//! The request as the edge sees it (issue 22): the method `fetch` puts on the wire and the path a
+//! The request as the edge sees it: the method `fetch` puts on the wire and the path a
 //! route spells — what a fingerprint hashes, from `idemgate_core::request::target`, the function
 //! the Envoy filter calls too.
 

@@ -1,4 +1,4 @@
-//! A callout that re-enters Envoy (issue 21): the filter's `upstream.reentry` cluster has one
+//! A callout that re-enters Envoy: the filter's `upstream.reentry` cluster has one
 //! endpoint, the internal listener `idemgate_reentry`, whose connection manager carries the same
 //! route configuration and the filters that follow idemgate. The request is routed, rewritten,
 //! authorised and rate-limited there as the same request without a key, and the inner router sends

@@ -1,4 +1,4 @@
-//! Events racing on one resource of an ordered callback route (issue 26), through the filter's
+//! Events racing on one resource of an ordered callback route, through the filter's
 //! `.wasm`: each event on its own worker, every interleaving of their host-call steps, and what
 //! must hold after each schedule:
 //! - no worker trapped, nothing suspicious happened at the host;
@@ -47,7 +47,7 @@ impl Plan {
         plan.config = format!(
             r#"{{"capacity": 64, {NO_SHARES}, "routes": [{{"prefix": "/hooks", "kind": "callback",
                 "key_from": [{{"header": "webhook-id"}}],
-                "order": {{"resource": {{"json": "/data/order"}}, "event": {{"json": "/type"}},
+                "order": {{"unsigned": "allow", "resource": {{"json": "/data/order"}}, "event": {{"json": "/type"}},
                            "table": {TABLE}}}}}]}}"#
         );
         plan.max_upstream_calls = n;

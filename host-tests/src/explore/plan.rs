@@ -44,12 +44,14 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
 }
 
-/// The explorations take shares off (issue 23): a step is a worker's run up to its next
+/// The explorations of one key take shares off: a step is a worker's run up to its next
 /// shared-data call, and each charge, move and refund of a share is two more (a ledger cell read
 /// and its compare-and-set) per payer, which multiplies the schedules of two requests by orders of
-/// magnitude. What they prove — one execution per key, nothing lost — is the record cells'; the
-/// ledger's own races are tested in the core (`crates/core/tests/shares.rs`) and the shares in a
-/// real Envoy (`crates/envoy/tests/envoy/floods.rs`).
+/// magnitude. What they prove — one execution per key, nothing lost — is the record cells'. The
+/// pressure rule has an exploration of its own (two keys of one client at her share:
+/// `interleavings::one_client_at_her_share_under_pressure_every_interleaving`); the ledger's races
+/// are also tested in the core (`crates/core/tests/shares.rs`) and the shares in a real Envoy
+/// (`crates/envoy/tests/envoy/floods.rs`).
 pub const NO_SHARES: &str = r#""shares": {"identity": "off", "peer": "off"}"#;
 
 impl Plan {

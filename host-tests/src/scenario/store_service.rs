@@ -1,4 +1,4 @@
-//! An in-process model of the store service (issue 13), for the remote store path: `POST /v1/op`
+//! An in-process model of the store service, for the remote store path: `POST /v1/op`
 //! carrying the core's wire protocol (`idemgate_core::store::remote`), carried by the core's own
 //! [`remote::Exchange`] — the loop the real service runs, shares included — on an in-memory map:
 //! one value per key, the value's expiry as the engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
@@ -272,6 +272,7 @@ mod tests {
             owner: OwnerToken([owner; 16]),
             ttl: policy.ttl,
             end: remote::wire::End::Store(stored.clone()),
+            shard: None,
         };
         // A stale owner cannot end the claim; its owner can.
         let stale = call(&store, 1, &finish(2)).into_finish().unwrap();

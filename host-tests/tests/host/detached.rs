@@ -1,4 +1,4 @@
-//! Detached execution (issue 12) as stories: the filter sends a claimed request upstream with a
+//! Detached execution as stories: the filter sends a claimed request upstream with a
 //! callout that belongs to the root context, so the answer outlives the client. The upstream is
 //! the `Orders` model: every request it serves creates order N and answers `201 {"id":N}`. Every
 //! story runs both ways an exchange goes: through the re-entry listener, and directly to the

@@ -1,4 +1,4 @@
-//! A fleet (issue 13) as stories: two simulated Envoys whose filters keep their records in the
+//! A fleet as stories: two simulated Envoys whose filters keep their records in the
 //! remote store (`store: {"kind": "remote"}`) and share nothing but one `StoreService` — the
 //! in-process model of the store service, deciding by the core's own `remote::apply`. Each Envoy
 //! draws its own entropy (owner tokens differ); the store decides on its own clock, moved with

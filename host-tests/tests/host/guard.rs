@@ -25,12 +25,14 @@ use idemgate_core::guard::{
 };
 use idemgate_core::order::{Ordered, Probe};
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
+use idemgate_core::request::budget::{Budget, Reservation};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
 use idemgate_core::store::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::store::seal::SealError;
 use idemgate_core::store::share::Payers;
 use idemgate_core::time::{Span, UnixMillis};
+use std::rc::Rc;
 
 /// The host's resource claim (a number the model hands out) and kept request.
 type Machine = Guarded<u32, &'static str>;
@@ -131,6 +133,7 @@ fn consume_outcome(case: u8) -> Result<ConsumeOutcome, ProtocolError> {
         1 => ConsumeOutcome::AlreadyUsed,
         2 => ConsumeOutcome::QuotaExceeded {
             retry_after: Span::from_secs(1),
+            share: None,
         },
         _ => return Err(ProtocolError::Contention),
     })
@@ -138,7 +141,7 @@ fn consume_outcome(case: u8) -> Result<ConsumeOutcome, ProtocolError> {
 
 fn ordered_event() -> Ordered {
     let json = r#"{"routes": [{"prefix": "/hooks", "kind": "callback", "key_from": [{"header": "x-delivery"}],
-        "order": {"resource": {"header": "x-order"}, "event": {"header": "x-topic"},
+        "order": {"unsigned": "allow", "resource": {"header": "x-order"}, "event": {"header": "x-topic"},
                   "table": {"initial": "new", "transitions": [["new", "pay", "paid"]]}}}]}"#;
     let policy = Policy::from_json(json, &|_| None).unwrap();
     let headers = [("x-topic", &b"pay"[..]), ("x-order", b"o-1")];
@@ -201,7 +204,8 @@ impl Run {
                 payers: Payers::NONE,
             };
             let course = Course::claimed(shape.ordered.then(ordered_event), token);
-            let held = shape.detached.then_some("kept");
+            let relay = Reservation::new(Rc::new(Budget::default()), Rc::from(&b"10.0.0.1"[..]));
+            let held = shape.detached.then_some(("kept", relay));
             Machine::claim(&policy, shape.kind, claim, course, held)
         } else {
             Machine::unguarded(token, Payers::NONE)
@@ -386,6 +390,8 @@ impl Run {
                     assert_eq!((claim.key, claim.owner), (KEY, OWNER));
                     seen.waits = Some("claim");
                 }
+                // Only a late signed delivery looks its key up, and no shape here is one.
+                Action::Ask(Ask::Replay { .. }) => panic!("{}: a look-up, not a claim", at()),
                 Action::Ask(Ask::Consume { use_key, .. }) => {
                     assert!(shape.token && !seen.consumed && !seen.fated(), "{}", at());
                     assert_eq!(use_key, TOKEN.use_key);

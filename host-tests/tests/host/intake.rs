@@ -20,7 +20,7 @@
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::guard::{self, Action, Answer, Ask, Event, Guarded, Headed, Host, Warning};
 use idemgate_core::policy::Policy;
-use idemgate_core::request::budget::HashingBudget;
+use idemgate_core::request::budget::Budget;
 use idemgate_core::request::fingerprint::FingerprintBuilder;
 use idemgate_core::store::protocol::ClaimOutcome;
 use idemgate_core::store::record::OwnerToken;
@@ -39,7 +39,8 @@ const LIMIT: u64 = 12;
 
 /// A host with one client and its own hashing budget.
 struct Edge {
-    budget: Rc<HashingBudget>,
+    budget: Rc<Budget>,
+    relay: Rc<Budget>,
     scopes: ScopeHashes,
 }
 
@@ -59,8 +60,11 @@ impl Host for Edge {
     fn scopes(&self) -> &ScopeHashes {
         &self.scopes
     }
-    fn budget(&self) -> Rc<HashingBudget> {
+    fn budget(&self) -> Rc<Budget> {
         Rc::clone(&self.budget)
+    }
+    fn relay_budget(&self) -> Rc<Budget> {
+        Rc::clone(&self.relay)
     }
 }
 
@@ -171,7 +175,8 @@ impl<'s> Run<'s> {
     fn start(shape: &'s Shape) -> Run<'s> {
         let policy = Policy::from_json(shape.policy, &|_| None).unwrap();
         let edge = Edge {
-            budget: Rc::new(HashingBudget::default()),
+            budget: Rc::new(Budget::default()),
+            relay: Rc::new(Budget::default()),
             scopes: ScopeHashes::default(),
         };
         let headers = headers(shape);

@@ -5,7 +5,9 @@
 use crate::detached::BOTH;
 use crate::support::{created, filter, order};
 use idemgate_host_tests::envoy::{CalloutFault, InnerPass, InnerReply, Outcome};
-use idemgate_host_tests::explore::{every_schedule, sampled_schedules, Coverage, Plan};
+use idemgate_host_tests::explore::{
+    every_schedule, every_schedule_checked, invariants, sampled_schedules, Coverage, Plan, Run,
+};
 use idemgate_host_tests::scenario::{Failure, Forwarding, Response, Upstream};
 
 fn seed() -> u64 {
@@ -96,6 +98,52 @@ fn two_requests_when_the_upstream_releases_the_first() {
     all(&plan);
 }
 
+/// The fair-share rule under every interleaving. The other explorations take shares off
+/// ([`idemgate_host_tests::explore::plan::NO_SHARES`]); this one turns them on with the store
+/// always under pressure (`pressure` 0 %) and one record as a client's share: alice sends two
+/// orders with different keys at once, on two workers. However the two claims' ledger reads and
+/// compare-and-sets interleave, exactly one order is created and the other is refused 429 for her
+/// share before anything is forwarded — never both served (a lost charge), never both refused (a
+/// charge counted twice).
+#[test]
+fn one_client_at_her_share_under_pressure_every_interleaving() {
+    let mut plan = Plan::concurrent(2, order("k1"), created());
+    plan.requests = vec![order("k1"), order("k2")];
+    plan.config =
+        r#"{"capacity": 64, "shares": {"identity": 1, "peer": "off", "pressure": "0%"}}"#.into();
+    let coverage = every_schedule_checked(&plan, &filter(), 50_000, one_served_one_held)
+        .unwrap()
+        .unwrap_or_else(|v| panic!("{v}"));
+    assert!(coverage.exhaustive, "{coverage:?}");
+    assert!(coverage.schedules > 2, "{coverage:?}");
+    println!("{coverage:?}");
+}
+
+fn one_served_one_held(_: &Plan, run: &Run) -> Result<(), String> {
+    invariants::ran_cleanly(run)?;
+    let answers: Vec<(u16, bool, String)> = run
+        .actors
+        .iter()
+        .map(|a| {
+            let answer = a.answer.as_ref();
+            let status = answer.map_or(0, |answer| answer.status);
+            let body = answer.map(|answer| answer.body_text()).unwrap_or_default();
+            (status, a.forwarded, body)
+        })
+        .collect();
+    let served = answers.iter().filter(|(s, f, _)| *s == 201 && *f).count();
+    let held = answers
+        .iter()
+        .filter(|(s, f, body)| *s == 429 && !*f && body.contains("scope_quota_exceeded"))
+        .count();
+    if served != 1 || held != 1 {
+        return Err(format!(
+            "one order created and one held for her share, got (status, forwarded, body): {answers:?}"
+        ));
+    }
+    Ok(())
+}
+
 #[test]
 fn three_requests_one_key_sampled() {
     sample(&Plan::concurrent(3, order("k"), created()), 1000);
@@ -109,10 +157,10 @@ fn three_requests_with_the_lease_expiring_sampled() {
     );
 }
 
-// Detached execution (issue 12): each claimed request goes upstream as a callout that belongs to
+// Detached execution: each claimed request goes upstream as a callout that belongs to
 // the root context; its answer may come after the client went away. The upstream model creates
 // one order per request it serves, so every answer says which execution it came from. Every
-// exhaustive plan runs both ways the exchange goes (issue 21): back into Envoy through the
+// exhaustive plan runs both ways the exchange goes: back into Envoy through the
 // re-entry listener, whose inner pass marks every answer, and straight to the cluster
 // (`cluster_skipping_routes_and_filters`).
 

@@ -55,7 +55,7 @@ fn run(route: usize, pieces: &[&[u8]]) -> Result<Option<String>, &'static str> {
     }
     admission
         .finish()
-        .map(|key| key.map(|k| k.as_str().to_string()))
+        .map(|key| key.map(|k| k.key.as_str().to_string()))
         .map_err(|e| e.code())
 }
 

@@ -742,7 +742,7 @@ impl<'p> World<'p> {
                         );
                     }
                     // Issue 14: the key's scope already holds its share of the cell.
-                    (ClaimOutcome::QuotaExceeded { retry_after }, None) => {
+                    (ClaimOutcome::QuotaExceeded { retry_after, .. }, None) => {
                         assert!(retry_after.as_millis() > 0);
                     }
                     (o, f) => panic!("claim outcome {o:?} on {f:?} at {at:?}"),

@@ -1,17 +1,20 @@
 //! What a guarded request must show before it may be claimed, and in which order — decided here,
-//! once, so every host admits alike (issue 15). A host hands over the route and the request's
+//! once, so every host admits alike. A host hands over the route and the request's
 //! headers, feeds the body, and gets back the key (or none) or the answer that refuses it.
 //!
 //! The order: (1) on a route with a signature rule, the signature header must be present, well
 //! formed and (Stripe) fresh — an unsigned delivery learns nothing else about the route; (2) the
 //! key from the first header source present; if a body source comes first, (3) at the end of the
 //! body the signature is verified before the body's key is read, so an unsigned body can neither
-//! name a key nor find a record. A route that requires a key refuses a request that has none with
+//! name a key nor find a record. A delivery signed longer ago than the tolerance allows, whose
+//! signature matches, is admitted [`Freshness::Late`]: it may only be answered by the
+//! acknowledgement stored for its key ([`crate::guard`]), so it needs a key — without one it is
+//! refused as stale. A route that requires a key refuses a request that has none with
 //! an answer naming where it looked. The one-time token is checked after the claim (the
 //! idempotency decision comes first, semantics §7), by the host's token path.
 
 use crate::client::scope::Scope;
-use crate::client::signature::{SignatureCheck, SignatureError};
+use crate::client::signature::{Freshness, SignatureCheck, SignatureError};
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::decision::ResponseFacts;
 use crate::policy::{KeyRequirement, PassThrough, Route, RouteKind};
@@ -82,6 +85,15 @@ pub struct Admission {
     /// A pass-through read from the body, decided at [`Admission::finish`], and the body it reads
     /// unless the key search keeps it already.
     pass: Option<(Arc<PassThrough>, Option<Vec<u8>>)>,
+}
+
+/// A request's key, admitted at the end of its body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    pub key: IdempotencyKey,
+    /// [`Freshness::Late`]: a validly signed redelivery past the tolerance, which only the
+    /// key's stored answer may answer.
+    pub freshness: Freshness,
 }
 
 #[derive(Debug)]
@@ -189,12 +201,15 @@ impl Admission {
     }
 
     /// The body is complete: the signature is verified first, then the key read. `Ok(None)`: no
-    /// key and none required — the request passes through unguarded.
+    /// key and none required — the request passes through unguarded (never a late delivery: it
+    /// is refused as stale instead, since only a stored answer may answer it).
     #[must_use = "the key (or refusal) decides what the request gets"]
-    pub fn finish(self) -> Result<Option<IdempotencyKey>, Refusal> {
-        if let Some(check) = self.signature {
-            check.verify().map_err(Refusal::Signature)?;
-        }
+    pub fn finish(self) -> Result<Option<Admitted>, Refusal> {
+        let freshness = match self.signature {
+            Some(check) => check.verify().map_err(Refusal::Signature)?,
+            None => Freshness::Fresh,
+        };
+        let late = || Refusal::Signature(SignatureError::Stale);
         if let Some((pass, own)) = &self.pass {
             let body = match (&self.key, own) {
                 (_, Some(body)) => body.as_slice(),
@@ -202,16 +217,21 @@ impl Admission {
                 (Key::Decided(_), None) => &[],
             };
             if pass.matches_body(body) {
-                return Ok(None);
+                return match freshness {
+                    Freshness::Fresh => Ok(None),
+                    Freshness::Late => Err(late()),
+                };
             }
         }
         let key = match self.key {
             Key::Decided(key) => key,
             Key::Body(search) => search.finish().map_err(Refusal::from)?,
         };
-        match (key, self.missing) {
-            (None, Some(refusal)) => Err(refusal),
-            (key, _) => Ok(key),
+        match (key, self.missing, freshness) {
+            (None, Some(refusal), _) => Err(refusal),
+            (None, None, Freshness::Late) => Err(late()),
+            (None, None, Freshness::Fresh) => Ok(None),
+            (Some(key), _, freshness) => Ok(Some(Admitted { key, freshness })),
         }
     }
 }
@@ -288,7 +308,7 @@ mod tests {
         }
         admission
             .finish()
-            .map(|k| k.map(|k| k.as_str().into()))
+            .map(|k| k.map(|k| k.key.as_str().into()))
             .map_err(|e| e.code().into())
     }
 
@@ -333,6 +353,38 @@ mod tests {
                 source: ROUTE_SCOPE_SOURCE,
                 value: b"/hooks/stripe"
             })
+        );
+    }
+
+    /// A valid signature past the tolerance is admitted late, with its key; without a key (a
+    /// control message, an optional key absent) it is refused as stale, never passed unguarded.
+    #[test]
+    fn a_late_signature_is_admitted_late_and_never_without_a_key() {
+        let policy = policy(
+            r#"[{"prefix": "/hooks/stripe", "kind": "callback", "key": "optional",
+                 "key_from": [{"json": "/id"}],
+                 "signature": {"scheme": "stripe", "secret_env": "HOOK_SECRET"}}]"#,
+        )
+        .unwrap();
+        let route = &policy.routes[0];
+        let late = UnixMillis(NOW.0 + 301_000);
+        let run = |body: &str, now| {
+            let signed = stripe_header(body);
+            let headers = [("stripe-signature", signed.as_str())];
+            let lookup = |name: &str| crate::testing::header_values(&headers, name);
+            let mut admission = admit(route, &lookup, now)?;
+            admission.update(body.as_bytes());
+            admission.finish()
+        };
+        let event = r#"{"id":"evt_1"}"#;
+        let freshness = |now| run(event, now).unwrap().map(|a| a.freshness);
+        assert_eq!(freshness(NOW), Some(Freshness::Fresh));
+        assert_eq!(freshness(late), Some(Freshness::Late));
+        let ping = r#"{"type":"ping"}"#;
+        assert_eq!(run(ping, NOW), Ok(None));
+        assert_eq!(
+            run(ping, late).map_err(|e| e.code()),
+            Err("signature_stale")
         );
     }
 
@@ -591,7 +643,7 @@ mod tests {
     fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {
         let mut admission = admit(route, &|_| vec![], NOW)?;
         admission.update(body.as_bytes());
-        admission.finish()
+        admission.finish().map(|k| k.map(|k| k.key))
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use crate::client::scope::{scope_hash, QuotaTag, Scope};
 use crate::policy::{Policy, ScopeSource};
-use crate::store::share::{PayerTag, Payers, PEER_GROUP_SOURCE};
+use crate::store::share::{PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -43,25 +43,31 @@ impl ClientIdentity {
     /// tag is hashed once per run of one client's requests (`scopes`). `group` gives the peer's
     /// address group ([`peer_group`]; asked only when the identity is not verified), so a host
     /// that also charges a body to it works it out once.
+    ///
+    /// `route` is the share of a callback route whose own scope this is (`routes[].share`; `None`:
+    /// the whole store, the route itself charged nothing).
     pub fn payers<'g>(
         &self,
         policy: &Policy,
         group: impl FnOnce() -> Result<Option<&'g [u8]>, Unreadable>,
         scopes: &ScopeHashes,
+        route: Option<Share>,
     ) -> Result<Payers, Unreadable> {
         let tag = |scope: Scope<'_>| scopes.payer_tag(scope);
         if self.verified && self.source != PEER_GROUP_SOURCE {
-            return Ok(policy.shares.payers_tagged(self.scope(), true, None, &tag));
+            return Ok(policy
+                .shares
+                .payers_tagged(self.scope(), true, None, &tag, route));
         }
         let group = group()?;
         Ok(policy
             .shares
-            .payers_tagged(self.scope(), self.verified, group, &tag))
+            .payers_tagged(self.scope(), self.verified, group, &tag, route))
     }
 }
 
 /// The host failed to hand a fact over — a failing call, not an absent property. Never taken as
-/// absent (issue 22): the next scope source would then put the request in another namespace, and
+/// absent: the next scope source would then put the request in another namespace, and
 /// the same request read again would be another key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Unreadable;
@@ -373,7 +379,8 @@ mod tests {
                 &policy,
                 // The group's read fails: that failure is the payers', never "no group".
                 || peer_group(&policy, &facts).map(|_| None),
-                &ScopeHashes::default()
+                &ScopeHashes::default(),
+                None
             ),
             Err(Unreadable)
         );
@@ -394,10 +401,15 @@ mod tests {
                 Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
             let id = identify(&policy, &facts).unwrap().unwrap();
             let group = peer_group(&policy, &facts).unwrap();
-            id.payers(&policy, || Ok(group.as_deref()), &ScopeHashes::default())
-                .unwrap()
-                .tags()
-                .count()
+            id.payers(
+                &policy,
+                || Ok(group.as_deref()),
+                &ScopeHashes::default(),
+                None,
+            )
+            .unwrap()
+            .tags()
+            .count()
         };
         // An unverified header identity pays with its address group, unless a kind is off: then
         // its records write no ledger cell for it (the point of "off", and what keeps the

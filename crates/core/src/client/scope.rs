@@ -8,7 +8,7 @@ use crate::request::key::IdempotencyKey;
 use alloc::string::String;
 
 /// Version tag of the storage-key preimage; bump it if the part list or the layout ever changes.
-/// v2 (issue 14): bytes 4..8 carry the [`QuotaTag`].
+/// v2: bytes 4..8 carry the [`QuotaTag`].
 pub const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v2";
 
 /// Who the request is from, as the configured scope source saw it.
@@ -49,7 +49,7 @@ pub enum QuotaClass {
 }
 
 impl QuotaTag {
-    /// The tag in the keys of payers' ledgers in the remote store (issue 23), so an operator's
+    /// The tag in the keys of payers' ledgers in the remote store, so an operator's
     /// tally tells them from records: a scope's tag ends in its class byte, 0 or 1, never 0xff.
     pub const LEDGER: QuotaTag = QuotaTag([0, 0, 0, 0xff]);
 
@@ -144,7 +144,7 @@ pub fn scope_hash(scope: Scope<'_>) -> [u8; 32] {
     hasher.finish()
 }
 
-/// What a one-time token is bound to (issue 14, finding 7): the client's scope, the route rule it
+/// What a one-time token is bound to: the client's scope, the route rule it
 /// was issued for (its prefix) and the method. The token's MAC covers this hash, so a token used
 /// by another client, on another route or with another method fails like a forged one
 /// (`token_bad_signature`) — and none of the three is ever written into the token in clear.

@@ -15,7 +15,7 @@
 //!
 //! `scope` is the 32-byte hash a host binds the token to: the Envoy filter passes
 //! [`crate::client::scope::token_audience`] (the client's scope, the route rule and the method), so
-//! a token works only for the client, route and method it was issued for (issue 14).
+//! a token works only for the client, route and method it was issued for.
 //!
 //! The scope is not in the token: it is bound through the MAC only. So a token issued for scope A
 //! presented in scope B fails with `token_bad_signature`, exactly like a forged one — the verifier
@@ -34,8 +34,8 @@ type HmacSha256 = Hmac<Sha256>;
 pub const ISSUE_PATH: &str = "/.idemgate/token";
 
 /// The request target a client asks `endpoint` with for a token for the request it will send
-/// with `fetch(path_and_query, {method})`: a token is bound to the route and method it is for
-/// (issue 14), so the edge must be told which, as `?method=…&path=…` (`&` if `endpoint` has a
+/// with `fetch(path_and_query, {method})`: a token is bound to the route and method it is for,
+/// so the edge must be told which, as `?method=…&path=…` (`&` if `endpoint` has a
 /// query already). The method is the one `fetch` sends (`crate::request::target::sent_method`); the
 /// path is the request's without its query (a token binds no query). Both values are
 /// percent-encoded except RFC 3986's unreserved characters, so a path with `&`, `=`, `+` or `%`

@@ -1,4 +1,4 @@
-//! `routes[i].order` and its defaults, compiled into an [`OrderRule`] (issue 26). The table is
+//! `routes[i].order` and its defaults, compiled into an [`OrderRule`]. The table is
 //! read by [`DeclaredTable`], the one reader of the format, and a bad one is refused with its own
 //! `transition_table_*` code and the route's field, so the message says which route to fix.
 
@@ -11,11 +11,15 @@ use crate::request::key_source::KeySource;
 use alloc::boxed::Box;
 use alloc::sync::Arc;
 
-/// The route's ordering rule, if it has one. Only callback routes carry provider events.
+/// The route's ordering rule, if it has one. Only callback routes carry provider events, and
+/// only a `signed` route's are the provider's word: on a route that checks no signature anyone
+/// can make up events for resources, each keeping a resource record for the TTL, so the guard
+/// there takes the operator's explicit `unsigned: "allow"`.
 pub(super) fn compile(
     route: usize,
     order: Option<&OrderConfig>,
     kind: RouteKind,
+    signed: bool,
 ) -> Result<Option<Arc<OrderRule>>, Refusal> {
     let Some(order) = order else {
         return Ok(None);
@@ -25,6 +29,18 @@ pub(super) fn compile(
         return Err(refuse(
             at(""),
             &["only applies to routes of kind \"callback\" (or with a `preset`)"],
+        ));
+    }
+    if !signed && !order.allow_unsigned {
+        return Err(refuse(
+            at(""),
+            &["on a route without a `signature` anyone can make up events, each keeping a resource record for `ttl`: give the route its sender's `signature`, or set `order.unsigned: \"allow\"` to keep the guard on unsigned deliveries"],
+        ));
+    }
+    if signed && order.allow_unsigned {
+        return Err(refuse(
+            at(".unsigned"),
+            &["only applies to a route without a `signature`"],
         ));
     }
     let source = |field: &str, config: Option<&KeySourceConfig>| -> Result<KeySource, Refusal> {

@@ -1,4 +1,4 @@
-//! Presets (issue 27): `routes[i].preset` names a sender, and the route gets that sender's usual
+//! Presets: `routes[i].preset` names a sender, and the route gets that sender's usual
 //! settings — a callback route, the sender's delivery id as the key, its signature scheme, and
 //! the control messages that pass unguarded. Every field the route sets itself wins over the
 //! preset's, so a preset is a starting point, never a cage.

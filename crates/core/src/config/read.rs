@@ -45,6 +45,8 @@ const CONFIG_FIELDS: &[&str] = &[
     "upstream",
     "store",
     "hashing_budget_per_peer",
+    "relay_budget",
+    "relay_budget_per_peer",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -78,8 +80,11 @@ const ROUTE_FIELDS: &[&str] = &[
     "pass_through",
     "order",
     "precondition",
+    "share",
 ];
-const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early"];
+const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early", "unsigned"];
+/// `order.unsigned`: the one word that keeps an ordering guard on a route without a signature.
+const UNSIGNED: Choices<(), 1> = (["allow"], [()]);
 const EARLY_FIELDS: &[&str] = &["retry_after", "forward_after"];
 const PRECONDITIONS: Choices<PreconditionConfig, 2> = (
     ["if-match", "if-match-or-any"],
@@ -336,6 +341,10 @@ fn document(doc: &Value) -> Result<Config, Shape> {
             }
             // `hashing_budget_per_peer`
             Some(21) => Slot::Size(&mut c.hashing_budget_per_peer),
+            // `relay_budget`
+            Some(22) => Slot::Size(&mut c.relay_budget),
+            // `relay_budget_per_peer`
+            Some(23) => Slot::Size(&mut c.relay_budget_per_peer),
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
         };
         fill(at, value, slot)?;
@@ -390,6 +399,7 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         pass_through: None,
         order: None,
         precondition: None,
+        share: None,
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -479,6 +489,11 @@ fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
             // `precondition`
             Some(14) => {
                 r.precondition = opt_pick(&at, value, &PRECONDITIONS)?;
+                continue;
+            }
+            // `share`
+            Some(15) => {
+                r.share = opt_share(&at, value)?;
                 continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
@@ -698,6 +713,8 @@ fn order(path: &str, value: &Value) -> Result<OrderConfig, Shape> {
                     fill(&join(&at, key), value, slot)?;
                 }
             }
+            // `unsigned`
+            Some(4) => o.allow_unsigned = opt_pick(&at, value, &UNSIGNED)?.is_some(),
             _ => return Err(unknown(path, key, ORDER_FIELDS)),
         }
     }
@@ -721,7 +738,7 @@ fn scope_source(path: &str, value: &Value) -> Result<ScopeConfig, Shape> {
     match value {
         Value::String(s) if s == "peer" => Ok(ScopeConfig::Peer),
         Value::Object(members) => match members.as_slice() {
-            // A header the operator declares Envoy sets (issue 23): its value is not the
+            // A header the operator declares Envoy sets: its value is not the
             // client's own word, so its records are not also charged to the peer.
             [(key, name), (flag, verified)] | [(flag, verified), (key, name)]
                 if key == "header" && flag == "verified" =>
@@ -1087,7 +1104,7 @@ mod tests {
         let c = Config::from_json(
             r#"{"header":"h","ttl":"t","lease":"l","replay_headers":["r"],
                 "max_request_body":1,"hashing_budget":2,"max_response_body":3,"capacity":4,
-                "hashing_budget_per_peer":10,
+                "hashing_budget_per_peer":10,"relay_budget":13,"relay_budget_per_peer":14,
                 "records_per_cell":5,"shares":{"identity":6,"peer":"7%","ipv4_prefix":24,"ipv6_prefix":48,"pressure":"30%",
                   "identity_bytes":11,"peer_bytes":"12MiB"},
                 "max_memory":"1GiB",
@@ -1114,6 +1131,8 @@ mod tests {
             "max_request_body: Some(Bytes(1))",
             "hashing_budget: Some(Bytes(2))",
             "hashing_budget_per_peer: Some(Bytes(10))",
+            "relay_budget: Some(Bytes(13))",
+            "relay_budget_per_peer: Some(Bytes(14))",
             "max_response_body: Some(Bytes(3))",
             "capacity: Some(4)",
             "records_per_cell: Some(5)",

@@ -52,6 +52,10 @@ fn summary(p: &Policy) -> Value {
             if let (Some(order), Value::Object(members)) = (&r.order, &mut route) {
                 members.push(("order".into(), order_summary(order)));
             }
+            if let (Some(share), Value::Object(members)) = (&r.share, &mut route) {
+                let share = object! { "records" => share.records, "bytes" => share.bytes };
+                members.push(("share".into(), share));
+            }
             if let (Some(p), Value::Object(members)) = (&r.precondition, &mut route) {
                 let name = match p {
                     crate::order::Precondition::IfMatch => "if-match",
@@ -116,7 +120,7 @@ fn summary(p: &Policy) -> Value {
         },
         "memory_bound" => crate::policy::memory_bound(
             &p.capacity,
-            p.max_response_body,
+            p.shares.memory,
             &p.replay_headers,
         ),
         "on_store_full" => mode(p.on_store_full),

@@ -4,26 +4,57 @@
 //! "headers"?, "body"?: text | null (null = not kept), "expires_at"}}`.
 //! Output `{"decision": "claim"|"conflict"|"replay"|"mismatch", ...details, "http": {"status",
 //! "type"?, "retry_after"?, "replayed"?, "body_omitted"?, "location"?, "etag"?}}`.
+//! With `"late": true` the request is a late signed delivery ([`decide_late`]): `"replay"`, or
+//! `"refused"` with the stale-signature answer — never a claim.
+//! With `"relay": {"in_flight": [peer, ...], "peer"}` the request's claim is won on a detached
+//! route, from `peer`, while one exchange per entry of `in_flight` (its peer's) holds its part of
+//! the relay budget: `{"decision": "detach"}` (sent), or `"release"` with its answer (not sent,
+//! the claim released).
 
+use crate::client::scope::StorageKey;
+use crate::client::signature::SignatureError;
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::answer::{
     answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER,
 };
-use crate::decision::{decide, Decision};
+use crate::decision::{decide, decide_late, Decision, ResponseFacts};
+use crate::guard::{Action, Answer, Claim, Course, Guarded};
+use crate::policy::{Policy, RouteKind};
+use crate::request::budget::{Budget, Limits, Reservation};
+use crate::request::fingerprint::Fingerprint;
 use crate::request::json::Value;
+use crate::store::protocol::ClaimOutcome;
 use crate::store::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::store::share::Payers;
 use crate::time::UnixMillis;
+use alloc::format;
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 pub fn eval(input: &Value) -> Outcome {
     let policy = policy_field(input)?;
+    if let Some(relay) = input.get("relay") {
+        return detached(&policy, relay);
+    }
     let now = UnixMillis(u64_field(input, "now")?);
     let fingerprint = fingerprint_label(input, "fingerprint")?;
     let record = match input.get("record") {
         None | Some(Value::Null) => None,
         Some(record) => Some(record_from(record)?),
     };
+    if input.get("late") == Some(&Value::Bool(true)) {
+        return Ok(match decide_late(record.as_ref(), fingerprint, now) {
+            Some(stored) => object! {
+                "decision" => "replay",
+                "http" => http(&answer(&EdgeAnswer::Replay { stored: &stored, replay_headers: &policy.replay_headers })),
+            },
+            None => object! {
+                "decision" => "refused",
+                "http" => http(&answer(&EdgeAnswer::Signature(&SignatureError::Stale))),
+            },
+        });
+    }
     let owner = OwnerToken([7; 16]);
     let out = match decide(record.as_ref(), fingerprint, owner, now, &policy) {
         Decision::Claim { claim, takeover } => object! {
@@ -118,5 +149,57 @@ fn record_from(value: &Value) -> Result<Record, String> {
             }))
         }
         _ => Err(String::from("vector_bad_input:state")),
+    }
+}
+
+/// A claim won on a detached route from `peer`, with `in_flight`'s exchanges holding their parts
+/// of the relay budget: sent, or released unsent with its answer.
+fn detached(policy: &Policy, relay: &Value) -> Outcome {
+    let bad = |field: &str| format!("vector_bad_input:relay.{field}");
+    let budget = Rc::new(Budget::default());
+    let part = |peer: &str| Reservation::new(Rc::clone(&budget), Rc::from(peer.as_bytes()));
+    let mut held = Vec::new();
+    for peer in relay
+        .get("in_flight")
+        .and_then(Value::as_array)
+        .ok_or_else(|| bad("in_flight"))?
+    {
+        let mut exchange = part(peer.as_str().ok_or_else(|| bad("in_flight"))?);
+        if !exchange.grow(policy.max_relay_body, Limits::relay(policy)) {
+            return Err(bad("in_flight"));
+        }
+        held.push(exchange);
+    }
+    let peer = relay
+        .get("peer")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("peer"))?;
+    let owner = OwnerToken([7; 16]);
+    let claim = Claim {
+        key: StorageKey::from_stored([1; 32]),
+        fingerprint: Fingerprint([b'A'; 32]),
+        owner,
+        payers: Payers::NONE,
+    };
+    let course = Course::claimed(None, None);
+    let kept = Some(((), part(peer)));
+    let mut machine: Guarded<(), ()> = Guarded::claim(policy, RouteKind::Api, claim, course, kept);
+    let _ask = machine.poll();
+    let won = ClaimOutcome::Forward {
+        owner,
+        takeover: false,
+    };
+    machine.answered(Answer::Claim(Ok(won)), policy);
+    let actions: Vec<Action<(), ()>> = core::iter::from_fn(|| machine.poll()).collect();
+    match &actions[..] {
+        [Action::Detach { .. }] => Ok(object! { "decision" => "detach" }),
+        [Action::Finish {
+            facts: ResponseFacts::NeverReached,
+            ..
+        }, Action::Answer(answer)] => Ok(object! {
+            "decision" => "release",
+            "http" => http(answer),
+        }),
+        other => Err(format!("vector_unexpected_actions:{}", other.len())),
     }
 }

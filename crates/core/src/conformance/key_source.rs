@@ -35,7 +35,7 @@ pub fn eval(input: &Value) -> Outcome {
         admission.update(chunk);
     }
     match admission.finish() {
-        Ok(Some(key)) => Ok(Value::String(key.as_str().into())),
+        Ok(Some(admitted)) => Ok(Value::String(admitted.key.as_str().into())),
         Ok(None) => Ok(Value::Null),
         Err(e) => Err(e.code().to_string()),
     }

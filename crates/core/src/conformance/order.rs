@@ -1,4 +1,4 @@
-//! Group `order`: the ordering guard of a callback route and the If-Match precondition (issue 26).
+//! Group `order`: the ordering guard of a callback route and the If-Match precondition.
 //! - `{"op":"begin","table":..,"record":R|null,"event":..,"owner":n,"now":ms,"lease_ms":..,
 //!   "ttl_ms":..,"retry_after_ms":..,"forward_after_ms"?:..}` → `{"outcome": name, ...,
 //!   "record": R|null}` (the record written, `null` when nothing is);
@@ -20,8 +20,8 @@ use crate::conformance::{str_field, u64_field, Outcome};
 use crate::decision::answer::order::{order_answer, OrderAnswer};
 use crate::order::transition::DeclaredTable;
 use crate::order::{
-    begin, settle, Begin, BeginOutcome, OrderFacts, OrderRule, Precondition, PreconditionProblem,
-    Resource, ResourceClaim, SettleOutcome, ORDER_HEADER,
+    begin, creates, settle, Begin, BeginOutcome, OrderFacts, OrderRule, Precondition,
+    PreconditionProblem, Resource, ResourceClaim, SettleOutcome, ORDER_HEADER,
 };
 use crate::request::json::{JsonPointer, Value};
 use crate::request::key_source::KeySource;
@@ -132,7 +132,12 @@ fn begin_op(input: &Value) -> Outcome {
     };
     let now = UnixMillis(u64_field(input, "now")?);
     let (outcome, written) = begin(current.as_ref(), &begin_input, now);
-    let mut out = object! { "outcome" => outcome.name(), "record" => record_out(written.as_ref()) };
+    let charged = creates(current.as_ref(), written.as_ref(), now);
+    let mut out = object! {
+        "outcome" => outcome.name(),
+        "record" => record_out(written.as_ref()),
+        "charged" => charged,
+    };
     if let Value::Object(members) = &mut out {
         let mut add = |name: &str, value: Value| members.push((name.to_string(), value));
         match &outcome {

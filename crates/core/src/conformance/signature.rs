@@ -1,11 +1,12 @@
 //! Group `signature`: input `{"scheme", "secret" | "secrets": [..], "tolerance"?, "header"?,
 //! "headers"?: {name: value}, "body" | "body_hex", "chunks"?, "now_ms"}`; output `true` when the
-//! delivery's signature verifies against the body (`crate::client::signature`), else the error
-//! code. Schemes: `github`, `stripe`, `standard_webhooks`, `svix`, `shopify`, `slack`. `header` is
+//! delivery's signature verifies against the body (`crate::client::signature`), `"late"` when it
+//! verifies but was signed longer ago than the tolerance (only a stored answer may answer it),
+//! else the error code. Schemes: `github`, `stripe`, `standard_webhooks`, `svix`, `shopify`, `slack`. `header` is
 //! the value of the scheme's signature header; `headers` gives any headers by lowercase name (the
 //! other headers a scheme signs, or the signature header itself); a header in neither is absent.
 
-use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
+use crate::client::signature::{Freshness, SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::conformance::{bytes_field, opt_str_field, split_chunks, str_field, u64_field, Outcome};
 use crate::request::json::Value;
 use crate::time::{Span, UnixMillis};
@@ -65,6 +66,9 @@ pub fn eval(input: &Value) -> Outcome {
     }
     check
         .verify()
-        .map(|()| Value::Bool(true))
+        .map(|freshness| match freshness {
+            Freshness::Fresh => Value::Bool(true),
+            Freshness::Late => Value::String("late".into()),
+        })
         .map_err(|e| e.code().to_string())
 }

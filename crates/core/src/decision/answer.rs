@@ -59,15 +59,28 @@ pub enum EdgeAnswer<'a> {
         stored: &'a StoredResponse,
         replay_headers: &'a [String],
     },
+    /// A detached exchange's answer whose body is over the relay bound (`upstream.max_body`):
+    /// the client gets the upstream's own status — a success stays a success, never a 5xx the
+    /// edge made — and its headers, less those that describe the body it does not carry, with
+    /// `Idempotent-Body-Omitted: true`, as a retry's replay would. `headers` are those the host
+    /// relays (end-to-end, none of the proxy's own).
+    RelayWithoutBody {
+        status: u16,
+        headers: &'a [(String, String)],
+    },
     StoreFull {
         retry_after: Span,
     },
     StoreFailed(&'a ProtocolError),
     /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`, or
     /// this client's already use its part (`hashing_budget_per_peer`, issue 23): the request is
-    /// refused before it can exhaust the VM's memory (issue 14).
+    /// refused before it can exhaust the VM's memory.
     HashingBudgetExceeded,
-    /// The client already holds its share of the store (issue 14): its own records must expire
+    /// A detached exchange would have Envoy buffer more answers than the VM's `relay_budget`
+    /// allows, or this client's exchanges already hold its part (`relay_budget_per_peer`): the
+    /// request was not sent and its claim is released, so a retry runs.
+    RelayBudgetExceeded,
+    /// The client already holds its share of the store: its own records must expire
     /// first. Its own doing, so 429 and never the store's failure mode.
     QuotaExceeded {
         retry_after: Span,
@@ -95,7 +108,7 @@ pub enum EdgeAnswer<'a> {
     },
     /// A callback delivery without a valid provider signature.
     Signature(&'a SignatureError),
-    /// The key's source could not be read (issue 27): a body no body source can read, an
+    /// The key's source could not be read: a body no body source can read, an
     /// incomplete CloudEvent (400), a CloudEvents batch (415).
     KeySource(&'a SourceError),
     /// A fresh one-time token from the issuing endpoint.
@@ -116,9 +129,6 @@ pub enum RelayProblem {
     /// Sent, but no answer came back (reset, upstream timeout): the outcome is in doubt and the key
     /// stays in flight until its lease ends.
     NoAnswer { retry_after: Span },
-    /// The upstream answered, but its body is over the relay limit: the outcome is recorded under
-    /// the key (status and headers), only this client's copy of the body is lost.
-    TooLarge { limit: u64 },
 }
 
 /// Status, headers (lowercase names) and body, ready for the host to send.
@@ -145,6 +155,9 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             stored,
             replay_headers,
         } => replay::replay(stored, replay_headers),
+        EdgeAnswer::RelayWithoutBody { status, headers } => {
+            replay::without_body(*status, headers)
+        }
         EdgeAnswer::TokenIssued {
             token,
             expires_at_ms,
@@ -221,6 +234,13 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "the edge is fingerprinting as many request bodies as its memory budget allows; retry shortly",
             Some(Span::from_secs(1)),
         ),
+        EdgeAnswer::RelayBudgetExceeded => problem(
+            503,
+            "relay_budget_exceeded",
+            "Too many answers in transit",
+            "the edge is waiting for as many upstream answers as its memory budget allows; the request was not forwarded, retry shortly",
+            Some(Span::from_secs(1)),
+        ),
         EdgeAnswer::StoreFailed(e @ ProtocolError::Tampered(_)) => problem(
             502,
             e.code(),
@@ -289,13 +309,6 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             "No answer from the upstream",
             "the request was sent but no answer came back, so it may have been executed; retries with the same Idempotency-Key get 409 until the key's lease ends",
             Some(*retry_after),
-        ),
-        EdgeAnswer::Relay(RelayProblem::TooLarge { limit }) => problem(
-            502,
-            "relay_too_large",
-            "Upstream answer too large to relay",
-            &format!("the upstream executed the request and answered, but its body is over the {limit}-byte relay limit; the outcome is recorded under this Idempotency-Key and a retry gets its status and headers"),
-            None,
         ),
         EdgeAnswer::Token(e) => {
             let status = if e.code() == "token_used" { 409 } else { 403 };
@@ -418,7 +431,7 @@ fn push_decimal(out: &mut String, n: u16) {
 }
 
 /// An HTTP answer's `:status` as a host reads it: exactly three digits, 100 to 999 (RFC 9110
-/// §15). `None` for anything else — a host must not invent a status (issue 22): an answer whose
+/// §15). `None` for anything else — a host must not invent a status: an answer whose
 /// status cannot be read is in doubt, never stored or replayed as "status 0".
 pub fn parse_status(value: &[u8]) -> Option<u16> {
     match value {

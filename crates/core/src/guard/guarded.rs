@@ -28,17 +28,19 @@
 //! `O` is the host's claim on an ordered resource (settled when the upstream answers), `H` the
 //! request a detached route keeps to send itself; the machine carries both without looking inside.
 
-use super::{after_claim, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken};
+use super::{
+    after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken,
+};
 use crate::client::scope::StorageKey;
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::order::{applies, settlement, Ordered};
 use crate::policy::{Policy, RouteKind};
-use crate::request::budget::Reservation;
+use crate::request::budget::{Limits, Reservation};
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
 use crate::store::record::OwnerToken;
-use crate::store::share::Payers;
+use crate::store::share::{Payers, ShareRefusal};
 use crate::time::{Span, UnixMillis};
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -53,6 +55,13 @@ pub use taking::Intaking;
 pub enum Ask {
     /// Claim the key for this request ([`crate::store::protocol::Engine::claim`]).
     Claim(Claim),
+    /// Look the key up for a late delivery, writing nothing
+    /// ([`crate::store::protocol::Engine::replay`]); answered as a claim is
+    /// ([`Answer::Claim`]).
+    Replay {
+        key: StorageKey,
+        fingerprint: Fingerprint,
+    },
     /// Use the request's one-time token, once ([`crate::store::protocol::Engine::consume`]).
     Consume {
         use_key: StorageKey,
@@ -111,6 +120,8 @@ pub enum Action<O, H> {
         ordered: Ordered,
         key: StorageKey,
         owner: OwnerToken,
+        /// Who pays for a new resource record: the delivery claim's payers.
+        payers: Payers,
     },
     /// Let the request go on to the upstream as the key's owner; its answer comes back through
     /// [`Guarded::upstream_head`].
@@ -146,18 +157,24 @@ pub enum Action<O, H> {
 /// The request a detached route keeps to send itself: the host's part of it (`held`: where it
 /// goes, its headers) and its body as taken in, whose bytes stay reserved from the hashing
 /// budget (`reserved`) until the exchange that sends it ends: the host keeps the reservation
-/// with the exchange, as the proxy keeps the body it sends.
+/// with the exchange, as the proxy keeps the body it sends. `relay` is the exchange's part of
+/// the relay budget, empty until the claim is won and `upstream.max_body` from then on; the host
+/// keeps it with the exchange until its answer has been read.
 #[derive(Debug)]
 pub struct Kept<H> {
     pub held: H,
     pub body: Vec<u8>,
     pub reserved: Option<Reservation>,
+    pub relay: Reservation,
 }
 
 /// The same request kept: the same part and body, with as many bytes reserved.
 impl<H: PartialEq> PartialEq for Kept<H> {
     fn eq(&self, other: &Self) -> bool {
-        let bytes = |kept: &Self| kept.reserved.as_ref().map(Reservation::bytes);
+        let bytes = |kept: &Self| {
+            let body = kept.reserved.as_ref().map(Reservation::bytes);
+            (body, kept.relay.bytes())
+        };
         self.held == other.held && self.body == other.body && bytes(self) == bytes(other)
     }
 }
@@ -179,6 +196,8 @@ pub enum Warning {
     AnswerUnreadable,
     /// The host handed in something the request was not waiting for (a host bug): ignored.
     OutOfOrder(&'static str),
+    /// A payer was refused for its share (429): which share, and the payer's hashed label.
+    OverShare(ShareRefusal),
 }
 
 impl fmt::Display for Warning {
@@ -194,6 +213,7 @@ impl fmt::Display for Warning {
                 "the upstream answer could not be read whole (no valid :status, or a part the host did not hand over)",
             ),
             Warning::OutOfOrder(what) => write!(f, "{what} came while the request did not wait for it"),
+            Warning::OverShare(refusal) => write!(f, "{refusal}"),
         }
     }
 }
@@ -249,6 +269,16 @@ impl<O, H> Queue<O, H> {
     }
 }
 
+/// Reserves a won claim's detached exchange's answer (`upstream.max_body`) from the relay
+/// budget, before its course (an ordering decision, a token's use) and before anything is sent;
+/// `None`: it does not fit the VM's budget or its peer's part (the kept request is dropped).
+fn relay<H>(mut kept: Kept<H>, policy: &Policy) -> Option<Kept<H>> {
+    let fits = kept
+        .relay
+        .grow(policy.max_relay_body, Limits::relay(policy));
+    fits.then_some(kept)
+}
+
 /// Where the request goes once its course is run.
 #[derive(Debug)]
 enum After<H> {
@@ -267,6 +297,8 @@ enum After<H> {
 enum State<O, H> {
     /// The body is being taken in; the claim is made at its end ([`taking`]).
     Taking(Box<taking::Taking<H>>),
+    /// A late delivery's key is looked up: its stored answer, or the stale refusal.
+    Looking { key: StorageKey },
     /// The claim is asked of the store.
     Claiming {
         key: StorageKey,
@@ -329,19 +361,21 @@ impl<O, H> Guarded<O, H> {
 
     /// A request whose key is claimed now, on a route of `kind`: its first action asks the
     /// store. Once claimed, it takes `course` (the event's order, the token's use), then goes
-    /// out — detached if the route keeps the request (`held`), else on the router path.
+    /// out — detached if the route keeps the request (`held`, with the exchange's empty part of
+    /// the relay budget), else on the router path.
     pub fn claim(
         policy: &Policy,
         kind: RouteKind,
         claim: Claim,
         course: Course<Ordered>,
-        held: Option<H>,
+        held: Option<(H, Reservation)>,
     ) -> Self {
         let key = claim.key;
-        let held = held.map(|held| Kept {
+        let held = held.map(|(held, relay)| Kept {
             held,
             body: Vec::new(),
             reserved: None,
+            relay,
         });
         let state = State::Claiming { key, course, held };
         let mut guarded = Guarded::new(kind, claim.payers, policy.lease, state);
@@ -392,6 +426,7 @@ impl<O, H> Guarded<O, H> {
     pub fn key(&self) -> Option<StorageKey> {
         match &self.state {
             State::Claiming { key, .. }
+            | State::Looking { key }
             | State::Sending { key, .. }
             | State::Forwarded { key, .. }
             | State::Ordering {
@@ -412,6 +447,7 @@ impl<O, H> Guarded<O, H> {
             (State::Claiming { key, course, held }, Answer::Claim(outcome)) => {
                 self.claimed(key, &outcome, course, held, policy)
             }
+            (State::Looking { key }, Answer::Claim(outcome)) => self.looked(key, &outcome, policy),
             (
                 State::Using {
                     course,
@@ -422,6 +458,12 @@ impl<O, H> Guarded<O, H> {
             ) => {
                 let (refusal, events) = after_use(&outcome);
                 self.queue.count(events);
+                if let Ok(ConsumeOutcome::QuotaExceeded {
+                    share: Some(share), ..
+                }) = &outcome
+                {
+                    self.warn(Warning::OverShare(*share));
+                }
                 let Some(refusal) = refusal else {
                     return self.go(course, after, order);
                 };
@@ -570,6 +612,7 @@ impl<O, H> Guarded<O, H> {
             && matches!(
                 self.state,
                 State::Claiming { .. }
+                    | State::Looking { .. }
                     | State::Ordering { .. }
                     | State::Using { .. }
                     | State::Sending { .. }
@@ -580,7 +623,7 @@ impl<O, H> Guarded<O, H> {
     /// claim the request holds given back (nothing was sent).
     pub fn clock_failed(&mut self) {
         match core::mem::replace(&mut self.state, State::Over) {
-            State::Claiming { .. } => {}
+            State::Claiming { .. } | State::Looking { .. } => {}
             State::Using { after, order, .. } => self.not_forwarded(after, order),
             // Only a store question needs the clock: a request past them has no use for it.
             state => return self.out_of_order(state, "a clock failure"),
@@ -601,19 +644,26 @@ impl<O, H> Guarded<O, H> {
         self.queue.count(events);
         match next {
             Next::Forward { owner, .. } => {
+                let held = match held.map(|kept| relay(kept, policy)) {
+                    Some(None) => {
+                        // Nothing was sent: the claim is released, so the retry runs.
+                        self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
+                        self.queue.count(Events::of(&[Event::RelayBudgetExceeded]));
+                        return self.reply(answer(&EdgeAnswer::RelayBudgetExceeded));
+                    }
+                    Some(kept) => kept,
+                    None => None,
+                };
                 let after = After::Owner { key, owner, held };
                 self.go(course, after, None);
             }
             Next::Answer(edge) => {
-                match &edge {
-                    EdgeAnswer::StoreFailed(e) if !e.allows_failure_mode() => {
-                        self.warn(Warning::RecordCorrupt {
-                            key,
-                            error: (*e).clone(),
-                        })
-                    }
-                    EdgeAnswer::StoreFailed(e) => self.warn(Warning::StoreFailed((*e).clone())),
-                    _ => {}
+                self.warn_failed(key, &edge);
+                if let Ok(ClaimOutcome::QuotaExceeded {
+                    share: Some(share), ..
+                }) = outcome
+                {
+                    self.warn(Warning::OverShare(*share));
                 }
                 self.reply(answer(&edge));
             }
@@ -625,6 +675,34 @@ impl<O, H> Guarded<O, H> {
                 let after = After::Pass { event: None };
                 self.go(Course::unguarded(course.into_token()), after, None);
             }
+        }
+    }
+
+    /// A late delivery's look-up came back: it holds nothing, so it only answers.
+    fn looked(
+        &mut self,
+        key: StorageKey,
+        outcome: &Result<ClaimOutcome, ProtocolError>,
+        policy: &Policy,
+    ) {
+        let (edge, events) = after_late(outcome, policy);
+        self.queue.count(events);
+        self.warn_failed(key, &edge);
+        self.reply(answer(&edge));
+    }
+
+    /// The warning an answer from a failed store carries: a record that failed its checks is
+    /// logged as corrupt (no failure mode applies to it), any other failure as a store failure.
+    fn warn_failed(&mut self, key: StorageKey, edge: &EdgeAnswer) {
+        match edge {
+            EdgeAnswer::StoreFailed(e) if !e.allows_failure_mode() => {
+                self.warn(Warning::RecordCorrupt {
+                    key,
+                    error: (*e).clone(),
+                })
+            }
+            EdgeAnswer::StoreFailed(e) => self.warn(Warning::StoreFailed((*e).clone())),
+            _ => {}
         }
     }
 
@@ -645,6 +723,7 @@ impl<O, H> Guarded<O, H> {
                     ordered,
                     key: *key,
                     owner: *owner,
+                    payers: self.payers,
                 };
                 // The event is the course's first step: no resource is claimed yet.
                 self.state = State::Ordering { course, after };

@@ -19,7 +19,7 @@ use crate::decision::answer::order::{order_answer, OrderAnswer};
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::order::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
-use crate::request::budget::{HashingBudget, Reservation};
+use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::FingerprintBuilder;
 use crate::store::record::OwnerToken;
 use crate::store::share::Payers;
@@ -46,7 +46,9 @@ pub trait Host {
     /// it, computed once per run of one client's requests.
     fn scopes(&self) -> &ScopeHashes;
     /// The hashing budget a body's kept bytes are reserved from (one per VM).
-    fn budget(&self) -> Rc<HashingBudget>;
+    fn budget(&self) -> Rc<Budget>;
+    /// The relay budget a detached exchange's answer is reserved from (one per VM).
+    fn relay_budget(&self) -> Rc<Budget>;
 }
 
 /// What becomes of a request, decided on its headers.
@@ -76,6 +78,9 @@ pub enum Headed<'p> {
 pub struct Keyed<'p> {
     route: &'p Route,
     intaking: Intaking,
+    /// On a detached route: where it goes, and its exchange's part of the relay budget (charged
+    /// to the same peer group as its body), reserved once its claim is won.
+    detached: Option<(&'p Detached, Reservation)>,
 }
 
 impl core::fmt::Debug for Keyed<'_> {
@@ -100,10 +105,9 @@ impl<'p> Keyed<'p> {
         policy: &Policy,
         keep: impl FnOnce(&'p Detached) -> H,
     ) -> Guarded<O, H> {
-        let held = match &self.route.forward {
-            Forward::Detached(detached) => Some(keep(detached)),
-            Forward::Router => None,
-        };
+        let held = self
+            .detached
+            .map(|(detached, relay)| (keep(detached), relay));
         Guarded::take(policy, self.route.kind, self.intaking, held)
     }
 }
@@ -134,7 +138,7 @@ where
         return token_endpoint(policy, path, &facts);
     }
     // Matched on the normalised path; the fingerprint hashes the route's spelling of it, so
-    // every spelling of one path is one request (issue 14), at the edge and in the browser.
+    // every spelling of one path is one request, at the edge and in the browser.
     let Some(matched) = policy.match_request(method, path) else {
         return (Headed::Pass, Events::default());
     };
@@ -158,12 +162,14 @@ where
         Err(refusal) => return (Headed::Answer(refusal.answer()), refused(&refusal)),
     };
     // A callback route is its own scope (the provider is the client). Never the next scope
-    // source because a read failed (issue 22).
+    // source because a read failed: a failure would then pick the namespace. Only a signed
+    // route's deliveries are the provider's word: an unsigned one's are charged to the
+    // sender's address group too.
     let client = match route.own_scope() {
         Some(scope) => Some(ClientIdentity {
             source: scope.source.to_owned(),
             value: scope.value.to_vec(),
-            verified: true,
+            verified: route.signature.is_some(),
         }),
         None => match identify(policy, &facts) {
             Ok(client) => client,
@@ -172,10 +178,12 @@ where
     };
     let payers = match &client {
         // Not "no address" on a failed read: the record would go uncharged to the address.
-        Some(client) => match client.payers(policy, || facts.group(policy), host.scopes()) {
-            Ok(payers) => payers,
-            Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
-        },
+        Some(client) => {
+            match client.payers(policy, || facts.group(policy), host.scopes(), route.share) {
+                Ok(payers) => payers,
+                Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
+            }
+        }
         None => Payers::NONE,
     };
     let scope = client.as_ref().map(ClientIdentity::scope);
@@ -195,10 +203,14 @@ where
         Start::Unguarded => return (Headed::Unguarded { token, payers }, Events::default()),
         Start::Unscoped => return unscoped_request(policy),
     };
-    // A body's bytes are charged to the peer's address group (streams without an address share
-    // the empty group); looked up only for a body to come, and a failed read is not "no
-    // address" (issue 22).
-    let peer: Rc<[u8]> = if body_follows {
+    // A body's bytes, and a detached exchange's answer, are charged to the peer's address group
+    // (streams without an address share the empty group); looked up only for a body to come or
+    // an exchange to send, and a failed read is not "no address".
+    let detached = match &route.forward {
+        Forward::Detached(detached) => Some(detached),
+        Forward::Router => None,
+    };
+    let peer: Rc<[u8]> = if body_follows || detached.is_some() {
         match facts.group(policy) {
             Ok(group) => Rc::from(group.unwrap_or_default()),
             Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
@@ -216,11 +228,11 @@ where
         rule.bind(&mut fingerprint, headers.clone());
     }
     let probe = Probe::start(route, headers);
-    // Each copy of the body the machine keeps until the claim is charged (issue 23): the
+    // Each copy of the body the machine keeps until the claim is charged: the
     // ordering guard's, and a detached exchange's.
     let keeps_order = probe.as_ref().is_some_and(Probe::keeps_body);
-    let detached = matches!(route.forward, Forward::Detached(_));
-    let copies = u64::from(keeps_order) + u64::from(detached);
+    let copies = u64::from(keeps_order) + u64::from(detached.is_some());
+    let detached = detached.map(|d| (d, Reservation::new(host.relay_budget(), Rc::clone(&peer))));
     let intaking = Intaking {
         intake: Intake::new(key, fingerprint, copies, policy),
         reservation: Reservation::new(host.budget(), peer),
@@ -229,7 +241,12 @@ where
         owner: host.owner(),
         payers,
     };
-    (Headed::Keyed(Keyed { route, intaking }), Events::default())
+    let keyed = Keyed {
+        route,
+        intaking,
+        detached,
+    };
+    (Headed::Keyed(keyed), Events::default())
 }
 
 /// The token issuing endpoint: a token for the identified client.

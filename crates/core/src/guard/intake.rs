@@ -14,6 +14,7 @@ use super::{refused, Event, Events};
 use crate::client::admission::{Admission, Refusal};
 use crate::client::identity::ClientIdentity;
 use crate::client::scope::{QuotaTag, Scope, StorageKey};
+use crate::client::signature::Freshness;
 use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::policy::Policy;
 use crate::request::budget::{Limits, Reservation};
@@ -133,6 +134,9 @@ pub enum Taken {
     Claim {
         key: StorageKey,
         fingerprint: Fingerprint,
+        /// [`Freshness::Late`]: a validly signed redelivery past the tolerance — only the key's
+        /// stored answer may answer it, nothing is claimed.
+        freshness: Freshness,
     },
     /// No key (the body had none) and none required: forwarded without idempotency.
     Unguarded,
@@ -167,7 +171,7 @@ impl Intake {
             fingerprint,
             seen: 0,
             limit: policy.max_request_body,
-            budget: Limits::of(policy),
+            budget: Limits::hashing(policy),
             copies: 1 + u64::from(keeps) + host_copies,
         }
     }
@@ -197,8 +201,8 @@ impl Intake {
 
     /// The body is complete: the key (the signature verified first), then the fingerprint.
     pub fn finish(self) -> Result<Taken, BodyRefusal> {
-        let key = match self.key {
-            Key::Known(key) => key,
+        let (key, freshness) = match self.key {
+            Key::Known(key) => (key, Freshness::Fresh),
             Key::FromBody(body) => {
                 let FromBody {
                     admission,
@@ -209,14 +213,25 @@ impl Intake {
                 } = *body;
                 match admission.finish().map_err(BodyRefusal::Admission)? {
                     None => return Ok(Taken::Unguarded),
-                    Some(key) => {
-                        StorageKey::derive_tagged(client.scope(), tag, &method, &path, &key)
-                    }
+                    Some(admitted) => (
+                        StorageKey::derive_tagged(
+                            client.scope(),
+                            tag,
+                            &method,
+                            &path,
+                            &admitted.key,
+                        ),
+                        admitted.freshness,
+                    ),
                 }
             }
         };
         let fingerprint = self.fingerprint.finish().map_err(BodyRefusal::Invalid)?;
-        Ok(Taken::Claim { key, fingerprint })
+        Ok(Taken::Claim {
+            key,
+            fingerprint,
+            freshness,
+        })
     }
 }
 

@@ -1,5 +1,5 @@
 //! One-time tokens at the edge (semantics §7): the issuing endpoint's answer ([`asks_for_token`],
-//! [`issue_token`]), and a route's token checked before any store decision (issue 14): the request
+//! [`issue_token`]), and a route's token checked before any store decision: the request
 //! goes on to its claim with the token verified (its single use comes later, [`super::after_use`]),
 //! or stops here. The host hands over its facts — the client's scope, the header the policy names, its
 //! clock, read only when a token is required — and carries out the answer.

@@ -7,7 +7,7 @@
 use super::BeginOutcome;
 use crate::decision::answer::order::{order_answer, OrderAnswer};
 use crate::decision::answer::{answer, EdgeAnswer};
-use crate::guard::{Decision, Event, Events};
+use crate::guard::{over_share, Decision, Event, Events};
 use crate::policy::{FailureMode, Policy};
 use crate::store::protocol::ProtocolError;
 use alloc::string::String;
@@ -64,9 +64,10 @@ pub fn decide(
             failing(policy.on_store_full, EdgeAnswer::StoreFull { retry_after }),
             Event::StoreFull,
         ),
-        BeginOutcome::QuotaExceeded { retry_after } => counted(
+        // Counted as a claim's refusal is, by the share that refused.
+        BeginOutcome::QuotaExceeded { retry_after, share } => (
             Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
-            Event::QuotaExceeded,
+            over_share(share),
         ),
         // Not named by the table (or answered above): handled as without `order`.
         _ => (Decision::Forward(None), Events::default()),
@@ -139,7 +140,10 @@ mod tests {
                 Some(Event::OrderStateUnknown),
             ),
             (
-                BeginOutcome::QuotaExceeded { retry_after },
+                BeginOutcome::QuotaExceeded {
+                    retry_after,
+                    share: None,
+                },
                 Some(429),
                 Some(Event::QuotaExceeded),
             ),

@@ -1,13 +1,19 @@
 //! The ordering rules on the local store: [`resource::begin`] and [`resource::settle`] as
 //! [`Mutation`]s of the cell that holds the resource's record, so they run in the same read →
-//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]) and a resource record
-//! takes space like any record (a callback route's resources are its provider's, whose signature
-//! was checked: they are bounded by the cells, not charged to a share).
+//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]). A new resource
+//! record takes space like a claim's and is charged like one ([`begin`]): to the route when it
+//! has a share (`routes[].share`) and, on a route without a signature, to the sender's address
+//! group — the payers of the delivery's own claim — within their shares while the store is under
+//! pressure (`share::charge`, the claim's rule). The charge lapses with the record's TTL, as a
+//! stored answer's does; a record that lives on (a settle extends it) was charged once.
 
 use super::resource::{self, Begin, BeginOutcome, Resource, SettleOutcome};
 use crate::client::scope::StorageKey;
-use crate::store::protocol::{make_room, Apply, Mutation};
+use crate::policy::Policy;
+use crate::store::protocol::{make_room, run_from, Apply, Mutation, ProtocolError};
 use crate::store::record::{Bucket, OwnerToken, Record};
+use crate::store::share::{self, Bill, Payers, Space};
+use crate::store::{Layout, Store};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 
@@ -16,6 +22,73 @@ fn resource_of<'b>(bucket: &'b Bucket, key: &StorageKey) -> Option<&'b Resource>
         Some(Record::Resource(r)) => Some(r),
         _ => None,
     }
+}
+
+/// [`resource::begin`] on the local store for the event of a delivery whose claim was charged to
+/// `payers`: a begin that makes a new resource record charges it to them first (given back if
+/// it is not written after all); one over its share under pressure is refused, 429 naming the
+/// share, and nothing is written. A full cell is answered before any share, as for a claim —
+/// unless a payer is over its share under pressure: that is what it is told.
+pub fn begin<S: Store + ?Sized>(
+    store: &mut S,
+    policy: &Policy,
+    key: StorageKey,
+    begin: Begin<'_>,
+    payers: Payers,
+    now: UnixMillis,
+) -> Result<BeginOutcome, ProtocolError> {
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    let cell = layout.cell_name(&key);
+    let snapshot = store.read(&cell).map_err(ProtocolError::Store)?;
+    let mut bucket = match &snapshot {
+        None => Bucket::default(),
+        Some(snap) => Bucket::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
+    };
+    bucket.reclaim(now);
+    let current = resource_of(&bucket, &key);
+    let (decided, written) = resource::begin(current, &begin, now);
+    let event = BeginEvent {
+        key,
+        begin,
+        per_cell: policy.capacity.per_cell,
+    };
+    let record = match written {
+        Some(record) if resource::creates(current, Some(&record), now) => record,
+        // Nothing new holds space: decided on this read, as the transaction decides on it.
+        _ => return run_from(store, cell, event, now, snapshot),
+    };
+    let space = Space::of(&Record::Resource(record));
+    let bill = Bill::of(&layout, &policy.shares, payers, &key);
+    if let Err(retry_after) = make_room(&mut bucket, policy.capacity.per_cell, now) {
+        return Ok(
+            match share::refusal(store, &layout, &policy.shares, bill, now)? {
+                Some(over) => BeginOutcome::QuotaExceeded {
+                    retry_after: over.retry_after,
+                    share: Some(over.refusal),
+                },
+                None => BeginOutcome::StoreFull { retry_after },
+            },
+        );
+    }
+    let charge = match share::charge(store, &layout, &policy.shares, bill, space, now)? {
+        Ok(charge) => charge,
+        Err(over) => {
+            return Ok(BeginOutcome::QuotaExceeded {
+                retry_after: over.retry_after,
+                share: Some(over.refusal),
+            })
+        }
+    };
+    let outcome = run_from(store, cell, event, now, snapshot);
+    // The transaction decides first on the snapshot read here, so it makes the record charged
+    // for unless another request changed the cell meanwhile: then the charge is given back (best
+    // effort, as a claim's: a failed refund over-counts until the record's TTL, never under).
+    if outcome.as_ref() != Ok(&decided) {
+        let _ = share::refund(store, &layout, charge, now);
+    }
+    outcome
 }
 
 /// [`resource::begin`] on the cell of `key`.
@@ -68,3 +141,6 @@ impl Mutation for SettleEvent {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

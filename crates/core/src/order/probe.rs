@@ -144,7 +144,7 @@ mod tests {
     fn policy() -> Policy {
         let json = r#"{"routes": [
             {"prefix": "/hooks/shop", "kind": "callback", "key_from": [{"header": "x-delivery"}],
-             "order": {"resource": {"json": "/order/id"}, "event": {"header": "x-topic"},
+             "order": {"unsigned": "allow", "resource": {"json": "/order/id"}, "event": {"header": "x-topic"},
                        "table": {"initial": "new", "transitions": [["new", "pay", "paid"]]}}},
             {"prefix": "/plain"}]}"#;
         Policy::from_json(json, &|_| None).unwrap_or_else(|e| panic!("{e}"))

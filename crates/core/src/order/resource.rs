@@ -10,6 +10,7 @@
 use crate::order::transition::{Arrival, DeclaredTable, TransitionError};
 use crate::store::record::OwnerToken;
 use crate::store::seal::Seal;
+use crate::store::share::ShareRefusal;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -102,8 +103,12 @@ pub enum BeginOutcome {
     Busy { retry_after: Span },
     /// No room in the store for a new resource record (the failure mode `on_store_full` applies).
     StoreFull { retry_after: Span },
-    /// The route's scope holds its whole share of the store: 429, as for a claim.
-    QuotaExceeded { retry_after: Span },
+    /// A payer of a new resource record (the route, or an unsigned route's sender) holds its
+    /// share of the store under pressure: 429, as for a claim, naming the share that refused.
+    QuotaExceeded {
+        retry_after: Span,
+        share: Option<ShareRefusal>,
+    },
     /// The table does not name the event: handled as without `order`.
     NotOrdered,
     /// The record's state is not in the table (the table changed under it): refused, never
@@ -127,6 +132,12 @@ impl BeginOutcome {
             BeginOutcome::QuotaExceeded { .. } => "quota_exceeded",
         }
     }
+}
+
+/// Whether a begin on `current` that writes `written` makes a new record: the one a begin charges
+/// to its payers' shares (a live record was charged when it was made).
+pub fn creates(current: Option<&Resource>, written: Option<&Resource>, now: UnixMillis) -> bool {
+    written.is_some() && current.filter(|r| now < r.expires_at).is_none()
 }
 
 /// Decides `begin.event`'s arrival at the resource whose record is `current`, at `now`. Returns

@@ -1,3 +1,7 @@
+//! A VM's byte budgets, each shared per peer group: [`Budget`] is the type of both. One holds the
+//! request bodies being fingerprinted (`hashing_budget`, below); the other the answers Envoy may
+//! be buffering for detached exchanges (`relay_budget`, at the end).
+//!
 //! The VM's budget for request bodies being fingerprinted (issue 14, finding 8; issue 23; moved
 //! from the Envoy filter, issue 22: [`crate::guard::Intake::charge`] reserves from it). A
 //! stream's body is hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical
@@ -9,7 +13,7 @@
 //! body bytes it keeps (each copy counted) from one per-VM budget (`hashing_budget`) before
 //! feeding more; a stream that would go over it is answered 503 `hashing_budget_exceeded` instead.
 //!
-//! The budget is shared per peer (issue 23): the streams of one peer group
+//! The budget is shared per peer: the streams of one peer group
 //! ([`crate::store::share::Shares::peer_group`]: the client's address, an IPv6 address's /64) hold
 //! at most `hashing_budget_per_peer` of it together, so one client holding hundreds of slow bodies
 //! open takes its own part, not the whole budget, and other clients' bodies still pass.
@@ -18,15 +22,28 @@
 //! answer, reset): [`Reservation`] gives its bytes back on drop, to the VM's total and to its
 //! peer's, and a peer with nothing reserved has no entry (the table holds only peers with a body
 //! in progress).
+//!
+//! The relay budget: a detached exchange's answer is buffered whole by Envoy (its async client)
+//! before the filter sees any of it, so each exchange in flight may cost the worker its answer's
+//! size. Envoy sets no bound of its own there: measured in Envoy 1.40, with an app sending half of
+//! a 20 MB answer and then pausing, `server.memory_allocated` rose by 10.5 MB while the default
+//! `upstream.max_body` was 8 MiB — the filter only declines to read a body over that bound. So
+//! the budget counts each exchange at the bound the app's answers are expected to stay within
+//! (the app is the operator's own; one answering past it costs more). An exchange reserves
+//! `upstream.max_body` from the VM's `relay_budget` (its peer group at most
+//! `relay_budget_per_peer`) once its claim is won, before anything is sent; the filter keeps the
+//! reservation with the exchange and drops it when the answer has been read or the exchange ends
+//! any other way. An exchange that does not fit is answered 503 `relay_budget_exceeded` and its
+//! claim released: nothing was forwarded, so the retry runs.
 
 use crate::policy::Policy;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
 
-/// Bytes reserved by the VM's hashing streams (shared by every request context of the VM).
+/// Bytes reserved from one of the VM's budgets (shared by every request context of the VM).
 #[derive(Debug, Default)]
-pub struct HashingBudget {
+pub struct Budget {
     used: Cell<u64>,
     /// Bytes reserved per peer group; only groups with bytes reserved have an entry.
     peers: RefCell<PeerTable>,
@@ -64,7 +81,7 @@ impl PeerTable {
     }
 }
 
-impl HashingBudget {
+impl Budget {
     /// Bytes reserved now (for tests and logs).
     pub fn used(&self) -> u64 {
         self.used.get()
@@ -94,10 +111,18 @@ pub struct Limits {
 
 impl Limits {
     /// `hashing_budget` and `hashing_budget_per_peer`.
-    pub fn of(policy: &Policy) -> Limits {
+    pub fn hashing(policy: &Policy) -> Limits {
         Limits {
             total: policy.hashing_budget,
             per_peer: policy.hashing_budget_per_peer,
+        }
+    }
+
+    /// `relay_budget` and `relay_budget_per_peer`.
+    pub fn relay(policy: &Policy) -> Limits {
+        Limits {
+            total: policy.relay_budget,
+            per_peer: policy.relay_budget_per_peer,
         }
     }
 }
@@ -105,13 +130,13 @@ impl Limits {
 /// One stream's share of the budget (or a part split off it), charged to its peer group.
 #[derive(Debug)]
 pub struct Reservation {
-    budget: Rc<HashingBudget>,
+    budget: Rc<Budget>,
     peer: Rc<[u8]>,
     bytes: u64,
 }
 
 impl Reservation {
-    pub fn new(budget: Rc<HashingBudget>, peer: Rc<[u8]>) -> Reservation {
+    pub fn new(budget: Rc<Budget>, peer: Rc<[u8]>) -> Reservation {
         Reservation {
             budget,
             peer,
@@ -197,13 +222,13 @@ mod tests {
         per_peer: 1000,
     };
 
-    fn reservation(budget: &Rc<HashingBudget>, peer: &str) -> Reservation {
+    fn reservation(budget: &Rc<Budget>, peer: &str) -> Reservation {
         Reservation::new(Rc::clone(budget), Rc::from(peer.as_bytes()))
     }
 
     #[test]
     fn reservations_share_one_limit_and_are_returned_on_drop() {
-        let budget = Rc::new(HashingBudget::default());
+        let budget = Rc::new(Budget::default());
         let mut a = reservation(&budget, "10.0.0.1");
         let mut b = reservation(&budget, "10.0.0.2");
         assert!(a.grow(600, WIDE));
@@ -226,7 +251,7 @@ mod tests {
 
     #[test]
     fn one_peer_holds_at_most_its_part_and_others_still_reserve() {
-        let budget = Rc::new(HashingBudget::default());
+        let budget = Rc::new(Budget::default());
         let limits = Limits {
             total: 1000,
             per_peer: 300,
@@ -259,7 +284,7 @@ mod tests {
 
     #[test]
     fn peers_with_nothing_reserved_leave_the_table() {
-        let budget = Rc::new(HashingBudget::default());
+        let budget = Rc::new(Budget::default());
         let mut a1 = reservation(&budget, "a");
         let mut a2 = reservation(&budget, "a");
         let mut b = reservation(&budget, "b");
@@ -284,7 +309,7 @@ mod tests {
 
     #[test]
     fn a_split_part_is_returned_when_it_is_dropped() {
-        let budget = Rc::new(HashingBudget::default());
+        let budget = Rc::new(Budget::default());
         let mut stream = reservation(&budget, "a");
         assert!(stream.grow(300, WIDE));
         let copy = stream.split(100);

@@ -1,4 +1,4 @@
-//! Where a route's idempotency key comes from (issue 15): the `Idempotency-Key` header (default),
+//! Where a route's idempotency key comes from: the `Idempotency-Key` header (default),
 //! another header (a provider's delivery id such as `X-GitHub-Delivery`), a JSON pointer into the
 //! body (a Stripe event's `/id`, an AWS-style `/ClientToken`), a form field, or a CloudEvent's
 //! (source, id). The sources are tried in the configured order and the first one present wins;
@@ -11,7 +11,7 @@
 //! the body they search, bounded by `max_request_body`; sources that only read headers keep
 //! nothing.
 //!
-//! Two rules keep a body source from being fooled (issue 27): a JSON number is a key by its
+//! Two rules keep a body source from being fooled: a JSON number is a key by its
 //! value, as the fingerprint compares it (`100`, `1e2` and `100.0` are one key); and a body that
 //! the route's body sources cannot read at all (not JSON for a JSON source, not a form for a form
 //! source) is refused, never taken for "no key" — on a route whose key is optional that would let
@@ -522,7 +522,7 @@ mod tests {
         assert_eq!(find(&list[1..2], &[], &long), Err("key_too_long"));
         assert_eq!(find(&list[1..2], &[], r#"{"n":"é"}"#), Err("key_non_ascii"));
         // Not JSON: refused, never "no key" — on an optional-key route that would pass the
-        // request through unguarded (issue 27).
+        // request through unguarded.
         assert_eq!(find(&list[1..2], &[], "n=1"), Err("key_body_unreadable"));
         assert_eq!(find(&list[1..2], &[], ""), Err("key_body_unreadable"));
     }

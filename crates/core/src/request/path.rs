@@ -1,4 +1,4 @@
-//! One spelling per path (issue 14, finding 4). Route rules and the storage key must see the path
+//! One spelling per path. Route rules and the storage key must see the path
 //! the upstream will act on, not the bytes the client chose: `//payments`, `/payments;x`,
 //! `/%70ayments`, `/a/../payments` and (on a case-insensitive route) `/Payments` all reach a
 //! `/payments` handler in common upstreams (Tomcat strips `;params`, most decode percent-escapes

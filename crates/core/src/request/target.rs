@@ -1,4 +1,4 @@
-//! One spelling of a request's method and path for everything the rules hash or bind (issue 22):
+//! One spelling of a request's method and path for everything the rules hash or bind:
 //! the edge's fingerprint and the browser's, the path a route sees, and the token request a client
 //! sends. The Envoy filter and the browser module both call these functions, so `POST /Orders`,
 //! `post /orders` (as `fetch` sends it) and `POST //orders;x` are one request wherever they are

@@ -12,10 +12,10 @@ use crate::client::scope::StorageKey;
 use crate::decision::{stored_until, verdict, ResponseFacts, Verdict};
 use crate::policy::Policy;
 use crate::request::fingerprint::Fingerprint;
-use crate::store::record::{Bucket, DecodeError, OwnerToken, Record, StoredResponse};
+use crate::store::record::{Bucket, DecodeError, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::store::rule::{self, Change};
 use crate::store::seal::SealError;
-use crate::store::share::{self, Bill, Charge, Payers, Space};
+use crate::store::share::{self, Bill, Charge, Payers, ShareRefusal, Space};
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -271,10 +271,15 @@ pub enum ClaimOutcome {
     },
     /// One of the request's payers already holds its share of the whole store
     /// ([`crate::store::share`]): 429, never the failure mode. `retry_after` is when enough of its
-    /// records free their space.
+    /// records free their space; `share` says which share and whose, where the store knows
+    /// (`None`: the remote store's answer, which does not name it).
     QuotaExceeded {
         retry_after: Span,
+        share: Option<ShareRefusal>,
     },
+    /// A late delivery's look-up ([`Engine::replay`]) found no stored answer to give it: nothing
+    /// was written, and the delivery is refused as stale.
+    NotReplayed,
 }
 
 /// Checks that the cell of `key` has room for one more record — made, if needed, by dropping claims
@@ -387,6 +392,7 @@ pub enum ConsumeOutcome {
     /// A payer holds its share of the store, as in [`ClaimOutcome::QuotaExceeded`].
     QuotaExceeded {
         retry_after: Span,
+        share: Option<ShareRefusal>,
     },
 }
 
@@ -480,6 +486,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                     match share::refusal(self.store, &layout, &policy.shares, bill, now)? {
                         Some(over) => ClaimOutcome::QuotaExceeded {
                             retry_after: over.retry_after,
+                            share: Some(over.refusal),
                         },
                         None => ClaimOutcome::StoreFull { retry_after },
                     },
@@ -492,6 +499,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             Err(over) => {
                 return Ok(ClaimOutcome::QuotaExceeded {
                     retry_after: over.retry_after,
+                    share: Some(over.refusal),
                 })
             }
         };
@@ -511,6 +519,21 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             let _ = share::refund(self.store, &layout, charge, now);
         }
         outcome
+    }
+
+    /// Looks `key` up for a late delivery ([`crate::decision::decide_late`]): its stored answer
+    /// ([`ClaimOutcome::Replay`]) or [`ClaimOutcome::NotReplayed`]. One read; nothing is written
+    /// or charged, so it costs less than the claim a timely delivery makes.
+    #[must_use = "the outcome says what the delivery gets"]
+    pub fn replay(
+        &mut self,
+        key: StorageKey,
+        fingerprint: Fingerprint,
+        now: UnixMillis,
+    ) -> Result<ClaimOutcome, ProtocolError> {
+        let cell = self.layout().cell_name(&key);
+        let look = self.look(&cell, &key, now)?;
+        Ok(rule::replay(look.record.as_ref(), fingerprint, now).0)
     }
 
     /// Ends a forwarded request; `facts == None` releases the claim. A stored answer's space is
@@ -538,23 +561,34 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             bill,
             space: Space::of_claim(&claim),
         };
-        let verdict = verdict(facts.unwrap_or(ResponseFacts::NeverReached), policy);
-        let stored = match &verdict {
-            Verdict::Store(answer) => Some(Space::of_answer(
-                answer,
-                stored_until(&claim, now, policy.ttl),
-            )),
+        let mut verdict = verdict(facts.unwrap_or(ResponseFacts::NeverReached), policy);
+        let until = stored_until(&claim, now, policy.ttl);
+        // The claim's charge becomes the stored answer's before the answer is written (one
+        // compare-and-set for the fill shard and one per payer). The answer keeps its body only
+        // where its shard has room for the bytes ([`share::shift_answer`], decided in the
+        // shard's compare-and-set); otherwise it is stored without it — never refused. Never
+        // let the ledger keep an answer from landing (that would run the request again after
+        // the lease): if the charge cannot be moved, the claim's charge is kept instead (the
+        // payer is counted until the lease ends, then not at all for this answer: an
+        // under-count of one record, never a second execution) and the body is not kept.
+        let lease = lease_charge.space;
+        let moved = match &mut verdict {
+            Verdict::Store(answer) => {
+                let whole = Space::of_answer(answer, until);
+                let body = core::mem::replace(&mut answer.body, StoredBody::NotKept);
+                let bare = Space::of_answer(answer, until);
+                let spaces = (lease, whole, bare);
+                match share::shift_answer(self.store, &layout, &policy.shares, bill, spaces, now) {
+                    Ok(true) => {
+                        answer.body = body;
+                        Some(whole)
+                    }
+                    Ok(false) => Some(bare),
+                    Err(_) => None,
+                }
+            }
             _ => None,
         };
-        // The claim's charge becomes the stored answer's before the answer is written (one
-        // compare-and-set per payer). Never let the ledger keep an answer from landing (that
-        // would run the request again after the lease): if the charge cannot be moved, the
-        // claim's charge is kept instead (the payer is counted until the lease ends, then not at
-        // all for this answer: an under-count of one record, never a second execution).
-        let lease = lease_charge.space;
-        let moved = stored.filter(|answer| {
-            share::shift(self.store, &layout, bill, (lease, *answer), now).is_ok()
-        });
         let settle = Settle {
             key,
             owner,
@@ -602,6 +636,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 match share::refusal(self.store, &layout, &shares, bill, now)? {
                     Some(over) => ConsumeOutcome::QuotaExceeded {
                         retry_after: over.retry_after,
+                        share: Some(over.refusal),
                     },
                     None => ConsumeOutcome::StoreFull { retry_after },
                 },
@@ -615,6 +650,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             Err(over) => {
                 return Ok(ConsumeOutcome::QuotaExceeded {
                     retry_after: over.retry_after,
+                    share: Some(over.refusal),
                 })
             }
         };

@@ -98,7 +98,7 @@ impl Record {
         now >= self.expires_at()
     }
 
-    /// Until when the record takes space another record cannot have (issue 14): a claim only
+    /// Until when the record takes space another record cannot have: a claim only
     /// until its lease ends — after that a retry may take it over anyway, so under pressure its
     /// space is given to a new claim — anything else until it expires.
     pub fn holds_space_until(&self) -> UnixMillis {

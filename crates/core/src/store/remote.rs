@@ -20,11 +20,14 @@
 //! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns
 //!   ([`client`] holds both of the filter's steps).
 //!
-//! Shares (issue 23): a claim or a token use names its payers with their shares (the filter's
+//! Shares: a claim, a token use or an ordering begin names its payers with their shares (the filter's
 //! policy: who pays, and how many records each may hold). Each payer's usage lives under a key of
 //! its own (the `ledger` module), charged after the record is written — one key per engine call,
 //! so Redis Cluster can shard a payer's ledger anywhere — and the claim is undone when a payer is
-//! at its share. The exchange asks for each charge ([`exchange::Need::Ledger`]); the service
+//! at its share while the store is under pressure. The fleet's fill is counted as the local store
+//! counts it ([`crate::store::share::fill`]): in fill shards, each a ledger key of its own charged
+//! with the record, the shard a key falls in standing for the whole store; the filter's
+//! `capacity` places the key, and the request carries its shard. The exchange asks for each charge ([`exchange::Need::Ledger`]); the service
 //! settles the charges waiting on one payer's key together ([`settle::Settlement`]), so one busy
 //! client's concurrent requests share a compare-and-set instead of racing for it.
 //!

@@ -1,11 +1,11 @@
 //! What a claim, a finish and a token's use do to the record under one key — written once, for both
-//! stores (issue 22): the local store applies these inside a cell's bucket
+//! stores: the local store applies these inside a cell's bucket
 //! ([`crate::store::protocol`]), the remote engine to the one record it read
 //! ([`crate::store::remote::exchange::apply`]). Each takes the live record (expired ones already
 //! dropped) and returns the outcome with the [`Change`] that makes it so. What surrounds the record
 //! — a cell's room, a share's charge, an engine's version and clock — is the store's own business.
 
-use crate::decision::{completed_record, decide_with, Decision, Verdict};
+use crate::decision::{completed_record, decide_late, decide_with, Decision, Verdict};
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use crate::store::record::{OwnerToken, Record};
@@ -49,6 +49,20 @@ pub(crate) fn claim(
         Decision::Replay(response) => (ClaimOutcome::Replay(response), Change::Keep),
         Decision::Mismatch => (ClaimOutcome::Mismatch, Change::Keep),
     }
+}
+
+/// A late delivery looks its key up ([`decide_late`]): the stored answer, or nothing. Never a
+/// write, whatever the record.
+pub(crate) fn replay(
+    live: Option<&Record>,
+    fingerprint: Fingerprint,
+    now: UnixMillis,
+) -> (ClaimOutcome, Change) {
+    let outcome = match decide_late(live, fingerprint, now) {
+        Some(response) => ClaimOutcome::Replay(response),
+        None => ClaimOutcome::NotReplayed,
+    };
+    (outcome, Change::Keep)
 }
 
 /// The claim's owner ends its request (semantics §5) with what the policy made of how it ended

@@ -1,4 +1,4 @@
-//! Tamper-evident answers in the remote store (issue 24): a stored answer carries a MAC — its
+//! Tamper-evident answers in the remote store: a stored answer carries a MAC — its
 //! *seal* — made by the filter with a secret only the Envoys hold, and a replay happens only if
 //! the seal checks out.
 //!

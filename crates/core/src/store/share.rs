@@ -1,4 +1,4 @@
-//! Shares of the whole store (issue 23): who pays for a record's space, and how many records and
+//! Shares of the whole store: who pays for a record's space, and how many records and
 //! bytes each payer may hold at once, so that no client — however many identities it makes up —
 //! can deny the store to others.
 //!
@@ -24,11 +24,16 @@
 
 pub mod fill;
 pub mod ledger;
+mod refusal;
+mod room;
 mod space;
 
-pub use fill::FillShard;
+pub use fill::{Fill, FillShard};
+pub use refusal::{ShareReason, ShareRefusal};
+pub(crate) use room::shift_answer;
 pub use space::Space;
 
+use crate::client::admission::ROUTE_SCOPE_SOURCE;
 use crate::client::scope::{scope_hash, Scope, StorageKey};
 use crate::store::protocol::{ProtocolError, MAX_ATTEMPTS};
 use crate::store::{Expect, Layout, Store, WriteOutcome};
@@ -47,7 +52,7 @@ pub struct Share {
     pub bytes: u64,
 }
 
-/// What each payer may hold in the whole store (issue 23).
+/// What each payer may hold in the whole store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shares {
     /// For a scope: a header or property identity; `None`: not counted (`"off"`).
@@ -62,35 +67,65 @@ pub struct Shares {
     /// The fill, in percent of the store's records, from which shares bind ([`fill`]): below it
     /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
     pub pressure: u8,
+    /// The store's byte bound (`max_memory`), split over the fill shards by their records
+    /// ([`FillShard::byte_part`]); the pressure threshold applies to a shard's bytes as to its
+    /// records.
+    pub memory: u64,
+    /// Whether the fill shards count bytes against `memory`: only where the store could pass it
+    /// otherwise (`capacity` × the largest record above `memory`). Where it cannot, and no share
+    /// is counted either, a record costs no ledger operation at all.
+    pub memory_counted: bool,
 }
 
 impl Shares {
-    /// The share that applies to `tag`; `None` when its kind is not counted.
+    /// The share that applies to `tag`; `None` when its kind is not counted. A callback route's
+    /// share is its own (`routes[].share`), which the payers carry ([`Shares::limit_of`]).
     pub fn limit(&self, tag: PayerTag) -> Option<Share> {
-        if tag.is_address_group() {
-            self.peer
+        match tag.0[7] {
+            ADDRESS_GROUP_KIND => self.peer,
+            ROUTE_KIND => None,
+            _ => self.identity,
+        }
+    }
+
+    /// The share `tag` is charged within as one of `payers`: a callback route's own, or the
+    /// share of its kind.
+    pub fn limit_of(&self, payers: &Payers, tag: PayerTag) -> Option<Share> {
+        if tag.is_route() {
+            payers.route
         } else {
-            self.identity
+            self.limit(tag)
         }
     }
 
     /// [`Payers::of`] without the payers whose kind is not counted (`"off"`): nothing is
     /// charged to them, so their records cost no ledger write.
     pub fn payers(&self, scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
-        self.payers_tagged(scope, verified, peer_group, &PayerTag::of)
+        self.payers_tagged(scope, verified, peer_group, &PayerTag::of, None)
     }
 
-    /// [`Shares::payers`], each payer's tag made by `tag` (a host's kept hashes).
+    /// [`Shares::payers`], each payer's tag made by `tag` (a host's kept hashes); `route` is the
+    /// share of a callback route's own scope (`routes[].share`; `None`: the whole store, so the
+    /// route itself is charged nothing).
     pub(crate) fn payers_tagged(
         &self,
         scope: Scope<'_>,
         verified: bool,
         peer_group: Option<&[u8]>,
         tag: &dyn Fn(Scope<'_>) -> PayerTag,
+        route: Option<Share>,
     ) -> Payers {
-        let all = Payers::tagged(scope, verified, peer_group, tag);
-        let mut counted = all.tags().filter(|tag| self.limit(*tag).is_some());
-        Payers::from_tags(counted.next(), counted.next())
+        let all = Payers {
+            route,
+            ..Payers::tagged(scope, verified, peer_group, tag)
+        };
+        let mut counted = all.tags().filter(|tag| self.limit_of(&all, *tag).is_some());
+        let tags = Payers::from_tags(counted.next(), counted.next());
+        let charged = tags.tags().any(PayerTag::is_route);
+        Payers {
+            route: route.filter(|_| charged),
+            ..tags
+        }
     }
 
     /// `payers` with the share each is charged within, as a request to the remote store names
@@ -99,7 +134,10 @@ impl Shares {
     pub fn billed(&self, payers: Payers) -> Vec<Billed> {
         payers
             .tags()
-            .filter_map(|tag| self.limit(tag).map(|share| Billed { tag, share }))
+            .filter_map(|tag| {
+                self.limit_of(&payers, tag)
+                    .map(|share| Billed { tag, share })
+            })
             .collect()
     }
 
@@ -107,6 +145,11 @@ impl Shares {
     /// counted in a fill shard.
     pub fn counted(&self) -> bool {
         self.identity.is_some() || self.peer.is_some()
+    }
+
+    /// The pressure, and the byte bound where the fill shards count bytes.
+    fn pressure_of_memory(&self) -> (u8, Option<u64>) {
+        (self.pressure, self.memory_counted.then_some(self.memory))
     }
 
     /// The address group of `host` (an address as `client::peer_host` gives it: `10.0.0.1`,
@@ -183,15 +226,29 @@ impl PayerTag {
     pub(crate) fn hashed(scope: Scope<'_>, hash: &[u8; 32]) -> PayerTag {
         let mut tag = [0; 8];
         tag[..7].copy_from_slice(&hash[..7]);
-        tag[7] = u8::from(scope.source == PEER_GROUP_SOURCE);
+        tag[7] = match scope.source {
+            PEER_GROUP_SOURCE => ADDRESS_GROUP_KIND,
+            ROUTE_SCOPE_SOURCE => ROUTE_KIND,
+            _ => IDENTITY_KIND,
+        };
         PayerTag(tag)
     }
 
     /// An address group (its share is `shares.peer`), not an identity.
     pub fn is_address_group(self) -> bool {
-        self.0[7] == 1
+        self.0[7] == ADDRESS_GROUP_KIND
+    }
+
+    /// A callback route's own scope (its share is the route's `share`).
+    pub fn is_route(self) -> bool {
+        self.0[7] == ROUTE_KIND
     }
 }
+
+/// The kinds of payer, as a tag's last byte says (a fill shard's is [`fill`]'s own, 2).
+const IDENTITY_KIND: u8 = 0;
+const ADDRESS_GROUP_KIND: u8 = 1;
+const ROUTE_KIND: u8 = 3;
 
 /// A payer and its share (what it may hold in the whole store), as the remote store is asked
 /// to charge it.
@@ -206,6 +263,10 @@ pub struct Billed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Payers {
     tags: [Option<PayerTag>; 2],
+    /// The share of the payer that is a callback route (`routes[].share`): the route's, not the
+    /// policy's, so it travels with the payers to the charge. Not kept in a record: only a new
+    /// charge is ever refused.
+    route: Option<Share>,
 }
 
 /// The scope source of a peer's address group, as a payer.
@@ -213,7 +274,10 @@ pub const PEER_GROUP_SOURCE: &str = "peer";
 
 impl Payers {
     /// Nobody: the record is not counted.
-    pub const NONE: Payers = Payers { tags: [None, None] };
+    pub const NONE: Payers = Payers {
+        tags: [None, None],
+        route: None,
+    };
 
     /// The payers of a request in `scope`: the scope alone when it is `verified`, and the
     /// address group `peer_group` and the scope otherwise — the group first, so a group at its
@@ -238,32 +302,23 @@ impl Payers {
             })
         });
         if scope.source == PEER_GROUP_SOURCE {
-            return Payers {
-                tags: [group.or_else(|| Some(tag(scope))), None],
-            };
+            return Payers::from_tags(group.or_else(|| Some(tag(scope))), None);
         }
         let own = Some(tag(scope));
         match (verified, group) {
-            (false, Some(group)) => Payers {
-                tags: [Some(group), own],
-            },
-            _ => Payers { tags: [own, None] },
+            (false, Some(group)) => Payers::from_tags(Some(group), own),
+            _ => Payers::from_tags(own, None),
         }
     }
 
     /// The payers from their tags, as a record stores them.
     pub fn from_tags(first: Option<PayerTag>, second: Option<PayerTag>) -> Payers {
-        match (first, second) {
-            (None, second) => Payers {
-                tags: [second, None],
-            },
-            (first, second) if first == second => Payers {
-                tags: [first, None],
-            },
-            tags => Payers {
-                tags: [tags.0, tags.1],
-            },
-        }
+        let tags = match (first, second) {
+            (None, second) => [second, None],
+            (first, second) if first == second => [first, None],
+            (first, second) => [first, second],
+        };
+        Payers { tags, route: None }
     }
 
     pub fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
@@ -312,11 +367,13 @@ pub(crate) struct Bill {
 }
 
 impl Bill {
-    /// The bill of a record under `key` charged to `payers`.
+    /// The bill of a record under `key` charged to `payers`. Its shard is counted when a share
+    /// is (the shard's records tell the pressure) or when the shard's bytes are what bounds the
+    /// store's memory ([`Shares::memory_counted`]).
     pub fn of(layout: &Layout, shares: &Shares, payers: Payers, key: &StorageKey) -> Bill {
         Bill {
             payers,
-            shard: shares.counted().then(|| layout.fill_shard(key)),
+            shard: (shares.counted() || shares.memory_counted).then(|| layout.fill_shard(key)),
         }
     }
 
@@ -325,10 +382,20 @@ impl Bill {
     }
 }
 
-/// Why a payer was refused: how long until it holds less than its share.
+/// Why a payer was refused: how long until it holds less than its share, and which share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OverShare {
     pub retry_after: Span,
+    pub refusal: ShareRefusal,
+}
+
+impl OverShare {
+    pub(crate) fn new(retry_after: Span, refusal: ShareRefusal) -> OverShare {
+        OverShare {
+            retry_after,
+            refusal,
+        }
+    }
 }
 
 /// Charges one record that takes `space` to each of `bill`'s payers, each within its share
@@ -344,13 +411,9 @@ pub(crate) fn charge<S: Store + ?Sized>(
     space: Space,
     now: UnixMillis,
 ) -> Result<Result<Charge, OverShare>, ProtocolError> {
-    let within = |tag: PayerTag| shares.limit(tag);
+    let within = |tag: PayerTag| shares.limit_of(&bill.payers, tag);
     if let Err(over) = charge_each(store, layout, bill.payers.tags(), &within, space, now)? {
-        let pressed = match bill.shard {
-            Some(shard) => fill::under_pressure(store, layout, shard, shares.pressure, now)?,
-            None => true,
-        };
-        if pressed {
+        if fill::under_pressure(store, layout, bill.shard, shares.pressure_of_memory(), now)? {
             return Ok(Err(over));
         }
         // Not under pressure: the payers are charged all the same, to be counted once it is.
@@ -385,10 +448,12 @@ fn charge_each<S: Store + ?Sized>(
     for tag in tags {
         let limit = limit(tag);
         let result = change(store, layout, tag, now, |usage| {
-            usage
-                .charge(limit, space, now)
-                .err()
-                .map(|retry_after| OverShare { retry_after })
+            let refusal = limit.map(|limit| ShareRefusal::of(tag, usage, limit));
+            let retry_after = usage.charge(limit, space, now).err()?;
+            refusal.map(|refusal| OverShare {
+                retry_after,
+                refusal,
+            })
         });
         let refused = match result {
             Ok(refused) => refused,
@@ -418,7 +483,18 @@ pub(crate) fn shift<S: Store + ?Sized>(
     (from, to): (Space, Space),
     now: UnixMillis,
 ) -> Result<(), ProtocolError> {
-    for tag in bill.tags() {
+    shift_tags(store, layout, bill.tags(), (from, to), now)
+}
+
+/// [`shift`] for each of `tags`, one compare-and-set each.
+fn shift_tags<S: Store + ?Sized>(
+    store: &mut S,
+    layout: &Layout,
+    tags: impl Iterator<Item = PayerTag>,
+    (from, to): (Space, Space),
+    now: UnixMillis,
+) -> Result<(), ProtocolError> {
+    for tag in tags {
         change(store, layout, tag, now, |usage| {
             usage.shift((from, to), now);
             None::<()>
@@ -543,9 +619,14 @@ pub(crate) fn refusal<S: Store + ?Sized>(
 ) -> Result<Option<OverShare>, ProtocolError> {
     let mut over = None;
     for tag in bill.payers.tags() {
-        if let Some(limit) = shares.limit(tag) {
-            if let Some(retry_after) = usage(store, layout, tag, now)?.room_after(limit, now) {
-                over = Some(OverShare { retry_after });
+        if let Some(limit) = shares.limit_of(&bill.payers, tag) {
+            let usage = usage(store, layout, tag, now)?;
+            if let Some(retry_after) = usage.room_after(limit, now) {
+                let refusal = ShareRefusal::of(tag, &usage, limit);
+                over = Some(OverShare {
+                    retry_after,
+                    refusal,
+                });
                 break;
             }
         }
@@ -554,8 +635,8 @@ pub(crate) fn refusal<S: Store + ?Sized>(
         (None, _) => false,
         (Some(_), None) => true,
         (Some(_), Some(shard)) => {
-            let records = held(store, layout, shard.tag, now)?.records;
-            records < shard.capacity && shard.pressed(records, shares.pressure)
+            let fill = held(store, layout, shard.tag, now)?;
+            fill.records < shard.capacity && shard.under(fill, layout, shares.pressure_of_memory())
         }
     };
     Ok(over.filter(|_| pressed))

@@ -172,7 +172,7 @@ mod tests {
     fn malformed_maps_never_panic() {
         let good = serialize_map([("a", b"b".as_slice()), ("cc", b"dd".as_slice())].into_iter());
         // Cut anywhere before its last value ends, the map is malformed: never the pairs before
-        // the cut (issue 22). (Only the last NUL missing loses nothing: still read whole.)
+        // the cut. (Only the last NUL missing loses nothing: still read whole.)
         for cut in 1..good.len() - 1 {
             assert!(
                 deserialize_map(good[..cut].to_vec()).is_none(),

@@ -102,7 +102,7 @@ pub struct Relay {
     pub from_upstream: bool,
     /// What the core did with the key (`None`: the store failed), for the stream's access log.
     pub outcome: Option<FinishOutcome>,
-    /// The status of the upstream's own answer, if one came (relayed or too large to relay).
+    /// The status of the upstream's own answer, if one came (relayed with or without its body).
     pub upstream_status: Option<u16>,
     /// Sent, but no whole answer came back: the request may still be running.
     pub in_doubt: bool,
@@ -262,12 +262,16 @@ fn answered_exchange(
             let in_doubt = facts == ResponseFacts::InDoubt;
             let outcome = settle(&shared, key, owner, facts, DoubtCause::Other, false);
             let Some(body) = body else {
+                // Over `upstream.max_body`: the upstream's status and headers, without the body
+                // and saying so (the core's mapping) — a success is never turned into a 5xx.
                 shared.metrics.bump(Counter::RelayTooLarge);
+                let headers = relayed_headers(&headers);
                 return Relay {
-                    answer: answer(&EdgeAnswer::Relay(RelayProblem::TooLarge {
-                        limit: policy.max_relay_body,
-                    })),
-                    from_upstream: false,
+                    answer: answer(&EdgeAnswer::RelayWithoutBody {
+                        status,
+                        headers: &headers,
+                    }),
+                    from_upstream: true,
                     outcome,
                     upstream_status: Some(status),
                     in_doubt,

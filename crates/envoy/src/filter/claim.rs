@@ -13,12 +13,14 @@ impl Filter {
         kept: Kept<Box<Held>>,
         order: Option<OrderClaim>,
     ) -> Result<u32, Sent<OrderClaim>> {
-        // The body's bytes stay reserved from the hashing budget until the exchange ends (Envoy
-        // keeps the body it sends until then); if it cannot be sent, until now.
+        // The body's bytes stay reserved from the hashing budget, and its answer's from the relay
+        // budget, until the exchange ends (Envoy keeps the body it sends and buffers the answer
+        // until then); if it cannot be sent, until now.
         let Kept {
             held,
             body,
             reserved,
+            relay,
         } = kept;
         let route = &held.route;
         match detached::send(route, &held.headers, &body) {
@@ -33,6 +35,7 @@ impl Filter {
                     via: route.via,
                     order,
                     body: reserved,
+                    relay,
                 };
                 if !self.shared.register(token, Pending::Detached(exchange)) {
                     // The answer would find no entry and the client would wait for nothing.

@@ -35,12 +35,12 @@ impl Filter {
                     // The request waits for the answer: its last action (the machine's rule).
                     Asked::Later(token) => (call, result) = (Some(token), Action::Pause),
                 },
-                guard::Action::Order { ordered, .. } => {
-                    match order::begin(&self.shared, ordered, self.context_id) {
-                        Begun::Now(decision) => machine.ordered(decision),
-                        Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
-                    }
-                }
+                guard::Action::Order {
+                    ordered, payers, ..
+                } => match order::begin(&self.shared, ordered, payers, self.context_id) {
+                    Begun::Now(decision) => machine.ordered(decision),
+                    Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
+                },
                 guard::Action::Detach {
                     key,
                     owner,
@@ -115,6 +115,11 @@ impl Filter {
                         client::claim(c.key, c.fingerprint, c.owner, c.payers, policy),
                         StoreCall::Claim { stream },
                     ),
+                    // Answered as a claim is: a replay only if its seal checks out.
+                    Ask::Replay { key, fingerprint } => (
+                        client::replay(*key, *fingerprint),
+                        StoreCall::Claim { stream },
+                    ),
                     Ask::Consume {
                         use_key,
                         expires_at,
@@ -127,7 +132,7 @@ impl Filter {
                 return match remote_store::call(shared, &request, |_| pending) {
                     Ok(token) => Asked::Later(token),
                     Err(e) => Asked::Now(match ask {
-                        Ask::Claim(_) => Answer::Claim(Err(e)),
+                        Ask::Claim(_) | Ask::Replay { .. } => Answer::Claim(Err(e)),
                         Ask::Consume { .. } => Answer::Consume(Err(e)),
                     }),
                 };
@@ -141,6 +146,7 @@ impl Filter {
             Ask::Claim(c) => {
                 Answer::Claim(engine.claim(c.key, c.fingerprint, c.owner, c.payers, now))
             }
+            Ask::Replay { key, fingerprint } => Answer::Claim(engine.replay(key, fingerprint, now)),
             Ask::Consume {
                 use_key,
                 expires_at,

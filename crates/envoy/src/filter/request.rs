@@ -23,8 +23,11 @@ impl guard::Host for Edge<'_> {
     fn scopes(&self) -> &ScopeHashes {
         &self.0.scopes
     }
-    fn budget(&self) -> Rc<HashingBudget> {
+    fn budget(&self) -> Rc<Budget> {
         Rc::clone(&self.0.hashing)
+    }
+    fn relay_budget(&self) -> Rc<Budget> {
+        Rc::clone(&self.0.relay)
     }
 }
 
@@ -50,7 +53,7 @@ impl Filter {
             Headed::Keyed(keyed) => keyed,
         };
         let route = keyed.route();
-        // A client must not steer a guarded execution (issue 21): Envoy's control headers
+        // A client must not steer a guarded execution: Envoy's control headers
         // (`x-envoy-retry-on`, `x-envoy-upstream-rq-timeout-ms`, ...) leave the request before the
         // router sees it. A detached exchange never forwards them (`detached::forward_headers`).
         if route.forward == Forward::Router {

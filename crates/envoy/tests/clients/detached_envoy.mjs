@@ -1,5 +1,5 @@
-// A scripted upstream that counts executions per key, for the client tests of detached execution
-// (issue 12), and Envoy started by stack.mjs's launcher. Everything listens on 127.0.0.1 on free
+// A scripted upstream that counts executions per key, for the client tests of detached execution,
+// and Envoy started by stack.mjs's launcher. Everything listens on 127.0.0.1 on free
 // ports; `stop()` kills Envoy by its PID and closes the upstream, also when a test fails (call it
 // from `after`).
 import { createServer } from 'node:http';

@@ -1,5 +1,5 @@
 // A plain `fetch` client that aborts after 1 s and retries with the same Idempotency-Key, honouring
-// Retry-After (issue 12): the upstream answers after 2.5 s; it runs once and the retry gets the
+// Retry-After: the upstream answers after 2.5 s; it runs once and the retry gets the
 // object it created.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -1,4 +1,4 @@
-// Stripe's own Node SDK (npm `stripe`, pinned) as a client of the filter (issue 12): it sends an
+// Stripe's own Node SDK (npm `stripe`, pinned) as a client of the filter: it sends an
 // Idempotency-Key on every POST and retries timeouts and 409s with the same key. The upstream
 // answers after 2.5 s, the SDK gives up on each attempt after 1 s. With detached execution the
 // upstream runs once and the SDK call resolves with the object the upstream created.

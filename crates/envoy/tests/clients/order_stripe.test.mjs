@@ -1,6 +1,6 @@
 // Stripe-signed `payment_intent.*` events (signed with the Stripe SDK's own test-header helper)
 // delivered out of order and twice through the filter in a real Envoy, on a callback route with an
-// `order` table (issue 26): the resource is the PaymentIntent (`/data/object/id`), the event its
+// `order` table: the resource is the PaymentIntent (`/data/object/id`), the event its
 // `type`. The sender behaves as Stripe does: a delivery that is not acknowledged with a 2xx is
 // delivered again later (here: after the deliveries queued behind it). The upstream must see each
 // transition once and in order. The same deliveries on a route without `order` show what the

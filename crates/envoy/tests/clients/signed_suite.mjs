@@ -10,7 +10,8 @@
 //   newId()     a fresh delivery id; body(id, n) a delivery's body
 //   sign({id, body, secret, date}) the headers of one delivery (signed anew on every attempt)
 //   signatureHeaders  the header names an unsigned delivery lacks
-//   stale       whether the scheme carries a timestamp (then a delivery signed 10 min ago is stale)
+//   stale       whether the scheme carries a timestamp (then a delivery signed 10 min ago is stale,
+//               unless it redelivers a message already acknowledged: then it gets that acknowledgement)
 //   tamper(body) the body changed on the way
 //   verify(req, secrets) upstream: the receiver library's verification; the delivery's id, or throws
 //
@@ -24,14 +25,17 @@ import { deliver, startStack } from './stack.mjs';
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 export function routes(s) {
-  return [
+  const out = [
     { prefix: `/webhooks/${s.name}`, preset: s.preset, signature: s.signature },
     { prefix: `/rotating/${s.name}`, preset: s.preset, signature: s.rotationConfig },
   ];
+  // A short window, so that the very bytes of a delivery become late within a test.
+  if (s.stale) out.push({ prefix: `/brief/${s.name}`, preset: s.preset, signature: { ...s.signature, tolerance: '2s' } });
+  return out;
 }
 
-export function filterFor(s, extraRoutes = []) {
-  return JSON.stringify({ routes: [...routes(s), ...extraRoutes] });
+export function filterFor(s, extraRoutes = [], extra = {}) {
+  return JSON.stringify({ routes: [...routes(s), ...extraRoutes], ...extra });
 }
 
 /** The upstream: verifies with the receiver's library, fails once for ids in `failFirst`. */
@@ -58,10 +62,10 @@ export function receiver(s, processed, { failFirst = new Set(), delayMs = 300 } 
   };
 }
 
-async function stack(t, s, opts) {
+async function stack(t, s, opts, extra = {}) {
   const processed = [];
   const { envoy, upstream } = await startStack(t, {
-    filter: filterFor(s),
+    filter: filterFor(s, [], extra),
     handler: receiver(s, processed, opts),
     env: s.env,
   });
@@ -142,6 +146,62 @@ export function signedSchemeTests(s) {
     assert.equal(real.headers.get('idempotent-replayed'), null);
     assert.deepEqual(processed, [id]);
   });
+
+  // On the router path, and detached (the claimed delivery re-enters Envoy on its own exchange).
+  const paths = [['router', {}], ['detached', { upstream: { reentry: 'idemgate_reentry', timeout: '5s' }, lease: '10s' }]];
+  for (const [path, extra] of s.stale ? paths : []) {
+    test(`${s.name} (${path}): a late redelivery (signature valid, timestamp past the tolerance) of an acknowledged message is acknowledged again without running; a new message that old is refused`, async (t) => {
+      const { envoy, upstream, processed } = await stack(t, s, { delayMs: 0 }, extra);
+      const url = `${envoy.url}/webhooks/${s.name}`;
+      const id = s.newId();
+      const body = s.body(id, 13);
+      const first = await deliver(url, await s.sign({ id, body, secret: s.secret, date: new Date() }), body);
+      assert.deepEqual(first.statuses, [200], first.body);
+      // The answer is stored as the client gets it: a timely duplicate waits (409) until it is.
+      const stored = await deliver(url, await s.sign({ id, body, secret: s.secret, date: new Date() }), body);
+      assert.equal(stored.headers.get('idempotent-replayed'), 'true');
+      // The provider (or a relay) delivers the message again with a signature made 10 minutes ago.
+      const tenMinutesAgo = new Date(Date.now() - 10 * 60 * 1000);
+      const late = await s.sign({ id, body, secret: s.secret, date: tenMinutesAgo });
+      const again = await fetch(url, { method: 'POST', headers: late, body });
+      assert.equal(again.status, 200, 'the stored acknowledgement, not 403');
+      assert.equal(again.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await again.json(), { received: true, id });
+      // A late delivery never claims, so a late forgery of the same message is still refused.
+      await refused(url, await s.sign({ id, body, secret: s.wrong, date: tenMinutesAgo }), body, 'signature_mismatch');
+      // A message the edge never acknowledged, signed that long ago: refused, never forwarded.
+      const other = s.newId();
+      const otherBody = s.body(other, 14);
+      await refused(url, await s.sign({ id: other, body: otherBody, secret: s.secret, date: tenMinutesAgo }), otherBody, 'signature_stale');
+      assert.deepEqual(processed, [id], 'the handler ran once');
+      assert.equal(upstream.requests.length, 1);
+      assert.equal(await envoy.counter('claimed'), 1);
+      // ...and it took nothing: delivered in time, that message runs.
+      const inTime = await deliver(url, await s.sign({ id: other, body: otherBody, secret: s.secret, date: new Date() }), otherBody);
+      assert.deepEqual(inTime.statuses, [200], inTime.body);
+      assert.deepEqual(processed, [id, other]);
+
+      // The very bytes of a delivery, sent again once they are past a route's (2 s) window.
+      const brief = `${envoy.url}/brief/${s.name}`;
+      const third = s.newId();
+      const thirdBody = s.body(third, 15);
+      const headers = await s.sign({ id: third, body: thirdBody, secret: s.secret, date: new Date() });
+      assert.deepEqual((await deliver(brief, headers, thirdBody)).statuses, [200]);
+      await sleep(3200);
+      const same = await fetch(brief, { method: 'POST', headers, body: thirdBody });
+      assert.equal(same.status, 200);
+      assert.equal(same.headers.get('idempotent-replayed'), 'true');
+      assert.deepEqual(await same.json(), { received: true, id: third });
+      assert.deepEqual(processed, [id, other, third]);
+
+      // Unguarded, the same late redelivery reaches the receiver, whose own library refuses it as
+      // too old: the sender is told the endpoint failed for a message it had applied.
+      const bare = await fetch(`${envoy.url}/unguarded/${s.name}`, { method: 'POST', headers: late, body });
+      assert.equal(bare.status, 401, await bare.text());
+      assert.deepEqual(processed, [id, other, third]);
+      if (path === 'detached') assert.equal(await envoy.counter('stored'), 3, 'the three ran detached');
+    });
+  }
 
   test(`${s.name}: a delivery the handler fails (500) is released, so the sender's retry runs it`, async (t) => {
     const id = s.newId();

@@ -15,7 +15,7 @@
 //    examples/envoy/envoy.yaml (the documented defaults), `upstream.reentry` included, and none
 //    of them sends claimed requests anywhere but a re-entry listener (`upstream.cluster`,
 //    `routes[].cluster` and `upstream.cluster_skipping_routes_and_filters` are refused);
-//  - re-entry (issue 21): for each platform, the manifests add the internal listener and the
+//  - re-entry: for each platform, the manifests add the internal listener and the
 //    cluster `upstream.reentry` names (its endpoint: that listener), on the proxies the filter runs
 //    in; the listener shares the platform's route configuration by RDS (the name the platform
 //    gives the guarded listener's routes, derived from the Gateway manifests), its first filter is
@@ -566,7 +566,7 @@ await check("the store Deployment sets only documented idemgate-store options", 
   for (const name of names) {
     if (!documented.includes(`\`${name}`)) throw new Error(`${name} is not in crates/store/README.md`);
   }
-  // Mutual TLS (issue 24): every HTTP path needs a client certificate the kubelet does not have,
+  // Mutual TLS: every HTTP path needs a client certificate the kubelet does not have,
   // so the probes check the TLS port; the certificates come from a Secret volume.
   const port = container.ports?.[0]?.name;
   for (const probe of ["livenessProbe", "readinessProbe"]) {
@@ -586,7 +586,7 @@ await check("the store Deployment sets only documented idemgate-store options", 
   }
 });
 
-// The store Deployment runs the image `make image-store` built, pinned by its digest (issue 24).
+// The store Deployment runs the image `make image-store` built, pinned by its digest.
 await check("the store Deployment pins the image make image-store built", () => {
   const container = only("store", "apps/v1/Deployment").doc.spec.template.spec.containers[0];
   if (!container.image.endsWith(`/idemgate-store@sha256:${args["store-digest"]}`)) {
@@ -649,7 +649,7 @@ await check("the hand-written schema refuses a broken ClientTrafficPolicy", asyn
   await schemaRefuses(type, only("envoy-gateway", type), (b) => (b.spec.timeout.http.requestReceivedTimeout = "thirty seconds"));
 });
 
-// --- the upstream timeout stays shorter than the lease across the inner hop (issue 21) ----------
+// --- the upstream timeout stays shorter than the lease across the inner hop ----------
 // The filter cannot read Envoy's route timeouts, so the shipped static configurations are checked
 // here: on re-entry a claimed request meets its route's timeout on the inner pass, which must be
 // no longer than `upstream.timeout` (the exchange's bound) and shorter than the `lease`.

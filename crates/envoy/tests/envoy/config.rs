@@ -22,6 +22,16 @@ fn bad_configurations_are_rejected_naming_the_field() {
         r#"{ "routes": [{ "prefix": "/orders", "key": "required" }] }"#,
     );
     assert!(ok, "a good configuration validates:\n{log}");
+    // The ordering guard on an unsigned route, said explicitly; a callback route's own share.
+    let (ok, log) = check(
+        "unsigned-order-allowed",
+        r#"{ "routes": [{ "prefix": "/hooks", "kind": "callback", "share": "5%",
+             "key_from": [{ "header": "webhook-id" }],
+             "order": { "unsigned": "allow", "resource": { "json": "/data/order" },
+                        "event": { "json": "/type" },
+                        "table": { "transitions": [["new", "pay", "paid"]] } } }] }"#,
+    );
+    assert!(ok, "an explicit unsigned ordering guard validates:\n{log}");
     for (name, filter, field) in [
         ("lease", r#"{ "lease": "forever" }"#, "`lease`"),
         (
@@ -37,6 +47,19 @@ fn bad_configurations_are_rejected_naming_the_field() {
             "`token.secret_env`",
         ),
         ("json", r#"{ "routes": "#, "configuration is not valid"),
+        (
+            "unsigned-order",
+            r#"{ "routes": [{ "prefix": "/hooks", "kind": "callback",
+                 "key_from": [{ "header": "webhook-id" }],
+                 "order": { "resource": { "json": "/data/order" }, "event": { "json": "/type" },
+                            "table": { "transitions": [["new", "pay", "paid"]] } } }] }"#,
+            "`routes[0].order`: on a route without a `signature`",
+        ),
+        (
+            "api-share",
+            r#"{ "routes": [{ "prefix": "/orders", "share": 300 }] }"#,
+            "`routes[0].share`: only applies to routes of kind \"callback\"",
+        ),
     ] {
         let (ok, log) = check(name, filter);
         assert!(!ok, "{name}: a bad configuration must be refused");

@@ -103,8 +103,10 @@ fn fresh_cells_are_created_exactly_once() {
     const KEYS: usize = 300;
     const DUPLICATES: usize = 50;
     let upstream = Upstream::start();
-    // Many cells, so that every fresh key lands in a cell nobody created yet.
-    let config = r#"{ "routes": [{ "prefix": "/" }], "capacity": 1000000, "records_per_cell": 1 }"#;
+    // Many cells, so that every fresh key lands in a cell nobody created yet; small answers, and
+    // a `max_memory` whose thinnest slice (a fill shard of 64 records) holds one of them.
+    let config = r#"{ "routes": [{ "prefix": "/" }], "capacity": 1000000, "records_per_cell": 1,
+                      "max_response_body": "1KiB", "max_memory": "1GiB" }"#;
     let envoy = Envoy::start(&Setup::new(config, upstream.port));
     let mut twice = Vec::new();
     for round in 0..KEYS {

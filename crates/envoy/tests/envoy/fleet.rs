@@ -1,9 +1,9 @@
-//! A fleet (issue 13): two real Envoys whose filters keep their records in one remote store — the
+//! A fleet: two real Envoys whose filters keep their records in one remote store — the
 //! `idemgate-store` service (built by `make build-store`) in front of a real `redis-server`, a real
 //! PostgreSQL, or both (issue 25: `--engine redis`, `postgres`, `redis+postgres`) — each process
 //! started on free ports in a temp dir and killed by PID on drop, also when a test fails.
 //! A request sent to one Envoy and its retry sent to the other behave as if there were one Envoy.
-//! Envoy and the service speak HTTP/2 inside mutual TLS (issue 24), with certificates made by
+//! Envoy and the service speak HTTP/2 inside mutual TLS, with certificates made by
 //! `openssl` for each store (the store crate's test PKI helper).
 //!
 //! Every test that is not about Redis itself (its cluster mode) runs once per engine: a module per
@@ -30,7 +30,7 @@ mod pki;
 use pki::Pki;
 
 /// The remote store as the filter's configuration names it, with the variable holding the secret
-/// that seals its answers (issue 24).
+/// that seals its answers.
 pub(crate) const STORE: &str = r#""store": { "kind": "remote", "cluster": "idemgate_store", "timeout": "2s", "record_secret_env": "IDEMGATE_RECORD_SECRET" }"#;
 
 /// The fleet's record secret: every Envoy of a fleet gets the same one in its VM's environment.
@@ -931,7 +931,7 @@ fn a_finish_that_gets_no_answer_is_sent_again_and_lands(engine: Engine) {
 }
 on_every_engine!(a_finish_that_gets_no_answer_is_sent_again_and_lands);
 
-/// The store's side of mutual TLS, seen through Envoy (issue 24): an Envoy whose cluster speaks
+/// The store's side of mutual TLS, seen through Envoy: an Envoy whose cluster speaks
 /// h2c, or TLS without the client certificate, gets no store operation — its keyed requests get
 /// the failure mode (503) and never reach the upstream — while the Envoy with the certificate
 /// runs the same key once.
@@ -977,7 +977,7 @@ fn an_envoy_without_the_client_certificate_gets_no_store_operation() {
     );
     assert_eq!(upstream.hits("mtls-1"), 1);
 }
-/// Operator controls (issue 24): a request through a real Envoy stores its answer; `idemgate-store
+/// Operator controls: a request through a real Envoy stores its answer; `idemgate-store
 /// records get`, given the client's request as the client sent it (key, path, Authorization value)
 /// and the filter's own configuration, finds that record — so the CLI derives the storage key the
 /// filter derived; `records evict` removes it, and the client's retry runs at the upstream again.

@@ -245,6 +245,33 @@ impl Envoy {
             .unwrap_or_else(|| panic!("no counter idemgate.{name} at /stats"))
     }
 
+    /// `refused` share refusals, all for the share of `reason` (`identity`, `address`, `route`,
+    /// `bytes`): counted in `quota_exceeded` and in `quota_exceeded.<reason>` alone, and each
+    /// logged once with the payer's hashed tag (" holds its <reason> share"), the log never naming
+    /// `hidden` (what the payer is in clear: an address, a route's path).
+    pub fn assert_share_refusals(&self, reason: &str, refused: usize, hidden: &str) {
+        assert_eq!(self.counter("quota_exceeded"), refused as u64);
+        for share in ["identity", "address", "route", "bytes"] {
+            let expected = if share == reason { refused as u64 } else { 0 };
+            let name = format!("quota_exceeded.{share}");
+            assert_eq!(self.counter(&name), expected, "{name}");
+        }
+        let log = self.log_text();
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("429 scope_quota_exceeded: payer "))
+            .collect();
+        assert_eq!(lines.len(), refused, "one line per refusal");
+        let holds = format!(" holds its {reason} share");
+        assert!(
+            lines
+                .iter()
+                .all(|l| l.contains(&holds) && !l.contains(hidden)),
+            "{}",
+            lines[0]
+        );
+    }
+
     /// Resident memory of the Envoy process, from /proc.
     pub fn rss_kib(&self) -> u64 {
         let status =

@@ -23,10 +23,10 @@ pub fn config(upstream: Option<&str>) -> String {
 /// [`config`] with more top-level members (`extra` starts with a comma).
 pub fn config_with(upstream: Option<&str>, extra: &str) -> String {
     let order = format!(
-        r#"{{ "resource": {{ "json": "/data/order" }}, "event": {{ "json": "/type" }}, "table": {TABLE} }}"#
+        r#"{{ "unsigned": "allow", "resource": {{ "json": "/data/order" }}, "event": {{ "json": "/type" }}, "table": {TABLE} }}"#
     );
     let patient = format!(
-        r#"{{ "resource": {{ "json": "/data/order" }}, "event": {{ "json": "/type" }}, "table": {TABLE},
+        r#"{{ "unsigned": "allow", "resource": {{ "json": "/data/order" }}, "event": {{ "json": "/type" }}, "table": {TABLE},
              "early": {{ "retry_after": "1s", "forward_after": "1s" }} }}"#
     );
     let upstream = upstream

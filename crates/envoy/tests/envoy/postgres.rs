@@ -1,4 +1,4 @@
-//! A real PostgreSQL for the fleet tests (issue 25): `initdb` once per test run into a template
+//! A real PostgreSQL for the fleet tests: `initdb` once per test run into a template
 //! kept under cargo's target tmp dir, copied into a fresh temp dir per server, `postgres` on a free
 //! port of 127.0.0.1 (TCP only, trust auth, user `idemgate`), killed by PID on drop — the postmaster
 //! and the backends it forked — also when a test fails.

@@ -82,10 +82,10 @@ fn upstream_answers_are_stored_or_released() {
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_replay_without_the_body_carries_nothing_that_describes_it() {
-    // Today's default `max_response_body` (64 KiB) and a 200 KB JSON answer with an ETag.
+    // A `max_response_body` of 64 KiB and a 200 KB JSON answer with an ETag.
     let upstream = Upstream::start();
     let envoy = Envoy::start(&Setup::new(
-        r#"{ "routes": [{ "prefix": "/" }] }"#,
+        r#"{ "routes": [{ "prefix": "/" }], "max_response_body": "64KiB" }"#,
         upstream.port,
     ));
     let port = envoy.port;

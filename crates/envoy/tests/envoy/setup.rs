@@ -42,6 +42,8 @@ pub struct Setup {
     /// The virtual host's routes (YAML list items at column 0), replacing [`default_routes`].
     /// Shared by the outer and the re-entry listener.
     pub routes: Option<String>,
+    /// `http_filters` items (column 0) before idemgate in the outer chain (e.g. `jwt_authn`).
+    pub before_filters: String,
     /// `http_filters` items (column 0) after the buffer filter in the outer chain and before the
     /// router in the re-entry chain: the filters that follow idemgate.
     pub after_filters: String,
@@ -73,6 +75,7 @@ impl Setup {
             lds_port: None,
             clusters: String::new(),
             routes: None,
+            before_filters: String::new(),
             after_filters: String::new(),
             route_config_extra: String::new(),
             hcm_extra: String::new(),
@@ -132,7 +135,7 @@ filter_chains:
     typed_config:
       "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
       stat_prefix: ingress
-      # The listener settings of examples/envoy/envoy.yaml (issue 14).
+      # The listener settings of examples/envoy/envoy.yaml.
       use_remote_address: true
       normalize_path: true
       merge_slashes: true
@@ -143,7 +146,7 @@ filter_chains:
           domains: ["*"]
           routes:
 {routes}      http_filters:
-      - name: envoy.filters.http.wasm
+{before}      - name: envoy.filters.http.wasm
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
           config:
@@ -164,6 +167,7 @@ filter_chains:
         hcm_extra = indent(&format!("{}\n{}", setup.hcm_extra, setup.main_hcm_extra), 6),
         route_config_extra = indent(&setup.route_config_extra, 8),
         routes = indent(&routes, 10),
+        before = indent(&setup.before_filters, 6),
         after = after_idemgate(setup),
     )
 }

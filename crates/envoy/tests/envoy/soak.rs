@@ -1,6 +1,6 @@
 //! Soak (issue 8, part 3): unique keys at full speed through Envoy with a small store, for
 //! `SOAK_SECONDS`. Run by `make soak` (default 180 s) only: `make test-envoy` skips it by name, and
-//! without `SOAK_SECONDS` it fails instead of passing having checked nothing (issue 22). Every `SOAK_SAMPLE_SECONDS` (default 10) it samples the
+//! without `SOAK_SECONDS` it fails instead of passing having checked nothing. Every `SOAK_SAMPLE_SECONDS` (default 10) it samples the
 //! time, Envoy's RSS (`/proc/PID/status` VmRSS) and the filter's counters, prints a table (also
 //! written to `SOAK_OUT`, default `target/soak.csv`), and asserts: no answer other than 201 and
 //! the configured store-full 503; Envoy's memory flat once the store is at capacity. The live

@@ -1,4 +1,4 @@
-//! Tamper-evident records (issue 24): whoever can write the remote store's engine cannot make an
+//! Tamper-evident records: whoever can write the remote store's engine cannot make an
 //! Envoy replay an answer no filter stored. A record is rewritten straight in a real
 //! `redis-server` behind the real store service; the Envoys refuse it at replay (502
 //! `record_corrupt`), never forward the request again, and count it. And a replay sends only the

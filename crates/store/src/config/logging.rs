@@ -1,4 +1,4 @@
-//! `--log-format` and `--log-level` (issue 24): the shape and filter of the `tracing` output.
+//! `--log-format` and `--log-level`: the shape and filter of the `tracing` output.
 
 use super::ConfigError;
 

@@ -1,4 +1,4 @@
-//! `--tls-cert`, `--tls-key`, `--client-ca` or `--plaintext-unauthenticated` (issue 24): how the
+//! `--tls-cert`, `--tls-key`, `--client-ca` or `--plaintext-unauthenticated`: how the
 //! listener talks to its clients. Mutual TLS unless plaintext is asked for by name, so that no
 //! service ends up unauthenticated by omission.
 

@@ -227,7 +227,7 @@ impl Engine {
     }
 }
 
-/// Operator controls (issue 24): what `records evict` and `stats` ask of every engine.
+/// Operator controls: what `records evict` and `stats` ask of every engine.
 impl Engine {
     /// Deletes the record under `key`, whatever it holds: the next claim of the key forwards
     /// again. Whether there was one.

@@ -492,7 +492,7 @@ fn tls_connector(path: &str) -> Result<tokio_postgres_rustls::MakeRustlsConnect,
     Ok(tokio_postgres_rustls::MakeRustlsConnect::new(config))
 }
 
-/// Operator controls (issue 24): evicting one record, surveying the table.
+/// Operator controls: evicting one record, surveying the table.
 impl Postgres {
     /// `DELETE` the key's row: whether it held a live record.
     pub async fn evict(&self, key: &StorageKey) -> Result<bool, EngineError> {
@@ -557,7 +557,7 @@ impl Postgres {
 const EVICT: &str = "\
 DELETE FROM idemgate_records WHERE key = $1 RETURNING expires_at > clock_timestamp()";
 
-/// The quota tag of payers' ledgers: their rows are not records (issue 23).
+/// The quota tag of payers' ledgers: their rows are not records.
 const LEDGER_TAG: &[u8] = &idemgate_core::client::scope::QuotaTag::LEDGER.0;
 
 const SURVEY_TOTALS: &str = "\

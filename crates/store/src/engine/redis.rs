@@ -221,7 +221,7 @@ impl Redis {
     }
 
     /// Checks every `every` how much of `maxmemory` each primary uses, for [`Redis::is_tight`]:
-    /// past `limit` percent on any, new claims are refused (issue 23), so the memory left is room
+    /// past `limit` percent on any, new claims are refused, so the memory left is room
     /// for the finishes of the claims in flight — a completion that found Redis out of memory
     /// would leave its claim to be taken over after the lease, and the request to run twice. A
     /// primary without `maxmemory` never refuses a write for memory, so it never counts as tight.
@@ -389,7 +389,7 @@ fn parse_read(reply: Value) -> Result<(UnixMillis, Option<Vec<u8>>), EngineError
     Ok((UnixMillis(now), value))
 }
 
-/// Operator controls (issue 24): evicting one record, surveying the keyspace.
+/// Operator controls: evicting one record, surveying the keyspace.
 impl Redis {
     /// `DEL`: whether the key held a value.
     pub async fn evict(&self, key: &str) -> Result<bool, EngineError> {

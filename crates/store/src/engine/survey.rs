@@ -1,7 +1,7 @@
-//! What `stats` reports (issue 24): how many records the engine holds, their bytes, and which
+//! What `stats` reports: how many records the engine holds, their bytes, and which
 //! scopes hold the most. A record's scope is the quota tag in bytes 4..8 of its storage key (a
 //! hash of the scope, never the scope or a client's key in clear), so every engine can group by
-//! it without reading a record. Payers' ledgers (issue 23) share the keyspace; their keys carry
+//! it without reading a record. Payers' ledgers share the keyspace; their keys carry
 //! [`QuotaTag::LEDGER`] and are not counted.
 
 use idemgate_core::client::scope::{QuotaTag, StorageKey};

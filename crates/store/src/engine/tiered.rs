@@ -518,7 +518,7 @@ async fn heartbeat(postgres: Postgres, state: Weak<State>) {
         }
     }
 }
-/// Operator controls (issue 24).
+/// Operator controls.
 impl RedisPostgres {
     /// Deletes the record from PostgreSQL, then Redis's copy. A Redis that cannot be reached is an
     /// error (its copy of a settled answer would otherwise go on replaying until it expires); the

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""`make test-image-store`: the store's OCI image, checked for real (issue 24).
+"""`make test-image-store`: the store's OCI image, checked for real.
 
 - two builds of the same binary give the same manifest digest, and the layout on disk is that one;
 - `skopeo inspect` reads the layout: linux/amd64, the digest index.json names, user 65532:65532,

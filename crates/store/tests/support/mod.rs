@@ -613,5 +613,6 @@ pub fn claim(key: StorageKey, fingerprint: u8, owner: u32) -> remote::Request {
         lease: Span::from_secs(30),
         ttl: Span::from_secs(3600),
         payers: vec![],
+        fill: None,
     }
 }

@@ -1,4 +1,4 @@
-//! Certificates for mutual TLS between a client (Envoy, a test) and the store service (issue 24),
+//! Certificates for mutual TLS between a client (Envoy, a test) and the store service,
 //! made at test time with the `openssl` command into a directory the caller owns: a CA, a server
 //! certificate it signed for `localhost` and `127.0.0.1`, a client certificate it signed, and a
 //! second, unrelated CA with a client certificate of its own (which the service must refuse).

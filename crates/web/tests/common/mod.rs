@@ -264,7 +264,7 @@ fn retry_and_transitions_answer_objects() {
     assert_eq!(member(&settled, "keepsKey"), "true");
 }
 
-/// Browser–edge parity (issue 22): what the page fingerprints is what the edge sees.
+/// Browser–edge parity: what the page fingerprints is what the edge sees.
 #[wasm_bindgen_test]
 fn the_browser_spells_a_request_as_the_edge_does() {
     let seen = target::request_target("post", "/Orders//x;v=1?Q=A", None);

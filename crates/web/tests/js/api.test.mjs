@@ -62,7 +62,7 @@ describe('fingerprint', () => {
     assert.equal(await api.fingerprint({ ...facts, headers: { 'content-type': 'application/json', 'x-trace': '1' }, body: text }), base);
   });
 
-  // Browser–edge parity (issue 22): the edge fingerprints `POST /orders` for every spelling below
+  // Browser–edge parity: the edge fingerprints `POST /orders` for every spelling below
   // (the method as fetch sends it, the path as a case-insensitive route spells it).
   it('the method and path are hashed as the edge sees them', async () => {
     const edge = await api.fingerprint({ ...facts, method: 'POST', url: '/orders?x=1', body: text });

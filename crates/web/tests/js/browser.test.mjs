@@ -382,7 +382,7 @@ describe('idempotentFetch in Chromium', () => {
     assert.equal(result, 201);
     assert.equal(server.requests('/.idemgate/token').length, 1, 'one token for the intent');
     assert.equal(server.requests('/.idemgate/token')[0].method, 'POST');
-    // Bound to the request it is for (issue 14): the edge issues it for this method and path only.
+    // Bound to the request it is for: the edge issues it for this method and path only.
     assert.equal(server.requests('/.idemgate/token')[0].path, '/.idemgate/token?method=POST&path=%2Fapi%2Fwith-token');
     assert.deepEqual(server.requests('/api/with-token').map((r) => r.headers['idemgate-token']), ['v1.abc.def', 'v1.abc.def']);
 

@@ -1,4 +1,4 @@
-// Updates the way the design says (issue 26), in headless Chromium: a state table the page
+// Updates the way the design says, in headless Chromium: a state table the page
 // declares itself, answered by the core in the page's wasm; and an update that names the version
 // it read (`If-Match`) against a local origin that answers 412 for a stale one and 428 for none.
 // The server's request log proves what went on the wire and that a final answer was not retried.

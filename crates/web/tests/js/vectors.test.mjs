@@ -157,7 +157,7 @@ const groups = {
     return answer.outcome;
   },
 
-  // Browser–edge parity (issue 22): the request as an app hands it to `fetch`, on a page at
+  // Browser–edge parity: the request as an app hands it to `fetch`, on a page at
   // http://localhost (so `//orders` stays a path); the route's case rule as the app configures it.
   target: async (input) => {
     const caseSensitive = input.policy?.routes?.[0]?.case_sensitive;

@@ -11,8 +11,11 @@
 //! - Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC(secret, body)>`;
 //! - Slack: `X-Slack-Signature: v0=<hex HMAC(secret, "v0:<X-Slack-Request-Timestamp>:<body>")>`.
 //!
-//! The timestamped schemes (Stripe, Standard Webhooks, Svix, Slack) refuse a timestamp outside a
-//! tolerance of now in either direction: a replayed old delivery is refused. A rule holds one or
+//! The timestamped schemes (Stripe, Standard Webhooks, Svix, Slack) refuse a timestamp further than
+//! the tolerance ahead of now at once. One further than the tolerance behind now is checked like any
+//! other and, if its signature matches, reported [`Freshness::Late`]: a provider's redelivery of a
+//! message with its original signature, which may only be answered by the acknowledgement the edge
+//! already holds for it ([`crate::guard`]), never run. A rule holds one or
 //! more secrets so a secret can be rotated without refusing deliveries: a delivery verifies when
 //! any secret matches any signature it carries.
 //!
@@ -156,9 +159,11 @@ impl SignatureRule {
     }
 
     /// Starts checking a delivery from its headers (`header` gives every value of a lowercase
-    /// name): refuses a missing, malformed or stale signature at once, before any body arrives.
-    /// Checked in this order: each header present once (in [`SignatureScheme::headers`] order),
-    /// their format, at least one and at most [`MAX_SIGNATURES`] signatures, the timestamp.
+    /// name): refuses a missing or malformed signature, or one dated further than the tolerance
+    /// ahead of now, at once, before any body arrives. Checked in this order: each header present
+    /// once (in [`SignatureScheme::headers`] order), their format, at least one and at most
+    /// [`MAX_SIGNATURES`] signatures, the timestamp. One dated further than the tolerance behind
+    /// now is checked as usual and verifies as [`Freshness::Late`].
     pub fn start<'h>(
         &self,
         header: &dyn Fn(&str) -> Vec<&'h [u8]>,
@@ -178,16 +183,22 @@ impl SignatureRule {
         if count == 0 || count > MAX_SIGNATURES {
             return Err(SignatureError::Malformed);
         }
+        let mut freshness = Freshness::Fresh;
         if let (Some(seconds), Some(tolerance)) = (claim.signed_at, self.scheme.tolerance()) {
             let now_s = now.0 / 1000;
             if now_s.abs_diff(seconds).saturating_mul(1000) > tolerance.as_millis() {
-                return Err(SignatureError::Stale);
+                // Dated ahead: no provider redelivers a message it has not sent yet.
+                if seconds > now_s {
+                    return Err(SignatureError::Stale);
+                }
+                freshness = Freshness::Late;
             }
         }
         let mut check = SignatureCheck {
             macs: Vec::new(),
             expected: claim.macs,
             ed25519: Vec::new(),
+            freshness,
         };
         for key in &self.keys {
             match key {
@@ -254,6 +265,18 @@ fn seconds(text: &[u8]) -> Result<u64, SignatureError> {
         .ok_or(SignatureError::Malformed)
 }
 
+/// Whether a delivery whose signature matches was signed within the tolerance of now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Freshness {
+    /// Within the tolerance (or a scheme that signs no timestamp): a delivery like any other.
+    Fresh,
+    /// Signed further than the tolerance behind now: the provider (or a relay) redelivers a
+    /// message it sent before, with its original signature. Only the acknowledgement already
+    /// stored for that message may answer it; anything else refuses it as
+    /// [`SignatureError::Stale`].
+    Late,
+}
+
 /// A signature check in progress: feed the body, then [`SignatureCheck::verify`].
 pub struct SignatureCheck {
     /// One running MAC per HMAC key, each already fed the signed prefix.
@@ -262,6 +285,8 @@ pub struct SignatureCheck {
     expected: Vec<[u8; 32]>,
     /// One running verifier per (public key, `v1a` signature) pair.
     ed25519: Vec<StreamVerifier>,
+    /// Said only once a signature matched: a forged late delivery is a mismatch.
+    freshness: Freshness,
 }
 
 impl fmt::Debug for SignatureCheck {
@@ -280,12 +305,14 @@ impl SignatureCheck {
         }
     }
 
-    /// The whole body was fed: does one of the signatures match under one of the keys?
-    pub fn verify(self) -> Result<(), SignatureError> {
+    /// The whole body was fed: does one of the signatures match under one of the keys? If so,
+    /// whether it was signed within the tolerance.
+    pub fn verify(self) -> Result<Freshness, SignatureError> {
         let SignatureCheck {
             macs,
             expected,
             ed25519,
+            freshness,
         } = self;
         let mac_matches = macs.iter().any(|mac| {
             expected
@@ -297,7 +324,7 @@ impl SignatureCheck {
                 .into_iter()
                 .any(|verifier| verifier.finalize_and_verify().is_ok())
         {
-            Ok(())
+            Ok(freshness)
         } else {
             Err(SignatureError::Mismatch)
         }

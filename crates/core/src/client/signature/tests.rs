@@ -1,3 +1,4 @@
+use super::Freshness::{Fresh, Late};
 use super::*;
 use crate::hash::to_hex;
 use alloc::string::String;
@@ -47,7 +48,7 @@ fn run(
     headers: &[(&str, &str)],
     body: &[u8],
     now: u64,
-) -> Result<(), &'static str> {
+) -> Result<Freshness, &'static str> {
     let lookup = |name: &str| crate::testing::header_values(headers, name);
     let mut check = rule.start(&lookup, UnixMillis(now)).map_err(|e| e.code())?;
     for piece in body.chunks(3) {
@@ -67,7 +68,7 @@ fn github_signature() {
     let body = br#"{"action":"opened"}"#;
     let good = alloc::format!("sha256={}", hmac_hex(&[body]));
     let h = "x-hub-signature-256";
-    assert_eq!(run(&rule, &[(h, &good)], body, 0), Ok(()));
+    assert_eq!(run(&rule, &[(h, &good)], body, 0), Ok(Fresh));
     assert_eq!(
         run(&rule, &[(h, &good)], b"{\"action\":\"closed\"}", 0),
         Err("signature_mismatch")
@@ -92,7 +93,7 @@ fn github_signature() {
     );
     // Rotation: the old secret first, the new one second; either verifies.
     let both = SignatureRule::new(SignatureScheme::GitHub, &[b"another secret", SECRET]).unwrap();
-    assert_eq!(run(&both, &[(h, &good)], body, 0), Ok(()));
+    assert_eq!(run(&both, &[(h, &good)], body, 0), Ok(Fresh));
 }
 
 #[test]
@@ -110,21 +111,26 @@ fn stripe_signature_and_tolerance() {
     let now = 1_700_000_000_000;
     let h = "stripe-signature";
     let check = |value: &str, body: &[u8], now| run(&rule, &[(h, value)], body, now);
-    assert_eq!(check(&good, body, now), Ok(()));
+    assert_eq!(check(&good, body, now), Ok(Fresh));
     // A rolled secret: any v1 may match; v0 and unknown entries are ignored.
     let rolled = alloc::format!(
         "t={t},v1={},v1={},v0=00",
         "0".repeat(64),
         hmac_hex(&[t.as_bytes(), b".", body])
     );
-    assert_eq!(check(&rolled, body, now), Ok(()));
+    assert_eq!(check(&rolled, body, now), Ok(Fresh));
     assert_eq!(
         check(&good, br#"{"id":"evt_2"}"#, now),
         Err("signature_mismatch")
     );
-    assert_eq!(check(&good, body, now + 301_000), Err("signature_stale"));
+    assert_eq!(check(&good, body, now + 301_000), Ok(Late));
     assert_eq!(check(&good, body, now - 301_000), Err("signature_stale"));
-    assert_eq!(check(&good, body, now + 299_000), Ok(()));
+    // Late and forged: a mismatch, never late.
+    assert_eq!(
+        check(&good, br#"{"id":"evt_2"}"#, now + 301_000),
+        Err("signature_mismatch")
+    );
+    assert_eq!(check(&good, body, now + 299_000), Ok(Fresh));
     // The timestamp is signed: moving it breaks the signature.
     let moved = good.replace("t=1700000000", "t=1700000001");
     assert_eq!(check(&moved, body, now), Err("signature_mismatch"));
@@ -201,7 +207,7 @@ fn run_sw(
     headers: &[(String, &str)],
     body: &[u8],
     now: u64,
-) -> Result<(), &'static str> {
+) -> Result<Freshness, &'static str> {
     let pairs: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), *v)).collect();
     run(rule, &pairs, body, now)
 }
@@ -224,10 +230,10 @@ fn standard_webhooks_and_svix_documented_example() {
     ] {
         let rule = rule(scheme, &[DOC_SECRET]);
         let good = sw_headers(prefix, DOC_ID, DOC_TS, DOC_SIGNATURE);
-        assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW), Ok(()));
+        assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW), Ok(Fresh));
         // The `whsec_` prefix is optional.
         let bare = self::rule(scheme, &["MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"]);
-        assert_eq!(run_sw(&bare, &good, DOC_BODY, DOC_NOW), Ok(()));
+        assert_eq!(run_sw(&bare, &good, DOC_BODY, DOC_NOW), Ok(Fresh));
         assert_eq!(
             run_sw(&rule, &good, br#"{"test": 2432232315}"#, DOC_NOW),
             Err("signature_mismatch")
@@ -245,16 +251,13 @@ fn standard_webhooks_and_svix_documented_example() {
         );
         // Leading zeros: signed as the number, as the libraries do.
         let zeros = sw_headers(prefix, DOC_ID, "01614265330", DOC_SIGNATURE);
-        assert_eq!(run_sw(&rule, &zeros, DOC_BODY, DOC_NOW), Ok(()));
-        assert_eq!(
-            run_sw(&rule, &good, DOC_BODY, DOC_NOW + 301_000),
-            Err("signature_stale")
-        );
+        assert_eq!(run_sw(&rule, &zeros, DOC_BODY, DOC_NOW), Ok(Fresh));
+        assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW + 301_000), Ok(Late));
         assert_eq!(
             run_sw(&rule, &good, DOC_BODY, DOC_NOW - 301_000),
             Err("signature_stale")
         );
-        assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW + 300_000), Ok(()));
+        assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW + 300_000), Ok(Fresh));
         // Each missing header is named; the signature header is looked for first.
         for (i, name) in ["id", "timestamp", "signature"].iter().enumerate() {
             let mut some = good.to_vec();
@@ -302,7 +305,7 @@ fn standard_webhooks_and_svix_documented_example() {
         // Unknown versions are ignored; several signatures (and extra spaces) are fine.
         let rotated = alloc::format!("v2,AAAA v1,{}  {DOC_SIGNATURE}", b64(&[0; 32]));
         let h = sw_headers(prefix, DOC_ID, DOC_TS, &rotated);
-        assert_eq!(run_sw(&rule, &h, DOC_BODY, DOC_NOW), Ok(()));
+        assert_eq!(run_sw(&rule, &h, DOC_BODY, DOC_NOW), Ok(Fresh));
         let too_many = alloc::format!(
             "{} {DOC_SIGNATURE}",
             vec![alloc::format!("v1,{}", b64(&[0; 32])); MAX_SIGNATURES].join(" ")
@@ -317,7 +320,7 @@ fn standard_webhooks_and_svix_documented_example() {
             scheme,
             &["whsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", DOC_SECRET],
         );
-        assert_eq!(run_sw(&two, &good, DOC_BODY, DOC_NOW), Ok(()));
+        assert_eq!(run_sw(&two, &good, DOC_BODY, DOC_NOW), Ok(Fresh));
     }
 }
 
@@ -344,7 +347,7 @@ fn standard_webhooks_v1a_ed25519() {
     };
     let rule = rule(scheme, &[public.as_str()]);
     let good = sw_headers("webhook", DOC_ID, DOC_TS, &sig);
-    assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW), Ok(()));
+    assert_eq!(run_sw(&rule, &good, DOC_BODY, DOC_NOW), Ok(Fresh));
     assert_eq!(
         run_sw(&rule, &good, b"{}", DOC_NOW),
         Err("signature_mismatch")
@@ -362,8 +365,8 @@ fn standard_webhooks_v1a_ed25519() {
     );
     // Mixed keys and mixed signatures: either kind may match.
     let mixed = self::rule(scheme, &[DOC_SECRET, public.as_str()]);
-    assert_eq!(run_sw(&mixed, &good, DOC_BODY, DOC_NOW), Ok(()));
-    assert_eq!(run_sw(&mixed, &hmac_only, DOC_BODY, DOC_NOW), Ok(()));
+    assert_eq!(run_sw(&mixed, &good, DOC_BODY, DOC_NOW), Ok(Fresh));
+    assert_eq!(run_sw(&mixed, &hmac_only, DOC_BODY, DOC_NOW), Ok(Fresh));
     let other = SigningKey::from_bytes(&[8u8; 32]);
     let wrong = alloc::format!(
         "v1a,{} {DOC_SIGNATURE}",
@@ -374,7 +377,7 @@ fn standard_webhooks_v1a_ed25519() {
         run_sw(&rule, &h, DOC_BODY, DOC_NOW),
         Err("signature_mismatch")
     );
-    assert_eq!(run_sw(&mixed, &h, DOC_BODY, DOC_NOW), Ok(()));
+    assert_eq!(run_sw(&mixed, &h, DOC_BODY, DOC_NOW), Ok(Fresh));
     // A signature whose scalar is out of range can match nothing (not malformed: well-formed base64).
     let junk = alloc::format!("v1a,{}", b64(&[0xff; 64]));
     let h = sw_headers("webhook", DOC_ID, DOC_TS, &junk);
@@ -395,7 +398,7 @@ fn shopify_signature() {
     let body = br#"{"id":820982911946154508}"#;
     let good = b64(&hmac(SECRET, &[body]));
     let h = "x-shopify-hmac-sha256";
-    assert_eq!(run(&rule, &[(h, &good)], body, 0), Ok(()));
+    assert_eq!(run(&rule, &[(h, &good)], body, 0), Ok(Fresh));
     assert_eq!(
         run(&rule, &[(h, &good)], b"{}", 0),
         Err("signature_mismatch")
@@ -425,7 +428,7 @@ fn slack_documented_example() {
     let now = 1_531_420_618_000;
     assert_eq!(
         run(&rule, &[("x-slack-signature", sig), ts], body, now),
-        Ok(())
+        Ok(Fresh)
     );
     assert_eq!(
         run(&rule, &[("x-slack-signature", published), ts], body, now),
@@ -441,6 +444,15 @@ fn slack_documented_example() {
             &[("x-slack-signature", sig), ts],
             body,
             now + 301_000
+        ),
+        Ok(Late)
+    );
+    assert_eq!(
+        run(
+            &rule,
+            &[("x-slack-signature", sig), ts],
+            body,
+            now - 301_000
         ),
         Err("signature_stale")
     );

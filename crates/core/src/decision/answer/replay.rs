@@ -33,6 +33,23 @@ fn describes_the_body(name: &str) -> bool {
         .any(|h| h.eq_ignore_ascii_case(name))
 }
 
+/// An upstream's answer relayed without its body (over the relay bound): its status, the
+/// `headers` that do not describe the body, and the marker that the body was omitted.
+pub(super) fn without_body(status: u16, headers: &[(String, String)]) -> HttpAnswer {
+    let mut headers: Vec<(String, String)> = headers
+        .iter()
+        .filter(|(name, _)| !describes_the_body(name))
+        .filter(|(name, _)| !name.eq_ignore_ascii_case(BODY_OMITTED_HEADER))
+        .cloned()
+        .collect();
+    headers.push((BODY_OMITTED_HEADER.into(), "true".into()));
+    HttpAnswer {
+        status,
+        headers,
+        body: Vec::new(),
+    }
+}
+
 pub(super) fn replay(stored: &StoredResponse, replay_headers: &[String]) -> HttpAnswer {
     let kept = matches!(stored.body, StoredBody::Kept(_));
     let mut headers: Vec<(String, String)> = stored
@@ -123,5 +140,28 @@ mod tests {
             ]
         );
         assert_eq!(answer.status, 201);
+    }
+
+    /// A detached exchange's answer over the relay bound reaches its first client with the
+    /// upstream's own status (a 201 stays a 201, never a 502 the edge made), `Location` and the
+    /// rest, but nothing that describes the body it lacks — as its retry's replay says.
+    #[test]
+    fn an_answer_relayed_without_its_body_keeps_its_status_and_says_so() {
+        let headers: Vec<(String, String)> = [
+            ("content-type", "application/json"),
+            ("Content-Length", "12000000"),
+            ("etag", "\"v2\""),
+            ("location", "/orders/42"),
+            ("x-request-id", "r1"),
+        ]
+        .iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect();
+        let answer = without_body(201, &headers);
+        assert_eq!(answer.status, 201);
+        assert!(answer.body.is_empty());
+        let names: Vec<&str> = answer.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, vec!["location", "x-request-id", BODY_OMITTED_HEADER]);
+        assert_eq!(answer.header(BODY_OMITTED_HEADER), Some("true"));
     }
 }

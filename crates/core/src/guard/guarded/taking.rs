@@ -5,6 +5,7 @@
 //! takes no chunk: its body ends at once.
 
 use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
+use crate::client::signature::Freshness;
 use crate::decision::answer::{answer, EdgeAnswer};
 use crate::guard::{BodyRefusal, Course, Intake, Taken, VerifiedToken};
 use crate::order::Probe;
@@ -44,7 +45,8 @@ pub(super) struct Taking<H> {
     allowed: u64,
     token: Option<VerifiedToken>,
     owner: OwnerToken,
-    held: Option<H>,
+    /// The host's part of a detached request, with the exchange's part of the relay budget.
+    held: Option<(H, Reservation)>,
 }
 
 /// The intake's fingerprint state has no `Debug`: the rest of the state is shown.
@@ -56,7 +58,7 @@ impl<H: fmt::Debug> fmt::Debug for Taking<H> {
             .field("body", &self.body.as_ref().map(Vec::len))
             .field("token", &self.token)
             .field("owner", &self.owner)
-            .field("held", &self.held)
+            .field("held", &self.held.as_ref().map(|(held, _)| held))
             .finish_non_exhaustive()
     }
 }
@@ -64,8 +66,14 @@ impl<H: fmt::Debug> fmt::Debug for Taking<H> {
 impl<O, H> Guarded<O, H> {
     /// A guarded request on a route of `kind` whose headers are read: its body is taken in
     /// ([`Guarded::body_wants`], [`Guarded::body_chunk`], [`Guarded::body_end`]), then its key
-    /// claimed. `held`: the host's part of the request a detached route sends itself.
-    pub fn take(policy: &Policy, kind: RouteKind, intaking: Intaking, held: Option<H>) -> Self {
+    /// claimed. `held`: the host's part of the request a detached route sends itself, and the
+    /// exchange's (empty) part of the relay budget, reserved once the claim is won.
+    pub fn take(
+        policy: &Policy,
+        kind: RouteKind,
+        intaking: Intaking,
+        held: Option<(H, Reservation)>,
+    ) -> Self {
         let Intaking {
             intake,
             reservation,
@@ -162,17 +170,34 @@ impl<O, H> Guarded<O, H> {
         // The detached exchange's copy outlives the intake: its bytes stay reserved, with the
         // kept request, until the host's exchange ends; the rest is given back when
         // `reservation` goes at the end of this function.
-        let held = held.map(|held| {
+        let held = held.map(|(held, relay)| {
             let body = body.unwrap_or_default();
             let reserved = Some(reservation.split(body.len() as u64));
             Kept {
                 held,
                 body,
                 reserved,
+                relay,
             }
         });
         let (key, fingerprint) = match intake.finish() {
-            Ok(Taken::Claim { key, fingerprint }) => (key, fingerprint),
+            Ok(Taken::Claim {
+                key,
+                fingerprint,
+                freshness: Freshness::Fresh,
+            }) => (key, fingerprint),
+            // Only what is stored for it may answer a late delivery: it claims nothing, takes no
+            // course (no event ordered, no token used) and is never sent.
+            Ok(Taken::Claim {
+                key,
+                fingerprint,
+                freshness: Freshness::Late,
+            }) => {
+                self.state = State::Looking { key };
+                return self
+                    .queue
+                    .push(Action::Ask(Ask::Replay { key, fingerprint }));
+            }
             Ok(Taken::Unguarded) => {
                 let after = After::Pass {
                     event: Some(Event::Passthrough),
@@ -216,7 +241,7 @@ mod tests {
     use crate::client::identity::ClientIdentity;
     use crate::client::scope::QuotaTag;
     use crate::guard::{start, Answer, Start};
-    use crate::request::budget::HashingBudget;
+    use crate::request::budget::Budget;
     use crate::request::fingerprint::FingerprintBuilder;
     use crate::store::protocol::ClaimOutcome;
     use crate::time::UnixMillis;
@@ -233,7 +258,7 @@ mod tests {
     }
 
     /// A `POST /orders` with key `k`, its body fingerprinted raw; `copies` kept by the machine.
-    fn intaking(policy: &Policy, copies: u64, budget: &Rc<HashingBudget>) -> Intaking {
+    fn intaking(policy: &Policy, copies: u64, budget: &Rc<Budget>) -> Intaking {
         let headers = [("idempotency-key", "\"k\"")];
         let lookup = |name: &str| crate::testing::header_values(&headers, name);
         let admission = admit(&policy.routes[0], &lookup, UnixMillis(0)).unwrap();
@@ -265,9 +290,11 @@ mod tests {
 
     #[test]
     fn a_detached_body_is_kept_whole_and_only_its_copy_stays_reserved_until_sent() {
-        let (policy, budget) = (policy(), Rc::new(HashingBudget::default()));
+        let (policy, budget) = (policy(), Rc::new(Budget::default()));
         let intaking = intaking(&policy, 1, &budget);
-        let mut machine = Machine::take(&policy, RouteKind::Api, intaking, Some("kept"));
+        let relay = Reservation::new(Rc::new(Budget::default()), Rc::from(&b"10.0.0.1"[..]));
+        let held = Some(("kept", relay));
+        let mut machine = Machine::take(&policy, RouteKind::Api, intaking, held);
         for chunk in [&b"abcd"[..], b"efg"] {
             assert!(machine.body_wants(chunk.len() as u64));
             machine.body_chunk(Some(chunk));
@@ -307,7 +334,7 @@ mod tests {
 
     #[test]
     fn a_body_over_the_limit_is_refused_before_it_is_read() {
-        let (policy, budget) = (policy(), Rc::new(HashingBudget::default()));
+        let (policy, budget) = (policy(), Rc::new(Budget::default()));
         let mut machine =
             Machine::take(&policy, RouteKind::Api, intaking(&policy, 0, &budget), None);
         assert!(machine.body_wants(6));
@@ -331,7 +358,7 @@ mod tests {
 
     #[test]
     fn a_chunk_the_host_cannot_read_is_answered_never_fingerprinted_short() {
-        let (policy, budget) = (policy(), Rc::new(HashingBudget::default()));
+        let (policy, budget) = (policy(), Rc::new(Budget::default()));
         let mut machine =
             Machine::take(&policy, RouteKind::Api, intaking(&policy, 0, &budget), None);
         assert!(machine.body_wants(4));
@@ -346,7 +373,7 @@ mod tests {
 
     #[test]
     fn a_chunk_nothing_was_charged_for_is_out_of_order_and_never_taken_in() {
-        let (policy, budget) = (policy(), Rc::new(HashingBudget::default()));
+        let (policy, budget) = (policy(), Rc::new(Budget::default()));
         let mut machine =
             Machine::take(&policy, RouteKind::Api, intaking(&policy, 0, &budget), None);
         // A host that reads without asking would pass `max_request_body` (10) unseen.

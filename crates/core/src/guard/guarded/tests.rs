@@ -3,8 +3,10 @@
 use super::*;
 use crate::order::{OrderRule, Probe};
 use crate::policy::FailureMode;
+use crate::request::budget::Budget;
 use crate::store::record::{StoredBody, StoredResponse};
 use crate::store::StoreError;
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::string::ToString;
 use alloc::sync::Arc;
@@ -33,7 +35,7 @@ fn claim() -> Claim {
 
 fn ordered() -> Ordered {
     let json = r#"{"routes": [{"prefix": "/hooks", "kind": "callback", "key_from": [{"header": "x-delivery"}],
-        "order": {"resource": {"header": "x-order"}, "event": {"header": "x-topic"},
+        "order": {"unsigned": "allow", "resource": {"header": "x-order"}, "event": {"header": "x-topic"},
                   "table": {"initial": "new", "transitions": [["new", "pay", "paid"]]}}}]}"#;
     let policy = Policy::from_json(json, &|_| None).unwrap_or_else(|e| panic!("{e}"));
     let headers = [("x-topic", &b"pay"[..]), ("x-order", b"o-1")];
@@ -67,9 +69,15 @@ fn asked(
     course: Course<Ordered>,
     held: Option<&'static str>,
 ) -> Machine {
+    let held = held.map(|held| (held, relay(&Rc::new(Budget::default()), "10.0.0.1")));
     let mut machine = Machine::claim(policy, kind, claim(), course, held);
     assert_eq!(take(&mut machine).0, [Action::Ask(Ask::Claim(claim()))]);
     machine
+}
+
+/// An exchange's part of the relay budget `budget`, charged to `peer`: empty until its claim.
+fn relay(budget: &Rc<Budget>, peer: &str) -> Reservation {
+    Reservation::new(Rc::clone(budget), Rc::from(peer.as_bytes()))
 }
 
 fn forwarded() -> Result<ClaimOutcome, ProtocolError> {
@@ -200,7 +208,8 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
         [Action::Order {
             ordered: ordered(),
             key: KEY,
-            owner: OWNER
+            owner: OWNER,
+            payers: Payers::NONE,
         }]
     );
     let (acts, _) = given!(machine.ordered(Decision::Forward(Some(7))));
@@ -285,6 +294,9 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
             Some("kept"),
         );
         let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+        // The exchange's answer is reserved from the relay budget before it is sent.
+        let mut reserved = relay(&Rc::new(Budget::default()), "10.0.0.1");
+        assert!(reserved.grow(policy.max_relay_body, Limits::relay(&policy)));
         assert_eq!(
             acts,
             [Action::Detach {
@@ -293,7 +305,8 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
                 held: Kept {
                     held: "kept",
                     body: Vec::new(),
-                    reserved: None
+                    reserved: None,
+                    relay: reserved,
                 },
                 order: None
             }]
@@ -337,6 +350,59 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
         .map(|(_, value)| value.clone())
         .unwrap_or_default();
     assert_eq!(retry_after, policy.lease.retry_after_secs().to_string());
+}
+
+/// The relay budget holds two exchanges' answers, a peer's part one: an exchange that does not
+/// fit is never sent — its claim released (the retry runs), its token not used, answered 503
+/// `relay_budget_exceeded` — and one fits again once an exchange in flight has ended.
+#[test]
+fn a_detached_exchange_over_the_relay_budget_is_released_unsent() {
+    let mut policy = Policy::defaults();
+    policy.relay_budget = 2 * policy.max_relay_body;
+    policy.relay_budget_per_peer = policy.max_relay_body;
+    let budget = Rc::new(Budget::default());
+    // A claim won on a detached route that also uses a token: what its answer gave.
+    let won = |peer: &str| {
+        let held = Some(("kept", relay(&budget, peer)));
+        let course = Course::claimed(None, Some(TOKEN));
+        let mut machine = Machine::claim(&policy, RouteKind::Api, claim(), course, held);
+        let given = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+        (machine, given)
+    };
+    // Its token is used next (then it is sent): the machine holds the exchange's part meanwhile.
+    let sent = |(_, (acts, _)): &(Machine, (Vec<Act>, Vec<Event>))| {
+        matches!(&acts[..], [Action::Ask(Ask::Consume { .. })])
+    };
+    let refused = |(_, (acts, events)): (Machine, (Vec<Act>, Vec<Event>))| {
+        let [finish, Action::Answer(http)] = &acts[..] else {
+            panic!("{acts:?}")
+        };
+        assert_eq!(
+            finish,
+            &released(),
+            "the claim is released: nothing was sent"
+        );
+        assert_eq!(events, [Event::Claimed, Event::RelayBudgetExceeded]);
+        let body = String::from_utf8_lossy(&http.body);
+        assert!(body.contains("relay_budget_exceeded"), "{body}");
+        assert_eq!((http.status, http.header("retry-after")), (503, Some("1")));
+    };
+    let first = won("10.0.0.1");
+    assert!(sent(&first), "{:?}", first.1);
+    // The same peer's second exchange is past its part; another peer's fits the VM's total.
+    refused(won("10.0.0.1"));
+    let second = won("10.0.0.2");
+    assert!(sent(&second), "{:?}", second.1);
+    refused(won("10.0.0.3"));
+    assert_eq!(
+        budget.used(),
+        2 * policy.max_relay_body,
+        "refusals reserved nothing"
+    );
+    // The first exchange ends (its machine, holding its part, is dropped with it): room again.
+    drop(first);
+    assert!(sent(&won("10.0.0.3")));
+    assert_eq!(budget.used(), policy.max_relay_body);
 }
 
 #[test]

@@ -15,7 +15,8 @@ struct Counting {
     address_reads: Cell<u32>,
     owners: Cell<u32>,
     nonces: Cell<u32>,
-    budget: Rc<HashingBudget>,
+    budget: Rc<Budget>,
+    relay: Rc<Budget>,
     scopes: ScopeHashes,
 }
 
@@ -28,7 +29,8 @@ impl Counting {
             address_reads: Cell::new(0),
             owners: Cell::new(0),
             nonces: Cell::new(0),
-            budget: Rc::new(HashingBudget::default()),
+            budget: Rc::new(Budget::default()),
+            relay: Rc::new(Budget::default()),
             scopes: ScopeHashes::default(),
         }
     }
@@ -57,8 +59,11 @@ impl Host for Counting {
     fn scopes(&self) -> &ScopeHashes {
         &self.scopes
     }
-    fn budget(&self) -> Rc<HashingBudget> {
+    fn budget(&self) -> Rc<Budget> {
         Rc::clone(&self.budget)
+    }
+    fn relay_budget(&self) -> Rc<Budget> {
+        Rc::clone(&self.relay)
     }
 }
 

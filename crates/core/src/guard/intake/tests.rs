@@ -2,7 +2,7 @@ use super::*;
 use crate::client::admission::admit;
 use crate::client::identity::ClientIdentity;
 use crate::guard::Event;
-use crate::request::budget::{HashingBudget, Reservation};
+use crate::request::budget::{Budget, Reservation};
 use crate::time::UnixMillis;
 use alloc::format;
 use alloc::rc::Rc;
@@ -62,8 +62,8 @@ fn intake(policy: &Policy, start: Start, host_copies: u64) -> Intake {
 }
 
 /// A stream's reservation from a budget of its own, and the budget (to see what it holds).
-fn reservation() -> (Rc<HashingBudget>, Reservation) {
-    let budget = Rc::new(HashingBudget::default());
+fn reservation() -> (Rc<Budget>, Reservation) {
+    let budget = Rc::new(Budget::default());
     (
         Rc::clone(&budget),
         Reservation::new(budget, Rc::from(&b"10.0.0.1"[..])),

@@ -4,7 +4,7 @@
 //! back — or that nothing came back — to [`answer`], which returns the same outcomes the local
 //! protocol returns, or a [`ProtocolError`] for the configured failure mode.
 //!
-//! The engine is not trusted with the answers it keeps (issue 24): [`finish`] seals the answer it
+//! The engine is not trusted with the answers it keeps: [`finish`] seals the answer it
 //! stores with the Envoys' [`RecordSecrets`], and [`claim_outcome`] replays only an answer whose
 //! seal checks out for its key — anything else is [`ProtocolError::Tampered`], never replayed.
 //! The ordering guard's resource states are sealed alike: [`order_settle`] seals the state it
@@ -19,7 +19,8 @@ use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
 use crate::store::record::OwnerToken;
 use crate::store::seal::RecordSecrets;
-use crate::store::share::Payers;
+use crate::store::share::{Fill, Payers};
+use crate::store::Layout;
 use crate::store::StoreError;
 use crate::time::UnixMillis;
 use alloc::string::String;
@@ -32,7 +33,7 @@ pub const PATH: &str = "/v1/op";
 pub const FINISH_ATTEMPTS: u32 = 3;
 
 /// The claim a request makes, with the policy's lease and TTL, charged to `payers` within the
-/// policy's shares (issue 23).
+/// policy's shares.
 #[must_use = "the request must be sent to the store service"]
 pub fn claim(
     key: StorageKey,
@@ -48,7 +49,16 @@ pub fn claim(
         lease: policy.lease,
         ttl: policy.ttl,
         payers: policy.shares.billed(payers),
+        fill: fill(&key, policy),
     }
+}
+
+/// A late delivery's look-up of its key: read only, on every engine
+/// ([`crate::decision::decide_late`]). Its answer is read as a claim's ([`claim_outcome`]): a
+/// replay only if its seal checks out.
+#[must_use = "the request must be sent to the store service"]
+pub fn replay(key: StorageKey, fingerprint: Fingerprint) -> Request {
+    Request::Replay { key, fingerprint }
 }
 
 /// What the end of a forwarded request sends: the policy decides here, on the filter's side,
@@ -73,6 +83,7 @@ pub fn finish(
         owner,
         ttl: policy.ttl,
         end,
+        shard: fill(&key, policy).map(|fill| fill.shard),
     })
 }
 
@@ -88,7 +99,21 @@ pub fn consume(
         key,
         expires_at,
         payers: policy.shares.billed(payers),
+        fill: fill(&key, policy),
     }
+}
+
+/// Where the record under `key` is counted, as the local store would count it: the fill shard
+/// the policy's `capacity` (and `records_per_cell`) places it in, with the shares' pressure.
+/// `None` when no share is counted.
+fn fill(key: &StorageKey, policy: &Policy) -> Option<Fill> {
+    let layout = Layout {
+        capacity: policy.capacity,
+    };
+    policy.shares.counted().then(|| Fill {
+        shard: layout.fill_shard(key),
+        pressure: policy.shares.pressure,
+    })
 }
 
 /// What a callout brought back. `None` when the host got no answer at all (connection refused,
@@ -146,13 +171,15 @@ pub fn consume_outcome(reply: Answer<'_>) -> Result<ConsumeOutcome, ProtocolErro
     answer(reply)?.into_consume()
 }
 
-/// The ordering guard's begin for `event` at the resource `key` (issue 26): the route's rule and
-/// the policy's lease and TTL, as [`crate::order::begin`] takes them on the local store.
+/// The ordering guard's begin for `event` at the resource `key`: the route's rule and
+/// the policy's lease and TTL, as [`crate::order::begin`] takes them on the local store; a new
+/// resource record is charged to `payers` (the delivery claim's), as a claim's record is.
 pub fn order_begin(
     key: StorageKey,
     owner: OwnerToken,
     event: &str,
     rule: &crate::order::OrderRule,
+    payers: Payers,
     policy: &crate::policy::Policy,
 ) -> Request {
     Request::OrderBegin {
@@ -164,6 +191,9 @@ pub fn order_begin(
         forward_after: rule.forward_after,
         event: String::from(event),
         table: rule.table.clone(),
+        // A new resource record is charged as a claim's is.
+        payers: policy.shares.billed(payers),
+        fill: fill(&key, policy),
     }
 }
 

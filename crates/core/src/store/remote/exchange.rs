@@ -1,7 +1,7 @@
 //! What an operation does to the record under its key ([`apply`]), and the read → decide →
 //! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
 //! the engine, this module decides. The record's payers are then charged, each on its own ledger
-//! key (issue 23), through [`Need::Ledger`]: the host settles those jobs ([`super::settle`]),
+//! key, through [`Need::Ledger`]: the host settles those jobs ([`super::settle`]),
 //! several operations' at once on one key. One key per engine call, as Redis Cluster needs.
 
 use super::ledger::Job;
@@ -15,7 +15,7 @@ use crate::order::SettleOutcome;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, MAX_ATTEMPTS};
 use crate::store::record::Record;
 use crate::store::rule;
-use crate::store::share::{Billed, Payers, Space};
+use crate::store::share::{Billed, Fill, OverShare, PayerTag, Payers, Space};
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
@@ -42,6 +42,10 @@ pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (R
             let payers = Payers::from_tags(tags.next(), tags.next());
             let (outcome, change) =
                 rule::claim(live, *fingerprint, *owner, payers, now, (*lease, *ttl));
+            (Response::Claim(outcome), change)
+        }
+        Request::Replay { fingerprint, .. } => {
+            let (outcome, change) = rule::replay(live, *fingerprint, now);
             (Response::Claim(outcome), change)
         }
         Request::Finish {
@@ -139,6 +143,8 @@ pub fn full(request: &Request) -> Response {
             None,
         ),
         Request::Finish { .. } | Request::OrderSettle { .. } => Response::Failed(Failure::Full),
+        // A look-up writes nothing, so the engine never refuses it a write.
+        Request::Replay { .. } => Response::Failed(Failure::Full),
     }
 }
 
@@ -247,9 +253,12 @@ pub trait Resume {
 /// exactly the one a read would have led to; one that does not is decided again on what the
 /// engine holds.
 ///
-/// **Shares (issue 23).** A claim or a token use that wrote its record is then charged to each
-/// payer the request names, within its share. A payer at its share (or a ledger that cannot be
-/// charged) undoes the operation: the charges made are given back and the key is put back as it
+/// **Shares.** A claim or a token use that wrote its record — or an ordering begin
+/// that made a new resource record — is then charged to each payer the request names, within its share, and counted in its fill shard (a ledger key like a
+/// payer's). A payer at its share is refused only while that shard is under pressure: the shard's
+/// count is read then, and only then ([`Need::Ledger`] again); below the pressure the payer is
+/// charged beyond its share. A payer refused (or a ledger that cannot be charged) undoes the
+/// operation: the charges made are given back and the key is put back as it
 /// was (only if it still holds the record written), and the answer is 429 (or the failure). So a
 /// record holds space uncharged only between its write and its payers' charges — at most one
 /// record per operation in progress. The record is written first so that what writes nothing (a
@@ -349,8 +358,9 @@ impl Exchange {
         let key = *request.key();
         let assumed = match &request {
             Request::Claim { .. } | Request::Consume { .. } => None,
-            // A resource's state is whatever the engine holds: always read first.
-            Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
+            // A resource's state, or a late delivery's answer, is whatever the engine holds:
+            // always read first.
+            Request::OrderBegin { .. } | Request::OrderSettle { .. } | Request::Replay { .. } => {
                 return Exchange::start(request)
             }
             Request::Finish { owner, .. } => {
@@ -389,23 +399,38 @@ impl Exchange {
         let key = *self.request.key();
         let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
         let expect = current.map(|s| s.version);
+        let counted = matches!(&self.request, Request::Finish { shard: Some(_), .. });
         let replaced = match current.map(|s| &s.record) {
-            Some(Record::InFlight(claim)) if !claim.payers.is_empty() => {
+            Some(Record::InFlight(claim)) if counted || !claim.payers.is_empty() => {
                 Some((claim.payers, Space::of_claim(claim)))
             }
             _ => None,
         };
         let charged = match &self.request {
-            Request::Claim { payers, .. } | Request::Consume { payers, .. } => !payers.is_empty(),
+            Request::Claim { payers, fill, .. } | Request::Consume { payers, fill, .. } => {
+                !payers.is_empty() || fill.is_some()
+            }
             _ => false,
         };
         let previous = current.filter(|_| charged).map(|s| s.record.clone());
+        // A begin's record takes space to charge only when it is a new one: a live resource's was
+        // charged when it was made (and a new one replaces nothing worth putting back).
+        let creates = |written: &Record| match (&self.request, written) {
+            (Request::OrderBegin { .. }, Record::Resource(resource)) => {
+                let before = match current.map(|s| &s.record) {
+                    Some(Record::Resource(r)) => Some(r),
+                    _ => None,
+                };
+                crate::order::creates(before, Some(resource), now)
+            }
+            _ => true,
+        };
         let (write, version, space) = match change {
             Change::Keep => return Step::Done(response),
             Change::Delete => (Write::Delete, None, None),
             Change::Put(record) => {
                 let expires_at = record.expires_at();
-                let space = Space::of(&record);
+                let space = creates(&record).then(|| Space::of(&record));
                 let value = StoredValue {
                     version: fresh,
                     record,
@@ -414,7 +439,7 @@ impl Exchange {
                     value: value.encode(&key),
                     expires_at,
                 };
-                (write, Some(fresh), Some(space))
+                (write, Some(fresh), space)
             }
         };
         self.pending = Some(Pending::Record(alloc::boxed::Box::new(Landing {
@@ -442,7 +467,17 @@ impl Exchange {
         };
         match (settled, job) {
             (Settled::Done, job) => self.charged(job),
-            (Settled::Refused { retry_after }, Job::Charge { .. }) => self.refused(retry_after),
+            (
+                Settled::Refused { retry_after, share },
+                Job::Charge {
+                    tag,
+                    share: Some(_),
+                    space,
+                },
+            ) => self.over_share(tag, space, OverShare::new(retry_after, share)),
+            (Settled::Refused { retry_after, share }, Job::Charge { .. } | Job::Gauge { .. }) => {
+                self.refused(OverShare::new(retry_after, share))
+            }
             // Only a charge can be refused: a host bug, and moves are best effort anyway.
             (Settled::Refused { .. }, _) => self.next_task(),
             (Settled::Failed(failure), _) => self.task_failed(failure),
@@ -467,37 +502,44 @@ impl Exchange {
             written: None,
             refunds: Vec::new(),
         };
-        let charge = |payers: &[Billed], space| {
+        // Each payer within its share, then the record counted in its fill shard (by no share).
+        let charge = |payers: &[Billed], fill: &Option<Fill>, space| {
+            let shard = fill.map(|fill| (fill.shard.tag, None));
             payers
                 .iter()
-                .map(|p| {
-                    Task::Ledger(Job::Charge {
-                        tag: p.tag,
-                        share: p.share,
-                        space,
-                    })
-                })
+                .map(|p| (p.tag, Some(p.share)))
+                .chain(shard)
+                .map(|(tag, share)| Task::Ledger(Job::Charge { tag, share, space }))
                 .collect::<Vec<_>>()
         };
         match (&self.request, &after.answer, landing.space) {
             (
-                Request::Claim { payers, .. },
+                Request::Claim { payers, fill, .. },
                 Response::Claim(ClaimOutcome::Forward { .. }),
                 Some(space),
             )
             | (
-                Request::Consume { payers, .. },
+                Request::Consume { payers, fill, .. },
                 Response::Consume(ConsumeOutcome::Consumed),
                 Some(space),
             ) => {
-                after.tasks = charge(payers, space);
+                after.tasks = charge(payers, fill, space);
                 after.written = landing.version.map(|v| (v, landing.previous));
             }
-            (Request::Finish { .. }, Response::Finish(outcome), to) => {
+            // A new resource record, as a claim's: charged to the delivery's payers, deleted
+            // again if one is over its share.
+            (Request::OrderBegin { payers, fill, .. }, Response::Begin(..), Some(space))
+                if !payers.is_empty() || fill.is_some() =>
+            {
+                after.tasks = charge(payers, fill, space);
+                after.written = landing.version.map(|v| (v, None));
+            }
+            (Request::Finish { shard, .. }, Response::Finish(outcome), to) => {
                 if let Some((payers, from)) = landing.replaced {
                     let stored = matches!(outcome, crate::store::protocol::FinishOutcome::Stored);
                     after.tasks = payers
                         .tags()
+                        .chain(shard.map(|shard| shard.tag))
                         .map(|tag| match (stored, to) {
                             (true, Some(to)) => Task::Ledger(Job::Shift { tag, from, to }),
                             _ => Task::Ledger(Job::Refund { tag, space: from }),
@@ -563,13 +605,49 @@ impl Exchange {
         self.next_task()
     }
 
-    /// A payer is at its share: 429 with when it has room, and the operation undone.
-    fn refused(&mut self, retry_after: Span) -> Step {
+    /// A payer is at its share, which binds only while the record's fill shard is under
+    /// pressure ([`Fill::gauge`], the local store's rule): the shard's count is read next, then
+    /// the payer is charged beyond its share if the shard has room. Refused at once when nothing
+    /// is counted or the shares are fixed caps.
+    fn over_share(&mut self, tag: PayerTag, space: Space, over: OverShare) -> Step {
+        let fill = match &self.request {
+            Request::Claim { fill, .. }
+            | Request::Consume { fill, .. }
+            | Request::OrderBegin { fill, .. } => *fill,
+            _ => None,
+        };
+        let (Some(fill), Some(after)) = (
+            fill.and_then(|fill| Fill::gauge(Some(fill.shard), fill.pressure)),
+            &mut self.after,
+        ) else {
+            return self.refused(over);
+        };
+        let beyond = Job::Charge {
+            tag,
+            share: None,
+            space,
+        };
+        let gauge = Job::Gauge { fill, over };
+        after.tasks.splice(
+            0..after.tasks.len().min(1),
+            [Task::Ledger(gauge), Task::Ledger(beyond)],
+        );
+        self.start_task()
+    }
+
+    /// A payer is at its share: 429 with when it has room and which share refused (the filter
+    /// counts and logs it as the local store's), and the operation undone.
+    fn refused(&mut self, over: OverShare) -> Step {
+        let (retry_after, share) = (over.retry_after, Some(over.refusal));
         let answer = match &self.request {
             Request::Consume { .. } => {
-                Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after })
+                Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after, share })
             }
-            _ => Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }),
+            Request::OrderBegin { .. } => Response::Begin(
+                crate::order::BeginOutcome::QuotaExceeded { retry_after, share },
+                None,
+            ),
+            _ => Response::Claim(ClaimOutcome::QuotaExceeded { retry_after, share }),
         };
         self.undo(answer)
     }
@@ -579,7 +657,7 @@ impl Exchange {
     fn task_failed(&mut self, failure: Failure) -> Step {
         self.pending = None;
         match self.current_task() {
-            Some(Task::Ledger(Job::Charge { .. })) => {
+            Some(Task::Ledger(Job::Charge { .. } | Job::Gauge { .. })) => {
                 let answer = match failure {
                     Failure::Full => full(&self.request),
                     other => Response::Failed(other),

@@ -1,4 +1,4 @@
-//! A payer's share in the remote store (issue 23): its usage — how many records and bytes free
+//! A payer's share in the remote store: its usage — how many records and bytes free
 //! their space at which moment, the [`Usage`] the local ledger cells keep — under an engine key of
 //! its own,
 //! so each charge touches exactly one key, as every operation does (Redis Cluster shards it).
@@ -17,8 +17,8 @@ use crate::client::scope::{QuotaTag, StorageKey};
 use crate::hash::PartsHasher;
 use crate::store::record::DecodeError;
 use crate::store::share::ledger::{Ledger, Usage};
-use crate::store::share::{PayerTag, Share, Space};
-use crate::time::{Span, UnixMillis};
+use crate::store::share::{Fill, OverShare, PayerTag, Share, ShareRefusal, Space};
+use crate::time::UnixMillis;
 use alloc::vec::Vec;
 
 /// The hash domain of ledger keys: never a record's storage key.
@@ -34,12 +34,16 @@ pub(crate) fn ledger_key(tag: PayerTag) -> StorageKey {
 /// What one operation does to a payer's usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Job {
-    /// One record that takes `space`, within `share`; refused when the payer is at it.
+    /// One record that takes `space`, within `share` (`None`: beyond it, the store not under
+    /// pressure; or a fill shard's count); refused when the payer is at it.
     Charge {
         tag: PayerTag,
-        share: Share,
+        share: Option<Share>,
         space: Space,
     },
+    /// Reads a fill shard's count: refused, as the payer at its share was (`over`), when the
+    /// shard is under pressure ([`Fill::binds`]). Writes nothing.
+    Gauge { fill: Fill, over: OverShare },
     /// A claim's lease charge becomes its stored answer's.
     Shift {
         tag: PayerTag,
@@ -54,15 +58,31 @@ impl Job {
     pub(crate) fn tag(&self) -> PayerTag {
         match self {
             Job::Charge { tag, .. } | Job::Shift { tag, .. } | Job::Refund { tag, .. } => *tag,
+            Job::Gauge { fill, .. } => fill.shard.tag,
         }
     }
 
     /// The job on `usage` at `now` (the rules of [`Usage`], as the local ledger applies them):
-    /// `Err` is a refused charge, with how long until the payer has room.
-    pub(crate) fn apply(&self, usage: &mut Usage, now: UnixMillis) -> Result<(), Span> {
+    /// `Err` is a refused charge, with how long until the payer has room and which share refused
+    /// it ([`ShareRefusal::of`], as the local store names it).
+    pub(crate) fn apply(&self, usage: &mut Usage, now: UnixMillis) -> Result<(), OverShare> {
         usage.prune(now);
         match *self {
-            Job::Charge { share, space, .. } => usage.charge(Some(share), space, now),
+            Job::Charge { tag, share, space } => {
+                let refusal = share.map(|share| ShareRefusal::of(tag, usage, share));
+                match (usage.charge(share, space, now), refusal) {
+                    (Err(retry_after), Some(refusal)) => Err(OverShare {
+                        retry_after,
+                        refusal,
+                    }),
+                    // Without a share a charge is never refused.
+                    _ => Ok(()),
+                }
+            }
+            Job::Gauge { fill, over } => match fill.binds(usage.records()) {
+                true => Err(over),
+                false => Ok(()),
+            },
             Job::Shift { from, to, .. } => {
                 usage.shift((from, to), now);
                 Ok(())
@@ -107,6 +127,8 @@ pub(crate) fn decode(tag: PayerTag, bytes: &[u8]) -> Result<(ValueVersion, Usage
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::share::ShareReason;
+    use crate::time::Span;
 
     const A: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 1]);
     const B: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 0]);
@@ -147,15 +169,23 @@ mod tests {
         let mut usage = Usage::default();
         let charge = |until| Job::Charge {
             tag: A,
-            share: Share {
+            share: Some(Share {
                 records: 2,
                 bytes: 10_000,
-            },
+            }),
             space: space(until),
         };
         assert_eq!(charge(4_000).apply(&mut usage, now), Ok(()));
         assert_eq!(charge(6_000).apply(&mut usage, now), Ok(()));
-        assert_eq!(charge(8_000).apply(&mut usage, now), Err(Span(3_000)));
+        let over = |retry_after, reason| OverShare {
+            retry_after: Span(retry_after),
+            refusal: ShareRefusal { reason, payer: A },
+        };
+        assert_eq!(
+            charge(8_000).apply(&mut usage, now),
+            Err(over(3_000, ShareReason::Address)),
+            "an address group at its records"
+        );
         assert_eq!(usage.records(), 2, "a refused charge changes nothing");
         // At 4 s the first hold has lapsed: room for one more.
         assert_eq!(charge(8_000).apply(&mut usage, UnixMillis(4_000)), Ok(()));
@@ -178,7 +208,8 @@ mod tests {
         // One record, over the byte share by its answer: the next charge waits for it to lapse.
         assert_eq!(
             charge(95_000).apply(&mut usage, UnixMillis(6_000)),
-            Err(Span(84_000))
+            Err(over(84_000, ShareReason::Bytes)),
+            "below its records, at its bytes"
         );
     }
 }

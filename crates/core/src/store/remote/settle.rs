@@ -1,4 +1,4 @@
-//! Settling payers' ledger jobs (issue 23), several at once on one key, sans-IO.
+//! Settling payers' ledger jobs, several at once on one key, sans-IO.
 //!
 //! Every request of one client charges the same ledger keys (its identity's, its address
 //! group's), so a busy client's concurrent operations all want the same key. Each doing its own
@@ -20,6 +20,7 @@ use super::wire::Failure;
 use crate::client::scope::StorageKey;
 use crate::store::protocol::MAX_ATTEMPTS;
 use crate::store::share::ledger::Usage;
+use crate::store::share::ShareRefusal;
 use crate::store::WriteOutcome;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
@@ -47,8 +48,12 @@ impl LedgerJob {
 pub enum Settled {
     /// Written (or nothing needed writing).
     Done,
-    /// A charge with the payer at its share: it has room again in `retry_after`.
-    Refused { retry_after: Span },
+    /// A charge with the payer at its share: it has room again in `retry_after`; `share` says
+    /// which share refused it, and whose.
+    Refused {
+        retry_after: Span,
+        share: ShareRefusal,
+    },
     /// The ledger could not be changed.
     Failed(Failure),
 }
@@ -189,7 +194,10 @@ impl Settlement {
             .iter()
             .map(|job| match job.apply(&mut usage, now) {
                 Ok(()) => Settled::Done,
-                Err(retry_after) => Settled::Refused { retry_after },
+                Err(over) => Settled::Refused {
+                    retry_after: over.retry_after,
+                    share: over.refusal,
+                },
             })
             .collect();
         // Nothing changed but what lapsed (refunds of holds already over, or every charge
@@ -269,7 +277,7 @@ impl Resume for Settlement {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::share::{PayerTag, Share, Space};
+    use crate::store::share::{PayerTag, Share, ShareReason, Space};
     use alloc::vec;
 
     const A: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 0]);
@@ -278,12 +286,23 @@ mod tests {
     fn charge(tag: PayerTag, until: u64) -> LedgerJob {
         LedgerJob(Job::Charge {
             tag,
-            share: Share {
+            share: Some(Share {
                 records: 2,
                 bytes: u64::MAX,
-            },
+            }),
             space: Space::bare(UnixMillis(until)),
         })
+    }
+
+    /// A's refusal in these tests: at its 2 records, room again when the first lapses.
+    fn refused() -> Settled {
+        Settled::Refused {
+            retry_after: Span(10_000),
+            share: ShareRefusal {
+                reason: ShareReason::Identity,
+                payer: A,
+            },
+        }
     }
 
     fn version(n: u8) -> ValueVersion {
@@ -322,13 +341,7 @@ mod tests {
         assert_eq!(usage.records(), 2, "the share is 2: the third is not held");
         assert_eq!(
             s.written(WriteOutcome::Written),
-            SettleStep::Done(vec![
-                Settled::Done,
-                Settled::Done,
-                Settled::Refused {
-                    retry_after: Span(10_000)
-                },
-            ])
+            SettleStep::Done(vec![Settled::Done, Settled::Done, refused()])
         );
         let Need::Write {
             write: Write::Set { value, .. },
@@ -358,12 +371,7 @@ mod tests {
         assert_eq!(usage.records(), 2);
         assert_eq!(
             s.written(WriteOutcome::Written),
-            SettleStep::Done(vec![
-                Settled::Done,
-                Settled::Refused {
-                    retry_after: Span(10_000)
-                }
-            ])
+            SettleStep::Done(vec![Settled::Done, refused()])
         );
     }
 

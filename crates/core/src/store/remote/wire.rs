@@ -4,12 +4,17 @@
 //!
 //! ```text
 //! request  = "IQ" version(1) op(1) body
-//!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8) [payers]
-//!   op 2 finish  : key(32) owner(16) ttl_ms(8) end(1)  end 0 = release, 1 = store + response
-//!   op 3 consume : key(32) token_expires_at_ms(8) [payers]
-//! payers   = count(1, 1 or 2) { tag(8) share_records(8) share_bytes(8) }*
-//!            (absent: nobody is charged; issue 23)
+//!   op 1 claim   : key(32) fingerprint(32) owner(16) lease_ms(8) ttl_ms(8) [bill]
+//!   op 2 finish  : key(32) owner(16) ttl_ms(8) end(1) [shard]
+//!                  end 0 = release, 1 = store + response
+//!   op 3 consume : key(32) token_expires_at_ms(8) [bill]
+//!   op 6 replay  : key(32) fingerprint(32)     a late delivery's look-up: never a write
+//!   (op 4 order begin: `order` module, ending with a [bill] like a claim's)
+//! bill     = count(1, 0 to 2) { tag(8) share_records(8) share_bytes(8) }* [ shard pressure(1) ]
+//!            (absent: nobody is charged, nothing counted; a count of 0 only before a shard)
+//! shard    = tag(8) records(8)   the fill shard the record is counted in (`bill` module)
 //! response = "IA" version(1) tag(1) body      (tags: see `Tag` below)
+//! response body of a refusal for a share: retry_after_ms(8) refusal (`bill` module)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
 //!   sealed(1) [ seal(32) ]  (the filter's MAC over the answer and its key: `crate::store::seal`)
@@ -28,28 +33,34 @@ use crate::store::record::{
     is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse,
 };
 use crate::store::seal::Seal;
-use crate::store::share::{Billed, PayerTag, Share};
+use crate::store::share::{Billed, Fill, FillShard};
 use crate::store::StoreError;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod bill;
 mod order;
+
+use bill::{get_bill, get_refusal, get_shard, put_bill, put_refusal, put_shard};
 
 /// The HTTP media type of both bodies.
 pub const CONTENT_TYPE: &str = "application/x-idemgate-store";
 /// The wire format's version; a peer speaking another one gets `UnsupportedVersion`. 2: stored
-/// answers carry their seal (issue 24); 3: a payer's share carries its bytes (issue 23). So a
+/// answers carry their seal; 3: a payer's share carries its bytes. So a
 /// filter and a service of different versions refuse each other's messages by version instead of
 /// misreading them. 4: a resource's state travels with its seal (a begin's answer, a settle).
-pub(crate) const WIRE_VERSION: u8 = 4;
+/// 5: a record's fill shard travels with its payers (shares bind under pressure only).
+/// 6: a refusal for a share names the share and its payer; an ordering begin carries its bill.
+pub(crate) const WIRE_VERSION: u8 = 6;
 const REQUEST_MAGIC: [u8; 2] = *b"IQ";
 const RESPONSE_MAGIC: [u8; 2] = *b"IA";
 
 const OP_CLAIM: u8 = 1;
 const OP_FINISH: u8 = 2;
 const OP_CONSUME: u8 = 3;
+const OP_REPLAY: u8 = 6;
 
 const END_RELEASE: u8 = 0;
 const END_STORE: u8 = 1;
@@ -67,6 +78,9 @@ pub enum Request {
         ttl: Span,
         /// Who pays for the claim's space, each within its share of the store (empty: nobody).
         payers: Vec<Billed>,
+        /// The fill shard the record is counted in, and the pressure from which shares bind
+        /// there (`None`: nothing counted; a payer at its share is refused).
+        fill: Option<Fill>,
     },
     /// End the claim `owner` holds (semantics §5), as the filter's policy decided
     /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
@@ -76,6 +90,15 @@ pub enum Request {
         /// The record's life from completion.
         ttl: Span,
         end: End,
+        /// The fill shard the claim was counted in, whose count moves with its payers' charge.
+        shard: Option<FillShard>,
+    },
+    /// Look `key` up for a late delivery: its stored answer if completed with `fingerprint`,
+    /// else [`ClaimOutcome::NotReplayed`]; nothing is written or charged
+    /// ([`crate::decision::decide_late`]).
+    Replay {
+        key: StorageKey,
+        fingerprint: Fingerprint,
     },
     /// Mark a one-time token used, once across the fleet (semantics §7).
     Consume {
@@ -84,6 +107,8 @@ pub enum Request {
         expires_at: UnixMillis,
         /// Who pays for the use's space while it is remembered (empty: nobody).
         payers: Vec<Billed>,
+        /// As a claim's.
+        fill: Option<Fill>,
     },
     /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
     /// that applies ([`crate::order::begin`], issue 26).
@@ -96,6 +121,11 @@ pub enum Request {
         forward_after: Option<Span>,
         event: String,
         table: crate::order::transition::DeclaredTable,
+        /// Who pays for a new resource record (the delivery claim's payers), each within its
+        /// share, as a claim's (empty: nobody).
+        payers: Vec<Billed>,
+        /// As a claim's.
+        fill: Option<Fill>,
     },
     /// End `owner`'s claim on the resource: advance to `to` if `applied`, else release
     /// ([`crate::order::settle`]). `seal`: the filter's seal of the advanced state, which the
@@ -122,6 +152,7 @@ impl Request {
     pub fn key(&self) -> &StorageKey {
         match self {
             Request::Claim { key, .. }
+            | Request::Replay { key, .. }
             | Request::Finish { key, .. }
             | Request::Consume { key, .. }
             | Request::OrderBegin { key, .. }
@@ -141,6 +172,7 @@ impl Request {
                 lease,
                 ttl,
                 payers,
+                fill,
             } => {
                 w.u8(OP_CLAIM);
                 w.bytes(&key.0);
@@ -148,13 +180,19 @@ impl Request {
                 w.bytes(&owner.0);
                 w.u64(lease.0);
                 w.u64(ttl.0);
-                put_payers(&mut w, payers);
+                put_bill(&mut w, payers, fill);
+            }
+            Request::Replay { key, fingerprint } => {
+                w.u8(OP_REPLAY);
+                w.bytes(&key.0);
+                w.bytes(&fingerprint.0);
             }
             Request::Finish {
                 key,
                 owner,
                 ttl,
                 end,
+                shard,
             } => {
                 w.u8(OP_FINISH);
                 w.bytes(&key.0);
@@ -167,16 +205,20 @@ impl Request {
                         put_response(&mut w, response);
                     }
                 }
+                if let Some(shard) = shard {
+                    put_shard(&mut w, shard);
+                }
             }
             Request::Consume {
                 key,
                 expires_at,
                 payers,
+                fill,
             } => {
                 w.u8(OP_CONSUME);
                 w.bytes(&key.0);
                 w.u64(expires_at.0);
-                put_payers(&mut w, payers);
+                put_bill(&mut w, payers, fill);
             }
             Request::OrderBegin { .. } | Request::OrderSettle { .. } => {
                 order::put_request(&mut w, self)
@@ -189,13 +231,26 @@ impl Request {
         let mut r = Reader::new(bytes);
         header(&mut r, REQUEST_MAGIC)?;
         let request = match r.u8()? {
-            OP_CLAIM => Request::Claim {
+            OP_CLAIM => {
+                let key = StorageKey(r.array()?);
+                let fingerprint = Fingerprint(r.array()?);
+                let owner = OwnerToken(r.array()?);
+                let lease = span(&mut r)?;
+                let ttl = ttl(&mut r)?;
+                let (payers, fill) = get_bill(&mut r)?;
+                Request::Claim {
+                    key,
+                    fingerprint,
+                    owner,
+                    lease,
+                    ttl,
+                    payers,
+                    fill,
+                }
+            }
+            OP_REPLAY => Request::Replay {
                 key: StorageKey(r.array()?),
                 fingerprint: Fingerprint(r.array()?),
-                owner: OwnerToken(r.array()?),
-                lease: span(&mut r)?,
-                ttl: ttl(&mut r)?,
-                payers: get_payers(&mut r)?,
             },
             OP_FINISH => Request::Finish {
                 key: StorageKey(r.array()?),
@@ -206,15 +261,25 @@ impl Request {
                     END_STORE => End::Store(get_response(&mut r)?),
                     tag => return Err(WireError::UnknownTag(tag)),
                 },
+                shard: match r.is_empty() {
+                    true => None,
+                    false => Some(get_shard(&mut r)?),
+                },
             },
-            OP_CONSUME => Request::Consume {
-                key: StorageKey(r.array()?),
-                expires_at: match r.u64()? {
+            OP_CONSUME => {
+                let key = StorageKey(r.array()?);
+                let expires_at = match r.u64()? {
                     ms if ms <= MAX_INSTANT_MS => UnixMillis(ms),
                     _ => return Err(WireError::OutOfRange),
-                },
-                payers: get_payers(&mut r)?,
-            },
+                };
+                let (payers, fill) = get_bill(&mut r)?;
+                Request::Consume {
+                    key,
+                    expires_at,
+                    payers,
+                    fill,
+                }
+            }
             op @ (order::OP_BEGIN | order::OP_SETTLE) => order::get_request(op, &mut r)?,
             op => return Err(WireError::UnknownOp(op)),
         };
@@ -234,43 +299,6 @@ fn span(r: &mut Reader<'_>) -> Result<Span, WireError> {
         ms if ms <= MAX_SPAN_MS => Ok(Span(ms)),
         _ => Err(WireError::OutOfRange),
     }
-}
-
-/// The payers block of a claim or a token use: absent when nobody pays.
-fn put_payers(w: &mut Writer, payers: &[Billed]) {
-    if payers.is_empty() {
-        return;
-    }
-    w.u8(payers.len() as u8);
-    for payer in payers {
-        w.bytes(&payer.tag.0);
-        w.u64(payer.share.records);
-        w.u64(payer.share.bytes);
-    }
-}
-
-/// At most two payers, none twice (one spelling per request).
-fn get_payers(r: &mut Reader<'_>) -> Result<Vec<Billed>, WireError> {
-    if r.is_empty() {
-        return Ok(Vec::new());
-    }
-    let count = r.u8()?;
-    if !(1..=2).contains(&count) {
-        return Err(WireError::OutOfRange);
-    }
-    let mut payers: Vec<Billed> = Vec::new();
-    for _ in 0..count {
-        let tag = PayerTag(r.array()?);
-        let share = Share {
-            records: r.u64()?,
-            bytes: r.u64()?,
-        };
-        if payers.iter().any(|p| p.tag == tag) {
-            return Err(WireError::OutOfRange);
-        }
-        payers.push(Billed { tag, share });
-    }
-    Ok(payers)
 }
 
 /// A TTL of zero would write a record that is expired as it lands: refused as malformed.
@@ -374,7 +402,7 @@ pub enum Response {
     Failed(Failure),
 }
 
-/// Response tags: claim outcomes 1–6, finish outcomes 16–19, consume outcomes 32–35, failure 48.
+/// Response tags: claim outcomes 1–7, finish outcomes 16–19, consume outcomes 32–35, failure 48.
 struct Tag;
 impl Tag {
     const FORWARD: u8 = 1;
@@ -383,6 +411,7 @@ impl Tag {
     const MISMATCH: u8 = 4;
     const CLAIM_FULL: u8 = 5;
     const CLAIM_QUOTA: u8 = 6;
+    const NOT_REPLAYED: u8 = 7;
     const STORED: u8 = 16;
     const RELEASED: u8 = 17;
     const KEPT_IN_FLIGHT: u8 = 18;
@@ -425,6 +454,7 @@ impl Response {
                 put_response(&mut w, response);
             }
             Response::Claim(ClaimOutcome::Mismatch) => w.u8(Tag::MISMATCH),
+            Response::Claim(ClaimOutcome::NotReplayed) => w.u8(Tag::NOT_REPLAYED),
             Response::Claim(ClaimOutcome::StoreFull { retry_after }) => {
                 w.u8(Tag::CLAIM_FULL);
                 w.u64(retry_after.0);
@@ -435,9 +465,10 @@ impl Response {
                 FinishOutcome::KeptInFlight => Tag::KEPT_IN_FLIGHT,
                 FinishOutcome::NotOwner => Tag::NOT_OWNER,
             }),
-            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after }) => {
+            Response::Claim(ClaimOutcome::QuotaExceeded { retry_after, share }) => {
                 w.u8(Tag::CLAIM_QUOTA);
                 w.u64(retry_after.0);
+                put_refusal(&mut w, share);
             }
             Response::Consume(ConsumeOutcome::Consumed) => w.u8(Tag::CONSUMED),
             Response::Consume(ConsumeOutcome::AlreadyUsed) => w.u8(Tag::ALREADY_USED),
@@ -445,9 +476,10 @@ impl Response {
                 w.u8(Tag::CONSUME_FULL);
                 w.u64(retry_after.0);
             }
-            Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after }) => {
+            Response::Consume(ConsumeOutcome::QuotaExceeded { retry_after, share }) => {
                 w.u8(Tag::CONSUME_QUOTA);
                 w.u64(retry_after.0);
+                put_refusal(&mut w, share);
             }
             Response::Failed(failure) => {
                 w.u8(Tag::FAILED);
@@ -475,6 +507,7 @@ impl Response {
             }),
             Tag::REPLAY => Response::Claim(ClaimOutcome::Replay(get_response(&mut r)?)),
             Tag::MISMATCH => Response::Claim(ClaimOutcome::Mismatch),
+            Tag::NOT_REPLAYED => Response::Claim(ClaimOutcome::NotReplayed),
             Tag::CLAIM_FULL => Response::Claim(ClaimOutcome::StoreFull {
                 retry_after: Span(r.u64()?),
             }),
@@ -486,12 +519,14 @@ impl Response {
             Tag::ALREADY_USED => Response::Consume(ConsumeOutcome::AlreadyUsed),
             Tag::CLAIM_QUOTA => Response::Claim(ClaimOutcome::QuotaExceeded {
                 retry_after: Span(r.u64()?),
+                share: get_refusal(&mut r)?,
             }),
             Tag::CONSUME_FULL => Response::Consume(ConsumeOutcome::StoreFull {
                 retry_after: Span(r.u64()?),
             }),
             Tag::CONSUME_QUOTA => Response::Consume(ConsumeOutcome::QuotaExceeded {
                 retry_after: Span(r.u64()?),
+                share: get_refusal(&mut r)?,
             }),
             Tag::FAILED => {
                 let byte = r.u8()?;

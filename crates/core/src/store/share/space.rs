@@ -1,4 +1,4 @@
-//! The space a record takes in its payers' usage (issue 23): until when, and how many bytes —
+//! The space a record takes in its payers' usage: until when, and how many bytes —
 //! what a share counts, for every kind of record, in both stores.
 
 use crate::policy::RECORD_OVERHEAD;

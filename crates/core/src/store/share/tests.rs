@@ -18,6 +18,8 @@ fn shares(identity: u64, peer: u64) -> Shares {
         ipv4_prefix: 32,
         ipv6_prefix: 64,
         pressure: 0,
+        memory: u64::MAX,
+        memory_counted: true,
     }
 }
 
@@ -163,7 +165,11 @@ fn a_charge_is_refused_at_the_share_and_leaves_nothing_charged() {
     assert_eq!(
         refused,
         Err(OverShare {
-            retry_after: Span::from_secs(60)
+            retry_after: Span::from_secs(60),
+            refusal: ShareRefusal {
+                reason: ShareReason::Address,
+                payer: peer,
+            },
         })
     );
     // The identity was charged for the two that went through, not for the refused one.
@@ -319,18 +325,18 @@ fn shares_bind_only_while_the_records_fill_shard_is_under_pressure() {
     // The 512th makes the shard half full: from then on, over its share is refused, and
     // nothing is charged (neither the payer nor the shard).
     assert!(next(&mut store, mallory).is_ok());
-    assert_eq!(
-        next(&mut store, mallory),
-        Err(OverShare {
-            retry_after: Span::from_secs(60)
-        })
-    );
+    let over = OverShare {
+        retry_after: Span::from_secs(60),
+        refusal: ShareRefusal {
+            reason: ShareReason::Identity,
+            payer: PayerTag([6; 8]),
+        },
+    };
+    assert_eq!(next(&mut store, mallory), Err(over));
     let bill = Bill::of(&layout, &shares, mallory, &StorageKey([0; 32]));
     assert_eq!(
         refusal(&mut store, &layout, &shares, bill, T0).unwrap(),
-        Some(OverShare {
-            retry_after: Span::from_secs(60)
-        })
+        Some(over)
     );
     assert_eq!(records(&mut store, &layout, PayerTag([6; 8]), T0), 512);
     assert_eq!(records(&mut store, &layout, shard.tag, T0), 512);
@@ -368,7 +374,7 @@ fn shares_bind_only_while_the_records_fill_shard_is_under_pressure() {
 }
 
 #[test]
-fn pressure_zero_makes_shares_fixed_caps_and_no_counted_share_no_shard() {
+fn pressure_zero_makes_shares_fixed_caps_and_a_record_is_counted_in_its_shard_without_shares() {
     let layout = layout();
     let capped = shares(2, 2);
     let mut store = MemoryStore::new();
@@ -385,10 +391,20 @@ fn pressure_zero_makes_shares_fixed_caps_and_no_counted_share_no_shard() {
         );
     }
     assert_eq!(outcomes, [true, true, false]);
+    // With no share counted, the record's shard still counts it where its bytes bound the
+    // memory.
     let off = Shares {
         identity: None,
         peer: None,
         ..capped
     };
-    assert_eq!(Bill::of(&layout, &off, payers, &key).shard, None);
+    let bill = Bill::of(&layout, &off, Payers::NONE, &key);
+    assert_eq!(bill.shard, Some(layout.fill_shard(&key)));
+    assert!(charge(&mut store, &layout, &off, bill, until, T0)
+        .unwrap()
+        .is_ok());
+    assert_eq!(
+        records(&mut store, &layout, layout.fill_shard(&key).tag, T0),
+        3
+    );
 }

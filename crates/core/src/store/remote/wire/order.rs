@@ -1,4 +1,4 @@
-//! The ordering guard's two operations on the wire (issue 26), beside claim, finish and consume:
+//! The ordering guard's two operations on the wire, beside claim, finish and consume:
 //!
 //! ```text
 //!   op 4 order begin  : key(32) owner(16) lease_ms(8) ttl_ms(8) retry_after_ms(8)
@@ -14,6 +14,7 @@
 //! The table travels with each begin, so the service decides with the route's own table (the
 //! service has no filter configuration) and a table change takes effect with the Envoys'.
 
+use super::bill::{get_bill, get_refusal, put_bill, put_refusal};
 use super::{span, ttl, Request, Response, WireError};
 use crate::client::scope::StorageKey;
 use crate::codec::{Reader, Writer};
@@ -140,6 +141,8 @@ pub(super) fn put_request(w: &mut Writer, request: &Request) {
             forward_after,
             event,
             table,
+            payers,
+            fill,
         } => {
             w.u8(OP_BEGIN);
             w.bytes(&key.0);
@@ -156,6 +159,7 @@ pub(super) fn put_request(w: &mut Writer, request: &Request) {
             }
             w.short_bytes(event.as_bytes());
             put_table(w, table);
+            put_bill(w, payers, fill);
         }
         Request::OrderSettle {
             key,
@@ -181,20 +185,31 @@ pub(super) fn get_request(op: u8, r: &mut Reader<'_>) -> Result<Request, WireErr
     let key = StorageKey(r.array()?);
     let owner = OwnerToken(r.array()?);
     match op {
-        OP_BEGIN => Ok(Request::OrderBegin {
-            key,
-            owner,
-            lease: span(r)?,
-            ttl: ttl(r)?,
-            retry_after: span(r)?,
-            forward_after: match r.u8()? {
+        OP_BEGIN => {
+            let lease = span(r)?;
+            let ttl = ttl(r)?;
+            let retry_after = span(r)?;
+            let forward_after = match r.u8()? {
                 0 => None,
                 1 => Some(span(r)?),
                 tag => return Err(WireError::UnknownTag(tag)),
-            },
-            event: text(r)?,
-            table: get_table(r)?,
-        }),
+            };
+            let event = text(r)?;
+            let table = get_table(r)?;
+            let (payers, fill) = get_bill(r)?;
+            Ok(Request::OrderBegin {
+                key,
+                owner,
+                lease,
+                ttl,
+                retry_after,
+                forward_after,
+                event,
+                table,
+                payers,
+                fill,
+            })
+        }
         _ => Ok(Request::OrderSettle {
             key,
             owner,
@@ -247,7 +262,10 @@ fn put_outcome(w: &mut Writer, outcome: &BeginOutcome) {
         BeginOutcome::Busy { retry_after } => with_span(w, BUSY, retry_after),
         BeginOutcome::UnknownState { state } => with_text(w, UNKNOWN_STATE, state),
         BeginOutcome::StoreFull { retry_after } => with_span(w, BEGIN_FULL, retry_after),
-        BeginOutcome::QuotaExceeded { retry_after } => with_span(w, BEGIN_QUOTA, retry_after),
+        BeginOutcome::QuotaExceeded { retry_after, share } => {
+            with_span(w, BEGIN_QUOTA, retry_after);
+            put_refusal(w, share);
+        }
         _ => w.u8(NOT_ORDERED),
     }
 }
@@ -280,6 +298,7 @@ pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Respons
         },
         BEGIN_QUOTA => BeginOutcome::QuotaExceeded {
             retry_after: Span(r.u64()?),
+            share: get_refusal(r)?,
         },
         ADVANCED => {
             return Ok(Some(Response::Settle(SettleOutcome::Advanced {
@@ -298,6 +317,9 @@ mod tests {
     use super::*;
     use crate::store::record::Record;
     use crate::store::remote::exchange::{apply, Change};
+    use crate::store::share::{
+        Billed, Fill, FillShard, PayerTag, Share, ShareReason, ShareRefusal,
+    };
     use crate::time::UnixMillis;
 
     fn table() -> DeclaredTable {
@@ -321,6 +343,8 @@ mod tests {
             forward_after: Some(Span(5_000)),
             event: event.into(),
             table: table(),
+            payers: Vec::new(),
+            fill: None,
         }
     }
 
@@ -345,6 +369,25 @@ mod tests {
                 assert!(Request::decode(&bytes[..cut]).is_err());
             }
         }
+        // A begin that makes a new resource record carries its bill, as a claim does.
+        let mut billed = begin_request("pay");
+        if let Request::OrderBegin { payers, fill, .. } = &mut billed {
+            payers.push(Billed {
+                tag: PayerTag([5, 0, 0, 0, 0, 0, 0, 1]),
+                share: Share {
+                    records: 100,
+                    bytes: 1 << 20,
+                },
+            });
+            *fill = Some(Fill {
+                shard: FillShard {
+                    tag: PayerTag([6, 0, 0, 0, 0, 0, 0, 2]),
+                    capacity: 1024,
+                },
+                pressure: 20,
+            });
+        }
+        assert_eq!(Request::decode(&billed.encode()), Ok(billed));
         let outcomes = [
             BeginOutcome::Apply { to: "paid".into() },
             BeginOutcome::AlreadyApplied { state: "s".into() },
@@ -366,6 +409,14 @@ mod tests {
             },
             BeginOutcome::QuotaExceeded {
                 retry_after: Span(10),
+                share: None,
+            },
+            BeginOutcome::QuotaExceeded {
+                retry_after: Span(11),
+                share: Some(ShareRefusal {
+                    reason: ShareReason::Address,
+                    payer: PayerTag([5; 8]),
+                }),
             },
         ];
         let reads = [
