@@ -286,24 +286,62 @@ impl Store {
             pki: pki::make(&certs.0),
             _certs: certs,
         };
-        store.spawn();
-        store
+        // A start can fail for the machine's sake, not the fleet's: the port picked is taken
+        // before the service binds it (another test's connection got it as its local port), or
+        // the first connection to a backend that has just started takes longer than the
+        // connect timeout on a loaded machine. Another port and another try; every failure's
+        // log is shown, and a third failure fails the test.
+        let mut failures = Vec::new();
+        for _ in 0..3 {
+            match store.try_spawn() {
+                Ok(()) => return store,
+                Err(why) => {
+                    eprintln!("the store service did not start, trying again: {why}");
+                    failures.push(why);
+                    store.port = free_port();
+                }
+            }
+        }
+        panic!("store did not start:\n{}", failures.join("\n"));
     }
 
+    /// The service's log (its stderr, every start appended), kept with the test's files.
+    fn log(&self) -> std::path::PathBuf {
+        self._certs.0.join("store.log")
+    }
+
+    /// Starts the service again on its port (after [`Store::kill`]).
     fn spawn(&mut self) {
+        if let Err(why) = self.try_spawn() {
+            panic!("store did not start again: {why}");
+        }
+    }
+
+    fn try_spawn(&mut self) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log())
+            .expect("the store's log file");
         let mut child = Command::new(store_binary())
             .args(["--listen", &format!("127.0.0.1:{}", self.port)])
             .args(&self.args)
             .args(["--op-timeout", self.op_timeout])
             .args(self.pki.service_args())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .expect("the store service starts");
         let mut line = String::new();
         let _ = BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line);
-        assert!(line.contains("https://"), "store did not start: {line:?}");
+        if !line.contains("https://") {
+            let _ = child.kill();
+            let _ = child.wait();
+            let log = std::fs::read_to_string(self.log()).unwrap_or_default();
+            return Err(format!("{line:?}, its log:\n{log}"));
+        }
         self.child = Some(child);
+        Ok(())
     }
 
     fn pid(&self) -> u32 {
