@@ -3,8 +3,8 @@
 //! [`token`]s a route can require, a provider's [`signature`] on a callback delivery, and the
 //! order a guarded request is checked in before its claim ([`admission`]).
 
-pub mod admission;
 pub mod identity;
+pub mod payer;
 pub mod scope;
 pub mod signature;
 pub mod token;

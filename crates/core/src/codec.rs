@@ -1,8 +1,8 @@
 //! Big-endian binary reading and writing for stored records. Reads are bounds-checked and return
 //! `Truncated` instead of panicking: stored bytes are treated as untrusted input.
 
-use crate::store::record::DecodeError;
 use alloc::vec::Vec;
+use core::fmt;
 
 #[derive(Default)]
 pub(crate) struct Writer {
@@ -86,5 +86,60 @@ impl<'a> Reader<'a> {
     pub fn short_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = usize::from(self.u16()?);
         self.take(len)
+    }
+}
+
+/// Why a cell's bytes are not a bucket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DecodeError {
+    BadMagic,
+    UnsupportedVersion(u8),
+    Truncated,
+    UnknownTag(u8),
+    InvalidStatus(u16),
+    InvalidHeader,
+    TrailingBytes,
+    /// A resource record with a state that is not UTF-8 or too many early events.
+    InvalidResource,
+    /// A ledger cell ([`crate::store::share::ledger`]) with holds out of order, empty or too many.
+    InvalidLedger,
+    /// An in-flight claim charged to no payer or to more than two.
+    InvalidPayers,
+}
+
+impl DecodeError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            DecodeError::BadMagic => "record_bad_magic",
+            DecodeError::UnsupportedVersion(_) => "record_unsupported_version",
+            DecodeError::Truncated => "record_truncated",
+            DecodeError::UnknownTag(_) => "record_unknown_tag",
+            DecodeError::InvalidStatus(_) => "record_invalid_status",
+            DecodeError::InvalidHeader => "record_invalid_header",
+            DecodeError::TrailingBytes => "record_trailing_bytes",
+            DecodeError::InvalidResource => "record_invalid_resource",
+            DecodeError::InvalidLedger => "ledger_invalid",
+            DecodeError::InvalidPayers => "record_invalid_payers",
+        }
+    }
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DecodeError::BadMagic => f.write_str("stored record has no idemgate header"),
+            DecodeError::UnsupportedVersion(v) => {
+                write!(f, "stored record has unknown version {v}")
+            }
+            DecodeError::Truncated => f.write_str("stored record is truncated"),
+            DecodeError::UnknownTag(t) => write!(f, "stored record has unknown tag {t}"),
+            DecodeError::InvalidStatus(s) => write!(f, "stored record has invalid status {s}"),
+            DecodeError::InvalidHeader => f.write_str("stored record has an unsafe header"),
+            DecodeError::TrailingBytes => f.write_str("stored record has trailing bytes"),
+            DecodeError::InvalidResource => f.write_str("stored resource record is not valid"),
+            DecodeError::InvalidLedger => f.write_str("ledger cell is not valid"),
+            DecodeError::InvalidPayers => f.write_str("stored claim's payers are not valid"),
+        }
     }
 }

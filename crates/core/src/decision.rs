@@ -1,13 +1,15 @@
 //! The two pure decisions (semantics §4 and §5): what to do with a request given the record found,
 //! and what to do with the record given how the request ended. Neither touches a store; the
-//! [`crate::store::protocol`] applies them atomically, and [`crate::decision::answer`] turns them
+//! [`crate::store::protocol`] applies them atomically, and [`crate::answer`] turns them
 //! into HTTP.
 
-pub mod answer;
+pub mod admission;
+
+pub use crate::record::{safe_header, MAX_STORED_HEADERS};
 
 use crate::policy::Policy;
+use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::request::fingerprint::Fingerprint;
-use crate::store::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -118,7 +120,7 @@ pub(crate) fn claim_with(
         owner,
         lease_until: now.after(lease).min(expires_at),
         expires_at,
-        payers: crate::store::share::Payers::NONE,
+        payers: crate::client::payer::Payers::NONE,
     }
 }
 
@@ -142,7 +144,7 @@ pub enum ResponseFacts {
 }
 
 /// Why an outcome is in doubt, for the host's counters: the claim is kept in flight all the same.
-/// Exhaustive on purpose, like [`crate::guard::Event`]: each cause is one counter in every host.
+/// Exhaustive on purpose, like [`crate::events::Event`]: each cause is one counter in every host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DoubtCause {
     /// The upstream reset or closed the exchange after the request may have been sent.
@@ -203,9 +205,7 @@ pub(crate) fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
         ResponseFacts::InDoubt => Verdict::KeepInFlight,
         // Not an HTTP status the record can hold (a host bug or a hostile upstream): whether the
         // upstream acted is unknown, so this is an outcome in doubt, never a poisoned record.
-        ResponseFacts::Upstream { status, .. }
-            if !crate::store::record::is_storable_status(status) =>
-        {
+        ResponseFacts::Upstream { status, .. } if !crate::record::is_storable_status(status) => {
             Verdict::KeepInFlight
         }
         ResponseFacts::Upstream { status, .. } if !policy.store_rule.stores(status) => {
@@ -257,17 +257,4 @@ pub(crate) fn completed_record(
 /// TTL bounded only the lease), never less than the claim itself was to live.
 pub(crate) fn stored_until(claim: &InFlight, now: UnixMillis, ttl: Span) -> UnixMillis {
     now.after(ttl).max(claim.expires_at)
-}
-
-/// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
-/// upstream that repeats one allowed header).
-pub const MAX_STORED_HEADERS: usize = 64;
-
-/// A header is safe to store if replaying it cannot split the response or smuggle a header.
-pub fn safe_header(name: &str, value: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 256
-        && value.len() <= 8192
-        && name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
-        && !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0))
 }

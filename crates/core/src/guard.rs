@@ -128,8 +128,10 @@ mod course;
 mod guarded;
 mod head;
 mod intake;
+pub mod ordering;
 mod token;
 
+pub use crate::events::{Event, Events};
 pub use capture::Capture;
 pub use course::{Course, Step};
 pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
@@ -139,13 +141,13 @@ pub use intake::{BodyRefusal, Intake, PendingKey, Taken};
 pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
 
-use crate::client::admission::Refusal;
+use crate::answer::EdgeAnswer;
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
-use crate::decision::answer::EdgeAnswer;
+use crate::decision::admission::Refusal;
 use crate::policy::{FailureMode, Policy};
+use crate::record::OwnerToken;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use crate::store::record::OwnerToken;
 use crate::store::share::{ShareReason, ShareRefusal};
 
 /// What becomes of the request.
@@ -153,109 +155,11 @@ use crate::store::share::{ShareReason, ShareRefusal};
 pub enum Next<'a> {
     /// Forward it upstream as the key's owner; its end is settled with `owner`.
     Forward { owner: OwnerToken, takeover: bool },
-    /// Answer it here with this (the host sends [`crate::decision::answer::answer`] of it).
+    /// Answer it here with this (the host sends [`crate::answer::answer`] of it).
     Answer(EdgeAnswer<'a>),
     /// Forward it without idempotency: the store could not decide and the failure mode is
     /// `pass_through`. A one-time token the route requires must still be used first.
     Unguarded,
-}
-
-/// Something that happened to the request, for metrics and logs: each is one counter. Exhaustive
-/// on purpose: a new event must be given its counter by every host, not fall into a catch-all.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    Claimed,
-    /// The claim replaced one whose lease had ended (its owner gone).
-    TakenOver,
-    Conflict,
-    Replayed,
-    Mismatch,
-    QuotaExceeded,
-    /// Beside `QuotaExceeded`: the share that refused was an identity's records.
-    QuotaIdentity,
-    /// Beside `QuotaExceeded`: an address group's records.
-    QuotaAddress,
-    /// Beside `QuotaExceeded`: a callback route's own records (`routes[].share`).
-    QuotaRoute,
-    /// Beside `QuotaExceeded`: a payer's bytes.
-    QuotaBytes,
-    StoreFull,
-    /// The store could not decide (unreachable, failed, contended, unreadable cell).
-    StoreError,
-    /// A stored answer failed its seal: never replayed, never run again.
-    RecordCorrupt,
-    /// Forwarded without idempotency by a failure mode.
-    Passthrough,
-    /// No configured scope source identified the client.
-    ScopeUnavailable,
-    /// The issuing endpoint gave a client a one-time token.
-    TokenIssued,
-    /// A one-time token was used (once, now).
-    TokenConsumed,
-    /// A one-time token was refused: missing, not valid here, or used before.
-    TokenRejected,
-    /// Refused before its claim: a webhook signature that does not verify.
-    SignatureRejected,
-    /// Refused before its claim: the route requires a key and none was found.
-    MissingKey,
-    /// Refused before its claim: a key that is not valid, or a key source that cannot be read.
-    InvalidKey,
-    /// Refused before its claim: a body over `max_request_body`.
-    BodyTooLarge,
-    /// Refused before its claim: the hashing budget (or the peer's part) could not take its body.
-    HashingBudgetExceeded,
-    /// Claimed, then released unsent: the relay budget (or the peer's part) could not take the
-    /// detached exchange's answer.
-    RelayBudgetExceeded,
-    /// Refused before its claim: a body the fingerprint mode cannot read.
-    InvalidBody,
-    /// Refused before its claim: a tracked event without its resource id (400).
-    OrderResourceMissing,
-    /// Refused by the route's precondition: an update without `If-Match` (428).
-    PreconditionRequired,
-    /// Refused by the route's precondition: a malformed `If-Match` (400).
-    PreconditionMalformed,
-    /// The ordering guard let an event on that applies: its resource is claimed.
-    OrderForwarded,
-    /// Early, but its patience (`forward_after`) was over: let on without claiming its resource.
-    OrderForwardedEarly,
-    /// Acknowledged without forwarding: applied before, or stale.
-    OrderAlreadyApplied,
-    /// Acknowledged without forwarding: no state from here on accepts it.
-    OrderIllegal,
-    /// 409: deliver it again later.
-    OrderEarly,
-    /// 409: another event for its resource is being forwarded.
-    OrderBusy,
-    /// 409: the resource's state is not in the table.
-    OrderStateUnknown,
-}
-
-/// At most three events per step (a claim taken over: claimed and taken over; a full store passed
-/// through: store full and passthrough).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Events([Option<Event>; 3]);
-
-impl Events {
-    pub(crate) fn of(events: &[Event]) -> Events {
-        let mut out = Events::default();
-        for (slot, event) in out.0.iter_mut().zip(events) {
-            *slot = Some(*event);
-        }
-        out
-    }
-
-    /// These events and `event` after them; `None` if all three places are taken (no step gives
-    /// more than three).
-    pub(crate) fn with(mut self, event: Event) -> Option<Events> {
-        let slot = self.0.iter_mut().find(|slot| slot.is_none())?;
-        *slot = Some(event);
-        Some(self)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = Event> + '_ {
-        self.0.iter().flatten().copied()
-    }
 }
 
 /// The event of a request refused before its claim (its answer is [`Refusal::answer`]).
@@ -451,8 +355,8 @@ fn claim_failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Ne
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::record::{StoredBody, StoredResponse};
-    use crate::store::seal::SealError;
+    use crate::record::seal::SealError;
+    use crate::record::{StoredBody, StoredResponse};
     use crate::store::StoreError;
     use crate::time::Span;
     use alloc::vec::Vec;

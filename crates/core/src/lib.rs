@@ -40,6 +40,7 @@
 
 extern crate alloc;
 
+pub mod answer;
 mod base64;
 pub mod browser;
 pub mod client;
@@ -49,10 +50,12 @@ pub mod config;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod decision;
+pub mod events;
 pub mod guard;
 pub mod hash;
 pub mod order;
 pub mod policy;
+pub mod record;
 pub mod request;
 mod sort;
 pub mod store;
@@ -71,10 +74,10 @@ pub mod time;
 // fingerprint, the policy, the protocol with its outcomes, and time. The rest stays in the module
 // of its concept; crates/core/public-api.txt lists all of it, and `make check-api` keeps the list
 // true, so a change to what hosts can reach shows in review.
+pub use answer::{EdgeAnswer, HttpAnswer};
 pub use client::scope::{Scope, StorageKey};
 #[cfg(feature = "config")]
 pub use config::Config;
-pub use decision::answer::{EdgeAnswer, HttpAnswer};
 pub use decision::ResponseFacts;
 pub use policy::Policy;
 pub use request::fingerprint::{Fingerprint, FingerprintBuilder};

@@ -8,7 +8,7 @@
 //! functions over the resource's record (`Option<&Resource>`) and the time the host passes in;
 //! [`local`] runs them on the local store's cells and [`crate::store::remote`] carries them to the
 //! store service, so every store applies the same rules. What each outcome answers is in
-//! [`crate::decision::answer`] ([`crate::decision::answer::order`]).
+//! [`crate::answer`] ([`crate::answer::order`]).
 //!
 //! `precondition: "if-match"` is here too ([`Precondition`]): the edge only checks that an update
 //! names a version (`If-Match`, RFC 9110 §13.1.1); the origin compares it and answers 412.
@@ -23,17 +23,11 @@ use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-mod decide;
-pub mod local;
-mod probe;
 pub mod resource;
 pub mod transition;
 
-pub use decide::{decide, Applies};
-pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
-pub use resource::{
-    begin, creates, settle, Begin, BeginOutcome, ReadState, Resource, ResourceClaim, SettleOutcome,
-};
+pub use crate::record::resource::{ReadState, Resource, ResourceClaim};
+pub use resource::{begin, creates, settle, Begin, BeginOutcome, SettleOutcome};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
 pub const ORDER_HEADER: &str = "idemgate-order";
@@ -183,8 +177,8 @@ pub enum PreconditionProblem {
 
 impl PreconditionProblem {
     /// What a host counts.
-    pub fn events(&self) -> crate::guard::Events {
-        use crate::guard::{Event, Events};
+    pub fn events(&self) -> crate::events::Events {
+        use crate::events::{Event, Events};
         match self {
             PreconditionProblem::Required | PreconditionProblem::VersionRequired => {
                 Events::of(&[Event::PreconditionRequired])

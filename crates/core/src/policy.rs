@@ -2,7 +2,11 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
+pub use crate::client::scope::ScopeSource;
+pub use crate::record::{never_replayed, NEVER_REPLAYED};
+use crate::request::budget::Limits;
 use crate::request::fingerprint::FingerprintSpec;
+use crate::request::target::path_without_query;
 use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -19,28 +23,6 @@ pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
     "cache-control",
     "link",
     "vary",
-];
-
-/// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
-/// connection or one client, or are the proxy's own.
-pub const NEVER_REPLAYED: &[&str] = &[
-    "set-cookie",
-    "set-cookie2",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "content-length",
-    "date",
-    "server",
-    "idempotent-replayed",
-    // `REENTRY_MARK`: the re-entry listener's word to the filter, never the client's.
-    "x-idemgate-reentry",
 ];
 
 /// Upstream answers by which the upstream says it did not act: release the claim so a retry runs.
@@ -78,7 +60,7 @@ pub struct Route {
     /// On callback routes: what the route itself, as the payer of its deliveries' records, may
     /// hold in the whole store while it is under pressure (`share`); `None`: the whole store, so
     /// the route is charged nothing and only a full store refuses it.
-    pub share: Option<crate::store::share::Share>,
+    pub share: Option<crate::client::payer::Share>,
 }
 
 impl Route {
@@ -286,51 +268,6 @@ pub enum TokenRequirement {
     Required,
 }
 
-/// Where the client identity for scoping comes from; the first source present is used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScopeSource {
-    /// A request header (hashed, never stored in clear), e.g. `authorization`, `x-api-key`: the
-    /// client's own word.
-    Header(String),
-    /// A header the operator declares Envoy sets (`jwt_authn`'s `claim_to_headers`, an
-    /// `ext_authz` response header), overwriting whatever the client sent.
-    VerifiedHeader(String),
-    /// A host property path, e.g. a JWT claim in Envoy's dynamic metadata.
-    Property(Vec<String>),
-    /// The downstream peer address.
-    Peer,
-}
-
-impl ScopeSource {
-    /// The `source` part of the storage key. A header is the same source whether or not it is
-    /// declared verified, so declaring it does not move any record.
-    pub fn label(&self) -> String {
-        match self {
-            ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
-                alloc::format!("header:{name}")
-            }
-            ScopeSource::Property(path) => alloc::format!("property:{}", path.join("\u{1f}")),
-            ScopeSource::Peer => String::from("peer"),
-        }
-    }
-
-    /// Whether something other than the client established the identity: a header
-    /// declared verified, or what an earlier filter put in dynamic metadata (`metadata`, e.g.
-    /// `jwt_authn`'s payload) or filter state (`filter_state`, e.g. `ext_authz`). Any other
-    /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
-    /// `source.port`): records of an unverified scope are charged to the peer too
-    /// ([`crate::store::share`]).
-    pub fn is_verified(&self) -> bool {
-        match self {
-            ScopeSource::Header(_) => false,
-            ScopeSource::VerifiedHeader(_) | ScopeSource::Peer => true,
-            ScopeSource::Property(path) => path
-                .first()
-                .is_some_and(|first| first == "metadata" || first == "filter_state"),
-        }
-    }
-}
-
 /// Which upstream answers become the idempotent result.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreRule {
@@ -463,7 +400,7 @@ pub struct Policy {
     pub relay_budget_per_peer: u64,
     pub capacity: Capacity,
     /// Each payer's share of the whole store ([`crate::store::share`]).
-    pub shares: crate::store::share::Shares,
+    pub shares: crate::client::payer::Shares,
     pub on_store_full: FailureMode,
     pub on_store_error: FailureMode,
     pub token: Option<TokenPolicy>,
@@ -484,11 +421,27 @@ pub enum StoreKind {
         /// How long one operation may take; no answer by then is a store failure.
         timeout: Span,
         /// Seal every stored answer and check it before a replay (`store.record_secret_env`).
-        secrets: crate::store::seal::RecordSecrets,
+        secrets: crate::record::seal::RecordSecrets,
     },
 }
 
 impl Policy {
+    /// The hashing budget's limits: `hashing_budget` and `hashing_budget_per_peer`.
+    pub fn hashing_limits(&self) -> Limits {
+        Limits {
+            total: self.hashing_budget,
+            per_peer: self.hashing_budget_per_peer,
+        }
+    }
+
+    /// The relay budget's limits: `relay_budget` and `relay_budget_per_peer`.
+    pub fn relay_limits(&self) -> Limits {
+        Limits {
+            total: self.relay_budget,
+            per_peer: self.relay_budget_per_peer,
+        }
+    }
+
     /// The first route guarding this request, if any. `path` may include a query.
     pub fn route_for(&self, method: &str, path: &str) -> Option<&Route> {
         self.match_request(method, path).map(|m| m.route)
@@ -518,22 +471,4 @@ impl Policy {
 pub fn replayable(name: &str, replay_headers: &[String]) -> bool {
     // `never_replayed`, not a lowercased copy of the name: no allocation per response header.
     !never_replayed(name) && replay_headers.iter().any(|h| h.eq_ignore_ascii_case(name))
-}
-
-/// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.
-pub fn never_replayed(name: &str) -> bool {
-    NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
-        || name
-            .get(..8)
-            .is_some_and(|head| head.eq_ignore_ascii_case("x-envoy-"))
-}
-
-/// `/a/b?x=1` → `/a/b`.
-pub fn path_without_query(path: &str) -> &str {
-    // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
-    // panicking slice is compiled in.
-    match path.find(['?', '#']) {
-        Some(end) => path.get(..end).unwrap_or(path),
-        None => path,
-    }
 }

@@ -2,11 +2,12 @@
 //! in-memory map below (tests, the browser) and a future fleet store implement it; the protocol
 //! that claims, completes and releases keys over it is written once, in [`crate::store::protocol`].
 
+pub mod ordering;
 pub mod protocol;
-pub mod record;
+pub use crate::record;
 pub mod remote;
 pub(crate) mod rule;
-pub mod seal;
+pub use crate::record::seal;
 pub mod share;
 
 use crate::client::scope::StorageKey;

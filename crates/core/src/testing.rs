@@ -3,7 +3,7 @@
 use alloc::vec::Vec;
 
 /// Every value of the header `name` among `headers` (lowercase names), as a host's header
-/// lookup gives them to [`crate::client::admission::admit`], a key source or a signature rule.
+/// lookup gives them to [`crate::decision::admission::admit`], a key source or a signature rule.
 pub(crate) fn header_values<'a>(headers: &'a [(&'a str, &'a str)], name: &str) -> Vec<&'a [u8]> {
     headers
         .iter()

@@ -127,7 +127,7 @@ fn four_groups_leave_room(text: &str, limits: idemgate_core::request::budget::Li
 fn four_address_groups_cannot_take_the_default_hashing_budget() {
     for text in ["{}", r#"{"hashing_budget": "8MiB"}"#] {
         let policy = Policy::from_json(text, &|_| None).unwrap();
-        let limits = idemgate_core::request::budget::Limits::hashing(&policy);
+        let limits = policy.hashing_limits();
         four_groups_leave_room(text, limits, policy.max_request_body);
     }
 }
@@ -137,7 +137,7 @@ fn four_address_groups_cannot_take_the_default_hashing_budget() {
 fn four_address_groups_cannot_take_the_default_relay_budget() {
     for text in ["{}", r#"{"upstream": {"max_body": "1MiB"}}"#] {
         let policy = Policy::from_json(text, &|_| None).unwrap();
-        let limits = idemgate_core::request::budget::Limits::relay(&policy);
+        let limits = policy.relay_limits();
         four_groups_leave_room(text, limits, policy.max_relay_body);
     }
 }

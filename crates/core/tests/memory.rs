@@ -6,8 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::answer::{answer, EdgeAnswer, BODY_OMITTED_HEADER};
 use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::answer::{answer, EdgeAnswer, BODY_OMITTED_HEADER};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::fingerprint::Fingerprint;

@@ -50,7 +50,7 @@ fn delivery(policy: &Policy, address: &str, n: usize) -> Request {
     let group = policy.shares.peer_group(address);
     let payers = client
         .payers(
-            policy,
+            &policy.shares,
             || Ok(Some(&group[..])),
             &ScopeHashes::default(),
             route.share,

@@ -52,7 +52,7 @@ use crate::settle::settle;
 use crate::shared::{Exchange, Shared};
 use alloc::rc::Rc;
 use core::time::Duration;
-use idemgate_core::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::guard::Capture;
 use idemgate_core::policy::{Detached, Via, REENTRY_MARK};

@@ -5,7 +5,7 @@
 use crate::abi::{self, BufferType, Headers, LogLevel, MapType};
 #[allow(unused_imports)]
 use crate::prelude::*;
-use idemgate_core::decision::answer::HttpAnswer;
+use idemgate_core::answer::HttpAnswer;
 use idemgate_core::time::UnixMillis;
 
 pub fn request_header(name: &str) -> Option<String> {

@@ -14,14 +14,15 @@ use crate::prelude::*;
 use crate::remote_store::Reply;
 use crate::shared::{BeginCall, Claimed, OrderClaim, Shared, StoreCall};
 use alloc::rc::Rc;
+use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::decision::answer::{answer, EdgeAnswer};
+pub use idemgate_core::guard::ordering::applies;
+use idemgate_core::guard::ordering::{decide, Applies, Ordered};
 use idemgate_core::guard::Decision;
-pub use idemgate_core::order::applies;
-use idemgate_core::order::local::{self, SettleEvent};
-use idemgate_core::order::{decide, Applies, Begin, BeginOutcome, Ordered, SettleOutcome};
+use idemgate_core::order::{Begin, BeginOutcome, SettleOutcome};
 use idemgate_core::policy::StoreKind;
 use idemgate_core::request::json::Quoted;
+use idemgate_core::store::ordering::{self as local, SettleEvent};
 use idemgate_core::store::protocol::run;
 use idemgate_core::store::protocol::ProtocolError;
 use idemgate_core::store::record::OwnerToken;
@@ -101,7 +102,7 @@ pub fn began(call: &BeginCall, reply: &Reply) -> Decision<OrderClaim> {
     decided(&call.shared, outcome, claim, &call.event)
 }
 
-/// The core's decision for the ordering guard's outcome ([`idemgate_core::order::decide`]),
+/// The core's decision for the ordering guard's outcome ([`idemgate_core::guard::ordering::decide`]),
 /// counted and logged; an event that applies carries its resource's claim (`key`, `owner`, the
 /// version claimed at), settled when the upstream answers.
 fn decided(
@@ -245,7 +246,7 @@ fn count_settled(shared: &Shared, settled: Result<SettleOutcome, ProtocolError>)
 /// Marks an upstream answer that applied an event (`idemgate-order: applied`), on the router
 /// path's response headers.
 pub fn mark_response() {
-    let (name, value) = idemgate_core::decision::answer::order::applied_header();
+    let (name, value) = idemgate_core::answer::order::applied_header();
     if crate::abi::add_header(MapType::HttpResponseHeaders, &name, &value).is_err() {
         host::log(
             LogLevel::Warn,

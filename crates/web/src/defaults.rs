@@ -62,7 +62,7 @@ pub fn defaults() -> String {
     out.raw(",\"keyHeader\":");
     out.string(idemgate_core::request::key::HEADER);
     out.raw(",\"replayedHeader\":");
-    out.string(idemgate_core::decision::answer::REPLAYED_HEADER);
+    out.string(idemgate_core::answer::REPLAYED_HEADER);
     out.raw(",\"unanswered\":");
     out.raw(&settled(Settled::UNANSWERED).0);
     out.raw(",\"resolved\":");

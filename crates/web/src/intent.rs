@@ -1,7 +1,7 @@
 //! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
 //! submission settled and whether the next one keeps the key, when an intent is over and how two
 //! payloads compare (`idemgate_core::browser::intent`), whether an answer is a replay
-//! (`idemgate_core::decision::answer`), and how to ask the edge for a one-time token and whether
+//! (`idemgate_core::answer`), and how to ask the edge for a one-time token and whether
 //! one is still usable (`idemgate_core::client::token`). JS does the I/O and the DOM; these decide.
 
 use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
@@ -69,7 +69,7 @@ pub fn reuses_key(
 /// Whether an `Idempotent-Replayed` header value marks a replayed answer (`undefined`: absent).
 #[wasm_bindgen(js_name = isReplayed)]
 pub fn is_replayed(value: Option<String>) -> bool {
-    value.is_some_and(|v| idemgate_core::decision::answer::is_replayed(&v))
+    value.is_some_and(|v| idemgate_core::answer::is_replayed(&v))
 }
 
 /// The request target that asks the token `endpoint` for a token for `method` and `path`.

@@ -16,14 +16,14 @@
 //!   nothing to hear its answer, or an answer that never came whole) it is never given back but
 //!   left to its lease with the key's claim.
 
+use idemgate_core::answer::HttpAnswer;
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::decision::answer::HttpAnswer;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
+use idemgate_core::guard::ordering::{Ordered, Probe};
 use idemgate_core::guard::{
     Action, Answer, Ask, Capture, Claim, Course, Decision, Event, Guarded, Sent, VerifiedToken,
     Warning,
 };
-use idemgate_core::order::{Ordered, Probe};
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
 use idemgate_core::request::budget::{Budget, Reservation};
 use idemgate_core::request::fingerprint::Fingerprint;

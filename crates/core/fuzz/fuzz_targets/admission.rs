@@ -7,7 +7,7 @@
 //! the header's.
 #![no_main]
 
-use idemgate_core::client::admission::admit;
+use idemgate_core::decision::admission::admit;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::json::{JsonPointer, Value};
 use idemgate_core::request::key::IdempotencyKey;

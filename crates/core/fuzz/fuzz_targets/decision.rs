@@ -19,7 +19,7 @@
 use arbitrary::Arbitrary;
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::client::token::CLOCK_SKEW;
-use idemgate_core::decision::answer::{answer, EdgeAnswer};
+use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::{complete, decide, Completion, Decision, ResponseFacts};
 use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
 use idemgate_core::request::fingerprint::Fingerprint;

@@ -8,7 +8,7 @@
 #![no_main]
 
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::decision::answer::{answer, EdgeAnswer};
+use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::decide;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::fingerprint::Fingerprint;

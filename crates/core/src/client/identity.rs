@@ -9,9 +9,10 @@
 //! `source.address`, which is the connection's only with `use_remote_address: true` (see
 //! `examples/envoy/envoy.yaml`); without it Envoy takes it from `X-Forwarded-For`.
 
+use crate::client::payer::Shares;
+use crate::client::payer::{PayerTag, Payers, Share, PEER_GROUP_SOURCE};
+use crate::client::scope::ScopeSource;
 use crate::client::scope::{scope_hash, QuotaTag, Scope};
-use crate::policy::{Policy, ScopeSource};
-use crate::store::share::{PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use alloc::borrow::ToOwned;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -48,21 +49,17 @@ impl ClientIdentity {
     /// the whole store, the route itself charged nothing).
     pub fn payers<'g>(
         &self,
-        policy: &Policy,
+        shares: &Shares,
         group: impl FnOnce() -> Result<Option<&'g [u8]>, Unreadable>,
         scopes: &ScopeHashes,
         route: Option<Share>,
     ) -> Result<Payers, Unreadable> {
         let tag = |scope: Scope<'_>| scopes.payer_tag(scope);
         if self.verified && self.source != PEER_GROUP_SOURCE {
-            return Ok(policy
-                .shares
-                .payers_tagged(self.scope(), true, None, &tag, route));
+            return Ok(shares.payers_tagged(self.scope(), true, None, &tag, route));
         }
         let group = group()?;
-        Ok(policy
-            .shares
-            .payers_tagged(self.scope(), self.verified, group, &tag, route))
+        Ok(shares.payers_tagged(self.scope(), self.verified, group, &tag, route))
     }
 }
 
@@ -83,8 +80,11 @@ pub trait Facts {
 /// The identity from the first configured source that is present; `None` when none is — the
 /// caller must then not guard the request in a namespace shared with other clients (semantics §2).
 /// Never a source that is not configured, and never the next one because a read failed.
-pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdentity>, Unreadable> {
-    for source in &policy.scope {
+pub fn identify(
+    sources: &[ScopeSource],
+    facts: &dyn Facts,
+) -> Result<Option<ClientIdentity>, Unreadable> {
+    for source in sources {
         let value = match source {
             ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
                 let values: Vec<&[u8]> = facts
@@ -115,8 +115,8 @@ pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdent
 /// The address group the peer belongs to as the shares count it
 /// ([`crate::store::share::Shares::peer_group`]); `None` without an address. The payers of a
 /// record and the hashing budget's part of a stream are both charged to it.
-pub fn peer_group(policy: &Policy, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
-    Ok(peer(facts)?.map(|host| policy.shares.peer_group(&String::from_utf8_lossy(&host))))
+pub fn peer_group(shares: &Shares, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
+    Ok(peer(facts)?.map(|host| shares.peer_group(&String::from_utf8_lossy(&host))))
 }
 
 /// Empty or only whitespace: no identity at all.
@@ -207,6 +207,7 @@ impl ScopeHashes {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::Policy;
     use alloc::collections::BTreeMap as HashMap;
     use alloc::format;
     use alloc::string::ToString;
@@ -282,14 +283,14 @@ mod tests {
     #[test]
     fn first_present_source_wins() {
         let policy = Policy::defaults(); // authorization, then peer
-        let id = identify(&policy, &fake(&[("authorization", "Bearer a")]))
+        let id = identify(&policy.scope, &fake(&[("authorization", "Bearer a")]))
             .unwrap()
             .unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("header:authorization", &b"Bearer a"[..])
         );
-        let id = identify(&policy, &fake(&[])).unwrap().unwrap();
+        let id = identify(&policy.scope, &fake(&[])).unwrap().unwrap();
         assert_eq!(
             (id.source.as_str(), id.value.as_slice()),
             ("peer", &b"10.1.2.3"[..])
@@ -300,21 +301,21 @@ mod tests {
     fn a_source_that_is_not_configured_is_never_used() {
         // Before issue 14 this fell back to the peer address.
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
-        assert_eq!(identify(&policy, &fake(&[])), Ok(None));
+        assert_eq!(identify(&policy.scope, &fake(&[])), Ok(None));
     }
 
     #[test]
     fn blank_values_are_absent() {
         let policy = Policy::defaults(); // authorization, then peer
         for blank in ["", " ", "\t  "] {
-            let id = identify(&policy, &fake(&[("authorization", blank)]))
+            let id = identify(&policy.scope, &fake(&[("authorization", blank)]))
                 .unwrap()
                 .unwrap();
             assert_eq!(id.source, "peer", "{blank:?}");
         }
         // A blank value next to a real one is dropped, the real one counts.
         let id = identify(
-            &policy,
+            &policy.scope,
             &fake(&[("authorization", ""), ("authorization", "b")]),
         )
         .unwrap()
@@ -326,7 +327,7 @@ mod tests {
         facts
             .properties
             .insert("metadata.sub".into(), b"  ".to_vec());
-        assert_eq!(identify(&policy, &facts), Ok(None));
+        assert_eq!(identify(&policy.scope, &facts), Ok(None));
     }
 
     #[test]
@@ -334,11 +335,11 @@ mod tests {
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
         let mut facts = fake(&[]);
         facts.properties.clear();
-        assert_eq!(identify(&policy, &facts), Ok(None));
+        assert_eq!(identify(&policy.scope, &facts), Ok(None));
         facts
             .properties
             .insert("source.address".into(), b"".to_vec());
-        assert_eq!(identify(&policy, &facts), Ok(None));
+        assert_eq!(identify(&policy.scope, &facts), Ok(None));
     }
 
     #[test]
@@ -349,7 +350,7 @@ mod tests {
         facts
             .properties
             .insert("metadata.sub".into(), b"alice".to_vec());
-        let id = identify(&policy, &facts).unwrap().unwrap();
+        let id = identify(&policy.scope, &facts).unwrap().unwrap();
         assert_eq!(id.value, b"alice");
         assert!(id.source.starts_with("property:"));
     }
@@ -368,17 +369,17 @@ mod tests {
             .properties
             .insert("metadata.sub".into(), b"alice".to_vec());
         facts.failing.push("metadata.sub".into());
-        assert_eq!(identify(&policy, &facts), Err(Unreadable));
+        assert_eq!(identify(&policy.scope, &facts), Err(Unreadable));
         // The peer's address, read for the payers: a failure is not "no address".
         let mut facts = fake(&[("authorization", "Bearer a")]);
         let policy = Policy::defaults();
-        let id = identify(&policy, &facts).unwrap().unwrap();
+        let id = identify(&policy.scope, &facts).unwrap().unwrap();
         facts.failing.push("source.address".into());
         assert_eq!(
             id.payers(
-                &policy,
+                &policy.shares,
                 // The group's read fails: that failure is the payers', never "no group".
-                || peer_group(&policy, &facts).map(|_| None),
+                || peer_group(&policy.shares, &facts).map(|_| None),
                 &ScopeHashes::default(),
                 None
             ),
@@ -386,7 +387,9 @@ mod tests {
         );
         assert_eq!(
             identify(
-                &Policy::from_json(r#"{"scope":["peer"]}"#, &|_| None).unwrap(),
+                &Policy::from_json(r#"{"scope":["peer"]}"#, &|_| None)
+                    .unwrap()
+                    .scope,
                 &facts
             ),
             Err(Unreadable)
@@ -399,10 +402,10 @@ mod tests {
         let payers = |shares: &str| {
             let policy =
                 Policy::from_json(&format!(r#"{{"shares": {shares}}}"#), &|_| None).unwrap();
-            let id = identify(&policy, &facts).unwrap().unwrap();
-            let group = peer_group(&policy, &facts).unwrap();
+            let id = identify(&policy.scope, &facts).unwrap().unwrap();
+            let group = peer_group(&policy.shares, &facts).unwrap();
             id.payers(
-                &policy,
+                &policy.shares,
                 || Ok(group.as_deref()),
                 &ScopeHashes::default(),
                 None,

@@ -6,6 +6,10 @@
 use crate::hash::{to_hex, PartsHasher};
 use crate::request::key::IdempotencyKey;
 use alloc::string::String;
+use alloc::vec::Vec;
+
+/// Scope label of callback routes: the route, not the caller, owns the delivery ids.
+pub const ROUTE_SCOPE_SOURCE: &str = "route";
 
 /// Version tag of the storage-key preimage; bump it if the part list or the layout ever changes.
 /// v2: bytes 4..8 carry the [`QuotaTag`].
@@ -248,5 +252,50 @@ mod tests {
         assert_ne!(p.quota_tag(), a1.quota_tag());
         // Cells are still chosen by the key's own hash, not by the scope.
         assert_ne!(a1.0[..4], a2.0[..4]);
+    }
+}
+
+/// Where the client identity for scoping comes from; the first source present is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeSource {
+    /// A request header (hashed, never stored in clear), e.g. `authorization`, `x-api-key`: the
+    /// client's own word.
+    Header(String),
+    /// A header the operator declares Envoy sets (`jwt_authn`'s `claim_to_headers`, an
+    /// `ext_authz` response header), overwriting whatever the client sent.
+    VerifiedHeader(String),
+    /// A host property path, e.g. a JWT claim in Envoy's dynamic metadata.
+    Property(Vec<String>),
+    /// The downstream peer address.
+    Peer,
+}
+
+impl ScopeSource {
+    /// The `source` part of the storage key. A header is the same source whether or not it is
+    /// declared verified, so declaring it does not move any record.
+    pub fn label(&self) -> String {
+        match self {
+            ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
+                alloc::format!("header:{name}")
+            }
+            ScopeSource::Property(path) => alloc::format!("property:{}", path.join("\u{1f}")),
+            ScopeSource::Peer => String::from("peer"),
+        }
+    }
+
+    /// Whether something other than the client established the identity: a header
+    /// declared verified, or what an earlier filter put in dynamic metadata (`metadata`, e.g.
+    /// `jwt_authn`'s payload) or filter state (`filter_state`, e.g. `ext_authz`). Any other
+    /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
+    /// `source.port`): records of an unverified scope are charged to the peer too
+    /// ([`crate::store::share`]).
+    pub fn is_verified(&self) -> bool {
+        match self {
+            ScopeSource::Header(_) => false,
+            ScopeSource::VerifiedHeader(_) | ScopeSource::Peer => true,
+            ScopeSource::Property(path) => path
+                .first()
+                .is_some_and(|first| first == "metadata" || first == "filter_state"),
+        }
     }
 }

@@ -43,7 +43,7 @@ pub const ISSUE_PATH: &str = "/.idemgate/token";
 #[must_use]
 pub fn issue_target(endpoint: &str, method: &str, path_and_query: &str) -> String {
     let method = crate::request::target::sent_method(method);
-    let path = crate::policy::path_without_query(path_and_query);
+    let path = crate::request::target::path_without_query(path_and_query);
     let mut out = String::with_capacity(endpoint.len() + method.len() + path.len() * 3 + 14);
     out.push_str(endpoint);
     out.push_str(if endpoint.contains('?') {
@@ -403,7 +403,7 @@ mod tests {
             let target = issue_target(&alloc::format!("/t{query}"), &method, &path);
             let read = issued_for(&target);
             // The query (from `?` or `#`) is not sent: a token binds the path alone.
-            let bound = crate::policy::path_without_query(&path).into();
+            let bound = crate::request::target::path_without_query(&path).into();
             proptest::prop_assert_eq!(
                 read,
                 Some(IssueFor { method: method.to_ascii_uppercase(), path: bound })

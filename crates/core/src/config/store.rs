@@ -1,9 +1,9 @@
 //! The `store` section compiled: the local store (the default), or the remote store service with
-//! the secrets that seal its answers (issue 24, [`crate::store::seal`]).
+//! the secrets that seal its answers (issue 24, [`crate::record::seal`]).
 
 use super::{copy, defaults, invalid, shown, span, Config, Refusal, StoreBackendConfig};
 use crate::policy::StoreKind;
-use crate::store::seal::{RecordSecrets, SealError, MIN_SECRET_LEN};
+use crate::record::seal::{RecordSecrets, SealError, MIN_SECRET_LEN};
 use alloc::string::String;
 use alloc::vec::Vec;
 

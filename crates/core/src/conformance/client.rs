@@ -4,7 +4,7 @@
 //! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}`
 //!   ([`crate::browser::intent`]);
 //! - `{"op":"replayed","value": text or null}` → whether it marks a replay
-//!   ([`crate::decision::answer`]);
+//!   ([`crate::answer`]);
 //! - `{"op":"reuses_key","held": fp or null,"payload": fp or null,"held_if_match"?: etag or null,
 //!   "if_match"?: etag or null}` → bool;
 //! - `{"op":"token_target","endpoint":..,"method":..,"path":..}` → the request target
@@ -28,9 +28,9 @@ pub fn eval(input: &Value) -> Outcome {
             let settled = crate::browser::intent::settle(status(input)?);
             object! { "event" => settled.event(), "keeps_key" => settled.keeps_key() }
         }
-        "replayed" => Value::from(
-            opt_str_field(input, "value")?.is_some_and(crate::decision::answer::is_replayed),
-        ),
+        "replayed" => {
+            Value::from(opt_str_field(input, "value")?.is_some_and(crate::answer::is_replayed))
+        }
         "reuses_key" => Value::from(crate::browser::intent::reuses_key(
             opt_str_field(input, "held")?,
             opt_str_field(input, "payload")?,

@@ -6,8 +6,8 @@
 
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{complete, Completion, ResponseFacts};
+use crate::record::{InFlight, OwnerToken, StoredBody};
 use crate::request::json::Value;
-use crate::store::record::{InFlight, OwnerToken, StoredBody};
 use crate::time::UnixMillis;
 use alloc::string::String;
 

@@ -11,20 +11,18 @@
 //! the relay budget: `{"decision": "detach"}` (sent), or `"release"` with its answer (not sent,
 //! the claim released).
 
+use crate::answer::{answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
 use crate::client::scope::StorageKey;
 use crate::client::signature::SignatureError;
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
-use crate::decision::answer::{
-    answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER,
-};
 use crate::decision::{decide, decide_late, Decision, ResponseFacts};
 use crate::guard::{Action, Answer, Claim, Course, Guarded};
 use crate::policy::{Policy, RouteKind};
-use crate::request::budget::{Budget, Limits, Reservation};
+use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
+use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::Fingerprint;
 use crate::request::json::Value;
 use crate::store::protocol::ClaimOutcome;
-use crate::store::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::store::share::Payers;
 use crate::time::UnixMillis;
 use alloc::format;
@@ -165,7 +163,7 @@ fn detached(policy: &Policy, relay: &Value) -> Outcome {
         .ok_or_else(|| bad("in_flight"))?
     {
         let mut exchange = part(peer.as_str().ok_or_else(|| bad("in_flight"))?);
-        if !exchange.grow(policy.max_relay_body, Limits::relay(policy)) {
+        if !exchange.grow(policy.max_relay_body, policy.relay_limits()) {
             return Err(bad("in_flight"));
         }
         held.push(exchange);

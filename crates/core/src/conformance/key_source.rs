@@ -1,10 +1,10 @@
 //! Group `key_source`: input `{"route": {route config with key_from/key}, "headers"?: [[name,
 //! value], ...], "body"|"body_hex", "chunks"?}`; output the key the route's admission finds (a
 //! string, or `null` when there is none and none is required), else the refusal's code
-//! (`crate::client::admission`, `crate::request::key_source`).
+//! (`crate::decision::admission`, `crate::request::key_source`).
 
-use crate::client::admission::admit;
 use crate::conformance::{bytes_field, header_pairs, split_chunks, Outcome};
+use crate::decision::admission::admit;
 use crate::policy::Policy;
 use crate::request::json::Value;
 use crate::time::UnixMillis;

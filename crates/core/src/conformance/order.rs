@@ -16,16 +16,16 @@
 //! A record R is `{"state","version","expires_at","claim":{"owner":n,"lease_until","version"}|null,
 //! "early":[[event, first_seen], ..]}`; an owner `n` is the token of 16 bytes `n`.
 
+use crate::answer::order::{order_answer, OrderAnswer};
 use crate::conformance::{str_field, u64_field, Outcome};
-use crate::decision::answer::order::{order_answer, OrderAnswer};
 use crate::order::transition::DeclaredTable;
 use crate::order::{
     begin, creates, settle, Begin, BeginOutcome, OrderFacts, OrderRule, Precondition,
     PreconditionProblem, Resource, ResourceClaim, SettleOutcome, ORDER_HEADER,
 };
+use crate::record::OwnerToken;
 use crate::request::json::{JsonPointer, Value};
 use crate::request::key_source::KeySource;
-use crate::store::record::OwnerToken;
 use crate::time::{Span, UnixMillis};
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;

@@ -4,8 +4,8 @@
 
 use crate::conformance::{bytes_field, Outcome};
 use crate::hash::to_hex;
+use crate::record::{Bucket, Record, StoredBody};
 use crate::request::json::Value;
-use crate::store::record::{Bucket, Record, StoredBody};
 use alloc::string::String;
 use alloc::vec::Vec;
 

@@ -8,7 +8,7 @@
 //! over. A body over `max_response_body` is passed on but not kept: the answer completes the key
 //! without a replayable body (the core's decision says what that means).
 
-use crate::decision::answer::parse_status;
+use crate::answer::parse_status;
 use crate::decision::ResponseFacts;
 use crate::policy::Policy;
 use alloc::borrow::ToOwned;

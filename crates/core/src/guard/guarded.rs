@@ -31,15 +31,15 @@
 use super::{
     after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken,
 };
+use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
-use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::order::{applies, settlement, Ordered};
+use crate::guard::ordering::{applies, settlement, Ordered};
 use crate::policy::{Policy, RouteKind};
-use crate::request::budget::{Limits, Reservation};
+use crate::record::OwnerToken;
+use crate::request::budget::Reservation;
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use crate::store::record::OwnerToken;
 use crate::store::share::{Payers, ShareRefusal};
 use crate::time::{Span, UnixMillis};
 use alloc::boxed::Box;
@@ -275,7 +275,7 @@ impl<O, H> Queue<O, H> {
 fn relay<H>(mut kept: Kept<H>, policy: &Policy) -> Option<Kept<H>> {
     let fits = kept
         .relay
-        .grow(policy.max_relay_body, Limits::relay(policy));
+        .grow(policy.max_relay_body, policy.relay_limits());
     fits.then_some(kept)
 }
 

@@ -11,17 +11,17 @@ use super::{
     asks_for_token, check_token, issue_token, refused, start, unscoped, Events, Guarded, Intake,
     Intaking, Start, VerifiedToken,
 };
-use crate::client::admission::admit;
+use crate::answer::order::{order_answer, OrderAnswer};
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::client::identity::{
     identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable,
 };
-use crate::decision::answer::order::{order_answer, OrderAnswer};
-use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
-use crate::order::Probe;
+use crate::decision::admission::admit;
+use crate::guard::ordering::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
+use crate::record::OwnerToken;
 use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::FingerprintBuilder;
-use crate::store::record::OwnerToken;
 use crate::store::share::Payers;
 use crate::time::UnixMillis;
 use alloc::borrow::ToOwned;
@@ -159,7 +159,12 @@ where
     };
     let admission = match admit(route, &|name: &str| facts.header_values(name), now) {
         Ok(admission) => admission,
-        Err(refusal) => return (Headed::Answer(refusal.answer()), refused(&refusal)),
+        Err(refusal) => {
+            return (
+                Headed::Answer(crate::answer::refusal(&refusal)),
+                refused(&refusal),
+            )
+        }
     };
     // A callback route is its own scope (the provider is the client). Never the next scope
     // source because a read failed: a failure would then pick the namespace. Only a signed
@@ -171,7 +176,7 @@ where
             value: scope.value.to_vec(),
             verified: route.signature.is_some(),
         }),
-        None => match identify(policy, &facts) {
+        None => match identify(&policy.scope, &facts) {
             Ok(client) => client,
             Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
         },
@@ -179,7 +184,12 @@ where
     let payers = match &client {
         // Not "no address" on a failed read: the record would go uncharged to the address.
         Some(client) => {
-            match client.payers(policy, || facts.group(policy), host.scopes(), route.share) {
+            match client.payers(
+                &policy.shares,
+                || facts.group(policy),
+                host.scopes(),
+                route.share,
+            ) {
                 Ok(payers) => payers,
                 Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
             }
@@ -259,7 +269,7 @@ where
     I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
     H: Host,
 {
-    let client = match identify(policy, facts) {
+    let client = match identify(&policy.scope, facts) {
         Ok(Some(client)) => client,
         Ok(None) => return unscoped_request(policy),
         Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
@@ -317,7 +327,7 @@ where
     /// The peer's address group ([`peer_group`]), worked out once: the payers and a body's
     /// hashing budget both charge it.
     fn group(&self, policy: &Policy) -> Result<Option<&[u8]>, Unreadable> {
-        match self.group.get_or_init(|| peer_group(policy, self)) {
+        match self.group.get_or_init(|| peer_group(&policy.shares, self)) {
             Ok(group) => Ok(group.as_deref()),
             Err(Unreadable) => Err(Unreadable),
         }

@@ -11,11 +11,11 @@
 //! fingerprint is finished (a refusal names the key's problem first).
 
 use super::{refused, Event, Events};
-use crate::client::admission::{Admission, Refusal};
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::client::identity::ClientIdentity;
 use crate::client::scope::{QuotaTag, Scope, StorageKey};
 use crate::client::signature::Freshness;
-use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::decision::admission::{Admission, Refusal};
 use crate::policy::Policy;
 use crate::request::budget::{Limits, Reservation};
 use crate::request::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
@@ -106,13 +106,13 @@ pub enum BodyRefusal {
 }
 
 impl BodyRefusal {
-    /// The answer the host sends (the mapping lives in [`crate::decision::answer`]).
+    /// The answer the host sends (the mapping lives in [`crate::answer`]).
     pub fn answer(&self) -> HttpAnswer {
         match self {
             BodyRefusal::TooLarge { limit } => answer(&EdgeAnswer::BodyTooLarge { limit: *limit }),
             BodyRefusal::OverBudget => answer(&EdgeAnswer::HashingBudgetExceeded),
             BodyRefusal::Invalid(e) => answer(&EdgeAnswer::InvalidBody(e)),
-            BodyRefusal::Admission(refusal) => refusal.answer(),
+            BodyRefusal::Admission(refusal) => crate::answer::refusal(refusal),
         }
     }
 
@@ -171,7 +171,7 @@ impl Intake {
             fingerprint,
             seen: 0,
             limit: policy.max_request_body,
-            budget: Limits::hashing(policy),
+            budget: policy.hashing_limits(),
             copies: 1 + u64::from(keeps) + host_copies,
         }
     }

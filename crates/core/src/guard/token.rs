@@ -5,10 +5,11 @@
 //! clock, read only when a token is required — and carries out the answer.
 
 use super::{Event, Events};
+use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::client::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use crate::client::token::{issue, issued_for, verify, IssueFor, TokenError};
-use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
-use crate::policy::{path_without_query, Policy, Route, TokenRequirement};
+use crate::policy::{Policy, Route, TokenRequirement};
+use crate::request::target::path_without_query;
 use crate::time::UnixMillis;
 
 /// Whether a `method` request for `path` (query allowed) asks the policy's issuing endpoint for a

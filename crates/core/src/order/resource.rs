@@ -7,70 +7,13 @@
 //! change to write. A claim whose lease has ended is free: a host that died between `begin` and
 //! `settle` holds the resource for one lease at most.
 
+use crate::client::payer::ShareRefusal;
 use crate::order::transition::{Arrival, DeclaredTable, TransitionError};
-use crate::store::record::OwnerToken;
-use crate::store::seal::Seal;
-use crate::store::share::ShareRefusal;
+use crate::record::resource::{Resource, ResourceClaim};
+use crate::record::OwnerToken;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
 use alloc::vec::Vec;
-
-/// The state a resource is in, as the edge keeps it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Resource {
-    pub state: String,
-    /// Bumped by every transition; a settle lands only on the version its claim was made at.
-    pub version: u64,
-    /// The event being forwarded for this resource, if any.
-    pub claim: Option<ResourceClaim>,
-    /// Early events (by type) and when the edge first saw each: what `forward_after` counts from.
-    pub early: Vec<(String, UnixMillis)>,
-    /// The record's end (the route's `ttl` after its last change).
-    pub expires_at: UnixMillis,
-    /// The remote store's MAC over the key, state and version, made by the filter that advanced
-    /// the state ([`crate::store::seal`]); `None` on the local store and before the first
-    /// transition.
-    pub seal: Option<Seal>,
-}
-
-/// A resource's state as the remote store read it for a begin, with its seal: the filter checks
-/// it ([`crate::store::seal::RecordSecrets::check_state`]) before it acts on the store's outcome.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReadState {
-    pub state: String,
-    pub version: u64,
-    pub seal: Option<Seal>,
-}
-
-/// An event in flight for a resource.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResourceClaim {
-    pub owner: OwnerToken,
-    /// After this the claim is free (its host is gone or its upstream never answered).
-    pub lease_until: UnixMillis,
-    /// The resource's version when it was claimed: the settle's compare-and-set.
-    pub version: u64,
-}
-
-impl Resource {
-    /// The state, version and seal, as a begin's answer carries them.
-    pub fn read_state(&self) -> ReadState {
-        ReadState {
-            state: self.state.clone(),
-            version: self.version,
-            seal: self.seal,
-        }
-    }
-
-    /// The claim that still holds the resource at `now`.
-    pub fn live_claim(&self, now: UnixMillis) -> Option<&ResourceClaim> {
-        self.claim.as_ref().filter(|c| now < c.lease_until)
-    }
-
-    /// How many early events a record remembers (a table names few event types; this bounds a
-    /// record whatever the table).
-    pub const MAX_EARLY: usize = 32;
-}
 
 /// What [`begin`] needs besides the record.
 #[derive(Debug, Clone, Copy)]

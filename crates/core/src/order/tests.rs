@@ -1,9 +1,9 @@
-use super::local::{BeginEvent, SettleEvent};
 use super::*;
-use crate::decision::answer::order::{order_answer, OrderAnswer};
+use crate::answer::order::{order_answer, OrderAnswer};
+use crate::record::{Bucket, OwnerToken, Record};
 use crate::request::json::JsonPointer;
+use crate::store::ordering::{BeginEvent, SettleEvent};
 use crate::store::protocol::run;
-use crate::store::record::{Bucket, OwnerToken, Record};
 use crate::store::MemoryStore;
 use crate::time::UnixMillis;
 use alloc::format;
@@ -307,7 +307,7 @@ fn a_resource_record_round_trips_in_a_bucket() {
     // A sealed one beside it: its own tag, so an unsealed record's bytes are what they were
     // before states were sealed (and such a record reads as unsealed).
     let sealed = Resource {
-        seal: Some(crate::store::seal::Seal([4; 32])),
+        seal: Some(crate::record::seal::Seal([4; 32])),
         ..record
     };
     bucket.put(StorageKey([2; 32]), Record::Resource(sealed));
@@ -330,7 +330,7 @@ fn settling_an_applied_event_drops_the_seal_of_the_state_it_left() {
             version: 1,
         }),
         early: Vec::new(),
-        seal: Some(crate::store::seal::Seal([4; 32])),
+        seal: Some(crate::record::seal::Seal([4; 32])),
         expires_at: T0.after(Span::from_secs(60)),
     };
     let ttl = Span::from_secs(60);
@@ -463,7 +463,7 @@ fn preconditions() {
         Err(PreconditionProblem::Malformed)
     );
     // Each problem is its own event for a host to count.
-    use crate::guard::Event;
+    use crate::events::Event;
     let events = |problem: PreconditionProblem| problem.events().iter().collect::<Vec<_>>();
     assert_eq!(
         events(PreconditionProblem::Required),

@@ -36,7 +36,6 @@
 //! any other way. An exchange that does not fit is answered 503 `relay_budget_exceeded` and its
 //! claim released: nothing was forwarded, so the retry runs.
 
-use crate::policy::Policy;
 use alloc::rc::Rc;
 use alloc::vec::Vec;
 use core::cell::{Cell, RefCell};
@@ -107,24 +106,6 @@ impl Budget {
 pub struct Limits {
     pub total: u64,
     pub per_peer: u64,
-}
-
-impl Limits {
-    /// `hashing_budget` and `hashing_budget_per_peer`.
-    pub fn hashing(policy: &Policy) -> Limits {
-        Limits {
-            total: policy.hashing_budget,
-            per_peer: policy.hashing_budget_per_peer,
-        }
-    }
-
-    /// `relay_budget` and `relay_budget_per_peer`.
-    pub fn relay(policy: &Policy) -> Limits {
-        Limits {
-            total: policy.relay_budget,
-            per_peer: policy.relay_budget_per_peer,
-        }
-    }
 }
 
 /// One stream's share of the budget (or a part split off it), charged to its peer group.

@@ -11,10 +11,10 @@
 use crate::client::scope::StorageKey;
 use crate::decision::{stored_until, verdict, ResponseFacts, Verdict};
 use crate::policy::Policy;
+use crate::record::seal::SealError;
+use crate::record::{Bucket, DecodeError, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::request::fingerprint::Fingerprint;
-use crate::store::record::{Bucket, DecodeError, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::store::rule::{self, Change};
-use crate::store::seal::SealError;
 use crate::store::share::{self, Bill, Charge, Payers, ShareRefusal, Space};
 use crate::store::{Expect, Layout, Snapshot, Store, StoreError, WriteOutcome};
 use crate::time::{Span, UnixMillis};
@@ -66,7 +66,7 @@ pub enum ProtocolError {
     /// A reply that does not answer the request made (a host bug).
     UnexpectedReply,
     /// The remote store holds a completed answer for the key whose seal does not check out
-    /// ([`crate::store::seal`]): planted or altered by whoever reached the engine or the service.
+    /// ([`crate::record::seal`]): planted or altered by whoever reached the engine or the service.
     /// Never replayed, and not a store failure either: see [`ProtocolError::allows_failure_mode`].
     Tampered(SealError),
 }
@@ -85,7 +85,7 @@ impl ProtocolError {
     /// Whether the configured failure mode (`on_store_error`) may answer for this error. Not for
     /// a tampered record: the store says the key's request completed, so passing it through could
     /// run it a second time, and replaying it would send what an attacker planted. The client gets
-    /// the core's `record_corrupt` answer instead ([`crate::decision::answer`]).
+    /// the core's `record_corrupt` answer instead ([`crate::answer`]).
     pub fn allows_failure_mode(&self) -> bool {
         !matches!(self, ProtocolError::Tampered(_))
     }

@@ -6,9 +6,9 @@
 //! — a cell's room, a share's charge, an engine's version and clock — is the store's own business.
 
 use crate::decision::{completed_record, decide_late, decide_with, Decision, Verdict};
+use crate::record::{OwnerToken, Record};
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use crate::store::record::{OwnerToken, Record};
 use crate::store::share::Payers;
 use crate::time::{Span, UnixMillis};
 

@@ -3,7 +3,7 @@
 //! the relay the client's stream gets if it still exists.
 
 use super::*;
-use idemgate_core::order::settlement;
+use idemgate_core::guard::ordering::settlement;
 
 /// Where a callout's answer came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub fn answered(
             relay
                 .answer
                 .headers
-                .push(idemgate_core::decision::answer::order::applied_header());
+                .push(idemgate_core::answer::order::applied_header());
         }
     }
     relay

@@ -5,13 +5,13 @@
 //! takes no chunk: its body ends at once.
 
 use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
+use crate::answer::{answer, EdgeAnswer};
 use crate::client::signature::Freshness;
-use crate::decision::answer::{answer, EdgeAnswer};
+use crate::guard::ordering::Probe;
 use crate::guard::{BodyRefusal, Course, Intake, Taken, VerifiedToken};
-use crate::order::Probe;
 use crate::policy::{Policy, RouteKind};
+use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
-use crate::store::record::OwnerToken;
 use crate::store::share::Payers;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
@@ -237,9 +237,9 @@ impl<O, H> Guarded<O, H> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::admission::admit;
     use crate::client::identity::ClientIdentity;
     use crate::client::scope::QuotaTag;
+    use crate::decision::admission::admit;
     use crate::guard::{start, Answer, Start};
     use crate::request::budget::Budget;
     use crate::request::fingerprint::FingerprintBuilder;

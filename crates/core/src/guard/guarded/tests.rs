@@ -1,10 +1,11 @@
 //! The machine driven through each path a request can take, as a host would drive it.
 
 use super::*;
-use crate::order::{OrderRule, Probe};
+use crate::guard::ordering::Probe;
+use crate::order::OrderRule;
 use crate::policy::FailureMode;
+use crate::record::{StoredBody, StoredResponse};
 use crate::request::budget::Budget;
-use crate::store::record::{StoredBody, StoredResponse};
 use crate::store::StoreError;
 use alloc::rc::Rc;
 use alloc::string::String;
@@ -296,7 +297,7 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
         let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
         // The exchange's answer is reserved from the relay budget before it is sent.
         let mut reserved = relay(&Rc::new(Budget::default()), "10.0.0.1");
-        assert!(reserved.grow(policy.max_relay_body, Limits::relay(&policy)));
+        assert!(reserved.grow(policy.max_relay_body, policy.relay_limits()));
         assert_eq!(
             acts,
             [Action::Detach {

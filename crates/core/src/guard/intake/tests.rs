@@ -1,6 +1,6 @@
 use super::*;
-use crate::client::admission::admit;
 use crate::client::identity::ClientIdentity;
+use crate::decision::admission::admit;
 use crate::guard::Event;
 use crate::request::budget::{Budget, Reservation};
 use crate::time::UnixMillis;

@@ -15,7 +15,7 @@ use super::stored::{ValueVersion, VERSION_LEN};
 use super::wire::WireError;
 use crate::client::scope::{QuotaTag, StorageKey};
 use crate::hash::PartsHasher;
-use crate::store::record::DecodeError;
+use crate::record::DecodeError;
 use crate::store::share::ledger::{Ledger, Usage};
 use crate::store::share::{Fill, OverShare, PayerTag, Share, ShareRefusal, Space};
 use crate::time::UnixMillis;
@@ -69,7 +69,7 @@ impl Job {
         usage.prune(now);
         match *self {
             Job::Charge { tag, share, space } => {
-                let refusal = share.map(|share| ShareRefusal::of(tag, usage, share));
+                let refusal = share.map(|share| ShareRefusal::of(tag, usage.records(), share));
                 match (usage.charge(share, space, now), refusal) {
                     (Err(retry_after), Some(refusal)) => Err(OverShare {
                         retry_after,

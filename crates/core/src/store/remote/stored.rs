@@ -1,7 +1,7 @@
 //! The value one engine key holds: a version, then the record.
 //!
 //! ```text
-//! value = version(16) bucket        bucket = the record codec of `crate::store::record`, one entry
+//! value = version(16) bucket        bucket = the record codec of `crate::record`, one entry
 //! ```
 //!
 //! The version is what the compare-and-set compares (the service's script checks the first
@@ -15,7 +15,7 @@
 
 use super::wire::WireError;
 use crate::client::scope::StorageKey;
-use crate::store::record::{Bucket, Record};
+use crate::record::{Bucket, Record};
 use crate::time::UnixMillis;
 use alloc::vec::Vec;
 
@@ -61,9 +61,7 @@ impl StoredValue {
                 })
             }
             // Empty, or more than one record: not what this protocol writes.
-            _ => Err(WireError::Record(
-                crate::store::record::DecodeError::BadMagic,
-            )),
+            _ => Err(WireError::Record(crate::record::DecodeError::BadMagic)),
         }
     }
 }
@@ -102,8 +100,8 @@ pub fn cache_hold(key: &StorageKey, bytes: &[u8]) -> Option<CacheHold> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::{Completed, InFlight, OwnerToken, StoredBody, StoredResponse};
     use crate::request::fingerprint::Fingerprint;
-    use crate::store::record::{Completed, InFlight, OwnerToken, StoredBody, StoredResponse};
 
     fn value(key: &StorageKey, record: Record) -> Vec<u8> {
         StoredValue {

@@ -17,7 +17,7 @@
 //! response body of a refusal for a share: retry_after_ms(8) refusal (`bill` module)
 //! response body of a replay or a stored answer:
 //!   status(2) header_count(2) { name_len(2) name value_len(2) value }* kept(1) [ body_len(4) body ]
-//!   sealed(1) [ seal(32) ]  (the filter's MAC over the answer and its key: `crate::store::seal`)
+//!   sealed(1) [ seal(32) ]  (the filter's MAC over the answer and its key: `crate::record::seal`)
 //! ```
 //!
 //! Decoders take untrusted bytes (a garbage reply from a broken service, a hostile client of the
@@ -27,12 +27,10 @@
 use crate::client::scope::StorageKey;
 use crate::codec::{Reader, Writer};
 use crate::decision::{safe_header, MAX_STORED_HEADERS};
+use crate::record::seal::Seal;
+use crate::record::{is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse};
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
-use crate::store::record::{
-    is_storable_status, DecodeError, OwnerToken, StoredBody, StoredResponse,
-};
-use crate::store::seal::Seal;
 use crate::store::share::{Billed, Fill, FillShard};
 use crate::store::StoreError;
 use crate::time::{Span, UnixMillis};
@@ -396,7 +394,10 @@ pub enum Response {
     Consume(ConsumeOutcome),
     /// The ordering guard's begin ([`crate::order::BeginOutcome`]), and the state it was decided
     /// on, as read (`None`: no live record), for the filter to check its seal.
-    Begin(crate::order::BeginOutcome, Option<crate::order::ReadState>),
+    Begin(
+        crate::order::BeginOutcome,
+        Option<crate::record::resource::ReadState>,
+    ),
     /// The ordering guard's settle ([`crate::order::SettleOutcome`]).
     Settle(crate::order::SettleOutcome),
     Failed(Failure),
@@ -559,7 +560,13 @@ impl Response {
 
     pub fn into_begin(
         self,
-    ) -> Result<(crate::order::BeginOutcome, Option<crate::order::ReadState>), ProtocolError> {
+    ) -> Result<
+        (
+            crate::order::BeginOutcome,
+            Option<crate::record::resource::ReadState>,
+        ),
+        ProtocolError,
+    > {
         match self {
             Response::Begin(outcome, read) => Ok((outcome, read)),
             other => Err(other.unexpected()),

@@ -12,7 +12,7 @@
 use super::{PayerTag, Share, Space};
 use crate::codec::{Reader, Writer};
 use crate::policy::RECORD_OVERHEAD;
-use crate::store::record::DecodeError;
+use crate::record::DecodeError;
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
 

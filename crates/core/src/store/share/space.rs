@@ -2,7 +2,7 @@
 //! what a share counts, for every kind of record, in both stores.
 
 use crate::policy::RECORD_OVERHEAD;
-use crate::store::record::{InFlight, Record, StoredBody, StoredResponse};
+use crate::record::{InFlight, Record, StoredBody, StoredResponse};
 use crate::time::UnixMillis;
 
 /// The space one record takes in its payers' usage: until when, and how many bytes.

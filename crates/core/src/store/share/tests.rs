@@ -1,4 +1,5 @@
 use super::*;
+use crate::client::scope::Scope;
 use crate::policy::Capacity;
 use crate::store::MemoryStore;
 use alloc::vec::Vec;

@@ -19,10 +19,10 @@ use super::{span, ttl, Request, Response, WireError};
 use crate::client::scope::StorageKey;
 use crate::codec::{Reader, Writer};
 use crate::order::transition::DeclaredTable;
-use crate::order::ReadState;
 use crate::order::{BeginOutcome, SettleOutcome};
-use crate::store::record::{DecodeError, OwnerToken};
-use crate::store::seal::Seal;
+use crate::record::resource::ReadState;
+use crate::record::seal::Seal;
+use crate::record::{DecodeError, OwnerToken};
 use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -315,7 +315,7 @@ pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Respons
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::record::Record;
+    use crate::record::Record;
     use crate::store::remote::exchange::{apply, Change};
     use crate::store::share::{
         Billed, Fill, FillShard, PayerTag, Share, ShareReason, ShareRefusal,

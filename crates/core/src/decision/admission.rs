@@ -15,7 +15,6 @@
 
 use crate::client::scope::Scope;
 use crate::client::signature::{Freshness, SignatureCheck, SignatureError};
-use crate::decision::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::decision::ResponseFacts;
 use crate::policy::{KeyRequirement, PassThrough, Route, RouteKind};
 use crate::request::key::{IdempotencyKey, KeyError};
@@ -25,8 +24,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-/// Scope label of callback routes: the route, not the caller, owns the delivery ids.
-pub const ROUTE_SCOPE_SOURCE: &str = "route";
+pub use crate::client::scope::ROUTE_SCOPE_SOURCE;
 
 /// Why a request is refused before it is claimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,16 +57,6 @@ impl Refusal {
             Refusal::MissingKey { .. } => "key_missing",
             Refusal::Signature(e) => e.code(),
             Refusal::Source(e) => e.code(),
-        }
-    }
-
-    /// The HTTP answer (the mapping lives in [`crate::decision::answer`]).
-    pub fn answer(&self) -> HttpAnswer {
-        match self {
-            Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
-            Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
-            Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
-            Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
         }
     }
 }
@@ -614,7 +602,7 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(batch.code(), "cloudevents_batch_unsupported");
-        assert_eq!(batch.answer().status, 415);
+        assert_eq!(crate::answer::refusal(&batch).status, 415);
         let push = Policy {
             routes: vec![policy.routes[1].clone()],
             ..policy.clone()
@@ -637,7 +625,7 @@ mod tests {
         );
         let unreadable = run_admission(&push.routes[0], "raw payload").unwrap_err();
         assert_eq!(unreadable.code(), "key_body_unreadable");
-        assert_eq!(unreadable.answer().status, 400);
+        assert_eq!(crate::answer::refusal(&unreadable).status, 400);
     }
 
     fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {

@@ -4,11 +4,12 @@
 
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
+use crate::decision::admission::Refusal;
+use crate::record::StoredResponse;
 use crate::request::fingerprint::FingerprintError;
 use crate::request::key::KeyError;
 use crate::request::key_source::SourceError;
 use crate::store::protocol::ProtocolError;
-use crate::store::record::StoredResponse;
 use crate::time::Span;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -443,6 +444,16 @@ pub fn parse_status(value: &[u8]) -> Option<u16> {
     }
 }
 
+/// The answer to a request refused before its claim ([`Refusal`]).
+pub fn refusal(refusal: &Refusal) -> HttpAnswer {
+    match refusal {
+        Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
+        Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
+        Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
+        Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -545,7 +556,7 @@ mod tests {
                 ("access-control-allow-origin".into(), "*".into()),
                 ("x-custom".into(), "1".into()),
             ],
-            body: crate::store::record::StoredBody::Kept(b"{}".to_vec()),
+            body: crate::record::StoredBody::Kept(b"{}".to_vec()),
             seal: None,
         };
         let policy = crate::policy::Policy::defaults();
@@ -570,7 +581,7 @@ mod tests {
 
     #[test]
     fn a_tampered_record_is_a_502_that_says_the_request_may_have_run() {
-        let e = ProtocolError::Tampered(crate::store::seal::SealError::Mismatch);
+        let e = ProtocolError::Tampered(crate::record::seal::SealError::Mismatch);
         let http = answer(&EdgeAnswer::StoreFailed(&e));
         assert_eq!(http.status, 502);
         assert_eq!(http.header("retry-after"), None);

@@ -3,11 +3,11 @@
 //! is in it, and at the end the event and its resource — before the delivery id's claim, so a
 //! refused event writes nothing. [`applies`] says which upstream answers applied the event.
 
-use super::{OrderFacts, OrderRule};
-use crate::client::admission::ROUTE_SCOPE_SOURCE;
+use crate::answer::order::{order_answer, OrderAnswer};
+use crate::answer::HttpAnswer;
+use crate::client::scope::ROUTE_SCOPE_SOURCE;
 use crate::client::scope::{Scope, StorageKey};
-use crate::decision::answer::order::{order_answer, OrderAnswer};
-use crate::decision::answer::HttpAnswer;
+use crate::order::{OrderFacts, OrderRule};
 use crate::policy::Route;
 use crate::request::key_source::KeySource;
 use alloc::borrow::ToOwned;

@@ -4,7 +4,7 @@
 
 use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
 use crate::policy::replayable;
-use crate::store::record::{StoredBody, StoredResponse};
+use crate::record::{StoredBody, StoredResponse};
 use alloc::string::String;
 use alloc::vec::Vec;
 

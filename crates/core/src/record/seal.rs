@@ -5,7 +5,7 @@
 //! The remote store's records live in an engine (Redis, PostgreSQL) behind a service; whoever can
 //! reach either could otherwise plant a completion that every Envoy replays as it is — a
 //! `location`, an `access-control-allow-origin: *`, a forged body. The header rules of
-//! [`crate::store::record`] and [`crate::store::remote::wire`] only keep out what no answer may
+//! [`crate::record`] and [`crate::store::remote::wire`] only keep out what no answer may
 //! carry; the seal proves the answer is one a filter stored, for this key:
 //!
 //! ```text
@@ -38,9 +38,9 @@
 //! The local store (Envoy shared data) needs no seal: only the Envoy process can write it.
 
 use crate::client::scope::StorageKey;
-use crate::decision::MAX_STORED_HEADERS;
-use crate::order::ReadState;
-use crate::store::record::{StoredBody, StoredResponse};
+use crate::record::resource::ReadState;
+use crate::record::MAX_STORED_HEADERS;
+use crate::record::{StoredBody, StoredResponse};
 use alloc::vec::Vec;
 use core::fmt;
 use hmac::{Hmac, Mac};

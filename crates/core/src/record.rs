@@ -3,16 +3,62 @@
 //! whose storage keys hash to it, which is how a store with no delete and no listing (Envoy shared
 //! data) keeps its memory bounded: the number of cells and the records per cell are both fixed.
 
+pub mod resource;
+pub mod seal;
+
+use crate::client::payer::{PayerTag, Payers};
 use crate::client::scope::StorageKey;
+pub use crate::codec::DecodeError;
 use crate::codec::{Reader, Writer};
-use crate::order::{Resource, ResourceClaim};
 use crate::request::fingerprint::Fingerprint;
-use crate::store::seal::{Seal, SEAL_LEN};
-use crate::store::share::{PayerTag, Payers};
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt;
+use resource::{Resource, ResourceClaim};
+use seal::{Seal, SEAL_LEN};
+
+/// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
+/// connection or one client, or are the proxy's own.
+pub const NEVER_REPLAYED: &[&str] = &[
+    "set-cookie",
+    "set-cookie2",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "content-length",
+    "date",
+    "server",
+    "idempotent-replayed",
+    // `REENTRY_MARK`: the re-entry listener's word to the filter, never the client's.
+    "x-idemgate-reentry",
+];
+
+/// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.
+pub fn never_replayed(name: &str) -> bool {
+    NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
+        || name
+            .get(..8)
+            .is_some_and(|head| head.eq_ignore_ascii_case("x-envoy-"))
+}
+
+/// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
+/// upstream that repeats one allowed header).
+pub const MAX_STORED_HEADERS: usize = 64;
+
+/// A header is safe to store if replaying it cannot split the response or smuggle a header.
+pub fn safe_header(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && value.len() <= 8192
+        && name.bytes().all(|b| b.is_ascii_graphic() && b != b':')
+        && !value.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0))
+}
 
 /// Identifies one claim. Completion and release must present it, so a request whose lease was
 /// taken over (a *stale owner*) can never overwrite the new owner's record: a fencing token.
@@ -48,7 +94,7 @@ pub struct StoredResponse {
     /// Allow-listed headers only, lowercase names, values validated (no CR, LF or NUL).
     pub headers: Vec<(String, String)>,
     pub body: StoredBody,
-    /// The filter's MAC over the answer and its key ([`crate::store::seal`]): set on answers kept
+    /// The filter's MAC over the answer and its key ([`crate::record::seal`]): set on answers kept
     /// in the remote store, checked before they are replayed; `None` in the local store.
     pub seal: Option<Seal>,
 }
@@ -73,7 +119,7 @@ pub enum Record {
         expires_at: UnixMillis,
     },
     /// A resource's state on an order-guarded callback route ([`crate::order`]).
-    Resource(crate::order::Resource),
+    Resource(Resource),
 }
 
 impl InFlight {
@@ -303,9 +349,7 @@ fn decode_record(r: &mut Reader<'_>) -> Result<Record, DecodeError> {
                 let value = header_text(r.short_bytes()?)?;
                 // The same rules as at store time: a tampered cell cannot make a replay carry a
                 // header that completion would never have stored.
-                if !crate::decision::safe_header(&name, &value)
-                    || crate::policy::never_replayed(&name)
-                {
+                if !safe_header(&name, &value) || never_replayed(&name) {
                     return Err(DecodeError::InvalidHeader);
                 }
                 headers.push((name, value));
@@ -420,59 +464,4 @@ fn header_text(bytes: &[u8]) -> Result<String, DecodeError> {
         return Err(DecodeError::InvalidHeader);
     }
     String::from_utf8(bytes.to_vec()).map_err(|_| DecodeError::InvalidHeader)
-}
-
-/// Why a cell's bytes are not a bucket.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum DecodeError {
-    BadMagic,
-    UnsupportedVersion(u8),
-    Truncated,
-    UnknownTag(u8),
-    InvalidStatus(u16),
-    InvalidHeader,
-    TrailingBytes,
-    /// A resource record with a state that is not UTF-8 or too many early events.
-    InvalidResource,
-    /// A ledger cell ([`crate::store::share::ledger`]) with holds out of order, empty or too many.
-    InvalidLedger,
-    /// An in-flight claim charged to no payer or to more than two.
-    InvalidPayers,
-}
-
-impl DecodeError {
-    pub fn code(&self) -> &'static str {
-        match self {
-            DecodeError::BadMagic => "record_bad_magic",
-            DecodeError::UnsupportedVersion(_) => "record_unsupported_version",
-            DecodeError::Truncated => "record_truncated",
-            DecodeError::UnknownTag(_) => "record_unknown_tag",
-            DecodeError::InvalidStatus(_) => "record_invalid_status",
-            DecodeError::InvalidHeader => "record_invalid_header",
-            DecodeError::TrailingBytes => "record_trailing_bytes",
-            DecodeError::InvalidResource => "record_invalid_resource",
-            DecodeError::InvalidLedger => "ledger_invalid",
-            DecodeError::InvalidPayers => "record_invalid_payers",
-        }
-    }
-}
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            DecodeError::BadMagic => f.write_str("stored record has no idemgate header"),
-            DecodeError::UnsupportedVersion(v) => {
-                write!(f, "stored record has unknown version {v}")
-            }
-            DecodeError::Truncated => f.write_str("stored record is truncated"),
-            DecodeError::UnknownTag(t) => write!(f, "stored record has unknown tag {t}"),
-            DecodeError::InvalidStatus(s) => write!(f, "stored record has invalid status {s}"),
-            DecodeError::InvalidHeader => f.write_str("stored record has an unsafe header"),
-            DecodeError::TrailingBytes => f.write_str("stored record has trailing bytes"),
-            DecodeError::InvalidResource => f.write_str("stored resource record is not valid"),
-            DecodeError::InvalidLedger => f.write_str("ledger cell is not valid"),
-            DecodeError::InvalidPayers => f.write_str("stored claim's payers are not valid"),
-        }
-    }
 }

@@ -4,13 +4,17 @@
 //! events a host counts. Both stores' outcomes (the local one's at once, the store service's by
 //! callout) come through here.
 
-use super::BeginOutcome;
-use crate::decision::answer::order::{order_answer, OrderAnswer};
-use crate::decision::answer::{answer, EdgeAnswer};
+use crate::answer::order::{order_answer, OrderAnswer};
+use crate::answer::{answer, EdgeAnswer};
 use crate::guard::{over_share, Decision, Event, Events};
+use crate::order::BeginOutcome;
 use crate::policy::{FailureMode, Policy};
 use crate::store::protocol::ProtocolError;
 use alloc::string::String;
+
+mod probe;
+
+pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
 
 /// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx
 /// answer comes back (the host keeps it with the claim's key and owner).
@@ -195,7 +199,7 @@ mod tests {
 
     #[test]
     fn a_state_that_fails_its_seal_is_a_503_in_every_failure_mode() {
-        let tampered = ProtocolError::Tampered(crate::store::seal::SealError::Mismatch);
+        let tampered = ProtocolError::Tampered(crate::record::seal::SealError::Mismatch);
         for mode in [FailureMode::PassThrough, FailureMode::Reject] {
             let (decision, events) = decide(&policy(mode), Err(&tampered));
             let Decision::Answer(http) = decision else {

@@ -7,11 +7,12 @@
 //! pressure (`share::charge`, the claim's rule). The charge lapses with the record's TTL, as a
 //! stored answer's does; a record that lives on (a settle extends it) was charged once.
 
-use super::resource::{self, Begin, BeginOutcome, Resource, SettleOutcome};
 use crate::client::scope::StorageKey;
+use crate::order::resource::{self, Begin, BeginOutcome, SettleOutcome};
 use crate::policy::Policy;
+use crate::record::resource::Resource;
+use crate::record::{Bucket, OwnerToken, Record};
 use crate::store::protocol::{make_room, run_from, Apply, Mutation, ProtocolError};
-use crate::store::record::{Bucket, OwnerToken, Record};
 use crate::store::share::{self, Bill, Payers, Space};
 use crate::store::{Layout, Store};
 use crate::time::{Span, UnixMillis};
