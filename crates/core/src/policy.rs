@@ -175,7 +175,7 @@ pub enum RouteKind {
     Callback,
 }
 
-/// How a claimed request reaches the upstream (issue 12: answers outlive the client).
+/// How a claimed request reaches the upstream (answers outlive the client).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forward {
     /// Envoy's router, on the client's stream: if the client goes away, Envoy resets the upstream
@@ -198,7 +198,7 @@ pub struct Detached {
     pub timeout: Span,
 }
 
-/// What a detached exchange's cluster leads to (issue 21: adding idemgate takes nothing away).
+/// What a detached exchange's cluster leads to (adding idemgate takes nothing away).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
     /// An internal listener that carries the same route configuration and the filters after

@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(classify(Some("response_timeout[")), Origin::InDoubt);
     }
 
-    /// Issue 21: a first attempt that reached the upstream and was reset, then a retry that could
+    /// Re-entry: a first attempt that reached the upstream and was reset, then a retry that could
     /// not connect, ends with "connection failure" details — never proof that nothing ran.
     #[test]
     fn an_earlier_attempt_may_have_reached_the_upstream() {

@@ -36,7 +36,7 @@ impl ClientIdentity {
         }
     }
 
-    /// Who pays for this client's records (issue 23, [`crate::store::share`]): the identity, and
+    /// Who pays for this client's records ([`crate::store::share`]): the identity, and
     /// the address group of the peer unless the identity is verified. A peer-scoped client pays as
     /// its address group. A kind of share that is `"off"` is charged nothing
     /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's
@@ -298,7 +298,7 @@ mod tests {
 
     #[test]
     fn a_source_that_is_not_configured_is_never_used() {
-        // Before issue 14 this fell back to the peer address.
+        // Before the hardening this fell back to the peer address.
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
         assert_eq!(identify(&policy, &fake(&[])), Ok(None));
     }
@@ -354,8 +354,8 @@ mod tests {
         assert!(id.source.starts_with("property:"));
     }
 
-    /// Issue 22: a read that failed is not an absent property — the next source (the peer)
-    /// would scope the same request in another namespace.
+    /// No silent fallback: a read that failed is not an absent property — the next source (the
+    /// peer) would scope the same request in another namespace.
     #[test]
     fn a_failing_read_is_unreadable_never_the_next_source() {
         let policy = Policy::from_json(

@@ -73,7 +73,7 @@ pub enum EdgeAnswer<'a> {
     },
     StoreFailed(&'a ProtocolError),
     /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`, or
-    /// this client's already use its part (`hashing_budget_per_peer`, issue 23): the request is
+    /// this client's already use its part (`hashing_budget_per_peer`): the request is
     /// refused before it can exhaust the VM's memory.
     HashingBudgetExceeded,
     /// A detached exchange would have Envoy buffer more answers than the VM's `relay_budget`
@@ -89,11 +89,11 @@ pub enum EdgeAnswer<'a> {
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     /// The proxy could not read its clock: records' ages, leases and tokens' expiry cannot be
-    /// judged, so nothing is claimed, used or verified (issue 22: no guessing the epoch).
+    /// judged, so nothing is claimed, used or verified (no guessing the epoch).
     ClockUnavailable,
     /// The proxy could not hand the filter the request's headers or a body chunk whole: its key
     /// and payload cannot be judged, so nothing is claimed and it is not forwarded unguarded
-    /// (issue 22: never read as a request without headers, never fingerprinted short).
+    /// (never read as a request without headers, never fingerprinted short).
     RequestUnreadable,
     Token(&'a TokenError),
     /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a

@@ -455,7 +455,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         })
     }
 
-    /// Claims `key` for a request charged to `payers` (semantics §4; issue 23).
+    /// Claims `key` for a request charged to `payers` (semantics §4; shares: semantics §2).
     #[must_use = "the claim's outcome says what the host must do with the request"]
     pub fn claim(
         &mut self,

@@ -111,7 +111,7 @@ pub enum Request {
         fill: Option<Fill>,
     },
     /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
-    /// that applies ([`crate::order::begin`], issue 26).
+    /// that applies ([`crate::order::begin`]).
     OrderBegin {
         key: StorageKey,
         owner: OwnerToken,
