@@ -1,6 +1,6 @@
 //! Where a response came from, told by Envoy's `response.code_details` — the one fact that separates
 //! the upstream's own answer from the proxy's. Pure: the filter reads the property, this module
-//! names what it means, and the core decides what that does to the claim (semantics §5).
+//! names what it means, and the core decides what that does to the claim (`docs/semantics.md` §5).
 //!
 //! | `response.code_details`                                   | origin        |
 //! |-----------------------------------------------------------|---------------|

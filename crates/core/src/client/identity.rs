@@ -1,7 +1,8 @@
-//! Who is asking (semantics §2): the client identity for the storage key's scope, taken from the
-//! configured sources in order, and the peer's address without its port (a retry over a new
-//! connection comes from another port but is the same client). Moved from the Envoy filter (issue
-//! 22): a host hands its facts over through [`Facts`] and gets the identity, or [`Unreadable`].
+//! Who is asking (`docs/semantics.md` §2): the client identity for the storage key's scope, taken
+//! from the configured sources in order, and the peer's address without its port (a retry over a
+//! new connection comes from another port but is the same client). Decided in the core, not the
+//! filter, so every host reads a client alike: a host hands its facts over through [`Facts`] and
+//! gets the identity, or [`Unreadable`].
 //!
 //! Only configured sources count: a source that is not in the list is never used as a fallback,
 //! and an empty or whitespace-only value is absent (an empty `Authorization:` would otherwise be
@@ -80,9 +81,10 @@ pub trait Facts {
     fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable>;
 }
 
-/// The identity from the first configured source that is present; `None` when none is — the
-/// caller must then not guard the request in a namespace shared with other clients (semantics §2).
-/// Never a source that is not configured, and never the next one because a read failed.
+/// The identity from the first configured source that is present; `None` when none is — the caller
+/// must then not guard the request in a namespace shared with other clients
+/// (`docs/semantics.md` §2). Never a source that is not configured, and never the next one because
+/// a read failed.
 pub fn identify(policy: &Policy, facts: &dyn Facts) -> Result<Option<ClientIdentity>, Unreadable> {
     for source in &policy.scope {
         let value = match source {

@@ -1,6 +1,7 @@
-//! The single place where a decision gets its HTTP meaning (semantics §6): status, headers and an
-//! RFC 9457 problem body for every answer the edge makes itself, and the replay of a stored answer.
-//! Hosts send what they get here verbatim, so the Envoy filter and any other host answer alike.
+//! The single place where a decision gets its HTTP meaning (`docs/semantics.md` §6): status,
+//! headers and an RFC 9457 problem body for every answer the edge makes itself, and the replay of a
+//! stored answer. Hosts send what they get here verbatim, so the Envoy filter and any other host
+//! answer alike.
 
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
@@ -19,7 +20,7 @@ mod replay;
 
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
-/// Marks a replayed answer (semantics §4).
+/// Marks a replayed answer (`docs/semantics.md` §4).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Whether a [`REPLAYED_HEADER`] value marks a replay, as a client reads it: the edge sends

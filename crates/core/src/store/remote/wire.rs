@@ -69,7 +69,8 @@ const END_STORE: u8 = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Request {
-    /// Claim `key` for a request (semantics §4); `owner` is the filter's fresh fencing token.
+    /// Claim `key` for a request (`docs/semantics.md` §4); `owner` is the filter's fresh fencing
+    /// token.
     Claim {
         key: StorageKey,
         fingerprint: Fingerprint,
@@ -82,7 +83,7 @@ pub enum Request {
         /// there (`None`: nothing counted; a payer at its share is refused).
         fill: Option<Fill>,
     },
-    /// End the claim `owner` holds (semantics §5), as the filter's policy decided
+    /// End the claim `owner` holds (`docs/semantics.md` §5), as the filter's policy decided
     /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
     Finish {
         key: StorageKey,
@@ -100,7 +101,7 @@ pub enum Request {
         key: StorageKey,
         fingerprint: Fingerprint,
     },
-    /// Mark a one-time token used, once across the fleet (semantics §7).
+    /// Mark a one-time token used, once across the fleet (`docs/semantics.md` §7).
     Consume {
         key: StorageKey,
         /// The token's own expiry, from its signed claims.
