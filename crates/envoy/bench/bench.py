@@ -753,7 +753,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     # Goals.
     def ratio(k, ref):
         return paired(results, k, ref)
-    w("### Goals (the speed and size goals: (c), (d) and the filter's size were set with the filter's size work)")
+    w("### Goals (the first speed goals; the filter's size and speed work set (c), (d) and the filter's size)")
     w("")
     w("| goal | measured | met |")
     w("|---|---|---|")
