@@ -213,8 +213,8 @@ test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-p
 	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --engines redis --store-http 1 --out target/bench-fleet-http1-smoke.md
 
-# The fleet: the remote store (idemgate-store on redis, postgres and redis+postgres,
-# issue 25) against the local store, same run; writes its section of BENCHMARKS.md (about 8
+# The fleet: the remote store (idemgate-store on redis, postgres and redis+postgres)
+# against the local store, same run; writes its section of BENCHMARKS.md (about 8
 # minutes).
 bench-fleet: setup-bench build-filter build-store setup-redis setup-postgres ## fleet (each engine) vs local store through Envoy; writes its section of BENCHMARKS.md
 	python3 crates/envoy/bench/fleet.py

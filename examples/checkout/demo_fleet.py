@@ -144,7 +144,7 @@ def fleet_config(port, admin, orders_port, wasm, store_port, tls):
     if text.count(anchor) != 1 or not text.rstrip().endswith("}"):
         fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")
     text = text.replace(anchor, anchor + "\n                      " + STORE_CONFIG)
-    # The VM reads the record secret (issue 24: it seals every stored answer) from Envoy's env.
+    # The VM reads the record secret (it seals every stored answer) from Envoy's env.
     keys = 'host_env_keys: ["IDEMGATE_TOKEN_SECRET",'
     if text.count(keys) != 1:
         fail("examples/checkout/envoy.yaml changed shape: update demo_fleet.py")

@@ -1,4 +1,4 @@
-// End-to-end, issue 26: the demo's order table and If-Match, through the real demo behind a real
+// End-to-end, the ordering guard: the demo's order table and If-Match, through the real demo behind a real
 // Envoy (demo.py on free ports, stopped afterwards even when a test fails). Standard Webhooks
 // deliveries are signed by the npm `standardwebhooks` package (the reference implementation), the
 // If-Match flow runs in real Chromium through the `idemgate` npm package. Every guarded request is

@@ -2,7 +2,7 @@
 """The demo's upstream: a small order service that keeps orders in SQLite (in memory by default).
 
 It counts every order request it receives (`received` in `GET /api/orders`), so a duplicate that
-slips past idemgate is visible. Its one defence of its own is the one semantics §5 recommends for
+slips past idemgate is visible. Its one defence of its own is the one `docs/semantics.md` §5 recommends for
 outcomes in doubt: a unique constraint on (client, Idempotency-Key). When a client gave up on a slow
 answer, Envoy reset the upstream request, so no answer could be stored; after the lease a retry
 reaches the service again and finds the order it already created. It also serves the checkout page
@@ -28,8 +28,8 @@ Two more kinds of event, just as naive (applied and counted every time they arri
     cancelled); other types are acknowledged and ignored. Whatever arrives is applied, whatever the
     order's status (an `order.shipped` for an unpaid order ships it), and counted
     (`events_applied`, overall in `GET /api/orders` and per order): the edge keys it by
-    `webhook-id`, verifies it and keeps the events of one order in order (its `order` table, issue
-    26), so anything in the counts that should not be there slipped past the edge. This service
+    `webhook-id`, verifies it and keeps the events of one order in order (its `order` table), so
+    anything in the counts that should not be there slipped past the edge. This service
     verifies the signature again (defence in depth, secret `DEMO_STANDARD_WEBHOOK_SECRET` when set:
     401 when it does not hold) but never dedupes.
   * `POST /api/events`: a CloudEvent over HTTP, binary mode (`ce-specversion`, `ce-id`, `ce-source`,

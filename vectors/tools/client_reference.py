@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent reference for the `client` vector group (vectors/client.json): the browser client's
-rules, written from semantics §9 and the README's behaviour table, not from the Rust.
+rules, written from `docs/semantics.md` §9 and the README's behaviour table, not from the Rust.
 
 - classify: 2xx success, 3xx redirect, 409 in_flight, 429 rate_limited, 502-504 unavailable,
   422 key_reused, other 4xx client_error, other 5xx server_error, anything else invalid.
@@ -14,7 +14,7 @@ rules, written from semantics §9 and the README's behaviour table, not from the
   as `fetch` sends it (DELETE, GET, HEAD, OPTIONS, POST, PUT upper-cased case-insensitively, any
   other as written), the path without its query (from the first `?` or `#`: a token binds none).
 - token_fresh: a token is usable strictly before its expiry (`now < expires_at`), as the edge
-  refuses it from `expires_at` on (semantics §7).
+  refuses it from `expires_at` on (`docs/semantics.md` §7).
 
     python3 vectors/tools/client_reference.py --check   # exit 1 on any mismatch
     python3 vectors/tools/client_reference.py --write   # fill `expect` from this reference

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent reference for vectors/key_source.json (where a route's idempotency key comes from).
 
-Written from the README's "Key sources and callback routes", semantics §1 and issue 27 (presets,
+Written from the README's "Key sources and callback routes", `docs/semantics.md` §1 and the webhook presets' rules (presets,
 CloudEvents, pass-through, numbers by value, unreadable bodies), not from the Rust code (stdlib
 only: json, decimal, hashlib). A route's `key_from` sources are tried in order; the first present
 wins:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Independent reference for vectors/token.json (one-time anti-resubmit tokens, semantics §7).
+"""Independent reference for vectors/token.json (one-time anti-resubmit tokens, `docs/semantics.md` §7).
 
 Written from the spelled-out format, not from the Rust code, with the stdlib only (hmac, hashlib,
 base64):
@@ -203,7 +203,7 @@ def generate(path):
     data = {
         "group": "token",
         "description": (
-            "One-time tokens (semantics §7). input op=issue: secret_hex (or secret as text), scope_hex "
+            "One-time tokens (`docs/semantics.md` §7). input op=issue: secret_hex (or secret as text), scope_hex "
             "(32 bytes), now (ms), ttl (duration), nonce_hex (16 bytes) -> ok {token, expires_at}; "
             "op=verify: secret_hex, scope_hex, now, token -> ok {issued_at, expires_at, nonce_hex} or a "
             "TokenError code. Expected values come from vectors/tools/token_reference.py, written from "

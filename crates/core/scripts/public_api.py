@@ -4,7 +4,7 @@
 
 Reads the rustdoc JSON of the crate (made by crates/core/scripts/public-api.sh) and writes the
 listing to stdout. `make check-api` compares it with crates/core/public-api.txt, so a change to what
-hosts can reach is a visible diff in review (issue 22, item 5); `make api` refreshes the file.
+hosts can reach is a visible diff in review; `make api` refreshes the file.
 
 Types are written by their last path segment (`Vec<u8>`, `StorageKey`): the listing is for reading
 a diff, not for resolving names. Auto and blanket trait impls (Send, From<T> for T, …) are left out:

@@ -1,6 +1,7 @@
-//! The single place where a decision gets its HTTP meaning (semantics §6): status, headers and an
-//! RFC 9457 problem body for every answer the edge makes itself, and the replay of a stored answer.
-//! Hosts send what they get here verbatim, so the Envoy filter and any other host answer alike.
+//! The single place where a decision gets its HTTP meaning (`docs/semantics.md` §6): status,
+//! headers and an RFC 9457 problem body for every answer the edge makes itself, and the replay of a
+//! stored answer. Hosts send what they get here verbatim, so the Envoy filter and any other host
+//! answer alike.
 
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
@@ -20,7 +21,7 @@ mod replay;
 
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
-/// Marks a replayed answer (semantics §4).
+/// Marks a replayed answer (`docs/semantics.md` §4).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// Whether a [`REPLAYED_HEADER`] value marks a replay, as a client reads it: the edge sends
@@ -74,7 +75,7 @@ pub enum EdgeAnswer<'a> {
     },
     StoreFailed(&'a ProtocolError),
     /// The bodies being fingerprinted at this moment already use the whole `hashing_budget`, or
-    /// this client's already use its part (`hashing_budget_per_peer`, issue 23): the request is
+    /// this client's already use its part (`hashing_budget_per_peer`): the request is
     /// refused before it can exhaust the VM's memory.
     HashingBudgetExceeded,
     /// A detached exchange would have Envoy buffer more answers than the VM's `relay_budget`
@@ -90,11 +91,11 @@ pub enum EdgeAnswer<'a> {
     /// request would put it in a namespace shared with other clients, so it is not guarded.
     ScopeUnavailable,
     /// The proxy could not read its clock: records' ages, leases and tokens' expiry cannot be
-    /// judged, so nothing is claimed, used or verified (issue 22: no guessing the epoch).
+    /// judged, so nothing is claimed, used or verified (no guessing the epoch).
     ClockUnavailable,
     /// The proxy could not hand the filter the request's headers or a body chunk whole: its key
     /// and payload cannot be judged, so nothing is claimed and it is not forwarded unguarded
-    /// (issue 22: never read as a request without headers, never fingerprinted short).
+    /// (never read as a request without headers, never fingerprinted short).
     RequestUnreadable,
     Token(&'a TokenError),
     /// A token was asked for without a method and path (`?method=POST&path=/payments`) that a

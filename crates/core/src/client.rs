@@ -1,7 +1,7 @@
-//! Who is asking, and what it must show (semantics §2, §7 and §11): the client's [`identity`]
-//! and the [`scope`] its keys live in (no key finds another client's record), the one-time
-//! [`token`]s a route can require, a provider's [`signature`] on a callback delivery, and the
-//! order a guarded request is checked in before its claim ([`admission`]).
+//! Who is asking, and what it must show (`docs/semantics.md` §2, §7 and §11): the client's
+//! [`identity`] and the [`scope`] its keys live in (no key finds another client's record), the
+//! one-time [`token`]s a route can require, a provider's [`signature`] on a callback delivery, and
+//! the order a guarded request is checked in before its claim ([`admission`]).
 
 pub mod identity;
 pub mod payer;

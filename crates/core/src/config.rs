@@ -90,10 +90,10 @@ pub struct RouteConfig {
     pub kind: Option<RouteKindConfig>,
     pub key_from: Option<Vec<KeySourceConfig>>,
     pub signature: Option<SignatureConfig>,
-    /// A sender's usual settings (issue 27, `preset`); every other field overrides them.
+    /// A sender's usual settings (`preset`); every other field overrides them.
     pub preset: Option<PresetConfig>,
     pub pass_through: Option<PassThroughConfig>,
-    /// The ordering guard (issue 26, [`crate::order`]); callback routes only.
+    /// The ordering guard ([`crate::order`]); callback routes only.
     pub order: Option<OrderConfig>,
     /// What the route itself may hold in the whole store under pressure; callback routes only.
     pub share: Option<ShareAmount>,
@@ -186,7 +186,7 @@ pub struct UpstreamConfig {
     pub reentry: Option<String>,
     /// The explicit opt-out: a cluster reached directly, skipping routes and later filters.
     pub cluster_skipping_routes_and_filters: Option<String>,
-    /// The name before issue 21; read only to refuse it with the way forward.
+    /// The name before re-entry was built; read only to refuse it with the way forward.
     pub cluster: Option<String>,
     pub timeout: Option<String>,
     pub max_body: Option<Size>,

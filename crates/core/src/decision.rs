@@ -1,6 +1,6 @@
-//! The two pure decisions (semantics §4 and §5): what to do with a request given the record found,
-//! and what to do with the record given how the request ended. Neither touches a store; the
-//! [`crate::store::protocol`] applies them atomically, and [`crate::answer`] turns them
+//! The two pure decisions (`docs/semantics.md` §4 and §5): what to do with a request given the
+//! record found, and what to do with the record given how the request ended. Neither touches a
+//! store; the [`crate::store::protocol`] applies them atomically, and [`crate::answer`] turns them
 //! into HTTP.
 
 pub mod admission;
@@ -27,8 +27,8 @@ pub enum Decision {
     Mismatch,
 }
 
-/// Decides a request (semantics §4). `owner` is fresh entropy from the host, used only if this
-/// request claims the key.
+/// Decides a request (`docs/semantics.md` §4). `owner` is fresh entropy from the host, used only if
+/// this request claims the key.
 #[must_use = "the decision says what the request gets"]
 pub fn decide(
     existing: Option<&Record>,
@@ -169,7 +169,7 @@ pub enum Completion {
     KeepInFlight,
 }
 
-/// Decides what the end of a forwarded request does to its claim (semantics §5).
+/// Decides what the end of a forwarded request does to its claim (`docs/semantics.md` §5).
 #[must_use = "the completion says what the store must do with the record"]
 pub fn complete(
     claim: &InFlight,

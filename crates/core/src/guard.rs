@@ -1,4 +1,4 @@
-//! A request's life as the core decides it and the host carries it out (issue 22, item 1):
+//! A request's life as the core decides it and the host carries it out:
 //!
 //! 1. its headers, with what only the host knows ([`Host`]: its clock, the peer's address,
 //!    fresh randomness), decided by [`head`]: left alone, answered here (the token endpoint's

@@ -1,4 +1,4 @@
-//! The ordering guard of a callback route (issue 26, semantics §8 and §11): each resource a
+//! The ordering guard of a callback route (`docs/semantics.md` §8 and §11): each resource a
 //! provider's events are about (an order, a subscription) keeps its state by the route's table,
 //! so a repeated, stale or illegal event is acknowledged without reaching the upstream, and an
 //! early one is sent back to be delivered again later.

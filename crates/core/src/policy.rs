@@ -11,8 +11,8 @@ use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-/// Replayed by default (semantics §5): headers that describe the stored representation. Never
-/// `set-cookie`, hop-by-hop headers, or the proxy's own.
+/// Replayed by default (`docs/semantics.md` §5): headers that describe the stored representation.
+/// Never `set-cookie`, hop-by-hop headers, or the proxy's own.
 pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
     "content-type",
     "content-language",
@@ -151,13 +151,14 @@ impl PassThrough {
 pub enum RouteKind {
     /// Clients send their own keys; the scope is the client; the policy's store rule applies.
     Api,
-    /// At-least-once deliveries from a provider (semantics §11): the delivery id is the key, the
-    /// route is the scope (the provider is the client), and only a 2xx is stored — anything else
-    /// releases the claim, so a forged or failing delivery can never pre-empt the real one.
+    /// At-least-once deliveries from a provider (`docs/semantics.md` §11): the delivery id is the
+    /// key, the route is the scope (the provider is the client), and only a 2xx is stored —
+    /// anything else releases the claim, so a forged or failing delivery can never pre-empt the
+    /// real one.
     Callback,
 }
 
-/// How a claimed request reaches the upstream (issue 12: answers outlive the client).
+/// How a claimed request reaches the upstream (answers outlive the client).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Forward {
     /// Envoy's router, on the client's stream: if the client goes away, Envoy resets the upstream
@@ -180,7 +181,7 @@ pub struct Detached {
     pub timeout: Span,
 }
 
-/// What a detached exchange's cluster leads to (issue 21: adding idemgate takes nothing away).
+/// What a detached exchange's cluster leads to (adding idemgate takes nothing away).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
     /// An internal listener that carries the same route configuration and the filters after

@@ -1,6 +1,6 @@
-//! Configuration of how a claimed request reaches the upstream (issues 12 and 21): `upstream`
-//! (`reentry`, or the explicit `cluster_skipping_routes_and_filters`) and the per-route `forward`
-//! and `upstream_timeout`.
+//! Configuration of how a claimed request reaches the upstream (detached, then back into Envoy):
+//! `upstream` (`reentry`, or the explicit `cluster_skipping_routes_and_filters`) and the per-route
+//! `forward` and `upstream_timeout`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::policy::{Detached, Forward, Policy, Via};
@@ -63,7 +63,7 @@ fn skipping_routes_and_filters_is_an_explicit_choice_that_says_so() {
     );
 }
 
-/// Before issue 21 `upstream.cluster` sent claimed requests around Envoy's routes and the filters
+/// Before re-entry `upstream.cluster` sent claimed requests around Envoy's routes and the filters
 /// after idemgate without saying so: a configuration that still names it is refused with the way
 /// forward, never read as one of the two new meanings.
 #[test]

@@ -1,5 +1,5 @@
-//! Issue 14 in the core: the rules behind the Envoy tests of `crates/envoy/tests/envoy/hardening.rs`,
-//! host-independent.
+//! Hardening in the core: the rules behind the Envoy tests of
+//! `crates/envoy/tests/envoy/hardening.rs`, host-independent.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -91,7 +91,7 @@ fn claim(engine: &mut Engine<'_, MemoryStore>, key: StorageKey, now: UnixMillis)
 }
 
 /// Finding 2: an in-flight claim takes space only until its lease ends (after it, a retry could
-/// take it over anyway); a full cell gives that space to a new claim. Before issue 14 the claim
+/// take it over anyway); a full cell gives that space to a new claim. Before this fix the claim
 /// held it for the whole TTL and the new claim got `store_full` with `Retry-After` = the lease.
 #[test]
 fn claims_hold_space_only_until_their_lease_ends() {

@@ -1,4 +1,4 @@
-//! Issue 23 in the core: shares of the whole store, charged to whoever cannot make up a new
+//! Shares of the whole store, in the core: charged to whoever cannot make up a new
 //! identity for free. The floods the Envoy tests of `crates/envoy/tests/envoy/floods.rs` send,
 //! here against the protocol over a memory store.
 //!
@@ -255,7 +255,7 @@ fn large_answers_reach_the_byte_share_first() {
 }
 
 /// The opposite failure: a client below its share is never refused, wherever its keys hash —
-/// issue 14's per-cell share refused about one in four thousand of them by chance.
+/// the old per-cell share refused about one in four thousand of them by chance.
 #[test]
 fn a_client_below_its_share_is_never_refused() {
     let policy = policy(

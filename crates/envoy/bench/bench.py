@@ -275,9 +275,9 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, f
     How a claimed request reaches the upstream (`forward`):
       * "router": Envoy's router carries it (the example's `upstream` section removed);
       * "reentry": the filter's detached exchange back into Envoy through the internal listener
-        `idemgate_reentry` (`upstream.reentry`, issue 21: as shipped);
+        `idemgate_reentry` (`upstream.reentry`: as shipped);
       * "direct": the detached exchange straight to the `app` cluster, skipping the routes and the
-        filters after idemgate (`upstream.cluster_skipping_routes_and_filters`: issue 12's path)."""
+        filters after idemgate (`upstream.cluster_skipping_routes_and_filters`: the first detached path)."""
     config = yaml.safe_load((ROOT / "examples/envoy/envoy.yaml").read_text())
     res = config["static_resources"]
     lst = main_listener(config)
@@ -660,7 +660,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     if results.get("f_json1k") and results.get("c_json1k") and results.get("n_post1k"):
         det = paired(results, "f_json1k", "n_post1k")
         rtr = paired(results, "c_json1k", "n_post1k")
-        line = (f"Detached execution straight to the cluster (issue 12's path, now "
+        line = (f"Detached execution straight to the cluster (the first detached path, now "
                 f"`upstream.cluster_skipping_routes_and_filters`), same run, as ratios to the no-op floor (a′): "
                 f"1 KB throughput detached {det:.3f} vs router path {rtr:.3f} (detached ÷ router "
                 f"{paired(results, 'f_json1k', 'c_json1k'):.3f})")
@@ -676,7 +676,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
         w(line + ".")
         w("")
     if results.get("r_json1k") and results.get("f_json1k") and results.get("n_post1k"):
-        line = (f"Re-entry (issue 21: the detached exchange goes back into Envoy through the internal listener "
+        line = (f"Re-entry (the detached exchange goes back into Envoy through the internal listener "
                 f"`idemgate_reentry`, its routes and the filters after idemgate, as shipped), same run: 1 KB "
                 f"throughput at 20 connections as a ratio to the no-op floor (a′): re-entry "
                 f"{paired(results, 'r_json1k', 'n_post1k'):.3f}, straight to the cluster "
@@ -753,7 +753,7 @@ def render(args, mach, load0, load1, results, startups, mem, core_r, size_r):
     # Goals.
     def ratio(k, ref):
         return paired(results, k, ref)
-    w("### Goals (issue 7; issue 16 set (c), (d) and the filter's size)")
+    w("### Goals (the first speed goals; the filter's size and speed work set (c), (d) and the filter's size)")
     w("")
     w("| goal | measured | met |")
     w("|---|---|---|")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fleet bench (issues 13 and 25): the filter with the remote store — `idemgate-store` on each of
+"""Fleet bench: the filter with the remote store — `idemgate-store` on each of
 its engines, `redis` (one `redis-server`), `postgres` (one PostgreSQL) and `redis+postgres` (both)
 — against the local store, in the same run, variants alternating in every repetition. `make
 bench-fleet` writes its section of BENCHMARKS.md; `--smoke` runs it for seconds into another file.
@@ -241,7 +241,7 @@ def render(args, mach, load0, load1, results):
     for name, _, desc, _, _ in variants:
         lines.append(f"| {desc} | {m[name]['rps']:.0f} | {m[name]['p50']:.3f} ms | {m[name]['p99']:.3f} ms | "
                      f"{non2xx[name]} |")
-    lines += ["", "| engine | added p50 per keyed request, 1 connection (fleet − local; goal ≤ 0.3 ms, issue 24) | "
+    lines += ["", "| engine | added p50 per keyed request, 1 connection (fleet − local; goal ≤ 0.3 ms) | "
               "throughput at 8 connections, fleet / local (goal ≥ 0.6) | replay from the other Envoy |",
               "|---|---|---|---|"]
     for e in engines:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Store bench (issues 13 and 25): what one store operation costs on each engine of the store
+"""Store bench: what one store operation costs on each engine of the store
 service — `redis`, `postgres` and `redis+postgres` in one run. `make bench-store` builds the
 service and its load generator (crates/store/examples/load.rs) and writes its section of
 BENCHMARKS.md; `--out` writes elsewhere.

@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(forwarded.last().map(|(_, v)| *v), Some(b"12".as_slice()));
     }
 
-    /// Issue 21: on re-entry every answer comes through the inner pass and so carries the async
+    /// On re-entry every answer comes through the inner pass and so carries the async
     /// client's upstream mark; only the re-entry mark tells the app's answer from Envoy's replies.
     #[test]
     fn reentry_answers_are_told_apart_by_their_mark() {

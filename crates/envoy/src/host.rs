@@ -39,7 +39,7 @@ pub fn upstream_attempts() -> Option<u64> {
     }
 }
 
-/// A whole header map; `None` when the host could not hand it over (issue 22: never read as a
+/// A whole header map; `None` when the host could not hand it over (never read as a
 /// map without headers — a request would lose its key and be forwarded unguarded).
 pub fn headers(map: MapType) -> Option<Headers> {
     logged(
@@ -53,7 +53,7 @@ pub fn property(path: &[&str]) -> Option<Vec<u8>> {
 }
 
 /// A property's value, `Some(None)` when the host has none; `None` when the read itself failed
-/// (a failing call is not an absent property: issue 22).
+/// (a failing call is not an absent property: no silent fallback).
 pub fn property_read(path: &[&str]) -> Option<Option<Vec<u8>>> {
     logged(
         abi::property(path).ok(),
@@ -66,7 +66,7 @@ pub fn property_text(path: &[&str]) -> Option<String> {
 }
 
 /// The first `size` bytes of a body buffer; `None` when the host could not hand over all of them
-/// (issue 22: a short read fingerprinted, stored or relayed would be a body nobody sent).
+/// (a short read fingerprinted, stored or relayed would be a body nobody sent).
 pub fn body(buffer: BufferType, size: usize) -> Option<Vec<u8>> {
     if size == 0 {
         return Some(Vec::new());

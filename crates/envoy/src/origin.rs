@@ -1,6 +1,6 @@
 //! Where a response came from, told by Envoy's `response.code_details` — the one fact that separates
 //! the upstream's own answer from the proxy's. Pure: the filter reads the property, this module
-//! names what it means, and the core decides what that does to the claim (semantics §5).
+//! names what it means, and the core decides what that does to the claim (`docs/semantics.md` §5).
 //!
 //! | `response.code_details`                                   | origin        |
 //! |-----------------------------------------------------------|---------------|
@@ -264,7 +264,7 @@ mod tests {
         assert_eq!(classify(Some("response_timeout[")), Origin::InDoubt);
     }
 
-    /// Issue 21: a first attempt that reached the upstream and was reset, then a retry that could
+    /// Re-entry: a first attempt that reached the upstream and was reset, then a retry that could
     /// not connect, ends with "connection failure" details — never proof that nothing ran.
     #[test]
     fn an_earlier_attempt_may_have_reached_the_upstream() {

@@ -1,4 +1,4 @@
-//! The filter's side of the remote store (issue 13, `store: {"kind": "remote"}`): every claim,
+//! The filter's side of the remote store (`store: {"kind": "remote"}`): every claim,
 //! finish and token use is one `POST /v1/op` to the store service (`idemgate-store`) through the
 //! Envoy cluster the configuration names, by `proxy_http_call` registered in the root context's
 //! [`crate::callout`] table. This module only carries bytes: the request bodies are built by
@@ -109,7 +109,7 @@ impl Reply {
             return none;
         }
         // An answer the host cannot hand over whole is no answer: with no status, the core
-        // reads it as the store unavailable (issue 22: never a short body decoded).
+        // reads it as the store unavailable (never a short body decoded).
         let (Some(headers), Some(body)) = (
             host::headers(MapType::HttpCallResponseHeaders),
             host::body(BufferType::HttpCallResponseBody, body_size),

@@ -4,7 +4,7 @@
 //! made under, so its answer is decided under the configuration that made it, even after a
 //! reconfiguration or after its stream is gone. The modules that make and answer callouts
 //! ([`crate::detached`], [`crate::remote_store`], [`crate::order`], [`crate::settle`]) depend on
-//! this one and never on each other's callers (issue 22: no import circle in the crate).
+//! this one and never on each other's callers (no import circle in the crate).
 
 use crate::callout::CalloutTable;
 use crate::metrics::Metrics;
@@ -87,7 +87,7 @@ impl Shared {
     /// Registers a callout the host accepted under `token` in this root's table; `false` if the
     /// table could not be borrowed (never expected: it is not held across callbacks). The caller
     /// then fails its request and gives back what it claimed, rather than leaving an answer with
-    /// no entry to find (issue 22: no silent fallback).
+    /// no entry to find (no silent fallback).
     pub fn register(&self, token: u32, pending: Pending) -> bool {
         match self.callouts.try_borrow_mut() {
             Ok(mut table) => {

@@ -8,7 +8,7 @@
 //! any `crate::name` outside a comment line.
 //!
 //! And no file is longer than [`MAX_LINES`]: the adapter carries out what the core decides, and a
-//! file that grows past it is where a rule is leaking back in (issue 22: `filter.rs` once held
+//! file that grows past it is where a rule is leaking back in (`filter.rs` once held
 //! 978 lines of them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 

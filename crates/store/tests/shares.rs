@@ -1,4 +1,4 @@
-//! The remote store's shares (issue 23, item 4) against a real `redis-server` and a real Redis
+//! The remote store's shares against a real `redis-server` and a real Redis
 //! Cluster: a payer at its share is refused while others are served, made-up identities do not
 //! multiply an address group's share, a refused claim leaves nothing behind, and the rest of
 //! `maxmemory` above `--claim-memory-limit` is kept for finishes — so Redis out of memory never

@@ -1,4 +1,4 @@
-// One business intent, one key (semantics §9): the key is made at the first submit, kept for every
+// One business intent, one key (`docs/semantics.md` §9): the key is made at the first submit, kept for every
 // retry of the same payload, and dropped after a final outcome or when the payload changes. The
 // states and moves are the core's submit lifecycle (idle → in_flight → succeeded /
 // failed_retryable / failed_final); a submit while in flight is "already applied", which is how a

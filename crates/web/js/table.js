@@ -1,4 +1,4 @@
-// State tables (semantics §8): a business object's one-way life, declared as data in the same
+// State tables (`docs/semantics.md` §8): a business object's one-way life, declared as data in the same
 // format the edge's `routes[].order.table` reads, validated and answered by the core.
 
 import * as wasm from './wasm.js';

@@ -1,4 +1,4 @@
-// One-time anti-resubmit tokens issued by the edge (semantics §7): fetch one, attach it.
+// One-time anti-resubmit tokens issued by the edge (`docs/semantics.md` §7): fetch one, attach it.
 
 import { IdemgateError } from './errors.js';
 import { CORE, tokenTarget, tokenFresh } from './core.js';

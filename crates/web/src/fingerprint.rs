@@ -1,8 +1,8 @@
-//! The edge's request fingerprint (semantics §3), fed incrementally: configure and describe the
-//! request in one call, stream the body, finish. The same modes and the same bytes as the Envoy
-//! filter, because both call `idemgate_core::request::fingerprint` — over the same method and path
-//! spelling, because both take it from `idemgate_core::request::target` (issue 22: `post /Orders`
-//! from a browser is the edge's `POST /orders`).
+//! The edge's request fingerprint (`docs/semantics.md` §3), fed incrementally: configure and
+//! describe the request in one call, stream the body, finish. The same modes and the same bytes as
+//! the Envoy filter, because both call `idemgate_core::request::fingerprint` — over the same method
+//! and path spelling, because both take it from `idemgate_core::request::target` (browser-edge
+//! parity: `post /Orders` from a browser is the edge's `POST /orders`).
 
 use crate::error::{CodedError, JsResult, FINGERPRINTER_STATE, INVALID_ARGUMENT};
 use alloc::string::String;

@@ -1,6 +1,6 @@
-//! The rules around one business intent that the JS layer used to repeat (semantics §9): how a
-//! submission settled and whether the next one keeps the key, when an intent is over and how two
-//! payloads compare (`idemgate_core::browser::intent`), whether an answer is a replay
+//! The rules around one business intent that the JS layer used to repeat (`docs/semantics.md` §9):
+//! how a submission settled and whether the next one keeps the key, when an intent is over and how
+//! two payloads compare (`idemgate_core::browser::intent`), whether an answer is a replay
 //! (`idemgate_core::answer`), and how to ask the edge for a one-time token and whether
 //! one is still usable (`idemgate_core::client::token`). JS does the I/O and the DOM; these decide.
 

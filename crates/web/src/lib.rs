@@ -1,9 +1,10 @@
 //! # idemgate-web
 //!
-//! The browser side of idemgate (semantics §9): the core's rules exported with `wasm-bindgen`, and
-//! wrapped by the hand-written ES module in `js/` into the npm package `idemgate`. Nothing here
-//! decides anything the core does not: keys are parsed, fingerprints hashed, retries timed and
-//! submit states moved by `idemgate-core`; this crate converts values and errors at the boundary.
+//! The browser side of idemgate (`docs/semantics.md` §9): the core's rules exported with
+//! `wasm-bindgen`, and wrapped by the hand-written ES module in `js/` into the npm package
+//! `idemgate`. Nothing here decides anything the core does not: keys are parsed, fingerprints
+//! hashed, retries timed and submit states moved by `idemgate-core`; this crate converts values and
+//! errors at the boundary.
 //!
 //! Exports (JS names): `defaults` (the core's defaults), `newKey`, `parseKeyValues`,
 //! `Fingerprinter`, `requestTarget`, `retryNext`, `parseRetryAfter`, `classifyStatus`, `settle`,

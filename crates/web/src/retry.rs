@@ -1,6 +1,7 @@
-//! The client retry policy (semantics §9) from `idemgate_core::browser::retry`: the JS layer
-//! reports how an attempt ended and gets back whether and when to try again, as a plain object —
-//! `{retry: true, delayMs}` or `{retry: false, reason}` — and by name, never a number to decode.
+//! The client retry policy (`docs/semantics.md` §9) from `idemgate_core::browser::retry`: the JS
+//! layer reports how an attempt ended and gets back whether and when to try again, as a plain
+//! object — `{retry: true, delayMs}` or `{retry: false, reason}` — and by name, never a number to
+//! decode.
 
 use crate::error::{millis, CodedError, JsResult, INVALID_ARGUMENT};
 use crate::object::{Json, Member};

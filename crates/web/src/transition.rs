@@ -1,7 +1,8 @@
-//! State tables (semantics §8, §9): an application's own tables, declared as data in the one format
-//! the edge's `routes[].order.table` reads (`idemgate_core::order::transition::DeclaredTable`), and
-//! the core's submit-button lifecycle that drives the JS submit guard. The core validates the table
-//! and answers every event; this module only carries names across the boundary.
+//! State tables (`docs/semantics.md` §8, §9): an application's own tables, declared as data in the
+//! one format the edge's `routes[].order.table` reads
+//! (`idemgate_core::order::transition::DeclaredTable`), and the core's submit-button lifecycle that
+//! drives the JS submit guard. The core validates the table and answers every event; this module
+//! only carries names across the boundary.
 
 use crate::error::{CodedError, JsResult};
 use crate::object::{Json, Member};

@@ -25,7 +25,8 @@ use idemgate_core::order::Resource;
 use idemgate_core::store::record::{Bucket, Record};
 use idemgate_core::time::UnixMillis;
 
-/// The demo's table (the issue 26 contract): unpaid → paid → shipped; unpaid or paid → cancelled.
+/// The demo's table (the ordering guard's contract): unpaid → paid → shipped; unpaid or paid →
+/// cancelled.
 pub const TABLE: &str = r#"{"initial": "unpaid", "transitions": [
     ["unpaid", "payment.succeeded", "paid"], ["paid", "order.shipped", "shipped"],
     ["unpaid", "order.cancelled", "cancelled"], ["paid", "order.cancelled", "cancelled"]]}"#;

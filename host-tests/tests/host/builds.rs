@@ -162,7 +162,7 @@ fn stories(wasm: &std::path::Path) -> Vec<Vec<String>> {
             told,
         );
     };
-    // Issue 21: detached exchanges through the re-entry listener, and what its inner pass answers.
+    // Re-entry: detached exchanges through the re-entry listener, and what its inner pass answers.
     let reentering = |envoy: &Envoy, told: &mut Vec<String>| {
         let cluster = Forwarding::Reentry.cluster();
         let answered = |envoy: &Envoy, told: &mut Vec<String>, worker: usize, key: &str| {

@@ -285,7 +285,7 @@ fn a_vm_restart_cancels_its_callouts_and_the_key_waits_for_its_lease() {
     }
 }
 
-/// Issue 22, no silent fallback: an upstream answer whose body the host hands over short (or not
+/// No silent fallback: an upstream answer whose body the host hands over short (or not
 /// at all) was relayed to the waiting client and stored as read, so every retry was replayed a
 /// body the upstream never sent. The upstream has acted and the edge cannot keep its answer: in
 /// doubt, the client told so, the key held until its lease ends, then taken over once.

@@ -173,7 +173,7 @@ fn a_missing_peer_address_never_merges_clients() {
     assert_eq!(envoy.metric("idemgate.scope_unavailable"), Some(2));
 }
 
-/// Issue 22, no silent fallback: a request whose headers the host cannot hand over was read as one
+/// No silent fallback: a request whose headers the host cannot hand over was read as one
 /// without headers — no `:method`, no key — and forwarded unguarded. Now it is refused with 503
 /// `request_unreadable`, and nothing is claimed: once the host reads again the key is new.
 #[test]
@@ -193,7 +193,7 @@ fn a_request_whose_headers_cannot_be_read_is_refused_never_forwarded_unguarded()
     assert!(envoy.anomalies().is_empty());
 }
 
-/// Issue 22, no silent fallback: a request body chunk the host hands over short (or not at all)
+/// No silent fallback: a request body chunk the host hands over short (or not at all)
 /// was fingerprinted as it came, so the stored fingerprint was of another payload: the retry of
 /// the very same request was `key_reused`, and two payloads whose reads failed alike matched.
 /// Now the request is refused with 503 `request_unreadable` before anything is claimed.
@@ -217,7 +217,7 @@ fn a_request_body_that_cannot_be_read_claims_nothing() {
     }
 }
 
-/// Issue 22, no silent fallback: an upstream body the host hands over short (or not at all) was
+/// No silent fallback: an upstream body the host hands over short (or not at all) was
 /// stored as read, and every retry was replayed a body the upstream never sent. The client still
 /// gets the upstream's answer (Envoy streams it); the edge cannot keep it, and the upstream has
 /// acted: in doubt, so the claim holds until its lease ends and a retry is told to wait.
@@ -249,7 +249,7 @@ fn a_response_body_that_cannot_be_read_is_in_doubt_never_stored() {
     }
 }
 
-/// Issue 22, no silent fallback: a scope property the host failed to read (a failing call, not
+/// No silent fallback: a scope property the host failed to read (a failing call, not
 /// an absent property) was taken as absent, so the request was scoped by the next source — the
 /// peer — and the same request read again was another key in another namespace: run twice. Now
 /// it is refused with 503 `request_unreadable`, and nothing is claimed.
@@ -301,7 +301,7 @@ fn the_clock_going_backwards_neither_traps_nor_frees_a_live_claim() {
     assert!(fresh.reached_upstream());
 }
 
-/// Issue 22, no silent fallback: an upstream answer whose `:status` cannot be read was stored as
+/// No silent fallback: an upstream answer whose `:status` cannot be read was stored as
 /// "status 0" and replayed to every retry. It is an answer the edge cannot keep, and the upstream
 /// may have acted: in doubt, so the claim holds until its lease ends and a retry is told to wait.
 #[test]
@@ -327,7 +327,7 @@ fn an_answer_without_a_readable_status_is_in_doubt_never_stored() {
     assert_eq!(code(&answer), "request_in_flight");
 }
 
-/// Issue 22, no silent fallback: a clock the host cannot read was taken as the epoch, so a claim
+/// No silent fallback: a clock the host cannot read was taken as the epoch, so a claim
 /// was made in 1970 (expired before it was written). Now nothing is claimed or forwarded, the
 /// client gets 503 `clock_unavailable`, and once the clock reads again the same key is new.
 #[test]

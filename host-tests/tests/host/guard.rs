@@ -1,4 +1,4 @@
-//! The core's request machine (`idemgate_core::guard::Guarded`, issue 22 items 1 and 7) under every
+//! The core's request machine (`idemgate_core::guard::Guarded`) under every
 //! order of inputs a host can hand it: for each route shape (kind, ordered events, one-time token,
 //! detached, failure modes), every sequence of store answers, ordering decisions, sends, upstream
 //! heads, body chunks, ends and clock failures, depth first. An input the request does not wait

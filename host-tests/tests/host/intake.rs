@@ -1,4 +1,4 @@
-//! The core's request machine from its headers to its claim (issue 22 item 7): for each route
+//! The core's request machine from its headers to its claim: for each route
 //! shape, the request is decided by `guard::head` and its machine made by `Keyed::take`, then
 //! every sequence of body inputs a host can hand it — a chunk charged and read, a chunk charged
 //! but unreadable, a chunk read without being charged, the body's end, a store answer too early —

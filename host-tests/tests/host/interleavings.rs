@@ -252,7 +252,7 @@ fn two_detached_requests_when_the_first_dispatch_fails_or_never_connects() {
     }
 }
 
-// Issue 21: what the inner pass of the re-entry listener answers. The key is never released —
+// Re-entry: what the inner pass of the re-entry listener answers. The key is never released —
 // so never run twice — when an earlier attempt may have reached the app; a reply the inner pass
 // made without reaching it is never stored, and releases the key.
 

@@ -1,5 +1,6 @@
-//! Issue 26: two events racing on one resource of an ordered callback route, every interleaving
-//! of their host-call steps through the filter's `.wasm` (the invariants: `explore::order`).
+//! The ordering guard: two events racing on one resource of an ordered callback route, every
+//! interleaving of their host-call steps through the filter's `.wasm` (the invariants:
+//! `explore::order`).
 
 use crate::support::filter;
 use idemgate_host_tests::explore::order::{check, event};

@@ -1,4 +1,4 @@
-//! Issue 21 as stories: a detached exchange re-enters Envoy through the internal listener, whose
+//! Re-entry as stories: a detached exchange re-enters Envoy through the internal listener, whose
 //! inner pass marks every answer with `response.code_details;attempts`; the filter tells the app's
 //! answer from Envoy's own replies by that mark. On the router path, a route that retried reports
 //! its attempts in `upstream.request_attempt_count`. Either way, an earlier attempt that may have

@@ -741,7 +741,7 @@ impl<'p> World<'p> {
                             "store full with {neighbours} live records"
                         );
                     }
-                    // Issue 14: the key's scope already holds its share of the cell.
+                    // The key's scope already holds its share of the cell.
                     (ClaimOutcome::QuotaExceeded { retry_after, .. }, None) => {
                         assert!(retry_after.as_millis() > 0);
                     }

@@ -1,6 +1,6 @@
-//! The replay of a stored answer (semantics §4, §5): its status, the headers today's allow-list
-//! names, its body — and, when the body was over `max_response_body` and not kept, no header that
-//! describes a body the replay does not carry.
+//! The replay of a stored answer (`docs/semantics.md` §4, §5): its status, the headers today's
+//! allow-list names, its body — and, when the body was over `max_response_body` and not kept, no
+//! header that describes a body the replay does not carry.
 
 use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
 use crate::policy::replayable;

@@ -1,5 +1,6 @@
-//! One business intent in the browser (semantics §9), sans-IO: when a submission has settled,
-//! which submit-lifecycle event it is, and whether the intent's idempotency key survives it.
+//! One business intent in the browser (`docs/semantics.md` §9), sans-IO: when a submission has
+//! settled, which submit-lifecycle event it is, and whether the intent's idempotency key survives
+//! it.
 //!
 //! The key is what makes a repeat safe: the edge runs a key once and replays its answer. So a key
 //! is kept exactly as long as a repeat might meet a request that already ran — after a retryable

@@ -1,5 +1,6 @@
-//! The browser's client retry policy (semantics §9), sans-IO: the caller reports how an attempt
-//! ended and passes the time and a random number; [`next`] says whether and when to try again.
+//! The browser's client retry policy (`docs/semantics.md` §9), sans-IO: the caller reports how an
+//! attempt ended and passes the time and a random number; [`next`] says whether and when to try
+//! again.
 //!
 //! Retried: network errors, timeouts, 409 (another attempt with this key is still in flight), 429
 //! and 502/503/504 (the server says it did not act). Never retried: 400/401/403/404/422 and every

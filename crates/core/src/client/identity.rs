@@ -1,7 +1,8 @@
-//! Who is asking (semantics §2): the client identity for the storage key's scope, taken from the
-//! configured sources in order, and the peer's address without its port (a retry over a new
-//! connection comes from another port but is the same client). Moved from the Envoy filter (issue
-//! 22): a host hands its facts over through [`Facts`] and gets the identity, or [`Unreadable`].
+//! Who is asking (`docs/semantics.md` §2): the client identity for the storage key's scope, taken
+//! from the configured sources in order, and the peer's address without its port (a retry over a
+//! new connection comes from another port but is the same client). Decided in the core, not the
+//! filter, so every host reads a client alike: a host hands its facts over through [`Facts`] and
+//! gets the identity, or [`Unreadable`].
 //!
 //! Only configured sources count: a source that is not in the list is never used as a fallback,
 //! and an empty or whitespace-only value is absent (an empty `Authorization:` would otherwise be
@@ -37,7 +38,7 @@ impl ClientIdentity {
         }
     }
 
-    /// Who pays for this client's records (issue 23, [`crate::store::share`]): the identity, and
+    /// Who pays for this client's records ([`crate::store::share`]): the identity, and
     /// the address group of the peer unless the identity is verified. A peer-scoped client pays as
     /// its address group. A kind of share that is `"off"` is charged nothing
     /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's
@@ -77,9 +78,10 @@ pub trait Facts {
     fn property(&self, path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable>;
 }
 
-/// The identity from the first configured source that is present; `None` when none is — the
-/// caller must then not guard the request in a namespace shared with other clients (semantics §2).
-/// Never a source that is not configured, and never the next one because a read failed.
+/// The identity from the first configured source that is present; `None` when none is — the caller
+/// must then not guard the request in a namespace shared with other clients
+/// (`docs/semantics.md` §2). Never a source that is not configured, and never the next one because
+/// a read failed.
 pub fn identify(
     sources: &[ScopeSource],
     facts: &dyn Facts,
@@ -299,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_source_that_is_not_configured_is_never_used() {
-        // Before issue 14 this fell back to the peer address.
+        // Before the hardening this fell back to the peer address.
         let policy = Policy::from_json(r#"{"scope":[{"header":"x-api-key"}]}"#, &|_| None).unwrap();
         assert_eq!(identify(&policy.scope, &fake(&[])), Ok(None));
     }
@@ -355,8 +357,8 @@ mod tests {
         assert!(id.source.starts_with("property:"));
     }
 
-    /// Issue 22: a read that failed is not an absent property — the next source (the peer)
-    /// would scope the same request in another namespace.
+    /// No silent fallback: a read that failed is not an absent property — the next source (the
+    /// peer) would scope the same request in another namespace.
     #[test]
     fn a_failing_read_is_unreadable_never_the_next_source() {
         let policy = Policy::from_json(

@@ -1,7 +1,8 @@
-//! Whose key is it? (semantics §2.) A key alone must never find another client's record, or one
-//! user's response would be replayed to another. The storage key therefore hashes, domain-separated
-//! and length-prefixed, the scope (which source identified the client and its value), the method,
-//! the route and the key. The scope value is only ever stored inside this hash, never in clear.
+//! Whose key is it? (`docs/semantics.md` §2.) A key alone must never find another client's record,
+//! or one user's response would be replayed to another. The storage key therefore hashes,
+//! domain-separated and length-prefixed, the scope (which source identified the client and its
+//! value), the method, the route and the key. The scope value is only ever stored inside this hash,
+//! never in clear.
 
 use crate::hash::{to_hex, PartsHasher};
 use crate::request::key::IdempotencyKey;

@@ -1,4 +1,4 @@
-//! One-time anti-resubmit tokens (semantics §7).
+//! One-time anti-resubmit tokens (`docs/semantics.md` §7).
 //!
 //! The edge issues a token for a scope; a route that requires one accepts it once. This module does
 //! the stateless half — issue and verify a signed token — and names the store cell that records its

@@ -1,5 +1,6 @@
 //! The `store` section compiled: the local store (the default), or the remote store service with
-//! the secrets that seal its answers (issue 24, [`crate::record::seal`]).
+//! the secrets that seal its answers ([`crate::record::seal`]: nothing that can write the engine
+//! plants a replay).
 
 use super::{copy, defaults, invalid, shown, span, Config, Refusal, StoreBackendConfig};
 use crate::policy::StoreKind;

@@ -1,4 +1,4 @@
-//! Group `client` (the browser client's rules, semantics §9), by `op`:
+//! Group `client` (the browser client's rules, `docs/semantics.md` §9), by `op`:
 //! - `{"op":"classify","status":n}` → the status class's name
 //!   ([`crate::browser::retry::classify`]);
 //! - `{"op":"settle","status":n}` → `{"event": submit event, "keeps_key": bool}`

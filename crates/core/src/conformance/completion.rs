@@ -1,8 +1,9 @@
-//! Group `completion`: what the end of a forwarded request does to its claim (semantics §5).
-//! Input `{"policy"?, "now", "claim": {"fingerprint", "lease_until", "expires_at"}, "facts":
-//! "never_reached" | "in_doubt" | {"status", "headers"?: [[n, v]], "body": text | null (null =
-//! over the limit)}}`. Output `{"completion": "store", "status", "headers", "body_kept",
-//! "expires_at"}` or `{"completion": "release"}` or `{"completion": "keep_in_flight"}`.
+//! Group `completion`: what the end of a forwarded request does to its claim
+//! (`docs/semantics.md` §5). Input `{"policy"?, "now", "claim": {"fingerprint", "lease_until",
+//! "expires_at"}, "facts": "never_reached" | "in_doubt" | {"status", "headers"?: [[n, v]], "body":
+//! text | null (null = over the limit)}}`. Output `{"completion": "store", "status", "headers",
+//! "body_kept", "expires_at"}` or `{"completion": "release"}` or `{"completion":
+//! "keep_in_flight"}`.
 
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{complete, Completion, ResponseFacts};

@@ -1,4 +1,5 @@
-//! Group `decision`: what a request gets given the record found (semantics §4), and its HTTP form.
+//! Group `decision`: what a request gets given the record found (`docs/semantics.md` §4), and its
+//! HTTP form.
 //! Input `{"policy"?, "now", "fingerprint": "A", "record": null | {"state": "in_flight",
 //! "fingerprint", "lease_until", "expires_at"} | {"state": "completed", "fingerprint", "status",
 //! "headers"?, "body"?: text | null (null = not kept), "expires_at"}}`.

@@ -1,4 +1,4 @@
-//! Group `target` (issue 22: the browser and the edge spell a request alike). Input:
+//! Group `target` (browser-edge parity: the browser and the edge spell a request alike). Input:
 //! `{"policy"?: config, "method": as an app gives it to `fetch`, "path": path and query as sent,
 //! "headers"?: [[name, value]], "body"|"body_hex"?}`. Output what the edge does with the request
 //! `fetch` sends: `null` when no route guards it, else `{"method", "path", "fingerprint"}` — the

@@ -11,7 +11,7 @@
 //! acknowledgement stored for its key ([`crate::guard`]), so it needs a key — without one it is
 //! refused as stale. A route that requires a key refuses a request that has none with
 //! an answer naming where it looked. The one-time token is checked after the claim (the
-//! idempotency decision comes first, semantics §7), by the host's token path.
+//! idempotency decision comes first, `docs/semantics.md` §7), by the host's token path.
 
 use crate::client::scope::Scope;
 use crate::client::signature::{Freshness, SignatureCheck, SignatureError};
@@ -226,7 +226,7 @@ impl Admission {
 
 impl Route {
     /// The scope a callback route's keys live in (the route itself); `None` on API routes, whose
-    /// scope is the client (semantics §2).
+    /// scope is the client (`docs/semantics.md` §2).
     pub fn own_scope(&self) -> Option<Scope<'_>> {
         match self.kind {
             RouteKind::Callback => Some(Scope {

@@ -1,4 +1,4 @@
-//! An upstream's answer as a record keeps it (issue 22, item 1): its status, the headers the
+//! An upstream's answer as a record keeps it: its status, the headers the
 //! policy replays, and its body within `max_response_body` — streamed in on the router path,
 //! whole from a detached exchange. Both paths were the Envoy filter's, each written out; now they
 //! hand over the same facts and get the same [`ResponseFacts`].

@@ -1,5 +1,5 @@
 //! What a request does between its idempotency decision and the upstream, in the core's order
-//! (issue 22, item 1; semantics §7: the idempotency decision comes first). A claimed request on
+//! (`docs/semantics.md` §7: the idempotency decision comes first). A claimed request on
 //! a route that orders its events has its event decided by the ordering guard, then its one-time
 //! token is used, once, then it goes out; a request forwarded without idempotency still has its
 //! token used first. The order was the Envoy filter's, spread over four functions; the host now

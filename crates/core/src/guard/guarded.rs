@@ -1,5 +1,5 @@
 //! One guarded request's life from the end of its headers to its settlement, as one sans-IO
-//! state machine in quinn-proto's shape (issue 22, item 1).
+//! state machine in quinn-proto's shape.
 //!
 //! The host hands in what happened: its body, chunk by chunk ([`Guarded::body_wants`],
 //! [`Guarded::body_chunk`], [`Guarded::body_end`]: `taking`), the store's answer to a question

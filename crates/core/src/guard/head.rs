@@ -1,4 +1,4 @@
-//! A request's headers: the guard's first input (issue 22, item 1). The host hands over the
+//! A request's headers: the guard's first input. The host hands over the
 //! header list it read, pseudo-headers included, and the facts only it has ([`Host`]: its
 //! connection's properties, its clock, fresh randomness, the scopes' kept hashes, its hashing
 //! budget — each asked for only when a rule needs it). [`head`] decides what becomes of the

@@ -1,4 +1,4 @@
-//! A guarded request between its headers and its claim (issue 22, item 1): whether it has a key
+//! A guarded request between its headers and its claim: whether it has a key
 //! to claim, and its body taken in — counted against `max_request_body`, charged to the hashing
 //! budget (every copy of it that is kept), fingerprinted, read by a body key source or a
 //! signature — until the claim's key and fingerprint are known, or the request is refused. The

@@ -1,4 +1,4 @@
-//! What the edge does with the ordering guard's outcome (issue 22: the HTTP meaning of each
+//! What the edge does with the ordering guard's outcome (the HTTP meaning of each
 //! decision mapped once, in the core): the event goes on — claiming its resource when it applies
 //! — or is answered here, with the failure modes for a store that is full or failed; and the
 //! events a host counts. Both stores' outcomes (the local one's at once, the store service's by

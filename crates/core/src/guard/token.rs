@@ -1,8 +1,9 @@
-//! One-time tokens at the edge (semantics §7): the issuing endpoint's answer ([`asks_for_token`],
-//! [`issue_token`]), and a route's token checked before any store decision: the request
-//! goes on to its claim with the token verified (its single use comes later, [`super::after_use`]),
-//! or stops here. The host hands over its facts — the client's scope, the header the policy names, its
-//! clock, read only when a token is required — and carries out the answer.
+//! One-time tokens at the edge (`docs/semantics.md` §7): the issuing endpoint's answer
+//! ([`asks_for_token`], [`issue_token`]), and a route's token checked before any store decision:
+//! the request goes on to its claim with the token verified (its single use comes later,
+//! [`super::after_use`]), or stops here. The host hands over its facts — the client's scope, the
+//! header the policy names, its clock, read only when a token is required — and carries out the
+//! answer.
 
 use super::{Event, Events};
 use crate::answer::{answer, EdgeAnswer, HttpAnswer};

@@ -1,4 +1,4 @@
-//! Declarative state tables and optimistic versions (semantics §8).
+//! Declarative state tables and optimistic versions (`docs/semantics.md` §8).
 //!
 //! A business object moves one way through a table of `(from, event, to)` transitions. For an event
 //! at the object's current state, [`StateTable::on`] answers:
@@ -294,9 +294,9 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 }
 
-/// A submit button (semantics §9). A `submit` while `in_flight` is already applied: that is how a
-/// double click becomes one request. A retryable failure submits again; a final outcome needs a
-/// `reset` (a new intent) first.
+/// A submit button (`docs/semantics.md` §9). A `submit` while `in_flight` is already applied: that
+/// is how a double click becomes one request. A retryable failure submits again; a final outcome
+/// needs a `reset` (a new intent) first.
 pub static SUBMIT_LIFECYCLE: StateTable = StateTable::from_static(
     &[
         "idle",

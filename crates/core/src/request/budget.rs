@@ -2,16 +2,16 @@
 //! request bodies being fingerprinted (`hashing_budget`, below); the other the answers Envoy may
 //! be buffering for detached exchanges (`relay_budget`, at the end).
 //!
-//! The VM's budget for request bodies being fingerprinted (issue 14, finding 8; issue 23; moved
-//! from the Envoy filter, issue 22: [`crate::guard::Intake::charge`] reserves from it). A
-//! stream's body is hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical
-//! encoding of the objects still open, which can approach the bytes seen so far, and where a key
-//! source reads the body, the ordering guard reads it, or a detached exchange will send it, the
-//! host keeps a copy of it too. One stream is bounded by `max_request_body` (per copy), but many
-//! concurrent streams (HTTP/2 multiplexes hundreds on a connection) multiply it, and a failed
-//! allocation would trap the VM — every stream of the worker lost. So every stream reserves the
-//! body bytes it keeps (each copy counted) from one per-VM budget (`hashing_budget`) before
-//! feeding more; a stream that would go over it is answered 503 `hashing_budget_exceeded` instead.
+//! The VM's budget for request bodies being fingerprinted (hardening finding 8; shared per peer
+//! like the store's shares; [`crate::guard::Intake::charge`] reserves from it). A stream's body is
+//! hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical encoding of the
+//! objects still open, which can approach the bytes seen so far, and where a key source reads the
+//! body, the ordering guard reads it, or a detached exchange will send it, the host keeps a copy of
+//! it too. One stream is bounded by `max_request_body` (per copy), but many concurrent streams
+//! (HTTP/2 multiplexes hundreds on a connection) multiply it, and a failed allocation would trap
+//! the VM — every stream of the worker lost. So every stream reserves the body bytes it keeps (each
+//! copy counted) from one per-VM budget (`hashing_budget`) before feeding more; a stream that would
+//! go over it is answered 503 `hashing_budget_exceeded` instead.
 //!
 //! The budget is shared per peer: the streams of one peer group
 //! ([`crate::store::share::Shares::peer_group`]: the client's address, an IPv6 address's /64) hold

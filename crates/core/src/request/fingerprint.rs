@@ -1,11 +1,11 @@
-//! Is a retry the *same* request? (semantics §3.) The fingerprint is a SHA-256 over the method, the
-//! path with its query, the configured headers and a digest of the body in the configured mode. It
-//! is fed body chunks as they arrive: `raw` hashes bytes as they stream and keeps none, `json` and
-//! `fields` run the streaming canonical hasher of [`crate::request::json`] (which holds only the
-//! objects still open), `form` the canonical form hasher of [`crate::request::form`] (which holds
-//! the decoded pairs until it can sort them). `auto`, the default, picks `json`, `form` or `raw`
-//! from the request's `Content-Type` ([`crate::request::media_type`]), so JSON and Stripe-style
-//! form APIs both work as they are.
+//! Is a retry the *same* request? (`docs/semantics.md` §3.) The fingerprint is a SHA-256 over the
+//! method, the path with its query, the configured headers and a digest of the body in the
+//! configured mode. It is fed body chunks as they arrive: `raw` hashes bytes as they stream and
+//! keeps none, `json` and `fields` run the streaming canonical hasher of [`crate::request::json`]
+//! (which holds only the objects still open), `form` the canonical form hasher of
+//! [`crate::request::form`] (which holds the decoded pairs until it can sort them). `auto`, the
+//! default, picks `json`, `form` or `raw` from the request's `Content-Type`
+//! ([`crate::request::media_type`]), so JSON and Stripe-style form APIs both work as they are.
 //!
 //! # Preimage
 //! Parts (length-prefixed, [`PartsHasher`]): the tag, the mode that hashed the body (`auto`
@@ -162,9 +162,9 @@ impl FingerprintBuilder {
 
     /// Binds the request's `If-Match` fields (every one, in order) into the fingerprint, under a
     /// label of their own: on a route whose updates name the version they read, an update at
-    /// another version is another request (semantics §8), so the same key with another `If-Match`
-    /// is refused, never answered with the earlier version's result. In every mode, `none`
-    /// included: the version is not part of the payload but of what the request asks.
+    /// another version is another request (`docs/semantics.md` §8), so the same key with another
+    /// `If-Match` is refused, never answered with the earlier version's result. In every mode,
+    /// `none` included: the version is not part of the payload but of what the request asks.
     pub(crate) fn bind_if_match(&mut self, values: &[&[u8]]) {
         self.head
             .part(b"precondition:if-match")

@@ -1,4 +1,4 @@
-//! The `Idempotency-Key` header value (semantics §1).
+//! The `Idempotency-Key` header value (`docs/semantics.md` §1).
 //!
 //! The IETF draft makes the value a structured-field string (`"8e03…"`); most clients send it bare,
 //! Stripe style. Both spell the same key, so `"abc"` and `abc` parse equal. Everything else is refused

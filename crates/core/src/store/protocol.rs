@@ -296,7 +296,7 @@ pub(crate) fn make_room(bucket: &mut Bucket, per_cell: u16, now: UnixMillis) -> 
     Ok(())
 }
 
-/// Claims `key` for a request with `fingerprint` (semantics §4).
+/// Claims `key` for a request with `fingerprint` (`docs/semantics.md` §4).
 pub struct Claim<'p> {
     pub key: StorageKey,
     pub fingerprint: Fingerprint,
@@ -357,9 +357,9 @@ pub enum FinishOutcome {
     NotOwner,
 }
 
-/// Completes or releases the claim `owner` holds on `key` (semantics §5), with the policy's
-/// verdict already made: [`Engine::finish`] makes it once, for the charge it moves and for the
-/// record it writes, instead of once for each (and once more per lost race), which copied and
+/// Completes or releases the claim `owner` holds on `key` (`docs/semantics.md` §5), with the
+/// policy's verdict already made: [`Engine::finish`] makes it once, for the charge it moves and for
+/// the record it writes, instead of once for each (and once more per lost race), which copied and
 /// filtered the answer's body every time.
 struct Settle {
     key: StorageKey,
@@ -396,8 +396,8 @@ pub enum ConsumeOutcome {
     },
 }
 
-/// Marks a one-time token used, exactly once (semantics §7). The key carries the token's scope
-/// ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
+/// Marks a one-time token used, exactly once (`docs/semantics.md` §7). The key carries the token's
+/// scope ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
 pub struct Consume {
     pub key: StorageKey,
     pub expires_at: UnixMillis,
@@ -455,7 +455,8 @@ impl<S: Store + ?Sized> Engine<'_, S> {
         })
     }
 
-    /// Claims `key` for a request charged to `payers` (semantics §4; issue 23).
+    /// Claims `key` for a request charged to `payers` (`docs/semantics.md` §4; shares:
+    /// `docs/semantics.md` §2).
     #[must_use = "the claim's outcome says what the host must do with the request"]
     pub fn claim(
         &mut self,

@@ -23,7 +23,8 @@ pub enum Change {
     Delete,
 }
 
-/// A request claims its key (semantics §4): the claim it writes names who pays for its space.
+/// A request claims its key (`docs/semantics.md` §4): the claim it writes names who pays for its
+/// space.
 pub(crate) fn claim(
     live: Option<&Record>,
     fingerprint: Fingerprint,
@@ -65,9 +66,9 @@ pub(crate) fn replay(
     (outcome, Change::Keep)
 }
 
-/// The claim's owner ends its request (semantics §5) with what the policy made of how it ended
-/// ([`crate::decision::verdict`]). Anyone else — a claim taken over after its lease, or gone —
-/// changes nothing.
+/// The claim's owner ends its request (`docs/semantics.md` §5) with what the policy made of how it
+/// ended ([`crate::decision::verdict`]). Anyone else — a claim taken over after its lease, or gone
+/// — changes nothing.
 pub(crate) fn finish(
     live: Option<&Record>,
     owner: OwnerToken,
@@ -91,7 +92,7 @@ pub(crate) fn finish(
     }
 }
 
-/// A one-time token is used (semantics §7): once, and remembered for [`token_hold`].
+/// A one-time token is used (`docs/semantics.md` §7): once, and remembered for [`token_hold`].
 pub(crate) fn consume(
     live: Option<&Record>,
     expires_at: UnixMillis,

@@ -99,8 +99,8 @@ pub fn serialize_map<'a>(pairs: impl Iterator<Item = (&'a str, &'a [u8])> + Clon
 
 /// Reads a serialised header map (empty: a map with no headers, as Envoy hands over an absent
 /// one); `None` for a malformed map, which a conforming host never sends — never a panic, and
-/// never the pairs before the fault taken for the whole map (issue 22: a request read without its
-/// key would go unguarded). Names that are not UTF-8 are skipped.
+/// never the pairs before the fault taken for the whole map (no silent fallback: a request read
+/// without its key would go unguarded). Names that are not UTF-8 are skipped.
 pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
     if bytes.is_empty() {
         return Some(Headers::default());

@@ -184,14 +184,14 @@ fn answered_exchange(
         return no_answer(&shared, DoubtCause::UpstreamReset);
     }
     // An answer the host cannot hand over whole is no answer the edge can relay or store, and
-    // the upstream may have acted: in doubt (issue 22: never a body nobody sent).
+    // the upstream may have acted: in doubt (never a body nobody sent).
     let Some(headers) = host::headers(MapType::HttpCallResponseHeaders) else {
         return no_answer(&shared, DoubtCause::Other);
     };
     // What the record keeps of it: the core's, as on the router path.
     let mut capture = Capture::head(headers.iter(), &policy);
     // An answer whose status cannot be read is no answer the edge can relay or store, and the
-    // upstream may have acted: in doubt (issue 22: no status 0 stored or relayed).
+    // upstream may have acted: in doubt (no status 0 stored or relayed).
     let Some(status) = capture.status() else {
         host::log(LogLevel::Error, "the detached answer has no valid :status");
         return no_answer(&shared, DoubtCause::Other);

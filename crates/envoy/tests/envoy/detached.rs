@@ -1,7 +1,7 @@
-//! Issue 12: a claimed request's upstream exchange belongs to the key, not to the client's
-//! connection. With `upstream.reentry` configured, guarded routes are detached: the filter sends
-//! the claimed request itself (an HTTP call owned by the root context) back into Envoy through the
-//! re-entry listener (see `harness`), and relays the answer.
+//! Detached execution: a claimed request's upstream exchange belongs to the key, not to the
+//! client's connection. With `upstream.reentry` configured, guarded routes are detached: the filter
+//! sends the claimed request itself (an HTTP call owned by the root context) back into Envoy
+//! through the re-entry listener (see `harness`), and relays the answer.
 
 use crate::client::{burst, read_response, Request, Response};
 use crate::harness::{filter_wasm, validate, yaml, Envoy, Setup, TempDir};

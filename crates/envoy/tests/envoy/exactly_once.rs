@@ -1,6 +1,6 @@
-//! Semantics §4: of N concurrent requests with one key, across every Envoy worker, exactly one
-//! reaches the upstream. 1000 requests per key are in flight at once (open connections, then all
-//! written together behind a barrier), repeated over several fresh keys.
+//! `docs/semantics.md` §4: of N concurrent requests with one key, across every Envoy worker,
+//! exactly one reaches the upstream. 1000 requests per key are in flight at once (open connections,
+//! then all written together behind a barrier), repeated over several fresh keys.
 
 use crate::client::{read_response, Request, Response};
 use crate::harness::{Envoy, Setup};

@@ -1,4 +1,4 @@
-//! Faults in a real Envoy (issue 8, part 2). For each: what the client gets, that no duplicate
+//! Faults in a real Envoy. For each: what the client gets, that no duplicate
 //! reached the upstream while the claim was held, and that no lease outlives its TTL (a retry takes
 //! the claim over within `lease` + one reclaim tick). The plain in-doubt cases (reset before the
 //! response, immediate cut, route timeout before any byte, client gone while the upstream works)

@@ -1,6 +1,6 @@
 //! A fleet: two real Envoys whose filters keep their records in one remote store — the
 //! `idemgate-store` service (built by `make build-store`) in front of a real `redis-server`, a real
-//! PostgreSQL, or both (issue 25: `--engine redis`, `postgres`, `redis+postgres`) — each process
+//! PostgreSQL, or both (`--engine redis`, `postgres`, `redis+postgres`) — each process
 //! started on free ports in a temp dir and killed by PID on drop, also when a test fails.
 //! A request sent to one Envoy and its retry sent to the other behave as if there were one Envoy.
 //! Envoy and the service speak HTTP/2 inside mutual TLS, with certificates made by

@@ -1,4 +1,4 @@
-//! Issue 23: no client can deny the store to others. Each test replays one of the issue's floods
+//! Shares: no client can deny the store to others. Each test replays one flood of the threat
 //! against the configuration of `examples/envoy/envoy.yaml` as shipped (capacity 10,000, scope
 //! `[authorization, peer]`, TTL 24 h), in front of an app that answers 404 on an unknown path (a
 //! 404 is the app's answer, so it is stored). What must hold after each flood: the flooding client
@@ -26,7 +26,7 @@ const ALICE: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 4);
 const BOB: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 5);
 const ANONYMOUS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 6);
 
-/// The issue's flood: 14,000 requests with fresh keys.
+/// The flood: 14,000 requests with fresh keys.
 const FLOOD: usize = 14_000;
 /// Client threads (each one keep-alive connection) sending a flood.
 pub(crate) const THREADS: usize = 4;
@@ -475,7 +475,7 @@ fn flood_then_others(
     flooders
 }
 
-/// The issue's first flood: `Authorization: Bearer mallory` on 14,000 fresh keys to a path the app
+/// The first flood: `Authorization: Bearer mallory` on 14,000 fresh keys to a path the app
 /// answers 404. It used to store 9,621, then answer 503 `store_full` — to mallory and to every other
 /// client, with a Retry-After of about a day.
 #[test]

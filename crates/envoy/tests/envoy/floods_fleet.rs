@@ -1,4 +1,4 @@
-//! Issue 23, item 6: the floods of `floods` through a fleet — two Envoys on the remote store (the
+//! Shares on a fleet: the floods of `floods` through a fleet — two Envoys on the remote store (the
 //! `idemgate-store` service on a `redis-server` with `maxmemory` and `noeviction`, or on
 //! PostgreSQL), the example's filter configuration as shipped with its store made remote. The
 //! store service charges each record to its payers' shares, one engine key per payer, and counts

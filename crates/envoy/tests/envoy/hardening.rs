@@ -1,4 +1,4 @@
-//! Issue 14: ways in found by reading the filter as an attacker would. Each test here reproduced
+//! Hardening: ways in found by reading the filter as an attacker would. Each test here reproduced
 //! its finding against the code before the fix (the failing output is in the commit that added
 //! it) and guards the fix now. SECURITY.md names each one next to its threat.
 
@@ -293,8 +293,8 @@ fn a_token_works_only_on_its_route_and_method() {
 /// Finding 2: one client filling the store with fresh keys used to make every other client's
 /// keyed request a 503 `store_full` (for the records' whole TTL). Now each client may hold only its
 /// share of the store once it is under pressure (a tenth by default, of the whole store,
-/// not of each cell); the rest stays free for others, and the answer says when room comes back. The issue's own floods,
-/// at the example's scale, are in floods.rs.
+/// not of each cell); the rest stays free for others, and the answer says when room comes back.
+/// The shares' own floods, at the example's scale, are in floods.rs.
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn one_client_cannot_fill_the_store_for_everyone() {
@@ -510,7 +510,7 @@ for (let i = 0; i < streams; i++) {
 }
 "#;
 
-/// Issue 23: no client can deny the hashing budget to others. Alice (127.0.0.2) holds 600 HTTP/2
+/// Shares: no client can deny the hashing budget to others. Alice (127.0.0.2) holds 600 HTTP/2
 /// bodies open, 16 KiB into each, on one VM whose budget is 1 MiB: she gets at most her peer's part
 /// (`hashing_budget_per_peer`, by default an eighth: 128 KiB, so 8 streams), the rest 503
 /// `hashing_budget_exceeded`; while her bodies are held, every body request of Bob (127.0.0.3)
@@ -580,7 +580,7 @@ fn one_peer_holding_bodies_leaves_the_hashing_budget_to_others() {
     assert_eq!(big.send(envoy.port).status, 201);
 }
 
-/// Issue 23: every copy of a body the filter keeps is charged to the hashing budget. On a detached
+/// Shares: every copy of a body the filter keeps is charged to the hashing budget. On a detached
 /// route whose key is read from the JSON body, a stream keeps three (the fingerprint's state, the
 /// key source's copy, the exchange's copy): Alice's body held 40 KiB in reserves 120 KiB of her
 /// 192 KiB part, so her second body (30 KiB, 90 KiB more) is refused, where counting the body once

@@ -1,4 +1,4 @@
-//! Issue 15: keys from body fields and callback routes, in a real Envoy. (Signed webhooks from real
+//! Keys from body fields and callback routes, in a real Envoy. (Signed webhooks from real
 //! provider SDKs are driven by the Node tests in `tests/clients`, `make test-clients`.)
 
 use crate::client::Request;
@@ -150,7 +150,7 @@ fn a_callback_route_stores_only_success_and_is_scoped_to_the_route() {
     assert_eq!(upstream.path_hits("/hooks/payments"), 3);
 }
 
-/// Issue 27: a body key cannot be fooled. A respelled number is the same key (the fingerprint
+/// A body key cannot be fooled. A respelled number is the same key (the fingerprint
 /// already compared it by value, so the respelling was a second execution); a body the key parser
 /// cannot read is a 400 even where the key is optional (it used to pass through unguarded). The
 /// same requests on an unguarded path reach the upstream as sent.

@@ -1,6 +1,6 @@
-//! Semantics §5: the store's memory is bounded by configuration. Many unique keys beyond capacity:
-//! the store-full failure mode applies and is counted, Envoy's resident memory stays flat, and
-//! expired records make room again.
+//! `docs/semantics.md` §5: the store's memory is bounded by configuration. Many unique keys beyond
+//! capacity: the store-full failure mode applies and is counted, Envoy's resident memory stays
+//! flat, and expired records make room again.
 
 use crate::client::Request;
 use crate::harness::{Envoy, Setup};

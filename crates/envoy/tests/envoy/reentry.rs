@@ -1,4 +1,4 @@
-//! Issue 21: adding idemgate takes nothing away. A claimed request's detached exchange goes back
+//! Adding idemgate takes nothing away. A claimed request's detached exchange goes back
 //! into Envoy through the re-entry listener (see `harness`), so the route configuration and the
 //! filters after idemgate apply to it exactly as to the same request without a key. Each test
 //! sends both and checks they were answered alike and that the app saw the same thing.

@@ -1,4 +1,4 @@
-//! Issue 21: the authorization and rate-limit filters after idemgate apply to a claimed request on
+//! Re-entry: the authorization and rate-limit filters after idemgate apply to a claimed request on
 //! its re-entry exactly as to the same request without a key, and what they refuse never reached
 //! the app: the key is released, not stored (a later allowed request with it executes once).
 

@@ -1,4 +1,4 @@
-//! Issue 21: nothing makes a claimed request run twice on its way through Envoy: not a client's
+//! Re-entry: nothing makes a claimed request run twice on its way through Envoy: not a client's
 //! `x-envoy-*` control headers (even where Envoy would honour them), not a route's retry policy
 //! whose earlier attempt reached the app, not a thousand concurrent duplicates.
 

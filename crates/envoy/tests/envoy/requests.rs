@@ -1,4 +1,4 @@
-//! Semantics §1, §2, §4: the key, its scope, and every decision on a request.
+//! `docs/semantics.md` §1, §2, §4: the key, its scope, and every decision on a request.
 
 use crate::client::Request;
 use crate::harness::{Envoy, Setup};

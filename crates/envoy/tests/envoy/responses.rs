@@ -1,5 +1,5 @@
-//! Semantics §5: what the response does to the record — stored, released, or kept in flight — and
-//! that only the upstream's own answers are ever stored.
+//! `docs/semantics.md` §5: what the response does to the record — stored, released, or kept in
+//! flight — and that only the upstream's own answers are ever stored.
 
 use crate::client::{read_response, Request};
 use crate::harness::{Envoy, Setup};

@@ -1,6 +1,6 @@
 //! What a test Envoy looks like: [`Setup`], and the YAML it becomes.
 //!
-//! Every test Envoy has the re-entry shape of issue 21 (as every shipped configuration): the
+//! Every test Envoy has the re-entry shape (as every shipped configuration): the
 //! bootstrap extension `envoy.bootstrap.internal_listener`, the outer listener `main` whose route
 //! configuration is the YAML anchor `&routes`, the internal listener [`REENTRY`] sharing it
 //! (`*routes`) with the marker filter first, then the filters that follow idemgate in the outer

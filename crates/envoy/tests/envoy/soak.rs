@@ -1,4 +1,4 @@
-//! Soak (issue 8, part 3): unique keys at full speed through Envoy with a small store, for
+//! Soak: unique keys at full speed through Envoy with a small store, for
 //! `SOAK_SECONDS`. Run by `make soak` (default 180 s) only: `make test-envoy` skips it by name, and
 //! without `SOAK_SECONDS` it fails instead of passing having checked nothing. Every `SOAK_SAMPLE_SECONDS` (default 10) it samples the
 //! time, Envoy's RSS (`/proc/PID/status` VmRSS) and the filter's counters, prints a table (also

@@ -1,4 +1,4 @@
-//! Threats of SECURITY.md that no other test covered (issue 8, part 4): header injection and
+//! Threats of SECURITY.md that no other test covered: header injection and
 //! response splitting through stored headers, hostile JSON bodies, secrets and key material in
 //! logs, and the timing of the token check. The other threats map to tests in `requests.rs`,
 //! `tokens.rs`, `memory.rs`, `responses.rs`, `soak.rs` and the core's tests and vectors.

@@ -1,6 +1,6 @@
-//! Semantics §7: one-time tokens — issued by the filter's endpoint, bound to the client, consumed
-//! once; a retry of a completed request is a replay, not a token reuse. The secret comes from an
-//! environment variable of the VM.
+//! `docs/semantics.md` §7: one-time tokens — issued by the filter's endpoint, bound to the client,
+//! consumed once; a retry of a completed request is a replay, not a token reuse. The secret comes
+//! from an environment variable of the VM.
 
 use crate::client::Request;
 use crate::harness::{Envoy, Setup};

@@ -1,6 +1,6 @@
 //! Real parts for the service's tests: `redis-server` processes (single, or three cluster
 //! primaries) on free ports in temporary directories, the built `idemgate-store` binary with
-//! certificates made for it by `openssl` (mutual TLS, issue 24), and an HTTP/2 client that
+//! certificates made for it by `openssl` (mutual TLS), and an HTTP/2 client that
 //! presents a client certificate. Every process is killed by PID when its handle drops, also when
 //! a test fails.
 #![allow(dead_code)]

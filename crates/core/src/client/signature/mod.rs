@@ -1,6 +1,6 @@
-//! Provider signatures on callback deliveries (semantics §11): a webhook route can refuse a delivery
-//! that its provider did not sign before it reaches the upstream, so a forged delivery can neither
-//! run the handler nor take the delivery id of the real one.
+//! Provider signatures on callback deliveries (`docs/semantics.md` §11): a webhook route can refuse
+//! a delivery that its provider did not sign before it reaches the upstream, so a forged delivery
+//! can neither run the handler nor take the delivery id of the real one.
 //!
 //! Six schemes, each a MAC or signature over some header values and the body:
 //! - GitHub: `X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, body)>`;

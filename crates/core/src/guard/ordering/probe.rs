@@ -1,4 +1,4 @@
-//! What the ordering guard reads of a request (issue 26; moved from the Envoy filter, issue 22):
+//! What the ordering guard reads of a request (decided in the core, not the filter):
 //! the values of the rule's header sources at the start, the body while it streams when a source
 //! is in it, and at the end the event and its resource — before the delivery id's claim, so a
 //! refused event writes nothing. [`applies`] says which upstream answers applied the event.
@@ -127,11 +127,11 @@ pub fn applies(status: u16) -> bool {
     (200..300).contains(&status)
 }
 
-/// What an event's outcome does to its resource's claim (semantics §5): `Some(applied)` settles
-/// it — applied only by the upstream's own 2xx (`upstream_status`), given back otherwise — and
-/// `None` keeps it when the outcome is in doubt (sent, no whole answer: a reset, a timeout, the
-/// client gone), since the event may still be running: until the claim's lease ends a second
-/// event for the resource is busy (409), never forwarded beside it, like the delivery id.
+/// What an event's outcome does to its resource's claim (`docs/semantics.md` §5): `Some(applied)`
+/// settles it — applied only by the upstream's own 2xx (`upstream_status`), given back otherwise —
+/// and `None` keeps it when the outcome is in doubt (sent, no whole answer: a reset, a timeout, the
+/// client gone), since the event may still be running: until the claim's lease ends a second event
+/// for the resource is busy (409), never forwarded beside it, like the delivery id.
 pub fn settlement(in_doubt: bool, upstream_status: Option<u16>) -> Option<bool> {
     (!in_doubt).then(|| upstream_status.is_some_and(applies))
 }

@@ -210,7 +210,7 @@ impl Decimal<'_> {
     }
 }
 
-/// A number token's value as text (issue 27: a key taken from a JSON body must compare by value,
+/// A number token's value as text (a key taken from a JSON body must compare by value,
 /// exactly as the fingerprint does): `0` for zero; an integer as its plain decimal digits while
 /// they are at most `plain_max` long (`1e2`, `100.0` and `100` are all `100`); any other value as
 /// its canonical `<digits>e<exponent>` (`1.50` → `15e-1`). `None` if `token` is not one complete

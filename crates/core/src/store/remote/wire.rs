@@ -67,7 +67,8 @@ const END_STORE: u8 = 1;
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Request {
-    /// Claim `key` for a request (semantics §4); `owner` is the filter's fresh fencing token.
+    /// Claim `key` for a request (`docs/semantics.md` §4); `owner` is the filter's fresh fencing
+    /// token.
     Claim {
         key: StorageKey,
         fingerprint: Fingerprint,
@@ -80,7 +81,7 @@ pub enum Request {
         /// there (`None`: nothing counted; a payer at its share is refused).
         fill: Option<Fill>,
     },
-    /// End the claim `owner` holds (semantics §5), as the filter's policy decided
+    /// End the claim `owner` holds (`docs/semantics.md` §5), as the filter's policy decided
     /// (`crate::decision::verdict`); a kept-in-flight outcome writes nothing and is never sent.
     Finish {
         key: StorageKey,
@@ -98,7 +99,7 @@ pub enum Request {
         key: StorageKey,
         fingerprint: Fingerprint,
     },
-    /// Mark a one-time token used, once across the fleet (semantics §7).
+    /// Mark a one-time token used, once across the fleet (`docs/semantics.md` §7).
     Consume {
         key: StorageKey,
         /// The token's own expiry, from its signed claims.
@@ -109,7 +110,7 @@ pub enum Request {
         fill: Option<Fill>,
     },
     /// Decide an event's arrival at the resource under `key`, and claim the resource for an event
-    /// that applies ([`crate::order::begin`], issue 26).
+    /// that applies ([`crate::order::begin`]).
     OrderBegin {
         key: StorageKey,
         owner: OwnerToken,
