@@ -416,7 +416,7 @@ mod tests {
         ] {
             let share = ShareRefusal {
                 reason,
-                payer: crate::store::share::PayerTag([9; 8]),
+                payer: crate::client::payer::PayerTag([9; 8]),
             };
             let quota = Ok(ClaimOutcome::QuotaExceeded {
                 retry_after: Span::from_secs(7),

@@ -75,15 +75,15 @@ pub mod time;
 // of its concept; crates/core/public-api.txt lists all of it, and `make check-api` keeps the list
 // true, so a change to what hosts can reach shows in review.
 pub use answer::{EdgeAnswer, HttpAnswer};
+pub use client::payer::Payers;
 pub use client::scope::{Scope, StorageKey};
 #[cfg(feature = "config")]
 pub use config::Config;
 pub use decision::ResponseFacts;
 pub use policy::Policy;
+pub use record::OwnerToken;
 pub use request::fingerprint::{Fingerprint, FingerprintBuilder};
 pub use request::key::{IdempotencyKey, KeyError};
 pub use store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError};
-pub use store::record::OwnerToken;
-pub use store::share::Payers;
 pub use store::{MemoryStore, Store};
 pub use time::{Span, UnixMillis};

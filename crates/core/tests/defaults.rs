@@ -83,7 +83,7 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert_eq!(policy.capacity.per_cell, 8);
     // A tenth of the store for each address and each identity: of its records, and
     // of its byte bound (`max_memory`, 256 MiB) in bytes.
-    let tenth = Some(idemgate_core::store::share::Share {
+    let tenth = Some(idemgate_core::client::payer::Share {
         records: 1_000,
         bytes: 26_843_545,
     });

@@ -58,12 +58,12 @@ fn every_spelling_of_a_guarded_path_meets_its_rule() {
     assert!(policy.match_request("GET", "/payments").is_none());
 }
 
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::{Scope, StorageKey};
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, Engine};
-use idemgate_core::store::record::OwnerToken;
-use idemgate_core::store::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 

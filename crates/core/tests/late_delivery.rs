@@ -9,8 +9,8 @@ use hmac::{Hmac, Mac};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
 use idemgate_core::hash::to_hex;
+use idemgate_core::record::Record;
 use idemgate_core::request::budget::Budget;
-use idemgate_core::store::record::Record;
 use idemgate_core::store::remote::exchange::{apply, Change};
 use idemgate_core::store::remote::wire::{Request, Response};
 use idemgate_core::store::StoreError;
@@ -311,7 +311,7 @@ fn a_store_that_cannot_answer_a_late_delivery_never_passes_it_through() {
 /// The remote store service decides a late delivery by the same rule, and writes nothing.
 #[test]
 fn the_remote_store_looks_up_and_never_writes() {
-    use idemgate_core::store::record::{Completed, InFlight, StoredBody, StoredResponse};
+    use idemgate_core::record::{Completed, InFlight, StoredBody, StoredResponse};
     use idemgate_core::{Fingerprint, Payers, Span, StorageKey};
     let key = StorageKey::from_stored([1; 32]);
     let fingerprint = Fingerprint([2; 32]);

@@ -4,16 +4,16 @@
 //! panics on arbitrary input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::{Bucket, OwnerToken, Record};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{
     Claim, ClaimOutcome, Engine, FinishOutcome, Step, StoreReply, StoreRequest, Transaction,
 };
-use idemgate_core::store::record::{Bucket, OwnerToken, Record};
-use idemgate_core::store::share::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store};
 use idemgate_core::time::UnixMillis;
 use proptest::prelude::*;

@@ -8,11 +8,12 @@ use idemgate_core::client::scope::Scope;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::seal::{RecordSecrets, SealError};
+use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
     ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError,
 };
-use idemgate_core::store::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::store::remote::client::{self, Answer};
 use idemgate_core::store::remote::wire::End;
 use idemgate_core::store::remote::Resume;
@@ -20,7 +21,6 @@ use idemgate_core::store::remote::{
     Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
     StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
-use idemgate_core::store::seal::{RecordSecrets, SealError};
 use idemgate_core::store::share::{
     Billed, Fill, FillShard, PayerTag, Payers, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
 };

@@ -6,14 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::client::identity::{ClientIdentity, ScopeHashes};
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::{Policy, Route};
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
-use idemgate_core::store::record::OwnerToken;
-use idemgate_core::store::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::UnixMillis;
 

@@ -11,10 +11,10 @@
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
-use idemgate_core::store::record::OwnerToken;
 use idemgate_core::store::share::{self, Payers, ShareReason, ShareRefusal};
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};

@@ -2,7 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::policy::{Policy, StoreKind};
-use idemgate_core::store::seal::RecordSecrets;
+use idemgate_core::record::seal::RecordSecrets;
 use idemgate_core::time::Span;
 
 fn compile(text: &str) -> Result<Policy, String> {

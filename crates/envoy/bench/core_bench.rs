@@ -10,15 +10,15 @@
 
 mod order_body;
 
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::{scope_hash, Scope, StorageKey};
 use idemgate_core::client::token::{issue, verify, TokenSecret};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
-use idemgate_core::store::record::OwnerToken;
-use idemgate_core::store::share::Payers;
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 use std::hint::black_box;

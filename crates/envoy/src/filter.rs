@@ -34,9 +34,9 @@ use idemgate_core::client::scope::StorageKey;
 use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
 use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
 use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
 use idemgate_core::store::protocol::{Engine, ProtocolError};
-use idemgate_core::store::record::OwnerToken;
 use idemgate_core::store::remote::client;
 use idemgate_core::time::UnixMillis;
 
@@ -104,7 +104,7 @@ impl Filter {
     }
 
     /// Counts each of the core's events.
-    fn count_all(&self, events: guard::Events) {
+    fn count_all(&self, events: idemgate_core::events::Events) {
         for event in events.iter() {
             self.count(Counter::from(event));
         }

@@ -6,7 +6,7 @@ use crate::abi;
 #[allow(unused_imports)]
 use crate::prelude::*;
 use idemgate_core::decision::DoubtCause;
-use idemgate_core::guard::Event;
+use idemgate_core::events::Event;
 
 /// Each event of the core's guard is one counter.
 /// An outcome in doubt is counted once more by its cause.

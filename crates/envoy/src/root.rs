@@ -13,7 +13,7 @@ use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use core::time::Duration;
 use idemgate_core::policy::Policy;
-use idemgate_core::store::record::Bucket;
+use idemgate_core::record::Bucket;
 use idemgate_core::store::{Expect, Layout, Store, WriteOutcome};
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).

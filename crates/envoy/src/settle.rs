@@ -13,8 +13,8 @@ use crate::shared::Shared;
 use alloc::rc::Rc;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
+use idemgate_core::record::OwnerToken;
 use idemgate_core::store::protocol::{Engine, FinishOutcome};
-use idemgate_core::store::record::OwnerToken;
 
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
 /// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote

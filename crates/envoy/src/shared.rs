@@ -17,8 +17,8 @@ use core::cell::{Cell, RefCell};
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::order::OrderRule;
 use idemgate_core::policy::{Policy, RouteKind, Via};
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Reservation;
-use idemgate_core::store::record::OwnerToken;
 use idemgate_core::time::UnixMillis;
 
 /// What every request context of a VM shares, by reference.

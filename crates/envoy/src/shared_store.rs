@@ -39,7 +39,7 @@
 
 #[allow(unused_imports)]
 use crate::prelude::*;
-use idemgate_core::store::record::Bucket;
+use idemgate_core::record::Bucket;
 use idemgate_core::store::{Expect, Snapshot, Store, StoreError, WriteOutcome};
 
 /// A CAS that no entry keeps for long (see the module docs): used to create cells.

@@ -12,8 +12,8 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
+use idemgate_core::record::{StoredBody, StoredResponse};
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::record::{StoredBody, StoredResponse};
 use idemgate_core::store::remote::wire::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;

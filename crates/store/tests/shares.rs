@@ -11,8 +11,8 @@
 mod support;
 
 use idemgate_core::client::scope::StorageKey;
+use idemgate_core::record::{StoredBody, StoredResponse};
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::record::{StoredBody, StoredResponse};
 use idemgate_core::store::remote::wire::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::store::share::{Billed, Fill, FillShard, PayerTag, Share};

@@ -29,7 +29,7 @@ use super::run::Run;
 use crate::envoy::{CalloutFault, ClientAnswer, Delivery, Write};
 use crate::scenario::{Response, Upstream};
 use idemgate_core::policy::DEFAULT_RELEASE_STATUSES;
-use idemgate_core::store::record::{Bucket, Record, StoredBody};
+use idemgate_core::record::{Bucket, Record, StoredBody};
 use std::collections::HashMap;
 
 /// Every worker ran without an error and the host saw no anomaly: what any exploration's
@@ -618,7 +618,7 @@ trait Expiry {
     fn is_expired_at(&self, at: idemgate_core::time::UnixMillis) -> bool;
 }
 
-impl Expiry for idemgate_core::store::record::InFlight {
+impl Expiry for idemgate_core::record::InFlight {
     fn is_expired_at(&self, at: idemgate_core::time::UnixMillis) -> bool {
         self.expires_at <= at
     }
@@ -630,8 +630,8 @@ mod tests {
     use idemgate_core::client::scope::StorageKey;
     use idemgate_core::decision::new_claim;
     use idemgate_core::policy::Policy;
+    use idemgate_core::record::{Completed, OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::request::fingerprint::Fingerprint;
-    use idemgate_core::store::record::{Completed, OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::time::UnixMillis;
 
     const NOW: u64 = 1_000_000;

@@ -22,7 +22,7 @@ use crate::envoy::ClientAnswer;
 use crate::scenario::{Request, Response};
 use idemgate_core::order::transition::{Arrival, DeclaredTable};
 use idemgate_core::order::Resource;
-use idemgate_core::store::record::{Bucket, Record};
+use idemgate_core::record::{Bucket, Record};
 use idemgate_core::time::UnixMillis;
 
 /// The demo's table (the ordering guard's contract): unpaid → paid → shipped; unpaid or paid →

@@ -9,7 +9,7 @@
 use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::record::Record;
+use idemgate_core::record::Record;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
     self, client::PATH, Exchange, Failure, Need, SettleStep, Settled, Settlement, Step,
@@ -192,9 +192,9 @@ mod tests {
     use crate::envoy::HeaderMap;
     use idemgate_core::client::scope::StorageKey;
     use idemgate_core::policy::Policy;
+    use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::request::fingerprint::Fingerprint;
     use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-    use idemgate_core::store::record::{OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::store::remote::client;
     use std::time::Duration;
 
@@ -239,7 +239,7 @@ mod tests {
                 key,
                 Fingerprint([1; 32]),
                 OwnerToken([owner; 16]),
-                idemgate_core::store::share::Payers::NONE,
+                idemgate_core::client::payer::Payers::NONE,
                 &policy,
             )
         };
@@ -318,7 +318,7 @@ mod tests {
                 key,
                 Fingerprint([1; 32]),
                 OwnerToken([owner; 16]),
-                idemgate_core::store::share::Payers::NONE,
+                idemgate_core::client::payer::Payers::NONE,
                 &policy,
             )
         };

@@ -17,6 +17,7 @@
 //!   left to its lease with the key's claim.
 
 use idemgate_core::answer::HttpAnswer;
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
 use idemgate_core::guard::ordering::{Ordered, Probe};
@@ -25,12 +26,11 @@ use idemgate_core::guard::{
     Warning,
 };
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
+use idemgate_core::record::seal::SealError;
+use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::request::budget::{Budget, Reservation};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use idemgate_core::store::record::{OwnerToken, StoredBody, StoredResponse};
-use idemgate_core::store::seal::SealError;
-use idemgate_core::store::share::Payers;
 use idemgate_core::time::{Span, UnixMillis};
 use std::rc::Rc;
 

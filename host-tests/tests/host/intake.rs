@@ -20,10 +20,10 @@
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::guard::{self, Action, Answer, Ask, Event, Guarded, Headed, Host, Warning};
 use idemgate_core::policy::Policy;
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
 use idemgate_core::request::fingerprint::FingerprintBuilder;
 use idemgate_core::store::protocol::ClaimOutcome;
-use idemgate_core::store::record::OwnerToken;
 use idemgate_core::time::UnixMillis;
 use std::rc::Rc;
 

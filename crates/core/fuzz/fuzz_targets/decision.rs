@@ -28,10 +28,10 @@ use idemgate_core::store::protocol::{
     Claim, ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError, Step, StoreReply,
     StoreRequest, Transaction,
 };
-use idemgate_core::store::record::{
+use idemgate_core::record::{
     Bucket, Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse,
 };
-use idemgate_core::store::share::Payers;
+use idemgate_core::client::payer::Payers;
 use idemgate_core::store::{Layout, MemoryStore, Store, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;

@@ -15,7 +15,7 @@ use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
     Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction,
 };
-use idemgate_core::store::record::{Bucket, OwnerToken, Record, StoredBody};
+use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::store::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;
@@ -119,7 +119,7 @@ fuzz_target!(|data: &[u8]| {
         key,
         fingerprint: Fingerprint([0x41; 32]),
         owner: OwnerToken([7; 16]),
-        payers: idemgate_core::store::share::Payers::NONE,
+        payers: idemgate_core::client::payer::Payers::NONE,
         policy: policy(),
     };
     let (mut tx, first) = Transaction::start("cell".into(), claim, now);

@@ -41,7 +41,7 @@ impl ClientIdentity {
     /// Who pays for this client's records ([`crate::store::share`]): the identity, and
     /// the address group of the peer unless the identity is verified. A peer-scoped client pays as
     /// its address group. A kind of share that is `"off"` is charged nothing
-    /// ([`crate::store::share::Shares::payers`]): its records write no ledger cell. Each payer's
+    /// ([`crate::client::payer::Shares::payers`]): its records write no ledger cell. Each payer's
     /// tag is hashed once per run of one client's requests (`scopes`). `group` gives the peer's
     /// address group ([`peer_group`]; asked only when the identity is not verified), so a host
     /// that also charges a body to it works it out once.
@@ -115,7 +115,7 @@ pub fn identify(
 }
 
 /// The address group the peer belongs to as the shares count it
-/// ([`crate::store::share::Shares::peer_group`]); `None` without an address. The payers of a
+/// ([`crate::client::payer::Shares::peer_group`]); `None` without an address. The payers of a
 /// record and the hashing budget's part of a stream are both charged to it.
 pub fn peer_group(shares: &Shares, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
     Ok(peer(facts)?.map(|host| shares.peer_group(&String::from_utf8_lossy(&host))))

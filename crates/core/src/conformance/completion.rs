@@ -21,7 +21,7 @@ pub fn eval(input: &Value) -> Outcome {
         owner: OwnerToken([1; 16]),
         lease_until: UnixMillis(u64_field(claim_in, "lease_until")?),
         expires_at: UnixMillis(u64_field(claim_in, "expires_at")?),
-        payers: crate::store::share::Payers::NONE,
+        payers: crate::client::payer::Payers::NONE,
     };
     let facts = match input.get("facts") {
         Some(Value::String(s)) if s == "never_reached" => ResponseFacts::NeverReached,

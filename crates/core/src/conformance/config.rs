@@ -134,7 +134,7 @@ fn summary(p: &Policy) -> Value {
 }
 
 /// A share's bytes as the vectors spell them: `"off"` when not limited (or the share is off).
-fn share_bytes(share: Option<crate::store::share::Share>) -> Value {
+fn share_bytes(share: Option<crate::client::payer::Share>) -> Value {
     match share {
         Some(share) if share.bytes != u64::MAX => Value::from(share.bytes),
         _ => Value::from("off"),

@@ -13,6 +13,7 @@
 //! the claim released).
 
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
+use crate::client::payer::Payers;
 use crate::client::scope::StorageKey;
 use crate::client::signature::SignatureError;
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
@@ -24,7 +25,6 @@ use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::Fingerprint;
 use crate::request::json::Value;
 use crate::store::protocol::ClaimOutcome;
-use crate::store::share::Payers;
 use crate::time::UnixMillis;
 use alloc::format;
 use alloc::rc::Rc;
@@ -127,7 +127,7 @@ fn record_from(value: &Value) -> Result<Record, String> {
             owner: OwnerToken([1; 16]),
             lease_until: UnixMillis(u64_field(value, "lease_until")?),
             expires_at,
-            payers: crate::store::share::Payers::NONE,
+            payers: crate::client::payer::Payers::NONE,
         })),
         "completed" => {
             let status = u16::try_from(u64_field(value, "status")?)

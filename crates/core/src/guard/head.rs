@@ -16,13 +16,13 @@ use crate::answer::{answer, EdgeAnswer, HttpAnswer};
 use crate::client::identity::{
     identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable,
 };
+use crate::client::payer::Payers;
 use crate::decision::admission::admit;
 use crate::guard::ordering::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
 use crate::record::OwnerToken;
 use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::FingerprintBuilder;
-use crate::store::share::Payers;
 use crate::time::UnixMillis;
 use alloc::borrow::ToOwned;
 use alloc::rc::Rc;

@@ -125,8 +125,8 @@ pub fn check_token<'h>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::payer::Payers;
     use crate::store::protocol::{ConsumeOutcome, Engine};
-    use crate::store::share::Payers;
     use crate::store::MemoryStore;
     use alloc::string::{String, ToString};
     use alloc::vec::Vec;

@@ -5,11 +5,11 @@
 //! dropped) and returns the outcome with the [`Change`] that makes it so. What surrounds the record
 //! — a cell's room, a share's charge, an engine's version and clock — is the store's own business.
 
+use crate::client::payer::Payers;
 use crate::decision::{completed_record, decide_late, decide_with, Decision, Verdict};
 use crate::record::{OwnerToken, Record};
 use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use crate::store::share::Payers;
 use crate::time::{Span, UnixMillis};
 
 /// What an operation does to its key.

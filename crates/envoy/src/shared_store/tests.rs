@@ -1,11 +1,11 @@
 use super::*;
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{ClaimOutcome, Engine};
-use idemgate_core::store::record::OwnerToken;
-use idemgate_core::store::share::Payers;
 use idemgate_core::time::UnixMillis;
 use std::collections::HashMap;
 
@@ -54,7 +54,7 @@ fn bucket_with(key: u8, owner: u8) -> Vec<u8> {
     let mut bucket = Bucket::default();
     bucket.put(
         StorageKey::from_stored([key; 32]),
-        idemgate_core::store::record::Record::InFlight(claim),
+        idemgate_core::record::Record::InFlight(claim),
     );
     bucket.encode()
 }

@@ -8,7 +8,7 @@ use crate::client::Request;
 use crate::fleet::{envoy, replay, Backend, Engine, Store};
 use crate::upstream::Upstream;
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::record::{Record, StoredBody};
+use idemgate_core::record::{Record, StoredBody};
 use idemgate_core::store::remote::StoredValue;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -6,13 +6,13 @@
 
 use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
 use crate::answer::{answer, EdgeAnswer};
+use crate::client::payer::Payers;
 use crate::client::signature::Freshness;
 use crate::guard::ordering::Probe;
 use crate::guard::{BodyRefusal, Course, Intake, Taken, VerifiedToken};
 use crate::policy::{Policy, RouteKind};
 use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
-use crate::store::share::Payers;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use core::fmt;

@@ -1,7 +1,7 @@
 use super::*;
 use crate::client::identity::ClientIdentity;
 use crate::decision::admission::admit;
-use crate::guard::Event;
+use crate::events::Event;
 use crate::request::budget::{Budget, Reservation};
 use crate::time::UnixMillis;
 use alloc::format;

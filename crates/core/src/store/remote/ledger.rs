@@ -127,7 +127,7 @@ pub(crate) fn decode(tag: PayerTag, bytes: &[u8]) -> Result<(ValueVersion, Usage
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::share::ShareReason;
+    use crate::client::payer::ShareReason;
     use crate::time::Span;
 
     const A: PayerTag = PayerTag([1, 2, 3, 4, 5, 6, 7, 1]);

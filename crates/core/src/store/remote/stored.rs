@@ -129,7 +129,7 @@ mod tests {
             owner: OwnerToken([3; 16]),
             lease_until: UnixMillis(4_000),
             expires_at: UnixMillis(5_000),
-            payers: crate::store::share::Payers::NONE,
+            payers: crate::client::payer::Payers::NONE,
         });
         let used = Record::TokenUsed {
             expires_at: UnixMillis(5_000),

@@ -1,0 +1,60 @@
+//! The core in floors: each top-level module uses only the modules on the floors below it, so a
+//! module can be read — and reasoned about — knowing only what it stands on, and the floors can
+//! never import each other in a circle. The ground holds what every rule uses (time, text,
+//! hashing, encodings, the events hosts count); then what a request is, who the client is, what a
+//! record holds, the ordering rules, the configured policy, the pure decisions, the stores that
+//! apply them, the one mapping of every outcome to HTTP, and the guard — the request's life as
+//! events in and actions out — on top. The hosts' entry points (`browser`, `config`) and the
+//! vectors' evaluator (`conformance`) stand above.
+//!
+//! A new import that points up fails here, named; a new module fails until it is given a floor.
+//! `cargo test -p idemgate-core --test floors -- --nocapture` prints the graph.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+/// The floors, from the ground up.
+const FLOORS: &[&[&str]] = &[
+    &["time", "text", "hash", "base64", "sort", "codec", "events"],
+    &["request"],
+    &["client"],
+    &["record"],
+    &["order"],
+    &["policy"],
+    &["decision"],
+    &["store"],
+    &["answer"],
+    &["guard"],
+    &["browser", "config"],
+    &["conformance"],
+];
+
+fn src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+#[test]
+fn each_module_uses_only_the_floors_below_it() {
+    let graph = idemgate_floors::imports(&src()).expect("the core's sources");
+    println!("{}", idemgate_floors::render(&graph));
+    assert!(
+        graph
+            .get("guard")
+            .is_some_and(|deps| deps.contains("store"))
+            && graph
+                .get("store")
+                .is_some_and(|deps| deps.contains("record")),
+        "imports were not read: {graph:?}"
+    );
+    let breaches = idemgate_floors::breaches(&graph, FLOORS);
+    assert!(
+        breaches.is_empty(),
+        "the floors are breached: {breaches:#?}"
+    );
+    let circles = idemgate_floors::circles(&graph);
+    assert!(
+        circles.is_empty(),
+        "modules import each other in a circle: {:#?}",
+        idemgate_floors::describe_circles(&graph, &circles)
+    );
+}
