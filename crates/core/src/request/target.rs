@@ -86,6 +86,16 @@ pub fn of_fetch<'a>(method: &'a str, path_and_query: &str, case_sensitive: bool)
     }
 }
 
+/// `/a/b?x=1` → `/a/b`.
+pub fn path_without_query(path: &str) -> &str {
+    // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
+    // panicking slice is compiled in.
+    match path.find(['?', '#']) {
+        Some(end) => path.get(..end).unwrap_or(path),
+        None => path,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,15 +134,5 @@ mod tests {
             "/orders?Q=A#F"
         );
         assert_eq!(with_query("/a", "/A"), Cow::Borrowed("/a"));
-    }
-}
-
-/// `/a/b?x=1` → `/a/b`.
-pub fn path_without_query(path: &str) -> &str {
-    // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
-    // panicking slice is compiled in.
-    match path.find(['?', '#']) {
-        Some(end) => path.get(..end).unwrap_or(path),
-        None => path,
     }
 }
