@@ -6,9 +6,9 @@
 //! Sans-IO like the rest of the core: [`OrderRule::read`] turns a request's headers and body into
 //! the resource and the event; [`resource::begin`] and [`resource::settle`] are the rules, pure
 //! functions over the resource's record (`Option<&Resource>`) and the time the host passes in;
-//! [`local`] runs them on the local store's cells and [`crate::store::remote`] carries them to the
-//! store service, so every store applies the same rules. What each outcome answers is in
-//! [`crate::answer`] ([`crate::answer::order`]).
+//! [`crate::store::ordering`] runs them on the local store's cells and [`crate::store::remote`]
+//! carries them to the store service, so every store applies the same rules. What the edge does
+//! with each outcome is [`crate::guard::ordering`]; what each answers is [`crate::answer::order`].
 //!
 //! `precondition: "if-match"` is here too ([`Precondition`]): the edge only checks that an update
 //! names a version (`If-Match`, RFC 9110 §13.1.1); the origin compares it and answers 412.

@@ -27,11 +27,11 @@ pub struct Shares {
     pub ipv4_prefix: u8,
     /// Leading bits of an IPv6 address that make one peer.
     pub ipv6_prefix: u8,
-    /// The fill, in percent of the store's records, from which shares bind ([`fill`]): below it
+    /// The fill, in percent of the store's records, from which shares bind ([`crate::store::share::fill`]): below it
     /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
     pub pressure: u8,
     /// The store's byte bound (`max_memory`), split over the fill shards by their records
-    /// ([`FillShard::byte_part`]); the pressure threshold applies to a shard's bytes as to its
+    /// ([`crate::store::share::FillShard::byte_part`]); the pressure threshold applies to a shard's bytes as to its
     /// records.
     pub memory: u64,
     /// Whether the fill shards count bytes against `memory`: only where the store could pass it
