@@ -6,7 +6,7 @@ use idemgate_core::time::Span;
 use std::fmt;
 use std::net::SocketAddr;
 
-// Issue 24: transport security and logging, each in its own module.
+// Transport security and logging: each a concern of its own, each in its own module.
 mod logging;
 mod transport;
 use logging::log_settings;
@@ -221,7 +221,7 @@ pub fn parse(
     let mut key_prefix = env("IDEMGATE_STORE_KEY_PREFIX");
     let mut max_body = env("IDEMGATE_STORE_MAX_BODY");
     let mut workers = env("IDEMGATE_STORE_WORKERS");
-    // Issue 24: transport security and logging.
+    // Transport security and logging.
     let mut tls_cert = env("IDEMGATE_STORE_TLS_CERT");
     let mut tls_key = env("IDEMGATE_STORE_TLS_KEY");
     let mut client_ca = env("IDEMGATE_STORE_CLIENT_CA");
@@ -275,7 +275,7 @@ pub fn parse(
             "--key-prefix" => key_prefix = Some(value("--key-prefix")?),
             "--max-body" => max_body = Some(value("--max-body")?),
             "--workers" => workers = Some(value("--workers")?),
-            // Issue 24: transport security and logging.
+            // Transport security and logging.
             "--tls-cert" => tls_cert = Some(value("--tls-cert")?),
             "--tls-key" => tls_key = Some(value("--tls-key")?),
             "--client-ca" => client_ca = Some(value("--client-ca")?),

@@ -1,7 +1,7 @@
 //! Payers' ledgers, settled in batches: one desk per ledger key with work waiting.
 //!
 //! Every request of one client charges the same ledger keys (its identity's and its address
-//! group's, issue 23). Each operation doing its own read → compare-and-set on them made a busy
+//! group's: the payers of the fleet's shares). Each operation doing its own read → compare-and-set on them made a busy
 //! client's concurrent requests race (losers retried, some ran out of attempts: store errors for
 //! an honest caller), and held a client to one ledger round trip per request. Here the jobs
 //! waiting on one key are settled together by the core's [`Settlement`]: one compare-and-set for
