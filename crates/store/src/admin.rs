@@ -11,10 +11,9 @@
 //! token is compared in constant time (as SHA-256 digests, so not even its length leaks). The
 //! port is off unless `--admin-listen` is given, and it refuses to start without a token file.
 
-use crate::cli::load_policy;
 use crate::config::Config;
 use crate::engine::{Engine, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
-use crate::records::{self, json_string, Query};
+use crate::records::{self, json_string, load_policy, Query};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -64,7 +63,7 @@ pub async fn prepare(config: &Config) -> Result<Option<Prepared>, String> {
             token_file.display()
         ));
     }
-    let policy = load_policy(config)?;
+    let policy = load_policy(config.admin.policy.as_deref())?;
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen} (--admin-listen): {e}"))?;

@@ -5,7 +5,6 @@
 use crate::config::{self, Config, ConfigError};
 use crate::engine::{Engine, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
 use crate::records::{self, Query};
-use idemgate_core::policy::Policy;
 use std::fmt;
 
 /// The usage text of the operator commands.
@@ -232,17 +231,6 @@ fn count(name: &'static str, text: &str) -> Result<u64, CliError> {
     }
 }
 
-/// The policy storage keys are derived with: `--policy`'s file, or the filter's defaults.
-pub fn load_policy(config: &Config) -> Result<Policy, String> {
-    let Some(path) = &config.admin.policy else {
-        return Ok(Policy::defaults());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--policy: cannot read {}: {e}", path.display()))?;
-    // Storage keys only: the secrets the filter's configuration names stay with the Envoys.
-    Policy::for_storage_keys(&text).map_err(|e| format!("--policy: {}: {e}", path.display()))
-}
-
 /// Runs an operator command: its output on stdout; `Err` is the message for a non-zero exit.
 pub async fn run(operator: Operator) -> Result<(), String> {
     if let Operator::Get { config, .. }
@@ -259,7 +247,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
             config,
         } => {
             let key = query
-                .storage_key(&load_policy(&config)?)
+                .storage_key(&records::load_policy(config.admin.policy.as_deref())?)
                 .map_err(|e| e.to_string())?;
             let engine = Engine::connect(&config).await?;
             let (now, value) = engine.read(&key, true).await.map_err(|e| e.to_string())?;
@@ -270,7 +258,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
         }
         Operator::Evict { query, config } => {
             let key = query
-                .storage_key(&load_policy(&config)?)
+                .storage_key(&records::load_policy(config.admin.policy.as_deref())?)
                 .map_err(|e| e.to_string())?;
             let engine = Engine::connect(&config).await?;
             let evicted = engine.evict(&key).await.map_err(|e| e.to_string())?;

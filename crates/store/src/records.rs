@@ -15,6 +15,7 @@ use idemgate_core::store::record::{Record, StoredBody};
 use idemgate_core::store::remote::StoredValue;
 use idemgate_core::time::UnixMillis;
 use std::fmt::{self, Write as _};
+use std::path::Path;
 
 /// What names one record, as an operator knows it: the client's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,6 +99,18 @@ impl Query {
         };
         Ok(StorageKey::derive(scope, &self.method, &matched.path, &key))
     }
+}
+
+/// The policy storage keys are derived with: the filter's JSON configuration in `path`
+/// (`--policy`), or the filter's defaults.
+pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
+    let Some(path) = path else {
+        return Ok(Policy::defaults());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--policy: cannot read {}: {e}", path.display()))?;
+    // Storage keys only: the secrets the filter's configuration names stay with the Envoys.
+    Policy::for_storage_keys(&text).map_err(|e| format!("--policy: {}: {e}", path.display()))
 }
 
 /// The tag stats group by: which scope's share a record counts against (bytes 4..8 of its
