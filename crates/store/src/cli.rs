@@ -4,7 +4,8 @@
 
 use crate::config::{self, Config, ConfigError};
 use crate::engine::{Engine, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
-use crate::records::{self, Query};
+use crate::records::{self, EvictionView, Query, RecordView, SurveyView};
+use serde::Serialize;
 use std::fmt;
 
 /// The usage text of the operator commands.
@@ -240,7 +241,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
         crate::log::init(&config.log)?;
     }
     match operator {
-        Operator::Help => emit(USAGE.trim_end()),
+        Operator::Help => print_usage(),
         Operator::Get {
             query,
             body,
@@ -252,8 +253,8 @@ pub async fn run(operator: Operator) -> Result<(), String> {
             let engine = Engine::connect(&config).await?;
             let (now, value) = engine.read(&key, true).await.map_err(|e| e.to_string())?;
             match value {
-                Some(bytes) => emit(&records::record_json(&key, &bytes, now, body)),
-                None => emit(&records::absent_json(&key)),
+                Some(bytes) => emit(&RecordView::of(&key, &bytes, now, body)),
+                None => emit(&RecordView::absent(&key)),
             }
         }
         Operator::Evict { query, config } => {
@@ -263,7 +264,7 @@ pub async fn run(operator: Operator) -> Result<(), String> {
             let engine = Engine::connect(&config).await?;
             let evicted = engine.evict(&key).await.map_err(|e| e.to_string())?;
             records::log_eviction(&key, evicted, "cli");
-            emit(&records::evicted_json(&key, evicted))
+            emit(&EvictionView::of(&key, evicted))
         }
         Operator::Stats {
             top,
@@ -275,17 +276,28 @@ pub async fn run(operator: Operator) -> Result<(), String> {
                 .survey(top, scan_limit)
                 .await
                 .map_err(|e| e.to_string())?;
-            emit(&records::survey_json(&survey))
+            emit(&SurveyView::of(&survey))
         }
     }
 }
 
-/// One line of a command's output on stdout. Not `println!`: a reader that closed the pipe
-/// (`… | head -c 100`) must get an error exit, not a panic.
-fn emit(line: &str) -> Result<(), String> {
+/// The usage text on stdout.
+fn print_usage() -> Result<(), String> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")
+    writeln!(stdout, "{}", USAGE.trim_end())
+        .and_then(|()| stdout.flush())
+        .map_err(|e| format!("cannot write the output: {e}"))
+}
+
+/// A command's answer as one line of JSON on stdout. Not `println!`: a reader that closed the
+/// pipe (`… | head -c 100`) must get an error exit, not a panic.
+fn emit(answer: &impl Serialize) -> Result<(), String> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    serde_json::to_writer(&mut stdout, answer)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(stdout))
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("cannot write the output: {e}"))
 }
