@@ -11,10 +11,9 @@
 //! token is compared in constant time (as SHA-256 digests, so not even its length leaks). The
 //! port is off unless `--admin-listen` is given, and it refuses to start without a token file.
 
-use crate::cli::load_policy;
 use crate::config::Config;
 use crate::engine::{Engine, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
-use crate::records::{self, json_string, Query};
+use crate::records::{self, load_policy, EvictionView, Query, RecordView, SurveyView};
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
@@ -24,6 +23,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use idemgate_core::hash::sha256;
 use idemgate_core::policy::Policy;
+use serde::Serialize;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -64,7 +64,7 @@ pub async fn prepare(config: &Config) -> Result<Option<Prepared>, String> {
             token_file.display()
         ));
     }
-    let policy = load_policy(config)?;
+    let policy = load_policy(config.admin.policy.as_deref())?;
     let listener = TcpListener::bind(listen)
         .await
         .map_err(|e| format!("cannot listen on {listen} (--admin-listen): {e}"))?;
@@ -174,7 +174,7 @@ async fn record(admin: &Admin, params: &Params, evict: bool) -> Response<Full<By
         return match admin.engine.evict(&key).await {
             Ok(evicted) => {
                 records::log_eviction(&key, evicted, "admin");
-                json(StatusCode::OK, records::evicted_json(&key, evicted))
+                json(StatusCode::OK, &EvictionView::of(&key, evicted))
             }
             Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
         };
@@ -182,9 +182,9 @@ async fn record(admin: &Admin, params: &Params, evict: bool) -> Response<Full<By
     match admin.engine.read(&key, true).await {
         Ok((now, Some(bytes))) => json(
             StatusCode::OK,
-            records::record_json(&key, &bytes, now, params.flag("body")),
+            &RecordView::of(&key, &bytes, now, params.flag("body")),
         ),
-        Ok((_, None)) => json(StatusCode::NOT_FOUND, records::absent_json(&key)),
+        Ok((_, None)) => json(StatusCode::NOT_FOUND, &RecordView::absent(&key)),
         Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
 }
@@ -211,7 +211,7 @@ async fn stats(admin: &Admin, params: &Params) -> Response<Full<Bytes>> {
         .survey(usize::try_from(top).unwrap_or(usize::MAX), scan_limit)
         .await
     {
-        Ok(survey) => json(StatusCode::OK, records::survey_json(&survey)),
+        Ok(survey) => json(StatusCode::OK, &SurveyView::of(&survey)),
         Err(e) => problem(StatusCode::SERVICE_UNAVAILABLE, &e.to_string()),
     }
 }
@@ -237,7 +237,10 @@ impl Params {
             let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
             let name = percent_decode(name)?;
             if !KNOWN.contains(&name.as_str()) {
-                return Err(format!("unknown parameter {}", json_string(&name)));
+                return Err(format!(
+                    "unknown parameter {}",
+                    serde_json::Value::from(name)
+                ));
             }
             if out.iter().any(|(n, _)| *n == name) {
                 return Err(format!("parameter {name} given twice"));
@@ -296,27 +299,53 @@ fn percent_decode(text: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| "the query is not UTF-8".to_string())
 }
 
-fn json(status: StatusCode, body: String) -> Response<Full<Bytes>> {
-    let mut out = Response::new(Full::new(Bytes::from(body + "\n")));
-    *out.status_mut() = status;
-    out.headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    out
+fn json(status: StatusCode, body: &impl Serialize) -> Response<Full<Bytes>> {
+    encoded(status, body, "application/json")
+}
+
+/// An RFC 9457 problem: the status, its reason, and what was wrong.
+#[derive(Serialize)]
+struct Problem<'a> {
+    status: u16,
+    title: &'a str,
+    detail: &'a str,
 }
 
 fn problem(status: StatusCode, detail: &str) -> Response<Full<Bytes>> {
-    let body = format!(
-        "{{\"status\":{},\"title\":{},\"detail\":{}}}\n",
-        status.as_u16(),
-        json_string(status.canonical_reason().unwrap_or("error")),
-        json_string(detail)
-    );
+    let problem = Problem {
+        status: status.as_u16(),
+        title: status.canonical_reason().unwrap_or("error"),
+        detail,
+    };
+    encoded(status, &problem, "application/problem+json")
+}
+
+/// `body` as one line of JSON. The views are plain structs of strings and numbers, which always
+/// serialize; were one ever to fail, the answer is a 500 that says so, not an empty body.
+fn encoded(
+    status: StatusCode,
+    body: &impl Serialize,
+    content_type: &'static str,
+) -> Response<Full<Bytes>> {
+    let (status, content_type, body) = match serde_json::to_vec(body) {
+        Ok(mut bytes) => {
+            bytes.push(b'\n');
+            (status, content_type, bytes)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "admin port: an answer could not be encoded");
+            let text = b"the answer could not be encoded\n".to_vec();
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "text/plain; charset=utf-8",
+                text,
+            )
+        }
+    };
     let mut out = Response::new(Full::new(Bytes::from(body)));
     *out.status_mut() = status;
-    out.headers_mut().insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("application/problem+json"),
-    );
+    out.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     out
 }
 

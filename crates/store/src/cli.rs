@@ -1,303 +1,218 @@
-//! The operator commands: `records get`, `records evict` and `stats`. They connect to
-//! the engine with the same options as the service ([`crate::config`]) and answer what the admin
-//! port answers ([`crate::records`]).
+//! The command line: the service's flags ([`crate::config::ServiceFlags`]), or an operator
+//! command — `records get`, `records evict`, `stats` — with the same flags, which connects to the
+//! engine as the service does and answers what the admin port answers ([`crate::records`]).
 
-use crate::config::{self, Config, ConfigError};
+use crate::config::{Config, ConfigError, ServiceFlags};
 use crate::engine::{Engine, DEFAULT_SCAN_LIMIT, DEFAULT_TOP};
-use crate::records::{self, Query};
-use idemgate_core::policy::Policy;
-use std::fmt;
+use crate::records::{self, EvictionView, Query, RecordView, SurveyView};
+use clap::{Args, Parser, Subcommand};
+use serde::Serialize;
 
-/// The usage text of the operator commands.
-pub const USAGE: &str = "\
-usage: idemgate-store records get   --key KEY --route PATH [--scope VALUE] [options] [--body]
-       idemgate-store records evict --key KEY --route PATH [--scope VALUE] [options]
-       idemgate-store stats [--top N] [--scan-limit N] [options]
+const AFTER_HELP: &str = "\
+Durations: 250ms, 2s, 1m. Endpoints: POST /v1/op, GET /healthz, /readyz, /metrics.
+Operator controls: records get|evict and stats take the same engine options as the service (see \
+records --help).";
 
-The storage key is derived as the filter derives it, from the client's request:
-  --key KEY              the Idempotency-Key (or callback delivery id) as the client sent it
-  --route PATH           the request path as the client sent it (the policy's route rules
-                         normalise it; a callback route is its own scope)
-  --scope VALUE          the scope value as the client sent it: its Authorization header value,
-                         its address without the port (--scope-source peer), ...
-  --scope-source LABEL   header:NAME, property:PATH or peer    default: the policy's first source
-  --method METHOD        default POST
-  --policy FILE          the filter's JSON configuration       default: the filter's defaults
-  --body                 get: include a kept body (base64)
-  --top N                stats: scopes listed                   default 10
-  --scan-limit N         stats on Redis: keys surveyed at most  default 1000000
+const RECORDS_USAGE: &str = "\
+idemgate-store records get   --key <KEY> --route <PATH> [--scope <VALUE>] [OPTIONS] [--body]
+       idemgate-store records evict --key <KEY> --route <PATH> [--scope <VALUE>] [OPTIONS]";
 
-`get` prints the record as JSON (state in_flight, completed or token_used; status, headers, body
-size, expiry). `evict` deletes it: the next request with that key runs again at the upstream, as
-if it were the first. `stats` prints records, bytes and the scopes holding the most records (by
-scope tag, a hash of the scope). Engine options as for the service (--engine, --redis,
---postgres, --key-prefix, --op-timeout, ...; see idemgate-store --help).
-";
+const RECORDS_AFTER_HELP: &str = "\
+The storage key is derived as the filter derives it, from the client's request (--key, --route, \
+--method, --scope, --scope-source) and the filter's configuration (--policy). `get` prints the \
+record as JSON (state in_flight, completed or token_used; status, headers, body size, expiry). \
+`evict` deletes it: the next request with that key runs again at the upstream, as if it were the \
+first. Engine options as for the service (--engine, --redis, --postgres, --key-prefix, \
+--op-timeout, ...; see idemgate-store --help).";
 
-/// An operator command, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Operator {
+/// What the command line asks for: the service (no command), or an operator command.
+#[derive(Debug, Parser)]
+#[command(
+    name = "idemgate-store",
+    about = "Carries the idemgate remote store protocol to Redis, Redis Cluster or PostgreSQL",
+    after_help = AFTER_HELP,
+    disable_help_subcommand = true,
+    // A flag given again replaces its value (`--redis` adds a URL): a wrapper may append flags.
+    args_override_self = true
+)]
+pub struct CommandLine {
+    #[command(flatten)]
+    pub service: ServiceFlags,
+    #[command(subcommand)]
+    pub operator: Option<OperatorCommand>,
+}
+
+/// The operator commands.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum OperatorCommand {
+    /// Look up or evict the record a client's request made
+    #[command(subcommand, override_usage = RECORDS_USAGE, after_help = RECORDS_AFTER_HELP)]
+    Records(RecordsCommand),
+    /// Print records, bytes and the scopes holding the most records (by scope tag, a hash of the
+    /// scope) as JSON
+    Stats(StatsArgs),
+}
+
+/// `records get` and `records evict`.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum RecordsCommand {
+    /// Print the record as JSON
     Get {
-        query: Query,
+        #[command(flatten)]
+        query: QueryArgs,
+        /// Include a kept body (base64)
+        #[arg(long)]
         body: bool,
-        config: Config,
     },
+    /// Delete the record: the next request with that key runs again at the upstream
     Evict {
-        query: Query,
-        config: Config,
+        #[command(flatten)]
+        query: QueryArgs,
     },
-    Stats {
-        top: usize,
-        scan_limit: u64,
-        config: Config,
-    },
-    Help,
 }
 
-/// Why a command line is not an operator command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CliError {
-    UnknownCommand(String),
-    Missing(&'static str),
-    Invalid { name: &'static str, why: String },
-    Config(ConfigError),
-}
-
-impl fmt::Display for CliError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CliError::UnknownCommand(word) => write!(
-                f,
-                "unknown command {word:?}: records get, records evict or stats (see records --help)"
-            ),
-            CliError::Missing(name) => write!(f, "{name} is required (see records --help)"),
-            CliError::Invalid { name, why } => write!(f, "{name}: {why}"),
-            CliError::Config(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for CliError {}
-
-impl From<ConfigError> for CliError {
-    fn from(e: ConfigError) -> Self {
-        CliError::Config(e)
-    }
-}
-
-/// `None` when `args` (without the program name) are the service's own options; otherwise the
-/// operator command they name.
-pub fn parse(
-    args: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Option<Result<Operator, CliError>> {
-    let first = args.first()?;
-    if first.starts_with('-') {
-        return None;
-    }
-    Some(parse_command(args, env))
-}
-
-fn parse_command(
-    args: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Operator, CliError> {
-    let (verb, rest) = match args {
-        [group, verb, rest @ ..] if group == "records" && !verb.starts_with('-') => {
-            (format!("records {verb}"), rest)
-        }
-        [group, rest @ ..] if group == "records" => ("records".to_string(), rest),
-        [stats, rest @ ..] if stats == "stats" => ("stats".to_string(), rest),
-        [other, ..] => return Err(CliError::UnknownCommand(other.clone())),
-        [] => return Err(CliError::UnknownCommand(String::new())),
-    };
-    let mut own = Own::default();
-    let mut engine_args = Vec::new();
-    let mut rest = rest.iter().cloned();
-    while let Some(arg) = rest.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) if flag.starts_with("--") => (flag.to_string(), Some(value.into())),
-            _ => (arg.clone(), None),
-        };
-        let mut value = |name: &'static str| -> Result<String, CliError> {
-            inline
-                .clone()
-                .or_else(|| rest.next())
-                .ok_or(CliError::Config(ConfigError::MissingValue(name)))
-        };
-        match flag.as_str() {
-            "--help" | "-h" => return Ok(Operator::Help),
-            "--key" => own.key = Some(value("--key")?),
-            "--route" => own.route = Some(value("--route")?),
-            "--scope" => own.scope = Some(value("--scope")?),
-            "--scope-source" => own.scope_source = Some(value("--scope-source")?),
-            "--method" => own.method = Some(value("--method")?),
-            "--body" => own.body = true,
-            "--top" => own.top = Some(count("--top", &value("--top")?)?),
-            "--scan-limit" => {
-                own.scan_limit = Some(count("--scan-limit", &value("--scan-limit")?)?)
-            }
-            _ => {
-                engine_args.push(arg.clone());
-                if inline.is_none() && takes_value(&flag) {
-                    engine_args.extend(rest.next());
-                }
-            }
-        }
-    }
-    // An operator command serves nothing, so the service's listener needs no TLS settings here;
-    // any that are given (flags or the service's environment) are still checked.
-    let transport = [
-        ("--tls-cert", "IDEMGATE_STORE_TLS_CERT"),
-        ("--tls-key", "IDEMGATE_STORE_TLS_KEY"),
-        ("--client-ca", "IDEMGATE_STORE_CLIENT_CA"),
-        (
-            "--plaintext-unauthenticated",
-            "IDEMGATE_STORE_PLAINTEXT_UNAUTHENTICATED",
-        ),
-    ];
-    let transport_given = transport.iter().any(|(flag, var)| {
-        env(var).is_some()
-            || engine_args
-                .iter()
-                .any(|a| a == flag || a.starts_with(&format!("{flag}=")))
-    });
-    if !transport_given {
-        engine_args.push("--plaintext-unauthenticated".into());
-    }
-    let config = match config::parse(engine_args, env)? {
-        config::Command::Run(config) => config,
-        config::Command::Help => return Ok(Operator::Help),
-    };
-    match verb.as_str() {
-        "records get" => Ok(Operator::Get {
-            body: own.body,
-            query: own.query()?,
-            config,
-        }),
-        "records evict" => Ok(Operator::Evict {
-            query: own.query()?,
-            config,
-        }),
-        "stats" => Ok(Operator::Stats {
-            top: own.top.map_or(DEFAULT_TOP, |n| n as usize),
-            scan_limit: own.scan_limit.unwrap_or(DEFAULT_SCAN_LIMIT),
-            config,
-        }),
-        _ => Err(CliError::UnknownCommand(verb)),
-    }
-}
-
-#[derive(Default)]
-struct Own {
-    key: Option<String>,
-    route: Option<String>,
+/// The client's request, as the client sent it: what names its record.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+#[command(next_help_heading = "The client's request")]
+pub struct QueryArgs {
+    /// The Idempotency-Key (or callback delivery id) as the client sent it
+    #[arg(long, value_name = "KEY")]
+    key: String,
+    /// The request path as the client sent it (the policy's route rules normalise it; a callback
+    /// route is its own scope)
+    #[arg(long, value_name = "PATH")]
+    route: String,
+    /// The scope value as the client sent it: its Authorization header value, its address without
+    /// the port (--scope-source peer), ...
+    #[arg(long, value_name = "VALUE")]
     scope: Option<String>,
+    /// header:NAME, property:PATH or peer (default: the policy's first source)
+    #[arg(long, value_name = "LABEL")]
     scope_source: Option<String>,
-    method: Option<String>,
-    body: bool,
-    top: Option<u64>,
-    scan_limit: Option<u64>,
+    /// The request's method
+    #[arg(long, value_name = "METHOD", default_value = "POST")]
+    method: String,
 }
 
-impl Own {
-    fn query(self) -> Result<Query, CliError> {
-        Ok(Query {
-            key: self.key.ok_or(CliError::Missing("--key"))?,
-            route: self.route.ok_or(CliError::Missing("--route"))?,
+impl QueryArgs {
+    fn into_query(self) -> Query {
+        Query {
+            key: self.key,
+            route: self.route,
             scope: self.scope,
             scope_source: self.scope_source,
-            method: self
-                .method
-                .unwrap_or_else(|| "POST".into())
-                .to_ascii_uppercase(),
-        })
+            method: self.method.to_ascii_uppercase(),
+        }
     }
 }
 
-/// The service's options that take a value (the flag form without `=`), so their value is passed
-/// on with them; `--cluster` alone is a switch.
-fn takes_value(flag: &str) -> bool {
-    flag.starts_with("--") && !matches!(flag, "--cluster" | "--plaintext-unauthenticated")
+/// `stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Args)]
+pub struct StatsArgs {
+    /// Scopes listed
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_TOP as u64,
+        value_parser = clap::value_parser!(u64).range(1..),
+        allow_negative_numbers = true
+    )]
+    top: u64,
+    /// On Redis: keys surveyed at most
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = DEFAULT_SCAN_LIMIT,
+        value_parser = clap::value_parser!(u64).range(1..),
+        allow_negative_numbers = true
+    )]
+    scan_limit: u64,
 }
 
-fn count(name: &'static str, text: &str) -> Result<u64, CliError> {
-    match text.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(CliError::Invalid {
-            name,
-            why: format!("{text:?} is not a positive number"),
-        }),
+/// An operator command, with the settings of the engine it runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operator {
+    pub action: Action,
+    pub config: Config,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Get { query: Query, body: bool },
+    Evict { query: Query },
+    Stats { top: usize, scan_limit: u64 },
+}
+
+impl OperatorCommand {
+    /// The command, run with the settings `flags` give (`rust_log`: `RUST_LOG`). An operator
+    /// command serves nothing, so it needs no transport settings ([`ServiceFlags::for_operator`]).
+    pub fn into_operator(
+        self,
+        flags: ServiceFlags,
+        rust_log: Option<String>,
+    ) -> Result<Operator, ConfigError> {
+        let config = Config::from_flags(flags.for_operator(), rust_log)?;
+        let action = match self {
+            OperatorCommand::Records(RecordsCommand::Get { query, body }) => Action::Get {
+                query: query.into_query(),
+                body,
+            },
+            OperatorCommand::Records(RecordsCommand::Evict { query }) => Action::Evict {
+                query: query.into_query(),
+            },
+            OperatorCommand::Stats(stats) => Action::Stats {
+                top: usize::try_from(stats.top).unwrap_or(usize::MAX),
+                scan_limit: stats.scan_limit,
+            },
+        };
+        Ok(Operator { action, config })
     }
-}
-
-/// The policy storage keys are derived with: `--policy`'s file, or the filter's defaults.
-pub fn load_policy(config: &Config) -> Result<Policy, String> {
-    let Some(path) = &config.admin.policy else {
-        return Ok(Policy::defaults());
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("--policy: cannot read {}: {e}", path.display()))?;
-    // Storage keys only: the secrets the filter's configuration names stay with the Envoys.
-    Policy::for_storage_keys(&text).map_err(|e| format!("--policy: {}: {e}", path.display()))
 }
 
 /// Runs an operator command: its output on stdout; `Err` is the message for a non-zero exit.
 pub async fn run(operator: Operator) -> Result<(), String> {
-    if let Operator::Get { config, .. }
-    | Operator::Evict { config, .. }
-    | Operator::Stats { config, .. } = &operator
-    {
-        crate::log::init(&config.log)?;
-    }
-    match operator {
-        Operator::Help => emit(USAGE.trim_end()),
-        Operator::Get {
-            query,
-            body,
-            config,
-        } => {
+    let Operator { action, config } = operator;
+    crate::log::init(&config.log)?;
+    match action {
+        Action::Get { query, body } => {
             let key = query
-                .storage_key(&load_policy(&config)?)
+                .storage_key(&records::load_policy(config.admin.policy.as_deref())?)
                 .map_err(|e| e.to_string())?;
             let engine = Engine::connect(&config).await?;
             let (now, value) = engine.read(&key, true).await.map_err(|e| e.to_string())?;
             match value {
-                Some(bytes) => emit(&records::record_json(&key, &bytes, now, body)),
-                None => emit(&records::absent_json(&key)),
+                Some(bytes) => emit(&RecordView::of(&key, &bytes, now, body)),
+                None => emit(&RecordView::absent(&key)),
             }
         }
-        Operator::Evict { query, config } => {
+        Action::Evict { query } => {
             let key = query
-                .storage_key(&load_policy(&config)?)
+                .storage_key(&records::load_policy(config.admin.policy.as_deref())?)
                 .map_err(|e| e.to_string())?;
             let engine = Engine::connect(&config).await?;
             let evicted = engine.evict(&key).await.map_err(|e| e.to_string())?;
             records::log_eviction(&key, evicted, "cli");
-            emit(&records::evicted_json(&key, evicted))
+            emit(&EvictionView::of(&key, evicted))
         }
-        Operator::Stats {
-            top,
-            scan_limit,
-            config,
-        } => {
+        Action::Stats { top, scan_limit } => {
             let engine = Engine::connect(&config).await?;
             let survey = engine
                 .survey(top, scan_limit)
                 .await
                 .map_err(|e| e.to_string())?;
-            emit(&records::survey_json(&survey))
+            emit(&SurveyView::of(&survey))
         }
     }
 }
 
-/// One line of a command's output on stdout. Not `println!`: a reader that closed the pipe
-/// (`… | head -c 100`) must get an error exit, not a panic.
-fn emit(line: &str) -> Result<(), String> {
+/// A command's answer as one line of JSON on stdout. Not `println!`: a reader that closed the
+/// pipe (`… | head -c 100`) must get an error exit, not a panic.
+fn emit(answer: &impl Serialize) -> Result<(), String> {
     use std::io::Write as _;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{line}")
+    serde_json::to_writer(&mut stdout, answer)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(stdout))
         .and_then(|()| stdout.flush())
         .map_err(|e| format!("cannot write the output: {e}"))
 }
@@ -305,25 +220,40 @@ fn emit(line: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::error::ErrorKind;
+    use clap::{CommandFactory as _, FromArgMatches as _};
 
-    fn run(args: &[&str]) -> Option<Result<Operator, CliError>> {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        parse(&args, &|_| None)
+    /// `args` as the command line, with no variables set.
+    fn parse(args: &[&str]) -> Result<CommandLine, clap::Error> {
+        let command = crate::config::with_env(CommandLine::command(), &[]);
+        let argv = std::iter::once("idemgate-store").chain(args.iter().copied());
+        CommandLine::from_arg_matches(&command.try_get_matches_from(argv)?)
+    }
+
+    fn operator(args: &[&str]) -> Operator {
+        let line = parse(args).unwrap();
+        line.operator
+            .expect("an operator command")
+            .into_operator(line.service, None)
+            .unwrap()
+    }
+
+    fn refused(args: &[&str]) -> ErrorKind {
+        parse(args).unwrap_err().kind()
     }
 
     #[test]
     fn service_options_are_not_commands() {
-        assert_eq!(run(&[]), None);
-        assert_eq!(run(&["--listen", "127.0.0.1:0"]), None);
+        assert_eq!(parse(&[]).unwrap().operator, None);
+        assert_eq!(parse(&["--listen", "127.0.0.1:0"]).unwrap().operator, None);
     }
 
     #[test]
     fn commands_take_their_own_and_the_engines_options() {
-        let Some(Ok(Operator::Get {
-            query,
-            body,
+        let Operator {
+            action: Action::Get { query, body },
             config,
-        })) = run(&[
+        } = operator(&[
             "records",
             "get",
             "--key",
@@ -353,33 +283,63 @@ mod tests {
         assert!(body);
         assert!(config.cluster);
         assert_eq!(config.redis, vec!["redis://127.0.0.1:7000".to_string()]);
-        assert!(matches!(
-            run(&["stats", "--top", "3"]),
-            Some(Ok(Operator::Stats { top: 3, .. }))
-        ));
+        // The engine's options before the command count as well.
+        let Operator { action, config } = operator(&["--key-prefix", "p:", "stats", "--top", "3"]);
+        assert_eq!(
+            action,
+            Action::Stats {
+                top: 3,
+                scan_limit: DEFAULT_SCAN_LIMIT
+            }
+        );
+        assert_eq!(config.key_prefix, "p:");
+        let Operator { action, .. } = operator(&["stats"]);
+        assert_eq!(
+            action,
+            Action::Stats {
+                top: DEFAULT_TOP,
+                scan_limit: DEFAULT_SCAN_LIMIT
+            }
+        );
     }
 
     #[test]
-    fn bad_commands_are_typed_errors() {
+    fn bad_commands_are_refused() {
         assert_eq!(
-            run(&["records", "get", "--route", "/o"]),
-            Some(Err(CliError::Missing("--key")))
+            refused(&["records", "get", "--route", "/o"]),
+            ErrorKind::MissingRequiredArgument
         );
-        assert!(matches!(
-            run(&["records", "frob"]),
-            Some(Err(CliError::UnknownCommand(_)))
-        ));
-        assert!(matches!(
-            run(&["serve"]),
-            Some(Err(CliError::UnknownCommand(_)))
-        ));
-        assert!(matches!(
-            run(&["stats", "--top", "0"]),
-            Some(Err(CliError::Invalid { .. }))
-        ));
-        assert!(matches!(
-            run(&["stats", "--nope"]),
-            Some(Err(CliError::Config(ConfigError::UnknownFlag(_))))
-        ));
+        assert_eq!(refused(&["records", "frob"]), ErrorKind::InvalidSubcommand);
+        assert_eq!(refused(&["serve"]), ErrorKind::InvalidSubcommand);
+        assert_eq!(
+            refused(&["stats", "--top", "0"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(
+            refused(&["stats", "--top", "-1"]),
+            ErrorKind::ValueValidation
+        );
+        assert_eq!(refused(&["stats", "--nope"]), ErrorKind::UnknownArgument);
+        assert_eq!(
+            refused(&["records", "evict", "--key", "k", "--route", "/o", "--body"]),
+            ErrorKind::UnknownArgument
+        );
+        assert_eq!(refused(&["records", "--help"]), ErrorKind::DisplayHelp);
+    }
+
+    #[test]
+    fn an_operator_command_needs_no_transport_but_checks_what_it_is_given() {
+        let Operator { config, .. } = operator(&["stats"]);
+        assert_eq!(
+            config.transport,
+            crate::config::Transport::PlaintextUnauthenticated
+        );
+        let line = parse(&["stats", "--tls-cert", "s.pem"]).unwrap();
+        let e = line
+            .operator
+            .unwrap()
+            .into_operator(line.service, None)
+            .unwrap_err();
+        assert!(e.to_string().contains("missing --tls-key"), "{e}");
     }
 }

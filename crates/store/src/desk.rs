@@ -1,11 +1,12 @@
 //! Payers' ledgers, settled in batches: one desk per ledger key with work waiting.
 //!
 //! Every request of one client charges the same ledger keys (its identity's and its address
-//! group's, issue 23). Each operation doing its own read → compare-and-set on them made a busy
-//! client's concurrent requests race (losers retried, some ran out of attempts: store errors for
-//! an honest caller), and held a client to one ledger round trip per request. Here the jobs
-//! waiting on one key are settled together by the core's [`Settlement`]: one compare-and-set for
-//! all of them, each job its own answer. While a batch is at the engine, the next one gathers.
+//! group's: the payers of the fleet's shares). Each operation doing its own read →
+//! compare-and-set on them made a busy client's concurrent requests race (losers retried, some
+//! ran out of attempts: store errors for an honest caller), and held a client to one ledger
+//! round trip per request. Here the jobs waiting on one key are settled together by the core's
+//! [`Settlement`]: one compare-and-set for all of them, each job its own answer. While a batch is
+//! at the engine, the next one gathers.
 //!
 //! The desk also keeps the value its last batch left (for a few thousand idle keys), which the
 //! next batch speculates on: a compare-and-set on that version, proved by the engine, so a

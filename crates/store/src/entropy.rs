@@ -1,7 +1,7 @@
 //! Fresh value versions (see the core's `remote::stored`): 16 random bytes for every write,
 //! drawn from the operating system's CSPRNG like before, but [`POOL`] bytes per `getrandom`
 //! call instead of 16. A call per version was one system call per operation — about a sixth
-//! of the service's system calls on the fleet bench's hot path (issue 24, item 4).
+//! of the service's system calls on the fleet bench's hot path.
 //!
 //! The bytes are the OS's own, handed out once each, in order: nothing is derived or reused,
 //! so a version is exactly as unpredictable and as unlikely to repeat as one drawn on its own.

@@ -19,28 +19,26 @@ mod records;
 mod server;
 mod tls;
 
-use config::{Command, Config, Transport};
+use clap::Parser as _;
+use config::{Config, Transport};
 use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if let Some(operator) = cli::parse(&args, &|name| std::env::var(name).ok()) {
-        return operate(operator);
+    let line = match cli::CommandLine::try_parse_from(std::env::args_os()) {
+        Ok(line) => line,
+        Err(e) => return usage(&e),
+    };
+    let rust_log = std::env::var("RUST_LOG").ok();
+    if let Some(command) = line.operator {
+        return operate(command.into_operator(line.service, rust_log));
     }
-    let command = match config::parse(args, &|name| std::env::var(name).ok()) {
-        Ok(command) => command,
+    let config = match Config::from_flags(line.service, rust_log) {
+        Ok(config) => config,
         Err(e) => {
             log::early_error(&e.to_string());
             return ExitCode::from(2);
         }
-    };
-    let config = match command {
-        Command::Help => {
-            print!("{}", config::USAGE);
-            return ExitCode::SUCCESS;
-        }
-        Command::Run(config) => config,
     };
     if let Err(e) = log::init(&config.log) {
         log::early_error(&e);
@@ -66,9 +64,17 @@ fn main() -> ExitCode {
     }
 }
 
-/// An operator command (`records get|evict`, `stats`): 0 when done, 2 for a bad command line,
-/// 1 when the engine could not answer.
-fn operate(operator: Result<cli::Operator, cli::CliError>) -> ExitCode {
+/// What clap says instead of a command line: `--help` on stdout (exit 0), or a bad command line
+/// — an unknown flag, a missing or malformed value — on stderr (exit 2).
+fn usage(e: &clap::Error) -> ExitCode {
+    // A reader that closed the pipe gets no text; the exit status still says what happened.
+    let _ = e.print();
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// An operator command (`records get|evict`, `stats`): 0 when done, 2 for settings that do not
+/// go together, 1 when the engine could not answer.
+fn operate(operator: Result<cli::Operator, config::ConfigError>) -> ExitCode {
     let operator = match operator {
         Ok(operator) => operator,
         Err(e) => {

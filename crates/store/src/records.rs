@@ -14,7 +14,9 @@ use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::record::{Record, StoredBody};
 use idemgate_core::store::remote::StoredValue;
 use idemgate_core::time::UnixMillis;
-use std::fmt::{self, Write as _};
+use serde::Serialize;
+use std::fmt;
+use std::path::Path;
 
 /// What names one record, as an operator knows it: the client's request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,109 +102,148 @@ impl Query {
     }
 }
 
+/// The policy storage keys are derived with: the filter's JSON configuration in `path`
+/// (`--policy`), or the filter's defaults.
+pub fn load_policy(path: Option<&Path>) -> Result<Policy, String> {
+    let Some(path) = path else {
+        return Ok(Policy::defaults());
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--policy: cannot read {}: {e}", path.display()))?;
+    // Storage keys only: the secrets the filter's configuration names stay with the Envoys.
+    Policy::for_storage_keys(&text).map_err(|e| format!("--policy: {}: {e}", path.display()))
+}
+
 /// The tag stats group by: which scope's share a record counts against (bytes 4..8 of its
 /// storage key, a hash of the scope — never the scope or a key in clear).
 pub fn scope_tag_hex(tag: QuotaTag) -> String {
     idemgate_core::hash::to_hex(&tag.0)
 }
 
-/// The record `bytes` (the value under `key`) as JSON, judged at `now` (the engine's clock).
-/// `with_body`: include a kept body, base64.
-pub fn record_json(key: &StorageKey, bytes: &[u8], now: UnixMillis, with_body: bool) -> String {
-    let mut out = String::from("{");
-    let _ = write!(
-        out,
-        "\"storage_key\":\"{}\",\"scope_tag\":\"{}\",",
-        key.to_hex(),
-        scope_tag_hex(key.quota_tag())
-    );
-    let value = match StoredValue::decode(key, bytes) {
-        Ok(value) => value,
-        Err(e) => {
-            let _ = write!(
-                out,
-                "\"state\":\"corrupt\",\"error\":{},\"value_bytes\":{}}}",
-                json_string(&e.to_string()),
-                bytes.len()
-            );
-            return out;
-        }
-    };
-    let expires = |out: &mut String, at: UnixMillis| {
-        let _ = write!(
-            out,
-            "\"expires_at_ms\":{},\"expires_in_ms\":{}",
-            at.0,
-            at.0.saturating_sub(now.0)
-        );
-    };
-    match &value.record {
-        Record::InFlight(claim) => {
-            let _ = write!(
-                out,
-                "\"state\":\"in_flight\",\"lease_until_ms\":{},\"lease_left_ms\":{},",
-                claim.lease_until.0,
-                claim.lease_until.0.saturating_sub(now.0)
-            );
-            expires(&mut out, claim.expires_at);
-        }
-        Record::Completed(done) => {
-            let response = &done.response;
-            let _ = write!(
-                out,
-                "\"state\":\"completed\",\"status\":{},\"headers\":[",
-                response.status
-            );
-            for (i, (name, value)) in response.headers.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                let _ = write!(out, "[{},{}]", json_string(name), json_string(value));
-            }
-            out.push_str("],");
-            match &response.body {
-                StoredBody::Kept(body) => {
-                    let _ = write!(out, "\"body_kept\":true,\"body_bytes\":{},", body.len());
-                    if with_body {
-                        let _ = write!(out, "\"body_base64\":\"{}\",", base64(body));
-                    }
-                }
-                StoredBody::NotKept => out.push_str("\"body_kept\":false,"),
-            }
-            expires(&mut out, done.expires_at);
-        }
-        Record::TokenUsed { expires_at } => {
-            out.push_str("\"state\":\"token_used\",");
-            expires(&mut out, *expires_at);
-        }
-        // A record kind this build does not know: say so rather than guess.
-        _ => out.push_str("\"state\":\"unknown\""),
-    }
-    out.push('}');
-    out
+/// What `records get` and the admin port show of one storage key: its record's state and times,
+/// judged on the engine's clock. Serialized as one JSON object.
+#[derive(Debug, Serialize)]
+pub struct RecordView {
+    storage_key: String,
+    scope_tag: String,
+    #[serde(flatten)]
+    state: RecordState,
 }
 
-/// The answer for a key that holds no record.
-pub fn absent_json(key: &StorageKey) -> String {
-    format!(
-        "{{\"storage_key\":\"{}\",\"scope_tag\":\"{}\",\"state\":\"absent\"}}",
-        key.to_hex(),
-        scope_tag_hex(key.quota_tag())
-    )
+/// A record's state and what the operator needs of it (`"state"` names it). Times are the
+/// engine's Unix milliseconds; `*_left_ms`/`*_in_ms` count from the moment it was read.
+#[derive(Debug, Serialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+enum RecordState {
+    /// The key holds no record.
+    Absent,
+    /// Bytes the core cannot read as a record of this key.
+    Corrupt { error: String, value_bytes: usize },
+    InFlight {
+        lease_until_ms: u64,
+        lease_left_ms: u64,
+        expires_at_ms: u64,
+        expires_in_ms: u64,
+    },
+    Completed {
+        status: u16,
+        /// `[name, value]` pairs, as stored.
+        headers: Vec<(String, String)>,
+        body_kept: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body_bytes: Option<usize>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body_base64: Option<String>,
+        expires_at_ms: u64,
+        expires_in_ms: u64,
+    },
+    TokenUsed {
+        expires_at_ms: u64,
+        expires_in_ms: u64,
+    },
+    /// A record kind this build does not know: said so rather than guessed.
+    Unknown,
+}
+
+impl RecordView {
+    /// The record `bytes` (the value under `key`), judged at `now` (the engine's clock).
+    /// `with_body`: include a kept body, base64.
+    pub fn of(key: &StorageKey, bytes: &[u8], now: UnixMillis, with_body: bool) -> RecordView {
+        let left = |at: UnixMillis| at.0.saturating_sub(now.0);
+        let state = match StoredValue::decode(key, bytes) {
+            Err(e) => RecordState::Corrupt {
+                error: e.to_string(),
+                value_bytes: bytes.len(),
+            },
+            Ok(value) => match value.record {
+                Record::InFlight(claim) => RecordState::InFlight {
+                    lease_until_ms: claim.lease_until.0,
+                    lease_left_ms: left(claim.lease_until),
+                    expires_at_ms: claim.expires_at.0,
+                    expires_in_ms: left(claim.expires_at),
+                },
+                Record::Completed(done) => {
+                    let response = done.response;
+                    let (body_kept, body_bytes, body_base64) = match &response.body {
+                        StoredBody::Kept(body) => {
+                            (true, Some(body.len()), with_body.then(|| base64(body)))
+                        }
+                        StoredBody::NotKept => (false, None, None),
+                    };
+                    RecordState::Completed {
+                        status: response.status,
+                        headers: response.headers,
+                        body_kept,
+                        body_bytes,
+                        body_base64,
+                        expires_at_ms: done.expires_at.0,
+                        expires_in_ms: left(done.expires_at),
+                    }
+                }
+                Record::TokenUsed { expires_at } => RecordState::TokenUsed {
+                    expires_at_ms: expires_at.0,
+                    expires_in_ms: left(expires_at),
+                },
+                _ => RecordState::Unknown,
+            },
+        };
+        RecordView::with_state(key, state)
+    }
+
+    /// The answer for a key that holds no record.
+    pub fn absent(key: &StorageKey) -> RecordView {
+        RecordView::with_state(key, RecordState::Absent)
+    }
+
+    fn with_state(key: &StorageKey, state: RecordState) -> RecordView {
+        RecordView {
+            storage_key: key.to_hex(),
+            scope_tag: scope_tag_hex(key.quota_tag()),
+            state,
+        }
+    }
 }
 
 /// What an eviction did, and what it means for the client.
-pub fn evicted_json(key: &StorageKey, evicted: bool) -> String {
-    let meaning = if evicted {
-        "the record is gone: the next request with this key runs again at the upstream"
-    } else {
-        "no record was held under this key"
-    };
-    format!(
-        "{{\"storage_key\":\"{}\",\"evicted\":{evicted},\"meaning\":{}}}",
-        key.to_hex(),
-        json_string(meaning)
-    )
+#[derive(Debug, Serialize)]
+pub struct EvictionView {
+    storage_key: String,
+    evicted: bool,
+    meaning: &'static str,
+}
+
+impl EvictionView {
+    pub fn of(key: &StorageKey, evicted: bool) -> EvictionView {
+        EvictionView {
+            storage_key: key.to_hex(),
+            evicted,
+            meaning: if evicted {
+                "the record is gone: the next request with this key runs again at the upstream"
+            } else {
+                "no record was held under this key"
+            },
+        }
+    }
 }
 
 /// One structured line per eviction (the record events' target and key hash, see [`crate::log`]):
@@ -213,56 +254,47 @@ pub fn log_eviction(key: &StorageKey, evicted: bool, via: &str) {
     }
 }
 
-/// `stats` as JSON: totals, then the scopes holding the most records.
-pub fn survey_json(survey: &Survey) -> String {
-    let mut out = String::new();
-    let _ = write!(
-        out,
-        "{{\"records\":{},\"bytes\":{},\"complete\":{},\"top_scopes\":[",
-        survey.records, survey.bytes, survey.complete
-    );
-    for (i, scope) in survey.top.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(&usage_json(scope));
-    }
-    out.push_str("]}");
-    out
+/// `stats`: totals, then the scopes holding the most records.
+#[derive(Debug, Serialize)]
+pub struct SurveyView {
+    records: u64,
+    bytes: u64,
+    complete: bool,
+    top_scopes: Vec<ScopeView>,
 }
 
-fn usage_json(scope: &UsageOfScope) -> String {
-    let class = match scope.tag.class() {
-        QuotaClass::Peer => "peer",
-        QuotaClass::Identified => "identified",
-    };
-    format!(
-        "{{\"scope_tag\":\"{}\",\"class\":\"{class}\",\"records\":{},\"bytes\":{}}}",
-        scope_tag_hex(scope.tag),
-        scope.records,
-        scope.bytes
-    )
+/// One scope's use of the store, by its tag (never the scope in clear).
+#[derive(Debug, Serialize)]
+struct ScopeView {
+    scope_tag: String,
+    class: &'static str,
+    records: u64,
+    bytes: u64,
 }
 
-/// A JSON string literal (RFC 8259 escapes).
-pub fn json_string(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
+impl SurveyView {
+    pub fn of(survey: &Survey) -> SurveyView {
+        SurveyView {
+            records: survey.records,
+            bytes: survey.bytes,
+            complete: survey.complete,
+            top_scopes: survey.top.iter().map(ScopeView::of).collect(),
         }
     }
-    out.push('"');
-    out
+}
+
+impl ScopeView {
+    fn of(scope: &UsageOfScope) -> ScopeView {
+        ScopeView {
+            scope_tag: scope_tag_hex(scope.tag),
+            class: match scope.tag.class() {
+                QuotaClass::Peer => "peer",
+                QuotaClass::Identified => "identified",
+            },
+            records: scope.records,
+            bytes: scope.bytes,
+        }
+    }
 }
 
 /// Standard base64 with padding (RFC 4648 §4).
@@ -290,6 +322,9 @@ fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::request::fingerprint::Fingerprint;
+    use idemgate_core::store::record::{Completed, StoredResponse};
+    use idemgate_core::store::remote::ValueVersion;
 
     fn query(route: &str, scope: Option<&str>) -> Query {
         Query {
@@ -355,11 +390,99 @@ mod tests {
     }
 
     #[test]
-    fn base64_and_json_strings() {
+    fn base64_encodes_as_rfc_4648() {
         assert_eq!(base64(b""), "");
         assert_eq!(base64(b"f"), "Zg==");
         assert_eq!(base64(b"fo"), "Zm8=");
         assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(json_string("a\"b\\\n\u{1}"), "\"a\\\"b\\\\\\n\\u0001\"");
+    }
+
+    fn json(view: &impl Serialize) -> String {
+        serde_json::to_string(view).unwrap()
+    }
+
+    #[test]
+    fn views_are_the_json_objects_the_readme_documents() {
+        let key = StorageKey::from_stored([0xab; 32]);
+        let hex = key.to_hex();
+        let tag = scope_tag_hex(key.quota_tag());
+        assert_eq!(
+            json(&RecordView::absent(&key)),
+            format!(r#"{{"storage_key":"{hex}","scope_tag":"{tag}","state":"absent"}}"#)
+        );
+        assert_eq!(
+            json(&RecordView::of(&key, b"not a value", UnixMillis(5), false)),
+            format!(
+                r#"{{"storage_key":"{hex}","scope_tag":"{tag}","state":"corrupt","error":"{}","value_bytes":11}}"#,
+                StoredValue::decode(&key, b"not a value").unwrap_err()
+            )
+        );
+        let completed = |body: StoredBody| {
+            let value = StoredValue {
+                version: ValueVersion([1; 16]),
+                record: Record::Completed(Completed {
+                    fingerprint: Fingerprint([2; 32]),
+                    response: StoredResponse {
+                        status: 201,
+                        headers: vec![("location".into(), "/o/\"7\"".into())],
+                        body,
+                        seal: None,
+                    },
+                    expires_at: UnixMillis(1_000),
+                }),
+            };
+            value.encode(&key)
+        };
+        let kept = completed(StoredBody::Kept(b"fo".to_vec()));
+        let head = format!(
+            r#"{{"storage_key":"{hex}","scope_tag":"{tag}","state":"completed","status":201,"headers":[["location","/o/\"7\""]],"body_kept":true,"body_bytes":2,"#
+        );
+        assert_eq!(
+            json(&RecordView::of(&key, &kept, UnixMillis(400), false)),
+            format!(r#"{head}"expires_at_ms":1000,"expires_in_ms":600}}"#)
+        );
+        assert_eq!(
+            json(&RecordView::of(&key, &kept, UnixMillis(400), true)),
+            format!(r#"{head}"body_base64":"Zm8=","expires_at_ms":1000,"expires_in_ms":600}}"#)
+        );
+        let not_kept = completed(StoredBody::NotKept);
+        assert!(json(&RecordView::of(&key, &not_kept, UnixMillis(2_000), true)).ends_with(
+            r#""headers":[["location","/o/\"7\""]],"body_kept":false,"expires_at_ms":1000,"expires_in_ms":0}"#
+        ));
+        let used = StoredValue {
+            version: ValueVersion([1; 16]),
+            record: Record::TokenUsed {
+                expires_at: UnixMillis(900),
+            },
+        };
+        assert!(json(&RecordView::of(
+            &key,
+            &used.encode(&key),
+            UnixMillis(100),
+            false
+        ))
+        .ends_with(r#""state":"token_used","expires_at_ms":900,"expires_in_ms":800}"#));
+        assert_eq!(
+            json(&EvictionView::of(&key, false)),
+            format!(
+                r#"{{"storage_key":"{hex}","evicted":false,"meaning":"no record was held under this key"}}"#
+            )
+        );
+        let survey = Survey {
+            records: 4,
+            bytes: 90,
+            top: vec![UsageOfScope {
+                tag: key.quota_tag(),
+                records: 3,
+                bytes: 70,
+            }],
+            complete: true,
+        };
+        assert_eq!(
+            json(&SurveyView::of(&survey)),
+            format!(
+                r#"{{"records":4,"bytes":90,"complete":true,"top_scopes":[{{"scope_tag":"{tag}","class":"identified","records":3,"bytes":70}}]}}"#
+            )
+        );
     }
 }

@@ -374,11 +374,17 @@ fn bad_command_lines_exit_non_zero_with_a_message() {
     for (args, words) in [
         (
             &["records", "get", "--route", "/orders"][..],
-            "--key is required",
+            "required arguments were not provided:\n  --key <KEY>",
         ),
-        (&["records", "frob", "--key", "k"], "unknown command"),
-        (&["status"], "unknown command"),
-        (&["records", "get", "--key", "k"], "--route is required"),
+        (
+            &["records", "frob", "--key", "k"],
+            "unrecognized subcommand 'frob'",
+        ),
+        (&["status"], "unrecognized subcommand 'status'"),
+        (
+            &["records", "get", "--key", "k"],
+            "required arguments were not provided:\n  --route <PATH>",
+        ),
         (&["stats", "--top", "none"], "--top"),
         (&["stats", "--engine", "mysql"], "--engine"),
     ] {

@@ -3,7 +3,7 @@
 use super::ConfigError;
 
 /// The shape of log lines on stderr.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 #[non_exhaustive]
 pub enum LogFormat {
     Text,
@@ -17,34 +17,18 @@ pub struct LogSettings {
     pub filter: String,
 }
 
-const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
+/// The levels `--log-level` names (clap checks the flag against them, in any case).
+pub(super) const LOG_LEVELS: [&str; 6] = ["error", "warn", "info", "debug", "trace", "off"];
 
+/// `level` is one of [`LOG_LEVELS`] in lower case (clap checked it); `rust_log` is `RUST_LOG`, an
+/// `EnvFilter` whose syntax is checked here, so a bad one stops the service before it starts.
 pub(super) fn log_settings(
-    format: Option<String>,
+    format: LogFormat,
     level: Option<String>,
     rust_log: Option<String>,
 ) -> Result<LogSettings, ConfigError> {
-    let format = match format.as_deref().map(str::trim) {
-        None | Some("text") => LogFormat::Text,
-        Some("json") => LogFormat::Json,
-        Some(other) => {
-            return Err(ConfigError::Invalid {
-                name: "--log-format",
-                why: format!("{other:?} is not text or json"),
-            })
-        }
-    };
     let filter = match (level, rust_log) {
-        (Some(level), _) => {
-            let level = level.trim().to_ascii_lowercase();
-            if !LOG_LEVELS.contains(&level.as_str()) {
-                return Err(ConfigError::Invalid {
-                    name: "--log-level",
-                    why: format!("{level:?} is not one of {}", LOG_LEVELS.join(", ")),
-                });
-            }
-            level
-        }
+        (Some(level), _) => level,
         (None, Some(directives)) if !directives.trim().is_empty() => {
             tracing_subscriber::EnvFilter::builder()
                 .parse(&directives)

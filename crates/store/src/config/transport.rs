@@ -22,9 +22,9 @@ pub enum Transport {
 }
 
 pub(super) fn transport(
-    cert: Option<String>,
-    key: Option<String>,
-    client_ca: Option<String>,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+    client_ca: Option<PathBuf>,
     plaintext: bool,
 ) -> Result<Transport, ConfigError> {
     match (cert, key, client_ca, plaintext) {
@@ -34,9 +34,9 @@ pub(super) fn transport(
             why: "cannot be combined with --tls-cert, --tls-key or --client-ca".into(),
         }),
         (Some(cert), Some(key), Some(client_ca), false) => Ok(Transport::MutualTls {
-            cert: cert.into(),
-            key: key.into(),
-            client_ca: client_ca.into(),
+            cert,
+            key,
+            client_ca,
         }),
         (None, None, None, false) => Err(ConfigError::Invalid {
             name: "--tls-cert",

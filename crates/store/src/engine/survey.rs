@@ -45,7 +45,8 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Counts `key` if it is a record (a payer's ledger is not: issue 23).
+    /// Counts `key` if it is a record (a payer's ledger is not: it holds a share's usage, no
+    /// client's answer).
     pub fn add(&mut self, key: &StorageKey, bytes: u64) {
         if key.is_ledger() {
             return;

@@ -139,7 +139,7 @@ def main():
         tarfile.open(fileobj=io.BytesIO(tar_bytes)).extractall(work, filter="tar")
         exe = os.path.join(work, "usr/local/bin/idemgate-store")
         help_run = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=30)
-        check("--help exits 0", help_run.returncode == 0 and "usage:" in help_run.stdout,
+        check("--help exits 0", help_run.returncode == 0 and "usage:" in help_run.stdout.lower(),
               help_run.stderr)
         port = free_port()
         redis = subprocess.Popen(["redis-server", "--port", str(port), "--save", "", "--appendonly",
