@@ -308,29 +308,10 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
-/// `"`, `\` and the controls below 0x20 are escaped (short forms where JSON has them, `\u00XX`
-/// otherwise); everything else, including non-ASCII, is written as is.
+/// `s` as a JSON string literal ([`crate::write_escaped`]: the one JSON string writer).
 fn write_string(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     f.write_char('"')?;
-    for c in s.chars() {
-        match c {
-            '"' => f.write_str("\\\"")?,
-            '\\' => f.write_str("\\\\")?,
-            '\n' => f.write_str("\\n")?,
-            '\r' => f.write_str("\\r")?,
-            '\t' => f.write_str("\\t")?,
-            '\u{8}' => f.write_str("\\b")?,
-            '\u{c}' => f.write_str("\\f")?,
-            '\0'..='\u{1f}' => {
-                let b = c as u8;
-                f.write_str("\\u00")?;
-                f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
-                f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
-            }
-            c => f.write_char(c)?,
-        }
-    }
+    crate::write_escaped(f, s)?;
     f.write_char('"')
 }
 

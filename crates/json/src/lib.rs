@@ -2,8 +2,8 @@
 //!
 //! The JSON idemgate reads and writes, with no I/O and nothing of the core: streaming canonical
 //! JSON digests for request fingerprints ([`JsonHasher`]), documents ([`document`]: the
-//! configuration, the conformance vectors), JSON pointers ([`JsonPointer`]), and the small pieces
-//! they stand on ([`text`], [`sort`]).
+//! configuration, the conformance vectors), JSON pointers ([`JsonPointer`]), the one JSON string
+//! writer ([`write_string`]), and the small pieces they stand on ([`text`], [`sort`]).
 //! `idemgate-core` re-exports it as `idemgate_core::request::json`.
 //!
 //! ## Streaming canonical JSON digests
@@ -75,10 +75,12 @@ pub mod sort;
 mod tests;
 pub mod text;
 mod tokenizer;
+mod write;
 
 pub use document::{Number, Quoted, Value};
 pub use hasher::JsonHasher;
 pub use pointer::{JsonPointer, Pointers};
+pub use write::{write_escaped, write_string};
 
 use core::fmt;
 use text::Text;

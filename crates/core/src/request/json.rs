@@ -1,8 +1,9 @@
 //! Streaming canonical JSON digests for request fingerprints, the document reader (the
-//! configuration, the conformance vectors) and JSON pointers: the crate `idemgate-json`, here at
-//! the path hosts use. Its documentation has the digest's
+//! configuration, the conformance vectors), JSON pointers and the one JSON string writer: the
+//! crate `idemgate-json`, here at the path hosts use. Its documentation has the digest's
 //! definition (`E(value)`) and which error wins.
 
 pub use idemgate_json::{
-    document, JsonError, JsonHasher, JsonLimits, JsonPointer, Number, Pointers, Quoted, Value,
+    document, write_escaped, write_string, JsonError, JsonHasher, JsonLimits, JsonPointer, Number,
+    Pointers, Quoted, Value,
 };
