@@ -64,12 +64,12 @@
 
 extern crate alloc;
 
-mod consumer;
 pub mod document;
 mod hasher;
 mod lexer;
 mod number;
 mod pointer;
+mod sink;
 pub mod sort;
 #[cfg(test)]
 mod tests;

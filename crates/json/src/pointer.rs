@@ -5,8 +5,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use sha2::{Digest, Sha256};
 
-use super::lexer::Hash;
-use super::JsonError;
+use crate::lexer::Hash;
+use crate::JsonError;
 
 /// One reference token: matched against object keys by bytes, and against array positions only
 /// when it is a canonical decimal index (no leading zeros), as RFC 6901 requires.
@@ -44,24 +44,6 @@ impl JsonPointer {
     /// fields can never produce the same digest.
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-
-    /// The value this pointer selects in a parsed document (RFC 6901 §4), if any: object members
-    /// by key, array elements only by a canonical decimal index.
-    pub fn resolve<'v>(&self, doc: &'v super::Value) -> Option<&'v super::Value> {
-        use super::Value;
-        let mut at = doc;
-        for token in &self.tokens {
-            at = match at {
-                Value::Object(members) => members
-                    .iter()
-                    .find(|(k, _)| *k == token.key)
-                    .map(|(_, v)| v)?,
-                Value::Array(items) => items.get(usize::try_from(token.index?).ok()?)?,
-                _ => return None,
-            };
-        }
-        Some(at)
     }
 }
 
