@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 
 use crate::number::Decimal;
 use crate::pointer::{FieldTracker, JsonPointer, Pointers};
+use crate::sha;
 use crate::sink::{Kind, Literal, Sink};
 use crate::sort::sort;
 use crate::tokenizer::Tokenizer;
@@ -135,15 +136,15 @@ impl<'p> JsonHasher<'p> {
         if self.tokens.consumed() == 0 {
             return Ok(match &canon.fields {
                 Some(tracker) => tracker.digest(),
-                None => Sha256::digest(b"empty").into(),
+                None => sha::digest(b"empty"),
             });
         }
         self.tokens.finish(&mut Consumer::Canon(&mut canon))?;
         Ok(match &canon.fields {
             Some(tracker) => tracker.digest(),
             None => {
-                canon.sink.update(&canon.out);
-                canon.sink.finalize().into()
+                sha::update(&mut canon.sink, &canon.out);
+                sha::finish(canon.sink)
             }
         })
     }
@@ -167,7 +168,7 @@ impl Canon<'_> {
     }
 
     fn flush(&mut self) {
-        self.sink.update(&self.out);
+        sha::update(&mut self.sink, &self.out);
         self.out.clear();
     }
 
@@ -175,7 +176,7 @@ impl Canon<'_> {
     fn leave_field(&mut self, start: usize) -> Result<(), JsonError> {
         if let Some(tracker) = self.fields.as_mut() {
             let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
-            tracker.leave(self.depth, || Sha256::digest(encoding).into());
+            tracker.leave(self.depth, || sha::digest(encoding));
         }
         Ok(())
     }

@@ -69,6 +69,7 @@ mod hasher;
 mod lexer;
 mod number;
 mod pointer;
+mod sha;
 mod sink;
 pub mod sort;
 #[cfg(test)]

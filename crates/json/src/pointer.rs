@@ -5,6 +5,8 @@ use alloc::vec;
 use alloc::vec::Vec;
 use sha2::{Digest, Sha256};
 
+use crate::sha;
+
 use crate::lexer::Hash;
 use crate::JsonError;
 
@@ -229,18 +231,18 @@ impl<'p> FieldTracker<'p> {
 
     pub(super) fn digest(&self) -> Hash {
         let mut hasher = Sha256::new();
-        hasher.update(b"F");
+        sha::update(&mut hasher, b"F");
         for (ptr, found) in self.pointers.iter().zip(&self.found) {
-            hasher.update((ptr.text.len() as u64).to_be_bytes());
-            hasher.update(ptr.text.as_bytes());
+            sha::update(&mut hasher, &(ptr.text.len() as u64).to_be_bytes());
+            sha::update(&mut hasher, ptr.text.as_bytes());
             match found {
-                None => hasher.update([0u8]),
+                None => sha::update(&mut hasher, &[0u8]),
                 Some(hash) => {
-                    hasher.update([1u8]);
-                    hasher.update(hash);
+                    sha::update(&mut hasher, &[1u8]);
+                    sha::update(&mut hasher, hash);
                 }
             }
         }
-        hasher.finalize().into()
+        sha::finish(hasher)
     }
 }

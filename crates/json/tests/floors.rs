@@ -1,6 +1,6 @@
 //! The JSON crate in floors, like the core (`crates/core/tests/floors.rs`): each module uses only
 //! the modules on the floors below it, so the modules never import each other in a circle. The
-//! ground is what the rest writes with (error texts, the sort, the string writer); then a
+//! ground is what the rest writes with (error texts, the sort, the string writer, SHA-256); then a
 //! number's exact value, the events a consumer is told (`sink`), the string lexer and the
 //! tokenizer that emit them, the pointers, the canonical hasher (with the enum of the tokenizer's
 //! two consumers) and, on top, the document reader.
@@ -12,7 +12,7 @@ use std::path::Path;
 
 /// The floors, from the ground up.
 const FLOORS: &[&[&str]] = &[
-    &["text", "sort", "write"],
+    &["text", "sort", "write", "sha"],
     &["number"],
     &["sink"],
     &["lexer"],
