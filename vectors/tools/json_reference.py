@@ -120,7 +120,7 @@ class Parser:
             raise self.misplaced("json_trailing_data")
         return encoding
 
-    # Each grammar method returns the value's canonical encoding E (see crates/core/src/request/json.rs).
+    # Each grammar method returns the value's canonical encoding E (see crates/json/src/lib.rs).
 
     def value(self, path, depth):
         c = self.peek()
@@ -328,7 +328,7 @@ NUMBER = re.compile(r"(-?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]+))?")
 
 
 def encode_number(text, offset):
-    """d, the exact decimal value as canonical text, then ';' (crates/core/src/request/json.rs): '0' for
+    """d, the exact decimal value as canonical text, then ';' (crates/json/src/lib.rs): '0' for
     any zero, else an optional '-', the significant digits without leading or trailing zeros, 'e'
     and the exponent E with value = digits * 10**E. Non-zero values whose order of magnitude
     (E + len(digits) - 1) is beyond +-9999 are json_number_out_of_range. The grammar was checked

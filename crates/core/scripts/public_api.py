@@ -14,10 +14,18 @@ import json
 import sys
 
 
-def main(path):
+def main(path, *dep_paths):
     doc = json.load(open(path))
     index, paths = doc["index"], doc["paths"]
     lines = set()
+    # The workspace crates the core re-exports (idemgate-json as `request::json`): their rustdoc
+    # JSON, by crate name, so what a re-export names is listed whole at the core's path, as if it
+    # were declared there.
+    deps = {}
+    for dep_path in dep_paths:
+        dep = json.load(open(dep_path))
+        local = {tuple(p["path"]): int(i) for i, p in dep["paths"].items() if p["crate_id"] == 0}
+        deps[dep["index"][str(dep["root"])]["name"]] = (dep, local)
 
     def name_of(id_, written):
         entry = paths.get(str(id_))
@@ -143,7 +151,8 @@ def main(path):
                 elif "assoc_const" in inner:
                     lines.add(f"pub const {path}::{item['name']}: {ty(inner['assoc_const']['type'])}")
 
-    visited = set()  # items listed where they are declared
+    visited = set()  # items listed where they are declared (a re-exported crate's: (crate, id))
+    crate = [None]  # whose index is being read: None for the core
     reexports = []  # (path, use): listed after the walk
 
     def walk(module_id, path):
@@ -156,7 +165,7 @@ def main(path):
             if "use" in item["inner"]:
                 reexports.append((path, item["inner"]["use"]))
             else:
-                visited.add(item_id)
+                visited.add(item_id if crate[0] is None else (crate[0], item_id))
                 render(item_id, here)
 
     def render(item_id, here):
@@ -221,7 +230,8 @@ def main(path):
     walk(root, index[str(root)]["name"])
     # A re-export is a line; an item reachable only through re-exports (declared in a private
     # module) is listed whole, once, at its first re-exported path.
-    for path, use in sorted(reexports, key=lambda r: (r[0], r[1]["name"])):
+    # Modules first, so an item re-exported both alone and in its module is listed in its module.
+    for path, use in sorted(reexports, key=lambda r: (paths.get(str(r[1].get("id")), {}).get("kind") != "module", r[0], r[1]["name"])):
         alias = "" if use["source"].split("::")[-1] == use["name"] else f" as {use['name']}"
         glob = "::*" if use["is_glob"] else ""
         lines.add(f"pub use {path}::{{{use['source']}{glob}{alias}}}")
@@ -229,8 +239,18 @@ def main(path):
         if target is not None and str(target) in index and target not in visited and not use["is_glob"]:
             visited.add(target)
             render(target, f"{path}::{use['name']}")
+        elif target is not None and str(target) in paths and not use["is_glob"]:
+            foreign = paths[str(target)]["path"]
+            dep, local = deps.get(foreign[0], (None, {}))
+            dep_id = local.get(tuple(foreign))
+            if dep_id is not None and (foreign[0], dep_id) not in visited:
+                visited.add((foreign[0], dep_id))
+                core_doc = index, paths
+                index, paths, crate[0] = dep["index"], dep["paths"], foreign[0]
+                render(dep_id, f"{path}::{use['name']}")
+                index, paths, crate[0] = *core_doc, None
     sys.stdout.write("".join(line + "\n" for line in sorted(lines)))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:])

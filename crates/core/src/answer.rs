@@ -8,6 +8,7 @@ use crate::client::token::TokenError;
 use crate::decision::admission::Refusal;
 use crate::record::StoredResponse;
 use crate::request::fingerprint::FingerprintError;
+use crate::request::json;
 use crate::request::key::KeyError;
 use crate::request::key_source::SourceError;
 use crate::store::protocol::ProtocolError;
@@ -372,45 +373,22 @@ fn problem(
     }
 }
 
-/// A JSON string literal (RFC 8259 escaping), without pulling in a serializer.
-pub fn json_string(text: &str) -> String {
+/// `text` as a JSON string literal ([`json::write_string`]).
+fn json_string(text: &str) -> String {
     let mut out = String::with_capacity(text.len() + 2);
-    push_json_string(&mut out, text, "");
+    json::write_string(&mut out, text);
     out
 }
 
-/// Appends `first` followed by `second` as one JSON string literal. Runs of bytes that need no
-/// escape are copied whole (an escape is always an ASCII byte, so every cut is a char boundary).
+/// Appends `first` followed by `second` as one JSON string literal (the one JSON string writer,
+/// [`json::write_escaped`]).
 fn push_json_string(out: &mut String, first: &str, second: &str) {
     out.push('"');
-    for text in [first, second] {
-        let mut run = 0;
-        for (at, byte) in text.bytes().enumerate() {
-            let escape = match byte {
-                b'"' => "\\\"",
-                b'\\' => "\\\\",
-                b'\n' => "\\n",
-                b'\r' => "\\r",
-                b'\t' => "\\t",
-                0..=0x1f => "",
-                _ => continue,
-            };
-            out.push_str(text.get(run..at).unwrap_or_default());
-            if escape.is_empty() {
-                out.push_str("\\u00");
-                out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-                out.push(char::from(HEX_DIGITS[usize::from(byte & 0x0f)]));
-            } else {
-                out.push_str(escape);
-            }
-            run = at + 1;
-        }
-        out.push_str(text.get(run..).unwrap_or_default());
-    }
+    // Writing into a `String` cannot fail.
+    let _ = json::write_escaped(out, first);
+    let _ = json::write_escaped(out, second);
     out.push('"');
 }
-
-const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
 
 /// Appends `n` in decimal.
 fn push_decimal(out: &mut String, n: u16) {

@@ -1,4 +1,5 @@
-//! Strict base64 (RFC 4648) in the two spellings the core reads: standard (§4: `+` and `/`, `=`
+//! Strict base64 (RFC 4648) in the two spellings the core reads (and the one it writes, base64url
+//! for the tokens it issues): standard (§4: `+` and `/`, `=`
 //! padding) — what Standard Webhooks, Svix and Shopify use for secrets, public keys and
 //! signatures — and base64url without padding (§5: `-` and `_`) — the one-time tokens' spelling.
 //!
@@ -6,6 +7,7 @@
 //! at the end (at most two `=`), url text has no padding at all, neither has whitespace, and the
 //! unused low bits of the last character are zero. Each spelling refuses the other's alphabet.
 
+use alloc::string::String;
 use alloc::vec::Vec;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -47,6 +49,24 @@ pub fn decode_url(text: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     decode_data(text, Alphabet::Url)
+}
+
+const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Appends `bytes` as base64url without padding: the one spelling [`decode_url`] reads back.
+pub fn encode_url(bytes: &[u8], out: &mut String) {
+    for chunk in bytes.chunks(3) {
+        // The chunk's 1 to 3 bytes, big-endian, in the top 24 bits of 32.
+        let n = chunk
+            .iter()
+            .zip([16, 8, 0])
+            .fold(0u32, |n, (&b, shift)| n | (u32::from(b) << shift));
+        // n bytes carry n + 1 characters; the unused low bits of the last one are zero.
+        for i in 0..=chunk.len() {
+            let index = (n >> (18 - 6 * i)) & 0x3f;
+            out.push(char::from(URL_ALPHABET[index as usize]));
+        }
+    }
 }
 
 /// The characters before any padding.
@@ -125,6 +145,32 @@ mod tests {
         assert_eq!(decode_url(b"Zm8"), Some(b"fo".to_vec()));
         for bad in ["Zg==", "Z", "Zh", "+/+/", "Zm9v\n"] {
             assert_eq!(decode_url(bad.as_bytes()), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn url_encoding_is_what_decoding_reads() {
+        for (plain, encoded) in [
+            (&b""[..], ""),
+            (b"f", "Zg"),
+            (b"fo", "Zm8"),
+            (b"foo", "Zm9v"),
+            (b"foob", "Zm9vYg"),
+            (b"fooba", "Zm9vYmE"),
+            (b"foobar", "Zm9vYmFy"),
+            (b"\xfb\xff\xbf", "-_-_"),
+        ] {
+            let mut out = String::new();
+            encode_url(plain, &mut out);
+            assert_eq!(out, encoded);
+            assert_eq!(decode_url(out.as_bytes()).as_deref(), Some(plain));
+        }
+        for len in 0..70u8 {
+            let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(37) ^ 0xa5).collect();
+            let mut out = String::new();
+            encode_url(&bytes, &mut out);
+            assert_eq!(out.len(), (bytes.len() * 4).div_ceil(3));
+            assert_eq!(decode_url(out.as_bytes()), Some(bytes));
         }
     }
 

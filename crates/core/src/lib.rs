@@ -57,7 +57,6 @@ pub mod order;
 pub mod policy;
 pub mod record;
 pub mod request;
-mod sort;
 pub mod store;
 #[cfg(test)]
 mod testing;

@@ -5,7 +5,7 @@ Builds the filter as `make build-filter` does, but with the name section kept (I
 crates/envoy/build.rs) into its own target dir, runs the same `wasm-opt -O3` with `-g` (names kept
 through the optimiser), and adds up each function's body size (wasm-objdump, from wabt) by the crate
 and module its demangled name (c++filt, binutils) belongs to. A generic function instantiated for an
-idemgate type or closure (`core::ptr::drop_in_place::<idemgate_core::request::json::Value>`, an iterator
+idemgate type or closure (`core::ptr::drop_in_place::<idemgate_json::document::Value>`, an iterator
 adapter over a closure of `idemgate_core::config::read`) counts for the last idemgate module its
 name mentions: the build uses v0 symbol mangling (`-C symbol-mangling-version=v0`, names only: the
 code is the same), whose names carry the generic arguments the legacy scheme leaves out. Sections (code, data, the rest) are given for the same build without names (the shipped
@@ -77,13 +77,13 @@ def demangle(names):
 
 
 def group(name):
-    found = re.findall(r"idemgate_(core|envoy)::(\w+)(?:::([a-z_][a-z0-9_]*)(?=::))?", name)
+    found = re.findall(r"idemgate_(core|json|envoy)::(\w+)(?:::([a-z_][a-z0-9_]*)(?=::))?", name)
     if found:
         crate, module, inner = found[-1]
         # The core's modules grouped by concept (`request::json`, `store::remote`) count by module.
         if crate == "core" and module in CORE_GROUPS and inner:
             module = f"{module}::{inner}"
-        return f"{'core' if crate == 'core' else 'filter'}: {module}"
+        return f"{'filter' if crate == 'envoy' else crate}: {module}"
     if name.startswith(("proxy_on_", "idemgate_conformance", "_initialize", "_start")):
         return "filter: exports (with what was inlined into them)"
     if name.startswith("__rustc::"):

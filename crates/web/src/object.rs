@@ -5,9 +5,10 @@
 //! The object is written here as JSON text and made by one imported JS function (`JSON.parse`):
 //! one small import for every shape, no per-field glue, and a host without JavaScript (the
 //! wasmtime harness) stubs that one import and reads the same text. The writer avoids `core::fmt`
-//! (size).
+//! (size); its strings are the core's (`request::json::write_string`).
 
 use alloc::string::String;
+use idemgate_core::request::json;
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(inline_js = "export function idemgate_object(json) { return JSON.parse(json); }")]
@@ -49,24 +50,9 @@ impl Json {
         self.0.push_str(text);
     }
 
-    /// A JSON string: `"` and `\` escaped, control characters as `\u00XX`.
+    /// A JSON string, written by the core's one JSON string writer.
     pub fn string(&mut self, text: &str) {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        self.0.push('"');
-        for c in text.chars() {
-            match c {
-                '"' => self.0.push_str("\\\""),
-                '\\' => self.0.push_str("\\\\"),
-                c if u32::from(c) < 0x20 => {
-                    let b = c as u8;
-                    self.0.push_str("\\u00");
-                    self.0.push(char::from(HEX[usize::from(b >> 4)]));
-                    self.0.push(char::from(HEX[usize::from(b & 0xf)]));
-                }
-                c => self.0.push(c),
-            }
-        }
-        self.0.push('"');
+        json::write_string(&mut self.0, text);
     }
 
     pub fn strings<'a>(&mut self, items: impl Iterator<Item = &'a str>) {

@@ -21,6 +21,7 @@
 //! presented in scope B fails with `token_bad_signature`, exactly like a forged one — the verifier
 //! cannot (and need not) tell "wrong scope" from "tampered".
 
+use crate::base64;
 use crate::hash::PartsHasher;
 use crate::time::{Span, UnixMillis};
 use alloc::string::String;
@@ -227,9 +228,9 @@ pub fn issue(
     let tag = secret.mac(scope, &payload).finalize().into_bytes();
     let mut text = String::with_capacity(PREFIX.len() + 2 * B64_32 + 1);
     text.push_str(PREFIX);
-    b64url_encode(&payload, &mut text);
+    base64::encode_url(&payload, &mut text);
     text.push('.');
-    b64url_encode(&tag, &mut text);
+    base64::encode_url(&tag, &mut text);
     IssuedToken { text, claims }
 }
 
@@ -286,32 +287,14 @@ fn be_u64(bytes: &[u8]) -> u64 {
     u64::from_be_bytes(buf)
 }
 
-const B64_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/// base64url (RFC 4648 §5) without padding.
-fn b64url_encode(bytes: &[u8], out: &mut String) {
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
-        for i in 0..=chunk.len() {
-            let index = (n >> (18 - 6 * i)) & 0x3f;
-            out.push(char::from(B64_ALPHABET[index as usize]));
-        }
-    }
-}
-
-/// Decodes exactly 43 base64url characters into 32 bytes. Strict ([`crate::base64`]): no
+/// Decodes exactly 43 base64url characters into 32 bytes. Strict ([`base64`]): no
 /// padding, no whitespace, and the 2 unused bits of the last character must be zero, so every
 /// token has one spelling only.
 fn b64url_decode_32(text: &str) -> Option<[u8; 32]> {
     if text.len() != B64_32 {
         return None;
     }
-    crate::base64::decode_url_array(text.as_bytes())
+    base64::decode_url_array(text.as_bytes())
 }
 
 /// Why a token (or its secret) was refused. `code()` is the stable string used in vectors, problem
@@ -460,7 +443,7 @@ mod tests {
     #[test]
     fn base64url_matches_rfc4648_and_is_canonical() {
         let mut out = String::new();
-        b64url_encode(b"\xfb\xff\xfe", &mut out);
+        base64::encode_url(b"\xfb\xff\xfe", &mut out);
         assert_eq!(out, "-__-");
         let zeros = "A".repeat(43);
         assert_eq!(b64url_decode_32(&zeros), Some([0u8; 32]));
@@ -468,7 +451,7 @@ mod tests {
         let non_canonical = format!("{}B", "A".repeat(42));
         assert_eq!(b64url_decode_32(&non_canonical), None);
         let mut enc = String::new();
-        b64url_encode(&[0xa5; 32], &mut enc);
+        base64::encode_url(&[0xa5; 32], &mut enc);
         assert_eq!(b64url_decode_32(&enc), Some([0xa5; 32]));
     }
 

@@ -33,11 +33,11 @@
 //! `max_request_body`. Nothing else grows: no recursion, no per-byte allocation.
 
 use crate::hash::hex_digit;
-use crate::sort::sort;
 use crate::text::{self, Text};
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use core::fmt;
+use idemgate_json::sort::sort;
 use sha2::{Digest, Sha256};
 
 /// Why a form body could not be hashed. Offsets count bytes from the start of the body.

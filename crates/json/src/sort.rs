@@ -3,7 +3,7 @@
 /// In place and without recursion: insertion sort for the small objects most bodies are made of,
 /// a heapsort (O(n log n) worst case) beyond. About 15 KB smaller in the browser's `.wasm` than
 /// the standard library's sort.
-pub(crate) fn sort<T: Copy>(items: &mut [T], less: impl Fn(&T, &T) -> bool) {
+pub fn sort<T: Copy>(items: &mut [T], less: impl Fn(&T, &T) -> bool) {
     if items.len() <= 16 {
         for i in 1..items.len() {
             let mut j = i;

@@ -18,18 +18,19 @@
 //! - [`Value`]'s `Display` writes compact JSON, escaping strings as RFC 8259 requires (the same
 //!   bytes serde_json writes).
 //!
-//! Request bodies never come here: fingerprints stream through [`super::JsonHasher`], which builds
+//! Request bodies never come here: fingerprints stream through [`crate::JsonHasher`], which builds
 //! no tree.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::{self, Write};
 
-use super::consumer::Consumer;
-use super::hasher::Frame;
-use super::number::Decimal;
-use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
-use super::{JsonError, JsonLimits};
+use crate::hasher::{Consumer, Frame};
+use crate::number::Decimal;
+use crate::pointer::JsonPointer;
+use crate::sink::{Kind, Literal, Sink};
+use crate::tokenizer::Tokenizer;
+use crate::{JsonError, JsonLimits};
 
 /// Deepest container nesting [`Value::parse`] accepts; the top-level array/object is depth 1.
 pub const MAX_DEPTH: usize = JsonLimits::DEFAULT.max_depth as usize;
@@ -76,7 +77,7 @@ impl Number {
     /// The number's value as text, one spelling per value (`1e2`, `100.0` → `100`; `1.5` →
     /// `15e-1`): see `number::value_text`. Integers up to `plain_max` digits are written plainly.
     pub fn value_text(&self, plain_max: usize) -> Option<String> {
-        super::number::value_text(&self.0, plain_max).and_then(|v| String::from_utf8(v).ok())
+        crate::number::value_text(&self.0, plain_max).and_then(|v| String::from_utf8(v).ok())
     }
 
     /// The value if the number is written as an integer that fits in an `i64`.
@@ -260,6 +261,27 @@ impl Value {
     }
 }
 
+// Here rather than in `pointer.rs`: the pointers stand below the hasher, which stands below the
+// document reader.
+impl JsonPointer {
+    /// The value this pointer selects in a parsed document (RFC 6901 §4), if any: object members
+    /// by key, array elements only by a canonical decimal index.
+    pub fn resolve<'v>(&self, doc: &'v Value) -> Option<&'v Value> {
+        let mut at = doc;
+        for token in &self.tokens {
+            at = match at {
+                Value::Object(members) => members
+                    .iter()
+                    .find(|(k, _)| *k == token.key)
+                    .map(|(_, v)| v)?,
+                Value::Array(items) => items.get(usize::try_from(token.index?).ok()?)?,
+                _ => return None,
+            };
+        }
+        Some(at)
+    }
+}
+
 /// Compact JSON (no whitespace), strings escaped per RFC 8259.
 impl fmt::Display for Value {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -308,29 +330,10 @@ impl fmt::Display for Quoted<'_> {
     }
 }
 
-/// `"`, `\` and the controls below 0x20 are escaped (short forms where JSON has them, `\u00XX`
-/// otherwise); everything else, including non-ASCII, is written as is.
+/// `s` as a JSON string literal ([`crate::write::write_escaped`]: the one JSON string writer).
 fn write_string(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     f.write_char('"')?;
-    for c in s.chars() {
-        match c {
-            '"' => f.write_str("\\\"")?,
-            '\\' => f.write_str("\\\\")?,
-            '\n' => f.write_str("\\n")?,
-            '\r' => f.write_str("\\r")?,
-            '\t' => f.write_str("\\t")?,
-            '\u{8}' => f.write_str("\\b")?,
-            '\u{c}' => f.write_str("\\f")?,
-            '\0'..='\u{1f}' => {
-                let b = c as u8;
-                f.write_str("\\u00")?;
-                f.write_char(char::from(HEX[usize::from(b >> 4)]))?;
-                f.write_char(char::from(HEX[usize::from(b & 0xF)]))?;
-            }
-            c => f.write_char(c)?,
-        }
-    }
+    crate::write::write_escaped(f, s)?;
     f.write_char('"')
 }
 

@@ -1,8 +1,8 @@
 //! String lexer that survives chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
 //! surrogate pair) keeps its partial state here instead of looking ahead in the buffer.
 
-use super::tokenizer::Sink;
-use super::{misplaced, JsonError};
+use crate::sink::Sink;
+use crate::{misplaced, JsonError};
 
 pub(super) type Hash = [u8; 32];
 

@@ -5,8 +5,10 @@ use alloc::vec;
 use alloc::vec::Vec;
 use sha2::{Digest, Sha256};
 
-use super::lexer::Hash;
-use super::JsonError;
+use crate::sha;
+
+use crate::lexer::Hash;
+use crate::JsonError;
 
 /// One reference token: matched against object keys by bytes, and against array positions only
 /// when it is a canonical decimal index (no leading zeros), as RFC 6901 requires.
@@ -44,24 +46,6 @@ impl JsonPointer {
     /// fields can never produce the same digest.
     pub fn as_str(&self) -> &str {
         &self.text
-    }
-
-    /// The value this pointer selects in a parsed document (RFC 6901 §4), if any: object members
-    /// by key, array elements only by a canonical decimal index.
-    pub fn resolve<'v>(&self, doc: &'v super::Value) -> Option<&'v super::Value> {
-        use super::Value;
-        let mut at = doc;
-        for token in &self.tokens {
-            at = match at {
-                Value::Object(members) => members
-                    .iter()
-                    .find(|(k, _)| *k == token.key)
-                    .map(|(_, v)| v)?,
-                Value::Array(items) => items.get(usize::try_from(token.index?).ok()?)?,
-                _ => return None,
-            };
-        }
-        Some(at)
     }
 }
 
@@ -247,18 +231,18 @@ impl<'p> FieldTracker<'p> {
 
     pub(super) fn digest(&self) -> Hash {
         let mut hasher = Sha256::new();
-        hasher.update(b"F");
+        sha::update(&mut hasher, b"F");
         for (ptr, found) in self.pointers.iter().zip(&self.found) {
-            hasher.update((ptr.text.len() as u64).to_be_bytes());
-            hasher.update(ptr.text.as_bytes());
+            sha::update(&mut hasher, &(ptr.text.len() as u64).to_be_bytes());
+            sha::update(&mut hasher, ptr.text.as_bytes());
             match found {
-                None => hasher.update([0u8]),
+                None => sha::update(&mut hasher, &[0u8]),
                 Some(hash) => {
-                    hasher.update([1u8]);
-                    hasher.update(hash);
+                    sha::update(&mut hasher, &[1u8]);
+                    sha::update(&mut hasher, hash);
                 }
             }
         }
-        hasher.finalize().into()
+        sha::finish(hasher)
     }
 }

@@ -1,16 +1,18 @@
 //! The canonical hasher: a [`Sink`] of the one tokenizer that writes the canonical encoding
-//! (module docs) as events arrive and hashes it with one SHA-256 stream.
+//! (module docs) as events arrive and hashes it with one SHA-256 stream; and [`Consumer`], the
+//! tokenizer's two consumers (this one and the document reader) as one type.
 
 use alloc::vec::Vec;
 use core::cmp::Ordering;
 use sha2::{Digest, Sha256};
 
-use super::consumer::Consumer;
-use super::number::Decimal;
-use super::pointer::{FieldTracker, JsonPointer, Pointers};
-use super::tokenizer::{Kind, Literal, Sink, Tokenizer};
-use super::{append, JsonError, JsonLimits};
+use crate::number::Decimal;
+use crate::pointer::{FieldTracker, JsonPointer, Pointers};
+use crate::sha;
+use crate::sink::{Kind, Literal, Sink};
 use crate::sort::sort;
+use crate::tokenizer::Tokenizer;
+use crate::{append, JsonError, JsonLimits};
 
 /// Canonical bytes are handed to SHA-256 in pieces at least this large, once no open object can
 /// still reorder them.
@@ -134,15 +136,15 @@ impl<'p> JsonHasher<'p> {
         if self.tokens.consumed() == 0 {
             return Ok(match &canon.fields {
                 Some(tracker) => tracker.digest(),
-                None => Sha256::digest(b"empty").into(),
+                None => sha::digest(b"empty"),
             });
         }
         self.tokens.finish(&mut Consumer::Canon(&mut canon))?;
         Ok(match &canon.fields {
             Some(tracker) => tracker.digest(),
             None => {
-                canon.sink.update(&canon.out);
-                canon.sink.finalize().into()
+                sha::update(&mut canon.sink, &canon.out);
+                sha::finish(canon.sink)
             }
         })
     }
@@ -166,7 +168,7 @@ impl Canon<'_> {
     }
 
     fn flush(&mut self) {
-        self.sink.update(&self.out);
+        sha::update(&mut self.sink, &self.out);
         self.out.clear();
     }
 
@@ -174,7 +176,7 @@ impl Canon<'_> {
     fn leave_field(&mut self, start: usize) -> Result<(), JsonError> {
         if let Some(tracker) = self.fields.as_mut() {
             let encoding = self.out.get(start..).ok_or(JsonError::Internal)?;
-            tracker.leave(self.depth, || Sha256::digest(encoding).into());
+            tracker.leave(self.depth, || sha::digest(encoding));
         }
         Ok(())
     }
@@ -380,6 +382,96 @@ impl Sink for Canon<'_> {
 
 fn duplicate(offset: u64) -> JsonError {
     JsonError::DuplicateKey { offset, key: None }
+}
+
+/// The tokenizer's two consumers as one type: the tokenizer's loop is generic over its [`Sink`],
+/// and instantiating it for each consumer would ship the whole grammar twice in the filter's
+/// `.wasm`. Dispatching on this enum instead costs one well-predicted branch per event (the
+/// hasher's events stay inlined) and keeps one copy of the grammar. The document reader is behind
+/// a trait object, so a module that only hashes (the browser's) links no tree-building code.
+pub(crate) enum Consumer<'a, 'p> {
+    Canon(&'a mut Canon<'p>),
+    /// The document reader (`document::Builder`).
+    Tree(&'a mut dyn Sink<Mark = ()>),
+}
+
+impl Sink for Consumer<'_, '_> {
+    type Mark = Frame;
+
+    #[inline]
+    fn element(&mut self, depth: usize, index: u64) {
+        match self {
+            Consumer::Canon(c) => c.element(depth, index),
+            Consumer::Tree(t) => t.element(depth, index),
+        }
+    }
+
+    #[inline]
+    fn open(&mut self, kind: Kind) -> Frame {
+        match self {
+            Consumer::Canon(c) => c.open(kind),
+            Consumer::Tree(t) => {
+                t.open(kind);
+                Frame::NONE
+            }
+        }
+    }
+
+    #[inline]
+    fn close(&mut self, kind: Kind, mark: Frame, at: u64) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.close(kind, mark, at),
+            Consumer::Tree(t) => t.close(kind, (), at),
+        }
+    }
+
+    #[inline]
+    fn string_begin(&mut self, key: bool, at: u64) {
+        match self {
+            Consumer::Canon(c) => c.string_begin(key, at),
+            Consumer::Tree(t) => t.string_begin(key, at),
+        }
+    }
+
+    #[inline]
+    fn text(&mut self, bytes: &[u8]) {
+        match self {
+            Consumer::Canon(c) => c.text(bytes),
+            Consumer::Tree(t) => t.text(bytes),
+        }
+    }
+
+    #[inline]
+    fn text_nul(&mut self) {
+        match self {
+            Consumer::Canon(c) => c.text_nul(),
+            Consumer::Tree(t) => t.text_nul(),
+        }
+    }
+
+    #[inline]
+    fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.string_end(key),
+            Consumer::Tree(t) => t.string_end(key),
+        }
+    }
+
+    #[inline]
+    fn number(&mut self, value: Decimal<'_>, start: u64, end: u64) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.number(value, start, end),
+            Consumer::Tree(t) => t.number(value, start, end),
+        }
+    }
+
+    #[inline]
+    fn literal(&mut self, literal: Literal) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.literal(literal),
+            Consumer::Tree(t) => t.literal(literal),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use crate::text::Digits;
 use alloc::vec::Vec;
 
-use super::{append, misplaced, JsonError};
+use crate::{append, misplaced, JsonError};
 
 /// Largest accepted magnitude of a non-zero number's order of magnitude (its exponent in
 /// scientific notation, `d.ddd × 10^a`): numbers from 1e-9999 to 9.99…e9999 (and zero, however

@@ -1,0 +1,51 @@
+//! The JSON crate in floors, like the core (`crates/core/tests/floors.rs`): each module uses only
+//! the modules on the floors below it, so the modules never import each other in a circle. The
+//! ground is what the rest writes with (error texts, the sort, the string writer, SHA-256); then a
+//! number's exact value, the events a consumer is told (`sink`), the string lexer and the
+//! tokenizer that emit them, the pointers, the canonical hasher (with the enum of the tokenizer's
+//! two consumers) and, on top, the document reader.
+//!
+//! `cargo test -p idemgate-json --test floors -- --nocapture` prints the graph.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+
+/// The floors, from the ground up.
+const FLOORS: &[&[&str]] = &[
+    &["text", "sort", "write", "sha"],
+    &["number"],
+    &["sink"],
+    &["lexer"],
+    &["tokenizer", "pointer"],
+    &["hasher"],
+    &["document"],
+    // The digest's unit tests (`src/tests.rs`): test code, which may reach anywhere.
+    &["tests"],
+];
+
+#[test]
+fn each_module_uses_only_the_floors_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = idemgate_floors::imports(&src).expect("the JSON crate's sources");
+    println!("{}", idemgate_floors::render(&graph));
+    assert!(
+        graph
+            .get("document")
+            .is_some_and(|deps| deps.contains("hasher"))
+            && graph
+                .get("tokenizer")
+                .is_some_and(|deps| deps.contains("lexer")),
+        "imports were not read: {graph:?}"
+    );
+    let breaches = idemgate_floors::breaches(&graph, FLOORS);
+    assert!(
+        breaches.is_empty(),
+        "the floors are breached: {breaches:#?}"
+    );
+    let circles = idemgate_floors::circles(&graph);
+    assert!(
+        circles.is_empty(),
+        "modules import each other in a circle: {:#?}",
+        idemgate_floors::describe_circles(&graph, &circles)
+    );
+}
