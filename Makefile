@@ -296,9 +296,9 @@ image-store: build-store-static ## the store service's OCI image (reproducible) 
 test-image-store: setup-deploy setup-redis image-store ## the store image: skopeo inspect, reproducible, its binary run from the layer against redis-server
 	python3 crates/store/tests/image/image_test.py --layout $(STORE_IMAGE_LAYOUT) --tag $(IMAGE_TAG)
 
-# Release artifacts (ignored by git). `cargo package` verifies each publishable crate (idemgate-web
-# and host-tests are publish = false) by building it from its packaged sources. It refuses a
-# dirty tree unless ALLOW_DIRTY=1.
+# Release artifacts (ignored by git). `cargo package` verifies each publishable crate (idemgate-json,
+# which the core depends on, idemgate-core and idemgate-envoy; the rest are publish = false) by
+# building it from its packaged sources. It refuses a dirty tree unless ALLOW_DIRTY=1.
 DIST := dist
 dist: image image-store build-web ## release artifacts in dist/: filter .wasm + SHA-256, OCI layouts (filter, store), npm tarball, crates, K8s manifests
 	rm -rf $(DIST) && mkdir -p $(DIST)/npm $(DIST)/crates
@@ -317,9 +317,11 @@ dist: image image-store build-web ## release artifacts in dist/: filter .wasm + 
 	@# Verifying idemgate-envoy takes the just-packaged idemgate-core from a local registry, but
 	@# cargo treats a registry crate of the same name and version as unchanged and reuses an
 	@# earlier unpacking and build of it: drop the unpacking, and build in a fresh target dir.
-	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-core-$(IMAGE_TAG) target/dist-package
-	$(CARGO) package -p idemgate-core -p idemgate-envoy --target-dir target/dist-package $(if $(ALLOW_DIRTY),--allow-dirty)
-	cp target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
+	rm -rf "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-json-$(IMAGE_TAG) \
+	  "$${CARGO_HOME:-$$HOME/.cargo}"/registry/src/-*/idemgate-core-$(IMAGE_TAG) target/dist-package
+	$(CARGO) package -p idemgate-json -p idemgate-core -p idemgate-envoy --target-dir target/dist-package $(if $(ALLOW_DIRTY),--allow-dirty)
+	cp target/dist-package/package/idemgate-json-$(IMAGE_TAG).crate \
+	   target/dist-package/package/idemgate-core-$(IMAGE_TAG).crate \
 	   target/dist-package/package/idemgate-envoy-$(IMAGE_TAG).crate $(DIST)/crates/
 	cd $(DIST) && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
 	@echo "dist/: filter $$(cut -c1-16 $(DIST)/idemgate_envoy.wasm.sha256)…, image $$(cat $(DIST)/oci.digest), store image $$(cat $(DIST)/oci-store.digest)"

@@ -1,5 +1,5 @@
-//! Strict base64 (RFC 4648) in the two spellings the core reads (and the one it writes, base64url
-//! for the tokens it issues): standard (§4: `+` and `/`, `=`
+//! Strict base64 (RFC 4648) in the two spellings the core reads and writes (base64url for the
+//! tokens it issues; standard for the store service's operator output): standard (§4: `+` and `/`, `=`
 //! padding) — what Standard Webhooks, Svix and Shopify use for secrets, public keys and
 //! signatures — and base64url without padding (§5: `-` and `_`) — the one-time tokens' spelling.
 //!
@@ -51,10 +51,21 @@ pub fn decode_url(text: &[u8]) -> Option<Vec<u8>> {
     decode_data(text, Alphabet::Url)
 }
 
+const STANDARD_ALPHABET: &[u8; 64] =
+    b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 const URL_ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// Appends `bytes` as padded standard base64: the one spelling [`decode`] reads back.
+pub fn encode(bytes: &[u8], out: &mut String) {
+    encode_with(bytes, STANDARD_ALPHABET, true, out);
+}
 
 /// Appends `bytes` as base64url without padding: the one spelling [`decode_url`] reads back.
 pub fn encode_url(bytes: &[u8], out: &mut String) {
+    encode_with(bytes, URL_ALPHABET, false, out);
+}
+
+fn encode_with(bytes: &[u8], alphabet: &[u8; 64], pad: bool, out: &mut String) {
     for chunk in bytes.chunks(3) {
         // The chunk's 1 to 3 bytes, big-endian, in the top 24 bits of 32.
         let n = chunk
@@ -64,7 +75,12 @@ pub fn encode_url(bytes: &[u8], out: &mut String) {
         // n bytes carry n + 1 characters; the unused low bits of the last one are zero.
         for i in 0..=chunk.len() {
             let index = (n >> (18 - 6 * i)) & 0x3f;
-            out.push(char::from(URL_ALPHABET[index as usize]));
+            out.push(char::from(alphabet[index as usize]));
+        }
+        if pad {
+            for _ in chunk.len()..3 {
+                out.push('=');
+            }
         }
     }
 }
@@ -117,8 +133,14 @@ mod tests {
                 decode(encoded.as_bytes()).as_deref(),
                 Some(plain.as_bytes())
             );
+            let mut written = String::new();
+            encode(plain.as_bytes(), &mut written);
+            assert_eq!(written, encoded);
         }
         assert_eq!(decode(b"+/+/"), Some(alloc::vec![0xfb, 0xff, 0xbf]));
+        let mut written = String::new();
+        encode(&[0xfb, 0xff, 0xbf], &mut written);
+        assert_eq!(written, "+/+/");
     }
 
     #[test]

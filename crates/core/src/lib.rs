@@ -41,7 +41,7 @@
 extern crate alloc;
 
 pub mod answer;
-mod base64;
+pub mod base64;
 pub mod browser;
 pub mod client;
 mod codec;
