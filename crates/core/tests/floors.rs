@@ -15,7 +15,7 @@ use std::path::Path;
 
 /// The floors, from the ground up.
 const FLOORS: &[&[&str]] = &[
-    &["time", "text", "hash", "base64", "sort", "codec", "events"],
+    &["time", "text", "hash", "base64", "sort", "codec", "events", "headers"],
     &["request"],
     &["client"],
     &["record"],
