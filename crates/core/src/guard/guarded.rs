@@ -293,7 +293,8 @@ impl<O, H> Guarded<O, H> {
             // The claim holds until its lease ends, so a retry cannot run the request twice.
             Sent::Lost => {
                 self.finish(key, owner, ResponseFacts::InDoubt, DoubtCause::Other);
-                let retry_after = self.lease;
+                // Sent just now, with no clock reading: the whole lease (the one rule).
+                let retry_after = super::retry_after(None, None, self.lease);
                 let problem = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
                 self.reply(answer(&problem));
             }
