@@ -12,13 +12,16 @@
 //! 1. the answer is classified ([`classify_answer`]): the upstream's own answer, a reply Envoy's
 //!    async client made because the request never reached an upstream, or no answer (reset,
 //!    upstream timeout: in doubt);
-//! 2. the claim is settled through the core under the usual rules ([`crate::settle`]): release set,
-//!    header allow-list, `max_response_body`;
-//! 3. if the client's stream still exists, it gets the answer: the upstream's status, headers
+//! 2. the core decides the ending from what the filter read ([`idemgate_core::guard::Ending`]):
+//!    how the claim is finished under the usual rules (release set, header allow-list,
+//!    `max_response_body`; carried out by [`crate::settle`]), the ordering claim's settlement,
+//!    and what the client is relayed;
+//! 3. if the client's stream still exists, it gets that answer: the upstream's status, headers
 //!    (without hop-by-hop headers, `content-length`, `date`, `server` and `x-envoy-*`, which Envoy
-//!    sets itself) and body, as a local reply with `response.code_details` =
-//!    [`RELAY_DETAILS`]; a clear problem answer otherwise ([`RelayProblem`]). The stream's own
-//!    response callbacks see that reply and leave it alone (stage `Detached`/`Idle`).
+//!    sets itself: [`idemgate_core::headers::relayed`]) and body, as a local reply with
+//!    `response.code_details` = [`RELAY_DETAILS`]; a clear problem answer otherwise
+//!    (`RelayProblem`). The stream's own response callbacks see that reply and leave it alone
+//!    (stage `Detached`/`Idle`).
 //!
 //! Why the filter copies the body chunks as they pass instead of pausing the body
 //! (`StopIterationAndBuffer`) and reading Envoy's buffer: measured in Envoy 1.40, once a body
