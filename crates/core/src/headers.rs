@@ -31,7 +31,11 @@ pub const HOP_BY_HOP: &[&str] = &[
 
 /// Request headers never forwarded besides [`HOP_BY_HOP`]: the proxy's own authentication, and
 /// the length, which the edge sets for the body it sends.
-pub const NOT_FORWARDED: &[&str] = &["proxy-authenticate", "proxy-authorization", "content-length"];
+pub const NOT_FORWARDED: &[&str] = &[
+    "proxy-authenticate",
+    "proxy-authorization",
+    "content-length",
+];
 
 /// Answer headers never relayed besides [`HOP_BY_HOP`] and the proxy's `x-envoy-*`: those the
 /// proxy sets on the reply it makes itself, and the re-entry mark.
@@ -133,7 +137,9 @@ pub fn relays(name: &str) -> bool {
 }
 
 /// The answer headers a client is sent of `headers` ([`relays`]), those with UTF-8 values.
-pub fn relayed<'h>(headers: impl IntoIterator<Item = (&'h str, &'h [u8])>) -> Vec<(String, String)> {
+pub fn relayed<'h>(
+    headers: impl IntoIterator<Item = (&'h str, &'h [u8])>,
+) -> Vec<(String, String)> {
     headers
         .into_iter()
         .filter(|(name, _)| relays(name))
@@ -169,7 +175,13 @@ mod tests {
         ] {
             assert!(!relays(name), "{name}");
         }
-        for name in ["location", "set-cookie", "proxy-authenticate", "content-type", "etag"] {
+        for name in [
+            "location",
+            "set-cookie",
+            "proxy-authenticate",
+            "content-type",
+            "etag",
+        ] {
             assert!(relays(name), "{name}");
         }
         let out = relayed([

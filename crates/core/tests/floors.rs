@@ -15,7 +15,9 @@ use std::path::Path;
 
 /// The floors, from the ground up.
 const FLOORS: &[&[&str]] = &[
-    &["time", "text", "hash", "base64", "sort", "codec", "events", "headers"],
+    &[
+        "time", "text", "hash", "base64", "sort", "codec", "events", "headers",
+    ],
     &["request"],
     &["client"],
     &["record"],

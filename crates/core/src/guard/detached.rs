@@ -7,8 +7,8 @@
 //! because what the client is told may depend on what the store did:
 //!
 //! ```text
-//! Ending::new ─► answered / no_answer ─► (Finish, Relaying) ─► host finishes the claim
-//!                                                   └─► Relaying::finished(outcome) ─► Ended
+//! Ending::new ─► answered / no_answer ─► Finish: the host finishes the claim
+//!             ─► finished(what the store did) ─► Ended: the host relays and settles
 //! ```
 //!
 //! The rules are the router path's ([`super::Guarded`]): the record keeps what a [`Capture`]
@@ -70,7 +70,7 @@ pub struct Callout<O> {
 }
 
 /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says
-/// why should they be in doubt. What the store did goes to [`Relaying::finished`].
+/// why should they be in doubt. What the store did goes to [`Ending::finished`].
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "the host finishes the claim"]
 pub struct Finish {
@@ -87,34 +87,26 @@ pub struct Ending<O> {
     lease: Span,
     max_relay_body: u64,
     events: Events,
+    /// What the client is relayed once the claim is finished (until the answer is read: none).
+    relay: Relay,
 }
 
-/// What the client will be relayed, once the store has finished the claim.
+/// What the client will be relayed, once the store has finished the claim. The relayed headers
+/// are read only then, from the answer the host still holds.
 #[derive(Debug)]
 enum Relay {
     /// No whole answer: "not sent" if the store released the key, else "no answer".
     Missing,
-    /// The request never reached an upstream: this answer (the proxy's own on re-entry, else
-    /// "not sent").
-    NeverReached(HttpAnswer),
-    /// The upstream's own answer, with its status; `in_doubt`: what the record could keep of it
-    /// was not whole.
+    /// The request never reached an upstream: on re-entry the proxy's own reply (its status and
+    /// body), else "not sent".
+    NeverReached(Option<(u16, Vec<u8>)>),
+    /// The upstream's own answer: its status, its body (`None`: over the relay bound); `in_doubt`:
+    /// what the record could keep of it was not whole.
     Upstream {
-        answer: HttpAnswer,
         status: u16,
+        body: Option<Vec<u8>>,
         in_doubt: bool,
     },
-}
-
-/// The exchange read, waiting for what the store did with its [`Finish`].
-#[derive(Debug)]
-#[must_use = "the host relays the answer and settles the ordering claim"]
-pub struct Relaying<O> {
-    relay: Relay,
-    claimed_at: Option<UnixMillis>,
-    lease: Span,
-    order: Option<O>,
-    events: Events,
 }
 
 /// How the exchange ended, for the host to carry out.
@@ -145,6 +137,7 @@ impl<O> Ending<O> {
             lease: policy.lease,
             max_relay_body: policy.max_relay_body,
             events,
+            relay: Relay::Missing,
         }
     }
 
@@ -167,21 +160,19 @@ impl<O> Ending<O> {
     /// No whole answer the edge can relay or store: the call failed without one, or a part of it
     /// (its head, a valid `:status`, its body) could not be read. The upstream may have acted:
     /// in doubt, for `cause`.
-    pub fn no_answer(self, cause: DoubtCause) -> (Finish, Relaying<O>) {
-        let facts = ResponseFacts::InDoubt;
-        self.relaying(facts, cause, Relay::Missing)
+    pub fn no_answer(&mut self, cause: DoubtCause) -> Finish {
+        self.finish(ResponseFacts::InDoubt, cause, Relay::Missing)
     }
 
     /// The answer, read: where it came from, its head as the record keeps it ([`Capture::head`]),
-    /// its headers, and its body — `None` when it was over the relay bound
+    /// and its body — `None` when it was over the relay bound
     /// ([`Ending::relays_whole`]) and left unread. A head without a valid `:status` is no answer.
-    pub fn answered<'h>(
-        mut self,
+    pub fn answered(
+        &mut self,
         origin: CalloutOrigin,
         mut capture: Capture,
-        answer_headers: impl IntoIterator<Item = (&'h str, &'h [u8])>,
         body: Option<Vec<u8>>,
-    ) -> (Finish, Relaying<O>) {
+    ) -> Finish {
         let Some(status) = capture.status() else {
             return self.no_answer(DoubtCause::Other);
         };
@@ -192,16 +183,12 @@ impl<O> Ending<O> {
                 // an authorization denial, a rate limit): the client gets exactly what the same
                 // request without a key gets. The direct path's never-reached replies are the
                 // async client's and say nothing a client can use.
-                let answer = match (self.callout.via, body) {
-                    (Via::Reentry, Some(body)) => HttpAnswer {
-                        status,
-                        headers: headers::relayed(answer_headers),
-                        body,
-                    },
-                    _ => answer(&EdgeAnswer::Relay(RelayProblem::NotSent)),
+                let own = match (self.callout.via, body) {
+                    (Via::Reentry, Some(body)) => Some((status, body)),
+                    _ => None,
                 };
                 let facts = ResponseFacts::NeverReached;
-                self.relaying(facts, DoubtCause::Other, Relay::NeverReached(answer))
+                self.finish(facts, DoubtCause::Other, Relay::NeverReached(own))
             }
             CalloutOrigin::Upstream => {
                 match &body {
@@ -212,29 +199,15 @@ impl<O> Ending<O> {
                 // On a callback route only a 2xx settles the key; else released.
                 let facts = self.callout.kind.screen(capture.facts());
                 let in_doubt = facts == ResponseFacts::InDoubt;
-                let headers = headers::relayed(answer_headers);
-                let answer = match body {
-                    Some(body) => HttpAnswer {
-                        status,
-                        headers,
-                        body,
-                    },
-                    // Over `upstream.max_body`: the upstream's status and headers, without the
-                    // body and saying so — a success is never turned into a 5xx.
-                    None => {
-                        self.count(Event::RelayTooLarge);
-                        answer(&EdgeAnswer::RelayWithoutBody {
-                            status,
-                            headers: &headers,
-                        })
-                    }
-                };
+                if body.is_none() {
+                    self.count(Event::RelayTooLarge);
+                }
                 let relay = Relay::Upstream {
-                    answer,
                     status,
+                    body,
                     in_doubt,
                 };
-                self.relaying(facts, DoubtCause::Other, relay)
+                self.finish(facts, DoubtCause::Other, relay)
             }
         }
     }
@@ -246,42 +219,25 @@ impl<O> Ending<O> {
         }
     }
 
-    fn relaying(
-        self,
-        facts: ResponseFacts,
-        cause: DoubtCause,
-        relay: Relay,
-    ) -> (Finish, Relaying<O>) {
-        let Callout {
-            key,
-            owner,
-            claimed_at,
-            order,
-            ..
-        } = self.callout;
-        let finish = Finish {
-            key,
-            owner,
+    /// The claim's finish; `relay` waits for what the store did with it.
+    fn finish(&mut self, facts: ResponseFacts, cause: DoubtCause, relay: Relay) -> Finish {
+        self.relay = relay;
+        Finish {
+            key: self.callout.key,
+            owner: self.callout.owner,
             facts,
             cause,
-        };
-        let relaying = Relaying {
-            relay,
-            claimed_at,
-            lease: self.lease,
-            order,
-            events: self.events,
-        };
-        (finish, relaying)
+        }
     }
-}
 
-impl<O> Relaying<O> {
-    /// The store finished the claim with `outcome` (`None`: it failed); `now` reads the clock,
-    /// only for a "no answer" whose Retry-After counts from the claim.
-    pub fn finished(
+    /// The store finished the claim of the last [`Finish`] with `outcome` (`None`: it failed);
+    /// `answer_headers` are the answer's (none without one), for what is relayed of them; `now`
+    /// reads the clock, only for a "no answer" whose Retry-After counts from the claim. Without
+    /// an answer handed in first, the exchange is taken as having none.
+    pub fn finished<'h>(
         self,
         outcome: Option<FinishOutcome>,
+        answer_headers: impl IntoIterator<Item = (&'h str, &'h [u8])>,
         now: impl FnOnce() -> Option<UnixMillis>,
     ) -> Ended<O> {
         let (mut answer, from_upstream, in_doubt, upstream_status) = match self.relay {
@@ -291,21 +247,49 @@ impl<O> Relaying<O> {
                 (answer, false, false, None)
             }
             Relay::Missing => {
-                let retry_after = retry_after(now(), self.claimed_at, self.lease);
+                let retry_after = retry_after(now(), self.callout.claimed_at, self.lease);
                 let answer = answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }));
                 (answer, false, true, None)
             }
-            Relay::NeverReached(answer) => (answer, false, false, None),
+            Relay::NeverReached(Some((status, body))) => {
+                let headers = headers::relayed(answer_headers);
+                let answer = HttpAnswer {
+                    status,
+                    headers,
+                    body,
+                };
+                (answer, false, false, None)
+            }
+            Relay::NeverReached(None) => {
+                let answer = answer(&EdgeAnswer::Relay(RelayProblem::NotSent));
+                (answer, false, false, None)
+            }
             Relay::Upstream {
-                answer,
                 status,
+                body,
                 in_doubt,
-            } => (answer, true, in_doubt, Some(status)),
+            } => {
+                let headers = headers::relayed(answer_headers);
+                let answer = match body {
+                    Some(body) => HttpAnswer {
+                        status,
+                        headers,
+                        body,
+                    },
+                    // Over `upstream.max_body`: the upstream's status and headers, without the
+                    // body and saying so — a success is never turned into a 5xx.
+                    None => answer(&EdgeAnswer::RelayWithoutBody {
+                        status,
+                        headers: &headers,
+                    }),
+                };
+                (answer, true, in_doubt, Some(status))
+            }
         };
         // Only the upstream's own 2xx applied the event; a reply the proxy made leaves the
         // resource's state and frees it; an outcome in doubt keeps it claimed until its lease
         // ends.
-        let settle = match (self.order, settlement(in_doubt, upstream_status)) {
+        let settle = match (self.callout.order, settlement(in_doubt, upstream_status)) {
             (Some(claim), Some(applied)) => Some((claim, applied)),
             _ => None,
         };

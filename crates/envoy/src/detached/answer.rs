@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::shared::OrderClaim;
-use idemgate_core::guard::{Callout, CalloutOrigin, Ending, Finish, Relaying};
+use idemgate_core::guard::{Callout, CalloutOrigin, Ending, Finish};
 
 /// Classifies the answer of an exchange sent back into Envoy ([`Via::Reentry`]). The inner pass's
 /// first filter marks every answer it passes with [`REENTRY_MARK`] (`details;attempts`), which is
@@ -121,16 +121,26 @@ pub fn answered(
         via,
         order,
     };
-    let ending = Ending::new(callout, &shared.policy, client_waits);
-    let (finish, relaying) = read(&shared, ending, num_headers, body_size);
+    let mut ending = Ending::new(callout, &shared.policy, client_waits);
+    let headers = match num_headers {
+        0 => None,
+        _ => host::headers(MapType::HttpCallResponseHeaders),
+    };
     let Finish {
         key,
         owner,
         facts,
         cause,
-    } = finish;
+    } = read(
+        &shared,
+        &mut ending,
+        num_headers,
+        headers.as_ref(),
+        body_size,
+    );
     let outcome = settle(&shared, key, owner, facts, cause, false);
-    let ended = relaying.finished(outcome, host::now);
+    let relayed = headers.iter().flat_map(|headers| headers.iter());
+    let ended = ending.finished(outcome, relayed, host::now);
     for event in ended.events.iter() {
         shared.metrics.bump(Counter::from(event));
     }
@@ -148,15 +158,16 @@ pub fn answered(
 /// within the core's relay bound, where it came from — and hands it to the core.
 fn read(
     shared: &Rc<Shared>,
-    ending: Ending<OrderClaim>,
+    ending: &mut Ending<OrderClaim>,
     num_headers: usize,
+    headers: Option<&Headers>,
     body_size: usize,
-) -> (Finish, Relaying<OrderClaim>) {
+) -> Finish {
     if num_headers == 0 {
         return ending.no_answer(DoubtCause::UpstreamReset);
     }
     // An answer the host cannot hand over whole is no answer the edge can relay or store.
-    let Some(headers) = host::headers(MapType::HttpCallResponseHeaders) else {
+    let Some(headers) = headers else {
         return ending.no_answer(DoubtCause::Other);
     };
     let capture = Capture::head(headers.iter(), &shared.policy);
@@ -184,7 +195,7 @@ fn read(
     }
     let seen = body.as_deref().unwrap_or(&[]);
     let origin = match ending.via() {
-        Via::Reentry => match classify_reentry(status, &headers, seen) {
+        Via::Reentry => match classify_reentry(status, headers, seen) {
             ReentryOrigin::Marked(origin) => origin,
             ReentryOrigin::Unmarked => {
                 shared.metrics.bump(Counter::ReentryUnmarked);
@@ -192,9 +203,9 @@ fn read(
                 CalloutOrigin::InDoubt(DoubtCause::Other)
             }
         },
-        Via::SkippingRoutesAndFilters => classify_answer(status, &headers, seen),
+        Via::SkippingRoutesAndFilters => classify_answer(status, headers, seen),
     };
-    ending.answered(origin, capture, headers.iter(), body)
+    ending.answered(origin, capture, body)
 }
 
 /// The warning for an answer of the re-entry listener without [`REENTRY_MARK`].

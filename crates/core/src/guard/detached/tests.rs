@@ -41,14 +41,39 @@ fn head(status: &'static str) -> [(&'static str, &'static [u8]); 4] {
 }
 
 fn answered(
-    ending: Ending<u8>,
+    mut ending: Ending<u8>,
     origin: CalloutOrigin,
     status: &'static str,
     body: Option<&[u8]>,
-) -> (Finish, Relaying<u8>) {
+) -> (Finish, Ending<u8>) {
     let head = head(status);
     let capture = Capture::head(head, &policy());
-    ending.answered(origin, capture, head, body.map(<[u8]>::to_vec))
+    let finish = ending.answered(origin, capture, body.map(<[u8]>::to_vec));
+    (finish, ending)
+}
+
+fn no_answer(mut ending: Ending<u8>, cause: DoubtCause) -> (Finish, Ending<u8>) {
+    let finish = ending.no_answer(cause);
+    (finish, ending)
+}
+
+trait Finished {
+    fn finished_with(
+        self,
+        outcome: Option<FinishOutcome>,
+        now: impl FnOnce() -> Option<UnixMillis>,
+    ) -> Ended<u8>;
+}
+
+/// Finished with the test's answer headers (those of a 201; only what is relayed of them counts).
+impl Finished for Ending<u8> {
+    fn finished_with(
+        self,
+        outcome: Option<FinishOutcome>,
+        now: impl FnOnce() -> Option<UnixMillis>,
+    ) -> Ended<u8> {
+        self.finished(outcome, head("201"), now)
+    }
 }
 
 fn location() -> Vec<(String, String)> {
@@ -77,7 +102,7 @@ fn the_upstreams_answer_is_stored_and_relayed_with_the_applied_mark() {
             cause: DoubtCause::Other,
         }
     );
-    let ended = relaying.finished(Some(FinishOutcome::Stored), || panic!("no clock needed"));
+    let ended = relaying.finished_with(Some(FinishOutcome::Stored), || panic!("no clock needed"));
     let mut headers = location();
     headers.push((ORDER_HEADER.into(), "applied".into()));
     assert_eq!(
@@ -103,7 +128,7 @@ fn an_answer_over_the_relay_bound_is_relayed_without_its_body() {
         finish.facts,
         ResponseFacts::Upstream { body: None, .. }
     ));
-    let ended = relaying.finished(Some(FinishOutcome::Stored), || None);
+    let ended = relaying.finished_with(Some(FinishOutcome::Stored), || None);
     let headers = location();
     let without = answer(&EdgeAnswer::RelayWithoutBody {
         status: 200,
@@ -124,11 +149,14 @@ fn no_answer_is_in_doubt_until_the_lease_ends() {
     ] {
         let e = ending(RouteKind::Api, Via::Reentry, true, true);
         let (finish, relaying) = match reply {
-            None => e.no_answer(cause),
+            None => no_answer(e, cause),
             Some(status) => answered(e, CalloutOrigin::InDoubt(cause), status, Some(b"")),
         };
-        assert_eq!((finish.facts, finish.cause), (ResponseFacts::InDoubt, cause));
-        let ended = relaying.finished(Some(FinishOutcome::KeptInFlight), clock);
+        assert_eq!(
+            (finish.facts, finish.cause),
+            (ResponseFacts::InDoubt, cause)
+        );
+        let ended = relaying.finished_with(Some(FinishOutcome::KeptInFlight), clock);
         // Claimed at 10 s with a 30 s lease, now 25 s: 15 s left.
         let no_answer = EdgeAnswer::Relay(RelayProblem::NoAnswer {
             retry_after: Span::from_secs(15),
@@ -138,9 +166,9 @@ fn no_answer_is_in_doubt_until_the_lease_ends() {
         assert!(!ended.from_upstream);
     }
     // Without a clock reading: the whole lease.
-    let (_, relaying) = ending(RouteKind::Api, Via::Reentry, false, true)
-        .no_answer(DoubtCause::Other);
-    let ended = relaying.finished(None, || None);
+    let e = ending(RouteKind::Api, Via::Reentry, false, true);
+    let (_, relaying) = no_answer(e, DoubtCause::Other);
+    let ended = relaying.finished_with(None, || None);
     let whole = EdgeAnswer::Relay(RelayProblem::NoAnswer {
         retry_after: Span::from_secs(30),
     });
@@ -149,9 +177,9 @@ fn no_answer_is_in_doubt_until_the_lease_ends() {
 
 #[test]
 fn a_key_the_store_released_was_never_sent() {
-    let (_, relaying) =
-        ending(RouteKind::Api, Via::Reentry, true, true).no_answer(DoubtCause::Other);
-    let ended = relaying.finished(Some(FinishOutcome::Released), || panic!("no clock needed"));
+    let e = ending(RouteKind::Api, Via::Reentry, true, true);
+    let (_, relaying) = no_answer(e, DoubtCause::Other);
+    let ended = relaying.finished_with(Some(FinishOutcome::Released), || panic!("no clock needed"));
     assert_eq!(
         ended.answer,
         answer(&EdgeAnswer::Relay(RelayProblem::NotSent))
@@ -165,7 +193,7 @@ fn never_reached_is_released_and_on_reentry_the_proxys_reply_is_relayed() {
         let e = ending(RouteKind::Api, via, true, true);
         let (finish, relaying) = answered(e, CalloutOrigin::NeverReached, "403", Some(b"no"));
         assert_eq!(finish.facts, ResponseFacts::NeverReached);
-        let ended = relaying.finished(Some(FinishOutcome::Released), || None);
+        let ended = relaying.finished_with(Some(FinishOutcome::Released), || None);
         let expected = match via {
             Via::Reentry => HttpAnswer {
                 status: 403,
@@ -185,7 +213,7 @@ fn a_callback_routes_failure_is_released_and_leaves_the_event_unapplied() {
     let e = ending(RouteKind::Callback, Via::Reentry, true, true);
     let (finish, relaying) = answered(e, CalloutOrigin::Upstream, "500", Some(b"oops"));
     assert_eq!(finish.facts, ResponseFacts::NeverReached);
-    let ended = relaying.finished(Some(FinishOutcome::Released), || None);
+    let ended = relaying.finished_with(Some(FinishOutcome::Released), || None);
     assert_eq!(ended.answer.status, 500);
     assert_eq!(ended.answer.headers, location(), "no applied mark");
     assert_eq!(ended.settle, Some((7, false)));
@@ -200,4 +228,14 @@ fn one_retry_after_rule() {
         retry_after(clock(), Some(CLAIMED), lease),
         Span::from_secs(15)
     );
+}
+
+#[test]
+fn finished_without_an_answer_is_no_answer() {
+    let ended = ending(RouteKind::Api, Via::Reentry, true, true).finished(None, [], || None);
+    let whole = EdgeAnswer::Relay(RelayProblem::NoAnswer {
+        retry_after: Span::from_secs(30),
+    });
+    assert_eq!(ended.answer, answer(&whole));
+    assert_eq!(ended.settle, None);
 }

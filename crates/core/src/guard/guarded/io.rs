@@ -185,4 +185,3 @@ impl fmt::Display for Warning {
         }
     }
 }
-

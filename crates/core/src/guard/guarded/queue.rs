@@ -52,4 +52,3 @@ impl<O, H> Queue<O, H> {
         action
     }
 }
-
