@@ -48,6 +48,10 @@ pub enum Event {
     /// Claimed, then released unsent: the relay budget (or the peer's part) could not take the
     /// detached exchange's answer.
     RelayBudgetExceeded,
+    /// A detached exchange's answer came after its client had gone: settled all the same.
+    DetachedClientGone,
+    /// A detached exchange's answer was over `upstream.max_body`: relayed without its body.
+    RelayTooLarge,
     /// Refused before its claim: a body the fingerprint mode cannot read.
     InvalidBody,
     /// Refused before its claim: a tracked event without its resource id (400).

@@ -125,6 +125,7 @@
 
 mod capture;
 mod course;
+mod detached;
 mod guarded;
 mod head;
 mod intake;
@@ -134,6 +135,7 @@ mod token;
 pub use crate::events::{Event, Events};
 pub use capture::Capture;
 pub use course::{Course, Step};
+pub use detached::{retry_after, Callout, CalloutOrigin, Ended, Ending, Finish};
 pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
 pub use head::{head, Headed, Host, Keyed};
 pub(crate) use intake::{start, Start};

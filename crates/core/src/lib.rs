@@ -53,6 +53,7 @@ pub mod decision;
 pub mod events;
 pub mod guard;
 pub mod hash;
+pub mod headers;
 pub mod order;
 pub mod policy;
 pub mod record;

@@ -194,11 +194,7 @@ pub enum Via {
     SkippingRoutesAndFilters,
 }
 
-/// The response header the re-entry listener's first filter (header_mutation) sets on every answer
-/// of the inner pass: `%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%`. It tells the
-/// upstream's own answer from a reply Envoy made on the inner pass, and how many upstream attempts
-/// the inner router made. Never relayed to the client, never stored.
-pub const REENTRY_MARK: &str = "x-idemgate-reentry";
+pub use crate::headers::REENTRY_MARK;
 
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.

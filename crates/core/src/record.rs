@@ -17,35 +17,8 @@ use alloc::vec::Vec;
 use resource::{Resource, ResourceClaim};
 use seal::{Seal, SEAL_LEN};
 
-/// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
-/// connection or one client, or are the proxy's own.
-pub const NEVER_REPLAYED: &[&str] = &[
-    "set-cookie",
-    "set-cookie2",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "content-length",
-    "date",
-    "server",
-    "idempotent-replayed",
-    // `REENTRY_MARK`: the re-entry listener's word to the filter, never the client's.
-    "x-idemgate-reentry",
-];
-
-/// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.
-pub fn never_replayed(name: &str) -> bool {
-    NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
-        || name
-            .get(..8)
-            .is_some_and(|head| head.eq_ignore_ascii_case("x-envoy-"))
-}
+/// The header rules are one list for every path ([`crate::headers`]); a record's are these.
+pub use crate::headers::{never_replayed, NEVER_REPLAYED};
 
 /// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
 /// upstream that repeats one allowed header).

@@ -15,7 +15,9 @@ use std::path::Path;
 
 /// The floors, from the ground up.
 const FLOORS: &[&[&str]] = &[
-    &["time", "text", "hash", "base64", "codec", "events"],
+    &[
+        "time", "text", "hash", "base64", "codec", "events", "headers",
+    ],
     &["request"],
     &["client"],
     &["record"],

@@ -12,13 +12,16 @@
 //! 1. the answer is classified ([`classify_answer`]): the upstream's own answer, a reply Envoy's
 //!    async client made because the request never reached an upstream, or no answer (reset,
 //!    upstream timeout: in doubt);
-//! 2. the claim is settled through the core under the usual rules ([`crate::settle`]): release set,
-//!    header allow-list, `max_response_body`;
-//! 3. if the client's stream still exists, it gets the answer: the upstream's status, headers
+//! 2. the core decides the ending from what the filter read ([`idemgate_core::guard::Ending`]):
+//!    how the claim is finished under the usual rules (release set, header allow-list,
+//!    `max_response_body`; carried out by [`crate::settle`]), the ordering claim's settlement,
+//!    and what the client is relayed;
+//! 3. if the client's stream still exists, it gets that answer: the upstream's status, headers
 //!    (without hop-by-hop headers, `content-length`, `date`, `server` and `x-envoy-*`, which Envoy
-//!    sets itself) and body, as a local reply with `response.code_details` =
-//!    [`RELAY_DETAILS`]; a clear problem answer otherwise ([`RelayProblem`]). The stream's own
-//!    response callbacks see that reply and leave it alone (stage `Detached`/`Idle`).
+//!    sets itself: [`idemgate_core::headers::relayed`]) and body, as a local reply with
+//!    `response.code_details` = [`RELAY_DETAILS`]; a clear problem answer otherwise
+//!    (`RelayProblem`). The stream's own response callbacks see that reply and leave it alone
+//!    (stage `Detached`/`Idle`).
 //!
 //! Why the filter copies the body chunks as they pass instead of pausing the body
 //! (`StopIterationAndBuffer`) and reading Envoy's buffer: measured in Envoy 1.40, once a body
@@ -52,16 +55,15 @@ use crate::settle::settle;
 use crate::shared::{Exchange, Shared};
 use alloc::rc::Rc;
 use core::time::Duration;
-use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
-use idemgate_core::decision::ResponseFacts;
+use idemgate_core::answer::HttpAnswer;
 use idemgate_core::guard::Capture;
+use idemgate_core::headers;
 use idemgate_core::policy::{Detached, Via, REENTRY_MARK};
 use idemgate_core::store::protocol::FinishOutcome;
 
 mod answer;
-pub use answer::{
-    answered, classify_answer, classify_reentry, CalloutOrigin, ReentryOrigin, Relay,
-};
+pub use answer::{answered, classify_answer, classify_reentry, ReentryOrigin, Relay};
+pub use idemgate_core::guard::CalloutOrigin;
 
 /// `response.code_details` of a relayed answer (in access logs).
 pub const RELAY_DETAILS: &str = "idemgate_relayed";
@@ -70,82 +72,14 @@ pub const RELAY_DETAILS: &str = "idemgate_relayed";
 /// replies it makes itself); it tells the upstream's answer from the async client's own.
 pub const UPSTREAM_MARK: &str = "x-envoy-upstream-service-time";
 
-/// Request headers never forwarded: hop-by-hop (RFC 9110 §7.6.1) and the length, which the edge
-/// sets for the body it sends.
-const NOT_FORWARDED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "content-length",
-];
-
-/// Client-sent `x-envoy-*` request headers that are forwarded: facts the edge's own connection
-/// manager established (or Istio's telemetry exchange), none of which steers routing, retries or
-/// timeouts. Every other `x-envoy-*` header (`x-envoy-retry-on`, `x-envoy-max-retries`,
-/// `x-envoy-upstream-rq-timeout-ms`, ...) is dropped from a guarded request: whether Envoy
-/// honours them depends on its internal-address settings, and a client must never be able to make
-/// the router try a claimed request twice.
-const ENVOY_HEADERS_FORWARDED: &[&str] = &[
-    "x-envoy-external-address",
-    "x-envoy-internal",
-    "x-envoy-peer-metadata",
-    "x-envoy-peer-metadata-id",
-];
-
-/// Whether a request header is an Envoy control header a guarded request must not carry.
-pub fn steers_envoy(name: &str) -> bool {
-    name.starts_with("x-envoy-") && !ENVOY_HEADERS_FORWARDED.contains(&name)
-}
-
-/// Answer headers never relayed: hop-by-hop ones, and those Envoy sets on the reply itself.
-const NOT_RELAYED: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "content-length",
-    "date",
-    "server",
-    REENTRY_MARK,
-];
-
 /// The headers sent upstream for a request whose headers were `headers` (all of them, pseudo-
-/// headers included), with `content_length` for its body.
+/// headers included), with `content_length` for its body: the core's rule
+/// ([`idemgate_core::headers::forwarded`]).
 pub fn forward_headers<'a>(
     headers: &'a Headers,
     content_length: &'a str,
 ) -> Vec<(&'a str, &'a [u8])> {
-    let named_by_connection: Vec<String> = headers
-        .iter()
-        .filter(|(name, _)| *name == "connection")
-        .flat_map(|(_, value)| {
-            String::from_utf8_lossy(value)
-                .split(',')
-                .map(|t| t.trim().to_ascii_lowercase())
-                .filter(|t| !t.is_empty())
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    let mut out: Vec<(&str, &[u8])> = headers
-        .iter()
-        .filter(|(name, _)| {
-            if let Some(pseudo) = name.strip_prefix(':') {
-                return matches!(pseudo, "method" | "path" | "authority" | "scheme");
-            }
-            !NOT_FORWARDED.contains(name)
-                && !steers_envoy(name)
-                && !named_by_connection.iter().any(|n| n == name)
-        })
-        .collect();
+    let mut out = headers::forwarded(headers.iter());
     out.push(("content-length", content_length.as_bytes()));
     out
 }
@@ -164,7 +98,6 @@ pub fn send(detached: &Detached, headers: &Headers, body: &[u8]) -> Result<u32, 
 
 #[cfg(test)]
 mod tests {
-    use super::answer::relayed_headers;
     use super::*;
 
     fn h(pairs: &[(&str, &str)]) -> Headers {
@@ -299,7 +232,7 @@ mod tests {
             ("location", "/o/1"),
             (UPSTREAM_MARK, "3"),
         ]);
-        let names: Vec<String> = relayed_headers(&headers)
+        let names: Vec<String> = idemgate_core::headers::relayed(headers.iter())
             .into_iter()
             .map(|(n, _)| n)
             .collect();

@@ -48,6 +48,8 @@ impl From<Event> for Counter {
             Event::BodyTooLarge => Counter::BodyTooLarge,
             Event::HashingBudgetExceeded => Counter::HashingBudgetExceeded,
             Event::RelayBudgetExceeded => Counter::RelayBudgetExceeded,
+            Event::DetachedClientGone => Counter::DetachedClientGone,
+            Event::RelayTooLarge => Counter::RelayTooLarge,
             Event::InvalidBody => Counter::InvalidBody,
             Event::OrderResourceMissing => Counter::OrderResourceMissing,
             Event::PreconditionRequired => Counter::PreconditionRequired,

@@ -21,6 +21,9 @@
 //! - a key is released only when its execution certainly did not run (it never reached the app,
 //!   or the app itself answered a release status): never after a reset, a timeout, an earlier
 //!   attempt of a retried route, or an answer of the re-entry listener without its mark;
+//! - with detached execution, a key no execution completed runs again: after the lease, the
+//!   same request reaches the app and its client gets the app's own answer (whether the key was
+//!   released, or kept in doubt until its lease ended);
 //! - only an answer the filter can tell is the app's (direct: Envoy's router header; re-entry:
 //!   the mark says `via_upstream`) is ever stored.
 
@@ -100,6 +103,7 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
             }
         }
     }
+    released_key_runs_again(plan, run, &completed)?;
     match &run.followup {
         Err(e) => return Err(format!("the follow-up request failed: {e}")),
         Ok(Some(answer)) if answer.status == 409 => {
@@ -110,6 +114,33 @@ pub fn check(plan: &Plan, run: &Run) -> Result<(), String> {
         Ok(_) => {}
     }
     Ok(())
+}
+
+/// Detached execution: when no execution completed the key's record, the follow-up (sent once the
+/// lease passed) runs — its callout reaches the app — and its client gets the app's answer, not a
+/// replay, a 409 or the edge's problem answer: a released key runs again, and one kept in doubt
+/// only until its lease ends.
+fn released_key_runs_again(plan: &Plan, run: &Run, completed: &[Stored]) -> Result<(), String> {
+    if plan.callouts.is_none() || plan.store.is_some() || !completed.is_empty() {
+        return Ok(());
+    }
+    let answer = match &run.followup {
+        Ok(answer) => answer.as_ref(),
+        // Said by the follow-up's own check.
+        Err(_) => return Ok(()),
+    };
+    let own = answer.is_none_or(|a| a.status == 201 && a.header("idempotent-replayed").is_none());
+    if run.followup_ran && own {
+        return Ok(());
+    }
+    let got = answer.map_or_else(
+        || "no answer".into(),
+        |a| format!("{} {}", a.status, a.body_text()),
+    );
+    Err(format!(
+        "no execution completed the key, yet the follow-up after the lease {} and got {got}: a released key must run again",
+        if run.followup_ran { "ran" } else { "did not run" },
+    ))
 }
 
 fn is_original(answer: &ClientAnswer, upstream: &Upstream) -> bool {
@@ -784,6 +815,7 @@ mod tests {
             writes,
             store_log: Vec::new(),
             followup: Ok(None),
+            followup_ran: false,
             anomalies: Vec::new(),
             clock_jumped: false,
         };
@@ -797,5 +829,41 @@ mod tests {
         assert!(no_release_in_doubt(&ending(Failure::ConnectionFailure), &run).is_ok());
         let answered_503 = Plan::concurrent(1, Request::post("/orders"), Response::new(503));
         assert!(no_release_in_doubt(&answered_503, &run).is_ok());
+    }
+
+    #[test]
+    fn a_key_nobody_completed_must_run_again_after_the_lease() {
+        use crate::scenario::Request;
+        let plan = Plan::detached(1, Request::post("/orders"));
+        let created = ClientAnswer {
+            status: 201,
+            body: b"ok".to_vec(),
+            complete: true,
+            ..ClientAnswer::default()
+        };
+        let conflict = ClientAnswer {
+            status: 409,
+            ..created.clone()
+        };
+        let run = |answer: &ClientAnswer, ran| Run {
+            trace: Vec::new(),
+            actors: Vec::new(),
+            upstream_calls: Vec::new(),
+            callouts: Vec::new(),
+            writes: Vec::new(),
+            store_log: Vec::new(),
+            followup: Ok(Some(answer.clone())),
+            followup_ran: ran,
+            anomalies: Vec::new(),
+            clock_jumped: false,
+        };
+        assert!(released_key_runs_again(&plan, &run(&created, true), &[]).is_ok());
+        for (answer, ran) in [(&created, false), (&conflict, true)] {
+            let err = released_key_runs_again(&plan, &run(answer, ran), &[]).unwrap_err();
+            assert!(err.contains("must run again"), "{err}");
+        }
+        // A completed record is replayed instead (checked by `replay_is_the_record`).
+        let completed = [(201, Some(b"ok".to_vec()), 0)];
+        assert!(released_key_runs_again(&plan, &run(&conflict, false), &completed).is_ok());
     }
 }

@@ -45,6 +45,8 @@ pub struct Run {
     )>,
     /// The same request as actor 0's, sent after everything ended and the lease passed.
     pub followup: std::result::Result<Option<ClientAnswer>, String>,
+    /// Detached execution: the follow-up's callout reached the app (it ran).
+    pub followup_ran: bool,
     pub anomalies: Vec<String>,
     pub clock_jumped: bool,
 }
@@ -318,7 +320,18 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
         // The fault plan is the run's: one its requests left unused is not the follow-up's.
         while world.faults().take_callout(cluster).is_some() {}
     }
+    if let Some((cluster, _)) = &plan.callouts {
+        // Likewise for the app's cluster: the follow-up is a request of its own.
+        while world.faults().take_callout(cluster).is_some() {}
+    }
     let followup = followup(plan, module, &world).map_err(|e| e.to_string());
+    let followup_ran = plan.callouts.as_ref().is_some_and(|(origin, _)| {
+        let worker = plan.requests.len();
+        world
+            .callouts()
+            .iter()
+            .any(|c| c.request.worker == worker && c.request.cluster == *origin && c.reached)
+    });
     Ok(Run {
         trace,
         actors: reports,
@@ -327,6 +340,7 @@ pub fn run(plan: &Plan, module: &FilterModule, chooser: &mut dyn Chooser) -> Res
         writes,
         store_log,
         followup,
+        followup_ran,
         anomalies,
         clock_jumped,
     })

@@ -226,6 +226,18 @@ fn two_detached_requests_when_the_first_execution_answers_503() {
     });
 }
 
+/// An execution in doubt (the app's answer cut after its head) with either client leaving at
+/// each of its steps and the duplicate's claim landing anywhere: the key is never released, and
+/// the follow-up runs it again only once the lease has ended.
+#[test]
+fn two_detached_requests_in_doubt_with_clients_leaving_at_every_step() {
+    both(|way| {
+        detached(way)
+            .outcomes(vec![Some(Outcome::ResetAfterHeaders), None])
+            .clients_may_leave()
+    });
+}
+
 #[test]
 fn three_detached_requests_with_clients_leaving_sampled() {
     sample(

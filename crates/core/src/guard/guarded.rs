@@ -34,240 +34,24 @@ use super::{
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::guard::ordering::{applies, settlement, Ordered};
+use crate::guard::ordering::Ordered;
 use crate::policy::{Policy, RouteKind};
 use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
-use crate::request::fingerprint::Fingerprint;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
-use crate::store::share::{Payers, ShareRefusal};
-use crate::time::{Span, UnixMillis};
+use crate::store::share::Payers;
+use crate::time::Span;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
-use core::fmt;
 
+mod forwarded;
+mod io;
+mod queue;
 mod taking;
+
+pub use io::{Action, Answer, Ask, Claim, Decision, Kept, Sent, Warning};
+use queue::Queue;
 pub use taking::Intaking;
-
-/// A question for the store (the host's local store answers at once, a remote one later); its
-/// answer comes back through [`Guarded::answered`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Ask {
-    /// Claim the key for this request ([`crate::store::protocol::Engine::claim`]).
-    Claim(Claim),
-    /// Look the key up for a late delivery, writing nothing
-    /// ([`crate::store::protocol::Engine::replay`]); answered as a claim is
-    /// ([`Answer::Claim`]).
-    Replay {
-        key: StorageKey,
-        fingerprint: Fingerprint,
-    },
-    /// Use the request's one-time token, once ([`crate::store::protocol::Engine::consume`]).
-    Consume {
-        use_key: StorageKey,
-        expires_at: UnixMillis,
-        payers: Payers,
-    },
-}
-
-/// A claim on a request's key, as [`crate::store::protocol::Engine::claim`] takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Claim {
-    pub key: StorageKey,
-    pub fingerprint: Fingerprint,
-    /// The host's fresh owner token for this request.
-    pub owner: OwnerToken,
-    pub payers: Payers,
-}
-
-/// The store's answer to an [`Ask`], of the same kind.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    Claim(Result<ClaimOutcome, ProtocolError>),
-    Consume(Result<ConsumeOutcome, ProtocolError>),
-}
-
-/// What the ordering guard decided for the request's event (the host asks it for
-/// [`Action::Order`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision<O> {
-    /// Let the request on; with the resource's claim, settled when the upstream answers.
-    Forward(Option<O>),
-    /// Answer it at the edge: nothing ran, so the delivery id's claim is released.
-    Answer(HttpAnswer),
-}
-
-/// Whether a detached exchange went out ([`Action::Detach`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Sent<O> {
-    /// It went out and its answer will find the exchange: the exchange settles the claim.
-    Waiting,
-    /// The host could not send it: the upstream never saw it. Its resource claim comes back.
-    Failed { order: Option<O> },
-    /// It went out, but its answer would find nothing to settle it with: in doubt.
-    Lost,
-}
-
-/// Something for the host to do, in the order given.
-#[derive(Debug, PartialEq, Eq)]
-#[must_use = "the host carries out every action"]
-pub enum Action<O, H> {
-    /// Ask the store; the request waits for the [`Answer`].
-    Ask(Ask),
-    /// Ask the ordering guard about the event this claim delivers; the request waits for the
-    /// [`Decision`].
-    Order {
-        ordered: Ordered,
-        key: StorageKey,
-        owner: OwnerToken,
-        /// Who pays for a new resource record: the delivery claim's payers.
-        payers: Payers,
-    },
-    /// Let the request go on to the upstream as the key's owner; its answer comes back through
-    /// [`Guarded::upstream_head`].
-    Forward,
-    /// Let the request go on without idempotency: no claim is held.
-    Pass,
-    /// Send the kept request on a detached exchange that settles the claim itself; report
-    /// through [`Guarded::sent`].
-    Detach {
-        key: StorageKey,
-        owner: OwnerToken,
-        held: Kept<H>,
-        order: Option<O>,
-    },
-    /// Answer the client with this: the request is over.
-    Answer(HttpAnswer),
-    /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says
-    /// why should they be in doubt.
-    Finish {
-        key: StorageKey,
-        owner: OwnerToken,
-        facts: ResponseFacts,
-        cause: DoubtCause,
-    },
-    /// Settle the ordering guard's claim on the resource: the event applied, or not.
-    SettleOrder { claim: O, applied: bool },
-    /// Mark the upstream's answer as the one that applied the event (`idemgate-order: applied`).
-    MarkApplied,
-    /// Log this at warning level.
-    Warn(Warning),
-}
-
-/// The request a detached route keeps to send itself: the host's part of it (`held`: where it
-/// goes, its headers) and its body as taken in, whose bytes stay reserved from the hashing
-/// budget (`reserved`) until the exchange that sends it ends: the host keeps the reservation
-/// with the exchange, as the proxy keeps the body it sends. `relay` is the exchange's part of
-/// the relay budget, empty until the claim is won and `upstream.max_body` from then on; the host
-/// keeps it with the exchange until its answer has been read.
-#[derive(Debug)]
-pub struct Kept<H> {
-    pub held: H,
-    pub body: Vec<u8>,
-    pub reserved: Option<Reservation>,
-    pub relay: Reservation,
-}
-
-/// The same request kept: the same part and body, with as many bytes reserved.
-impl<H: PartialEq> PartialEq for Kept<H> {
-    fn eq(&self, other: &Self) -> bool {
-        let bytes = |kept: &Self| {
-            let body = kept.reserved.as_ref().map(Reservation::bytes);
-            (body, kept.relay.bytes())
-        };
-        self.held == other.held && self.body == other.body && bytes(self) == bytes(other)
-    }
-}
-
-impl<H: Eq> Eq for Kept<H> {}
-
-/// A warning for the host's log.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Warning {
-    /// The store could not decide.
-    StoreFailed(ProtocolError),
-    /// A stored answer for `key` failed its seal: never replayed.
-    RecordCorrupt {
-        key: StorageKey,
-        error: ProtocolError,
-    },
-    /// The upstream's answer could not be read whole: in doubt.
-    AnswerUnreadable,
-    /// The host handed in something the request was not waiting for (a host bug): ignored.
-    OutOfOrder(&'static str),
-    /// A payer was refused for its share (429): which share, and the payer's hashed label.
-    OverShare(ShareRefusal),
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Warning::StoreFailed(e) => write!(f, "store failed: {e}"),
-            Warning::RecordCorrupt { key, error } => write!(
-                f,
-                "key {}: {error}; not replayed (502 record_corrupt)",
-                key.log_label()
-            ),
-            Warning::AnswerUnreadable => f.write_str(
-                "the upstream answer could not be read whole (no valid :status, or a part the host did not hand over)",
-            ),
-            Warning::OutOfOrder(what) => write!(f, "{what} came while the request did not wait for it"),
-            Warning::OverShare(refusal) => write!(f, "{refusal}"),
-        }
-    }
-}
-
-/// The actions an input gave, taken in order by [`Guarded::poll`]. An action the request waits on
-/// ([`Action::Ask`], [`Action::Order`], [`Action::Detach`]) is always the last of its input's:
-/// its answer is the next input. No input gives more than four.
-#[derive(Debug)]
-struct Queue<O, H> {
-    actions: [Option<Action<O, H>>; 4],
-    /// The next to take, and how many were given since the queue was last empty.
-    next: u8,
-    given: u8,
-    events: Events,
-    /// More actions or events were given than the queue holds (never, by the paths the machine
-    /// has: host-tests' `guard` exploration checks [`Guarded::is_whole`] after every input).
-    overflow: bool,
-}
-
-impl<O, H> Queue<O, H> {
-    fn push(&mut self, action: Action<O, H>) {
-        if self.next == self.given {
-            // All taken (the host hands in an answer while it carries out the last action).
-            (self.next, self.given) = (0, 0);
-        }
-        match self.actions.get_mut(usize::from(self.given)) {
-            Some(slot) => {
-                *slot = Some(action);
-                self.given += 1;
-            }
-            None => self.overflow = true,
-        }
-    }
-
-    fn count(&mut self, events: Events) {
-        for event in events.iter() {
-            match self.events.with(event) {
-                Some(more) => self.events = more,
-                None => self.overflow = true,
-            }
-        }
-    }
-
-    /// The next action; when none is left the queue starts over empty.
-    fn pop(&mut self) -> Option<Action<O, H>> {
-        if self.next >= self.given {
-            (self.next, self.given) = (0, 0);
-            return None;
-        }
-        let action = self.actions.get_mut(usize::from(self.next))?.take();
-        self.next += 1;
-        action
-    }
-}
 
 /// Reserves a won claim's detached exchange's answer (`upstream.max_body`) from the relay
 /// budget, before its course (an ordering decision, a token's use) and before anything is sent;
@@ -509,87 +293,12 @@ impl<O, H> Guarded<O, H> {
             // The claim holds until its lease ends, so a retry cannot run the request twice.
             Sent::Lost => {
                 self.finish(key, owner, ResponseFacts::InDoubt, DoubtCause::Other);
-                let retry_after = self.lease;
+                // Sent just now, with no clock reading: the whole lease (the one rule).
+                let retry_after = super::retry_after(None, None, self.lease);
                 let problem = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
                 self.reply(answer(&problem));
             }
         }
-    }
-
-    /// The head of an answer that came from the upstream itself (an answer the proxy or a later
-    /// filter made is an end without one: [`Guarded::ended`]).
-    pub fn upstream_head(&mut self, head: Capture) {
-        let State::Forwarded { order, capture, .. } = &mut self.state else {
-            return;
-        };
-        if capture.is_some() {
-            return self.warn(Warning::OutOfOrder("a second upstream head"));
-        }
-        let applied = order.is_some() && head.status().is_some_and(applies);
-        *capture = Some(head);
-        if applied {
-            self.queue.push(Action::MarkApplied);
-        }
-    }
-
-    /// Whether the next `size` bytes of the upstream's body are kept for the record (read them
-    /// and hand them to [`Guarded::upstream_chunk`]) or passed on unread.
-    pub fn upstream_wants(&mut self, size: u64) -> bool {
-        match &mut self.state {
-            State::Forwarded {
-                capture: Some(capture),
-                ..
-            } => capture.wants(size),
-            _ => false,
-        }
-    }
-
-    /// A body chunk [`Guarded::upstream_wants`] asked for; `None`: the host could not read it.
-    pub fn upstream_chunk(&mut self, chunk: Option<&[u8]>) {
-        if let State::Forwarded {
-            capture: Some(capture),
-            ..
-        } = &mut self.state
-        {
-            capture.chunk(chunk);
-        }
-    }
-
-    /// The forwarded request is over: its upstream answer `complete`, or not (the client gone,
-    /// a reset, an answer made elsewhere) — then `without` says what the host observed.
-    pub fn ended(&mut self, complete: bool, without: impl FnOnce() -> (ResponseFacts, DoubtCause)) {
-        let (key, owner, order, capture) = match core::mem::replace(&mut self.state, State::Over) {
-            State::Forwarded {
-                key,
-                owner,
-                order,
-                capture,
-            } => (key, owner, order, capture),
-            // Not forwarded: the upstream has nothing to end (a stream that waits for a store
-            // gives back what it holds when that answer finds it gone).
-            state => {
-                self.state = state;
-                return;
-            }
-        };
-        let capture = if complete { capture } else { None };
-        let status = capture.as_ref().and_then(Capture::status);
-        let (facts, cause) = match capture {
-            Some(capture) => {
-                let facts = capture.facts();
-                if facts == ResponseFacts::InDoubt {
-                    self.warn(Warning::AnswerUnreadable);
-                }
-                (facts, DoubtCause::Other)
-            }
-            None => without(),
-        };
-        match settlement(facts == ResponseFacts::InDoubt, status) {
-            Some(applied) => self.settle_order(order, applied),
-            // Dropped unsettled: the store's claim holds until its lease ends.
-            None => drop(order),
-        }
-        self.finish(key, owner, facts, cause);
     }
 
     /// The client is gone (its stream reset or done before its answer). Whatever the request

@@ -59,7 +59,7 @@ impl Filter {
         if route.forward == Forward::Router {
             for (name, _) in headers
                 .iter()
-                .filter(|(name, _)| detached::steers_envoy(name))
+                .filter(|(name, _)| idemgate_core::headers::steers_proxy(name))
             {
                 if !host::remove_request_header(name) {
                     return self.reply(&EdgeAnswer::Relay(RelayProblem::NotSent));
