@@ -134,7 +134,7 @@ mod token;
 
 pub use crate::events::{Event, Events};
 pub use capture::Capture;
-pub use course::{Course, Step};
+pub use course::{Course, Stage};
 pub use detached::{retry_after, Callout, CalloutOrigin, Ended, Ending, Finish};
 pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
 pub use head::{head, Headed, Host, Keyed};

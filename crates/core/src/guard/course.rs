@@ -3,17 +3,17 @@
 //! a route that orders its events has its event decided by the ordering guard, then its one-time
 //! token is used, once, then it goes out; a request forwarded without idempotency still has its
 //! token used first. The order was the Envoy filter's, spread over four functions; the host now
-//! asks the course for the next step and carries it out, locally at once or after a store's
+//! asks the course for the next stage and carries it out, locally at once or after a store's
 //! answer.
 //!
-//! A step that refuses the request (the ordering guard answers, the token was used before, the
+//! A stage that refuses the request (the ordering guard answers, the token was used before, the
 //! store cannot record its use) ends the course: the request was never sent, so the host
 //! releases the claim it holds — [`super::after_use`] and the ordering guard say what it answers.
 
 use super::VerifiedToken;
 
-/// The steps still ahead of a request. `O` is what the host's ordering guard needs of the
-/// event, handed back with its step, so a step cannot come without it.
+/// The stages still ahead of a request. `O` is what the host's ordering guard needs of the
+/// event, handed back with its stage, so a stage cannot come without it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a request goes out only when its course says so"]
 pub struct Course<O> {
@@ -21,9 +21,9 @@ pub struct Course<O> {
     token: Option<VerifiedToken>,
 }
 
-/// The next step.
+/// The next stage of a request's course.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Step<O> {
+pub enum Stage<O> {
     /// Have the ordering guard decide the request's event (claimed requests only).
     Order(O),
     /// Use the request's one-time token, once.
@@ -51,14 +51,14 @@ impl<O> Course<O> {
         self.token
     }
 
-    /// The next step, taken off the course: each is given once, `Go` last (and again after).
-    pub fn step(&mut self) -> Step<O> {
+    /// The next stage, taken off the course: each is given once, `Go` last (and again after).
+    pub fn next_stage(&mut self) -> Stage<O> {
         if let Some(order) = self.order.take() {
-            return Step::Order(order);
+            return Stage::Order(order);
         }
         match self.token.take() {
-            Some(token) => Step::UseToken(token),
-            None => Step::Go,
+            Some(token) => Stage::UseToken(token),
+            None => Stage::Go,
         }
     }
 }
@@ -76,14 +76,19 @@ mod tests {
         }
     }
 
-    fn steps(mut course: Course<u8>) -> [Step<u8>; 4] {
-        [course.step(), course.step(), course.step(), course.step()]
+    fn steps(mut course: Course<u8>) -> [Stage<u8>; 4] {
+        [
+            course.next_stage(),
+            course.next_stage(),
+            course.next_stage(),
+            course.next_stage(),
+        ]
     }
 
     #[test]
     fn the_event_is_ordered_before_the_token_is_used_and_both_before_the_request_goes() {
         let t = token();
-        use Step::{Go, Order, UseToken};
+        use Stage::{Go, Order, UseToken};
         assert_eq!(
             steps(Course::claimed(Some(5), Some(t))),
             [Order(5), UseToken(t), Go, Go]

@@ -29,7 +29,7 @@
 //! request a detached route keeps to send itself; the machine carries both without looking inside.
 
 use super::{
-    after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Step, VerifiedToken,
+    after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Stage, VerifiedToken,
 };
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
@@ -422,8 +422,8 @@ impl<O, H> Guarded<O, H> {
             self.state = State::Over;
             return self.not_forwarded(after, order);
         }
-        match course.step() {
-            Step::Order(ordered) => {
+        match course.next_stage() {
+            Stage::Order(ordered) => {
                 let After::Owner { key, owner, .. } = &after else {
                     // `Course::unguarded` never orders; an unowned request has nothing to order.
                     return self.go(course, after, order);
@@ -438,7 +438,7 @@ impl<O, H> Guarded<O, H> {
                 self.state = State::Ordering { course, after };
                 self.queue.push(action);
             }
-            Step::UseToken(token) => {
+            Stage::UseToken(token) => {
                 self.state = State::Using {
                     course,
                     after,
@@ -450,7 +450,7 @@ impl<O, H> Guarded<O, H> {
                     payers: self.payers,
                 }));
             }
-            Step::Go => match after {
+            Stage::Go => match after {
                 After::Owner {
                     key,
                     owner,
