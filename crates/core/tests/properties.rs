@@ -12,7 +12,7 @@ use idemgate_core::record::{Bucket, OwnerToken, Record};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{
-    Claim, ClaimOutcome, Engine, FinishOutcome, Step, StoreReply, StoreRequest, Transaction,
+    ClaimOutcome, Claiming, Engine, FinishOutcome, Step, StoreReply, StoreRequest, Transaction,
 };
 use idemgate_core::store::{Layout, MemoryStore, Store};
 use idemgate_core::time::UnixMillis;
@@ -81,7 +81,7 @@ proptest! {
         let mut txs = Vec::new();
         let mut pending = Vec::new();
         for i in 0..n {
-            let claim = Claim { key, fingerprint: Fingerprint([9; 32]), owner: OwnerToken([i as u8; 16]), payers: Payers::NONE, policy: &policy };
+            let claim = Claiming { key, fingerprint: Fingerprint([9; 32]), owner: OwnerToken([i as u8; 16]), payers: Payers::NONE, policy: &policy };
             let (tx, first) = Transaction::start(layout.cell_name(&key), claim, UnixMillis(1_000));
             txs.push(tx);
             pending.push(Some(first));

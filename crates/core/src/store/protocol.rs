@@ -26,8 +26,8 @@ mod claim;
 mod engine;
 
 pub(crate) use claim::make_room;
-use claim::Settle;
-pub use claim::{Claim, ClaimOutcome, Consume, ConsumeOutcome, FinishOutcome};
+use claim::Settling;
+pub use claim::{ClaimOutcome, Claiming, ConsumeOutcome, Consuming, FinishOutcome};
 pub use engine::Engine;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request

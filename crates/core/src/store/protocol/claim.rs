@@ -50,7 +50,7 @@ pub(crate) fn make_room(bucket: &mut Bucket, per_cell: u16, now: UnixMillis) -> 
 }
 
 /// Claims `key` for a request with `fingerprint` (`docs/semantics.md` §4).
-pub struct Claim<'p> {
+pub struct Claiming<'p> {
     pub key: StorageKey,
     pub fingerprint: Fingerprint,
     pub owner: OwnerToken,
@@ -59,7 +59,7 @@ pub struct Claim<'p> {
     pub policy: &'p Policy,
 }
 
-impl Mutation for Claim<'_> {
+impl Mutation for Claiming<'_> {
     type Outcome = ClaimOutcome;
 
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<ClaimOutcome> {
@@ -114,14 +114,14 @@ pub enum FinishOutcome {
 /// policy's verdict already made: [`Engine::finish`] makes it once, for the charge it moves and for
 /// the record it writes, instead of once for each (and once more per lost race), which copied and
 /// filtered the answer's body every time.
-pub(super) struct Settle {
+pub(super) struct Settling {
     pub(super) key: StorageKey,
     pub(super) owner: OwnerToken,
     pub(super) verdict: Verdict,
     pub(super) ttl: Span,
 }
 
-impl Mutation for Settle {
+impl Mutation for Settling {
     type Outcome = FinishOutcome;
 
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<FinishOutcome> {
@@ -151,13 +151,13 @@ pub enum ConsumeOutcome {
 
 /// Marks a one-time token used, exactly once (`docs/semantics.md` §7). The key carries the token's
 /// scope ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
-pub struct Consume {
+pub struct Consuming {
     pub key: StorageKey,
     pub expires_at: UnixMillis,
     pub per_cell: u16,
 }
 
-impl Mutation for Consume {
+impl Mutation for Consuming {
     type Outcome = ConsumeOutcome;
 
     fn apply(&mut self, bucket: &mut Bucket, now: UnixMillis) -> Apply<ConsumeOutcome> {

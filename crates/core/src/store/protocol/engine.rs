@@ -88,7 +88,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 })
             }
         };
-        let claim = Claim {
+        let claim = Claiming {
             key,
             fingerprint,
             owner,
@@ -174,7 +174,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
             }
             _ => None,
         };
-        let settle = Settle {
+        let settle = Settling {
             key,
             owner,
             verdict,
@@ -239,7 +239,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
                 })
             }
         };
-        let consume = Consume {
+        let consume = Consuming {
             key,
             expires_at,
             per_cell: self.policy.capacity.per_cell,
