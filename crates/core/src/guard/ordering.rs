@@ -17,6 +17,8 @@ mod begin;
 mod note;
 mod probe;
 mod settle;
+#[cfg(test)]
+mod steps_tests;
 
 pub use begin::{begin, AskedBegin, BeginStep, Begun, Claimed, OrderStore};
 pub use note::OrderNote;
