@@ -74,6 +74,15 @@ pub enum Event {
     OrderBusy,
     /// 409: the resource's state is not in the table.
     OrderStateUnknown,
+    /// A forwarded event's 2xx answer advanced its resource's state.
+    OrderApplied,
+    /// A forwarded event was not applied (no 2xx): its resource's claim was released unchanged.
+    OrderNotApplied,
+    /// A finish stored the answer (in the store service: the local store's finish is counted by
+    /// its host as it writes).
+    Stored,
+    /// A finish released the claim (in the store service).
+    Released,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed

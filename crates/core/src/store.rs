@@ -2,6 +2,7 @@
 //! in-memory map below (tests, the browser) and a future fleet store implement it; the protocol
 //! that claims, completes and releases keys over it is written once, in [`crate::store::protocol`].
 
+pub mod layout;
 pub mod ordering;
 pub mod protocol;
 pub use crate::record;

@@ -290,8 +290,9 @@ pub extern "C" fn proxy_on_http_call_response(
                         crate::order::settle_answered(&shared, &reply)
                     }
                     StoreCall::OrderBegin(call) => {
-                        let decision = crate::order::began(&call, &reply);
-                        if !deliver(vm, call.stream, token, |f| f.order_answered(decision)) {
+                        let stream = call.stream;
+                        let decision = crate::order::began(*call, &reply);
+                        if !deliver(vm, stream, token, |f| f.order_answered(decision)) {
                             undelivered(token);
                         }
                     }

@@ -60,6 +60,10 @@ impl From<Event> for Counter {
             Event::OrderIllegal => Counter::OrderIllegal,
             Event::OrderEarly => Counter::OrderEarly,
             Event::OrderBusy => Counter::OrderBusy,
+            Event::OrderApplied => Counter::OrderApplied,
+            Event::OrderNotApplied => Counter::OrderNotApplied,
+            Event::Stored => Counter::Stored,
+            Event::Released => Counter::Released,
             Event::OrderStateUnknown => Counter::OrderStateUnknown,
         }
     }

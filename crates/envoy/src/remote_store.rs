@@ -9,10 +9,11 @@
 //!   ([`crate::filter`]). If the stream is gone when a claim answers `forward`, the claim is
 //!   released (the upstream never saw the request).
 //! - A finish is sent from [`crate::settle`] without holding the response: the client gets its
-//!   answer at once. A finish that gets no usable answer (timeout, reset, 503, garbage) is sent
-//!   again, up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the
-//!   resend as *not owner*. If none lands, the claim stays in flight: retries get 409 until the
-//!   lease ends, then may take it over (the README says so).
+//!   answer at once. Whether a finish that gets no usable answer is sent again is the core's rule
+//!   ([`Finishing`]: up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is
+//!   found by the resend as *not owner*); this module sends, counts and logs. If none lands, the
+//!   claim stays in flight: retries get 409 until the lease ends, then may take it over (the
+//!   README says so).
 
 use crate::abi::{self, BufferType, LogLevel, MapType, Status};
 use crate::host;
@@ -29,7 +30,8 @@ use idemgate_core::policy::StoreKind;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
 use idemgate_core::store::remote::client::{self, Answer};
-use idemgate_core::store::remote::wire::{End, Request, CONTENT_TYPE};
+use idemgate_core::store::remote::wire::{Request, CONTENT_TYPE};
+use idemgate_core::store::remote::{FinishStep, Finishing};
 use idemgate_core::store::StoreError;
 
 /// The `:authority` of store requests (the service does not look at it).
@@ -156,24 +158,18 @@ pub fn settle(
         );
         return Some(FinishOutcome::KeptInFlight);
     };
-    let intended = match &request {
-        Request::Finish {
-            end: End::Release, ..
-        } => FinishOutcome::Released,
-        _ => FinishOutcome::Stored,
-    };
-    let finish = Finish {
+    let finishing = Finishing::new(&request);
+    let intended = finishing.intended();
+    send_finish(Finish {
         shared: Rc::clone(shared),
         key,
-        body: request.encode(),
-        attempt: 1,
-    };
-    send_finish(finish);
+        finishing,
+    });
     Some(intended)
 }
 
 fn send_finish(finish: Finish) {
-    match send(&finish.shared, &finish.body) {
+    match send(&finish.shared, finish.finishing.body()) {
         Ok(token) => {
             let shared = Rc::clone(&finish.shared);
             if !shared.register(token, Pending::Store(StoreCall::Finish(finish))) {
@@ -197,54 +193,34 @@ fn send_finish(finish: Finish) {
     }
 }
 
-/// A finish answered: counted, or sent again if no decision came back.
+/// A finish answered: the core's [`FinishStep`] counted and logged, and the finish sent again
+/// when it says so.
 pub fn finish_answered(finish: Finish, reply: &Reply) {
-    let shared = &finish.shared;
-    match client::finish_outcome(reply.answer()) {
-        Ok(outcome) => match outcome {
-            FinishOutcome::Stored => {
-                shared.metrics.bump(Counter::Stored);
-                debug(shared, &finish.key, "answer stored (remote)");
-            }
-            FinishOutcome::Released => {
-                shared.metrics.bump(Counter::Released);
-                debug(shared, &finish.key, "released (remote)");
-            }
-            FinishOutcome::KeptInFlight | FinishOutcome::NotOwner => debug(
-                shared,
-                &finish.key,
-                "no longer the owner (or an earlier attempt landed): nothing written",
-            ),
-        },
-        Err(e) => {
-            shared.metrics.bump(Counter::StoreError);
-            if finish.attempt < client::FINISH_ATTEMPTS {
-                host::log(
-                    LogLevel::Warn,
-                    &format!(
-                        "store failed on a finish (attempt {} of {}): {e}; sending it again",
-                        finish.attempt,
-                        client::FINISH_ATTEMPTS
-                    ),
-                );
-                send_finish(Finish {
-                    attempt: finish.attempt + 1,
-                    ..finish
-                });
-            } else {
-                host::log(
-                    LogLevel::Warn,
-                    &format!(
-                        "store failed on a finish {} times: {e}; the claim stays in flight until its lease ends",
-                        client::FINISH_ATTEMPTS
-                    ),
-                );
-            }
-        }
+    let Finish {
+        shared,
+        key,
+        finishing,
+    } = finish;
+    let step = finishing.answered(reply.answer());
+    for event in step.events().iter() {
+        shared.metrics.bump(event.into());
+    }
+    let note = step.note();
+    if note.is_warning() {
+        host::log(LogLevel::Warn, &note.to_string());
+    } else {
+        debug(&shared, &key, note);
+    }
+    if let FinishStep::SendAgain { again, .. } = step {
+        send_finish(Finish {
+            shared,
+            key,
+            finishing: again,
+        });
     }
 }
 
-fn debug(shared: &Shared, key: &StorageKey, what: &str) {
+fn debug(shared: &Shared, key: &StorageKey, what: impl core::fmt::Display) {
     if shared.debug.get() {
         host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
     }

@@ -12,13 +12,13 @@ use crate::metrics::Metrics;
 use crate::prelude::*;
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
-use alloc::sync::Arc;
 use core::cell::{Cell, RefCell};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::order::OrderRule;
+use idemgate_core::guard::ordering::{AskedBegin, Claimed};
 use idemgate_core::policy::{Policy, RouteKind, Via};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Reservation;
+use idemgate_core::store::remote::Finishing;
 use idemgate_core::time::UnixMillis;
 
 /// What every request context of a VM shares, by reference.
@@ -149,12 +149,12 @@ pub enum StoreCall {
     OrderSettle(Rc<Shared>),
 }
 
-/// A finish in flight: its encoded request, resent as is if no answer comes.
+/// A finish in flight: the core's [`Finishing`] (its bytes, resent as is if no answer comes),
+/// and the key it finishes, for the debug log.
 pub struct Finish {
     pub shared: Rc<Shared>,
     pub key: StorageKey,
-    pub body: Vec<u8>,
-    pub attempt: u32,
+    pub finishing: Finishing,
 }
 
 /// A begin sent to the remote store: what its answer is decided with, whether or not the stream
@@ -163,24 +163,12 @@ pub struct BeginCall {
     pub shared: Rc<Shared>,
     /// The stream (HTTP context id) waiting, or its machine once its client is gone.
     pub stream: u32,
-    pub key: StorageKey,
-    pub owner: OwnerToken,
-    pub event: String,
-    /// The route's ordering rule: its table's initial state is the one a record needs no seal
-    /// for.
-    pub rule: Arc<OrderRule>,
+    /// The core's side of the begin: what the answer is decided with.
+    pub asked: AskedBegin,
 }
 
-/// A resource claimed for an event being forwarded: settled when the upstream answers. Boxed:
-/// it rides along in the filter's stages, which stay one pointer bigger, not three words.
+/// A resource claimed for an event being forwarded (the core's [`Claimed`]): settled when the
+/// upstream answers. Boxed: it rides along in the filter's stages, which stay one pointer bigger,
+/// not three words.
 #[derive(Debug, Clone)]
 pub struct OrderClaim(pub Box<Claimed>);
-
-#[derive(Debug, Clone)]
-pub struct Claimed {
-    pub key: StorageKey,
-    pub owner: OwnerToken,
-    pub to: String,
-    /// The resource's version when claimed: the remote store's settle seals `to` at the next.
-    pub version: u64,
-}

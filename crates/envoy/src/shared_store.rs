@@ -24,7 +24,7 @@
 //!     mistaken for a lost race.
 //!
 //! Updates need the same read-back only while a stale creator can exist, i.e. while some cell may
-//! be absent: every VM creates its layout's cells when configured (`root::precreate_cells`), and a
+//! be absent: every VM creates its layout's cells when configured (`idemgate_core::store::layout::precreate_cells`), and a
 //! VM that saw them all exist skips it (`SharedStore::settle_updates`), saving a host call per
 //! write. The one creator left is a VM configuring concurrently, between its read and its `set`
 //! of a cell that another VM created and updated onto `u32::MAX` in those microseconds.
@@ -74,7 +74,7 @@ pub struct SharedStore<D: SharedData> {
     /// Read back after updates too, not only after creates. An update needs it only while some
     /// request may still *create* a cell (a stale creator could match an update that landed on
     /// `u32::MAX`); once this VM has seen every cell of its layout exist at configure time
-    /// (`root::precreate_cells`), no request of any VM can find one of those cells absent, and the
+    /// (`idemgate_core::store::layout::precreate_cells`), no request of any VM can find one of those cells absent, and the
     /// read-back (one host call per write) is skipped.
     pub settle_updates: bool,
 }

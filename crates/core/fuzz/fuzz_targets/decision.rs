@@ -25,7 +25,7 @@ use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{
-    Claim, ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError, Step, StoreReply,
+    ClaimOutcome, Claiming, ConsumeOutcome, Engine, FinishOutcome, ProtocolError, Step, StoreReply,
     StoreRequest, Transaction,
 };
 use idemgate_core::record::{
@@ -560,7 +560,7 @@ struct Pending<'p> {
     fp: Fingerprint,
     owner: OwnerToken,
     now: UnixMillis,
-    tx: Transaction<Claim<'p>>,
+    tx: Transaction<Claiming<'p>>,
     request: StoreRequest,
 }
 
@@ -776,7 +776,7 @@ impl<'p> World<'p> {
                 let key = usize::from(key) % KEYS;
                 let fp = fingerprint(fp);
                 let owner = self.fresh_owner();
-                let claim = Claim {
+                let claim = Claiming {
                     key: self.keys[key],
                     fingerprint: fp,
                     owner,

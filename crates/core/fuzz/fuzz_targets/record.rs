@@ -13,7 +13,7 @@ use idemgate_core::decision::decide;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
-    Claim, ProtocolError, Step, StoreReply, StoreRequest, Transaction,
+    Claiming, ProtocolError, Step, StoreReply, StoreRequest, Transaction,
 };
 use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::store::share::ledger::Ledger;
@@ -115,7 +115,7 @@ fuzz_target!(|data: &[u8]| {
             .unwrap_or(StorageKey::from_stored([0x11; 32])),
         Err(_) => StorageKey::from_stored([0x11; 32]),
     };
-    let claim = Claim {
+    let claim = Claiming {
         key,
         fingerprint: Fingerprint([0x41; 32]),
         owner: OwnerToken([7; 16]),

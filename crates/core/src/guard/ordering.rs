@@ -2,7 +2,8 @@
 //! decision mapped once, in the core): the event goes on — claiming its resource when it applies
 //! — or is answered here, with the failure modes for a store that is full or failed; and the
 //! events a host counts. Both stores' outcomes (the local one's at once, the store service's by
-//! callout) come through here.
+//! callout) come through here: [`begin`] and [`settle`] are the guard's steps on either store,
+//! the host only saying where the record is ([`OrderStore`]) and moving the bytes.
 
 use crate::answer::order::{order_answer, OrderAnswer};
 use crate::answer::{answer, EdgeAnswer};
@@ -12,9 +13,17 @@ use crate::policy::{FailureMode, Policy};
 use crate::store::protocol::ProtocolError;
 use alloc::string::String;
 
+mod begin;
+mod note;
 mod probe;
+mod settle;
+#[cfg(test)]
+mod steps_tests;
 
+pub use begin::{begin, AskedBegin, BeginStep, Begun, Claimed, OrderStore};
+pub use note::OrderNote;
 pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
+pub use settle::{settle, settle_answered, settle_unsent, SettleStep, Settled};
 
 /// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx
 /// answer comes back (the host keeps it with the claim's key and owner).

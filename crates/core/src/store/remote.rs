@@ -47,12 +47,14 @@
 
 pub mod client;
 pub mod exchange;
+pub mod finishing;
 pub(crate) mod ledger;
 pub mod settle;
 pub mod stored;
 pub mod wire;
 
 pub use exchange::{apply, Change, Exchange, Need, Resume, Step, Write, CLOCK_TOLERANCE};
+pub use finishing::{FinishNote, FinishStep, Finishing};
 pub use settle::{LedgerJob, SettleStep, Settled, Settlement};
 pub use stored::{StoredValue, ValueVersion};
 pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};
