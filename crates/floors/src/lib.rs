@@ -254,6 +254,39 @@ pub fn circles(graph: &Graph) -> Vec<Vec<String>> {
     walk.found
 }
 
+/// Everything a floors test checks of the crate whose sources are in `src`: the imports are read
+/// (each `(module, import)` of `seen` is found, so a reader that reads nothing cannot pass), no
+/// import breaches `floors`, no modules import each other in a circle. Returns the graph, or what
+/// is wrong in words a failing test prints.
+pub fn check(src: &Path, floors: &[&[&str]], seen: &[(&str, &str)]) -> Result<Graph, String> {
+    let graph = imports(src).map_err(|e| format!("cannot read {}: {e}", src.display()))?;
+    let unread: Vec<_> = seen
+        .iter()
+        .filter(|(module, import)| {
+            !graph
+                .get(*module)
+                .is_some_and(|deps| deps.contains(*import))
+        })
+        .collect();
+    if !unread.is_empty() {
+        return Err(format!(
+            "imports were not read: {unread:?} missing from {graph:?}"
+        ));
+    }
+    let breached = breaches(&graph, floors);
+    if !breached.is_empty() {
+        return Err(format!("the floors are breached: {breached:#?}"));
+    }
+    let found = circles(&graph);
+    if !found.is_empty() {
+        return Err(format!(
+            "modules import each other in a circle: {:#?}",
+            describe_circles(&graph, &found)
+        ));
+    }
+    Ok(graph)
+}
+
 /// Each circle with the edges that close it, for a failure message.
 pub fn describe_circles(graph: &Graph, circles: &[Vec<String>]) -> Vec<String> {
     circles

@@ -32,28 +32,10 @@ fn src() -> PathBuf {
 
 #[test]
 fn each_module_uses_only_modules_on_floors_below_it() {
-    let graph = idemgate_floors::imports(&src()).expect("the service's sources");
-    println!("{}", idemgate_floors::render(&graph));
-    assert!(
-        graph
-            .get("server")
-            .is_some_and(|deps| deps.contains("carry"))
-            && graph
-                .get("carry")
-                .is_some_and(|deps| deps.contains("engine")),
-        "imports were not read: {graph:?}"
-    );
-    let breaches = idemgate_floors::breaches(&graph, FLOORS);
-    assert!(
-        breaches.is_empty(),
-        "the floors are breached: {breaches:#?}"
-    );
-    let circles = idemgate_floors::circles(&graph);
-    assert!(
-        circles.is_empty(),
-        "modules import each other in a circle: {:#?}",
-        idemgate_floors::describe_circles(&graph, &circles)
-    );
+    match idemgate_floors::check(&src(), FLOORS, &[("server", "carry"), ("carry", "engine")]) {
+        Ok(graph) => println!("{}", idemgate_floors::render(&graph)),
+        Err(wrong) => panic!("the service: {wrong}"),
+    }
 }
 
 #[test]
