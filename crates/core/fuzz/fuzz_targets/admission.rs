@@ -3,8 +3,8 @@
 //! key). Input: one byte choosing the route, a split spec (see `Input::splits`), the body.
 //! Checks: the answer is the same whole, cut at the given points and one byte per chunk; a body
 //! passes unguarded exactly when the route's pass-through field is one of its values; an SNS key
-//! is always the body's `MessageId` string, never the headers' id; a Pub/Sub body id wins over
-//! the header's.
+//! is always the body's `MessageId` (a string, or a number by its value), never the headers' id;
+//! a Pub/Sub body id wins over the header's.
 #![no_main]
 
 use idemgate_core::decision::admission::admit;
@@ -66,12 +66,18 @@ fn field(body: &[u8], pointer: &str) -> Option<String> {
     Some(pointer.resolve(&doc)?.as_str()?.to_string())
 }
 
-/// The key a body field at `pointer` gives: the field read as an `Idempotency-Key` value is
-/// (optional whitespace around it dropped, an sf-string unquoted).
+/// The key a body field at `pointer` gives: a string read as an `Idempotency-Key` value is
+/// (optional whitespace around it dropped, an sf-string unquoted), a number by its value, one
+/// spelling per value (`280`, `2.8e2` → `280`; 255 digits at most written plainly, as a key is).
 fn key_field(body: &[u8], pointer: &str) -> Option<String> {
-    let field = field(body, pointer)?;
+    let doc = Value::parse(std::str::from_utf8(body).ok()?).ok()?;
+    let value = JsonPointer::parse(pointer).ok()?.resolve(&doc)?;
+    let text = match value {
+        Value::Number(n) => n.value_text(255)?,
+        other => other.as_str()?.to_string(),
+    };
     Some(
-        IdempotencyKey::parse(field.as_bytes())
+        IdempotencyKey::parse(text.as_bytes())
             .ok()?
             .as_str()
             .to_string(),
