@@ -206,6 +206,7 @@ impl Route {
     /// never sees that method, since the first matching route wins. Exact for the prefix rule of
     /// [`Route::matches`]: a case-sensitive route covers a case-insensitive one only where its
     /// prefix has no letter (any other spelling of them escapes it).
+    #[cfg(feature = "config")]
     pub(crate) fn covers(&self, later: &Route, method: &str) -> bool {
         let head = later.prefix.get(..self.prefix.len());
         self.methods.iter().any(|m| m == method)
