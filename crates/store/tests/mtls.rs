@@ -254,7 +254,7 @@ async fn each_record_event_is_one_json_line_with_the_key_hash_only() {
     let events: Vec<(String, String)> = log
         .lines()
         .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON log line"))
-        .filter(|line| line["target"] == "idemgate_record")
+        .filter(|line| line["target"] == "idemgate_store::record")
         .map(|line| {
             assert_eq!(line["level"], "INFO", "{line}");
             (
