@@ -60,7 +60,7 @@ pub enum Event {
     PreconditionRequired,
     /// Refused by the route's precondition: a malformed `If-Match` (400).
     PreconditionMalformed,
-    /// The ordering guard let an event on that applies: its resource is claimed.
+    /// The sequencer let an event on that applies: its resource is claimed.
     OrderForwarded,
     /// Early, but its patience (`forward_after`) was over: let on without claiming its resource.
     OrderForwardedEarly,

@@ -7,14 +7,14 @@
 //! 2. from there on, its life is one sans-IO state machine, [`Guarded`]: the host hands in what
 //!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
 //!    `max_request_body`, each kept copy reserved from the hashing [`crate::request::budget`]), the
-//!    body's end, the store's [`Answer`], the ordering guard's [`Decision`], whether a detached
+//!    body's end, the store's [`Reply`], the sequencer's [`Ruling`], whether a detached
 //!    exchange was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]:
 //!    what the request holds is given back once its answer comes) — and carries out the [`Action`]s
 //!    it polls, in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
 //!    fingerprint ([`Intake::finish`]) or a [`BodyRefusal`]; the store's decision is
 //!    [`after_claim`] (forward as the key's owner, answer here: 409, replay, 422, 429, 502
 //!    `record_corrupt`, the failure mode's 503; or forward unguarded); the request's [`Course`]
-//!    upstream is the ordering guard's decision, the token's single use ([`after_use`]), then out;
+//!    upstream is the sequencer's decision, the token's single use ([`after_use`]), then out;
 //!    and a [`Capture`] keeps what the record may replay of the upstream's answer and gives the
 //!    [`crate::decision::ResponseFacts`] the claim is finished with.
 //!
@@ -23,9 +23,9 @@
 //!
 //! ```
 //! use idemgate_core::request::budget::Budget;
-//! use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
+//! use idemgate_core::guard::{self, Action, Reply, Ask, Capture, Headed, Host};
 //! use idemgate_core::client::identity::{ScopeHashes, Unreadable};
-//! use idemgate_core::{Engine, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
+//! use idemgate_core::{Protocol, MemoryStore, OwnerToken, Policy, Scope, UnixMillis};
 //! use std::cell::Cell;
 //! use std::rc::Rc;
 //!
@@ -74,7 +74,7 @@
 //!         return Err(debug(headed));
 //!     };
 //!     // 2. Its machine takes the body in, each chunk charged before the host reads it, and
-//!     // claims the key at its end. No ordering guard and nothing kept for a detached exchange
+//!     // claims the key at its end. No sequencer and nothing kept for a detached exchange
 //!     // here (`()` for both).
 //!     let mut machine = keyed.take::<(), ()>(&policy, |_| ());
 //!     let body = br#"{"sku":"A1","qty":1}"#;
@@ -83,19 +83,19 @@
 //!     }
 //!     machine.body_end();
 //!     let now = edge.now().ok_or("no clock")?;
-//!     let mut engine = Engine { store: &mut store, policy: &policy };
+//!     let mut protocol = Protocol { store: &mut store, policy: &policy };
 //!     let mut answer = None;
 //!     // Actions out, one at a time; each answer that comes at once goes straight back in.
 //!     while let Some(action) = machine.poll() {
 //!         match action {
 //!             // A local store answers at once; a remote one would answer later.
 //!             Action::Ask(Ask::Claim(c)) => {
-//!                 let outcome = engine.claim(c.key, c.fingerprint, c.owner, c.payers, now);
-//!                 machine.answered(Answer::Claim(outcome), &policy);
+//!                 let outcome = protocol.claim(c.key, c.fingerprint, c.owner, c.payers, now);
+//!                 machine.answered(Reply::Claim(outcome), &policy);
 //!             }
 //!             Action::Ask(Ask::Replay { key, fingerprint }) => {
-//!                 let outcome = engine.replay(key, fingerprint, now);
-//!                 machine.answered(Answer::Claim(outcome), &policy);
+//!                 let outcome = protocol.replay(key, fingerprint, now);
+//!                 machine.answered(Reply::Claim(outcome), &policy);
 //!             }
 //!             Action::Answer(http) => answer = Some((http.status, http.body)),
 //!             // The upstream runs the request and answers 201; the record keeps the answer.
@@ -110,7 +110,7 @@
 //!                 machine.ended(true, || unreachable!("the answer came whole"));
 //!             }
 //!             Action::Finish { key, owner, facts, .. } => {
-//!                 engine.finish(key, owner, Some(facts), now).map_err(debug)?;
+//!                 protocol.finish(key, owner, Some(facts), now).map_err(debug)?;
 //!             }
 //!             other => return Err(format!("not on this route: {other:?}")),
 //!         }
@@ -129,14 +129,14 @@ mod detached;
 mod guarded;
 mod head;
 mod intake;
-pub mod ordering;
+pub mod sequencer;
 mod token;
 
 pub use crate::events::{Event, Events};
 pub use capture::Capture;
 pub use course::{Course, Stage};
 pub use detached::{retry_after, Callout, CalloutOrigin, Ended, Ending, Finish};
-pub use guarded::{Action, Answer, Ask, Claim, Decision, Guarded, Intaking, Kept, Sent, Warning};
+pub use guarded::{Action, Ask, Claim, Guarded, Intaking, Kept, Reply, Ruling, Sent, Warning};
 pub use head::{head, Headed, Host, Keyed};
 pub(crate) use intake::{start, Start};
 pub use intake::{BodyRefusal, Intake, PendingKey, Taken};

@@ -8,13 +8,13 @@
 //!
 //! ```
 //! use idemgate_core::{
-//!     ClaimOutcome, Engine, FingerprintBuilder, IdempotencyKey, MemoryStore, OwnerToken, Payers,
+//!     ClaimOutcome, Protocol, FingerprintBuilder, IdempotencyKey, MemoryStore, OwnerToken, Payers,
 //!     Policy, ResponseFacts, Scope, StorageKey, UnixMillis,
 //! };
 //!
 //! let policy = Policy::defaults();
 //! let mut store = MemoryStore::new();
-//! let mut engine = Engine { store: &mut store, policy: &policy };
+//! let mut protocol = Protocol { store: &mut store, policy: &policy };
 //!
 //! let key = IdempotencyKey::parse(b"\"8e03978e-40d5-43e8-bc93-6894a57f9324\"").unwrap();
 //! let scope = Scope { source: "header:authorization", value: b"Bearer alice" };
@@ -26,14 +26,14 @@
 //! let fingerprint = fp.finish().unwrap();
 //!
 //! let now = UnixMillis(1_700_000_000_000);
-//! let first = engine.claim(storage_key, fingerprint, OwnerToken([1; 16]), payers, now).unwrap();
+//! let first = protocol.claim(storage_key, fingerprint, OwnerToken([1; 16]), payers, now).unwrap();
 //! let ClaimOutcome::Forward { owner, .. } = first else { unreachable!() };
 //! // A retry while the first is in flight gets 409 …
-//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([2; 16]), payers, now).unwrap(), ClaimOutcome::Conflict { .. }));
+//! assert!(matches!(protocol.claim(storage_key, fingerprint, OwnerToken([2; 16]), payers, now).unwrap(), ClaimOutcome::Conflict { .. }));
 //! // … and after the upstream answered, the stored answer.
 //! let facts = ResponseFacts::Upstream { status: 201, headers: vec![], body: Some(b"{\"id\":1}".to_vec()) };
-//! engine.finish(storage_key, owner, Some(facts), now).unwrap();
-//! assert!(matches!(engine.claim(storage_key, fingerprint, OwnerToken([3; 16]), payers, now).unwrap(), ClaimOutcome::Replay(_)));
+//! protocol.finish(storage_key, owner, Some(facts), now).unwrap();
+//! assert!(matches!(protocol.claim(storage_key, fingerprint, OwnerToken([3; 16]), payers, now).unwrap(), ClaimOutcome::Replay(_)));
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
@@ -67,7 +67,7 @@ pub mod time;
 // Modules by concept: what a request says and its fingerprint (`request`), who asks
 // and what it must show (`client`), the record store and its protocol, local and remote
 // (`store`), what a request gets and its HTTP meaning (`decision`), a request's life (`guard`),
-// the ordering guard with its state tables (`order`), the browser's rules (`browser`), the
+// the sequencer with its state tables (`order`), the browser's rules (`browser`), the
 // configuration and its compiled `policy`, and the primitives (`hash`, `time`).
 //
 // The types a host names on every request, at the root: a request's key, scope and
@@ -84,6 +84,6 @@ pub use policy::Policy;
 pub use record::OwnerToken;
 pub use request::fingerprint::{Fingerprint, FingerprintBuilder};
 pub use request::key::{IdempotencyKey, KeyError};
-pub use store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError};
+pub use store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError};
 pub use store::{MemoryStore, Store};
 pub use time::{Span, UnixMillis};

@@ -1,4 +1,4 @@
-//! The ordering guard of a callback route (`docs/semantics.md` §8 and §11): each resource a
+//! The sequencer of a callback route (`docs/semantics.md` §8 and §11): each resource a
 //! provider's events are about (an order, a subscription) keeps its state by the route's table,
 //! so a repeated, stale or illegal event is acknowledged without reaching the upstream, and an
 //! early one is sent back to be delivered again later.
@@ -8,7 +8,7 @@
 //! functions over the resource's record (`Option<&Resource>`) and the time the host passes in;
 //! [`crate::store::ordering`] runs them on the local store's cells and [`crate::store::remote`]
 //! carries them to the store service, so every store applies the same rules. What the edge does
-//! with each outcome is [`crate::guard::ordering`]; what each answers is [`crate::answer::order`].
+//! with each outcome is [`crate::guard::sequencer`]; what each answers is [`crate::answer::order`].
 //!
 //! `precondition: "if-match"` is here too ([`Precondition`]): the edge only checks that an update
 //! names a version (`If-Match`, RFC 9110 §13.1.1); the origin compares it and answers 412.
@@ -58,7 +58,7 @@ pub struct OrderRule {
     pub forward_after: Option<Span>,
 }
 
-/// What a request is to the ordering guard.
+/// What a request is to the sequencer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OrderFacts {
     /// No event type, or one the table does not name: handled as without `order`.

@@ -53,7 +53,7 @@ pub struct Route {
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
     pub pass_through: Option<alloc::sync::Arc<PassThrough>>,
-    /// On callback routes: the ordering guard of each resource's events.
+    /// On callback routes: the sequencer of each resource's events.
     pub order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
     /// Whether updates must name the version they read (`If-Match`).
     pub precondition: Option<crate::order::Precondition>,
@@ -66,7 +66,7 @@ pub struct Route {
 impl Route {
     /// How many copies of a request body a host may keep on this route at once, each bounded by
     /// `max_request_body`: the fingerprint's state, plus the body kept for a body key source,
-    /// for the ordering guard's body sources, and for a detached exchange. A lone stream on the
+    /// for the sequencer's body sources, and for a detached exchange. A lone stream on the
     /// route needs `max_request_body` times this much of the hashing budget.
     pub fn body_copies(&self) -> u64 {
         let key = self

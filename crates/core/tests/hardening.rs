@@ -63,7 +63,7 @@ use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, Engine};
+use idemgate_core::store::protocol::{ClaimOutcome, Protocol};
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 
@@ -78,8 +78,12 @@ fn key_of(source: &str, value: &str, n: usize) -> StorageKey {
     StorageKey::derive(scope, "POST", "/orders", &key)
 }
 
-fn claim(engine: &mut Engine<'_, MemoryStore>, key: StorageKey, now: UnixMillis) -> ClaimOutcome {
-    engine
+fn claim(
+    protocol: &mut Protocol<'_, MemoryStore>,
+    key: StorageKey,
+    now: UnixMillis,
+) -> ClaimOutcome {
+    protocol
         .claim(
             key,
             Fingerprint([1; 32]),
@@ -97,28 +101,28 @@ fn claim(engine: &mut Engine<'_, MemoryStore>, key: StorageKey, now: UnixMillis)
 fn claims_hold_space_only_until_their_lease_ends() {
     let policy = policy(r#"{"capacity": 2, "records_per_cell": 2, "ttl": "1h", "lease": "5s"}"#);
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     let alice = |n| key_of("header:authorization", "Bearer alice", n);
     assert!(matches!(
-        claim(&mut engine, alice(1), T0),
+        claim(&mut protocol, alice(1), T0),
         ClaimOutcome::Forward { .. }
     ));
     assert!(matches!(
-        claim(&mut engine, alice(2), T0),
+        claim(&mut protocol, alice(2), T0),
         ClaimOutcome::Forward { .. }
     ));
     assert_eq!(
-        claim(&mut engine, alice(3), T0.after(Span(1000))),
+        claim(&mut protocol, alice(3), T0.after(Span(1000))),
         ClaimOutcome::StoreFull {
             retry_after: Span(4000)
         }
     );
     let after_lease = T0.after(Span::from_secs(5));
     assert!(matches!(
-        claim(&mut engine, alice(3), after_lease),
+        claim(&mut protocol, alice(3), after_lease),
         ClaimOutcome::Forward { .. }
     ));
 }

@@ -7,15 +7,15 @@
 
 use hmac::{Hmac, Mac};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
-use idemgate_core::guard::{self, Action, Answer, Ask, Capture, Headed, Host};
+use idemgate_core::guard::{self, Action, Ask, Capture, Headed, Host, Reply};
 use idemgate_core::hash::to_hex;
 use idemgate_core::record::Record;
 use idemgate_core::request::budget::Budget;
-use idemgate_core::store::remote::exchange::{apply, Change};
+use idemgate_core::store::remote::operation::{apply, Change};
 use idemgate_core::store::remote::wire::{Request, Response};
 use idemgate_core::store::StoreError;
 use idemgate_core::{
-    ClaimOutcome, Engine, MemoryStore, OwnerToken, Policy, ProtocolError, UnixMillis,
+    ClaimOutcome, MemoryStore, OwnerToken, Policy, Protocol, ProtocolError, UnixMillis,
 };
 use sha2::Sha256;
 use std::cell::Cell;
@@ -125,7 +125,7 @@ fn deliver(
     }
     machine.body_end();
     let now = edge.now().unwrap();
-    let mut engine = Engine { store, policy };
+    let mut protocol = Protocol { store, policy };
     let failed = || Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
     while let Some(action) = machine.poll() {
         match action {
@@ -134,18 +134,18 @@ fn deliver(
                 let outcome = if fail {
                     failed()
                 } else {
-                    engine.claim(c.key, c.fingerprint, c.owner, c.payers, now)
+                    protocol.claim(c.key, c.fingerprint, c.owner, c.payers, now)
                 };
-                machine.answered(Answer::Claim(outcome), policy);
+                machine.answered(Reply::Claim(outcome), policy);
             }
             Action::Ask(Ask::Replay { key, fingerprint }) => {
                 seen.asks.push("replay");
                 let outcome = if fail {
                     failed()
                 } else {
-                    engine.replay(key, fingerprint, now)
+                    protocol.replay(key, fingerprint, now)
                 };
-                machine.answered(Answer::Claim(outcome), policy);
+                machine.answered(Reply::Claim(outcome), policy);
             }
             Action::Forward => {
                 seen.forwarded = true;
@@ -167,7 +167,7 @@ fn deliver(
             Action::Finish {
                 key, owner, facts, ..
             } => {
-                engine.finish(key, owner, Some(facts), now).unwrap();
+                protocol.finish(key, owner, Some(facts), now).unwrap();
             }
             Action::Answer(http) => {
                 seen.status = Some(http.status);

@@ -13,7 +13,7 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::{OwnerToken, StoredBody};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
 use idemgate_core::store::share::{self, Payers};
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};
@@ -51,8 +51,13 @@ fn owner(n: usize) -> OwnerToken {
 
 /// Claims `r`, completes it with a 201 of `BODY` bytes and a `Location`, and returns whether the
 /// stored answer kept its body (read back by a retry, which must be a replay).
-fn answered(engine: &mut Engine<'_, MemoryStore>, r: &Request, n: usize, now: UnixMillis) -> bool {
-    let outcome = engine
+fn answered(
+    protocol: &mut Protocol<'_, MemoryStore>,
+    r: &Request,
+    n: usize,
+    now: UnixMillis,
+) -> bool {
+    let outcome = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(n), r.payers, now)
         .unwrap();
     let ClaimOutcome::Forward { owner, .. } = outcome else {
@@ -66,9 +71,9 @@ fn answered(engine: &mut Engine<'_, MemoryStore>, r: &Request, n: usize, now: Un
         ],
         body: Some(vec![b'x'; BODY]),
     };
-    let done = engine.finish(r.key, owner, Some(facts), now).unwrap();
+    let done = protocol.finish(r.key, owner, Some(facts), now).unwrap();
     assert_eq!(done, FinishOutcome::Stored, "a completion is never refused");
-    let retry = engine
+    let retry = protocol
         .claim(r.key, Fingerprint([1; 32]), owner, r.payers, now)
         .unwrap();
     let ClaimOutcome::Replay(stored) = retry else {
@@ -77,7 +82,7 @@ fn answered(engine: &mut Engine<'_, MemoryStore>, r: &Request, n: usize, now: Un
     let kept = matches!(stored.body, StoredBody::Kept(_));
     let replay = answer(&EdgeAnswer::Replay {
         stored: &stored,
-        replay_headers: &engine.policy.replay_headers,
+        replay_headers: &protocol.policy.replay_headers,
     });
     assert_eq!(replay.status, 201);
     let header = |name: &str| {
@@ -118,24 +123,24 @@ fn an_answer_past_its_shards_part_of_max_memory_is_kept_without_its_body() {
             "shares": {"identity": "off", "peer": "off"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     let kept: Vec<bool> = (0..6)
-        .map(|n| answered(&mut engine, &request(&policy, "10.0.0.1", n), n, T0))
+        .map(|n| answered(&mut protocol, &request(&policy, "10.0.0.1", n), n, T0))
         .collect();
     assert_eq!(kept, [true, true, true, true, false, false]);
     let key = request(&policy, "10.0.0.1", 0).key;
     assert!(shard_bytes(&mut store, &policy, &key, T0) <= 300 * 1024);
     // An hour later the answers have expired: room again.
     let later = T0.after(Span::from_secs(3601));
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     assert!(answered(
-        &mut engine,
+        &mut protocol,
         &request(&policy, "10.0.0.1", 9),
         9,
         later
@@ -153,7 +158,7 @@ fn a_byte_share_binds_once_the_shards_bytes_are_under_pressure() {
             "shares": {"identity": "off", "peer_bytes": "100KiB", "pressure": "50%"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
@@ -161,7 +166,7 @@ fn a_byte_share_binds_once_the_shards_bytes_are_under_pressure() {
     // claim is still forwarded (and kept whole).
     for n in 0..3 {
         assert!(answered(
-            &mut engine,
+            &mut protocol,
             &request(&policy, "10.0.0.1", n),
             n,
             T0
@@ -171,7 +176,7 @@ fn a_byte_share_binds_once_the_shards_bytes_are_under_pressure() {
     for client in 3..9 {
         let address = format!("10.0.1.{client}");
         assert!(answered(
-            &mut engine,
+            &mut protocol,
             &request(&policy, &address, client),
             client,
             T0
@@ -180,7 +185,7 @@ fn a_byte_share_binds_once_the_shards_bytes_are_under_pressure() {
     // Under pressure in bytes: the client past its byte share is refused, 429 until its records
     // free their space; another client within its share is still served whole.
     let r = request(&policy, "10.0.0.1", 10);
-    let outcome = engine
+    let outcome = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(10), r.payers, T0)
         .unwrap();
     assert!(
@@ -188,7 +193,7 @@ fn a_byte_share_binds_once_the_shards_bytes_are_under_pressure() {
         "{outcome:?}"
     );
     assert!(answered(
-        &mut engine,
+        &mut protocol,
         &request(&policy, "10.0.2.1", 20),
         20,
         T0

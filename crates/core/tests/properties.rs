@@ -12,7 +12,8 @@ use idemgate_core::record::{Bucket, OwnerToken, Record};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{
-    ClaimOutcome, Claiming, Engine, FinishOutcome, Step, StoreReply, StoreRequest, Transaction,
+    ClaimOutcome, Claiming, FinishOutcome, Protocol, StoreReply, StoreRequest, Transaction,
+    TransactionStep,
 };
 use idemgate_core::store::{Layout, MemoryStore, Store};
 use idemgate_core::time::UnixMillis;
@@ -92,8 +93,8 @@ proptest! {
         for i in order {
             let Some(request) = pending[i].take() else { continue };
             match txs[i].resume(answer(&mut store, &request)) {
-                Step::Need(next) => pending[i] = Some(next),
-                Step::Done(outcome) => outcomes[i] = Some(outcome.unwrap()),
+                TransactionStep::Need(next) => pending[i] = Some(next),
+                TransactionStep::Done(outcome) => outcomes[i] = Some(outcome.unwrap()),
             }
         }
         let forwarded = outcomes.iter().filter(|o| matches!(o, Some(ClaimOutcome::Forward { .. }))).count();
@@ -112,17 +113,17 @@ proptest! {
         let key = storage_key(2);
         let fp = Fingerprint([3; 32]);
         let mut store = MemoryStore::new();
-        let mut engine = Engine { store: &mut store, policy: &policy };
+        let mut protocol = Protocol { store: &mut store, policy: &policy };
         let t0 = UnixMillis(1_000_000);
-        let ClaimOutcome::Forward { owner: old, .. } = engine.claim(key, fp, OwnerToken([1; 16]), Payers::NONE, t0).unwrap() else { panic!() };
+        let ClaimOutcome::Forward { owner: old, .. } = protocol.claim(key, fp, OwnerToken([1; 16]), Payers::NONE, t0).unwrap() else { panic!() };
         let after_lease = t0.after(policy.lease);
-        let taken = engine.claim(key, fp, OwnerToken([2; 16]), Payers::NONE, after_lease).unwrap();
+        let taken = protocol.claim(key, fp, OwnerToken([2; 16]), Payers::NONE, after_lease).unwrap();
         prop_assert_eq!(taken, ClaimOutcome::Forward { owner: OwnerToken([2; 16]), takeover: true });
         let facts = ResponseFacts::Upstream { status, headers: vec![], body: Some(b"x".to_vec()) };
-        prop_assert_eq!(engine.finish(key, old, Some(facts.clone()), after_lease).unwrap(), FinishOutcome::NotOwner);
-        let still = record_of(engine.store, &policy, &key);
+        prop_assert_eq!(protocol.finish(key, old, Some(facts.clone()), after_lease).unwrap(), FinishOutcome::NotOwner);
+        let still = record_of(protocol.store, &policy, &key);
         prop_assert!(matches!(still, Some(Record::InFlight(ref r)) if r.owner == OwnerToken([2; 16])));
-        let outcome = engine.finish(key, OwnerToken([2; 16]), Some(facts), after_lease).unwrap();
+        let outcome = protocol.finish(key, OwnerToken([2; 16]), Some(facts), after_lease).unwrap();
         if !policy.store_rule.stores(status) {
             prop_assert_eq!(outcome, FinishOutcome::Released);
             return Ok(());
@@ -130,9 +131,9 @@ proptest! {
         prop_assert_eq!(outcome, FinishOutcome::Stored);
         for dt in later {
             let now = UnixMillis(after_lease.0 + dt);
-            let again = engine.claim(key, fp, OwnerToken([5; 16]), Payers::NONE, now).unwrap();
+            let again = protocol.claim(key, fp, OwnerToken([5; 16]), Payers::NONE, now).unwrap();
             prop_assert!(matches!(again, ClaimOutcome::Replay(ref r) if r.status == status), "{:?}", again);
-            prop_assert!(matches!(record_of(engine.store, &policy, &key), Some(Record::Completed(_))));
+            prop_assert!(matches!(record_of(protocol.store, &policy, &key), Some(Record::Completed(_))));
         }
     }
 
@@ -171,14 +172,14 @@ fn capacity_bounds_cells_and_never_evicts_live_records() {
     )
     .unwrap();
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     let mut forwarded = Vec::new();
     let mut full = 0;
     for n in 0..=255u8 {
-        match engine
+        match protocol
             .claim(
                 storage_key(n),
                 Fingerprint([1; 32]),
@@ -196,19 +197,19 @@ fn capacity_bounds_cells_and_never_evicts_live_records() {
     assert_eq!(forwarded.len(), 8, "4 cells x 2 records");
     assert_eq!(full, 256 - 8);
     assert!(
-        engine.store.cell_count() <= 4 + 1,
+        protocol.store.cell_count() <= 4 + 1,
         "4 record cells and 1 ledger cell"
     );
     for n in forwarded {
         assert!(matches!(
-            record_of(engine.store, &policy, &storage_key(n)),
+            record_of(protocol.store, &policy, &storage_key(n)),
             Some(Record::InFlight(_))
         ));
     }
     // Once the records expire, their space is reused.
     let later = UnixMillis(policy.ttl.as_millis());
     assert!(matches!(
-        engine
+        protocol
             .claim(
                 storage_key(200),
                 Fingerprint([1; 32]),

@@ -12,14 +12,14 @@ use idemgate_core::record::seal::{RecordSecrets, SealError};
 use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
-    ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome, ProtocolError,
+    ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError,
 };
-use idemgate_core::store::remote::client::{self, Answer};
+use idemgate_core::store::remote::client::{self, CalloutReply};
 use idemgate_core::store::remote::wire::End;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
-    Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
-    StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
+    Failure, LedgerJob, LedgerOutcome, Need, Operation, OperationStep, Request, Response,
+    Settlement, SettlementStep, StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
 use idemgate_core::store::share::{
     Billed, Fill, FillShard, PayerTag, Payers, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
@@ -42,7 +42,7 @@ struct ModelEngine {
     speculate: bool,
     host_skew: i64,
     claimed: BTreeMap<[u8; 32], Vec<u8>>,
-    /// Engine calls made (each is one round trip to Redis).
+    /// Protocol calls made (each is one round trip to Redis).
     calls: u64,
 }
 
@@ -121,7 +121,7 @@ impl ModelEngine {
     /// A payer's ledger job settled alone (a service settles the jobs waiting on one key
     /// together; sequential operations never wait on each other). Speculates on an absent key,
     /// as the service does when it knows nothing of the key.
-    fn settle(&mut self, job: LedgerJob, now: UnixMillis) -> Settled {
+    fn settle(&mut self, job: LedgerJob, now: UnixMillis) -> LedgerOutcome {
         let mut settlement = Settlement::new(job);
         let mut need = if self.speculate {
             let fresh = self.fresh();
@@ -152,8 +152,8 @@ impl ModelEngine {
                 Need::Ledger(_) => panic!("a settlement asks for no ledger"),
             };
             match step {
-                SettleStep::Need(next) => need = next,
-                SettleStep::Done(answers) => {
+                SettlementStep::Need(next) => need = next,
+                SettlementStep::Done(answers) => {
                     assert_eq!(answers.len(), 1);
                     return answers[0];
                 }
@@ -173,9 +173,9 @@ impl ModelEngine {
         let (mut exchange, mut need) = if self.speculate {
             let fresh = self.fresh();
             let claimed = self.claimed.get(key.as_bytes()).cloned();
-            Exchange::speculate(request, self.host_clock(now), claimed.as_deref(), fresh)
+            Operation::speculate(request, self.host_clock(now), claimed.as_deref(), fresh)
         } else {
-            Exchange::start(request)
+            Operation::start(request)
         };
         let mut written = None;
         loop {
@@ -221,8 +221,8 @@ impl ModelEngine {
                 }
             };
             match step {
-                Step::Need(next) => need = next,
-                Step::Done(response) => {
+                OperationStep::Need(next) => need = next,
+                OperationStep::Done(response) => {
                     // What the service remembers: the claims it forwarded, until their finish.
                     if is_finish {
                         self.claimed.remove(key.as_bytes());
@@ -584,12 +584,12 @@ fn concurrent_claims_admit_one() {
 fn concurrent_claims(n: u8, speculate: bool) {
     let mut engine = ModelEngine::speculative(0);
     let now = UnixMillis(1_000_000);
-    let mut exchanges: Vec<(Exchange, Need)> = (0..n)
+    let mut exchanges: Vec<(Operation, Need)> = (0..n)
         .map(|i| {
             if speculate {
-                Exchange::speculate(claim(1, 7, i), now, None, engine.fresh())
+                Operation::speculate(claim(1, 7, i), now, None, engine.fresh())
             } else {
-                Exchange::start(claim(1, 7, i))
+                Operation::start(claim(1, 7, i))
             }
         })
         .collect();
@@ -619,8 +619,8 @@ fn concurrent_claims(n: u8, speculate: bool) {
                 Need::Ledger(_) => panic!("no payers, no ledger"),
             };
             match step {
-                Step::Need(next) => *need = next,
-                Step::Done(response) => results[i] = Some(response),
+                OperationStep::Need(next) => *need = next,
+                OperationStep::Done(response) => results[i] = Some(response),
             }
         }
     }
@@ -787,19 +787,20 @@ fn a_speculation_off_the_engines_clock_is_refused_and_decided_on_the_engines() {
 #[test]
 fn a_finish_without_its_claim_remembered_reads_first() {
     let now = UnixMillis(1_000_000);
-    let (_, need) = Exchange::speculate(finish_store(1, 3, b"x"), now, None, ValueVersion([1; 16]));
+    let (_, need) =
+        Operation::speculate(finish_store(1, 3, b"x"), now, None, ValueVersion([1; 16]));
     assert_eq!(need, Need::Read { key: skey(1) });
     let mut engine = ModelEngine::speculative(0);
     engine.run(claim(1, 7, 3), now);
     let claimed = engine.claimed[skey(1).as_bytes()].clone();
-    let (_, need) = Exchange::speculate(
+    let (_, need) = Operation::speculate(
         finish_store(1, 4, b"x"),
         now,
         Some(&claimed),
         ValueVersion([1; 16]),
     );
     assert_eq!(need, Need::Read { key: skey(1) });
-    let (_, need) = Exchange::speculate(
+    let (_, need) = Operation::speculate(
         finish_store(1, 3, b"x"),
         now,
         Some(&claimed),
@@ -856,7 +857,7 @@ fn remote_finish(
             } else {
                 200
             };
-            client::finish_outcome(Answer {
+            client::finish_outcome(CalloutReply {
                 status: Some(status),
                 body: &body,
             })
@@ -879,7 +880,7 @@ fn remote_claim(
     let key = *request.key();
     let body = engine.run(request, now).encode();
     client::claim_outcome(
-        Answer {
+        CalloutReply {
             status: Some(200),
             body: &body,
         },
@@ -1003,7 +1004,7 @@ fn callout_answers_are_decoded_or_refused() {
     let ok = Response::Claim(ClaimOutcome::Mismatch).encode();
     let failed = Response::Failed(Failure::Timeout).encode();
     let answer =
-        |status, body| client::claim_outcome(Answer { status, body }, &skey(1), &secrets());
+        |status, body| client::claim_outcome(CalloutReply { status, body }, &skey(1), &secrets());
     assert_eq!(answer(Some(200), &ok), Ok(ClaimOutcome::Mismatch));
     // No answer, a proxy's error page, a truncated body: store errors for the failure mode.
     assert_eq!(answer(None, &ok).unwrap_err().code(), "store_unavailable");
@@ -1166,7 +1167,7 @@ proptest! {
                 Op::Claim { key, fp, payer } => {
                     next_owner = next_owner.wrapping_add(1);
                     let owner = OwnerToken([next_owner % 6; 16]);
-                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let mut engine = Protocol { store: &mut local, policy: &policy };
                     // The remote store's refusal names the same share, and the same payer.
                     let l = engine.claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), now).unwrap();
                     let request = client::claim(skey(key), Fingerprint([fp; 32]), owner, payers(payer), &policy);
@@ -1180,7 +1181,7 @@ proptest! {
                     // Token uses live in a hash domain of their own: keys apart from requests'.
                     let key = skey(100 + token);
                     let expires_at = now.after(Span(expires_in));
-                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let mut engine = Protocol { store: &mut local, policy: &policy };
                     let l = engine.consume(key, expires_at, payers(payer), now).unwrap();
                     for remote in &mut remotes {
                         let request = client::consume(key, expires_at, payers(payer), &policy);
@@ -1199,7 +1200,7 @@ proptest! {
                         }
                     };
                     let owner = OwnerToken([owner; 16]);
-                    let mut engine = Engine { store: &mut local, policy: &policy };
+                    let mut engine = Protocol { store: &mut local, policy: &policy };
                     let l = engine.finish(skey(key), owner, Some(facts.clone()), now).unwrap();
                     for remote in &mut remotes {
                         let r = remote_finish(remote, &policy, skey(key), owner, facts.clone(), now);

@@ -13,7 +13,7 @@ use idemgate_core::policy::{Policy, Route};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::UnixMillis;
 
@@ -84,8 +84,8 @@ fn owner(n: usize) -> OwnerToken {
 }
 
 /// Claims `r` and, when forwarded, stores a 200.
-fn run(engine: &mut Engine<'_, MemoryStore>, r: &Request, n: usize) -> ClaimOutcome {
-    let outcome = engine
+fn run(protocol: &mut Protocol<'_, MemoryStore>, r: &Request, n: usize) -> ClaimOutcome {
+    let outcome = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(n), r.payers, T0)
         .unwrap();
     if let ClaimOutcome::Forward { owner, .. } = outcome {
@@ -94,19 +94,19 @@ fn run(engine: &mut Engine<'_, MemoryStore>, r: &Request, n: usize) -> ClaimOutc
             headers: Vec::new(),
             body: Some(b"ok".to_vec()),
         };
-        let done = engine.finish(r.key, owner, Some(facts), T0).unwrap();
+        let done = protocol.finish(r.key, owner, Some(facts), T0).unwrap();
         assert_eq!(done, FinishOutcome::Stored);
     }
     outcome
 }
 
 /// Puts the store past its pressure: 500 records of 50 API clients, each far within its share.
-fn fill_past_pressure(engine: &mut Engine<'_, MemoryStore>, policy: &Policy) {
+fn fill_past_pressure(protocol: &mut Protocol<'_, MemoryStore>, policy: &Policy) {
     for client in 0..50 {
         let address = format!("10.9.0.{client}");
         for n in 0..10 {
             let i = 1_000_000 + client * 100 + n;
-            let outcome = run(engine, &order(policy, &address, i), i);
+            let outcome = run(protocol, &order(policy, &address, i), i);
             assert!(
                 matches!(outcome, ClaimOutcome::Forward { .. }),
                 "{outcome:?}"
@@ -118,7 +118,7 @@ fn fill_past_pressure(engine: &mut Engine<'_, MemoryStore>, policy: &Policy) {
 /// Counts the forwarded deliveries of `n` distinct events, each from its own address (so no
 /// address group is the one that binds), and the first refusal.
 fn deliver(
-    engine: &mut Engine<'_, MemoryStore>,
+    protocol: &mut Protocol<'_, MemoryStore>,
     policy: &Policy,
     n: usize,
 ) -> (usize, Option<ClaimOutcome>) {
@@ -126,7 +126,7 @@ fn deliver(
     let mut first_refusal = None;
     for i in 0..n {
         let address = format!("10.{}.{}.1", i / 250, i % 250);
-        match run(engine, &delivery(policy, &address, i), i) {
+        match run(protocol, &delivery(policy, &address, i), i) {
             ClaimOutcome::Forward { .. } => served += 1,
             refused => {
                 first_refusal.get_or_insert(refused);
@@ -142,19 +142,19 @@ fn a_callback_route_with_its_own_share_is_held_at_it_under_pressure() {
     assert_eq!(policy.routes[0].share.map(|s| s.records), Some(250));
     assert_eq!(policy.routes[1].share, None);
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
-    fill_past_pressure(&mut engine, &policy);
-    let (served, refusal) = deliver(&mut engine, &policy, 400);
+    fill_past_pressure(&mut protocol, &policy);
+    let (served, refusal) = deliver(&mut protocol, &policy, 400);
     assert_eq!(served, 250, "the route's share, and not one delivery more");
     assert!(
         matches!(refusal, Some(ClaimOutcome::QuotaExceeded { .. })),
         "{refusal:?}"
     );
     // An API client is still served: the route's share is the route's alone.
-    let outcome = run(&mut engine, &order(&policy, "10.200.0.1", 7), 7);
+    let outcome = run(&mut protocol, &order(&policy, "10.200.0.1", 7), 7);
     assert!(
         matches!(outcome, ClaimOutcome::Forward { .. }),
         "{outcome:?}"
@@ -168,13 +168,13 @@ fn a_callback_route_by_default_has_the_whole_store_even_under_pressure() {
     let identity = policy.shares.identity.map(|s| s.records);
     assert_eq!(identity, Some(400));
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
-    fill_past_pressure(&mut engine, &policy);
+    fill_past_pressure(&mut protocol, &policy);
     // Far past an identity's share (400): a provider is not one client among many.
-    let (served, refusal) = deliver(&mut engine, &policy, 1_500);
+    let (served, refusal) = deliver(&mut protocol, &policy, 1_500);
     assert_eq!((served, refusal), (1_500, None));
 }
 
@@ -184,11 +184,11 @@ fn an_unsigned_route_charges_the_senders_address_and_a_signed_one_does_not() {
     // (400) under pressure, though the route's own budget is the whole store.
     let unsigned = policy("");
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &unsigned,
     };
-    fill_past_pressure(&mut engine, &unsigned);
+    fill_past_pressure(&mut protocol, &unsigned);
     let mut served = 0;
     for i in 0..600 {
         let r = delivery(&unsigned, "192.0.2.66", i);
@@ -197,13 +197,17 @@ fn an_unsigned_route_charges_the_senders_address_and_a_signed_one_does_not() {
             1,
             "the address group, not the route"
         );
-        if matches!(run(&mut engine, &r, i), ClaimOutcome::Forward { .. }) {
+        if matches!(run(&mut protocol, &r, i), ClaimOutcome::Forward { .. }) {
             served += 1;
         }
     }
     assert_eq!(served, 400);
     // Another sender still gets through.
-    let outcome = run(&mut engine, &delivery(&unsigned, "192.0.2.7", 9_999), 9_999);
+    let outcome = run(
+        &mut protocol,
+        &delivery(&unsigned, "192.0.2.7", 9_999),
+        9_999,
+    );
     assert!(
         matches!(outcome, ClaimOutcome::Forward { .. }),
         "{outcome:?}"

@@ -14,7 +14,7 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, Engine, FinishOutcome};
+use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol};
 use idemgate_core::store::share::{self, Payers, ShareReason, ShareRefusal};
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};
@@ -58,12 +58,12 @@ fn owner(n: usize) -> OwnerToken {
 
 /// Claims and completes (a stored 404, as the issue's app answers) `request`.
 fn run(
-    engine: &mut Engine<'_, MemoryStore>,
+    protocol: &mut Protocol<'_, MemoryStore>,
     r: &Request,
     n: usize,
     now: UnixMillis,
 ) -> ClaimOutcome {
-    let outcome = engine
+    let outcome = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(n), r.payers, now)
         .unwrap();
     if let ClaimOutcome::Forward { owner, .. } = outcome {
@@ -72,7 +72,7 @@ fn run(
             headers: Vec::new(),
             body: Some(b"not found".to_vec()),
         };
-        let done = engine.finish(r.key, owner, Some(facts), now).unwrap();
+        let done = protocol.finish(r.key, owner, Some(facts), now).unwrap();
         assert_eq!(done, FinishOutcome::Stored);
     }
     outcome
@@ -86,12 +86,12 @@ const EXAMPLE: &str = r#"{"capacity": 1000, "records_per_cell": 64, "ttl": "24h"
 
 /// Fills `engine`'s store past the pressure of [`EXAMPLE`]: 350 records of 35 clients, each
 /// within its share.
-fn fill_past_pressure(engine: &mut Engine<'_, MemoryStore>, policy: &Policy) {
+fn fill_past_pressure(protocol: &mut Protocol<'_, MemoryStore>, policy: &Policy) {
     for client in 0..35 {
         let address = format!("10.9.0.{client}");
         for n in 0..10 {
             let i = 100_000 + client * 100 + n;
-            let outcome = run(engine, &request(policy, None, &address, i), i, T0);
+            let outcome = run(protocol, &request(policy, None, &address, i), i, T0);
             assert!(
                 matches!(outcome, ClaimOutcome::Forward { .. }),
                 "{address}: {outcome:?}"
@@ -128,16 +128,16 @@ fn no_flood_denies_the_store_to_others() {
     ];
     for (name, flood) in floods {
         let mut store = MemoryStore::new();
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy: &policy,
         };
-        fill_past_pressure(&mut engine, &policy);
+        fill_past_pressure(&mut protocol, &policy);
         let (mut stored, mut refused) = (0, None);
         for n in 0..1_400 {
             let (who, from) = flood(n);
             match run(
-                &mut engine,
+                &mut protocol,
                 &request(&policy, who.as_deref(), from, n),
                 n,
                 T0,
@@ -162,7 +162,7 @@ fn no_flood_denies_the_store_to_others() {
         {
             for n in 0..20 {
                 let r = request(&policy, who, from, 10_000 + i * 100 + n);
-                let outcome = run(&mut engine, &r, 10_000 + n, T0);
+                let outcome = run(&mut protocol, &r, 10_000 + n, T0);
                 assert!(
                     matches!(outcome, ClaimOutcome::Forward { .. }),
                     "{name}: {who:?} {from}: {outcome:?}"
@@ -183,7 +183,7 @@ fn large_answers_reach_the_byte_share_first() {
             "shares": {"peer": 100, "peer_bytes": "1MiB", "pressure": "0%"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
@@ -192,13 +192,15 @@ fn large_answers_reach_the_byte_share_first() {
         headers: Vec::new(),
         body: Some(vec![b'x'; size]),
     };
-    let serve = |engine: &mut Engine<'_, MemoryStore>, from: &str, n: usize, size: usize| {
+    let serve = |protocol: &mut Protocol<'_, MemoryStore>, from: &str, n: usize, size: usize| {
         let r = request(&policy, None, from, n);
-        let outcome = engine
+        let outcome = protocol
             .claim(r.key, Fingerprint([1; 32]), owner(n), r.payers, T0)
             .unwrap();
         if let ClaimOutcome::Forward { owner, .. } = outcome {
-            let done = engine.finish(r.key, owner, Some(answer(size)), T0).unwrap();
+            let done = protocol
+                .finish(r.key, owner, Some(answer(size)), T0)
+                .unwrap();
             assert_eq!(done, FinishOutcome::Stored);
         }
         outcome
@@ -207,7 +209,7 @@ fn large_answers_reach_the_byte_share_first() {
     // 1 MiB (1,022,720), the 18th takes it over (1,082,880), and the 19th claim is refused.
     let mut stored = 0;
     let refused = loop {
-        match serve(&mut engine, "10.0.0.66", stored, 60_000) {
+        match serve(&mut protocol, "10.0.0.66", stored, 60_000) {
             ClaimOutcome::Forward { .. } => stored += 1,
             ClaimOutcome::QuotaExceeded { retry_after, share } => {
                 // Counted and logged as the bytes' refusal, the records being within theirs.
@@ -228,24 +230,24 @@ fn large_answers_reach_the_byte_share_first() {
         capacity: policy.capacity,
     };
     let big = request(&policy, None, "10.0.0.66", 0).payers;
-    let held = share::held(engine.store, &layout, big.tags().next().unwrap(), T0).unwrap();
+    let held = share::held(protocol.store, &layout, big.tags().next().unwrap(), T0).unwrap();
     assert_eq!((held.records, held.bytes), (18, 18 * 60_160));
     // Small answers: the whole record share, and the byte share far from reached.
     for n in 0..100 {
-        let outcome = serve(&mut engine, "10.0.0.1", 1_000 + n, 10);
+        let outcome = serve(&mut protocol, "10.0.0.1", 1_000 + n, 10);
         assert!(
             matches!(outcome, ClaimOutcome::Forward { .. }),
             "{n}: {outcome:?}"
         );
     }
     assert!(matches!(
-        serve(&mut engine, "10.0.0.1", 1_100, 10),
+        serve(&mut protocol, "10.0.0.1", 1_100, 10),
         ClaimOutcome::QuotaExceeded { .. }
     ));
     // An hour on, the large answers have lapsed: the client has room again.
     let later = T0.after(Span::from_secs(3600));
     let r = request(&policy, None, "10.0.0.66", 5_000);
-    let outcome = engine
+    let outcome = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(5_000), r.payers, later)
         .unwrap();
     assert!(
@@ -262,19 +264,24 @@ fn a_client_below_its_share_is_never_refused() {
         r#"{"capacity": 100000, "records_per_cell": 8, "shares": {"peer": 5000, "pressure": "0%"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     for n in 0..5_000 {
-        let outcome = run(&mut engine, &request(&policy, None, "127.0.0.1", n), n, T0);
+        let outcome = run(
+            &mut protocol,
+            &request(&policy, None, "127.0.0.1", n),
+            n,
+            T0,
+        );
         assert!(
             matches!(outcome, ClaimOutcome::Forward { .. }),
             "{n}: {outcome:?}"
         );
     }
     let over = run(
-        &mut engine,
+        &mut protocol,
         &request(&policy, None, "127.0.0.1", 5_000),
         5_000,
         T0,
@@ -291,7 +298,7 @@ fn a_client_below_its_share_is_never_refused() {
         .tags()
         .next()
         .unwrap();
-    let held = share::held(engine.store, &layout, tag, T0).unwrap();
+    let held = share::held(protocol.store, &layout, tag, T0).unwrap();
     assert_eq!(held.records, 5_000);
 }
 
@@ -303,7 +310,7 @@ fn only_space_held_is_charged() {
         r#"{"capacity": 1000, "ttl": "1h", "lease": "5s", "shares": {"peer": 2, "pressure": "0%"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
@@ -311,24 +318,24 @@ fn only_space_held_is_charged() {
     let r = |n| request(&policy, None, "10.0.0.9", n);
     let (a, b, c) = (r(1), r(2), r(3));
     let ClaimOutcome::Forward { owner: first, .. } =
-        engine.claim(a.key, fp, owner(1), a.payers, T0).unwrap()
+        protocol.claim(a.key, fp, owner(1), a.payers, T0).unwrap()
     else {
         panic!()
     };
     // A duplicate while in flight: 409, nothing charged.
     for n in 0..5 {
-        let again = engine
+        let again = protocol
             .claim(a.key, fp, owner(100 + n), a.payers, T0)
             .unwrap();
         assert!(matches!(again, ClaimOutcome::Conflict { .. }), "{again:?}");
     }
     assert!(matches!(
-        engine.claim(b.key, fp, owner(2), b.payers, T0).unwrap(),
+        protocol.claim(b.key, fp, owner(2), b.payers, T0).unwrap(),
         ClaimOutcome::Forward { .. }
     ));
     // Two claims in flight: the share is held until their lease ends, 5 s.
     assert_eq!(
-        engine
+        protocol
             .claim(c.key, fp, owner(3), c.payers, T0.after(Span(1000)))
             .unwrap(),
         ClaimOutcome::QuotaExceeded {
@@ -341,13 +348,13 @@ fn only_space_held_is_charged() {
     );
     // Released: room at once.
     assert_eq!(
-        engine
+        protocol
             .finish(a.key, first, None, T0.after(Span(1000)))
             .unwrap(),
         FinishOutcome::Released
     );
     assert!(matches!(
-        engine
+        protocol
             .claim(c.key, fp, owner(3), c.payers, T0.after(Span(1000)))
             .unwrap(),
         ClaimOutcome::Forward { .. }
@@ -355,7 +362,9 @@ fn only_space_held_is_charged() {
     // After the lease, the abandoned claims no longer count.
     let later = T0.after(Span::from_secs(5));
     assert!(matches!(
-        engine.claim(a.key, fp, owner(4), a.payers, later).unwrap(),
+        protocol
+            .claim(a.key, fp, owner(4), a.payers, later)
+            .unwrap(),
         ClaimOutcome::Forward { .. }
     ));
     // A token use is charged while it is remembered; its second use charges nothing. At 6 s
@@ -364,19 +373,19 @@ fn only_space_held_is_charged() {
     let at = T0.after(Span::from_secs(6));
     let expires = at.after(Span::from_secs(600));
     assert_eq!(
-        engine
+        protocol
             .consume(token.key, expires, token.payers, at)
             .unwrap(),
         ConsumeOutcome::Consumed
     );
     assert_eq!(
-        engine
+        protocol
             .consume(token.key, expires, token.payers, at)
             .unwrap(),
         ConsumeOutcome::AlreadyUsed
     );
     assert_eq!(
-        engine
+        protocol
             .consume(r(10).key, expires, token.payers, at)
             .unwrap(),
         ConsumeOutcome::QuotaExceeded {
@@ -397,21 +406,21 @@ fn replays_are_never_refused_and_verified_identities_pay_alone() {
         r#"{"capacity": 1000, "ttl": "1h", "shares": {"peer": 1, "identity": 3, "pressure": "0%"}}"#,
     );
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     let first = request(&policy, None, "10.0.0.5", 1);
     assert!(matches!(
-        run(&mut engine, &first, 1, T0),
+        run(&mut protocol, &first, 1, T0),
         ClaimOutcome::Forward { .. }
     ));
     assert!(matches!(
-        run(&mut engine, &first, 2, T0),
+        run(&mut protocol, &first, 2, T0),
         ClaimOutcome::Replay(_)
     ));
     assert_eq!(
-        run(&mut engine, &request(&policy, None, "10.0.0.5", 2), 3, T0),
+        run(&mut protocol, &request(&policy, None, "10.0.0.5", 2), 3, T0),
         ClaimOutcome::QuotaExceeded {
             retry_after: Span::from_secs(3600),
             share: Some(ShareRefusal {
@@ -436,7 +445,7 @@ fn replays_are_never_refused_and_verified_identities_pay_alone() {
             payers: Payers::of(scope, true, Some(&[4, 32, 10, 0, 0, 5])),
         };
         assert!(matches!(
-            run(&mut engine, &r, 10 + n, T0),
+            run(&mut protocol, &r, 10 + n, T0),
             ClaimOutcome::Forward { .. }
         ));
     }
@@ -470,7 +479,7 @@ impl idemgate_core::store::Store for Interfering {
         if let Some((key, payers)) = self.rival {
             if cell == layout.cell_name(&key) {
                 self.rival = None;
-                let mut rival = Engine {
+                let mut rival = Protocol {
                     store: &mut self.inner,
                     policy: &self.policy,
                 };
@@ -493,12 +502,12 @@ fn a_request_that_loses_the_key_to_another_is_not_charged() {
         policy: policy.clone(),
         rival: Some((r.key, r.payers)),
     };
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     // Charged, then the rival claims the key before this write: 409, and the charge refunded.
-    let lost = engine
+    let lost = protocol
         .claim(r.key, Fingerprint([1; 32]), owner(1), r.payers, T0)
         .unwrap();
     assert!(matches!(lost, ClaimOutcome::Conflict { .. }), "{lost:?}");
@@ -523,7 +532,7 @@ fn a_share_turned_off_charges_nothing() {
         assert_eq!((off.shares.identity, off.shares.peer), (None, None));
         assert_eq!(off.shares.memory_counted, shard_counts);
         let mut store = MemoryStore::new();
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy: &off,
         };
@@ -531,7 +540,7 @@ fn a_share_turned_off_charges_nothing() {
             let r = request(&off, Some("Bearer one"), "10.0.0.8", n);
             assert!(r.payers.is_empty());
             assert!(matches!(
-                run(&mut engine, &r, n, T0),
+                run(&mut protocol, &r, n, T0),
                 ClaimOutcome::Forward { .. } | ClaimOutcome::StoreFull { .. }
             ));
         }
@@ -549,11 +558,11 @@ fn a_share_turned_off_charges_nothing() {
             value: &group,
         });
         for tag in [identity, address] {
-            let held = share::held(engine.store, &layout, tag, T0).unwrap();
+            let held = share::held(protocol.store, &layout, tag, T0).unwrap();
             assert_eq!((held.records, held.bytes), (0, 0));
         }
         let shard = layout.fill_shard(&request(&off, Some("Bearer one"), "10.0.0.8", 0).key);
-        let counted = share::held(engine.store, &layout, shard.tag, T0)
+        let counted = share::held(protocol.store, &layout, shard.tag, T0)
             .unwrap()
             .records;
         assert_eq!(
@@ -577,13 +586,13 @@ fn a_busy_client_is_served_while_the_store_has_room() {
     let policy = policy("{}");
     assert_eq!(policy.shares.peer.map(|s| s.records), Some(1_000));
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     for n in 0..1_500 {
         let r = request(&policy, Some("Bearer merchant"), "10.0.0.5", n);
-        let outcome = run(&mut engine, &r, n, T0);
+        let outcome = run(&mut protocol, &r, n, T0);
         assert!(
             matches!(outcome, ClaimOutcome::Forward { .. }),
             "request {n}: {outcome:?}"
@@ -610,14 +619,14 @@ fn a_busy_client_is_served_while_the_store_has_room() {
 fn a_flood_into_an_empty_store_is_held_at_the_pressure() {
     let policy = policy(EXAMPLE);
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
     let mut stored = 0;
     for n in 0..1_400 {
         let r = request(&policy, Some(&format!("Bearer m-{n}")), "10.0.0.66", n);
-        match run(&mut engine, &r, n, T0) {
+        match run(&mut protocol, &r, n, T0) {
             ClaimOutcome::Forward { .. } => stored += 1,
             ClaimOutcome::QuotaExceeded { retry_after, .. } => {
                 assert_eq!(retry_after, Span::from_secs(24 * 3600));
@@ -628,7 +637,7 @@ fn a_flood_into_an_empty_store_is_held_at_the_pressure() {
     assert_eq!(stored, 308);
     for n in 0..20 {
         let r = request(&policy, Some("Bearer alice"), "10.0.0.1", 10_000 + n);
-        let outcome = run(&mut engine, &r, 10_000 + n, T0);
+        let outcome = run(&mut protocol, &r, 10_000 + n, T0);
         assert!(
             matches!(outcome, ClaimOutcome::Forward { .. }),
             "{outcome:?}"
@@ -649,7 +658,7 @@ fn a_full_cell_tells_a_flooder_its_share_and_a_full_store_tells_everyone() {
         capacity: policy.capacity,
     };
     let mut store = MemoryStore::new();
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
@@ -661,41 +670,41 @@ fn a_full_cell_tells_a_flooder_its_share_and_a_full_store_tells_everyone() {
             .nth(skip)
             .unwrap()
     };
-    let served = |engine: &mut Engine<'_, MemoryStore>, from: &str, cell: u32, skip: usize| {
+    let served = |protocol: &mut Protocol<'_, MemoryStore>, from: &str, cell: u32, skip: usize| {
         let (n, r) = in_cell(from, cell, skip);
-        run(engine, &r, n, T0)
+        run(protocol, &r, n, T0)
     };
     for client in 0..8 {
         let from = format!("10.0.1.{client}");
         assert!(matches!(
-            served(&mut engine, &from, 0, 0),
+            served(&mut protocol, &from, 0, 0),
             ClaimOutcome::Forward { .. }
         ));
     }
     for skip in 0..2 {
         assert!(matches!(
-            served(&mut engine, "10.0.0.66", 1, skip),
+            served(&mut protocol, "10.0.0.66", 1, skip),
             ClaimOutcome::Forward { .. }
         ));
     }
     assert!(matches!(
-        served(&mut engine, "10.0.0.66", 0, 0),
+        served(&mut protocol, "10.0.0.66", 0, 0),
         ClaimOutcome::QuotaExceeded { .. }
     ));
     assert!(matches!(
-        served(&mut engine, "10.0.0.1", 0, 0),
+        served(&mut protocol, "10.0.0.1", 0, 0),
         ClaimOutcome::StoreFull { .. }
     ));
     // The rest of the store fills: now the flooder too is told the store is full.
     for client in 0..6 {
         let from = format!("10.0.2.{client}");
         assert!(matches!(
-            served(&mut engine, &from, 1, 0),
+            served(&mut protocol, &from, 1, 0),
             ClaimOutcome::Forward { .. }
         ));
     }
     assert!(matches!(
-        served(&mut engine, "10.0.0.66", 0, 0),
+        served(&mut protocol, "10.0.0.66", 0, 0),
         ClaimOutcome::StoreFull { .. }
     ));
 }

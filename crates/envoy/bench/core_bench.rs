@@ -18,7 +18,7 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, Engine, FinishOutcome};
+use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
 use std::hint::black_box;
@@ -145,15 +145,15 @@ fn main() {
     };
     let mut base = 0u64;
     let ns = bench.ns_per_op(|i| {
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy: &policy,
         };
         let key = key_of(i);
         let owner = OwnerToken([i as u8; 16]);
-        match engine.claim(key, fp, owner, payers, now).unwrap() {
+        match protocol.claim(key, fp, owner, payers, now).unwrap() {
             ClaimOutcome::Forward { owner, .. } => {
-                let done = engine.finish(key, owner, Some(answer()), now).unwrap();
+                let done = protocol.finish(key, owner, Some(answer()), now).unwrap();
                 assert_eq!(done, FinishOutcome::Stored);
             }
             _ => panic!("fresh key not claimed"),
@@ -165,11 +165,11 @@ fn main() {
     // Replay: claim a completed key again (the stored answer comes back).
     let completed = base.min(1 << 16);
     let ns = bench.ns_per_op(|i| {
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy: &policy,
         };
-        let outcome = engine
+        let outcome = protocol
             .claim(key_of(i % completed), fp, OwnerToken([1; 16]), payers, now)
             .unwrap();
         assert!(matches!(outcome, ClaimOutcome::Replay(_)));

@@ -27,7 +27,7 @@ pub const DECISION: &str = "idemgate.decision";
 /// The property (and, prefixed with `wasm.`, the filter-state key) of a claim's outcome.
 pub const OUTCOME: &str = "idemgate.outcome";
 /// The stream property an access log prints as `%FILTER_STATE(wasm.idemgate.order:PLAIN)%`: the
-/// ordering guard's outcome for this request (`apply`, `already_applied`, `illegal`, `early`,
+/// sequencer's outcome for this request (`apply`, `already_applied`, `illegal`, `early`,
 /// `busy`, `resource_missing`, ...).
 pub const ORDER_FIELD: &str = "idemgate.order";
 
@@ -52,9 +52,9 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::QuotaRoute
         | Counter::QuotaBytes => return None,
         // A tracked event without its resource is refused by the core's request machine before
-        // the ordering guard is asked, so its outcome is written here.
+        // the sequencer is asked, so its outcome is written here.
         Counter::OrderResourceMissing => return Some((ORDER_FIELD, "resource_missing")),
-        // The ordering guard writes its own field (`crate::order`).
+        // The sequencer writes its own field (`crate::sequencer`).
         Counter::OrderForwarded
         | Counter::OrderApplied
         | Counter::OrderNotApplied
@@ -111,7 +111,7 @@ mod tests {
             Counter::QuotaRoute,
             Counter::QuotaBytes,
         ];
-        // The ordering guard's outcomes go to their own field (`ORDER_FIELD`).
+        // The sequencer's outcomes go to their own field (`ORDER_FIELD`).
         let ordering = |c: Counter| c.name().starts_with("idemgate.order.");
         for counter in Counter::ALL {
             match field(counter) {

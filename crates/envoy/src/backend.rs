@@ -1,7 +1,7 @@
 //! Where this filter's records are, decided in one place: the VM's shared data, asked
 //! at once with the host's clock, or the store service, asked by callout
 //! ([`crate::remote_store`], its answer coming to [`crate::dispatch`]). Every store operation —
-//! a claim, a token's use, a finish, the ordering guard's begin and settle — starts here.
+//! a claim, a token's use, a finish, the sequencer's begin and settle — starts here.
 
 use crate::host;
 use crate::shared::Shared;

@@ -287,11 +287,11 @@ pub extern "C" fn proxy_on_http_call_response(
                 match call {
                     StoreCall::Finish(finish) => remote_store::finish_answered(finish, &reply),
                     StoreCall::OrderSettle(shared) => {
-                        crate::order::settle_answered(&shared, &reply)
+                        crate::sequencer::settle_answered(&shared, &reply)
                     }
                     StoreCall::OrderBegin(call) => {
                         let stream = call.stream;
-                        let decision = crate::order::began(*call, &reply);
+                        let decision = crate::sequencer::began(*call, &reply);
                         if !deliver(vm, stream, token, |f| f.order_answered(decision)) {
                             undelivered(token);
                         }

@@ -20,23 +20,23 @@ use crate::backend::{self, Backend, NoClock};
 use crate::detached::{self, Relay, RELAY_DETAILS};
 use crate::host;
 use crate::metrics::Counter;
-use crate::order::{self, Begun};
 use crate::origin::{classify_attempts, doubt_cause, Origin};
 #[allow(unused_imports)]
 use crate::prelude::*;
 use crate::remote_store;
+use crate::sequencer::{self, Sequenced};
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::guard::{self, Answer, Ask, Capture, Decision};
+use idemgate_core::guard::{self, Ask, Capture, Reply, Ruling};
 use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
 use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
-use idemgate_core::store::protocol::{Engine, ProtocolError};
+use idemgate_core::store::protocol::{Protocol, ProtocolError};
 use idemgate_core::store::remote::client;
 use idemgate_core::time::UnixMillis;
 
@@ -57,7 +57,7 @@ struct Held {
 }
 
 /// The core's machine for a guarded request's life, from its body to its settlement
-/// ([`guard::Guarded`]): the resource claims it carries are the ordering guard's, the request it
+/// ([`guard::Guarded`]): the resource claims it carries are the sequencer's, the request it
 /// keeps a detached route's.
 /// The kept request is boxed: it rides in the machine's actions, which stay small.
 type Machine = Guarded<OrderClaim, Box<Held>>;

@@ -21,7 +21,7 @@ use crate::metrics::Counter;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::shared::{Finish, Pending, Shared, StoreCall};
+use crate::shared::{FinishCall, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::client::scope::StorageKey;
@@ -29,7 +29,7 @@ use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
-use idemgate_core::store::remote::client::{self, Answer};
+use idemgate_core::store::remote::client::{self, CalloutReply};
 use idemgate_core::store::remote::wire::{Request, CONTENT_TYPE};
 use idemgate_core::store::remote::{FinishStep, Finishing};
 use idemgate_core::store::StoreError;
@@ -126,8 +126,8 @@ impl Reply {
         Reply { status, body }
     }
 
-    pub fn answer(&self) -> Answer<'_> {
-        Answer {
+    pub fn answer(&self) -> CalloutReply<'_> {
+        CalloutReply {
             status: self.status,
             body: &self.body,
         }
@@ -160,7 +160,7 @@ pub fn settle(
     };
     let finishing = Finishing::new(&request);
     let intended = finishing.intended();
-    send_finish(Finish {
+    send_finish(FinishCall {
         shared: Rc::clone(shared),
         key,
         finishing,
@@ -168,7 +168,7 @@ pub fn settle(
     Some(intended)
 }
 
-fn send_finish(finish: Finish) {
+fn send_finish(finish: FinishCall) {
     match send(&finish.shared, finish.finishing.body()) {
         Ok(token) => {
             let shared = Rc::clone(&finish.shared);
@@ -195,8 +195,8 @@ fn send_finish(finish: Finish) {
 
 /// A finish answered: the core's [`FinishStep`] counted and logged, and the finish sent again
 /// when it says so.
-pub fn finish_answered(finish: Finish, reply: &Reply) {
-    let Finish {
+pub fn finish_answered(finish: FinishCall, reply: &Reply) {
+    let FinishCall {
         shared,
         key,
         finishing,
@@ -212,7 +212,7 @@ pub fn finish_answered(finish: Finish, reply: &Reply) {
         debug(&shared, &key, note);
     }
     if let FinishStep::SendAgain { again, .. } = step {
-        send_finish(Finish {
+        send_finish(FinishCall {
             shared,
             key,
             finishing: again,

@@ -14,7 +14,7 @@ use alloc::rc::Rc;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::record::OwnerToken;
-use idemgate_core::store::protocol::{Engine, FinishOutcome};
+use idemgate_core::store::protocol::{FinishOutcome, Protocol};
 
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
 /// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote
@@ -47,7 +47,7 @@ pub fn settle(
         }
     };
     let policy = &shared.policy;
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy,
     };
@@ -56,7 +56,7 @@ pub fn settle(
             host::log(LogLevel::Debug, &format!("key {} {what}", key.log_label()));
         }
     };
-    match engine.finish(key, owner, Some(facts), now) {
+    match protocol.finish(key, owner, Some(facts), now) {
         Ok(outcome) => {
             match outcome {
                 FinishOutcome::Stored => {

@@ -3,7 +3,7 @@
 //! table of pending callouts, and each pending callout ([`Pending`]) carries the `Shared` it was
 //! made under, so its answer is decided under the configuration that made it, even after a
 //! reconfiguration or after its stream is gone. The modules that make and answer callouts
-//! ([`crate::detached`], [`crate::remote_store`], [`crate::order`], [`crate::settle`]) depend on
+//! ([`crate::detached`], [`crate::remote_store`], [`crate::sequencer`], [`crate::settle`]) depend on
 //! this one and never on each other's callers (no import circle in the crate).
 
 use crate::callout::CalloutTable;
@@ -14,7 +14,7 @@ use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::guard::ordering::{AskedBegin, Claimed};
+use idemgate_core::guard::sequencer::{AskedBegin, Claimed};
 use idemgate_core::policy::{Policy, RouteKind, Via};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Reservation;
@@ -142,16 +142,16 @@ pub enum StoreCall {
     /// A token's use; the stream (or its machine) waits, paused.
     Consume { stream: u32 },
     /// A completion or release; nobody waits.
-    Finish(Finish),
-    /// The ordering guard's begin; the stream waits, paused ([`crate::order`]).
+    Finish(FinishCall),
+    /// The sequencer's begin; the stream waits, paused ([`crate::sequencer`]).
     OrderBegin(Box<BeginCall>),
-    /// The ordering guard's settle; nobody waits.
+    /// The sequencer's settle; nobody waits.
     OrderSettle(Rc<Shared>),
 }
 
 /// A finish in flight: the core's [`Finishing`] (its bytes, resent as is if no answer comes),
 /// and the key it finishes, for the debug log.
-pub struct Finish {
+pub struct FinishCall {
     pub shared: Rc<Shared>,
     pub key: StorageKey,
     pub finishing: Finishing,

@@ -34,7 +34,7 @@ enum NumState {
 }
 
 /// What the next byte does to a number token.
-pub(super) enum Step {
+pub(super) enum Lexed {
     /// Part of the token (already taken in).
     Take,
     /// Not part of the token; the token is complete and the byte belongs to what follows.
@@ -90,7 +90,7 @@ impl NumberLexer {
         self.take(b)
     }
 
-    pub(super) fn step(&mut self, b: u8, at: u64) -> Result<Step, JsonError> {
+    pub(super) fn step(&mut self, b: u8, at: u64) -> Result<Lexed, JsonError> {
         use NumState::*;
         let next = match (self.state, b) {
             (Minus, b'0') => Zero,
@@ -100,12 +100,12 @@ impl NumberLexer {
             (Zero | Int | Frac, b'e' | b'E') => Exp,
             (Exp, b'+' | b'-') => ExpSign,
             (Exp | ExpSign | ExpDigits, b'0'..=b'9') => ExpDigits,
-            (Zero | Int | Frac | ExpDigits, _) => return Ok(Step::End),
+            (Zero | Int | Frac | ExpDigits, _) => return Ok(Lexed::End),
             (Minus | Dot | Exp | ExpSign, _) => return Err(misplaced(b, at, syntax)),
         };
         self.state = next;
         self.take(b)?;
-        Ok(Step::Take)
+        Ok(Lexed::Take)
     }
 
     /// Whether the token so far is a complete number (so end of input may follow).
@@ -220,7 +220,7 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
     let mut bytes = token.bytes();
     lexer.begin(bytes.next()?, 0).ok()?;
     for (at, b) in (1u64..).zip(bytes) {
-        if !matches!(lexer.step(b, at).ok()?, Step::Take) {
+        if !matches!(lexer.step(b, at).ok()?, Lexed::Take) {
             return None;
         }
     }
@@ -277,7 +277,7 @@ mod tests {
         lexer.begin(bytes.next().unwrap(), 0)?;
         for (i, b) in bytes.enumerate() {
             assert!(
-                matches!(lexer.step(b, i as u64 + 1)?, Step::Take),
+                matches!(lexer.step(b, i as u64 + 1)?, Lexed::Take),
                 "{token}"
             );
         }

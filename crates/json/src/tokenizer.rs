@@ -17,7 +17,7 @@
 use alloc::vec::Vec;
 
 use crate::lexer::{Scan, StrLexer};
-use crate::number::{NumberLexer, Step};
+use crate::number::{Lexed, NumberLexer};
 use crate::sink::{Kind, Literal, Sink};
 use crate::{misplaced, JsonError, JsonLimits};
 
@@ -163,8 +163,8 @@ impl<M: Copy> Tokenizer<M> {
         while let Some(&b) = buf.get(i) {
             let at = base + i as u64;
             match self.number.step(b, at)? {
-                Step::Take => i += 1,
-                Step::End => {
+                Lexed::Take => i += 1,
+                Lexed::End => {
                     // The terminating byte is left for the structural states to judge.
                     let start = self.number.start();
                     sink.number(self.number.value()?, start, at)?;

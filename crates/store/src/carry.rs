@@ -1,4 +1,4 @@
-//! One operation, carried: the core's [`Exchange`] asks for a read or a compare-and-set, Redis
+//! One operation, carried: the core's [`Operation`] asks for a read or a compare-and-set, Redis
 //! answers, the core decides. Nothing here decides anything about records; it maps engine
 //! failures to the core's typed [`Failure`]s and bounds the whole operation by one timeout.
 //!
@@ -17,11 +17,11 @@ use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::exchange::full;
+use idemgate_core::store::remote::operation::full;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
-    Exchange, Failure, LedgerJob, Need, Request, Response, SettleStep, Settled, Settlement, Step,
-    ValueVersion, Write,
+    Failure, LedgerJob, LedgerOutcome, Need, Operation, OperationStep, Request, Response,
+    Settlement, SettlementStep, ValueVersion, Write,
 };
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
@@ -78,9 +78,9 @@ async fn exchange(
     };
     let (mut exchange, mut need) = match (engine.speculates(), fresh_version()) {
         (true, Some(fresh)) => {
-            Exchange::speculate(request, service_clock(), claimed.as_deref(), fresh)
+            Operation::speculate(request, service_clock(), claimed.as_deref(), fresh)
         }
-        _ => Exchange::start(request),
+        _ => Operation::start(request),
     };
     // After a compare-and-set met another version, reads go to the engine's source of truth.
     let mut conflicted = false;
@@ -100,9 +100,9 @@ async fn exchange(
                 if raced(&answer, &need) {
                     metrics.cas_conflict();
                 }
-                conflicted |= matches!(answer, Answer::Conflict(_));
+                conflicted |= matches!(answer, EngineReply::Conflict(_));
                 if let (
-                    Answer::Written,
+                    EngineReply::Written,
                     true,
                     Need::Write {
                         key: on,
@@ -119,8 +119,8 @@ async fn exchange(
             }
         };
         match step {
-            Step::Need(next) => need = next,
-            Step::Done(response) => {
+            OperationStep::Need(next) => need = next,
+            OperationStep::Done(response) => {
                 if let (Some(recall), Some(value), Response::Claim(ClaimOutcome::Forward { .. })) =
                     (recall, claim_value, &response)
                 {
@@ -133,7 +133,7 @@ async fn exchange(
 }
 
 /// What the engine answered one call, with a fresh version for the decision it leads to.
-enum Answer {
+enum EngineReply {
     Read(UnixMillis, Option<Vec<u8>>, ValueVersion),
     Written,
     /// Another version: with the engine's clock and what the key holds, when the engine says.
@@ -143,30 +143,30 @@ enum Answer {
 
 /// Whether `answer` to `need` is a lost race: a compare-and-set that met another version. A
 /// speculation that missed (decided on the service's clock) is the common retry, not a race.
-fn raced(answer: &Answer, need: &Need) -> bool {
-    matches!(answer, Answer::Conflict(_)) && !matches!(need, Need::Write { at: Some(_), .. })
+fn raced(answer: &EngineReply, need: &Need) -> bool {
+    matches!(answer, EngineReply::Conflict(_)) && !matches!(need, Need::Write { at: Some(_), .. })
 }
 
 /// `machine` resumed with what the engine answered.
-fn resume<M: Resume>(machine: &mut M, answer: Answer) -> M::Step {
+fn resume<M: Resume>(machine: &mut M, answer: EngineReply) -> M::Step {
     match answer {
-        Answer::Read(now, value, fresh) => machine.read(now, value.as_deref(), fresh),
-        Answer::Written => machine.written(WriteOutcome::Written),
-        Answer::Conflict(None) => machine.written(WriteOutcome::Conflict),
-        Answer::Conflict(Some((now, value, fresh))) => {
+        EngineReply::Read(now, value, fresh) => machine.read(now, value.as_deref(), fresh),
+        EngineReply::Written => machine.written(WriteOutcome::Written),
+        EngineReply::Conflict(None) => machine.written(WriteOutcome::Conflict),
+        EngineReply::Conflict(Some((now, value, fresh))) => {
             machine.conflicted(now, value.as_deref(), fresh)
         }
-        Answer::Failed(failure) => machine.failed(failure),
+        EngineReply::Failed(failure) => machine.failed(failure),
     }
 }
 
 /// One read or compare-and-set at the engine (a [`Need::Ledger`] is no engine call: it answers
 /// unavailable).
-async fn call(engine: &Engine, need: &Need, conflicted: bool) -> Answer {
+async fn call(engine: &Engine, need: &Need, conflicted: bool) -> EngineReply {
     let fresh = || fresh_version().ok_or(Failure::Unavailable);
     let answer = match need {
         Need::Read { key } => match engine.read(key, conflicted).await {
-            Ok((now, value)) => fresh().map(|fresh| Answer::Read(now, value, fresh)),
+            Ok((now, value)) => fresh().map(|fresh| EngineReply::Read(now, value, fresh)),
             Err(e) => Err(failure(e)),
         },
         Need::Write {
@@ -175,29 +175,30 @@ async fn call(engine: &Engine, need: &Need, conflicted: bool) -> Answer {
             write,
             at,
         } => match engine.compare_and_set(key, *expect, write, *at).await {
-            Ok(Cas::Written) => Ok(Answer::Written),
-            Ok(Cas::Conflict(None)) => Ok(Answer::Conflict(None)),
+            Ok(Cas::Written) => Ok(EngineReply::Written),
+            Ok(Cas::Conflict(None)) => Ok(EngineReply::Conflict(None)),
             Ok(Cas::Conflict(Some((now, value)))) => {
-                fresh().map(|fresh| Answer::Conflict(Some((now, value, fresh))))
+                fresh().map(|fresh| EngineReply::Conflict(Some((now, value, fresh))))
             }
             Err(e) => Err(failure(e)),
         },
         Need::Ledger(_) => Err(Failure::Unavailable),
     };
-    answer.unwrap_or_else(Answer::Failed)
+    answer.unwrap_or_else(EngineReply::Failed)
 }
 
 /// Settles `job` with the other jobs waiting on its ledger key ([`crate::desk`]): its answer,
 /// and the engine calls counted on it.
-async fn settle(engine: &Engine, job: LedgerJob, timeout: Duration) -> (Settled, Tally) {
+async fn settle(engine: &Engine, job: LedgerJob, timeout: Duration) -> (LedgerOutcome, Tally) {
     let key = job.key();
     let (answer, start) = DESKS.queue(job);
     if start {
         tokio::spawn(settle_batches(engine.clone(), key, timeout));
     }
-    answer
-        .await
-        .unwrap_or((Settled::Failed(Failure::Unavailable), Tally::default()))
+    answer.await.unwrap_or((
+        LedgerOutcome::Failed(Failure::Unavailable),
+        Tally::default(),
+    ))
 }
 
 /// Settles the batches on `key` until its desk is idle, each within `timeout`.
@@ -223,7 +224,7 @@ async fn settle_batches(engine: Engine, key: StorageKey, timeout: Duration) {
             Err(_) => DESKS.done(
                 &key,
                 waiters,
-                vec![Settled::Failed(Failure::Timeout); jobs],
+                vec![LedgerOutcome::Failed(Failure::Timeout); jobs],
                 tally,
                 None,
             ),
@@ -239,7 +240,7 @@ async fn settle_batch(
     settlement: &mut Settlement,
     known: Option<Option<Vec<u8>>>,
     tally: &mut Tally,
-) -> Vec<Settled> {
+) -> Vec<LedgerOutcome> {
     let mut need = match (engine.speculates(), fresh_version()) {
         (true, Some(fresh)) => {
             let assumed = known.flatten();
@@ -254,10 +255,10 @@ async fn settle_batch(
         if raced(&answer, &need) {
             tally.conflicts += 1;
         }
-        conflicted |= matches!(answer, Answer::Conflict(_));
+        conflicted |= matches!(answer, EngineReply::Conflict(_));
         match resume(settlement, answer) {
-            SettleStep::Need(next) => need = next,
-            SettleStep::Done(answers) => return answers,
+            SettlementStep::Need(next) => need = next,
+            SettlementStep::Done(answers) => return answers,
         }
     }
 }

@@ -17,7 +17,7 @@
 //! it waits never leaves a key's desk busy for ever.
 
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::remote::{Failure, LedgerJob, Settled, Settlement};
+use idemgate_core::store::remote::{Failure, LedgerJob, LedgerOutcome, Settlement};
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use tokio::sync::oneshot;
@@ -28,7 +28,7 @@ const KNOWN: usize = 4096;
 
 /// What a waiting operation gets back: its job's answer, and what its batch cost the engine
 /// (counted on one job of the batch, for the metrics).
-pub type Answer = (Settled, Tally);
+pub type Reply = (LedgerOutcome, Tally);
 
 /// What one batch cost the engine.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub struct Desks {
 
 #[derive(Default)]
 struct Desk {
-    waiting: Vec<(LedgerJob, oneshot::Sender<Answer>)>,
+    waiting: Vec<(LedgerJob, oneshot::Sender<Reply>)>,
     /// A batch on this key is at the engine (its task takes the next batch when done).
     busy: bool,
     /// The value the last batch left (`Some(None)`: absent), when known.
@@ -56,14 +56,14 @@ struct Desk {
 /// The jobs one batch settles, who waits for each, and what the key held last.
 pub struct Batch {
     pub settlement: Settlement,
-    pub waiters: Vec<oneshot::Sender<Answer>>,
+    pub waiters: Vec<oneshot::Sender<Reply>>,
     pub known: Option<Option<Vec<u8>>>,
 }
 
 impl Desks {
     /// Puts `job` on its key's desk. `true`: no batch was running there, and the caller starts
     /// the task that settles the key's batches ([`Desks::next`] until it answers `None`).
-    pub fn queue(&self, job: LedgerJob) -> (oneshot::Receiver<Answer>, bool) {
+    pub fn queue(&self, job: LedgerJob) -> (oneshot::Receiver<Reply>, bool) {
         let (tx, rx) = oneshot::channel();
         let mut desks = self.desks.lock().unwrap_or_else(PoisonError::into_inner);
         let desk = desks.entry(job.key()).or_default();
@@ -92,7 +92,10 @@ impl Desks {
             match settlement.add(job) {
                 Ok(()) => waiters.push(tx),
                 Err(_) => {
-                    let _ = tx.send((Settled::Failed(Failure::Unavailable), Tally::default()));
+                    let _ = tx.send((
+                        LedgerOutcome::Failed(Failure::Unavailable),
+                        Tally::default(),
+                    ));
                 }
             }
         }
@@ -108,8 +111,8 @@ impl Desks {
     pub fn done(
         &self,
         key: &StorageKey,
-        waiters: Vec<oneshot::Sender<Answer>>,
-        answers: Vec<Settled>,
+        waiters: Vec<oneshot::Sender<Reply>>,
+        answers: Vec<LedgerOutcome>,
         tally: Tally,
         known: Option<Option<Vec<u8>>>,
     ) {
@@ -125,7 +128,7 @@ impl Desks {
         for (i, tx) in waiters.into_iter().enumerate() {
             let settled = answers
                 .next()
-                .unwrap_or(Settled::Failed(Failure::Unavailable));
+                .unwrap_or(LedgerOutcome::Failed(Failure::Unavailable));
             let tally = if i == 0 { tally } else { Tally::default() };
             // A waiter that gave up (its operation timed out) is simply not told.
             let _ = tx.send((settled, tally));
@@ -142,7 +145,7 @@ mod tests {
     /// A payer's charge job, as the core's exchange asks for it.
     fn job(tag: u8) -> LedgerJob {
         use idemgate_core::store::protocol::ClaimOutcome;
-        use idemgate_core::store::remote::exchange::{Exchange, Need, Step};
+        use idemgate_core::store::remote::operation::{Need, Operation, OperationStep};
         use idemgate_core::store::remote::{Request, Response, ValueVersion};
         let request = Request::Claim {
             key: StorageKey::from_stored([tag; 32]),
@@ -159,16 +162,18 @@ mod tests {
             }],
             fill: None,
         };
-        let (mut exchange, _) = Exchange::start(request);
+        let (mut exchange, _) = Operation::start(request);
         let step = exchange.read(
             idemgate_core::time::UnixMillis(1_000),
             None,
             ValueVersion([2; 16]),
         );
-        assert!(matches!(step, Step::Need(Need::Write { .. })));
+        assert!(matches!(step, OperationStep::Need(Need::Write { .. })));
         match exchange.written(idemgate_core::store::WriteOutcome::Written) {
-            Step::Need(Need::Ledger(job)) => job,
-            Step::Done(Response::Claim(ClaimOutcome::Forward { .. })) => panic!("no charge"),
+            OperationStep::Need(Need::Ledger(job)) => job,
+            OperationStep::Done(Response::Claim(ClaimOutcome::Forward { .. })) => {
+                panic!("no charge")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -193,7 +198,7 @@ mod tests {
         desks.done(
             &key,
             batch.waiters,
-            vec![Settled::Done, Settled::Done],
+            vec![LedgerOutcome::Done, LedgerOutcome::Done],
             Tally {
                 calls: 3,
                 conflicts: 0,
@@ -208,7 +213,7 @@ mod tests {
         desks.done(
             &key,
             next.waiters,
-            vec![Settled::Done],
+            vec![LedgerOutcome::Done],
             Tally::default(),
             None,
         );

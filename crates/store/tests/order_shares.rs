@@ -1,4 +1,4 @@
-//! The ordering guard's resource records are charged like claims on the remote store, against a
+//! The sequencer's resource records are charged like claims on the remote store, against a
 //! real `redis-server` and a real PostgreSQL: a begin that makes a new resource record carries
 //! its bill (the delivery's payers, as a claim's), and a payer at its share is refused — 429
 //! naming the share and the payer, nothing left behind — while another payer is served and a

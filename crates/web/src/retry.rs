@@ -37,7 +37,7 @@ pub fn retry_next(
         max_delay: Span(millis(max_delay_ms, "maxDelayMs")?),
         max_total: Span(millis(max_total_ms, "maxTotalMs")?),
     };
-    let step = Step {
+    let step = RetryFacts {
         attempts_made,
         elapsed: Span(millis(elapsed_ms, "elapsedMs")?),
         outcome,
@@ -50,7 +50,7 @@ pub fn retry_next(
 }
 
 /// The inputs of [`retry_next`] after the policy.
-pub struct Step<'a> {
+pub struct RetryFacts<'a> {
     pub attempts_made: u32,
     pub elapsed: Span,
     pub outcome: &'a str,
@@ -60,7 +60,7 @@ pub struct Step<'a> {
     pub random: u32,
 }
 
-pub fn decide(policy: &RetryPolicy, step: &Step<'_>) -> Result<RetryDecision, CodedError> {
+pub fn decide(policy: &RetryPolicy, step: &RetryFacts<'_>) -> Result<RetryDecision, CodedError> {
     let outcome = match step.outcome {
         "response" => AttemptOutcome::Response {
             status: step.status,
@@ -120,7 +120,7 @@ mod tests {
     use super::*;
 
     fn step(attempts_made: u32, outcome: &str, status: u16, retry_after: Option<&str>) -> String {
-        let step = Step {
+        let step = RetryFacts {
             attempts_made,
             elapsed: Span(0),
             outcome,
@@ -146,7 +146,7 @@ mod tests {
             stop("retry_exhausted_attempts")
         );
         for unknown in ["", "Timeout", "255"] {
-            let bad = Step {
+            let bad = RetryFacts {
                 attempts_made: 1,
                 elapsed: Span(0),
                 outcome: unknown,

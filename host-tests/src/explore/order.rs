@@ -25,7 +25,7 @@ use idemgate_core::order::Resource;
 use idemgate_core::record::{Bucket, Record};
 use idemgate_core::time::UnixMillis;
 
-/// The demo's table (the ordering guard's contract): unpaid → paid → shipped; unpaid or paid →
+/// The demo's table (the sequencer's contract): unpaid → paid → shipped; unpaid or paid →
 /// cancelled.
 pub const TABLE: &str = r#"{"initial": "unpaid", "transitions": [
     ["unpaid", "payment.succeeded", "paid"], ["paid", "order.shipped", "shipped"],

@@ -1,5 +1,5 @@
 //! The story-level Envoy of one test: N workers running the filter, sharing one shared-data map
-//! and one clock; requests are sent to a chosen worker and come back as [`Exchange`]s.
+//! and one clock; requests are sent to a chosen worker and come back as [`Roundtrip`]s.
 //!
 //! ```no_run
 //! # use idemgate_host_tests::scenario::{Envoy, Request, Response};
@@ -13,9 +13,9 @@
 //! # Ok(()) }
 //! ```
 
-use super::exchange::Exchange;
 use super::forwarding::Forwarding;
 use super::request::Request;
+use super::roundtrip::Roundtrip;
 use crate::artifacts;
 use crate::envoy::{
     CalloutRecord, CalloutRequest, Chain, Clock, Cluster, ClusterPath, Faults, LogLine, Service,
@@ -282,20 +282,20 @@ impl Envoy {
 
 impl WorkerHandle {
     /// Sends a whole request (headers, then every body chunk).
-    pub fn send(&self, request: Request) -> Result<Exchange> {
+    pub fn send(&self, request: Request) -> Result<Roundtrip> {
         let mut exchange = self.begin(request)?;
         exchange.send_rest()?;
         Ok(exchange)
     }
 
-    /// Sends only the request headers; the body follows with [`Exchange::send_next_chunk`].
-    pub fn begin(&self, request: Request) -> Result<Exchange> {
+    /// Sends only the request headers; the body follows with [`Roundtrip::send_next_chunk`].
+    pub fn begin(&self, request: Request) -> Result<Roundtrip> {
         let context = self.worker.borrow_mut().open(request.stream_properties())?;
         let no_body = request.chunks().is_empty();
         self.worker
             .borrow_mut()
             .request_headers(context, request.header_map(), no_body)?;
-        Ok(Exchange::new(self.worker.clone(), context, request))
+        Ok(Roundtrip::new(self.worker.clone(), context, request))
     }
 
     /// The callouts this worker dispatched that were not answered yet.

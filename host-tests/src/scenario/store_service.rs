@@ -1,6 +1,6 @@
 //! An in-process model of the store service, for the remote store path: `POST /v1/op`
 //! carrying the core's wire protocol (`idemgate_core::store::remote`), carried by the core's own
-//! [`remote::Exchange`] — the loop the real service runs, shares included — on an in-memory map:
+//! [`remote::Operation`] — the loop the real service runs, shares included — on an in-memory map:
 //! one value per key, the value's expiry as the engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
 //! shares the model, as Redis `TIME` is for the real service). Register the same `Arc` as a
 //! cluster of two simulated Envoys to make them a fleet. Its answers are the real service's: 200
@@ -12,8 +12,8 @@ use idemgate_core::client::scope::StorageKey;
 use idemgate_core::record::Record;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
-    self, client::PATH, Exchange, Failure, Need, SettleStep, Settled, Settlement, Step,
-    StoredValue, ValueVersion, Write,
+    self, client::PATH, Failure, LedgerOutcome, Need, Operation, OperationStep, Settlement,
+    SettlementStep, StoredValue, ValueVersion, Write,
 };
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
@@ -102,7 +102,7 @@ impl StoreService {
     /// is settled alone, as the service settles a batch (the lock makes every batch one job).
     fn carry(&self, request: remote::Request, now: UnixMillis) -> remote::Response {
         let mut values = lock(&self.values);
-        let (mut exchange, mut need) = Exchange::start(request);
+        let (mut exchange, mut need) = Operation::start(request);
         loop {
             let step = match need {
                 Need::Ledger(job) => {
@@ -120,12 +120,12 @@ impl StoreService {
                             Need::Ledger(_) => settlement.failed(Failure::Unavailable),
                         };
                         match step {
-                            SettleStep::Need(next) => need = next,
-                            SettleStep::Done(answers) => {
+                            SettlementStep::Need(next) => need = next,
+                            SettlementStep::Done(answers) => {
                                 break answers
                                     .first()
                                     .copied()
-                                    .unwrap_or(Settled::Failed(Failure::Unavailable))
+                                    .unwrap_or(LedgerOutcome::Failed(Failure::Unavailable))
                             }
                         }
                     };
@@ -140,8 +140,8 @@ impl StoreService {
                 } => exchange.written(cas(&mut values, &key, expect, write, now)),
             };
             match step {
-                Step::Need(next) => need = next,
-                Step::Done(response) => return response,
+                OperationStep::Need(next) => need = next,
+                OperationStep::Done(response) => return response,
             }
         }
     }
@@ -221,7 +221,7 @@ mod tests {
         let Outcome::Answer(answer) = store.serve(&post(worker, request.encode())) else {
             panic!("the store model always answers")
         };
-        client::answer(client::Answer {
+        client::answer(client::CalloutReply {
             status: Some(answer.status),
             body: &answer.body,
         })
@@ -293,7 +293,7 @@ mod tests {
             panic!("the store model always answers")
         };
         assert_eq!(answer.status, 400);
-        let decoded = client::answer(client::Answer {
+        let decoded = client::answer(client::CalloutReply {
             status: Some(400),
             body: &answer.body,
         })

@@ -1,5 +1,5 @@
 //! Delivering the upstream's scripted behaviour to a stream on a worker: an answer (in chunks,
-//! possibly cut off) or a failure Envoy reports with its own reply. Shared by [`super::Exchange`]
+//! possibly cut off) or a failure Envoy reports with its own reply. Shared by [`super::Roundtrip`]
 //! and the interleaving explorer.
 
 use super::response::{Failure, Response};

@@ -8,7 +8,7 @@ use crate::support::{created, order};
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote;
 use idemgate_host_tests::envoy::{CalloutFault, Clock};
-use idemgate_host_tests::scenario::{Abort, Envoy, Exchange, StoreService, RECORD_SECRET};
+use idemgate_host_tests::scenario::{Abort, Envoy, Roundtrip, StoreService, RECORD_SECRET};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -81,17 +81,17 @@ fn settle(envoy: &Envoy) {
     panic!("store callouts keep coming");
 }
 
-fn is_created(exchange: &Exchange) -> bool {
+fn is_created(exchange: &Roundtrip) -> bool {
     exchange
         .answer()
         .is_some_and(|a| a.status == 201 && a.body == br#"{"id":7}"#)
 }
 
-fn is_replay(exchange: &Exchange) -> bool {
+fn is_replay(exchange: &Roundtrip) -> bool {
     is_created(exchange) && exchange.answer().unwrap().header("idempotent-replayed") == Some("true")
 }
 
-fn status(exchange: &Exchange) -> Option<u16> {
+fn status(exchange: &Roundtrip) -> Option<u16> {
     exchange.answer().map(|a| a.status)
 }
 

@@ -11,7 +11,7 @@
 //!   it passes only without a claim, after its token was used;
 //! - a won claim is finished at most once, released if the request never went out, and (at the
 //!   end of every path) finished or handed to its exchange; a callback route keeps only a 2xx;
-//! - the resource claim the ordering guard gave is settled once, as applied only by a 2xx answer
+//! - the resource claim the sequencer gave is settled once, as applied only by a 2xx answer
 //!   that came to its end, or handed to the exchange; when the outcome is in doubt (sent with
 //!   nothing to hear its answer, or an answer that never came whole) it is never given back but
 //!   left to its lease with the key's claim.
@@ -20,9 +20,9 @@ use idemgate_core::answer::HttpAnswer;
 use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
-use idemgate_core::guard::ordering::{Ordered, Probe};
+use idemgate_core::guard::sequencer::{Ordered, Probe};
 use idemgate_core::guard::{
-    Action, Answer, Ask, Capture, Claim, Course, Decision, Event, Guarded, Sent, VerifiedToken,
+    Action, Ask, Capture, Claim, Course, Event, Guarded, Reply, Ruling, Sent, VerifiedToken,
     Warning,
 };
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
@@ -253,13 +253,11 @@ impl Run {
     fn feed(&mut self, input: Input) {
         let m = &mut self.machine;
         match input {
-            Input::Claim(case) => m.answered(Answer::Claim(claim_outcome(case)), &self.policy),
-            Input::Consume(case) => {
-                m.answered(Answer::Consume(consume_outcome(case)), &self.policy)
-            }
-            Input::Order(0) => m.ordered(Decision::Forward(Some(RESOURCE))),
-            Input::Order(1) => m.ordered(Decision::Forward(None)),
-            Input::Order(_) => m.ordered(Decision::Answer(HttpAnswer {
+            Input::Claim(case) => m.answered(Reply::Claim(claim_outcome(case)), &self.policy),
+            Input::Consume(case) => m.answered(Reply::Consume(consume_outcome(case)), &self.policy),
+            Input::Order(0) => m.ordered(Ruling::Forward(Some(RESOURCE))),
+            Input::Order(1) => m.ordered(Ruling::Forward(None)),
+            Input::Order(_) => m.ordered(Ruling::Answer(HttpAnswer {
                 status: 409,
                 headers: Vec::new(),
                 body: Vec::new(),
@@ -369,14 +367,14 @@ impl Run {
             let seen = &mut self.seen;
             if matches!(
                 action,
-                Action::Ask(_) | Action::Order { .. } | Action::Detach { .. }
+                Action::Ask(_) | Action::Sequence { .. } | Action::Detach { .. }
             ) {
                 assert_eq!(i + 1, n, "{}: a waiting action is not the last", at());
             }
             if matches!(
                 action,
                 Action::Ask(_)
-                    | Action::Order { .. }
+                    | Action::Sequence { .. }
                     | Action::Detach { .. }
                     | Action::Forward
                     | Action::Pass
@@ -402,7 +400,7 @@ impl Run {
                     );
                     seen.waits = Some("consume");
                 }
-                Action::Order { key, owner, .. } => {
+                Action::Sequence { key, owner, .. } => {
                     assert!(shape.ordered && seen.won && !seen.let_on, "{}", at());
                     assert!(
                         !seen.consumed,
@@ -492,7 +490,7 @@ impl Run {
                     }
                     seen.finishes.push(facts);
                 }
-                Action::SettleOrder { claim, applied } => {
+                Action::SettleResource { claim, applied } => {
                     assert_eq!(
                         Some(claim),
                         seen.resource,

@@ -18,7 +18,7 @@
 //! The machine from the claim on is explored in `guard.rs`.
 
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
-use idemgate_core::guard::{self, Action, Answer, Ask, Event, Guarded, Headed, Host, Warning};
+use idemgate_core::guard::{self, Action, Ask, Event, Guarded, Headed, Host, Reply, Warning};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
@@ -256,7 +256,7 @@ impl<'s> Run<'s> {
                     takeover: false,
                 };
                 self.machine
-                    .answered(Answer::Claim(Ok(forward)), &self.policy);
+                    .answered(Reply::Claim(Ok(forward)), &self.policy);
             }
         }
         let (actions, events) = self.take();

@@ -1,4 +1,4 @@
-//! The ordering guard: two events racing on one resource of an ordered callback route, every
+//! The sequencer: two events racing on one resource of an ordered callback route, every
 //! interleaving of their host-call steps through the filter's `.wasm` (the invariants:
 //! `explore::order`).
 

@@ -7,7 +7,7 @@ use crate::support::created;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote;
 use idemgate_host_tests::envoy::{Clock, HeaderMap};
-use idemgate_host_tests::scenario::{Envoy, Exchange, Request, StoreService, RECORD_SECRET};
+use idemgate_host_tests::scenario::{Envoy, Request, Roundtrip, StoreService, RECORD_SECRET};
 use std::sync::Arc;
 
 /// `/pay` takes a key when one is sent and always a one-time token; a request without a key is
@@ -71,7 +71,7 @@ fn consumes(store: &StoreService) -> Vec<ConsumeOutcome> {
 
 /// Sends the headers of a keyless payment: its token's use is asked of the store, and the
 /// request waits for the answer.
-fn paused_on_its_token(envoy: &Envoy) -> Exchange {
+fn paused_on_its_token(envoy: &Envoy) -> Roundtrip {
     let token = token(envoy);
     let mut exchange = envoy.worker(0).begin(keyless_payment(&token)).unwrap();
     assert_eq!(
@@ -85,7 +85,7 @@ fn paused_on_its_token(envoy: &Envoy) -> Exchange {
 }
 
 /// The store's answer comes last: only then does the request go on, with its whole body.
-fn answered_then_forwarded(envoy: &Envoy, store: &StoreService, exchange: &Exchange) {
+fn answered_then_forwarded(envoy: &Envoy, store: &StoreService, exchange: &Roundtrip) {
     assert!(exchange.answer().is_none(), "{:?}", exchange.answer());
     assert!(
         !exchange.reached_upstream(),

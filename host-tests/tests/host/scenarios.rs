@@ -186,7 +186,7 @@ fn a_request_that_never_reached_the_upstream_is_released() {
 
 #[test]
 fn an_outcome_in_doubt_keeps_the_claim_until_the_lease_ends() {
-    type Ending = fn(&idemgate_host_tests::scenario::Exchange);
+    type Ending = fn(&idemgate_host_tests::scenario::Roundtrip);
     let endings: [(&str, Ending); 4] = [
         ("upstream reset", |x| {
             x.upstream_fails(Failure::ResetBeforeResponse).unwrap()

@@ -1,7 +1,7 @@
 //! The decisions and the protocol on structured input (via `arbitrary`): policy knobs, an
 //! arbitrary record (built field by field, or one of `vectors/decision.json` shifted to `now`),
 //! a fingerprint, `now` and response facts (arbitrary, or one of `vectors/completion.json`), then
-//! a sequence of operations on `protocol::Engine` over a `MemoryStore`, including claims whose
+//! a sequence of operations on `protocol::Protocol` over a `MemoryStore`, including claims whose
 //! sans-IO transactions interleave with other operations.
 //!
 //! `decide` / `complete` invariants: a claim's `lease_until <= expires_at` and it is born alive;
@@ -25,7 +25,7 @@ use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{
-    ClaimOutcome, Claiming, ConsumeOutcome, Engine, FinishOutcome, ProtocolError, Step, StoreReply,
+    ClaimOutcome, Claiming, ConsumeOutcome, Protocol, FinishOutcome, ProtocolError, TransactionStep, StoreReply,
     StoreRequest, Transaction,
 };
 use idemgate_core::record::{
@@ -214,7 +214,7 @@ struct Pure {
 
 #[derive(Arbitrary, Debug)]
 enum Op {
-    /// A claim through `Engine` (the store answers at once).
+    /// A claim through `Protocol` (the store answers at once).
     Claim {
         key: u8,
         fp: u8,
@@ -762,7 +762,7 @@ impl<'p> World<'p> {
                 let pre = self.record(key);
                 let neighbours = self.neighbours(key, self.now);
                 let now = self.now;
-                let outcome = Engine {
+                let outcome = Protocol {
                     store: &mut self.store,
                     policy,
                 }
@@ -811,14 +811,14 @@ impl<'p> World<'p> {
                 };
                 let wrote = matches!(reply, StoreReply::Write(WriteOutcome::Written));
                 match self.pending[i].tx.resume(reply) {
-                    Step::Need(next) => {
+                    TransactionStep::Need(next) => {
                         assert!(!wrote, "wrote and still wants more");
                         self.pending[i].request = next;
                     }
-                    Step::Done(Err(ProtocolError::Contention)) => {
+                    TransactionStep::Done(Err(ProtocolError::Contention)) => {
                         self.pending.remove(i);
                     }
-                    Step::Done(outcome) => {
+                    TransactionStep::Done(outcome) => {
                         let p = self.pending.remove(i);
                         self.check_claim(p.key, p.fp, p.owner, p.now, pre, neighbours, outcome);
                     }
@@ -838,7 +838,7 @@ impl<'p> World<'p> {
                 let facts = facts.as_ref().map(Facts::resolve);
                 let pre = self.record(key);
                 let now = self.now;
-                let outcome = Engine {
+                let outcome = Protocol {
                     store: &mut self.store,
                     policy,
                 }
@@ -878,7 +878,7 @@ impl<'p> World<'p> {
                 let expires_at = now.after(Span(u64::from(ttl) + 1));
                 let pre = self.record(key);
                 let neighbours = self.neighbours(key, now);
-                let outcome = Engine {
+                let outcome = Protocol {
                     store: &mut self.store,
                     policy,
                 }

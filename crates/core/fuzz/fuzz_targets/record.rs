@@ -13,7 +13,7 @@ use idemgate_core::decision::decide;
 use idemgate_core::policy::Policy;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
-    Claiming, ProtocolError, Step, StoreReply, StoreRequest, Transaction,
+    Claiming, ProtocolError, TransactionStep, StoreReply, StoreRequest, Transaction,
 };
 use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::store::share::ledger::Ledger;
@@ -129,16 +129,16 @@ fuzz_target!(|data: &[u8]| {
         version: 3,
     })));
     match (&decoded, step) {
-        (Err(e), Step::Done(Err(ProtocolError::Corrupt(got)))) => assert_eq!(&got, e),
+        (Err(e), TransactionStep::Done(Err(ProtocolError::Corrupt(got)))) => assert_eq!(&got, e),
         (Err(e), other) => panic!("a corrupt cell ({e:?}) was decided on: {other:?}"),
-        (Ok(_), Step::Need(StoreRequest::Write { bytes, .. })) => {
+        (Ok(_), TransactionStep::Need(StoreRequest::Write { bytes, .. })) => {
             // What the claim writes back is itself a valid bucket holding our claim.
             let written = Bucket::decode(&bytes).expect("the protocol wrote an undecodable cell");
             assert!(
                 matches!(written.get(&key), Some(Record::InFlight(f)) if f.owner == OwnerToken([7; 16]))
             );
         }
-        (Ok(_), Step::Done(Ok(_))) => {}
+        (Ok(_), TransactionStep::Done(Ok(_))) => {}
         (Ok(_), other) => panic!("unexpected step on a valid cell: {other:?}"),
     }
 });

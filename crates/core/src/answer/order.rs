@@ -1,4 +1,4 @@
-//! The HTTP meaning of the ordering guard's outcomes and of a route's precondition,
+//! The HTTP meaning of the sequencer's outcomes and of a route's precondition,
 //! next to every other answer the edge makes: the host sends what it gets here, and adds
 //! [`applied_header`] to an upstream answer that applied an event.
 

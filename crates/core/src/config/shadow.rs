@@ -1,6 +1,6 @@
 //! Routes an earlier route hides. The first matching route wins ([`crate::policy::Policy::match_request`]),
 //! so a route placed after one that matches all its requests never runs: its signature, token,
-//! ordering guard or precondition would silently never be checked (a provider's signed route after
+//! sequencer or precondition would silently never be checked (a provider's signed route after
 //! a catch-all `/` forwards unsigned deliveries). Such a configuration is refused, naming both
 //! routes, whatever the hidden route carries: it never does what it says.
 

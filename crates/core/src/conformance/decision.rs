@@ -18,7 +18,7 @@ use crate::client::scope::StorageKey;
 use crate::client::signature::SignatureError;
 use crate::conformance::{fingerprint_label, header_pairs, policy_field, u64_field, Outcome};
 use crate::decision::{decide, decide_late, Decision, ResponseFacts};
-use crate::guard::{Action, Answer, Claim, Course, Guarded};
+use crate::guard::{Action, Claim, Course, Guarded, Reply};
 use crate::policy::{Policy, RouteKind};
 use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};
 use crate::request::budget::{Budget, Reservation};
@@ -188,7 +188,7 @@ fn detached(policy: &Policy, relay: &Value) -> Outcome {
         owner,
         takeover: false,
     };
-    machine.answered(Answer::Claim(Ok(won)), policy);
+    machine.answered(Reply::Claim(Ok(won)), policy);
     let actions: Vec<Action<(), ()>> = core::iter::from_fn(|| machine.poll()).collect();
     match &actions[..] {
         [Action::Detach { .. }] => Ok(object! { "decision" => "detach" }),

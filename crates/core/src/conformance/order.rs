@@ -1,4 +1,4 @@
-//! Group `order`: the ordering guard of a callback route and the If-Match precondition.
+//! Group `order`: the sequencer of a callback route and the If-Match precondition.
 //! - `{"op":"begin","table":..,"record":R|null,"event":..,"owner":n,"now":ms,"lease_ms":..,
 //!   "ttl_ms":..,"retry_after_ms":..,"forward_after_ms"?:..}` → `{"outcome": name, ...,
 //!   "record": R|null}` (the record written, `null` when nothing is);

@@ -1,18 +1,18 @@
 //! What a request does between its idempotency decision and the upstream, in the core's order
 //! (`docs/semantics.md` §7: the idempotency decision comes first). A claimed request on
-//! a route that orders its events has its event decided by the ordering guard, then its one-time
+//! a route that orders its events has its event decided by the sequencer, then its one-time
 //! token is used, once, then it goes out; a request forwarded without idempotency still has its
 //! token used first. The order was the Envoy filter's, spread over four functions; the host now
 //! asks the course for the next stage and carries it out, locally at once or after a store's
 //! answer.
 //!
-//! A stage that refuses the request (the ordering guard answers, the token was used before, the
+//! A stage that refuses the request (the sequencer answers, the token was used before, the
 //! store cannot record its use) ends the course: the request was never sent, so the host
-//! releases the claim it holds — [`super::after_use`] and the ordering guard say what it answers.
+//! releases the claim it holds — [`super::after_use`] and the sequencer say what it answers.
 
 use super::VerifiedToken;
 
-/// The stages still ahead of a request. `O` is what the host's ordering guard needs of the
+/// The stages still ahead of a request. `O` is what the host's sequencer needs of the
 /// event, handed back with its stage, so a stage cannot come without it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a request goes out only when its course says so"]
@@ -24,7 +24,7 @@ pub struct Course<O> {
 /// The next stage of a request's course.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage<O> {
-    /// Have the ordering guard decide the request's event (claimed requests only).
+    /// Have the sequencer decide the request's event (claimed requests only).
     Order(O),
     /// Use the request's one-time token, once.
     UseToken(VerifiedToken),

@@ -3,7 +3,7 @@
 //! come — possibly after the client's stream is gone. The host hands in what only it can read
 //! (where the answer came from, its head, its body or that the body was over the relay bound,
 //! whether the client still waits, the clock); the core says how the claim is finished, what the
-//! client is relayed, how the ordering guard's claim is settled, and what to count. Two steps,
+//! client is relayed, how the sequencer's claim is settled, and what to count. Two steps,
 //! because what the client is told may depend on what the store did:
 //!
 //! ```text
@@ -21,7 +21,7 @@ use crate::answer::order::applied_header;
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::guard::ordering::settlement;
+use crate::guard::sequencer::settlement;
 use crate::headers;
 use crate::policy::{Policy, RouteKind, Via};
 use crate::record::OwnerToken;
@@ -69,7 +69,7 @@ pub struct Callout<O> {
     pub order: Option<O>,
 }
 
-/// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says
+/// Finish the claim with these facts ([`crate::store::protocol::Protocol::finish`]); `cause` says
 /// why should they be in doubt. What the store did goes to [`Ending::finished`].
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "the host finishes the claim"]
@@ -117,7 +117,7 @@ pub struct Ended<O> {
     pub answer: HttpAnswer,
     /// The upstream's own answer (relayed with or without its body), else one the edge made.
     pub from_upstream: bool,
-    /// The ordering guard's claim settled: the event applied, or not. A claim the exchange held
+    /// The sequencer's claim settled: the event applied, or not. A claim the exchange held
     /// that is not here is dropped unsettled: the outcome is in doubt, so it holds until its
     /// lease ends.
     pub settle: Option<(O, bool)>,

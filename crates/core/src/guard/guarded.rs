@@ -3,7 +3,7 @@
 //!
 //! The host hands in what happened: its body, chunk by chunk ([`Guarded::body_wants`],
 //! [`Guarded::body_chunk`], [`Guarded::body_end`]: `taking`), the store's answer to a question
-//! the machine asked ([`Guarded::answered`]), the ordering guard's decision
+//! the machine asked ([`Guarded::answered`]), the sequencer's decision
 //! ([`Guarded::ordered`]), whether a detached exchange went out ([`Guarded::sent`]), the
 //! upstream's head, body and end ([`Guarded::upstream_head`], [`Guarded::upstream_chunk`],
 //! [`Guarded::ended`]), a clock it could not read ([`Guarded::clock_failed`]). Then it takes the
@@ -34,7 +34,7 @@ use super::{
 use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::guard::ordering::Ordered;
+use crate::guard::sequencer::Ordered;
 use crate::policy::{Policy, RouteKind};
 use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
@@ -49,7 +49,7 @@ mod io;
 mod queue;
 mod taking;
 
-pub use io::{Action, Answer, Ask, Claim, Decision, Kept, Sent, Warning};
+pub use io::{Action, Ask, Claim, Kept, Reply, Ruling, Sent, Warning};
 use queue::Queue;
 pub use taking::Intaking;
 
@@ -89,7 +89,7 @@ enum State<O, H> {
         course: Course<Ordered>,
         held: Option<Kept<H>>,
     },
-    /// On its course, waiting for the ordering guard's decision on its event.
+    /// On its course, waiting for the sequencer's decision on its event.
     Ordering {
         course: Course<Ordered>,
         after: After<H>,
@@ -226,19 +226,19 @@ impl<O, H> Guarded<O, H> {
     }
 
     /// The store answered the question the last [`Action::Ask`] asked.
-    pub fn answered(&mut self, reply: Answer, policy: &Policy) {
+    pub fn answered(&mut self, reply: Reply, policy: &Policy) {
         match (core::mem::replace(&mut self.state, State::Over), reply) {
-            (State::Claiming { key, course, held }, Answer::Claim(outcome)) => {
+            (State::Claiming { key, course, held }, Reply::Claim(outcome)) => {
                 self.claimed(key, &outcome, course, held, policy)
             }
-            (State::Looking { key }, Answer::Claim(outcome)) => self.looked(key, &outcome, policy),
+            (State::Looking { key }, Reply::Claim(outcome)) => self.looked(key, &outcome, policy),
             (
                 State::Using {
                     course,
                     after,
                     order,
                 },
-                Answer::Consume(outcome),
+                Reply::Consume(outcome),
             ) => {
                 let (refusal, events) = after_use(&outcome);
                 self.queue.count(events);
@@ -262,12 +262,12 @@ impl<O, H> Guarded<O, H> {
         }
     }
 
-    /// The ordering guard decided the event the last [`Action::Order`] asked about.
-    pub fn ordered(&mut self, decision: Decision<O>) {
+    /// The sequencer decided the event the last [`Action::Sequence`] asked about.
+    pub fn ordered(&mut self, decision: Ruling<O>) {
         match core::mem::replace(&mut self.state, State::Over) {
             State::Ordering { course, after } => match decision {
-                Decision::Forward(order) => self.go(course, after, order),
-                Decision::Answer(http) => {
+                Ruling::Forward(order) => self.go(course, after, order),
+                Ruling::Answer(http) => {
                     self.not_forwarded(after, None);
                     self.reply(http);
                 }
@@ -302,7 +302,7 @@ impl<O, H> Guarded<O, H> {
     }
 
     /// The client is gone (its stream reset or done before its answer). Whatever the request
-    /// waits for — a store answer, the ordering guard's decision, whether its exchange went
+    /// waits for — a store answer, the sequencer's decision, whether its exchange went
     /// out — is still taken, but the request no longer goes on: a claim it wins or holds is
     /// released (the upstream never saw it), a resource claim given back, and nothing is
     /// answered. A body being taken in is dropped (nothing was claimed yet). A request already
@@ -428,7 +428,7 @@ impl<O, H> Guarded<O, H> {
                     // `Course::unguarded` never orders; an unowned request has nothing to order.
                     return self.go(course, after, order);
                 };
-                let action = Action::Order {
+                let action = Action::Sequence {
                     ordered,
                     key: *key,
                     owner: *owner,
@@ -517,7 +517,7 @@ impl<O, H> Guarded<O, H> {
 
     fn settle_order(&mut self, order: Option<O>, applied: bool) {
         if let Some(claim) = order {
-            self.queue.push(Action::SettleOrder { claim, applied });
+            self.queue.push(Action::SettleResource { claim, applied });
         }
     }
 

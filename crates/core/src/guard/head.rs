@@ -18,7 +18,7 @@ use crate::client::identity::{
 };
 use crate::client::payer::Payers;
 use crate::decision::admission::admit;
-use crate::guard::ordering::Probe;
+use crate::guard::sequencer::Probe;
 use crate::policy::{Detached, Forward, Policy, Route};
 use crate::record::OwnerToken;
 use crate::request::budget::{Budget, Reservation};
@@ -239,7 +239,7 @@ where
     }
     let probe = Probe::start(route, headers);
     // Each copy of the body the machine keeps until the claim is charged: the
-    // ordering guard's, and a detached exchange's.
+    // sequencer's, and a detached exchange's.
     let keeps_order = probe.as_ref().is_some_and(Probe::keeps_body);
     let copies = u64::from(keeps_order) + u64::from(detached.is_some());
     let detached = detached.map(|d| (d, Reservation::new(host.relay_budget(), Rc::clone(&peer))));

@@ -157,7 +157,7 @@ pub struct Intake {
 
 impl Intake {
     /// Starts taking in the body of a keyed request. `host_copies`: how many copies of the body
-    /// the host keeps itself until the claim (the ordering guard's, a detached exchange's).
+    /// the host keeps itself until the claim (the sequencer's, a detached exchange's).
     #[inline]
     pub fn new(
         key: PendingKey,

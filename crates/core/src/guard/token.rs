@@ -126,7 +126,7 @@ pub fn check_token<'h>(
 mod tests {
     use super::*;
     use crate::client::payer::Payers;
-    use crate::store::protocol::{ConsumeOutcome, Engine};
+    use crate::store::protocol::{ConsumeOutcome, Protocol};
     use crate::store::MemoryStore;
     use alloc::string::{String, ToString};
     use alloc::vec::Vec;
@@ -250,11 +250,12 @@ mod tests {
         assert_eq!(check(ALICE, "PATCH"), bad);
         let verified = check(ALICE, "POST").unwrap().unwrap();
         let mut store = MemoryStore::new();
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy: &policy,
         };
-        let mut used = || engine.consume(verified.use_key, verified.expires_at, Payers::NONE, NOW);
+        let mut used =
+            || protocol.consume(verified.use_key, verified.expires_at, Payers::NONE, NOW);
         assert_eq!(used(), Ok(ConsumeOutcome::Consumed));
         assert_eq!(used(), Ok(ConsumeOutcome::AlreadyUsed));
     }

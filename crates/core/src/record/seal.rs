@@ -18,7 +18,7 @@
 //! is not: the filter's finish does not carry it, and a record whose fingerprint was altered can
 //! only be replayed to its own key's client, with an answer a filter stored for that key.
 //!
-//! The ordering guard's resource records are sealed alike, over what decides an event's fate:
+//! The sequencer's resource records are sealed alike, over what decides an event's fate:
 //!
 //! ```text
 //! seal = HMAC-SHA256(secret, len‖"idemgate-resource-seal-v1" ‖ len‖key ‖ len‖state ‖ len‖version)

@@ -6,7 +6,7 @@
 //! like the store's shares; [`crate::guard::Intake::charge`] reserves from it). A stream's body is
 //! hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical encoding of the
 //! objects still open, which can approach the bytes seen so far, and where a key source reads the
-//! body, the ordering guard reads it, or a detached exchange will send it, the host keeps a copy of
+//! body, the sequencer reads it, or a detached exchange will send it, the host keeps a copy of
 //! it too. One stream is bounded by `max_request_body` (per copy), but many concurrent streams
 //! (HTTP/2 multiplexes hundreds on a connection) multiply it, and a failed allocation would trap
 //! the VM — every stream of the worker lost. So every stream reserves the body bytes it keeps (each

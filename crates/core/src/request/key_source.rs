@@ -367,7 +367,7 @@ fn form_key(body: &[u8], name: &str) -> Result<Option<IdempotencyKey>, KeyError>
 }
 
 /// The decoded value of form field `name` in a form body: its first occurrence, `None` if absent
-/// (the ordering guard reads the resource id and event type this way, [`crate::order`]).
+/// (the sequencer reads the resource id and event type this way, [`crate::order`]).
 pub(crate) fn form_field(body: &[u8], name: &str) -> Option<Vec<u8>> {
     body.split(|b| *b == b'&').find_map(|pair| {
         let (n, v) = match pair.iter().position(|b| *b == b'=') {

@@ -23,12 +23,12 @@ use alloc::vec::Vec;
 use core::fmt;
 
 mod claim;
-mod engine;
+mod immediate;
 
 pub(crate) use claim::make_room;
 use claim::Settling;
 pub use claim::{ClaimOutcome, Claiming, ConsumeOutcome, Consuming, FinishOutcome};
-pub use engine::Engine;
+pub use immediate::Protocol;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
 /// made progress on the same cell, so this bounds work, not correctness).
@@ -57,7 +57,7 @@ pub enum StoreReply {
 
 /// Either another store call, or the end.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step<O> {
+pub enum TransactionStep<O> {
     Need(StoreRequest),
     Done(Result<O, ProtocolError>),
 }
@@ -160,42 +160,42 @@ impl<M: Mutation> Transaction<M> {
 
     /// Feeds the answer to the last request.
     #[must_use = "the next store request must be sent, or the outcome acted on"]
-    pub fn resume(&mut self, reply: StoreReply) -> Step<M::Outcome> {
+    pub fn resume(&mut self, reply: StoreReply) -> TransactionStep<M::Outcome> {
         let state = core::mem::replace(&mut self.state, State::Finished);
         match (state, reply) {
-            (_, StoreReply::Failed(e)) => Step::Done(Err(ProtocolError::Store(e))),
+            (_, StoreReply::Failed(e)) => TransactionStep::Done(Err(ProtocolError::Store(e))),
             (State::Reading, StoreReply::Read(snapshot)) => self.decide(snapshot),
             (State::Writing(outcome), StoreReply::Write(WriteOutcome::Written)) => {
-                Step::Done(Ok(outcome))
+                TransactionStep::Done(Ok(outcome))
             }
             (State::Writing(_), StoreReply::Write(WriteOutcome::Conflict)) => {
                 self.attempts += 1;
                 if self.attempts >= MAX_ATTEMPTS {
-                    return Step::Done(Err(ProtocolError::Contention));
+                    return TransactionStep::Done(Err(ProtocolError::Contention));
                 }
                 self.state = State::Reading;
-                Step::Need(StoreRequest::Read {
+                TransactionStep::Need(StoreRequest::Read {
                     cell: self.cell.clone(),
                 })
             }
-            _ => Step::Done(Err(ProtocolError::UnexpectedReply)),
+            _ => TransactionStep::Done(Err(ProtocolError::UnexpectedReply)),
         }
     }
 
-    fn decide(&mut self, snapshot: Option<Snapshot>) -> Step<M::Outcome> {
+    fn decide(&mut self, snapshot: Option<Snapshot>) -> TransactionStep<M::Outcome> {
         let (mut bucket, expect) = match &snapshot {
             None => (Bucket::default(), Expect::Absent),
             Some(snap) => match Bucket::decode(&snap.bytes) {
                 Ok(bucket) => (bucket, Expect::Version(snap.version)),
-                Err(e) => return Step::Done(Err(ProtocolError::Corrupt(e))),
+                Err(e) => return TransactionStep::Done(Err(ProtocolError::Corrupt(e))),
             },
         };
         bucket.reclaim(self.now);
         match self.mutation.apply(&mut bucket, self.now) {
-            Apply::Keep(outcome) => Step::Done(Ok(outcome)),
+            Apply::Keep(outcome) => TransactionStep::Done(Ok(outcome)),
             Apply::Write(outcome) => {
                 self.state = State::Writing(outcome);
-                Step::Need(StoreRequest::Write {
+                TransactionStep::Need(StoreRequest::Write {
                     cell: self.cell.clone(),
                     bytes: bucket.encode(),
                     expect,
@@ -227,8 +227,8 @@ pub(crate) fn run_from<S: Store + ?Sized, M: Mutation>(
 ) -> Result<M::Outcome, ProtocolError> {
     let (mut tx, _read) = Transaction::start(cell, mutation, now);
     match tx.resume(StoreReply::Read(first)) {
-        Step::Need(request) => drive(store, tx, request),
-        Step::Done(result) => result,
+        TransactionStep::Need(request) => drive(store, tx, request),
+        TransactionStep::Done(result) => result,
     }
 }
 
@@ -253,8 +253,8 @@ fn drive<S: Store + ?Sized, M: Mutation>(
             },
         };
         match tx.resume(reply) {
-            Step::Need(next) => request = next,
-            Step::Done(result) => return result,
+            TransactionStep::Need(next) => request = next,
+            TransactionStep::Done(result) => return result,
         }
     }
 }

@@ -10,12 +10,12 @@
 //! - the filter runs the policy half (`crate::decision::verdict`: which answers are stored, which
 //!   headers are replayed, body limits) and sends a [`wire::Request`] — claim, finish (store or
 //!   release) or token consume — with the few policy values the record needs (lease, TTL);
-//! - the service reads the key, calls [`exchange::apply`] on the record it found (the same
+//! - the service reads the key, calls [`operation::apply`] on the record it found (the same
 //!   `crate::decision::decide_with` as the local store), and writes the result with a
 //!   compare-and-set on the value's [`stored::ValueVersion`], deciding again on a lost race
-//!   ([`exchange::Exchange`] is that loop, sans-IO). In the common cases (a fresh claim, a token's
-//!   first use, the owner's finish) the exchange skips the read: it decides on the state the key
-//!   most likely holds and lets the compare-and-set prove it ([`exchange::Exchange::speculate`]),
+//!   ([`operation::Operation`] is that loop, sans-IO). In the common cases (a fresh claim, a token's
+//!   first use, the owner's finish) the operation skips the read: it decides on the state the key
+//!   most likely holds and lets the compare-and-set prove it ([`operation::Operation::speculate`]),
 //!   one engine round trip instead of two;
 //! - the filter decodes the [`wire::Response`] into the same outcomes the local protocol returns
 //!   ([`client`] holds both of the filter's steps).
@@ -27,7 +27,7 @@
 //! at its share while the store is under pressure. The fleet's fill is counted as the local store
 //! counts it ([`crate::store::share::fill`]): in fill shards, each a ledger key of its own charged
 //! with the record, the shard a key falls in standing for the whole store; the filter's
-//! `capacity` places the key, and the request carries its shard. The exchange asks for each charge ([`exchange::Need::Ledger`]); the service
+//! `capacity` places the key, and the request carries its shard. The operation asks for each charge ([`operation::Need::Ledger`]); the service
 //! settles the charges waiting on one payer's key together ([`settle::Settlement`]), so one busy
 //! client's concurrent requests share a compare-and-set instead of racing for it.
 //!
@@ -39,22 +39,24 @@
 //!
 //! A speculative write is decided before anything is read, so on the service's clock; it carries
 //! that time, and the engine refuses it (answering with its own clock and the key's value, in the
-//! same atomic step) unless its clock is within [`exchange::CLOCK_TOLERANCE`] of it. The decision
+//! same atomic step) unless its clock is within [`operation::CLOCK_TOLERANCE`] of it. The decision
 //! is then made again on the engine's clock. So every write that lands was decided at the
 //! engine's time, to within the tolerance; and a speculative decision never depends on a lease
 //! or an expiry of a record it did not see (it assumes the key absent, or holding the claim the
 //! service itself just wrote), so the tolerance moves only the times of the record it writes.
 
 pub mod client;
-pub mod exchange;
 pub mod finishing;
 pub(crate) mod ledger;
+pub mod operation;
 pub mod settle;
 pub mod stored;
 pub mod wire;
 
-pub use exchange::{apply, Change, Exchange, Need, Resume, Step, Write, CLOCK_TOLERANCE};
 pub use finishing::{FinishNote, FinishStep, Finishing};
-pub use settle::{LedgerJob, SettleStep, Settled, Settlement};
+pub use operation::{
+    apply, Change, Need, Operation, OperationStep, Resume, Write, CLOCK_TOLERANCE,
+};
+pub use settle::{LedgerJob, LedgerOutcome, Settlement, SettlementStep};
 pub use stored::{StoredValue, ValueVersion};
 pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};

@@ -1,7 +1,7 @@
 //! What a claim, a finish and a token's use do to the record under one key — written once, for both
 //! stores: the local store applies these inside a cell's bucket
 //! ([`crate::store::protocol`]), the remote engine to the one record it read
-//! ([`crate::store::remote::exchange::apply`]). Each takes the live record (expired ones already
+//! ([`crate::store::remote::operation::apply`]). Each takes the live record (expired ones already
 //! dropped) and returns the outcome with the [`Change`] that makes it so. What surrounds the record
 //! — a cell's room, a share's charge, an engine's version and clock — is the store's own business.
 

@@ -76,7 +76,7 @@ pub fn remove_header(map: MapType, name: &str) -> Result<(), Status> {
     }
 }
 
-/// Adds a header value (the ordering guard's `idemgate-order: applied` on an upstream answer).
+/// Adds a header value (the sequencer's `idemgate-order: applied` on an upstream answer).
 pub fn add_header(map: MapType, name: &str, value: &str) -> Result<(), Status> {
     #[cfg(target_arch = "wasm32")]
     {

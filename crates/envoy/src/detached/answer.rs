@@ -145,7 +145,7 @@ pub fn answered(
         shared.metrics.bump(Counter::from(event));
     }
     if let Some((claim, applied)) = ended.settle {
-        crate::order::settle(&shared, claim, applied, false);
+        crate::sequencer::settle(&shared, claim, applied, false);
     }
     Relay {
         answer: ended.answer,

@@ -1,6 +1,6 @@
 //! The request's life after its body, as the core's machine ([`guard::Guarded`]) runs it: each
 //! of its actions carried out here — a store question asked of the local store at once or of the
-//! remote store by callout (the stream paused until it answers), the ordering guard asked, the
+//! remote store by callout (the stream paused until it answers), the sequencer asked, the
 //! request let on or sent on a detached exchange, an answer sent, a claim finished, a resource
 //! settled — and each answer handed back to the machine. Whether the store is local or remote is
 //! decided in [`crate::backend`] only.
@@ -10,7 +10,7 @@ use super::*;
 /// What asking the store gave.
 enum Asked {
     /// The local store's answer, or a remote call that could not be made.
-    Now(Answer),
+    Now(Reply),
     /// Asked of the remote store by this callout: the answer comes later.
     Later(u32),
     /// The local store cannot be asked without the clock.
@@ -35,11 +35,11 @@ impl Filter {
                     // The request waits for the answer: its last action (the machine's rule).
                     Asked::Later(token) => (call, result) = (Some(token), Action::Pause),
                 },
-                guard::Action::Order {
+                guard::Action::Sequence {
                     ordered, payers, ..
-                } => match order::begin(&self.shared, ordered, payers, self.context_id) {
-                    Begun::Now(decision) => machine.ordered(decision),
-                    Begun::Later(token) => (call, result) = (Some(token), Action::Pause),
+                } => match sequencer::begin(&self.shared, ordered, payers, self.context_id) {
+                    Sequenced::Now(decision) => machine.ordered(decision),
+                    Sequenced::Later(token) => (call, result) = (Some(token), Action::Pause),
                 },
                 guard::Action::Detach {
                     key,
@@ -71,10 +71,10 @@ impl Filter {
                 } => {
                     settle(&self.shared, key, owner, facts, cause, true);
                 }
-                guard::Action::SettleOrder { claim, applied } => {
-                    order::settle(&self.shared, claim, applied, true);
+                guard::Action::SettleResource { claim, applied } => {
+                    sequencer::settle(&self.shared, claim, applied, true);
                 }
-                guard::Action::MarkApplied => order::mark_response(),
+                guard::Action::MarkApplied => sequencer::mark_response(),
                 guard::Action::Warn(warning) => {
                     host::log(LogLevel::Warn, &warning.to_string());
                 }
@@ -132,26 +132,28 @@ impl Filter {
                 return match remote_store::call(shared, &request, |_| pending) {
                     Ok(token) => Asked::Later(token),
                     Err(e) => Asked::Now(match ask {
-                        Ask::Claim(_) | Ask::Replay { .. } => Answer::Claim(Err(e)),
-                        Ask::Consume { .. } => Answer::Consume(Err(e)),
+                        Ask::Claim(_) | Ask::Replay { .. } => Reply::Claim(Err(e)),
+                        Ask::Consume { .. } => Reply::Consume(Err(e)),
                     }),
                 };
             }
         };
-        let mut engine = Engine {
+        let mut protocol = Protocol {
             store: &mut store,
             policy,
         };
         Asked::Now(match ask {
             Ask::Claim(c) => {
-                Answer::Claim(engine.claim(c.key, c.fingerprint, c.owner, c.payers, now))
+                Reply::Claim(protocol.claim(c.key, c.fingerprint, c.owner, c.payers, now))
             }
-            Ask::Replay { key, fingerprint } => Answer::Claim(engine.replay(key, fingerprint, now)),
+            Ask::Replay { key, fingerprint } => {
+                Reply::Claim(protocol.replay(key, fingerprint, now))
+            }
             Ask::Consume {
                 use_key,
                 expires_at,
                 payers,
-            } => Answer::Consume(engine.consume(use_key, expires_at, payers, now)),
+            } => Reply::Consume(protocol.consume(use_key, expires_at, payers, now)),
         })
     }
 
@@ -183,7 +185,7 @@ impl Filter {
                 Some(key) => remote_store::claim_outcome(&shared, reply, &key),
                 None => Err(ProtocolError::UnexpectedReply),
             };
-            machine.answered(Answer::Claim(outcome), &shared.policy);
+            machine.answered(Reply::Claim(outcome), &shared.policy);
         });
     }
 
@@ -192,12 +194,12 @@ impl Filter {
         let shared = Rc::clone(&self.shared);
         self.answer_with(|machine| {
             let outcome = client::consume_outcome(reply.answer());
-            machine.answered(Answer::Consume(outcome), &shared.policy);
+            machine.answered(Reply::Consume(outcome), &shared.policy);
         });
     }
 
-    /// The remote store answered the ordering guard's begin for this request.
-    pub fn order_answered(&mut self, decision: Decision<OrderClaim>) {
+    /// The remote store answered the sequencer's begin for this request.
+    pub fn order_answered(&mut self, decision: Ruling<OrderClaim>) {
         self.answer_with(|machine| machine.ordered(decision));
     }
 }

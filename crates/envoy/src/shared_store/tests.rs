@@ -5,7 +5,7 @@ use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{ClaimOutcome, Engine};
+use idemgate_core::store::protocol::{ClaimOutcome, Protocol};
 use idemgate_core::time::UnixMillis;
 use std::collections::HashMap;
 
@@ -192,7 +192,7 @@ fn the_protocol_claims_once_over_the_model() {
         next_cas: u32::MAX - 3,
         ..Default::default()
     });
-    let mut engine = Engine {
+    let mut protocol = Protocol {
         store: &mut store,
         policy: &policy,
     };
@@ -201,7 +201,7 @@ fn the_protocol_claims_once_over_the_model() {
     let now = UnixMillis(1_000);
     let mut forwarded = 0;
     for owner in 0..10u8 {
-        if let ClaimOutcome::Forward { .. } = engine
+        if let ClaimOutcome::Forward { .. } = protocol
             .claim(key, fp, OwnerToken([owner; 16]), Payers::NONE, now)
             .unwrap()
         {
@@ -214,11 +214,11 @@ fn the_protocol_claims_once_over_the_model() {
         headers: vec![],
         body: Some(b"ok".to_vec()),
     };
-    engine
+    protocol
         .finish(key, OwnerToken([0; 16]), Some(facts), now)
         .unwrap();
     assert!(matches!(
-        engine
+        protocol
             .claim(key, fp, OwnerToken([42; 16]), Payers::NONE, now)
             .unwrap(),
         ClaimOutcome::Replay(_)

@@ -22,7 +22,7 @@ fn bad_configurations_are_rejected_naming_the_field() {
         r#"{ "routes": [{ "prefix": "/orders", "key": "required" }] }"#,
     );
     assert!(ok, "a good configuration validates:\n{log}");
-    // The ordering guard on an unsigned route, said explicitly; a callback route's own share.
+    // The sequencer on an unsigned route, said explicitly; a callback route's own share.
     let (ok, log) = check(
         "unsigned-order-allowed",
         r#"{ "routes": [{ "prefix": "/hooks", "kind": "callback", "share": "5%",
@@ -31,7 +31,7 @@ fn bad_configurations_are_rejected_naming_the_field() {
                         "event": { "json": "/type" },
                         "table": { "transitions": [["new", "pay", "paid"]] } } }] }"#,
     );
-    assert!(ok, "an explicit unsigned ordering guard validates:\n{log}");
+    assert!(ok, "an explicit unsigned sequencer validates:\n{log}");
     for (name, filter, field) in [
         ("lease", r#"{ "lease": "forever" }"#, "`lease`"),
         (

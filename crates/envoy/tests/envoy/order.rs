@@ -1,4 +1,4 @@
-//! The ordering guard of a callback route (`routes[].order`) and `precondition:
+//! The sequencer of a callback route (`routes[].order`) and `precondition:
 //! "if-match"`, in a real Envoy on the local store, on the router path and on detached exchanges
 //! (re-entry). Every guarded request is also sent to a twin route without `order` /
 //! `precondition`, which must forward it as idemgate without them does: the guard adds its

@@ -1,4 +1,4 @@
-//! The ordering guard on a fleet: two real Envoys whose ordering guards keep each resource's state
+//! The sequencer on a fleet: two real Envoys whose sequencers keep each resource's state
 //! in one remote store (the `idemgate-store` service on redis-server, PostgreSQL, or both), so an
 //! event applied through one Envoy is already applied through the other, and an event that arrived
 //! early at one applies after the event another Envoy forwarded.

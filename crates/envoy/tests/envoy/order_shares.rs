@@ -1,4 +1,4 @@
-//! The ordering guard's resource records are charged like claims, in a real Envoy on the local
+//! The sequencer's resource records are charged like claims, in a real Envoy on the local
 //! store: one address floods an unsigned ordering route (`order.unsigned: "allow"`) with events
 //! for made-up resources — early events, each leaving a record for its patience and TTL, the
 //! delivery's own claim released at once — and is held at its address share once the store is

@@ -193,7 +193,7 @@ fn a_stored_header_outside_the_allow_list_is_not_replayed() {
     assert_eq!(upstream.hits("allow-1"), 1);
 }
 
-/// The one resource record of the ordering guard the store holds (its Redis key, storage key and
+/// The one resource record of the sequencer the store holds (its Redis key, storage key and
 /// value), among the delivery ids' records and the payers' ledgers.
 fn only_resource(port: u16) -> (String, StorageKey, StoredValue) {
     let (records, names) = stored_records(port);

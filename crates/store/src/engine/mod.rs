@@ -1,7 +1,7 @@
 //! The engines the service carries the core's exchange to. Each gives the exchange the same two
 //! atomic steps — *read* (a key's value and the engine's clock, together) and *compare-and-set*
 //! (write or delete only if the value's version is still the one read) — so every decision about a
-//! record stays the core's ([`idemgate_core::store::remote::Exchange`]), whatever holds the
+//! record stays the core's ([`idemgate_core::store::remote::Operation`]), whatever holds the
 //! records.
 
 mod postgres;

@@ -1,6 +1,6 @@
 //! What this service replica wrote for the claims it forwarded, kept until their finish, so the
 //! owner's finish can skip its read: the core's exchange assumes the key still holds that claim
-//! and the compare-and-set on its version proves it (see the core's `Exchange::speculate`).
+//! and the compare-and-set on its version proves it (see the core's `Operation::speculate`).
 //!
 //! A hint, never a source of truth: a value that is stale (the claim was taken over, expired,
 //! or finished through another replica) only costs the compare-and-set that fails and answers

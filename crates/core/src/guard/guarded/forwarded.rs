@@ -1,10 +1,10 @@
 //! How a request forwarded on the router path ends: the upstream's head, the body the record
-//! keeps, and its end — settled as the key's owner, with the ordering guard's claim. (A detached
+//! keeps, and its end — settled as the key's owner, with the sequencer's claim. (A detached
 //! exchange's ending is [`crate::guard::Ending`]'s.)
 
 use super::{Action, Guarded, State, Warning};
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::guard::ordering::{applies, settlement};
+use crate::guard::sequencer::{applies, settlement};
 use crate::guard::Capture;
 
 impl<O, H> Guarded<O, H> {

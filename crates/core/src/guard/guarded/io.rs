@@ -1,5 +1,5 @@
 //! What the host hands a [`Guarded`] machine and what it gets back: the store's questions and
-//! answers, the ordering guard's decision, whether a detached exchange went out, the actions to
+//! answers, the sequencer's decision, whether a detached exchange went out, the actions to
 //! carry out, the request a detached route keeps, and the warnings to log.
 
 #[allow(unused_imports)] // named by the docs
@@ -7,7 +7,7 @@ use super::Guarded;
 use crate::answer::HttpAnswer;
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
-use crate::guard::ordering::Ordered;
+use crate::guard::sequencer::Ordered;
 use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
 use crate::request::fingerprint::Fingerprint;
@@ -21,16 +21,16 @@ use core::fmt;
 /// answer comes back through [`Guarded::answered`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
-    /// Claim the key for this request ([`crate::store::protocol::Engine::claim`]).
+    /// Claim the key for this request ([`crate::store::protocol::Protocol::claim`]).
     Claim(Claim),
     /// Look the key up for a late delivery, writing nothing
-    /// ([`crate::store::protocol::Engine::replay`]); answered as a claim is
-    /// ([`Answer::Claim`]).
+    /// ([`crate::store::protocol::Protocol::replay`]); answered as a claim is
+    /// ([`Reply::Claim`]).
     Replay {
         key: StorageKey,
         fingerprint: Fingerprint,
     },
-    /// Use the request's one-time token, once ([`crate::store::protocol::Engine::consume`]).
+    /// Use the request's one-time token, once ([`crate::store::protocol::Protocol::consume`]).
     Consume {
         use_key: StorageKey,
         expires_at: UnixMillis,
@@ -38,7 +38,7 @@ pub enum Ask {
     },
 }
 
-/// A claim on a request's key, as [`crate::store::protocol::Engine::claim`] takes it.
+/// A claim on a request's key, as [`crate::store::protocol::Protocol::claim`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     pub key: StorageKey,
@@ -50,15 +50,15 @@ pub struct Claim {
 
 /// The store's answer to an [`Ask`], of the same kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
+pub enum Reply {
     Claim(Result<ClaimOutcome, ProtocolError>),
     Consume(Result<ConsumeOutcome, ProtocolError>),
 }
 
-/// What the ordering guard decided for the request's event (the host asks it for
-/// [`Action::Order`]).
+/// What the sequencer decided for the request's event (the host asks it for
+/// [`Action::Sequence`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Decision<O> {
+pub enum Ruling<O> {
     /// Let the request on; with the resource's claim, settled when the upstream answers.
     Forward(Option<O>),
     /// Answer it at the edge: nothing ran, so the delivery id's claim is released.
@@ -80,11 +80,11 @@ pub enum Sent<O> {
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "the host carries out every action"]
 pub enum Action<O, H> {
-    /// Ask the store; the request waits for the [`Answer`].
+    /// Ask the store; the request waits for the [`Reply`].
     Ask(Ask),
-    /// Ask the ordering guard about the event this claim delivers; the request waits for the
-    /// [`Decision`].
-    Order {
+    /// Ask the sequencer about the event this claim delivers; the request waits for the
+    /// [`Ruling`].
+    Sequence {
         ordered: Ordered,
         key: StorageKey,
         owner: OwnerToken,
@@ -106,7 +106,7 @@ pub enum Action<O, H> {
     },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
-    /// Finish the claim with these facts ([`crate::store::protocol::Engine::finish`]); `cause` says
+    /// Finish the claim with these facts ([`crate::store::protocol::Protocol::finish`]); `cause` says
     /// why should they be in doubt.
     Finish {
         key: StorageKey,
@@ -114,8 +114,8 @@ pub enum Action<O, H> {
         facts: ResponseFacts,
         cause: DoubtCause,
     },
-    /// Settle the ordering guard's claim on the resource: the event applied, or not.
-    SettleOrder { claim: O, applied: bool },
+    /// Settle the sequencer's claim on the resource: the event applied, or not.
+    SettleResource { claim: O, applied: bool },
     /// Mark the upstream's answer as the one that applied the event (`idemgate-order: applied`).
     MarkApplied,
     /// Log this at warning level.

@@ -3,7 +3,7 @@
 use super::{Action, Events};
 
 /// The actions an input gave, taken in order by [`Guarded::poll`]. An action the request waits on
-/// ([`Action::Ask`], [`Action::Order`], [`Action::Detach`]) is always the last of its input's:
+/// ([`Action::Ask`], [`Action::Sequence`], [`Action::Detach`]) is always the last of its input's:
 /// its answer is the next input. No input gives more than four.
 #[derive(Debug)]
 pub(super) struct Queue<O, H> {

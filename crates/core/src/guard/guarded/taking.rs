@@ -8,7 +8,7 @@ use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
 use crate::answer::{answer, EdgeAnswer};
 use crate::client::payer::Payers;
 use crate::client::signature::Freshness;
-use crate::guard::ordering::Probe;
+use crate::guard::sequencer::Probe;
 use crate::guard::{BodyRefusal, Course, Intake, Taken, VerifiedToken};
 use crate::policy::{Policy, RouteKind};
 use crate::record::OwnerToken;
@@ -23,7 +23,7 @@ pub struct Intaking {
     pub intake: Intake,
     /// This stream's part of the hashing budget.
     pub reservation: Reservation,
-    /// On a route that orders its events: what the ordering guard reads of the request.
+    /// On a route that orders its events: what the sequencer reads of the request.
     pub probe: Option<Probe>,
     /// The one-time token the request carries, verified, on routes that require one.
     pub token: Option<VerifiedToken>,
@@ -240,7 +240,7 @@ mod tests {
     use crate::client::identity::ClientIdentity;
     use crate::client::scope::QuotaTag;
     use crate::decision::admission::admit;
-    use crate::guard::{start, Answer, Start};
+    use crate::guard::{start, Reply, Start};
     use crate::request::budget::Budget;
     use crate::request::fingerprint::FingerprintBuilder;
     use crate::store::protocol::ClaimOutcome;
@@ -320,7 +320,7 @@ mod tests {
             owner: claim.owner,
             takeover: false,
         };
-        machine.answered(Answer::Claim(Ok(forward)), &policy);
+        machine.answered(Reply::Claim(Ok(forward)), &policy);
         let (acts, events) = take(&mut machine);
         assert_eq!(events, [Event::Claimed]);
         let [Action::Detach { held, .. }] = &acts[..] else {

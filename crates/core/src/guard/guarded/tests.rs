@@ -1,7 +1,7 @@
 //! The machine driven through each path a request can take, as a host would drive it.
 
 use super::*;
-use crate::guard::ordering::Probe;
+use crate::guard::sequencer::Probe;
 use crate::order::OrderRule;
 use crate::policy::FailureMode;
 use crate::record::{StoredBody, StoredResponse};
@@ -110,7 +110,7 @@ fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
     let course = Course::claimed(None, None);
     let mut machine = Machine::claim(&policy, RouteKind::Api, claim(), course, None);
     assert_eq!(take(&mut machine).0, [Action::Ask(Ask::Claim(claim()))]);
-    let (acts, events) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, events) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(acts, [Action::Forward]);
     assert_eq!(events, [Event::Claimed]);
     assert!(machine.is_forwarded());
@@ -142,7 +142,7 @@ fn a_claimed_request_goes_out_and_its_answer_finishes_the_claim() {
 fn a_request_that_ends_without_its_answer_is_finished_with_what_the_host_saw() {
     let policy = Policy::defaults();
     let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
-    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     // A head came, but the stream ended before the body did (client gone).
     let _ = given!(machine.upstream_head(Capture::head([(":status", &b"200"[..])], &policy)));
     let out = given!(machine.ended(false, || (ResponseFacts::InDoubt, DoubtCause::ClientGone)));
@@ -160,7 +160,7 @@ fn a_callback_route_keeps_only_a_2xx_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(None, None);
     let mut machine = asked(&policy, RouteKind::Callback, course, None);
-    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     let _ = given!(machine.upstream_head(Capture::head([(":status", &b"500"[..])], &policy)));
     let (acts, _) = given!(machine.ended(true, || panic!("complete")));
     assert_eq!(acts, [released()]);
@@ -182,7 +182,7 @@ fn an_answer_from_the_store_ends_the_request_here() {
         None,
     );
     let (acts, events) =
-        given!(machine.answered(Answer::Claim(Ok(ClaimOutcome::Replay(stored))), &policy));
+        given!(machine.answered(Reply::Claim(Ok(ClaimOutcome::Replay(stored))), &policy));
     assert_eq!(events, [Event::Replayed]);
     let [Action::Answer(http)] = &acts[..] else {
         panic!("{acts:?}")
@@ -190,7 +190,7 @@ fn an_answer_from_the_store_ends_the_request_here() {
     assert_eq!((http.status, &http.body[..]), (201, &b"{\"id\":1}"[..]));
     // Over: nothing is forwarded, and a late answer is a host's mistake, said so.
     assert!(!machine.is_forwarded());
-    let late = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let late = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(
         late.0,
         [Action::Warn(Warning::OutOfOrder("a store answer"))]
@@ -203,17 +203,17 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
     policy.on_store_error = FailureMode::PassThrough;
     let course = Course::claimed(Some(ordered()), Some(TOKEN));
     let mut machine = asked(&policy, RouteKind::Callback, course, None);
-    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, _) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(
         acts,
-        [Action::Order {
+        [Action::Sequence {
             ordered: ordered(),
             key: KEY,
             owner: OWNER,
             payers: Payers::NONE,
         }]
     );
-    let (acts, _) = given!(machine.ordered(Decision::Forward(Some(7))));
+    let (acts, _) = given!(machine.ordered(Ruling::Forward(Some(7))));
     assert_eq!(
         acts,
         [Action::Ask(Ask::Consume {
@@ -225,14 +225,14 @@ fn the_event_is_ordered_then_the_token_used_and_a_refusal_gives_back_all_it_clai
     // The token's use cannot be recorded: refused whatever the failure mode, and the most
     // actions one input gives (an `Out` holds four).
     let failed = Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
-    let (acts, events) = given!(machine.answered(Answer::Consume(failed), &policy));
+    let (acts, events) = given!(machine.answered(Reply::Consume(failed), &policy));
     assert_eq!(events, [Event::StoreError]);
     assert_eq!(acts.len(), 4, "{acts:?}");
     assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
     assert_eq!(acts[1], released());
     assert_eq!(
         acts[2],
-        Action::SettleOrder {
+        Action::SettleResource {
             claim: 7,
             applied: false
         }
@@ -245,13 +245,13 @@ fn an_event_the_ordering_guard_answers_releases_the_delivery() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
     let mut machine = asked(&policy, RouteKind::Callback, course, None);
-    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     let early = HttpAnswer {
         status: 409,
         headers: Vec::new(),
         body: Vec::new(),
     };
-    let (acts, _) = given!(machine.ordered(Decision::Answer(early.clone())));
+    let (acts, _) = given!(machine.ordered(Ruling::Answer(early.clone())));
     assert_eq!(acts, [released(), Action::Answer(early)]);
 }
 
@@ -260,9 +260,9 @@ fn an_applied_event_is_marked_and_settled_with_the_answer() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), None);
     let mut machine = asked(&policy, RouteKind::Callback, course, None);
-    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(
-        given!(machine.ordered(Decision::Forward(Some(7)))).0,
+        given!(machine.ordered(Ruling::Forward(Some(7)))).0,
         [Action::Forward]
     );
     let head = given!(machine.upstream_head(Capture::head([(":status", &b"204"[..])], &policy)));
@@ -270,7 +270,7 @@ fn an_applied_event_is_marked_and_settled_with_the_answer() {
     let (acts, _) = given!(machine.ended(true, || panic!("complete")));
     assert_eq!(
         acts[0],
-        Action::SettleOrder {
+        Action::SettleResource {
             claim: 7,
             applied: true
         }
@@ -294,7 +294,7 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
             Course::claimed(None, None),
             Some("kept"),
         );
-        let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+        let (acts, _) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
         // The exchange's answer is reserved from the relay budget before it is sent.
         let mut reserved = relay(&Rc::new(Budget::default()), "10.0.0.1");
         assert!(reserved.grow(policy.max_relay_body, policy.relay_limits()));
@@ -323,7 +323,7 @@ fn a_detached_request_is_handed_to_its_exchange_or_given_back() {
         acts[..2],
         [
             released(),
-            Action::SettleOrder {
+            Action::SettleResource {
                 claim: 7,
                 applied: false
             }
@@ -367,7 +367,7 @@ fn a_detached_exchange_over_the_relay_budget_is_released_unsent() {
         let held = Some(("kept", relay(&budget, peer)));
         let course = Course::claimed(None, Some(TOKEN));
         let mut machine = Machine::claim(&policy, RouteKind::Api, claim(), course, held);
-        let given = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+        let given = given!(machine.answered(Reply::Claim(forwarded()), &policy));
         (machine, given)
     };
     // Its token is used next (then it is sent): the machine holds the exchange's part meanwhile.
@@ -414,7 +414,7 @@ fn a_request_without_a_key_uses_its_token_then_passes() {
         [Action::Ask(Ask::Consume { .. })]
     ));
     let (acts, events) = given!(machine.answered(
-        Answer::Consume(Ok(ConsumeOutcome::Consumed)),
+        Reply::Consume(Ok(ConsumeOutcome::Consumed)),
         &Policy::defaults(),
     ));
     assert_eq!(acts, [Action::Pass]);
@@ -439,13 +439,13 @@ fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so()
         None,
     );
     let failed = Err(ProtocolError::Contention);
-    let (acts, events) = given!(machine.answered(Answer::Claim(failed), &policy));
+    let (acts, events) = given!(machine.answered(Reply::Claim(failed), &policy));
     assert_eq!(events, [Event::StoreError, Event::Passthrough]);
     // Nothing claimed, so no event to order; the token is still used once.
     assert!(matches!(acts[0], Action::Warn(Warning::StoreFailed(_))));
     assert!(matches!(acts[1], Action::Ask(Ask::Consume { .. })));
     let (acts, events) =
-        given!(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
+        given!(machine.answered(Reply::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
     assert_eq!(
         (acts, events),
         (vec![Action::Pass], vec![Event::TokenConsumed])
@@ -461,7 +461,7 @@ fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
         Course::claimed(None, Some(TOKEN)),
         None,
     );
-    let _ = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let _ = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     let (acts, _) = given!(machine.clock_failed());
     assert_eq!(acts[0], released());
     assert_eq!(status(acts.get(1)), Some(503));
@@ -471,7 +471,7 @@ fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
 fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
     let policy = Policy::defaults();
     let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
-    let wrong = given!(machine.answered(Answer::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
+    let wrong = given!(machine.answered(Reply::Consume(Ok(ConsumeOutcome::Consumed)), &policy));
     assert_eq!(
         wrong.0,
         [Action::Warn(Warning::OutOfOrder("a store answer"))]
@@ -481,13 +481,13 @@ fn an_input_the_request_does_not_wait_for_is_said_and_changes_nothing() {
         wrong.0,
         [Action::Warn(Warning::OutOfOrder("a detached exchange"))]
     );
-    let wrong = given!(machine.ordered(Decision::Forward(None)));
+    let wrong = given!(machine.ordered(Ruling::Forward(None)));
     assert_eq!(
         wrong.0,
         [Action::Warn(Warning::OutOfOrder("an ordering decision"))]
     );
     // Still claiming: the right answer is taken.
-    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, _) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(acts, [Action::Forward]);
 }
 

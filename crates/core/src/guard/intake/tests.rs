@@ -129,7 +129,7 @@ fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
         route_policy(r#"{"prefix": "/orders", "key": "optional", "key_from": [{"json": "/id"}]}"#);
     let asked = Cell::new(0);
     let start = || begin(&policy, &[], Some(SCOPE), &asked);
-    // The hasher, the key source's copy and the host's two (ordering guard, detached exchange).
+    // The hasher, the key source's copy and the host's two (sequencer, detached exchange).
     let mut body = intake(&policy, start(), 2);
     let (budget, mut reserved) = reservation();
     body.charge(9, &mut reserved).unwrap();

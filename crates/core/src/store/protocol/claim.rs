@@ -30,7 +30,7 @@ pub enum ClaimOutcome {
         retry_after: Span,
         share: Option<ShareRefusal>,
     },
-    /// A late delivery's look-up ([`Engine::replay`]) found no stored answer to give it: nothing
+    /// A late delivery's look-up ([`Protocol::replay`]) found no stored answer to give it: nothing
     /// was written, and the delivery is refused as stale.
     NotReplayed,
 }
@@ -111,7 +111,7 @@ pub enum FinishOutcome {
 }
 
 /// Completes or releases the claim `owner` holds on `key` (`docs/semantics.md` §5), with the
-/// policy's verdict already made: [`Engine::finish`] makes it once, for the charge it moves and for
+/// policy's verdict already made: [`Protocol::finish`] makes it once, for the charge it moves and for
 /// the record it writes, instead of once for each (and once more per lost race), which copied and
 /// filtered the answer's body every time.
 pub(super) struct Settling {

@@ -7,7 +7,7 @@
 //! The engine is not trusted with the answers it keeps: [`finish`] seals the answer it
 //! stores with the Envoys' [`RecordSecrets`], and [`claim_outcome`] replays only an answer whose
 //! seal checks out for its key — anything else is [`ProtocolError::Tampered`], never replayed.
-//! The ordering guard's resource states are sealed alike: [`order_settle`] seals the state it
+//! The sequencer's resource states are sealed alike: [`order_settle`] seals the state it
 //! advances to, and [`begin_outcome`] acts on a begin only if the state it was decided on checks
 //! out.
 
@@ -118,7 +118,7 @@ fn fill(key: &StorageKey, policy: &Policy) -> Option<Fill> {
 
 /// What a callout brought back. `None` when the host got no answer at all (connection refused,
 /// reset, the callout's own timeout).
-pub struct Answer<'a> {
+pub struct CalloutReply<'a> {
     pub status: Option<u16>,
     pub body: &'a [u8],
 }
@@ -127,7 +127,7 @@ pub struct Answer<'a> {
 /// (a proxy's error page, a truncated body), or a status that does not match the body are all
 /// store errors: the failure mode applies, never a guess.
 #[must_use = "the store service's answer says what the host must do"]
-pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
+pub fn answer(answer: CalloutReply<'_>) -> Result<Response, ProtocolError> {
     let unavailable = |why: &str| ProtocolError::Store(StoreError::Unavailable(String::from(why)));
     let Some(status) = answer.status else {
         return Err(unavailable("no answer from the store service"));
@@ -146,7 +146,7 @@ pub fn answer(answer: Answer<'_>) -> Result<Response, ProtocolError> {
 /// ([`ProtocolError::allows_failure_mode`]).
 #[must_use = "the outcome says what the host must do with the request"]
 pub fn claim_outcome(
-    reply: Answer<'_>,
+    reply: CalloutReply<'_>,
     key: &StorageKey,
     secrets: &RecordSecrets,
 ) -> Result<ClaimOutcome, ProtocolError> {
@@ -161,17 +161,17 @@ pub fn claim_outcome(
 
 /// [`answer`] for a finish.
 #[must_use = "the outcome says whether the answer was stored"]
-pub fn finish_outcome(reply: Answer<'_>) -> Result<FinishOutcome, ProtocolError> {
+pub fn finish_outcome(reply: CalloutReply<'_>) -> Result<FinishOutcome, ProtocolError> {
     answer(reply)?.into_finish()
 }
 
 /// [`answer`] for a token use.
 #[must_use = "a token counts as consumed only if the outcome says so"]
-pub fn consume_outcome(reply: Answer<'_>) -> Result<ConsumeOutcome, ProtocolError> {
+pub fn consume_outcome(reply: CalloutReply<'_>) -> Result<ConsumeOutcome, ProtocolError> {
     answer(reply)?.into_consume()
 }
 
-/// The ordering guard's begin for `event` at the resource `key`: the route's rule and
+/// The sequencer's begin for `event` at the resource `key`: the route's rule and
 /// the policy's lease and TTL, as [`crate::order::begin`] takes them on the local store; a new
 /// resource record is charged to `payers` (the delivery claim's), as a claim's record is.
 pub fn order_begin(
@@ -197,7 +197,7 @@ pub fn order_begin(
     }
 }
 
-/// The ordering guard's settle of `owner`'s claim on the resource `key`, claimed at `version`
+/// The sequencer's settle of `owner`'s claim on the resource `key`, claimed at `version`
 /// ([`begin_outcome`]): an applied event's new state is sealed at the version it advances to.
 pub fn order_settle(
     key: StorageKey,
@@ -227,7 +227,7 @@ pub fn order_settle(
 /// `initial`: the route's table's) is [`ProtocolError::Tampered`], whatever the outcome — the
 /// service decided on a state no filter wrote.
 pub fn begin_outcome(
-    reply: Answer<'_>,
+    reply: CalloutReply<'_>,
     key: &StorageKey,
     initial: &str,
     secrets: &RecordSecrets,
@@ -243,6 +243,8 @@ pub fn begin_outcome(
 }
 
 /// What an ordering settle's answer means.
-pub fn settle_outcome(reply: Answer<'_>) -> Result<crate::order::SettleOutcome, ProtocolError> {
+pub fn settle_outcome(
+    reply: CalloutReply<'_>,
+) -> Result<crate::order::SettleOutcome, ProtocolError> {
     answer(reply)?.into_settle()
 }

@@ -5,7 +5,7 @@
 //! that landed unseen is found by the resend as *not owner*. If none lands, the claim stays in
 //! flight: retries get 409 until the lease ends, then may take it over.
 
-use super::client::{finish_outcome, Answer, FINISH_ATTEMPTS};
+use super::client::{finish_outcome, CalloutReply, FINISH_ATTEMPTS};
 use super::wire::{End, Request};
 use crate::events::{Event, Events};
 use crate::store::protocol::{FinishOutcome, ProtocolError};
@@ -64,7 +64,7 @@ impl Finishing {
     }
 
     /// What came back for this attempt.
-    pub fn answered(self, reply: Answer<'_>) -> FinishStep {
+    pub fn answered(self, reply: CalloutReply<'_>) -> FinishStep {
         match finish_outcome(reply) {
             Ok(outcome) => FinishStep::Done(outcome),
             Err(error) if self.attempt < FINISH_ATTEMPTS => FinishStep::SendAgain {
@@ -180,7 +180,7 @@ mod tests {
         let mut finishing = Finishing::new(&release());
         assert_eq!(finishing.intended(), FinishOutcome::Released);
         let body = finishing.body().to_vec();
-        let nothing = || Answer {
+        let nothing = || CalloutReply {
             status: None,
             body: &[],
         };
@@ -221,7 +221,7 @@ mod tests {
     fn a_decision_ends_the_finish_and_is_counted() {
         let finishing = Finishing::new(&release());
         let body = Response::Finish(FinishOutcome::Released).encode();
-        let step = finishing.answered(Answer {
+        let step = finishing.answered(CalloutReply {
             status: Some(200),
             body: &body,
         });

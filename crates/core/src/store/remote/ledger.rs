@@ -9,7 +9,7 @@
 //!
 //! The key expires with the payer's last hold, so a payer that stops sending leaves nothing
 //! behind; a charge, a shift or a refund is a read → decide → compare-and-set like a record's,
-//! carried by the same [`super::Exchange`].
+//! carried by the same [`super::Operation`].
 
 use super::stored::{ValueVersion, VERSION_LEN};
 use super::wire::WireError;

@@ -8,13 +8,13 @@
 //! order on the same usage, one compare-and-set. Each job gets its own answer — a charge past the
 //! share is refused without holding up the others.
 //!
-//! The host's loop is the [`Exchange`](super::Exchange)'s: [`Settlement::start`] or
+//! The host's loop is the [`Operation`](super::Operation)'s: [`Settlement::start`] or
 //! [`Settlement::speculate`], then [`Settlement::read`], [`Settlement::written`],
 //! [`Settlement::conflicted`] or [`Settlement::failed`] with each engine answer, until
-//! [`Settled`]s come back, one per job, in the order the jobs were added.
+//! [`LedgerOutcome`]s come back, one per job, in the order the jobs were added.
 
-use super::exchange::{Need, Resume, Write};
 use super::ledger::{self, Job};
+use super::operation::{Need, Resume, Write};
 use super::stored::ValueVersion;
 use super::wire::Failure;
 use crate::client::payer::ShareRefusal;
@@ -45,7 +45,7 @@ impl LedgerJob {
 /// What became of one [`LedgerJob`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum Settled {
+pub enum LedgerOutcome {
     /// Written (or nothing needed writing).
     Done,
     /// A charge with the payer at its share: it has room again in `retry_after`; `share` says
@@ -68,9 +68,9 @@ pub enum SettleError {
 
 /// Another engine call, or every job's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SettleStep {
+pub enum SettlementStep {
     Need(Need),
-    Done(Vec<Settled>),
+    Done(Vec<LedgerOutcome>),
 }
 
 /// The jobs waiting on one ledger key, settled with one compare-and-set.
@@ -79,7 +79,7 @@ pub struct Settlement {
     key: StorageKey,
     jobs: Vec<Job>,
     /// Each job's answer on the usage of the write in flight.
-    answers: Vec<Settled>,
+    answers: Vec<LedgerOutcome>,
     /// The value the write in flight sets (`None`: a delete), kept for [`Settlement::value`].
     writing: Option<Option<Vec<u8>>>,
     /// The value the key holds once the settlement is done, when known.
@@ -142,7 +142,7 @@ impl Settlement {
         fresh: ValueVersion,
     ) -> Need {
         match self.decide(at, assumed, fresh, Some(at)) {
-            SettleStep::Need(need @ Need::Write { .. }) => need,
+            SettlementStep::Need(need @ Need::Write { .. }) => need,
             _ => {
                 self.answers.clear();
                 self.writing = None;
@@ -158,13 +158,13 @@ impl Settlement {
         self.known.as_ref().map(Option::as_deref)
     }
 
-    fn fail(&mut self, failure: Failure) -> SettleStep {
+    fn fail(&mut self, failure: Failure) -> SettlementStep {
         self.writing = None;
         self.known = None;
-        SettleStep::Done(alloc::vec![Settled::Failed(failure); self.jobs.len()])
+        SettlementStep::Done(alloc::vec![LedgerOutcome::Failed(failure); self.jobs.len()])
     }
 
-    fn lost(&mut self) -> Option<SettleStep> {
+    fn lost(&mut self) -> Option<SettlementStep> {
         self.attempts += 1;
         self.answers.clear();
         (self.attempts >= LEDGER_ATTEMPTS).then(|| self.fail(Failure::Contention))
@@ -177,9 +177,9 @@ impl Settlement {
         value: Option<&[u8]>,
         fresh: ValueVersion,
         at: Option<UnixMillis>,
-    ) -> SettleStep {
+    ) -> SettlementStep {
         let Some(tag) = self.jobs.first().map(Job::tag) else {
-            return SettleStep::Done(Vec::new());
+            return SettlementStep::Done(Vec::new());
         };
         let (expect, mut found) = match value.map(|bytes| ledger::decode(tag, bytes)) {
             None => (None, Usage::default()),
@@ -193,8 +193,8 @@ impl Settlement {
             .jobs
             .iter()
             .map(|job| match job.apply(&mut usage, now) {
-                Ok(()) => Settled::Done,
-                Err(over) => Settled::Refused {
+                Ok(()) => LedgerOutcome::Done,
+                Err(over) => LedgerOutcome::Refused {
                     retry_after: over.retry_after,
                     share: over.refusal,
                 },
@@ -204,7 +204,7 @@ impl Settlement {
         // refused): no write; the key's expiry forgets lapsed holds by itself.
         if usage == found {
             self.known = Some(value.map(<[u8]>::to_vec));
-            return SettleStep::Done(core::mem::take(&mut self.answers));
+            return SettlementStep::Done(core::mem::take(&mut self.answers));
         }
         let write = match usage.holds.last() {
             Some(last) => Write::Set {
@@ -218,7 +218,7 @@ impl Settlement {
             Write::Set { value, .. } => Some(value.clone()),
             Write::Delete => None,
         });
-        SettleStep::Need(Need::Write {
+        SettlementStep::Need(Need::Write {
             key: self.key,
             expect,
             write,
@@ -228,7 +228,7 @@ impl Settlement {
 }
 
 impl Resume for Settlement {
-    type Step = SettleStep;
+    type Step = SettlementStep;
 
     /// Resumes with what the read found: the engine's clock, the key's bytes, a fresh version.
     fn read(&mut self, now: UnixMillis, value: Option<&[u8]>, fresh: ValueVersion) -> Self::Step {
@@ -240,11 +240,11 @@ impl Resume for Settlement {
         match (outcome, self.writing.take()) {
             (WriteOutcome::Written, Some(value)) => {
                 self.known = Some(value);
-                SettleStep::Done(core::mem::take(&mut self.answers))
+                SettlementStep::Done(core::mem::take(&mut self.answers))
             }
             (WriteOutcome::Conflict, Some(_)) => match self.lost() {
                 Some(done) => done,
-                None => SettleStep::Need(self.start()),
+                None => SettlementStep::Need(self.start()),
             },
             // A write result with no write asked for: a host bug, answered as a failure.
             (_, None) => self.fail(Failure::Unavailable),
@@ -295,8 +295,8 @@ mod tests {
     }
 
     /// A's refusal in these tests: at its 2 records, room again when the first lapses.
-    fn refused() -> Settled {
-        Settled::Refused {
+    fn refused() -> LedgerOutcome {
+        LedgerOutcome::Refused {
             retry_after: Span(10_000),
             share: ShareRefusal {
                 reason: ShareReason::Identity,
@@ -333,7 +333,7 @@ mod tests {
     fn jobs_on_one_key_are_decided_in_order_and_written_once() {
         let mut s = batch(&[charge(A, 20_000), charge(A, 30_000), charge(A, 40_000)]);
         assert_eq!(s.start(), Need::Read { key: s.key });
-        let SettleStep::Need(need) = s.read(NOW, None, version(1)) else {
+        let SettlementStep::Need(need) = s.read(NOW, None, version(1)) else {
             panic!("a write")
         };
         let (expect, usage) = written(&need);
@@ -341,7 +341,7 @@ mod tests {
         assert_eq!(usage.records(), 2, "the share is 2: the third is not held");
         assert_eq!(
             s.written(WriteOutcome::Written),
-            SettleStep::Done(vec![Settled::Done, Settled::Done, refused()])
+            SettlementStep::Done(vec![LedgerOutcome::Done, LedgerOutcome::Done, refused()])
         );
         let Need::Write {
             write: Write::Set { value, .. },
@@ -356,14 +356,14 @@ mod tests {
     #[test]
     fn a_lost_race_is_decided_again_on_what_won() {
         let mut s = batch(&[charge(A, 20_000), charge(A, 30_000)]);
-        let SettleStep::Need(_) = s.read(NOW, None, version(1)) else {
+        let SettlementStep::Need(_) = s.read(NOW, None, version(1)) else {
             panic!()
         };
         // Another replica charged A once meanwhile: one of the two fits now.
         let mut theirs = Usage::default();
         theirs.add(Space::bare(UnixMillis(50_000)));
         let found = ledger::encode(A, version(9), &theirs);
-        let SettleStep::Need(need) = s.conflicted(NOW, Some(&found), version(2)) else {
+        let SettlementStep::Need(need) = s.conflicted(NOW, Some(&found), version(2)) else {
             panic!("a write")
         };
         let (expect, usage) = written(&need);
@@ -371,7 +371,7 @@ mod tests {
         assert_eq!(usage.records(), 2);
         assert_eq!(
             s.written(WriteOutcome::Written),
-            SettleStep::Done(vec![Settled::Done, refused()])
+            SettlementStep::Done(vec![LedgerOutcome::Done, refused()])
         );
     }
 
@@ -402,17 +402,17 @@ mod tests {
         let mut s = batch(&[charge(A, 20_000), charge(A, 30_000)]);
         let mut step = s.read(NOW, None, version(1));
         let mut rounds = 0;
-        while let SettleStep::Need(Need::Write { .. }) = step {
+        while let SettlementStep::Need(Need::Write { .. }) = step {
             rounds += 1;
             step = s.written(WriteOutcome::Conflict);
-            if let SettleStep::Need(Need::Read { .. }) = step {
+            if let SettlementStep::Need(Need::Read { .. }) = step {
                 step = s.read(NOW, None, version(1));
             }
         }
         assert_eq!(rounds, LEDGER_ATTEMPTS);
         assert_eq!(
             step,
-            SettleStep::Done(vec![Settled::Failed(Failure::Contention); 2])
+            SettlementStep::Done(vec![LedgerOutcome::Failed(Failure::Contention); 2])
         );
 
         let mut s = batch(&[charge(A, 20_000)]);
@@ -422,7 +422,7 @@ mod tests {
                 Some(b"not a ledger at all, but long enough"),
                 version(1)
             ),
-            SettleStep::Done(vec![Settled::Failed(Failure::Corrupt)])
+            SettlementStep::Done(vec![LedgerOutcome::Failed(Failure::Corrupt)])
         );
         let other = PayerTag([9; 8]);
         assert_eq!(s.add(charge(other, 1)), Err(SettleError::OtherKey));

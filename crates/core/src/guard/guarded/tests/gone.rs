@@ -12,7 +12,7 @@ fn a_claim_won_after_the_client_left_is_released_and_nothing_answered() {
         machine.is_orphaned(),
         "it still waits for the store's answer"
     );
-    let (acts, events) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
+    let (acts, events) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
     assert_eq!(events, [Event::Claimed]);
     assert!(
         matches!(
@@ -34,11 +34,11 @@ fn an_event_let_on_after_the_client_left_gives_back_both_claims() {
     let policy = Policy::defaults();
     let course = Course::claimed(Some(ordered()), Some(TOKEN));
     let mut machine = asked(&policy, RouteKind::Callback, course, None);
-    let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
-    assert!(matches!(&acts[..], [Action::Order { .. }]), "{acts:?}");
+    let (acts, _) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
+    assert!(matches!(&acts[..], [Action::Sequence { .. }]), "{acts:?}");
     machine.gone();
     // The event would apply (resource claim 7): the token is never used, both are given back.
-    let (acts, _) = given!(machine.ordered(Decision::Forward(Some(7))));
+    let (acts, _) = given!(machine.ordered(Ruling::Forward(Some(7))));
     assert!(
         matches!(
             &acts[..],
@@ -47,7 +47,7 @@ fn an_event_let_on_after_the_client_left_gives_back_both_claims() {
                     facts: ResponseFacts::NeverReached,
                     ..
                 },
-                Action::SettleOrder {
+                Action::SettleResource {
                     claim: 7,
                     applied: false
                 }
@@ -65,7 +65,7 @@ fn a_refusal_after_the_client_left_is_not_answered() {
     let conflict = Ok(ClaimOutcome::Conflict {
         retry_after: Span::from_secs(1),
     });
-    let (acts, _) = given!(machine.answered(Answer::Claim(conflict), &policy));
+    let (acts, _) = given!(machine.answered(Reply::Claim(conflict), &policy));
     assert!(acts.is_empty(), "{acts:?}");
 }
 
@@ -75,9 +75,9 @@ fn an_event_in_doubt_keeps_its_resource_claimed_until_the_lease_ends() {
     let start = || {
         let course = Course::claimed(Some(ordered()), None);
         let mut machine = asked(&policy, RouteKind::Callback, course, None);
-        let (acts, _) = given!(machine.answered(Answer::Claim(forwarded()), &policy));
-        assert!(matches!(&acts[..], [Action::Order { .. }]), "{acts:?}");
-        let _ = given!(machine.ordered(Decision::Forward(Some(7))));
+        let (acts, _) = given!(machine.answered(Reply::Claim(forwarded()), &policy));
+        assert!(matches!(&acts[..], [Action::Sequence { .. }]), "{acts:?}");
+        let _ = given!(machine.ordered(Ruling::Forward(Some(7))));
         machine
     };
     // Reset, timed out, or the client gone mid-answer: the event may still be running, so its
@@ -106,7 +106,7 @@ fn an_event_in_doubt_keeps_its_resource_claimed_until_the_lease_ends() {
         let _ = given!(machine.upstream_head(Capture::head([(":status", status)], &policy)));
         let (acts, _) = given!(machine.ended(true, || panic!("complete")));
         assert!(
-            acts.contains(&Action::SettleOrder { claim: 7, applied }),
+            acts.contains(&Action::SettleResource { claim: 7, applied }),
             "{acts:?}"
         );
     }
@@ -115,7 +115,7 @@ fn an_event_in_doubt_keeps_its_resource_claimed_until_the_lease_ends() {
     let (acts, _) =
         given!(machine.ended(false, || (ResponseFacts::NeverReached, DoubtCause::Other)));
     assert!(
-        acts.contains(&Action::SettleOrder {
+        acts.contains(&Action::SettleResource {
             claim: 7,
             applied: false
         }),

@@ -1,4 +1,4 @@
-//! The ordering guard's two operations on the wire, beside claim, finish and consume:
+//! The sequencer's two operations on the wire, beside claim, finish and consume:
 //!
 //! ```text
 //!   op 4 order begin  : key(32) owner(16) lease_ms(8) ttl_ms(8) retry_after_ms(8)
@@ -270,7 +270,7 @@ fn put_outcome(w: &mut Writer, outcome: &BeginOutcome) {
     }
 }
 
-/// The response for `tag`, if it is one of the ordering guard's.
+/// The response for `tag`, if it is one of the sequencer's.
 pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Response>, WireError> {
     let outcome = match tag {
         APPLY => BeginOutcome::Apply { to: text(r)? },
@@ -316,7 +316,7 @@ pub(super) fn get_response(tag: u8, r: &mut Reader<'_>) -> Result<Option<Respons
 mod tests {
     use super::*;
     use crate::record::Record;
-    use crate::store::remote::exchange::{apply, Change};
+    use crate::store::remote::operation::{apply, Change};
     use crate::store::share::{
         Billed, Fill, FillShard, PayerTag, Share, ShareReason, ShareRefusal,
     };

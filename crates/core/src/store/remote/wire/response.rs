@@ -89,13 +89,13 @@ pub enum Response {
     Claim(ClaimOutcome),
     Finish(FinishOutcome),
     Consume(ConsumeOutcome),
-    /// The ordering guard's begin ([`crate::order::BeginOutcome`]), and the state it was decided
+    /// The sequencer's begin ([`crate::order::BeginOutcome`]), and the state it was decided
     /// on, as read (`None`: no live record), for the filter to check its seal.
     Begin(
         crate::order::BeginOutcome,
         Option<crate::record::resource::ReadState>,
     ),
-    /// The ordering guard's settle ([`crate::order::SettleOutcome`]).
+    /// The sequencer's settle ([`crate::order::SettleOutcome`]).
     Settle(crate::order::SettleOutcome),
     Failed(Failure),
 }

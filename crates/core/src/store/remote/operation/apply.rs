@@ -5,7 +5,7 @@ use super::*;
 
 /// Decides `request` on the record found under its key (`None` when the key is absent), at `now`
 /// on the engine's clock: the rules of the core's `rule` module, the same the local store applies.
-/// A claim's record names the payers it is charged to (their ledgers are the [`Exchange`]'s next
+/// A claim's record names the payers it is charged to (their ledgers are the [`Operation`]'s next
 /// steps), so its finish knows whose charge to move.
 #[must_use = "the response must be sent and the change written"]
 pub fn apply(request: &Request, current: Option<&Record>, now: UnixMillis) -> (Response, Change) {

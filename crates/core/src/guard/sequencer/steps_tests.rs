@@ -1,4 +1,4 @@
-//! The ordering guard's steps on each kind of store: what a host is told to do, count and log.
+//! The sequencer's steps on each kind of store: what a host is told to do, count and log.
 
 use super::*;
 use crate::client::payer::Payers;
@@ -9,7 +9,7 @@ use crate::order::OrderRule;
 use crate::record::OwnerToken;
 use crate::request::json::JsonPointer;
 use crate::request::key_source::KeySource;
-use crate::store::remote::client::Answer;
+use crate::store::remote::client::CalloutReply;
 use crate::store::remote::Request;
 use crate::store::MemoryStore;
 use crate::time::{Span, UnixMillis};
@@ -67,7 +67,7 @@ fn on_the_local_store_an_event_applies_and_its_settle_advances_the_state() {
     assert_eq!(begun.outcome, Some("apply"));
     assert_eq!(events(begun.events), [Event::OrderForwarded]);
     assert_eq!(begun.note, None);
-    let Decision::Forward(Some(claim)) = begun.decision else {
+    let Ruling::Forward(Some(claim)) = begun.decision else {
         panic!("applies: {:?}", begun.decision)
     };
     assert_eq!((claim.to.as_str(), claim.version), ("paid", 0));
@@ -89,7 +89,7 @@ fn on_the_local_store_an_event_applies_and_its_settle_advances_the_state() {
 #[test]
 fn a_released_claim_names_its_outcome_and_an_early_event_waits() {
     let mut store = MemoryStore::new();
-    let Decision::Forward(Some(claim)) = local_begin(&mut store, "payment.succeeded", 1).decision
+    let Ruling::Forward(Some(claim)) = local_begin(&mut store, "payment.succeeded", 1).decision
     else {
         panic!("applies")
     };
@@ -106,7 +106,7 @@ fn a_released_claim_names_its_outcome_and_an_early_event_waits() {
     let early = local_begin(&mut store, "order.shipped", 2);
     assert_eq!(early.outcome, Some("early"));
     assert_eq!(events(early.events), [Event::OrderEarly]);
-    assert!(matches!(early.decision, Decision::Answer(_)));
+    assert!(matches!(early.decision, Ruling::Answer(_)));
 }
 
 #[test]
@@ -121,7 +121,7 @@ fn without_a_clock_nothing_is_decided_on_the_store() {
     let BeginStep::Decided(begun) = step else {
         panic!("answered at once")
     };
-    assert!(matches!(begun.decision, Decision::Answer(_)));
+    assert!(matches!(begun.decision, Ruling::Answer(_)));
     assert_eq!((begun.outcome, events(begun.events)), (None, Vec::new()));
     let claim = Claimed {
         key: ordered("x").key,
@@ -152,7 +152,7 @@ fn the_store_service_is_sent_a_begin_and_its_silence_is_a_store_failure() {
         panic!("asked of the store service")
     };
     assert!(matches!(request, Request::OrderBegin { .. }));
-    let nothing = Answer {
+    let nothing = CalloutReply {
         status: None,
         body: &[],
     };
@@ -160,7 +160,7 @@ fn the_store_service_is_sent_a_begin_and_its_silence_is_a_store_failure() {
     let begun = asked.clone().answered(&Policy::defaults(), nothing);
     assert_eq!(events(begun.events), [Event::StoreError]);
     assert!(matches!(begun.note, Some(OrderNote::StoreFailed(_))));
-    let nothing = Answer {
+    let nothing = CalloutReply {
         status: None,
         body: &[],
     };

@@ -1,4 +1,4 @@
-//! What the edge does with the ordering guard's outcome (the HTTP meaning of each
+//! What the edge does with the sequencer's outcome (the HTTP meaning of each
 //! decision mapped once, in the core): the event goes on — claiming its resource when it applies
 //! — or is answered here, with the failure modes for a store that is full or failed; and the
 //! events a host counts. Both stores' outcomes (the local one's at once, the store service's by
@@ -7,7 +7,7 @@
 
 use crate::answer::order::{order_answer, OrderAnswer};
 use crate::answer::{answer, EdgeAnswer};
-use crate::guard::{over_share, Decision, Event, Events};
+use crate::guard::{over_share, Event, Events, Ruling};
 use crate::order::BeginOutcome;
 use crate::policy::{FailureMode, Policy};
 use crate::store::protocol::ProtocolError;
@@ -32,24 +32,24 @@ pub struct Applies {
     pub to: String,
 }
 
-/// The decision for the ordering guard's `outcome`, and what to count.
+/// The decision for the sequencer's `outcome`, and what to count.
 pub fn decide(
     policy: &Policy,
     outcome: Result<BeginOutcome, &ProtocolError>,
-) -> (Decision<Applies>, Events) {
+) -> (Ruling<Applies>, Events) {
     let counted = |decision, event| (decision, Events::of(&[event]));
-    // A failure mode: the event goes on without the ordering guard (its delivery id's claim
+    // A failure mode: the event goes on without the sequencer (its delivery id's claim
     // still holds), or the edge answers.
     let failing = |mode, edge: EdgeAnswer<'_>| match mode {
-        FailureMode::PassThrough => Decision::Forward(None),
-        FailureMode::Reject => Decision::Answer(answer(&edge)),
+        FailureMode::PassThrough => Ruling::Forward(None),
+        FailureMode::Reject => Ruling::Answer(answer(&edge)),
     };
     let outcome = match outcome {
         Ok(outcome) => outcome,
         // A state no filter sealed decides nothing, and the failure mode does not apply either:
         // passing the event on would skip the ordering the record may truly hold.
         Err(e) if !e.allows_failure_mode() => {
-            let decision = Decision::Answer(order_answer(&OrderAnswer::RecordCorrupt));
+            let decision = Ruling::Answer(order_answer(&OrderAnswer::RecordCorrupt));
             return counted(decision, Event::RecordCorrupt);
         }
         Err(e) => {
@@ -65,25 +65,24 @@ pub fn decide(
             BeginOutcome::Busy { .. } => Event::OrderBusy,
             _ => Event::OrderStateUnknown,
         };
-        return counted(Decision::Answer(order_answer(&edge)), event);
+        return counted(Ruling::Answer(order_answer(&edge)), event);
     }
     match outcome {
-        BeginOutcome::Apply { to } => counted(
-            Decision::Forward(Some(Applies { to })),
-            Event::OrderForwarded,
-        ),
-        BeginOutcome::ForwardEarly => counted(Decision::Forward(None), Event::OrderForwardedEarly),
+        BeginOutcome::Apply { to } => {
+            counted(Ruling::Forward(Some(Applies { to })), Event::OrderForwarded)
+        }
+        BeginOutcome::ForwardEarly => counted(Ruling::Forward(None), Event::OrderForwardedEarly),
         BeginOutcome::StoreFull { retry_after } => counted(
             failing(policy.on_store_full, EdgeAnswer::StoreFull { retry_after }),
             Event::StoreFull,
         ),
         // Counted as a claim's refusal is, by the share that refused.
         BeginOutcome::QuotaExceeded { retry_after, share } => (
-            Decision::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
+            Ruling::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
             over_share(share),
         ),
         // Not named by the table (or answered above): handled as without `order`.
-        _ => (Decision::Forward(None), Events::default()),
+        _ => (Ruling::Forward(None), Events::default()),
     }
 }
 
@@ -101,10 +100,10 @@ mod tests {
         policy
     }
 
-    fn status(decision: &Decision<Applies>) -> Option<u16> {
+    fn status(decision: &Ruling<Applies>) -> Option<u16> {
         match decision {
-            Decision::Answer(http) => Some(http.status),
-            Decision::Forward(_) => None,
+            Ruling::Answer(http) => Some(http.status),
+            Ruling::Forward(_) => None,
         }
     }
 
@@ -181,7 +180,7 @@ mod tests {
                 "{name}"
             );
             assert_eq!(
-                matches!(decision, Decision::Forward(Some(Applies { .. }))),
+                matches!(decision, Ruling::Forward(Some(Applies { .. }))),
                 applies,
                 "{name}: only an event that applies claims its resource"
             );
@@ -195,8 +194,8 @@ mod tests {
         };
         let failed = ProtocolError::Store(StoreError::Unavailable("down".into()));
         let pass = policy(FailureMode::PassThrough);
-        assert_eq!(decide(&pass, Ok(full())).0, Decision::Forward(None));
-        assert_eq!(decide(&pass, Err(&failed)).0, Decision::Forward(None));
+        assert_eq!(decide(&pass, Ok(full())).0, Ruling::Forward(None));
+        assert_eq!(decide(&pass, Err(&failed)).0, Ruling::Forward(None));
         let reject = policy(FailureMode::Reject);
         assert_eq!(status(&decide(&reject, Err(&failed)).0), Some(503));
         let (_, events) = decide(&reject, Err(&failed));
@@ -211,7 +210,7 @@ mod tests {
         let tampered = ProtocolError::Tampered(crate::record::seal::SealError::Mismatch);
         for mode in [FailureMode::PassThrough, FailureMode::Reject] {
             let (decision, events) = decide(&policy(mode), Err(&tampered));
-            let Decision::Answer(http) = decision else {
+            let Ruling::Answer(http) = decision else {
                 panic!("{mode:?}: never forwarded")
             };
             assert_eq!(http.status, 503, "{mode:?}");

@@ -1,11 +1,11 @@
 //! What an operation does to the record under its key ([`apply`]), and the read → decide →
-//! compare-and-set loop that makes it atomic ([`Exchange`]), sans-IO: the service reads and writes
+//! compare-and-set loop that makes it atomic ([`Operation`]), sans-IO: the service reads and writes
 //! the engine, this module decides. The record's payers are then charged, each on its own ledger
 //! key, through [`Need::Ledger`]: the host settles those jobs ([`super::settle`]),
 //! several operations' at once on one key. One key per engine call, as Redis Cluster needs.
 
 use super::ledger::Job;
-use super::settle::{LedgerJob, Settled};
+use super::settle::{LedgerJob, LedgerOutcome};
 use super::stored::{StoredValue, ValueVersion, VERSION_LEN};
 use super::wire::{End, Failure, Request, Response};
 use crate::client::scope::StorageKey;
@@ -27,7 +27,7 @@ mod charging;
 
 pub use apply::{apply, full};
 
-/// An engine call the exchange needs, on `key`: the request's own key, or a payer's ledger key.
+/// An engine call the operation needs, on `key`: the request's own key, or a payer's ledger key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Need {
     /// Read the key's value and the engine's clock, in one atomic step.
@@ -35,11 +35,11 @@ pub enum Need {
     /// Compare-and-set: write only if the key is still as it was read — absent when `expect` is
     /// `None`, else holding a value whose first bytes are `expect`.
     ///
-    /// `at` is `Some` for a *speculative* write ([`Exchange::speculate`]): one decided without a
+    /// `at` is `Some` for a *speculative* write ([`Operation::speculate`]): one decided without a
     /// read, on the host's clock at `at`. The engine must refuse it unless its own clock is within
     /// [`CLOCK_TOLERANCE`] of `at`, so every write still lands on a decision made at the engine's
     /// time (within the tolerance). An engine that can, answers a refusal with its clock and the
-    /// key's current value in the same step ([`Exchange::conflicted`]), so the fallback decision
+    /// key's current value in the same step ([`Operation::conflicted`]), so the fallback decision
     /// needs no read of its own.
     Write {
         key: StorageKey,
@@ -48,7 +48,7 @@ pub enum Need {
         at: Option<UnixMillis>,
     },
     /// Settle a job on a payer's ledger ([`super::settle`]), alone or together with other
-    /// operations' jobs on the same key, and resume with [`Exchange::settled`].
+    /// operations' jobs on the same key, and resume with [`Operation::settled`].
     Ledger(LedgerJob),
 }
 
@@ -65,7 +65,7 @@ impl Need {
 /// How far the host's clock may be from the engine's for a speculative write to land: a
 /// speculative decision uses the host's clock, and this bounds how far its times (a new claim's
 /// lease and expiry, a completed record's expiry, a token use's hold) can be from the ones a
-/// decision on the engine's clock would have given. Past it, the engine refuses and the exchange
+/// decision on the engine's clock would have given. Past it, the engine refuses and the operation
 /// decides again on the engine's clock.
 pub const CLOCK_TOLERANCE: Span = Span(100);
 
@@ -82,12 +82,12 @@ pub enum Write {
 
 /// Either another engine call, or the answer to send back.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub enum OperationStep {
     Need(Need),
     Done(Response),
 }
 
-/// How a host resumes one of the core's engine loops — an operation's [`Exchange`] or a payer
+/// How a host resumes one of the core's engine loops — an [`Operation`] or a payer
 /// ledger's [`Settlement`](super::Settlement) — after each engine call: the four answers an engine
 /// gives. A host written against it carries both loops with one piece of code.
 pub trait Resume {
@@ -124,7 +124,7 @@ pub trait Resume {
 /// again after a lost race (someone else changed the key, so the decision is made again on what
 /// they wrote), at most `MAX_ATTEMPTS` times; then a [`Need::Ledger`] for each payer's charge.
 ///
-/// The common cases need no read at all ([`Exchange::speculate`]): the exchange assumes what the
+/// The common cases need no read at all ([`Operation::speculate`]): the operation assumes what the
 /// key most likely holds — nothing, for a claim or a token use; the claim
 /// the host itself wrote, for the owner's finish — decides on that with [`apply`] as usual, and
 /// sends the write as a compare-and-set on the assumed version. The compare-and-set *proves* the
@@ -146,7 +146,7 @@ pub trait Resume {
 /// undone over a ledger. A host that gives up on an operation midway (its timeout) leaves at worst
 /// a claim uncharged until its lease ends, or a charge until its hold ends.
 #[derive(Debug)]
-pub struct Exchange {
+pub struct Operation {
     request: Request,
     /// Compare-and-sets lost on the current key.
     attempts: u32,
@@ -203,12 +203,12 @@ enum Task {
     Unwrite(ValueVersion, Option<Record>),
 }
 
-impl Exchange {
+impl Operation {
     /// Starts an operation with a read.
     #[must_use = "the first step must be carried out"]
-    pub fn start(request: Request) -> (Exchange, Need) {
+    pub fn start(request: Request) -> (Operation, Need) {
         let key = *request.key();
-        let exchange = Exchange {
+        let operation = Operation {
             request,
             attempts: 0,
             pending: None,
@@ -216,11 +216,11 @@ impl Exchange {
             fresh: ValueVersion([0; VERSION_LEN]),
             derived: 0,
         };
-        (exchange, Need::Read { key })
+        (operation, Need::Read { key })
     }
 
     /// Starts an operation with a speculative compare-and-set when one can be decided without a
-    /// read, else with a read ([`Exchange::start`]).
+    /// read, else with a read ([`Operation::start`]).
     ///
     /// `at` is the host's clock; `claimed` is the value the host itself wrote for a claim on this
     /// key, if it remembers one (only a finish uses it: its owner's claim is what it expects to
@@ -233,31 +233,31 @@ impl Exchange {
         at: UnixMillis,
         claimed: Option<&[u8]>,
         fresh: ValueVersion,
-    ) -> (Exchange, Need) {
+    ) -> (Operation, Need) {
         let key = *request.key();
         let assumed = match &request {
             Request::Claim { .. } | Request::Consume { .. } => None,
             // A resource's state, or a late delivery's answer, is whatever the engine holds:
             // always read first.
             Request::OrderBegin { .. } | Request::OrderSettle { .. } | Request::Replay { .. } => {
-                return Exchange::start(request)
+                return Operation::start(request)
             }
             Request::Finish { owner, .. } => {
                 match claimed.map(|bytes| StoredValue::decode(&key, bytes)) {
                     Some(Ok(value)) if matches!(&value.record, Record::InFlight(c) if c.owner == *owner) => {
                         Some(value)
                     }
-                    _ => return Exchange::start(request),
+                    _ => return Operation::start(request),
                 }
             }
         };
-        let (mut exchange, read) = Exchange::start(request);
-        match exchange.decide(assumed.as_ref(), at, fresh, Some(at)) {
-            Step::Need(need @ Need::Write { .. }) => (exchange, need),
+        let (mut operation, read) = Operation::start(request);
+        match operation.decide(assumed.as_ref(), at, fresh, Some(at)) {
+            OperationStep::Need(need @ Need::Write { .. }) => (operation, need),
             // Nothing to write on the assumed state: ask the engine what it holds.
             _ => {
-                exchange.pending = None;
-                (exchange, read)
+                operation.pending = None;
+                (operation, read)
             }
         }
     }
@@ -273,7 +273,7 @@ impl Exchange {
         now: UnixMillis,
         fresh: ValueVersion,
         at: Option<UnixMillis>,
-    ) -> Step {
+    ) -> OperationStep {
         self.fresh = fresh;
         let key = *self.request.key();
         let (response, change) = apply(&self.request, current.map(|s| &s.record), now);
@@ -305,7 +305,7 @@ impl Exchange {
             _ => true,
         };
         let (write, version, space) = match change {
-            Change::Keep => return Step::Done(response),
+            Change::Keep => return OperationStep::Done(response),
             Change::Delete => (Write::Delete, None, None),
             Change::Put(record) => {
                 let expires_at = record.expires_at();
@@ -328,7 +328,7 @@ impl Exchange {
             replaced,
             previous,
         })));
-        Step::Need(Need::Write {
+        OperationStep::Need(Need::Write {
             key,
             expect,
             write,
@@ -349,8 +349,8 @@ impl Exchange {
     }
 }
 
-impl Resume for Exchange {
-    type Step = Step;
+impl Resume for Operation {
+    type Step = OperationStep;
 
     /// Resumes with what the read found: `now` from the engine's clock, the key's bytes, and a
     /// fresh random version for a write (drawn by the host: the core has no entropy).
@@ -364,7 +364,7 @@ impl Resume for Exchange {
             None => None,
             Some(Ok(stored)) => Some(stored),
             // Never overwrite what cannot be read: it may be a record of a newer format.
-            Some(Err(_)) => return Step::Done(Response::Failed(Failure::Corrupt)),
+            Some(Err(_)) => return OperationStep::Done(Response::Failed(Failure::Corrupt)),
         };
         self.decide(current.as_ref(), now, fresh, None)
     }
@@ -378,12 +378,12 @@ impl Resume for Exchange {
             (_, Some(Pending::Unwrite)) => self.next_task(),
             (WriteOutcome::Conflict, Some(Pending::Record(_))) => match self.lost() {
                 Some(done) => done,
-                None => Step::Need(Need::Read {
+                None => OperationStep::Need(Need::Read {
                     key: *self.request.key(),
                 }),
             },
             // A write result with no write asked for: a host bug, answered as a failure.
-            (_, None) => Step::Done(Response::Failed(Failure::Unavailable)),
+            (_, None) => OperationStep::Done(Response::Failed(Failure::Unavailable)),
         }
     }
 
@@ -397,7 +397,7 @@ impl Resume for Exchange {
         fresh: ValueVersion,
     ) -> Self::Step {
         match self.pending.take() {
-            None => Step::Done(Response::Failed(Failure::Unavailable)),
+            None => OperationStep::Done(Response::Failed(Failure::Unavailable)),
             Some(Pending::Unwrite) => self.next_task(),
             Some(Pending::Record(_)) => match self.lost() {
                 Some(done) => done,
@@ -412,8 +412,8 @@ impl Resume for Exchange {
     fn failed(&mut self, failure: Failure) -> Self::Step {
         self.pending = None;
         match self.after {
-            None if failure == Failure::Full => Step::Done(full(&self.request)),
-            None => Step::Done(Response::Failed(failure)),
+            None if failure == Failure::Full => OperationStep::Done(full(&self.request)),
+            None => OperationStep::Done(Response::Failed(failure)),
             Some(_) => self.task_failed(failure),
         }
     }

@@ -1,16 +1,16 @@
-//! The protocol over a store that answers at once: [`Engine`].
+//! The protocol over a store that answers at once: [`Protocol`].
 
 use super::*;
 
 /// The protocol over a store that answers at once (Envoy shared data, the memory store): claim,
 /// finish and consume in one call each, with each record charged to its payers' shares of the whole
 /// store ([`crate::store::share`]) — charged before the record is written, given back if it is not.
-pub struct Engine<'p, S: Store + ?Sized> {
+pub struct Protocol<'p, S: Store + ?Sized> {
     pub store: &'p mut S,
     pub policy: &'p Policy,
 }
 
-impl<S: Store + ?Sized> Engine<'_, S> {
+impl<S: Store + ?Sized> Protocol<'_, S> {
     fn layout(&self) -> Layout {
         Layout {
             capacity: self.policy.capacity,
@@ -253,7 +253,7 @@ impl<S: Store + ?Sized> Engine<'_, S> {
     }
 }
 
-/// A cell as [`Engine`] read it before deciding whether to charge.
+/// A cell as [`Protocol`] read it before deciding whether to charge.
 struct Look {
     snapshot: Option<Snapshot>,
     /// Its records, the expired ones dropped.

@@ -1,4 +1,4 @@
-//! The ordering guard's first step on a store, decided whole here: on the local store at once
+//! The sequencer's first step on a store, decided whole here: on the local store at once
 //! ([`crate::store::ordering::begin`]), or as the request the store service is sent and what its
 //! answer means ([`client::order_begin`], [`client::begin_outcome`]) — both ending in [`decide`],
 //! with the events to count, the access log's outcome and the line to log. A host only says
@@ -10,20 +10,20 @@ use crate::answer::{answer, EdgeAnswer};
 use crate::client::payer::Payers;
 use crate::client::scope::StorageKey;
 use crate::events::Events;
-use crate::guard::Decision;
+use crate::guard::Ruling;
 use crate::order::{Begin, BeginOutcome, OrderRule};
 use crate::policy::{Policy, StoreKind};
 use crate::record::OwnerToken;
 use crate::store::ordering as local;
 use crate::store::protocol::ProtocolError;
-use crate::store::remote::client::{self, Answer};
+use crate::store::remote::client::{self, CalloutReply};
 use crate::store::remote::Request;
 use crate::store::Store;
 use crate::time::UnixMillis;
 use alloc::string::String;
 use alloc::sync::Arc;
 
-/// Where the resource's record is, for one step of the ordering guard.
+/// Where the resource's record is, for one step of the sequencer.
 pub enum OrderStore<'s, S: ?Sized> {
     /// The host's local store, asked at once at `now`.
     Local { store: &'s mut S, now: UnixMillis },
@@ -46,12 +46,12 @@ pub struct Claimed {
     pub version: u64,
 }
 
-/// What the ordering guard decided for an event: the decision the request machine is handed, and
+/// What the sequencer decided for an event: the decision the request machine is handed, and
 /// what the host counts and logs beside it.
 #[derive(Debug)]
 #[must_use = "the decision goes to the request's machine; the events are counted"]
 pub struct Begun {
-    pub decision: Decision<Claimed>,
+    pub decision: Ruling<Claimed>,
     pub events: Events,
     /// The outcome's name for the access log (`None`: the store decided nothing).
     pub outcome: Option<&'static str>,
@@ -79,7 +79,7 @@ pub struct AskedBegin {
     rule: Arc<OrderRule>,
 }
 
-/// The ordering guard's begin for `ordered`, by `owner`, a new resource record charged to
+/// The sequencer's begin for `ordered`, by `owner`, a new resource record charged to
 /// `payers` (the delivery claim's).
 pub fn begin<S: Store + ?Sized>(
     policy: &Policy,
@@ -94,7 +94,7 @@ pub fn begin<S: Store + ?Sized>(
         // No clock, no decision: nothing was forwarded or claimed here.
         OrderStore::NoClock => {
             return BeginStep::Decided(Begun {
-                decision: Decision::Answer(answer(&EdgeAnswer::ClockUnavailable)),
+                decision: Ruling::Answer(answer(&EdgeAnswer::ClockUnavailable)),
                 events: Events::default(),
                 outcome: None,
                 note: None,
@@ -128,7 +128,7 @@ pub fn begin<S: Store + ?Sized>(
 impl AskedBegin {
     /// The store service answered: decided as a local begin would be, once the state it was
     /// decided on checks out against the record secrets.
-    pub fn answered(self, policy: &Policy, reply: Answer<'_>) -> Begun {
+    pub fn answered(self, policy: &Policy, reply: CalloutReply<'_>) -> Begun {
         let checked = match &policy.store {
             StoreKind::Remote { secrets, .. } => {
                 client::begin_outcome(reply, &self.key, self.rule.table.initial(), secrets)
@@ -190,14 +190,14 @@ fn decided(
         }
     };
     let decision = match decision {
-        Decision::Forward(Some(Applies { to })) => Decision::Forward(Some(Claimed {
+        Ruling::Forward(Some(Applies { to })) => Ruling::Forward(Some(Claimed {
             key,
             owner,
             to,
             version,
         })),
-        Decision::Forward(None) => Decision::Forward(None),
-        Decision::Answer(http) => Decision::Answer(http),
+        Ruling::Forward(None) => Ruling::Forward(None),
+        Ruling::Answer(http) => Ruling::Answer(http),
     };
     Begun {
         decision,

@@ -9,16 +9,16 @@ use crate::error::{HarnessError, Result};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-pub struct Exchange {
+pub struct Roundtrip {
     worker: Rc<RefCell<Worker>>,
     context: u32,
     request: Request,
     chunks_sent: usize,
 }
 
-impl Exchange {
+impl Roundtrip {
     pub(crate) fn new(worker: Rc<RefCell<Worker>>, context: u32, request: Request) -> Self {
-        Exchange {
+        Roundtrip {
             worker,
             context,
             request,
@@ -69,7 +69,7 @@ impl Exchange {
     /// point (see [`super::Abort`]).
     pub fn send_rest(&mut self) -> Result<()> {
         use super::request::Abort;
-        let leave = |exchange: &Exchange| exchange.client_disconnects();
+        let leave = |exchange: &Roundtrip| exchange.client_disconnects();
         if self.chunks_sent == 0 && self.request.abort == Some(Abort::AfterHeaders) {
             return leave(self);
         }

@@ -1,4 +1,4 @@
-//! What the ordering guard reads of a request (decided in the core, not the filter):
+//! What the sequencer reads of a request (decided in the core, not the filter):
 //! the values of the rule's header sources at the start, the body while it streams when a source
 //! is in it, and at the end the event and its resource — before the delivery id's claim, so a
 //! refused event writes nothing. [`applies`] says which upstream answers applied the event.

@@ -1,41 +1,43 @@
-//! The exchange's ledger work once its record's answer is known: each payer charged on its own
+//! The operation's ledger work once its record's answer is known: each payer charged on its own
 //! ledger key, a charge's move on a finish, and the operation undone (charges given back, the key
 //! put back) when a payer is refused or a ledger fails.
 
 use super::*;
 
-impl Exchange {
+impl Operation {
     /// Resumes with what became of the [`Need::Ledger`] job: a charge refused or failed undoes
     /// the operation; a finish's move of its charge is best effort.
     #[must_use = "the next step must be carried out"]
-    pub fn settled(&mut self, settled: Settled) -> Step {
+    pub fn settled(&mut self, settled: LedgerOutcome) -> OperationStep {
         let Some(Task::Ledger(job)) = self.current_task() else {
             // A settlement with no job asked for: a host bug, answered as a failure.
-            return Step::Done(Response::Failed(Failure::Unavailable));
+            return OperationStep::Done(Response::Failed(Failure::Unavailable));
         };
         match (settled, job) {
-            (Settled::Done, job) => self.charged(job),
+            (LedgerOutcome::Done, job) => self.charged(job),
             (
-                Settled::Refused { retry_after, share },
+                LedgerOutcome::Refused { retry_after, share },
                 Job::Charge {
                     tag,
                     share: Some(_),
                     space,
                 },
             ) => self.over_share(tag, space, OverShare::new(retry_after, share)),
-            (Settled::Refused { retry_after, share }, Job::Charge { .. } | Job::Gauge { .. }) => {
-                self.refused(OverShare::new(retry_after, share))
-            }
+            (
+                LedgerOutcome::Refused { retry_after, share },
+                Job::Charge { .. } | Job::Gauge { .. },
+            ) => self.refused(OverShare::new(retry_after, share)),
             // Only a charge can be refused: a host bug, and moves are best effort anyway.
-            (Settled::Refused { .. }, _) => self.next_task(),
-            (Settled::Failed(failure), _) => self.task_failed(failure),
+            (LedgerOutcome::Refused { .. }, _) => self.next_task(),
+            (LedgerOutcome::Failed(failure), _) => self.task_failed(failure),
         }
     }
 
     /// Counts a lost compare-and-set on the record: the answer once there were too many.
-    pub(super) fn lost(&mut self) -> Option<Step> {
+    pub(super) fn lost(&mut self) -> Option<OperationStep> {
         self.attempts += 1;
-        (self.attempts >= MAX_ATTEMPTS).then_some(Step::Done(Response::Failed(Failure::Contention)))
+        (self.attempts >= MAX_ATTEMPTS)
+            .then_some(OperationStep::Done(Response::Failed(Failure::Contention)))
     }
 
     pub(super) fn current_task(&self) -> Option<Task> {
@@ -43,7 +45,7 @@ impl Exchange {
     }
 
     /// The record's write landed: what its payers owe, if anything.
-    pub(super) fn landed(&mut self, landing: Landing) -> Step {
+    pub(super) fn landed(&mut self, landing: Landing) -> OperationStep {
         let mut after = After {
             answer: landing.response,
             tasks: Vec::new(),
@@ -102,16 +104,16 @@ impl Exchange {
     }
 
     /// The first task's first engine call, or the answer when none is left.
-    pub(super) fn start_task(&mut self) -> Step {
+    pub(super) fn start_task(&mut self) -> OperationStep {
         self.attempts = 0;
         let Some(task) = self.current_task() else {
             return match self.after.take() {
-                Some(after) => Step::Done(after.answer),
-                None => Step::Done(Response::Failed(Failure::Unavailable)),
+                Some(after) => OperationStep::Done(after.answer),
+                None => OperationStep::Done(Response::Failed(Failure::Unavailable)),
             };
         };
         match task {
-            Task::Ledger(job) => Step::Need(Need::Ledger(LedgerJob(job))),
+            Task::Ledger(job) => OperationStep::Need(Need::Ledger(LedgerJob(job))),
             Task::Unwrite(version, previous) => {
                 let key = *self.request.key();
                 let write = match previous {
@@ -126,7 +128,7 @@ impl Exchange {
                     },
                 };
                 self.pending = Some(Pending::Unwrite);
-                Step::Need(Need::Write {
+                OperationStep::Need(Need::Write {
                     key,
                     expect: Some(version),
                     write,
@@ -136,7 +138,7 @@ impl Exchange {
         }
     }
 
-    pub(super) fn next_task(&mut self) -> Step {
+    pub(super) fn next_task(&mut self) -> OperationStep {
         if let Some(after) = &mut self.after {
             if !after.tasks.is_empty() {
                 after.tasks.remove(0);
@@ -146,7 +148,7 @@ impl Exchange {
     }
 
     /// `job` is done: a charge is remembered (to give back if a later one fails); the next task.
-    pub(super) fn charged(&mut self, job: Job) -> Step {
+    pub(super) fn charged(&mut self, job: Job) -> OperationStep {
         if let (Job::Charge { tag, space, .. }, Some(after)) = (job, &mut self.after) {
             after.refunds.push(Job::Refund { tag, space });
         }
@@ -157,7 +159,12 @@ impl Exchange {
     /// pressure ([`Fill::gauge`], the local store's rule): the shard's count is read next, then
     /// the payer is charged beyond its share if the shard has room. Refused at once when nothing
     /// is counted or the shares are fixed caps.
-    pub(super) fn over_share(&mut self, tag: PayerTag, space: Space, over: OverShare) -> Step {
+    pub(super) fn over_share(
+        &mut self,
+        tag: PayerTag,
+        space: Space,
+        over: OverShare,
+    ) -> OperationStep {
         let fill = match &self.request {
             Request::Claim { fill, .. }
             | Request::Consume { fill, .. }
@@ -185,7 +192,7 @@ impl Exchange {
 
     /// A payer is at its share: 429 with when it has room and which share refused (the filter
     /// counts and logs it as the local store's), and the operation undone.
-    pub(super) fn refused(&mut self, over: OverShare) -> Step {
+    pub(super) fn refused(&mut self, over: OverShare) -> OperationStep {
         let (retry_after, share) = (over.retry_after, Some(over.refusal));
         let answer = match &self.request {
             Request::Consume { .. } => {
@@ -202,7 +209,7 @@ impl Exchange {
 
     /// The current task could not be done. A charge undoes the operation, answering `failure`
     /// (the host's failure mode applies, as for any failed claim); anything else is best effort.
-    pub(super) fn task_failed(&mut self, failure: Failure) -> Step {
+    pub(super) fn task_failed(&mut self, failure: Failure) -> OperationStep {
         self.pending = None;
         match self.current_task() {
             Some(Task::Ledger(Job::Charge { .. } | Job::Gauge { .. })) => {
@@ -217,9 +224,9 @@ impl Exchange {
     }
 
     /// Gives back the charges made, deletes the record written, and answers `answer`.
-    pub(super) fn undo(&mut self, answer: Response) -> Step {
+    pub(super) fn undo(&mut self, answer: Response) -> OperationStep {
         let Some(after) = &mut self.after else {
-            return Step::Done(answer);
+            return OperationStep::Done(answer);
         };
         let mut tasks: Vec<Task> = after.refunds.drain(..).map(Task::Ledger).collect();
         tasks.extend(

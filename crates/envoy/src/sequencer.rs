@@ -1,6 +1,6 @@
-//! The ordering guard, carried out. The rules and every step's decision are the core's
-//! (`idemgate_core::guard::ordering`: [`begin`](idemgate_core::guard::ordering::begin) and
-//! [`settle`](idemgate_core::guard::ordering::settle) on either store, with what to count and
+//! The sequencer, carried out. The rules and every step's decision are the core's
+//! (`idemgate_core::guard::sequencer`: [`begin`](idemgate_core::guard::sequencer::begin) and
+//! [`settle`](idemgate_core::guard::sequencer::settle) on either store, with what to count and
 //! log): this module only says where the record is, sends the store service's requests, counts
 //! and logs what the core says, and hands the machine the core's decision. The filter calls it
 //! when the machine asks ([`begin`], once the delivery id's claim is won) and when the upstream's
@@ -16,20 +16,20 @@ use crate::shared::{BeginCall, OrderClaim, Shared, StoreCall};
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use idemgate_core::client::payer::Payers;
-pub use idemgate_core::guard::ordering::applies;
-use idemgate_core::guard::ordering::{
-    self as ordering, BeginStep, Begun as Decided, OrderNote, OrderStore, Ordered, SettleStep,
+pub use idemgate_core::guard::sequencer::applies;
+use idemgate_core::guard::sequencer::{
+    self as sequencer, BeginStep, Begun as Decided, OrderNote, OrderStore, Ordered, SettleStep,
     Settled,
 };
-use idemgate_core::guard::{Decision, Events};
+use idemgate_core::guard::{Events, Ruling};
 
 pub use crate::access_log::ORDER_FIELD;
 
-/// What asking the ordering guard about an event whose delivery id the request has claimed gave.
-pub enum Begun {
+/// What asking the sequencer about an event whose delivery id the request has claimed gave.
+pub enum Sequenced {
     /// Its decision, at once: the local store's, or a remote call that could not be made.
-    Now(Decision<OrderClaim>),
-    /// Asked of the remote store by this callout: the request waits, paused, for [`began`].
+    Now(Ruling<OrderClaim>),
+    /// Sequenced of the remote store by this callout: the request waits, paused, for [`began`].
     Later(u32),
 }
 
@@ -42,15 +42,15 @@ fn at(backend: &mut Result<Backend, NoClock>) -> OrderStore<'_, SharedStore<Host
     }
 }
 
-/// Asks the core's ordering guard about the event — a new resource record charged to `payers`
+/// Asks the core's sequencer about the event — a new resource record charged to `payers`
 /// (the delivery claim's) — and carries out what it says: the local store's decision at once, or
-/// the store service asked ([`Begun::Later`], its answer for `stream`).
-pub fn begin(shared: &Rc<Shared>, ordered: Ordered, payers: Payers, stream: u32) -> Begun {
+/// the store service asked ([`Sequenced::Later`], its answer for `stream`).
+pub fn begin(shared: &Rc<Shared>, ordered: Ordered, payers: Payers, stream: u32) -> Sequenced {
     let policy = &shared.policy;
     let owner = shared.owners.next();
     let mut backend = backend::of(shared);
-    match ordering::begin(policy, ordered, owner, payers, at(&mut backend)) {
-        BeginStep::Decided(begun) => Begun::Now(carried_out(shared, begun)),
+    match sequencer::begin(policy, ordered, owner, payers, at(&mut backend)) {
+        BeginStep::Decided(begun) => Sequenced::Now(carried_out(shared, begun)),
         BeginStep::Send { request, asked } => {
             let call = BeginCall {
                 shared: Rc::clone(shared),
@@ -59,22 +59,22 @@ pub fn begin(shared: &Rc<Shared>, ordered: Ordered, payers: Payers, stream: u32)
             };
             let pending = |_| StoreCall::OrderBegin(Box::new(call));
             match crate::remote_store::call(shared, &request, pending) {
-                Ok(token) => Begun::Later(token),
-                Err(e) => Begun::Now(carried_out(shared, asked.unsent(policy, e))),
+                Ok(token) => Sequenced::Later(token),
+                Err(e) => Sequenced::Now(carried_out(shared, asked.unsent(policy, e))),
             }
         }
     }
 }
 
 /// The remote store answered a begin: the core's decision on it.
-pub fn began(call: BeginCall, reply: &Reply) -> Decision<OrderClaim> {
+pub fn began(call: BeginCall, reply: &Reply) -> Ruling<OrderClaim> {
     let begun = call.asked.answered(&call.shared.policy, reply.answer());
     carried_out(&call.shared, begun)
 }
 
 /// Counts and logs what the core decided; an event that applies carries its resource's claim,
 /// settled when the upstream answers.
-fn carried_out(shared: &Shared, begun: Decided) -> Decision<OrderClaim> {
+fn carried_out(shared: &Shared, begun: Decided) -> Ruling<OrderClaim> {
     let Decided {
         decision,
         events,
@@ -89,8 +89,8 @@ fn carried_out(shared: &Shared, begun: Decided) -> Decision<OrderClaim> {
     }
     count(shared, events);
     match decision {
-        Decision::Forward(claim) => Decision::Forward(claim.map(|c| OrderClaim(Box::new(c)))),
-        Decision::Answer(http) => Decision::Answer(http),
+        Ruling::Forward(claim) => Ruling::Forward(claim.map(|c| OrderClaim(Box::new(c)))),
+        Ruling::Answer(http) => Ruling::Answer(http),
     }
 }
 
@@ -99,13 +99,13 @@ fn carried_out(shared: &Shared, begun: Decided) -> Decision<OrderClaim> {
 /// access-log field can be written.
 pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: bool) {
     let mut backend = backend::of(shared);
-    let settled = match ordering::settle(&shared.policy, *claim.0, applied, at(&mut backend)) {
+    let settled = match sequencer::settle(&shared.policy, *claim.0, applied, at(&mut backend)) {
         SettleStep::Done(settled) => settled,
         SettleStep::Send(request) => {
             let pending = |_| StoreCall::OrderSettle(Rc::clone(shared));
             match crate::remote_store::call(shared, &request, pending) {
                 Ok(_) => return,
-                Err(e) => ordering::settle_unsent(e),
+                Err(e) => sequencer::settle_unsent(e),
             }
         }
     };
@@ -114,7 +114,7 @@ pub fn settle(shared: &Rc<Shared>, claim: OrderClaim, applied: bool, on_stream: 
 
 /// The remote store answered a settle.
 pub fn settle_answered(shared: &Rc<Shared>, reply: &Reply) {
-    settled_with(shared, ordering::settle_answered(reply.answer()), false);
+    settled_with(shared, sequencer::settle_answered(reply.answer()), false);
 }
 
 fn settled_with(shared: &Shared, settled: Settled, on_stream: bool) {

@@ -1,4 +1,4 @@
-//! The ordering guard's last step, decided whole here: a resource's claim ended once the upstream
+//! The sequencer's last step, decided whole here: a resource's claim ended once the upstream
 //! answered — on the local store at once ([`crate::store::ordering::SettleEvent`]), or as the
 //! request the store service is sent ([`client::order_settle`]) and what its answer means — with
 //! the events to count and the line to log. Nobody waits for a settle: a claim that is not
@@ -11,7 +11,7 @@ use crate::order::SettleOutcome;
 use crate::policy::{Policy, StoreKind};
 use crate::store::ordering::SettleEvent;
 use crate::store::protocol::{run, ProtocolError};
-use crate::store::remote::client::{self, Answer};
+use crate::store::remote::client::{self, CalloutReply};
 use crate::store::remote::Request;
 use crate::store::{Layout, Store};
 
@@ -92,7 +92,7 @@ pub fn settle<S: Store + ?Sized>(
 }
 
 /// The store service answered a settle.
-pub fn settle_answered(reply: Answer<'_>) -> Settled {
+pub fn settle_answered(reply: CalloutReply<'_>) -> Settled {
     settled(client::settle_outcome(reply))
 }
 

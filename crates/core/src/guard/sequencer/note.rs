@@ -1,4 +1,4 @@
-//! The lines the ordering guard's steps give the host's log, typed: the host picks the level
+//! The lines the sequencer's steps give the host's log, typed: the host picks the level
 //! ([`OrderNote::is_warning`]) and writes the text ([`fmt::Display`]).
 
 use crate::client::payer::ShareRefusal;
@@ -8,7 +8,7 @@ use crate::store::protocol::ProtocolError;
 use alloc::string::String;
 use core::fmt;
 
-/// Something a begin or settle of the ordering guard says to the host's log.
+/// Something a begin or settle of the sequencer says to the host's log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum OrderNote {
