@@ -19,7 +19,7 @@ pub struct RouteConfig {
     /// A sender's usual settings (`preset`); every other field overrides them.
     pub preset: Option<PresetConfig>,
     pub pass_through: Option<PassThroughConfig>,
-    /// The sequencer ([`crate::order`]); callback routes only.
+    /// The ordering rules ([`crate::order`]), carried out by the sequencer; callback routes only.
     pub order: Option<OrderConfig>,
     /// What the route itself may hold in the whole store under pressure; callback routes only.
     pub share: Option<ShareAmount>,
