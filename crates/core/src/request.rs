@@ -7,7 +7,7 @@
 pub mod budget;
 pub mod fingerprint;
 pub mod form;
-pub mod json;
+pub(crate) mod json;
 pub mod key;
 pub mod key_source;
 pub mod media_type;

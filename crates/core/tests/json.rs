@@ -2,7 +2,7 @@
 //! Conformance vectors (`vectors/json.json`, expected values from the Python reference) and
 //! property tests for the streaming JSON hasher.
 
-use idemgate_core::request::json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
+use idemgate_json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 
@@ -154,7 +154,7 @@ fn depth_bomb_and_huge_number_are_typed_errors() {
 #[test]
 fn documents_have_the_number_limits_of_bodies() {
     use idemgate_core::config::Config;
-    use idemgate_core::request::json::Value;
+    use idemgate_json::Value;
     let long = "1".repeat(65);
     for text in ["1e10000".to_string(), long.clone()] {
         assert!(Value::parse(&text).is_err(), "{text}");

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::conformance::{evaluate, evaluate_json, GROUPS};
-use idemgate_core::request::json::Value as Doc;
+use idemgate_json::Value as Doc;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::PathBuf;

@@ -82,7 +82,7 @@ pub fn settled(settled: Settled) -> Json {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use idemgate_core::request::json::Value;
+    use idemgate_json::Value;
 
     fn number(doc: &Value, path: &[&str]) -> Option<u64> {
         path.iter()

@@ -8,7 +8,7 @@ use crate::error::{CodedError, JsResult, FINGERPRINTER_STATE, INVALID_ARGUMENT};
 use alloc::string::String;
 use alloc::vec::Vec;
 use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::request::json::JsonPointer;
+use idemgate_json::JsonPointer;
 use wasm_bindgen::prelude::*;
 
 /// Incremental fingerprint, configured and described in one call, then fed the body. In JS:

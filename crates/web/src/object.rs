@@ -5,10 +5,10 @@
 //! The object is written here as JSON text and made by one imported JS function (`JSON.parse`):
 //! one small import for every shape, no per-field glue, and a host without JavaScript (the
 //! wasmtime harness) stubs that one import and reads the same text. The writer avoids `core::fmt`
-//! (size); its strings are the core's (`request::json::write_string`).
+//! (size); its strings are `idemgate_json::write_string`.
 
 use alloc::string::String;
-use idemgate_core::request::json;
+use idemgate_json as json;
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(inline_js = "export function idemgate_object(json) { return JSON.parse(json); }")]
@@ -103,7 +103,7 @@ mod tests {
             ("ok", Member::Bool(false)),
         ]);
         assert_eq!(json.0, r#"{"a":"x\"y\\z\u0001é","n":30000,"ok":false}"#);
-        let parsed = idemgate_core::request::json::Value::parse(&json.0).unwrap();
+        let parsed = idemgate_json::Value::parse(&json.0).unwrap();
         assert_eq!(
             parsed.get("a").and_then(|v| v.as_str()),
             Some("x\"y\\z\u{1}é")

@@ -12,8 +12,8 @@
 use crate::error::{CodedError, INVALID_ARGUMENT};
 use alloc::string::String;
 use alloc::vec::Vec;
-use idemgate_core::request::json::document::MAX_DEPTH;
-use idemgate_core::request::json::Value;
+use idemgate_json::document::MAX_DEPTH;
+use idemgate_json::Value;
 
 /// Why an outline gave no value.
 #[derive(Debug, PartialEq)]

@@ -13,7 +13,7 @@ use idemgate_core::order::transition::StateTable as CoreTable;
 use idemgate_core::order::transition::{
     Arrival, DeclaredTable, TableError, Transition, SUBMIT_LIFECYCLE,
 };
-use idemgate_core::request::json::Value;
+use idemgate_json::Value;
 use wasm_bindgen::prelude::*;
 
 /// A table the core validated. In JS (the package wraps it in its own `StateTable` class):

@@ -9,8 +9,8 @@
 //! writing a parsed value back out parses to the same value.
 #![no_main]
 
-use idemgate_core::request::json::document::MAX_DEPTH;
-use idemgate_core::request::json::{JsonError, Value};
+use idemgate_json::document::MAX_DEPTH;
+use idemgate_json::{JsonError, Value};
 use libfuzzer_sys::fuzz_target;
 
 /// The core's value and serde_json's agree, member order aside.

@@ -14,7 +14,7 @@ use idemgate_core::request::fingerprint::{
     FingerprintBuilder, FingerprintError, FingerprintMode, FingerprintSpec,
 };
 use idemgate_core::request::form::FormHasher;
-use idemgate_core::request::json::{JsonHasher, JsonPointer};
+use idemgate_json::{JsonHasher, JsonPointer};
 use idemgate_core::request::media_type::BodyKind;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;

@@ -14,7 +14,7 @@
 #![no_main]
 
 use idemgate_core::hash::sha256;
-use idemgate_core::request::json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
+use idemgate_json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
 use libfuzzer_sys::fuzz_target;
 

@@ -502,7 +502,7 @@ pub enum TableError {
 
 impl TableError {
     /// A declaration whose text is not a JSON document (or nests deeper than
-    /// [`crate::request::json::document::MAX_DEPTH`]): what every host answers when it cannot read
+    /// [`idemgate_json::document::MAX_DEPTH`]): what every host answers when it cannot read
     /// the text at all, whoever parsed it (the core here, `JSON.parse` in the browser).
     pub const NOT_JSON: TableError = TableError::Malformed("not JSON");
 

@@ -3,7 +3,7 @@
 //! crate `idemgate-json`, here at the path hosts use. Its documentation has the digest's
 //! definition (`E(value)`) and which error wins.
 
-pub use idemgate_json::{
-    document, write_escaped, write_string, JsonError, JsonHasher, JsonLimits, JsonPointer, Number,
-    Pointers, Quoted, Value,
+pub(crate) use idemgate_json::{
+    write_escaped, write_string, JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers, Quoted,
+    Value,
 };

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
-use idemgate_core::request::json::{JsonLimits, JsonPointer, Value};
+use idemgate_json::{JsonLimits, JsonPointer, Value};
 use idemgate_web::fingerprint::Fingerprinter;
 use idemgate_web::transition::StateTable;
 use idemgate_web::{intent, key, outline, retry, target};
