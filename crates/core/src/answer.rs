@@ -413,7 +413,7 @@ fn push_decimal(out: &mut String, n: u16) {
 /// An HTTP answer's `:status` as a host reads it: exactly three digits, 100 to 999 (RFC 9110
 /// §15). `None` for anything else — a host must not invent a status: an answer whose
 /// status cannot be read is in doubt, never stored or replayed as "status 0".
-pub fn parse_status(value: &[u8]) -> Option<u16> {
+pub(crate) fn parse_status(value: &[u8]) -> Option<u16> {
     match value {
         [a @ b'1'..=b'9', b @ b'0'..=b'9', c @ b'0'..=b'9'] => {
             let digit = |d: &u8| u16::from(d - b'0');

@@ -43,7 +43,7 @@ pub fn decode(text: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Decodes canonical unpadded base64url; `None` otherwise.
-pub fn decode_url(text: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn decode_url(text: &[u8]) -> Option<Vec<u8>> {
     // One character alone carries 6 bits: never a whole byte.
     if text.len() % 4 == 1 {
         return None;
@@ -61,7 +61,7 @@ pub fn encode(bytes: &[u8], out: &mut String) {
 }
 
 /// Appends `bytes` as base64url without padding: the one spelling [`decode_url`] reads back.
-pub fn encode_url(bytes: &[u8], out: &mut String) {
+pub(crate) fn encode_url(bytes: &[u8], out: &mut String) {
     encode_with(bytes, URL_ALPHABET, false, out);
 }
 
@@ -105,12 +105,12 @@ fn decode_data(data: &[u8], alphabet: Alphabet) -> Option<Vec<u8>> {
 }
 
 /// [`decode`] into exactly `N` bytes (a MAC, a key, a signature).
-pub fn decode_array<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
+pub(crate) fn decode_array<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
     decode(text)?.try_into().ok()
 }
 
 /// [`decode_url`] into exactly `N` bytes (a token's payload or tag).
-pub fn decode_url_array<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
+pub(crate) fn decode_url_array<const N: usize>(text: &[u8]) -> Option<[u8; N]> {
     decode_url(text)?.try_into().ok()
 }
 

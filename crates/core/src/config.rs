@@ -26,17 +26,28 @@ use alloc::boxed::Box;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
-pub use client::{FingerprintConfig, ModeConfig, ScopeConfig, TokenConfig};
+pub(crate) use client::FingerprintConfig;
+pub(crate) use client::ModeConfig;
+pub(crate) use client::ScopeConfig;
+pub(crate) use client::TokenConfig;
 use core::fmt;
 pub use error::ConfigError;
 use error::{copy, decimal, invalid, item, owned, refuse, shown, Refusal};
-pub use routes::{
-    ForwardConfig, KeyConfig, KeySourceConfig, OrderConfig, PassThroughConfig, PreconditionConfig,
-    RouteConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig, TokenRequirementConfig,
-    UpstreamConfig,
-};
+pub(crate) use routes::ForwardConfig;
+pub(crate) use routes::KeyConfig;
+pub(crate) use routes::KeySourceConfig;
+pub(crate) use routes::OrderConfig;
+pub(crate) use routes::PassThroughConfig;
+pub(crate) use routes::PreconditionConfig;
+pub(crate) use routes::RouteConfig;
+pub(crate) use routes::RouteKindConfig;
+pub(crate) use routes::SignatureConfig;
+pub(crate) use routes::SignatureSchemeConfig;
+pub(crate) use routes::TokenRequirementConfig;
+pub(crate) use routes::UpstreamConfig;
+pub(crate) use shares::ShareAmount;
+pub(crate) use shares::SharesConfig;
 use shares::{default_bytes, defaults_share, fits_one_answer_per_shard};
-pub use shares::{ShareAmount, SharesConfig};
 
 mod budget;
 mod client;
@@ -59,7 +70,7 @@ pub struct Config {
     pub ttl: Option<String>,
     pub lease: Option<String>,
     pub replay_headers: Option<Vec<String>>,
-    pub store_responses: Option<StoreConfig>,
+    pub(crate) store_responses: Option<StoreConfig>,
     pub release_statuses: Option<Vec<u16>>,
     pub max_request_body: Option<Size>,
     pub hashing_budget: Option<Size>,
@@ -91,10 +102,10 @@ pub struct StoreBackendConfig {
     pub record_secrets_env: Option<Vec<String>>,
 }
 
-pub use preset::PresetConfig;
+pub(crate) use preset::PresetConfig;
 
 #[derive(Debug, Clone, Copy)]
-pub enum StoreConfig {
+pub(crate) enum StoreConfig {
     NotDone,
     All,
     Success,
@@ -286,7 +297,7 @@ fn size(field: &str, value: Option<&Size>, default: u64) -> Result<u64, Refusal>
 }
 
 /// `"512"`, `"64KiB"`, `"1MiB"`, `"1GiB"` (also `KB`/`MB`/`GB` as powers of 1000).
-pub fn parse_size(text: &str) -> Option<u64> {
+pub(crate) fn parse_size(text: &str) -> Option<u64> {
     const UNITS: [(&str, u64); 8] = [
         ("", 1),
         ("B", 1),

@@ -80,7 +80,7 @@ pub(crate) fn decide_with(
 /// for another payload — is `None`, and the delivery is refused as stale. It never claims, takes
 /// over or releases: a captured old delivery can run nothing and hold nothing.
 #[must_use = "the stored answer, if any, is what the delivery gets"]
-pub fn decide_late(
+pub(crate) fn decide_late(
     existing: Option<&Record>,
     fingerprint: Fingerprint,
     now: UnixMillis,

@@ -5,16 +5,16 @@
 //!    `issue_token`; a precondition, admission, identity or `check_token` refusal, counted),
 //!    forwarded unguarded, or [`Keyed`] — whose [`Keyed::take`] starts the machine;
 //! 2. from there on, its life is one sans-IO state machine, [`Guarded`]: the host hands in what
-//!    happened — each body chunk (charged by the request's [`Intake`] before the host reads it:
+//!    happened — each body chunk (charged by the request's `Intake` before the host reads it:
 //!    `max_request_body`, each kept copy reserved from the hashing [`crate::request::budget`]), the
 //!    body's end, the store's [`Reply`], the sequencer's [`Ruling`], whether a detached
 //!    exchange was [`Sent`], the upstream's head, body and end, the client gone ([`Guarded::gone`]:
 //!    what the request holds is given back once its answer comes) — and carries out the [`Action`]s
 //!    it polls, in order, counting the [`Event`]s. Inside, the body's end gives the claim's key and
-//!    fingerprint ([`Intake::finish`]) or a [`BodyRefusal`]; the store's decision is
-//!    [`after_claim`] (forward as the key's owner, answer here: 409, replay, 422, 429, 502
+//!    fingerprint (`Intake::finish`) or a `BodyRefusal`; the store's decision is
+//!    `after_claim` (forward as the key's owner, answer here: 409, replay, 422, 429, 502
 //!    `record_corrupt`, the failure mode's 503; or forward unguarded); the request's [`Course`]
-//!    upstream is the sequencer's decision, the token's single use ([`after_use`]), then out;
+//!    upstream is the sequencer's decision, the token's single use (`after_use`), then out;
 //!    and a [`Capture`] keeps what the record may replay of the upstream's answer and gives the
 //!    [`crate::decision::ResponseFacts`] the claim is finished with.
 //!
@@ -136,10 +136,13 @@ pub use crate::events::{Event, Events};
 pub use capture::Capture;
 pub use course::{Course, Stage};
 pub use detached::{retry_after, Callout, CalloutOrigin, Ended, Ending, Finish};
-pub use guarded::{Action, Ask, Claim, Guarded, Intaking, Kept, Reply, Ruling, Sent, Warning};
+pub(crate) use guarded::Intaking;
+pub use guarded::{Action, Ask, Claim, Guarded, Kept, Reply, Ruling, Sent, Warning};
 pub use head::{head, Headed, Host, Keyed};
+pub(crate) use intake::BodyRefusal;
+pub(crate) use intake::Intake;
+pub use intake::Taken;
 pub(crate) use intake::{start, Start};
-pub use intake::{BodyRefusal, Intake, PendingKey, Taken};
 pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
 
@@ -154,7 +157,7 @@ use crate::store::share::{ShareReason, ShareRefusal};
 
 /// What becomes of the request.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Next<'a> {
+pub(crate) enum Next<'a> {
     /// Forward it upstream as the key's owner; its end is settled with `owner`.
     Forward { owner: OwnerToken, takeover: bool },
     /// Answer it here with this (the host sends [`crate::answer::answer`] of it).
@@ -175,7 +178,7 @@ pub(crate) fn refused(refusal: &Refusal) -> Events {
 
 /// What a claim's outcome (from either store) means for the request.
 #[must_use = "the step says what the host must do with the request"]
-pub fn after_claim<'a>(
+pub(crate) fn after_claim<'a>(
     outcome: &'a Result<ClaimOutcome, ProtocolError>,
     policy: &'a Policy,
 ) -> (Next<'a>, Events) {
@@ -250,7 +253,7 @@ static STALE: SignatureError = SignatureError::Stale;
 /// mode applies: a store that cannot answer is 503 (the sender delivers it again later), a
 /// stored answer that fails its seal `record_corrupt`.
 #[must_use = "the answer is what the delivery gets"]
-pub fn after_late<'a>(
+pub(crate) fn after_late<'a>(
     outcome: &'a Result<ClaimOutcome, ProtocolError>,
     policy: &'a Policy,
 ) -> (EdgeAnswer<'a>, Events) {
@@ -293,7 +296,7 @@ static ALREADY_USED: TokenError = TokenError::AlreadyUsed;
 /// with this answer. A use that cannot be recorded is refused whatever the failure mode: forwarded
 /// unrecorded, the token could be used again.
 #[must_use = "a request goes on only if its token's use says so"]
-pub fn after_use(
+pub(crate) fn after_use(
     outcome: &Result<ConsumeOutcome, ProtocolError>,
 ) -> (Option<EdgeAnswer<'_>>, Events) {
     match outcome {

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 /// Incremental hash over length-prefixed parts.
 #[derive(Clone)]
-pub struct PartsHasher {
+pub(crate) struct PartsHasher {
     inner: Sha256,
 }
 

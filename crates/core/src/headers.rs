@@ -86,7 +86,7 @@ pub fn steers_proxy(name: &str) -> bool {
 }
 
 /// Headers no configuration can make replayable: [`NEVER_REPLAYED`] and the proxy's `x-envoy-*`.
-pub fn never_replayed(name: &str) -> bool {
+pub(crate) fn never_replayed(name: &str) -> bool {
     NEVER_REPLAYED.iter().any(|n| n.eq_ignore_ascii_case(name))
         || name
             .get(..PROXY_PREFIX.len())

@@ -26,8 +26,10 @@ use alloc::vec::Vec;
 pub mod resource;
 pub mod transition;
 
-pub use crate::record::resource::{ReadState, Resource, ResourceClaim};
-pub use resource::{begin, creates, settle, Begin, BeginOutcome, SettleOutcome};
+pub use crate::record::resource::Resource;
+pub(crate) use crate::record::resource::ResourceClaim;
+pub(crate) use resource::SettleOutcome;
+pub use resource::{begin, creates, settle, Begin, BeginOutcome};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
 pub const ORDER_HEADER: &str = "idemgate-order";
@@ -80,7 +82,7 @@ impl OrderRule {
     }
 
     /// Whether the table names `event` (an event of any other type is not ordered).
-    pub fn tracks(&self, event: &str) -> bool {
+    pub(crate) fn tracks(&self, event: &str) -> bool {
         self.table.table().has_event(event)
     }
 

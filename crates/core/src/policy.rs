@@ -2,8 +2,9 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-pub use crate::client::scope::ScopeSource;
-pub use crate::record::{never_replayed, NEVER_REPLAYED};
+pub(crate) use crate::client::scope::ScopeSource;
+pub(crate) use crate::record::never_replayed;
+pub use crate::record::NEVER_REPLAYED;
 use crate::request::budget::Limits;
 use crate::request::fingerprint::FingerprintSpec;
 use crate::request::target::path_without_query;
@@ -68,7 +69,7 @@ impl Route {
     /// `max_request_body`: the fingerprint's state, plus the body kept for a body key source,
     /// for the sequencer's body sources, and for a detached exchange. A lone stream on the
     /// route needs `max_request_body` times this much of the hashing budget.
-    pub fn body_copies(&self) -> u64 {
+    pub(crate) fn body_copies(&self) -> u64 {
         let key = self
             .key_from
             .iter()
@@ -125,7 +126,7 @@ impl PassThrough {
     /// Whether a request with this whole body passes, for a body field: the body is JSON and the
     /// field a string equal to one of `values`. A body that is not JSON, or lacks the field, is
     /// not a control message.
-    pub fn matches_body(&self, body: &[u8]) -> bool {
+    pub(crate) fn matches_body(&self, body: &[u8]) -> bool {
         let PassThroughSource::Json(pointer) = &self.from else {
             return false;
         };
@@ -141,7 +142,7 @@ impl PassThrough {
     }
 
     /// Whether the decision waits for the body.
-    pub fn reads_body(&self) -> bool {
+    pub(crate) fn reads_body(&self) -> bool {
         matches!(self.from, PassThroughSource::Json(_))
     }
 }
@@ -326,7 +327,7 @@ pub const RECORD_OVERHEAD: u64 = 160;
 /// beyond it every record at most what it takes without a body (claims and answers kept
 /// without their body are never refused for bytes: a completion must land). The README's
 /// configuration reference gives the same formula.
-pub fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[String]) -> u64 {
+pub(crate) fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[String]) -> u64 {
     capacity
         .records()
         .saturating_mul(record_bound(0, replay_headers))
@@ -335,7 +336,7 @@ pub fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[Stri
 
 /// The most memory one record can take: a stored answer with a body of `max_response_body`, the
 /// most headers Envoy lets a response have if any is replayed, and the record's own overhead.
-pub fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
+pub(crate) fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
     let headers = if replay_headers.is_empty() {
         0
     } else {
@@ -466,7 +467,7 @@ impl Policy {
 }
 
 /// Whether `name` is replayed under the allow-list `replay_headers` (`Policy::replay_headers`).
-pub fn replayable(name: &str, replay_headers: &[String]) -> bool {
+pub(crate) fn replayable(name: &str, replay_headers: &[String]) -> bool {
     // `never_replayed`, not a lowercased copy of the name: no allocation per response header.
     !never_replayed(name) && replay_headers.iter().any(|h| h.eq_ignore_ascii_case(name))
 }

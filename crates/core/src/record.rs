@@ -8,7 +8,7 @@ pub mod seal;
 
 use crate::client::payer::{PayerTag, Payers};
 use crate::client::scope::StorageKey;
-pub use crate::codec::DecodeError;
+pub(crate) use crate::codec::DecodeError;
 use crate::codec::{Reader, Writer};
 use crate::request::fingerprint::Fingerprint;
 use crate::time::UnixMillis;
@@ -17,8 +17,9 @@ use alloc::vec::Vec;
 use resource::{Resource, ResourceClaim};
 use seal::{Seal, SEAL_LEN};
 
+pub(crate) use crate::headers::never_replayed;
 /// The header rules are one list for every path ([`crate::headers`]); a record's are these.
-pub use crate::headers::{never_replayed, NEVER_REPLAYED};
+pub use crate::headers::NEVER_REPLAYED;
 
 /// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
 /// upstream that repeats one allowed header).
@@ -97,7 +98,7 @@ pub enum Record {
 
 impl InFlight {
     /// Until when the claim takes space: its lease, which never outlives the record.
-    pub fn holds_space_until(&self) -> UnixMillis {
+    pub(crate) fn holds_space_until(&self) -> UnixMillis {
         self.lease_until.min(self.expires_at)
     }
 }
@@ -120,7 +121,7 @@ impl Record {
     /// Until when the record takes space another record cannot have: a claim only
     /// until its lease ends — after that a retry may take it over anyway, so under pressure its
     /// space is given to a new claim — anything else until it expires.
-    pub fn holds_space_until(&self) -> UnixMillis {
+    pub(crate) fn holds_space_until(&self) -> UnixMillis {
         match self {
             Record::InFlight(r) => r.holds_space_until(),
             other => other.expires_at(),
@@ -160,13 +161,13 @@ impl Bucket {
     }
 
     /// Drops claims whose lease has ended, to make room (see [`Record::holds_space_until`]).
-    pub fn evict_lapsed_claims(&mut self, now: UnixMillis) {
+    pub(crate) fn evict_lapsed_claims(&mut self, now: UnixMillis) {
         self.entries
             .retain(|(_, record)| now < record.holds_space_until());
     }
 
     /// When the first record here frees its space.
-    pub fn first_free_at(&self) -> Option<UnixMillis> {
+    pub(crate) fn first_free_at(&self) -> Option<UnixMillis> {
         self.entries
             .iter()
             .map(|(_, r)| r.holds_space_until())
@@ -426,7 +427,7 @@ fn decode_resource(r: &mut Reader<'_>) -> Result<Resource, DecodeError> {
 }
 
 /// Statuses a completed record can hold: three-digit HTTP statuses.
-pub fn is_storable_status(status: u16) -> bool {
+pub(crate) fn is_storable_status(status: u16) -> bool {
     (100..=999).contains(&status)
 }
 

@@ -1,7 +1,7 @@
 //! What a request says, and whether a retry is the same request (`docs/semantics.md` §1 and §3):
 //! its `Idempotency-Key` ([`key`]) and where a route finds it ([`key_source`]), one spelling of its
 //! method and path ([`target`]), and its fingerprint as the body streams past ([`fingerprint`],
-//! with the canonical [`json`] and [`form`] digests a body's [`media_type`] picks), within the VM's
+//! with the canonical `json` and [`form`] digests a body's [`media_type`] picks), within the VM's
 //! hashing [`budget`].
 
 pub mod budget;

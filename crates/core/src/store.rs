@@ -126,11 +126,6 @@ impl MemoryStore {
     pub fn cell_count(&self) -> usize {
         self.cells.len()
     }
-
-    /// Total bytes held in cells.
-    pub fn byte_count(&self) -> usize {
-        self.cells.values().map(|s| s.bytes.len()).sum()
-    }
 }
 
 impl Store for MemoryStore {

@@ -35,7 +35,7 @@ impl Span {
     }
 
     /// Whole seconds, rounded up and at least one: a `Retry-After: 0` would invite a busy loop.
-    pub const fn retry_after_secs(self) -> u64 {
+    pub(crate) const fn retry_after_secs(self) -> u64 {
         let secs = self.0.div_ceil(1000);
         if secs == 0 {
             1

@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 /// What the edge answers for an ordered event it does not simply forward.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum OrderAnswer<'a> {
+pub(crate) enum OrderAnswer<'a> {
     /// Applied before, or stale: 200, never forwarded.
     AlreadyApplied { state: &'a str },
     /// No later state accepts it: 200, never forwarded (counted and logged by the host).
@@ -56,7 +56,7 @@ pub fn applied_header() -> (String, String) {
 }
 
 /// Maps an ordering or precondition answer to HTTP.
-pub fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
+pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
     let with_order = |mut http: HttpAnswer, value: &str| {
         http.headers.push((ORDER_HEADER.into(), value.into()));
         http

@@ -140,14 +140,14 @@ impl StatusClass {
         }
     }
 
-    pub const fn is_retryable(self) -> bool {
+    pub(crate) const fn is_retryable(self) -> bool {
         matches!(
             self,
             StatusClass::InFlight | StatusClass::RateLimited | StatusClass::Unavailable
         )
     }
 
-    pub const fn is_success(self) -> bool {
+    pub(crate) const fn is_success(self) -> bool {
         matches!(self, StatusClass::Success | StatusClass::Redirect)
     }
 }

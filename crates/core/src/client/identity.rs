@@ -24,7 +24,7 @@ use core::cell::RefCell;
 pub struct ClientIdentity {
     pub source: String,
     pub value: Vec<u8>,
-    /// Established by something other than the client ([`ScopeSource::is_verified`]; a callback
+    /// Established by something other than the client (`ScopeSource::is_verified`; a callback
     /// route's own scope, whose provider signed the request): its records are not also charged
     /// to the peer's address.
     pub verified: bool,
@@ -82,7 +82,7 @@ pub trait Facts {
 /// must then not guard the request in a namespace shared with other clients
 /// (`docs/semantics.md` §2). Never a source that is not configured, and never the next one because
 /// a read failed.
-pub fn identify(
+pub(crate) fn identify(
     sources: &[ScopeSource],
     facts: &dyn Facts,
 ) -> Result<Option<ClientIdentity>, Unreadable> {
@@ -136,7 +136,7 @@ fn peer(facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
 }
 
 /// `10.0.0.1:5678` → `10.0.0.1`, `[::1]:5678` → `[::1]`; anything else unchanged.
-pub fn peer_host(address: &str) -> &str {
+pub(crate) fn peer_host(address: &str) -> &str {
     if address.starts_with('[') {
         return match address.find(']').and_then(|end| address.get(..=end)) {
             Some(bracketed) => bracketed,
@@ -178,7 +178,7 @@ impl ScopeHashes {
     }
 
     /// `PayerTag::of(scope)`.
-    pub fn payer_tag(&self, scope: Scope<'_>) -> PayerTag {
+    pub(crate) fn payer_tag(&self, scope: Scope<'_>) -> PayerTag {
         PayerTag::hashed(scope, &self.hash(scope))
     }
 

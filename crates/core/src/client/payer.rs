@@ -31,7 +31,7 @@ pub struct Shares {
     /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
     pub pressure: u8,
     /// The store's byte bound (`max_memory`), split over the fill shards by their records
-    /// ([`crate::store::share::FillShard::byte_part`]); the pressure threshold applies to a shard's bytes as to its
+    /// (`crate::store::share::FillShard::byte_part`); the pressure threshold applies to a shard's bytes as to its
     /// records.
     pub memory: u64,
     /// Whether the fill shards count bytes against `memory`: only where the store could pass it
@@ -42,7 +42,7 @@ pub struct Shares {
 
 impl Shares {
     /// The share that applies to `tag`; `None` when its kind is not counted. A callback route's
-    /// share is its own (`routes[].share`), which the payers carry ([`Shares::limit_of`]).
+    /// share is its own (`routes[].share`), which the payers carry (`Shares::limit_of`).
     pub fn limit(&self, tag: PayerTag) -> Option<Share> {
         match tag.0[7] {
             ADDRESS_GROUP_KIND => self.peer,
@@ -53,7 +53,7 @@ impl Shares {
 
     /// The share `tag` is charged within as one of `payers`: a callback route's own, or the
     /// share of its kind.
-    pub fn limit_of(&self, payers: &Payers, tag: PayerTag) -> Option<Share> {
+    pub(crate) fn limit_of(&self, payers: &Payers, tag: PayerTag) -> Option<Share> {
         if tag.is_route() {
             payers.route
         } else {
@@ -203,7 +203,7 @@ impl PayerTag {
     }
 
     /// A callback route's own scope (its share is the route's `share`).
-    pub fn is_route(self) -> bool {
+    pub(crate) fn is_route(self) -> bool {
         self.0[7] == ROUTE_KIND
     }
 }
@@ -275,7 +275,7 @@ impl Payers {
     }
 
     /// The payers from their tags, as a record stores them.
-    pub fn from_tags(first: Option<PayerTag>, second: Option<PayerTag>) -> Payers {
+    pub(crate) fn from_tags(first: Option<PayerTag>, second: Option<PayerTag>) -> Payers {
         let tags = match (first, second) {
             (None, second) => [second, None],
             (first, second) if first == second => [first, None],

@@ -34,7 +34,7 @@ pub struct Scope<'a> {
 /// bits) of SHA-256 keep keys collision-free.
 ///
 /// The bytes are private: a host gets a key from a request through [`StorageKey::derive`] (or a
-/// token's use through [`StorageKey::tagged`]), so no host spells the derivation differently.
+/// token's use through `StorageKey::tagged`), so no host spells the derivation differently.
 /// [`StorageKey::from_stored`] is for a key read back from where one was kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StorageKey(pub(crate) [u8; 32]);
@@ -87,7 +87,7 @@ impl StorageKey {
     /// [`StorageKey::derive`] with the scope's quota tag already known (`tag` must be
     /// `QuotaTag::of(scope)`): the tag costs a hash of the scope, which a host that sees one
     /// client many times in a row computes once.
-    pub fn derive_tagged(
+    pub(crate) fn derive_tagged(
         scope: Scope<'_>,
         tag: QuotaTag,
         method: &str,
@@ -105,7 +105,7 @@ impl StorageKey {
     }
 
     /// A hash with bytes 4..8 replaced by `tag`.
-    pub fn tagged(mut hash: [u8; 32], tag: QuotaTag) -> StorageKey {
+    pub(crate) fn tagged(mut hash: [u8; 32], tag: QuotaTag) -> StorageKey {
         hash[4..8].copy_from_slice(&tag.0);
         StorageKey(hash)
     }
@@ -153,7 +153,7 @@ pub fn scope_hash(scope: Scope<'_>) -> [u8; 32] {
 /// was issued for (its prefix) and the method. The token's MAC covers this hash, so a token used
 /// by another client, on another route or with another method fails like a forged one
 /// (`token_bad_signature`) — and none of the three is ever written into the token in clear.
-pub fn token_audience(scope: Scope<'_>, route_prefix: &str, method: &str) -> [u8; 32] {
+pub(crate) fn token_audience(scope: Scope<'_>, route_prefix: &str, method: &str) -> [u8; 32] {
     let mut hasher = PartsHasher::new("idemgate-token-audience-v1");
     hasher
         .part(&scope_hash(scope))
@@ -290,7 +290,7 @@ impl ScopeSource {
     /// property is the client's to choose (`request.*`, the TLS SNI `connection.requested_server_name`,
     /// `source.port`): records of an unverified scope are charged to the peer too
     /// ([`crate::store::share`]).
-    pub fn is_verified(&self) -> bool {
+    pub(crate) fn is_verified(&self) -> bool {
         match self {
             ScopeSource::Header(_) => false,
             ScopeSource::VerifiedHeader(_) | ScopeSource::Peer => true,

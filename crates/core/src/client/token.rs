@@ -2,7 +2,7 @@
 //!
 //! The edge issues a token for a scope; a route that requires one accepts it once. This module does
 //! the stateless half — issue and verify a signed token — and names the store cell that records its
-//! single use ([`TokenClaims::consumption_key`]); the store protocol does the atomic consume and
+//! single use (`TokenClaims::consumption_key`); the store protocol does the atomic consume and
 //! reports a second use as [`TokenError::AlreadyUsed`].
 //!
 //! Wire format (all integers u64 big-endian, base64url without padding):
@@ -14,7 +14,7 @@
 //! ```
 //!
 //! `scope` is the 32-byte hash a host binds the token to: the Envoy filter passes
-//! [`crate::client::scope::token_audience`] (the client's scope, the route rule and the method), so
+//! `crate::client::scope::token_audience` (the client's scope, the route rule and the method), so
 //! a token works only for the client, route and method it was issued for.
 //!
 //! The scope is not in the token: it is bound through the MAC only. So a token issued for scope A
@@ -63,7 +63,7 @@ pub fn issue_target(endpoint: &str, method: &str, path_and_query: &str) -> Strin
 /// methods are compared as the router sees them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub struct IssueFor {
+pub(crate) struct IssueFor {
     /// `method=`, upper-cased.
     pub method: String,
     /// `path=`, percent-decoded.
@@ -74,7 +74,7 @@ pub struct IssueFor {
 /// `%XX` a byte, a `%` not followed by two hex digits stays as it is). `None` unless both are
 /// present, not empty and valid UTF-8 once decoded: the edge answers that with `token_route_unknown`.
 #[must_use]
-pub fn issued_for(target: &str) -> Option<IssueFor> {
+pub(crate) fn issued_for(target: &str) -> Option<IssueFor> {
     Some(IssueFor {
         method: query_value(target, "method")?.to_ascii_uppercase(),
         path: query_value(target, "path")?,
@@ -186,7 +186,7 @@ pub struct TokenClaims {
 impl TokenClaims {
     /// The store cell that records this token's single use. Derived from the nonce alone: the nonce
     /// is random per token and already MAC-bound to the scope.
-    pub fn consumption_key(&self) -> [u8; 32] {
+    pub(crate) fn consumption_key(&self) -> [u8; 32] {
         let mut hasher = PartsHasher::new(CONSUMED_TAG);
         hasher.part(&self.nonce);
         hasher.finish()
@@ -246,7 +246,7 @@ pub fn is_fresh(expires_at: UnixMillis, now: UnixMillis) -> bool {
 /// anything about time: format (`token_malformed`), signature in constant time
 /// (`token_bad_signature`, also for a token of another scope or secret), expiry (`now >=
 /// expires_at` is `token_expired`), then issue time (more than [`CLOCK_SKEW`] ahead of `now` is
-/// `token_not_yet_valid`). It does not consume the token; see [`TokenClaims::consumption_key`].
+/// `token_not_yet_valid`). It does not consume the token; see `TokenClaims::consumption_key`.
 #[must_use = "a token is valid only if verification succeeded"]
 pub fn verify(
     secret: &TokenSecret,

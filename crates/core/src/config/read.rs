@@ -211,7 +211,7 @@ impl Config {
     }
 
     /// Maps a parsed document onto the configuration's shape.
-    pub fn from_document(doc: &Value) -> Result<Config, ConfigError> {
+    pub(crate) fn from_document(doc: &Value) -> Result<Config, ConfigError> {
         document(doc).map_err(|shape| ConfigError::Syntax { message: *shape.0 })
     }
 }

@@ -163,12 +163,12 @@ impl Admission {
     /// Whether [`Admission::update`] keeps the body (a body key source or a pass-through reads it
     /// at the end), rather than only hashing it for a signature: a copy the host's memory budget
     /// counts.
-    pub fn keeps_body(&self) -> bool {
+    pub(crate) fn keeps_body(&self) -> bool {
         matches!(self.key, Key::Body(_)) || self.pass.is_some()
     }
 
     /// The key when the headers decided it and nothing waits for the body; `None` otherwise.
-    pub fn key_now(&self) -> Option<&IdempotencyKey> {
+    pub(crate) fn key_now(&self) -> Option<&IdempotencyKey> {
         match (&self.key, self.needs_body()) {
             (Key::Decided(key), false) => key.as_ref(),
             _ => None,
@@ -243,7 +243,7 @@ impl RouteKind {
     /// the delivery's outcome; any other upstream answer releases the claim like a request that
     /// never reached the upstream, so the provider's next delivery runs again.
     #[must_use = "the screened facts are what completion must see"]
-    pub fn screen(self, facts: ResponseFacts) -> ResponseFacts {
+    pub(crate) fn screen(self, facts: ResponseFacts) -> ResponseFacts {
         match (self, facts) {
             (RouteKind::Callback, ResponseFacts::Upstream { status, .. })
                 if !(200..300).contains(&status) =>

@@ -47,12 +47,12 @@ impl<O> Course<O> {
 
     /// The token still to be used, the rest of the course dropped (a claim that fell through
     /// to a failure mode has no event to order).
-    pub fn into_token(self) -> Option<VerifiedToken> {
+    pub(crate) fn into_token(self) -> Option<VerifiedToken> {
         self.token
     }
 
     /// The next stage, taken off the course: each is given once, `Go` last (and again after).
-    pub fn next_stage(&mut self) -> Stage<O> {
+    pub(crate) fn next_stage(&mut self) -> Stage<O> {
         if let Some(order) = self.order.take() {
             return Stage::Order(order);
         }

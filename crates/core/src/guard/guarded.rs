@@ -51,7 +51,7 @@ mod taking;
 
 pub use io::{Action, Ask, Claim, Kept, Reply, Ruling, Sent, Warning};
 use queue::Queue;
-pub use taking::Intaking;
+pub(crate) use taking::Intaking;
 
 /// Reserves a won claim's detached exchange's answer (`upstream.max_body`) from the relay
 /// budget, before its course (an ordering decision, a token's use) and before anything is sent;

@@ -37,7 +37,7 @@ pub enum Start {
 
 /// The storage key, or what decides it at the end of the body.
 #[derive(Debug)]
-pub struct PendingKey(Key);
+pub(crate) struct PendingKey(Key);
 
 #[derive(Debug)]
 enum Key {
@@ -94,7 +94,7 @@ pub fn start(
 /// Why a request's body stops it before its claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum BodyRefusal {
+pub(crate) enum BodyRefusal {
     /// More than `max_request_body` bytes.
     TooLarge { limit: u64 },
     /// The VM's hashing budget, or the peer's part of it, cannot take the chunk.
@@ -143,7 +143,7 @@ pub enum Taken {
 }
 
 /// A keyed request's body being taken in.
-pub struct Intake {
+pub(crate) struct Intake {
     key: Key,
     fingerprint: FingerprintBuilder,
     /// Body bytes seen so far.

@@ -22,7 +22,7 @@ mod steps_tests;
 
 pub use begin::{begin, AskedBegin, BeginStep, Begun, Claimed, OrderStore};
 pub use note::OrderNote;
-pub use probe::{applies, settlement, Ordered, Probe, ResourceMissing};
+pub use probe::{applies, settlement, Ordered, Probe};
 pub use settle::{settle, settle_answered, settle_unsent, SettleStep, Settled};
 
 /// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx

@@ -165,7 +165,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 
     /// The terminal states, in the order the table lists them.
-    pub fn terminal_states(&self) -> impl Iterator<Item = &str> + '_ {
+    pub(crate) fn terminal_states(&self) -> impl Iterator<Item = &str> + '_ {
         self.terminal.iter().map(AsRef::as_ref)
     }
 
@@ -201,7 +201,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 
     /// Whether any transition of the table is taken on `event`.
-    pub fn has_event(&self, event: &str) -> bool {
+    pub(crate) fn has_event(&self, event: &str) -> bool {
         self.edges().any(|(_, e, _)| e == event)
     }
 

@@ -26,7 +26,7 @@ pub struct Resource {
 }
 
 /// A resource's state as the remote store read it for a begin, with its seal: the filter checks
-/// it ([`crate::record::seal::RecordSecrets::check_state`]) before it acts on the store's outcome.
+/// it (`crate::record::seal::RecordSecrets::check_state`) before it acts on the store's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadState {
     pub state: String,
@@ -46,7 +46,7 @@ pub struct ResourceClaim {
 
 impl Resource {
     /// The state, version and seal, as a begin's answer carries them.
-    pub fn read_state(&self) -> ReadState {
+    pub(crate) fn read_state(&self) -> ReadState {
         ReadState {
             state: self.state.clone(),
             version: self.version,

@@ -26,7 +26,7 @@
 //!
 //! The service applies the table to the record it reads and holds no secret: the filter that
 //! settles a transition seals the new state and version, and a filter acting on a begin checks
-//! the state and version the service decided on ([`RecordSecrets::check_state`]). A record at
+//! the state and version the service decided on (`RecordSecrets::check_state`). A record at
 //! version 0 needs no seal when its state is the table's initial one: the service creates it so,
 //! and such a record says no more than an absent one. The record's expiry, claim and early
 //! events are not covered: the service's own rules change them, with its clock, and none of them
@@ -178,7 +178,7 @@ impl RecordSecrets {
 
 impl RecordSecrets {
     /// The seal of a resource's `state` at `version` under `key`, made with the first secret.
-    pub fn seal_state(&self, key: &StorageKey, state: &str, version: u64) -> Option<Seal> {
+    pub(crate) fn seal_state(&self, key: &StorageKey, state: &str, version: u64) -> Option<Seal> {
         self.keyed.first().map(|keyed| {
             Seal(
                 state_mac(keyed, key, state, version)
@@ -192,7 +192,7 @@ impl RecordSecrets {
     /// Checks the state a resource's record holds under `key` (constant-time comparison): sealed
     /// with one of the secrets, or the unsealed version 0 of the table's `initial` state. Anything
     /// else was written by someone who does not hold a secret, and must never decide an event.
-    pub fn check_state(
+    pub(crate) fn check_state(
         &self,
         key: &StorageKey,
         read: &ReadState,

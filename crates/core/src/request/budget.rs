@@ -3,7 +3,7 @@
 //! be buffering for detached exchanges (`relay_budget`, at the end).
 //!
 //! The VM's budget for request bodies being fingerprinted (hardening finding 8; shared per peer
-//! like the store's shares; [`crate::guard::Intake::charge`] reserves from it). A stream's body is
+//! like the store's shares; `crate::guard::Intake::charge` reserves from it). A stream's body is
 //! hashed as it passes; in `json` / `fields` mode the hasher keeps the canonical encoding of the
 //! objects still open, which can approach the bytes seen so far, and where a key source reads the
 //! body, the sequencer reads it, or a detached exchange will send it, the host keeps a copy of
@@ -75,6 +75,7 @@ impl PeerTable {
         }
     }
 
+    #[cfg(test)]
     fn len(&self) -> usize {
         self.0.len()
     }
@@ -87,7 +88,8 @@ impl Budget {
     }
 
     /// Bytes the peer group `peer` has reserved now.
-    pub fn used_by(&self, peer: &[u8]) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn used_by(&self, peer: &[u8]) -> u64 {
         self.peers
             .try_borrow()
             .ok()
@@ -96,7 +98,8 @@ impl Budget {
     }
 
     /// How many peer groups hold a reservation now.
-    pub fn peers(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn peers(&self) -> usize {
         self.peers.try_borrow().map_or(0, |peers| peers.len())
     }
 }

@@ -1,14 +1,14 @@
 //! Is a retry the *same* request? (`docs/semantics.md` §3.) The fingerprint is a SHA-256 over the
 //! method, the path with its query, the configured headers and a digest of the body in the
 //! configured mode. It is fed body chunks as they arrive: `raw` hashes bytes as they stream and
-//! keeps none, `json` and `fields` run the streaming canonical hasher of [`crate::request::json`]
+//! keeps none, `json` and `fields` run the streaming canonical hasher of `crate::request::json`
 //! (which holds only the objects still open), `form` the canonical form hasher of
 //! [`crate::request::form`] (which holds the decoded pairs until it can sort them). `auto`, the
 //! default, picks `json`, `form` or `raw` from the request's `Content-Type`
 //! ([`crate::request::media_type`]), so JSON and Stripe-style form APIs both work as they are.
 //!
 //! # Preimage
-//! Parts (length-prefixed, [`PartsHasher`]): the tag, the mode that hashed the body (`auto`
+//! Parts (length-prefixed, `PartsHasher`): the tag, the mode that hashed the body (`auto`
 //! writes the mode it picked, so an `auto` fingerprint equals the explicit mode's), then — except in
 //! `none` mode — the method, the path with query, per configured header its name, the count of its
 //! occurrences and their values, and the body digest.
@@ -208,7 +208,7 @@ impl FingerprintBuilder {
 }
 
 /// Why a body could not be fingerprinted: a 400 at the edge (the client sent it), except a broken
-/// invariant of the reader itself ([`FingerprintError::is_internal`]), which is idemgate's fault.
+/// invariant of the reader itself (`FingerprintError::is_internal`), which is idemgate's fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum FingerprintError {
@@ -228,7 +228,7 @@ impl FingerprintError {
 
     /// True when the reader refused to hash because one of its own invariants broke (a defect
     /// of idemgate, not of the body): answered 500, so no client is told to change a good body.
-    pub fn is_internal(&self) -> bool {
+    pub(crate) fn is_internal(&self) -> bool {
         matches!(self, FingerprintError::Json(JsonError::Internal))
     }
 

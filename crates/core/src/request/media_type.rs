@@ -46,7 +46,7 @@ impl BodyKind {
     }
 
     /// Classifies one `Content-Type` field value.
-    pub fn of_content_type(value: &[u8]) -> BodyKind {
+    pub(crate) fn of_content_type(value: &[u8]) -> BodyKind {
         let essence = essence(value);
         let Some(slash) = essence.iter().position(|&b| b == b'/') else {
             return BodyKind::Raw;
@@ -74,7 +74,7 @@ impl BodyKind {
 
 /// A `Content-Type` value's essence: `type/subtype` before any parameter, without surrounding
 /// spaces and tabs (compare it ASCII case-insensitively).
-pub fn essence(value: &[u8]) -> &[u8] {
+pub(crate) fn essence(value: &[u8]) -> &[u8] {
     value
         .split(|&b| b == b';')
         .next()

@@ -87,7 +87,7 @@ pub fn of_fetch<'a>(method: &'a str, path_and_query: &str, case_sensitive: bool)
 }
 
 /// `/a/b?x=1` → `/a/b`.
-pub fn path_without_query(path: &str) -> &str {
+pub(crate) fn path_without_query(path: &str) -> &str {
     // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
     // panicking slice is compiled in.
     match path.find(['?', '#']) {

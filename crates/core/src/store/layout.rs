@@ -154,7 +154,7 @@ impl Sweep {
 
 /// Rewrites a cell without its expired records, if it has any (conditional: a concurrent request
 /// wins and the sweep simply moves on; the next write to the cell reclaims them anyway).
-pub fn sweep_cell<S: Store + ?Sized>(store: &mut S, cell: &str, now: UnixMillis) {
+pub(crate) fn sweep_cell<S: Store + ?Sized>(store: &mut S, cell: &str, now: UnixMillis) {
     let Ok(Some(snapshot)) = store.read(cell) else {
         return;
     };

@@ -93,7 +93,7 @@ pub fn begin<S: Store + ?Sized>(
 }
 
 /// [`resource::begin`] on the cell of `key`.
-pub struct BeginEvent<'a> {
+pub(crate) struct BeginEvent<'a> {
     pub key: StorageKey,
     pub begin: Begin<'a>,
     pub per_cell: u16,
@@ -120,7 +120,7 @@ impl Mutation for BeginEvent<'_> {
 }
 
 /// [`resource::settle`] on the cell of `key`.
-pub struct SettleEvent {
+pub(crate) struct SettleEvent {
     pub key: StorageKey,
     pub owner: OwnerToken,
     pub to: String,

@@ -26,8 +26,9 @@ mod claim;
 mod immediate;
 
 pub(crate) use claim::make_room;
+pub(crate) use claim::Consuming;
 use claim::Settling;
-pub use claim::{ClaimOutcome, Claiming, ConsumeOutcome, Consuming, FinishOutcome};
+pub use claim::{ClaimOutcome, Claiming, ConsumeOutcome, FinishOutcome};
 pub use immediate::Protocol;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request

@@ -53,7 +53,7 @@ pub mod settle;
 pub mod stored;
 pub mod wire;
 
-pub use finishing::{FinishNote, FinishStep, Finishing};
+pub use finishing::{FinishStep, Finishing};
 pub use operation::{
     apply, Change, Need, Operation, OperationStep, Resume, Write, CLOCK_TOLERANCE,
 };

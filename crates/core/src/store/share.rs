@@ -15,7 +15,7 @@
 //! cells, the payer's tag choosing its cell, changed by compare-and-set like every cell. A payer below its share is never refused — the count is of
 //! the whole store, not of the cell its key happens to hash to — and one at its share (in records
 //! or in bytes) gets 429 with the moment its first records free their space. Bytes are what a
-//! record takes in memory ([`Space::of`]): a stored answer's body and headers and the record's
+//! record takes in memory (`Space::of`): a stored answer's body and headers and the record's
 //! own overhead, so a client whose answers are large reaches its share with fewer records.
 //!
 //! **For as long as the record holds space**: a claim until its lease ends (after that a retry may
@@ -32,7 +32,7 @@ pub use crate::client::payer::{
 };
 pub use fill::{Fill, FillShard};
 pub(crate) use room::shift_answer;
-pub use space::Space;
+pub(crate) use space::Space;
 
 use crate::client::scope::StorageKey;
 use crate::store::protocol::{ProtocolError, MAX_ATTEMPTS};
@@ -51,13 +51,13 @@ impl Layout {
         u32::try_from(cells).unwrap_or(u32::MAX)
     }
 
-    pub fn ledger_cell_name(&self, tag: PayerTag) -> String {
+    pub(crate) fn ledger_cell_name(&self, tag: PayerTag) -> String {
         let head = u32::from_be_bytes([tag.0[0], tag.0[1], tag.0[2], tag.0[3]]);
         self.ledger_cell_name_at(head % self.ledger_cells())
     }
 
     /// The name of ledger cell `index` (`0..ledger_cells`).
-    pub fn ledger_cell_name_at(&self, index: u32) -> String {
+    pub(crate) fn ledger_cell_name_at(&self, index: u32) -> String {
         alloc::format!("idemgate/s/{index}")
     }
 }

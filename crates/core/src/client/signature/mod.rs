@@ -7,7 +7,7 @@
 //! - Stripe: `Stripe-Signature: t=<unix seconds>,v1=<hex HMAC(secret, "<t>.<body>")>[,v1=…]`;
 //! - Standard Webhooks and Svix (one format under two header prefixes, `webhook-` and `svix-`):
 //!   `*-signature: v1,<base64 HMAC(key, "<id>.<timestamp>.<body>")> [v1a,<base64 Ed25519>] …`
-//!   with the id and timestamp from `*-id` / `*-timestamp` ([`standard_webhooks`]);
+//!   with the id and timestamp from `*-id` / `*-timestamp` (`standard_webhooks`);
 //! - Shopify: `X-Shopify-Hmac-Sha256: <base64 HMAC(secret, body)>`;
 //! - Slack: `X-Slack-Signature: v0=<hex HMAC(secret, "v0:<X-Slack-Request-Timestamp>:<body>")>`.
 //!
@@ -25,10 +25,10 @@
 
 mod error;
 mod formats;
-pub mod standard_webhooks;
+pub(crate) mod standard_webhooks;
 
-pub use error::SignatureError;
-pub use standard_webhooks::HeaderNames;
+pub(crate) use error::SignatureError;
+pub(crate) use standard_webhooks::HeaderNames;
 
 use crate::time::{Span, UnixMillis};
 use alloc::vec::Vec;
@@ -273,7 +273,7 @@ pub enum Freshness {
     /// Signed further than the tolerance behind now: the provider (or a relay) redelivers a
     /// message it sent before, with its original signature. Only the acknowledgement already
     /// stored for that message may answer it; anything else refuses it as
-    /// [`SignatureError::Stale`].
+    /// `SignatureError::Stale`.
     Late,
 }
 

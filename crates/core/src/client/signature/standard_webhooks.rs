@@ -15,7 +15,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 
 /// The three header names of one flavour (lowercase).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HeaderNames {
+pub(crate) struct HeaderNames {
     /// In [`SignatureScheme::headers`](super::SignatureScheme::headers) order: signature, id,
     /// timestamp.
     names: [&'static str; 3],

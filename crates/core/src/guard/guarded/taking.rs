@@ -18,19 +18,19 @@ use alloc::vec::Vec;
 use core::fmt;
 
 /// What a guarded request starts its life with once its headers are read.
-pub struct Intaking {
+pub(crate) struct Intaking {
     /// The body's intake ([`Intake::new`] counts the copies the machine keeps).
-    pub intake: Intake,
+    pub(crate) intake: Intake,
     /// This stream's part of the hashing budget.
-    pub reservation: Reservation,
+    pub(crate) reservation: Reservation,
     /// On a route that orders its events: what the sequencer reads of the request.
-    pub probe: Option<Probe>,
+    pub(crate) probe: Option<Probe>,
     /// The one-time token the request carries, verified, on routes that require one.
-    pub token: Option<VerifiedToken>,
+    pub(crate) token: Option<VerifiedToken>,
     /// The host's fresh owner token for the claim.
-    pub owner: OwnerToken,
+    pub(crate) owner: OwnerToken,
     /// Who the request's records are charged to.
-    pub payers: Payers,
+    pub(crate) payers: Payers,
 }
 
 /// The body being taken in.
@@ -68,7 +68,7 @@ impl<O, H> Guarded<O, H> {
     /// ([`Guarded::body_wants`], [`Guarded::body_chunk`], [`Guarded::body_end`]), then its key
     /// claimed. `held`: the host's part of the request a detached route sends itself, and the
     /// exchange's (empty) part of the relay budget, reserved once the claim is won.
-    pub fn take(
+    pub(crate) fn take(
         policy: &Policy,
         kind: RouteKind,
         intaking: Intaking,

@@ -77,7 +77,7 @@ impl Probe {
 
     /// Whether [`Probe::update`] keeps the body (a source is in it): a copy a host's memory
     /// budget counts.
-    pub fn keeps_body(&self) -> bool {
+    pub(crate) fn keeps_body(&self) -> bool {
         self.rule.needs_body()
     }
 

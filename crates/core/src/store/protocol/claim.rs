@@ -151,7 +151,7 @@ pub enum ConsumeOutcome {
 
 /// Marks a one-time token used, exactly once (`docs/semantics.md` §7). The key carries the token's
 /// scope ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
-pub struct Consuming {
+pub(crate) struct Consuming {
     pub key: StorageKey,
     pub expires_at: UnixMillis,
     pub per_cell: u16,

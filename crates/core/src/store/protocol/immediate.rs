@@ -106,7 +106,7 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         outcome
     }
 
-    /// Looks `key` up for a late delivery ([`crate::decision::decide_late`]): its stored answer
+    /// Looks `key` up for a late delivery (`crate::decision::decide_late`): its stored answer
     /// ([`ClaimOutcome::Replay`]) or [`ClaimOutcome::NotReplayed`]. One read; nothing is written
     /// or charged, so it costs less than the claim a timely delivery makes.
     #[must_use = "the outcome says what the delivery gets"]

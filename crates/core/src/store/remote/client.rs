@@ -7,8 +7,8 @@
 //! The engine is not trusted with the answers it keeps: [`finish`] seals the answer it
 //! stores with the Envoys' [`RecordSecrets`], and [`claim_outcome`] replays only an answer whose
 //! seal checks out for its key — anything else is [`ProtocolError::Tampered`], never replayed.
-//! The sequencer's resource states are sealed alike: [`order_settle`] seals the state it
-//! advances to, and [`begin_outcome`] acts on a begin only if the state it was decided on checks
+//! The sequencer's resource states are sealed alike: `order_settle` seals the state it
+//! advances to, and `begin_outcome` acts on a begin only if the state it was decided on checks
 //! out.
 
 use super::wire::{End, Request, Response};
@@ -54,7 +54,7 @@ pub fn claim(
 }
 
 /// A late delivery's look-up of its key: read only, on every engine
-/// ([`crate::decision::decide_late`]). Its answer is read as a claim's ([`claim_outcome`]): a
+/// (`crate::decision::decide_late`). Its answer is read as a claim's ([`claim_outcome`]): a
 /// replay only if its seal checks out.
 #[must_use = "the request must be sent to the store service"]
 pub fn replay(key: StorageKey, fingerprint: Fingerprint) -> Request {
@@ -174,7 +174,7 @@ pub fn consume_outcome(reply: CalloutReply<'_>) -> Result<ConsumeOutcome, Protoc
 /// The sequencer's begin for `event` at the resource `key`: the route's rule and
 /// the policy's lease and TTL, as [`crate::order::begin`] takes them on the local store; a new
 /// resource record is charged to `payers` (the delivery claim's), as a claim's record is.
-pub fn order_begin(
+pub(crate) fn order_begin(
     key: StorageKey,
     owner: OwnerToken,
     event: &str,
@@ -199,7 +199,7 @@ pub fn order_begin(
 
 /// The sequencer's settle of `owner`'s claim on the resource `key`, claimed at `version`
 /// ([`begin_outcome`]): an applied event's new state is sealed at the version it advances to.
-pub fn order_settle(
+pub(crate) fn order_settle(
     key: StorageKey,
     owner: OwnerToken,
     to: &str,
@@ -226,7 +226,7 @@ pub fn order_settle(
 /// for the failure mode; a state whose seal does not check out ([`RecordSecrets::check_state`],
 /// `initial`: the route's table's) is [`ProtocolError::Tampered`], whatever the outcome — the
 /// service decided on a state no filter wrote.
-pub fn begin_outcome(
+pub(crate) fn begin_outcome(
     reply: CalloutReply<'_>,
     key: &StorageKey,
     initial: &str,
@@ -243,7 +243,7 @@ pub fn begin_outcome(
 }
 
 /// What an ordering settle's answer means.
-pub fn settle_outcome(
+pub(crate) fn settle_outcome(
     reply: CalloutReply<'_>,
 ) -> Result<crate::order::SettleOutcome, ProtocolError> {
     answer(reply)?.into_settle()

@@ -96,7 +96,7 @@ pub enum Request {
     },
     /// Look `key` up for a late delivery: its stored answer if completed with `fingerprint`,
     /// else [`ClaimOutcome::NotReplayed`]; nothing is written or charged
-    /// ([`crate::decision::decide_late`]).
+    /// (`crate::decision::decide_late`).
     Replay {
         key: StorageKey,
         fingerprint: Fingerprint,

@@ -7,7 +7,7 @@
 //! shards* of [`CELLS_PER_SHARD`] consecutive cells, and each shard's records are counted like a
 //! payer's ([`super::ledger::Usage`], with the moment each frees its space), under a tag of its
 //! own in the ledger cells: a record is charged to the shard of the cell it lives in, whoever
-//! pays for it. A shard sees one request in [`Layout::fill_shards`], so its ledger cell is no
+//! pays for it. A shard sees one request in `Layout::fill_shards`, so its ledger cell is no
 //! hotter than a busy client's.
 //!
 //! **The shard a key falls in stands for the store.** Storage keys are SHA-256, so an honest
@@ -52,7 +52,8 @@ pub struct FillShard {
 
 impl Layout {
     /// Fill shards: one for every [`CELLS_PER_SHARD`] record cells, at least one.
-    pub fn fill_shards(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn fill_shards(&self) -> u32 {
         self.capacity.cells.div_ceil(CELLS_PER_SHARD).max(1)
     }
 
@@ -79,12 +80,12 @@ impl Layout {
 
     /// The smallest part of `max_memory` a fill shard of this layout keeps: the last shard's,
     /// which may have fewer cells than the others.
-    pub fn smallest_fill_part(&self, max_memory: u64) -> u64 {
+    pub(crate) fn smallest_fill_part(&self, max_memory: u64) -> u64 {
         byte_part(self.smallest_shard(), self.capacity.records(), max_memory)
     }
 
     /// The least `max_memory` whose smallest fill shard's part holds `bytes`.
-    pub fn max_memory_for(&self, bytes: u64) -> u64 {
+    pub(crate) fn max_memory_for(&self, bytes: u64) -> u64 {
         let all = u128::from(self.capacity.records());
         let smallest = u128::from(self.smallest_shard().max(1));
         let least = (u128::from(bytes) * all).div_ceil(smallest);
@@ -146,7 +147,7 @@ impl FillShard {
     }
 
     /// The part of the store's byte bound `memory` this shard keeps: its records' part of it.
-    pub fn byte_part(&self, layout: &Layout, memory: u64) -> u64 {
+    pub(crate) fn byte_part(&self, layout: &Layout, memory: u64) -> u64 {
         byte_part(self.capacity, layout.capacity.records(), memory)
     }
 

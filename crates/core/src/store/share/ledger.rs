@@ -34,12 +34,12 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Records held at `now` (after [`Ledger::prune`], every hold counts).
+    /// Records held at `now` (after `Ledger::prune`, every hold counts).
     pub fn records(&self) -> u64 {
         self.holds.iter().map(|h| u64::from(h.records)).sum()
     }
 
-    /// Bytes held at `now` (after [`Ledger::prune`]).
+    /// Bytes held at `now` (after `Ledger::prune`).
     pub fn bytes(&self) -> u64 {
         self.holds
             .iter()
@@ -48,7 +48,7 @@ impl Usage {
 
     /// How long until the payer holds less than `limit` in records *and* in bytes: the first
     /// moment after which what is left is below both. `None` when it already is.
-    pub fn room_after(&self, limit: Share, now: UnixMillis) -> Option<Span> {
+    pub(crate) fn room_after(&self, limit: Share, now: UnixMillis) -> Option<Span> {
         let (mut records, mut bytes) = (self.records(), self.bytes());
         let below = |records: u64, bytes: u64| records < limit.records && bytes < limit.bytes;
         if below(records, bytes) {
@@ -178,7 +178,7 @@ const VERSION_RECORDS_ONLY: u8 = 1;
 impl Ledger {
     /// Drops lapsed holds and payers that hold nothing: the moment a ledger cell is rewritten is
     /// when it forgets, which keeps it as small as the records it counts.
-    pub fn prune(&mut self, now: UnixMillis) {
+    pub(crate) fn prune(&mut self, now: UnixMillis) {
         for (_, usage) in &mut self.entries {
             usage.prune(now);
         }
@@ -189,7 +189,7 @@ impl Ledger {
         self.entries.iter().find(|(t, _)| *t == tag).map(|(_, u)| u)
     }
 
-    pub fn usage_mut(&mut self, tag: PayerTag) -> &mut Usage {
+    pub(crate) fn usage_mut(&mut self, tag: PayerTag) -> &mut Usage {
         let at = match self.entries.iter().position(|(t, _)| *t == tag) {
             Some(at) => at,
             None => {

@@ -26,7 +26,7 @@ impl Space {
     }
 
     /// What a claim takes: until its lease ends, the record alone (its answer is not known yet).
-    pub fn of_claim(claim: &InFlight) -> Space {
+    pub(crate) fn of_claim(claim: &InFlight) -> Space {
         Space {
             until: claim.holds_space_until(),
             bytes: RECORD_OVERHEAD,
@@ -34,7 +34,7 @@ impl Space {
     }
 
     /// What a stored `answer` takes until `until`.
-    pub fn of_answer(answer: &StoredResponse, until: UnixMillis) -> Space {
+    pub(crate) fn of_answer(answer: &StoredResponse, until: UnixMillis) -> Space {
         Space {
             until,
             bytes: answer_bytes(answer),

@@ -255,7 +255,7 @@ impl Response {
         }
     }
 
-    pub fn into_begin(
+    pub(crate) fn into_begin(
         self,
     ) -> Result<
         (
@@ -270,14 +270,14 @@ impl Response {
         }
     }
 
-    pub fn into_settle(self) -> Result<crate::order::SettleOutcome, ProtocolError> {
+    pub(crate) fn into_settle(self) -> Result<crate::order::SettleOutcome, ProtocolError> {
         match self {
             Response::Settle(outcome) => Ok(outcome),
             other => Err(other.unexpected()),
         }
     }
 
-    pub fn into_consume(self) -> Result<ConsumeOutcome, ProtocolError> {
+    pub(crate) fn into_consume(self) -> Result<ConsumeOutcome, ProtocolError> {
         match self {
             Response::Consume(outcome) => Ok(outcome),
             other => Err(other.unexpected()),
