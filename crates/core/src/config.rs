@@ -208,7 +208,7 @@ impl Policy {
     }
 
     /// The default policy: what `{}` (or an empty document) configures, built directly.
-    /// `tests/defaults.rs` holds it equal to `Policy::from_json("{}")`, field by field.
+    /// `src/tests/defaults.rs` holds it equal to `Policy::from_json("{}")`, field by field.
     pub fn defaults() -> Policy {
         let header = String::from(defaults::HEADER);
         let per_cell = defaults::RECORDS_PER_CELL;

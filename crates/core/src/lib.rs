@@ -60,7 +60,12 @@ pub mod record;
 pub mod request;
 pub mod store;
 #[cfg(test)]
+#[macro_use]
+extern crate std;
+#[cfg(test)]
 mod testing;
+#[cfg(test)]
+mod tests;
 mod text;
 pub mod time;
 

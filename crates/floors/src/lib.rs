@@ -6,7 +6,7 @@
 //! A module is a top-level file or directory of `src/` (`store.rs` and everything under
 //! `store/`); an import is any `crate::name` path outside a comment line, including the items of
 //! `use crate::{a, b::C}`. Test code is left out: files named `tests.rs` or under a `tests/`
-//! directory, a `testing` module, and a file's `#[cfg(test)] mod tests` block — a test may reach
+//! directory, a `testing` or top-level `tests` module, and a file's `#[cfg(test)] mod tests` block — a test may reach
 //! anywhere to set up what it checks.
 //!
 //! Reading text rather than a compiler's resolution is enough here: the crates name their own
@@ -62,6 +62,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> io::Result<()> {
 /// Whether `path` holds only tests.
 fn is_test_file(module: &str, path: &Path) -> bool {
     module == "testing"
+        || module == "tests"
         || path.file_name().is_some_and(|n| n == "tests.rs")
         || path.components().any(|c| c.as_os_str() == "tests")
 }
@@ -140,12 +141,12 @@ pub fn imports(src: &Path) -> io::Result<Graph> {
     let modules: BTreeSet<String> = files
         .iter()
         .map(|(m, _)| m.clone())
-        .filter(|m| !m.is_empty() && m != "testing")
+        .filter(|m| !m.is_empty() && m != "testing" && m != "tests")
         .collect();
     let mut graph = Graph::new();
     for (module, path) in &files {
         // The crate's root, and a module that holds only test support, stand on no floor.
-        if module.is_empty() || module == "testing" {
+        if module.is_empty() || module == "testing" || module == "tests" {
             continue;
         }
         let deps = graph.entry(module.clone()).or_default();

@@ -1,10 +1,10 @@
 //! Retry decisions through the public API; delays worked out by hand in the comments.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::browser::retry::{
+use crate::browser::retry::{
     classify, next, AttemptOutcome, FinalReason, RetryDecision, RetryPolicy, StatusClass,
 };
-use idemgate_core::time::{Span, UnixMillis};
+use crate::time::{Span, UnixMillis};
 
 const NOW: UnixMillis = UnixMillis(784_111_777_000); // Sun, 06 Nov 1994 08:49:37 GMT
 const HALF: u32 = 1 << 31;

@@ -4,20 +4,21 @@
 //! panics on arbitrary input.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::client::payer::Payers;
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::{Bucket, OwnerToken, Record};
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{
+use crate::client::payer::Payers;
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::{Bucket, OwnerToken, Record};
+use crate::request::fingerprint::Fingerprint;
+use crate::request::key::IdempotencyKey;
+use crate::store::protocol::{
     ClaimOutcome, Claiming, FinishOutcome, Protocol, StoreReply, StoreRequest, Transaction,
     TransactionStep,
 };
-use idemgate_core::store::{Layout, MemoryStore, Store};
-use idemgate_core::time::UnixMillis;
+use crate::store::{Layout, MemoryStore, Store};
+use crate::time::UnixMillis;
 use proptest::prelude::*;
+use std::prelude::rust_2021::{String, Vec};
 
 fn key(text: &str) -> IdempotencyKey {
     IdempotencyKey::parse(text.as_bytes()).unwrap()
@@ -153,9 +154,9 @@ proptest! {
         let _ = IdempotencyKey::parse_all([bytes.as_slice(), text.as_bytes()]);
         let _ = Policy::from_json(&text, &|_| None);
         let _ = Policy::from_json(&String::from_utf8_lossy(&bytes), &|_| None);
-        let _ = text.parse::<idemgate_core::time::Span>();
-        let secret = idemgate_core::client::token::TokenSecret::new(b"0123456789abcdef").unwrap();
-        let _ = idemgate_core::client::token::verify(&secret, &text, &[0; 32], UnixMillis(0));
+        let _ = text.parse::<crate::time::Span>();
+        let secret = crate::client::token::TokenSecret::new(b"0123456789abcdef").unwrap();
+        let _ = crate::client::token::verify(&secret, &text, &[0; 32], UnixMillis(0));
     }
 }
 

@@ -1,8 +1,9 @@
 //! Token behaviour through the public API: binding, tampering, time rules, malformed shapes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::client::token::{issue, verify, TokenError, TokenSecret, CLOCK_SKEW};
-use idemgate_core::time::{Span, UnixMillis};
+use crate::client::token::{issue, verify, TokenError, TokenSecret, CLOCK_SKEW};
+use crate::time::{Span, UnixMillis};
+use std::prelude::rust_2021::String;
 
 const SCOPE: [u8; 32] = [7u8; 32];
 const NONCE: [u8; 16] = [0xab; 16];

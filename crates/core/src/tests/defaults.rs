@@ -2,7 +2,8 @@
 //! policy, field by field (so neither can drift from the other).
 #![allow(clippy::unwrap_used)]
 
-use idemgate_core::policy::Policy;
+use crate::policy::Policy;
+use std::prelude::rust_2021::Vec;
 
 /// Field by field, as values. The destructuring names every field, so a field added to `Policy`
 /// fails to compile here until it is compared too.
@@ -83,7 +84,7 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
     assert_eq!(policy.capacity.per_cell, 8);
     // A tenth of the store for each address and each identity: of its records, and
     // of its byte bound (`max_memory`, 256 MiB) in bytes.
-    let tenth = Some(idemgate_core::client::payer::Share {
+    let tenth = Some(crate::client::payer::Share {
         records: 1_000,
         bytes: 26_843_545,
     });
@@ -100,8 +101,8 @@ fn the_defaults_guard_posts_and_patches_everywhere() {
 /// Four address groups, each holding its whole part of a budget of `limits`, still leave room
 /// for another client's `one` (its largest body, its exchange): four IPv6 /64s cost an attacker
 /// next to nothing.
-fn four_groups_leave_room(text: &str, limits: idemgate_core::request::budget::Limits, one: u64) {
-    use idemgate_core::request::budget::{Budget, Reservation};
+fn four_groups_leave_room(text: &str, limits: crate::request::budget::Limits, one: u64) {
+    use crate::request::budget::{Budget, Reservation};
     use std::rc::Rc;
     let budget = Rc::new(Budget::default());
     let group = |n: u8| Reservation::new(Rc::clone(&budget), Rc::from(&[n][..]));

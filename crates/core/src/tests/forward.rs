@@ -3,8 +3,9 @@
 //! `forward` and `upstream_timeout`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::policy::{Detached, Forward, Policy, Via};
-use idemgate_core::time::Span;
+use crate::policy::{Detached, Forward, Policy, Via};
+use crate::time::Span;
+use std::prelude::rust_2021::{String, ToString};
 
 fn compile(text: &str) -> Result<Policy, String> {
     Policy::from_json(text, &|_| None).map_err(|e| e.to_string())

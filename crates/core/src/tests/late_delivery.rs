@@ -5,20 +5,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use crate::client::identity::{ScopeHashes, Unreadable};
+use crate::guard::{self, Action, Ask, Capture, Headed, Host, Reply};
+use crate::hash::to_hex;
+use crate::record::Record;
+use crate::request::budget::Budget;
+use crate::store::remote::operation::{apply, Change};
+use crate::store::remote::wire::{Request, Response};
+use crate::store::StoreError;
+use crate::{ClaimOutcome, MemoryStore, OwnerToken, Policy, Protocol, ProtocolError, UnixMillis};
 use hmac::{Hmac, Mac};
-use idemgate_core::client::identity::{ScopeHashes, Unreadable};
-use idemgate_core::guard::{self, Action, Ask, Capture, Headed, Host, Reply};
-use idemgate_core::hash::to_hex;
-use idemgate_core::record::Record;
-use idemgate_core::request::budget::Budget;
-use idemgate_core::store::remote::operation::{apply, Change};
-use idemgate_core::store::remote::wire::{Request, Response};
-use idemgate_core::store::StoreError;
-use idemgate_core::{
-    ClaimOutcome, MemoryStore, OwnerToken, Policy, Protocol, ProtocolError, UnixMillis,
-};
 use sha2::Sha256;
 use std::cell::Cell;
+use std::prelude::rust_2021::{String, ToOwned, Vec};
 use std::rc::Rc;
 
 const SECRET: &str = "whsec_late_deliveries_0123";
@@ -311,8 +310,8 @@ fn a_store_that_cannot_answer_a_late_delivery_never_passes_it_through() {
 /// The remote store service decides a late delivery by the same rule, and writes nothing.
 #[test]
 fn the_remote_store_looks_up_and_never_writes() {
-    use idemgate_core::record::{Completed, InFlight, StoredBody, StoredResponse};
-    use idemgate_core::{Fingerprint, Payers, Span, StorageKey};
+    use crate::record::{Completed, InFlight, StoredBody, StoredResponse};
+    use crate::{Fingerprint, Payers, Span, StorageKey};
     let key = StorageKey::from_stored([1; 32]);
     let fingerprint = Fingerprint([2; 32]);
     let now = UnixMillis(SENT * 1000);

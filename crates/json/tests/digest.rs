@@ -149,25 +149,6 @@ fn depth_bomb_and_huge_number_are_typed_errors() {
     assert_eq!(result.unwrap_err().code(), "json_number_too_long");
 }
 
-/// One grammar for bodies and documents: the configuration/vector reader refuses the numbers a
-/// body may not carry (it used to take any length and any exponent), with the same message.
-#[test]
-fn documents_have_the_number_limits_of_bodies() {
-    use idemgate_core::config::Config;
-    use idemgate_json::Value;
-    let long = "1".repeat(65);
-    for text in ["1e10000".to_string(), long.clone()] {
-        assert!(Value::parse(&text).is_err(), "{text}");
-        let body = digest(text.as_bytes()).unwrap_err().to_string();
-        let config = Config::from_json(&format!("{{\"capacity\": {text}}}")).unwrap_err();
-        assert_eq!(config.code(), "config_syntax");
-        let at_13 = body.replace("byte 0", "byte 13");
-        assert!(config.to_string().ends_with(&at_13), "{config} / {body}");
-    }
-    assert!(Value::parse(&long[1..]).is_ok());
-    assert!(Value::parse("[1e9999, -1e-9999, 1e400]").is_ok());
-}
-
 // ---------------------------------------------------------------------------------------------
 // Property tests against an independent tree model of the digest.
 
@@ -489,7 +470,7 @@ proptest! {
     }
 }
 
-/// Native throughput on a ~64 KB body: `cargo test --release -p idemgate-core --test json -- --ignored --nocapture`.
+/// Native throughput on a ~64 KB body: `cargo test --release -p idemgate-json --test digest -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn throughput_64k() {

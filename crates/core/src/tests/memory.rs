@@ -6,17 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::answer::{answer, EdgeAnswer, BODY_OMITTED_HEADER};
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::{OwnerToken, StoredBody};
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
-use idemgate_core::store::share::{self, Payers};
-use idemgate_core::store::{Layout, MemoryStore};
-use idemgate_core::time::{Span, UnixMillis};
+use crate::answer::{answer, EdgeAnswer, BODY_OMITTED_HEADER};
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::{OwnerToken, StoredBody};
+use crate::request::fingerprint::Fingerprint;
+use crate::request::key::IdempotencyKey;
+use crate::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
+use crate::store::share::{self, Payers};
+use crate::store::{Layout, MemoryStore};
+use crate::time::{Span, UnixMillis};
+use std::prelude::rust_2021::{ToString, Vec};
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 const BODY: usize = 60 * 1024;

@@ -3,7 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::policy::Policy;
+use crate::policy::Policy;
 
 fn policy(json: &str) -> Policy {
     Policy::from_json(json, &|_| None).unwrap()
@@ -58,14 +58,14 @@ fn every_spelling_of_a_guarded_path_meets_its_rule() {
     assert!(policy.match_request("GET", "/payments").is_none());
 }
 
-use idemgate_core::client::payer::Payers;
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::record::OwnerToken;
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, Protocol};
-use idemgate_core::store::MemoryStore;
-use idemgate_core::time::{Span, UnixMillis};
+use crate::client::payer::Payers;
+use crate::client::scope::{Scope, StorageKey};
+use crate::record::OwnerToken;
+use crate::request::fingerprint::Fingerprint;
+use crate::request::key::IdempotencyKey;
+use crate::store::protocol::{ClaimOutcome, Protocol};
+use crate::store::MemoryStore;
+use crate::time::{Span, UnixMillis};
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 

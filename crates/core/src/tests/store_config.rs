@@ -1,9 +1,12 @@
 //! Configuration of where records live: `store` local (the default) or remote.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::policy::{Policy, StoreKind};
-use idemgate_core::record::seal::RecordSecrets;
-use idemgate_core::time::Span;
+use crate::config::Config;
+use crate::policy::{Policy, StoreKind};
+use crate::record::seal::RecordSecrets;
+use crate::time::Span;
+use idemgate_json::{JsonHasher, JsonLimits, Value};
+use std::prelude::rust_2021::{String, ToString, Vec};
 
 fn compile(text: &str) -> Result<Policy, String> {
     Policy::from_json(text, &|_| None).map_err(|e| e.to_string())
@@ -204,4 +207,26 @@ fn storage_keys_come_from_the_configuration_without_its_secrets() {
     // A preset route without its signature is still refused, as the filter refuses it.
     let unsigned = r#"{ "routes": [{ "prefix": "/w", "preset": "stripe" }] }"#;
     assert!(Policy::for_storage_keys(unsigned).is_err());
+}
+
+/// One grammar for bodies and documents: the configuration/vector reader refuses the numbers a
+/// body may not carry (it used to take any length and any exponent), with the same message.
+#[test]
+fn documents_have_the_number_limits_of_bodies() {
+    let long = "1".repeat(65);
+    for text in ["1e10000".to_string(), long.clone()] {
+        assert!(Value::parse(&text).is_err(), "{text}");
+        let mut hasher = JsonHasher::new(JsonLimits::default(), None);
+        let body = hasher
+            .update(text.as_bytes())
+            .and_then(|()| hasher.finish().map(|_| ()))
+            .unwrap_err()
+            .to_string();
+        let config = Config::from_json(&format!("{{\"capacity\": {text}}}")).unwrap_err();
+        assert_eq!(config.code(), "config_syntax");
+        let at_13 = body.replace("byte 0", "byte 13");
+        assert!(config.to_string().ends_with(&at_13), "{config} / {body}");
+    }
+    assert!(Value::parse(&long[1..]).is_ok());
+    assert!(Value::parse("[1e9999, -1e-9999, 1e400]").is_ok());
 }

@@ -2,11 +2,12 @@
 //! by hand from the rule in `transition.rs`'s module docs, one table cell at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use idemgate_core::order::transition::{
+use crate::order::transition::{
     check_if_match, check_version, PreconditionError, StateTable, TableError, Transition,
     TransitionError, SUBMIT_LIFECYCLE,
 };
 use proptest::prelude::*;
+use std::prelude::rust_2021::{String, ToString};
 
 /// An example business table (unpaid → paid → shipped; unpaid/paid → cancelled): the tests' own, not
 /// the core's — the core ships only the submit button's table; tables are the application's data.
