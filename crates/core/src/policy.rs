@@ -426,7 +426,7 @@ pub enum StoreKind {
 
 impl Policy {
     /// The hashing budget's limits: `hashing_budget` and `hashing_budget_per_peer`.
-    pub fn hashing_limits(&self) -> Limits {
+    pub(crate) fn hashing_limits(&self) -> Limits {
         Limits {
             total: self.hashing_budget,
             per_peer: self.hashing_budget_per_peer,
@@ -434,7 +434,7 @@ impl Policy {
     }
 
     /// The relay budget's limits: `relay_budget` and `relay_budget_per_peer`.
-    pub fn relay_limits(&self) -> Limits {
+    pub(crate) fn relay_limits(&self) -> Limits {
         Limits {
             total: self.relay_budget,
             per_peer: self.relay_budget_per_peer,

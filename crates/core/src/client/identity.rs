@@ -21,7 +21,7 @@ use core::cell::RefCell;
 
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ClientIdentity {
+pub(crate) struct ClientIdentity {
     pub source: String,
     pub value: Vec<u8>,
     /// Established by something other than the client (`ScopeSource::is_verified`; a callback

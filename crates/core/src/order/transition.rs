@@ -20,7 +20,7 @@
 //!    always finds the path that skipped it.
 //!
 //! Versions: an update names the version (or entity-tag) it read; a mismatch is a conflict, never a
-//! silent overwrite — see [`check_if_match`] and [`check_version`]. A relative update (`x = x + n`)
+//! silent overwrite — see `check_if_match` and `check_version`. A relative update (`x = x + n`)
 //! is never idempotent — each retry moves the value again — so it needs an idempotency key or a
 //! version check in front of it; an absolute one (`x = 5`) is safe to repeat.
 
@@ -174,7 +174,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
         self.edges()
     }
 
-    pub fn is_state(&self, state: &str) -> bool {
+    pub(crate) fn is_state(&self, state: &str) -> bool {
         self.index(state).is_some()
     }
 
@@ -319,7 +319,7 @@ pub static SUBMIT_LIFECYCLE: StateTable = StateTable::from_static(
 
 /// An update names the version it read; any other current version is a conflict, never a silent
 /// overwrite of someone else's change.
-pub fn check_version(expected: u64, current: u64) -> Result<(), PreconditionError> {
+pub(crate) fn check_version(expected: u64, current: u64) -> Result<(), PreconditionError> {
     if expected == current {
         Ok(())
     } else {
@@ -333,7 +333,7 @@ pub fn check_version(expected: u64, current: u64) -> Result<(), PreconditionErro
 /// tag (`W/"v3"`) on either side never matches. No match → `precondition_failed` (412). A value
 /// that is not `*` or a list of entity-tags — including one naming no tag at all, since the client
 /// meant to name a version and did not — is `precondition_malformed` (400).
-pub fn check_if_match(
+pub(crate) fn check_if_match(
     if_match: Option<&[u8]>,
     current_etag: &str,
 ) -> Result<(), PreconditionError> {
@@ -401,7 +401,7 @@ fn trim_ows(mut raw: &[u8]) -> &[u8] {
 /// A version or `If-Match` precondition that did not hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum PreconditionError {
+pub(crate) enum PreconditionError {
     /// No entity-tag in `If-Match` strongly matches the current one.
     Failed,
     /// `If-Match` is not `*` or a list of entity-tags.
@@ -416,16 +416,6 @@ impl PreconditionError {
             PreconditionError::Failed => "precondition_failed",
             PreconditionError::Malformed => "precondition_malformed",
             PreconditionError::VersionConflict { .. } => "version_conflict",
-        }
-    }
-
-    /// The HTTP status an edge answers with: 412 for `If-Match`, 400 for a malformed header, 409
-    /// for a version named in the request body or URL.
-    pub fn status(&self) -> u16 {
-        match self {
-            PreconditionError::Failed => 412,
-            PreconditionError::Malformed => 400,
-            PreconditionError::VersionConflict { .. } => 409,
         }
     }
 }

@@ -282,7 +282,6 @@ fn if_match_follows_rfc9110() {
             "{bad:?}"
         );
     }
-    assert_eq!(PreconditionError::Failed.status(), 412);
 }
 
 #[test]
