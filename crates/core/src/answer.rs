@@ -21,7 +21,7 @@ pub mod order;
 mod replay;
 
 /// Prefix of every problem `type`; the rest is the error's stable code.
-pub const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
+pub(crate) const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (`docs/semantics.md` §4).
 pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
@@ -37,7 +37,7 @@ pub fn is_replayed(value: &str) -> bool {
 }
 /// On a replay whose body was over the limit and not kept: the replay carries no body and no
 /// header that would describe one (`Content-Type`, `ETag`, …); `Location` stays.
-pub const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
+pub(crate) const BODY_OMITTED_HEADER: &str = "idempotent-body-omitted";
 
 /// An answer the edge makes itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -424,7 +424,7 @@ pub(crate) fn parse_status(value: &[u8]) -> Option<u16> {
 }
 
 /// The answer to a request refused before its claim ([`Refusal`]).
-pub fn refusal(refusal: &Refusal) -> HttpAnswer {
+pub(crate) fn refusal(refusal: &Refusal) -> HttpAnswer {
     match refusal {
         Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
         Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),

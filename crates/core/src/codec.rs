@@ -10,24 +10,24 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub fn u8(&mut self, v: u8) {
+    pub(crate) fn u8(&mut self, v: u8) {
         self.out.push(v);
     }
-    pub fn u16(&mut self, v: u16) {
+    pub(crate) fn u16(&mut self, v: u16) {
         self.out.extend_from_slice(&v.to_be_bytes());
     }
-    pub fn u32(&mut self, v: u32) {
+    pub(crate) fn u32(&mut self, v: u32) {
         self.out.extend_from_slice(&v.to_be_bytes());
     }
-    pub fn u64(&mut self, v: u64) {
+    pub(crate) fn u64(&mut self, v: u64) {
         self.out.extend_from_slice(&v.to_be_bytes());
     }
-    pub fn bytes(&mut self, v: &[u8]) {
+    pub(crate) fn bytes(&mut self, v: &[u8]) {
         self.out.extend_from_slice(v);
     }
     /// A byte string of at most 65535 bytes, u16 length first (longer input is cut; callers only
     /// pass header names and values, which are validated shorter).
-    pub fn short_bytes(&mut self, v: &[u8]) {
+    pub(crate) fn short_bytes(&mut self, v: &[u8]) {
         let len = v.len().min(usize::from(u16::MAX));
         self.u16(len as u16);
         self.bytes(&v[..len]);
@@ -45,10 +45,10 @@ impl<'a> Reader<'a> {
     pub fn new(bytes: &'a [u8]) -> Self {
         Reader { rest: bytes }
     }
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {
             return Err(DecodeError::Truncated);
         }
@@ -56,25 +56,25 @@ impl<'a> Reader<'a> {
         self.rest = tail;
         Ok(head)
     }
-    pub fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
+    pub(crate) fn array<const N: usize>(&mut self) -> Result<[u8; N], DecodeError> {
         let mut out = [0u8; N];
         out.copy_from_slice(self.take(N)?);
         Ok(out)
     }
-    pub fn u8(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, DecodeError> {
         Ok(self.array::<1>()?[0])
     }
-    pub fn u16(&mut self) -> Result<u16, DecodeError> {
+    pub(crate) fn u16(&mut self) -> Result<u16, DecodeError> {
         Ok(u16::from_be_bytes(self.array()?))
     }
-    pub fn u32(&mut self) -> Result<u32, DecodeError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, DecodeError> {
         Ok(u32::from_be_bytes(self.array()?))
     }
-    pub fn u64(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn u64(&mut self) -> Result<u64, DecodeError> {
         Ok(u64::from_be_bytes(self.array()?))
     }
     /// The two-byte magic and the version every stored format starts with.
-    pub fn header(&mut self, magic: &[u8; 2], version: u8) -> Result<(), DecodeError> {
+    pub(crate) fn header(&mut self, magic: &[u8; 2], version: u8) -> Result<(), DecodeError> {
         if self.array::<2>()? != *magic {
             return Err(DecodeError::BadMagic);
         }
@@ -83,7 +83,7 @@ impl<'a> Reader<'a> {
             other => Err(DecodeError::UnsupportedVersion(other)),
         }
     }
-    pub fn short_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn short_bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let len = usize::from(self.u16()?);
         self.take(len)
     }

@@ -62,31 +62,31 @@ mod store;
 
 /// The configuration document. Every field is optional; see the README for defaults.
 #[derive(Debug, Clone, Default)]
-pub struct Config {
-    pub header: Option<String>,
-    pub routes: Option<Vec<RouteConfig>>,
-    pub scope: Option<Vec<ScopeConfig>>,
-    pub fingerprint: Option<FingerprintConfig>,
-    pub ttl: Option<String>,
-    pub lease: Option<String>,
-    pub replay_headers: Option<Vec<String>>,
+pub(crate) struct Config {
+    pub(crate) header: Option<String>,
+    pub(crate) routes: Option<Vec<RouteConfig>>,
+    pub(crate) scope: Option<Vec<ScopeConfig>>,
+    pub(crate) fingerprint: Option<FingerprintConfig>,
+    pub(crate) ttl: Option<String>,
+    pub(crate) lease: Option<String>,
+    pub(crate) replay_headers: Option<Vec<String>>,
     pub(crate) store_responses: Option<StoreConfig>,
-    pub release_statuses: Option<Vec<u16>>,
-    pub max_request_body: Option<Size>,
-    pub hashing_budget: Option<Size>,
-    pub hashing_budget_per_peer: Option<Size>,
-    pub relay_budget: Option<Size>,
-    pub relay_budget_per_peer: Option<Size>,
-    pub max_response_body: Option<Size>,
-    pub capacity: Option<u32>,
-    pub records_per_cell: Option<u16>,
-    pub shares: Option<SharesConfig>,
-    pub max_memory: Option<Size>,
-    pub on_store_full: Option<FailureConfig>,
-    pub on_store_error: Option<FailureConfig>,
-    pub token: Option<TokenConfig>,
-    pub upstream: Option<UpstreamConfig>,
-    pub store: Option<StoreBackendConfig>,
+    pub(crate) release_statuses: Option<Vec<u16>>,
+    pub(crate) max_request_body: Option<Size>,
+    pub(crate) hashing_budget: Option<Size>,
+    pub(crate) hashing_budget_per_peer: Option<Size>,
+    pub(crate) relay_budget: Option<Size>,
+    pub(crate) relay_budget_per_peer: Option<Size>,
+    pub(crate) max_response_body: Option<Size>,
+    pub(crate) capacity: Option<u32>,
+    pub(crate) records_per_cell: Option<u16>,
+    pub(crate) shares: Option<SharesConfig>,
+    pub(crate) max_memory: Option<Size>,
+    pub(crate) on_store_full: Option<FailureConfig>,
+    pub(crate) on_store_error: Option<FailureConfig>,
+    pub(crate) token: Option<TokenConfig>,
+    pub(crate) upstream: Option<UpstreamConfig>,
+    pub(crate) store: Option<StoreBackendConfig>,
 }
 
 /// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …,
@@ -94,12 +94,12 @@ pub struct Config {
 /// environment: `record_secret_env` names one variable, `record_secrets_env` several (rotation:
 /// the first seals, each is accepted); neither means [`defaults::RECORD_SECRET_ENV`].
 #[derive(Debug, Clone, Default)]
-pub struct StoreBackendConfig {
-    pub kind: Option<String>,
-    pub cluster: Option<String>,
-    pub timeout: Option<String>,
-    pub record_secret_env: Option<String>,
-    pub record_secrets_env: Option<Vec<String>>,
+pub(crate) struct StoreBackendConfig {
+    pub(crate) kind: Option<String>,
+    pub(crate) cluster: Option<String>,
+    pub(crate) timeout: Option<String>,
+    pub(crate) record_secret_env: Option<String>,
+    pub(crate) record_secrets_env: Option<Vec<String>>,
 }
 
 pub(crate) use preset::PresetConfig;
@@ -112,66 +112,66 @@ pub(crate) enum StoreConfig {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub enum FailureConfig {
+pub(crate) enum FailureConfig {
     Reject,
     PassThrough,
 }
 
 /// A byte size: a number of bytes, or a string such as `"64KiB"`, `"1MiB"`.
 #[derive(Debug, Clone)]
-pub enum Size {
+pub(crate) enum Size {
     Bytes(u64),
     Text(String),
 }
 
 /// Defaults, in one place (the README's configuration reference lists the same values).
 pub mod defaults {
-    pub const HEADER: &str = crate::request::key::HEADER;
-    pub const TTL: &str = "24h";
-    pub const LEASE: &str = "60s";
-    pub const MAX_REQUEST_BODY: u64 = 1024 * 1024;
-    pub const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
+    pub(crate) const HEADER: &str = crate::request::key::HEADER;
+    pub(crate) const TTL: &str = "24h";
+    pub(crate) const LEASE: &str = "60s";
+    pub(crate) const MAX_REQUEST_BODY: u64 = 1024 * 1024;
+    pub(crate) const HASHING_BUDGET: u64 = 64 * 1024 * 1024;
     /// `hashing_budget_per_peer` is by default `hashing_budget` divided by this (and at least
     /// what a lone stream needs): more than four, so four address groups — four IPv6 /64s are
     /// cheap — holding their whole parts still leave half of the budget to everyone else.
-    pub const PEER_SHARES: u64 = 8;
+    pub(crate) const PEER_SHARES: u64 = 8;
     /// Answers of ordinary APIs are kept whole: a JSON list or document of a megabyte replays as
     /// it was sent. What the store may hold is bounded in bytes by [`MAX_MEMORY`], not by
     /// `capacity` times this.
-    pub const MAX_RESPONSE_BODY: u64 = 1024 * 1024;
+    pub(crate) const MAX_RESPONSE_BODY: u64 = 1024 * 1024;
     /// The local store's byte bound (`max_memory`): what a sidecar can spare. Split over the fill
     /// shards; an answer that does not fit its shard's part is kept without its body.
-    pub const MAX_MEMORY: u64 = 256 * 1024 * 1024;
-    pub const CAPACITY: u32 = 10_000;
-    pub const RECORDS_PER_CELL: u16 = 8;
+    pub(crate) const MAX_MEMORY: u64 = 256 * 1024 * 1024;
+    pub(crate) const CAPACITY: u32 = 10_000;
+    pub(crate) const RECORDS_PER_CELL: u16 = 8;
     /// Each payer's share of the whole store, in percent of `capacity`: one address or
     /// one verified identity may hold a tenth of it, so ten flooding clients are needed to fill it.
-    pub const SHARE_PERCENT: u64 = 10;
+    pub(crate) const SHARE_PERCENT: u64 = 10;
     /// Shares bind only while the store is at least this full (percent of `capacity`): below it
     /// a busy client is served however much it holds. Not half: with 8 records per cell, a store
     /// 20 % full has a full cell for one key in 4,000, a store half full for one in 20 — a flood
     /// let through to half would turn away everyone's every twentieth request as `store_full`.
-    pub const PRESSURE_PERCENT: u8 = 20;
+    pub(crate) const PRESSURE_PERCENT: u8 = 20;
     /// One IPv4 address is one peer; an IPv6 host holds a whole /64.
-    pub const IPV4_PREFIX: u8 = 32;
-    pub const IPV6_PREFIX: u8 = 64;
-    pub const TOKEN_TTL: &str = "10m";
-    pub const TOKEN_ISSUE_PATH: &str = crate::client::token::ISSUE_PATH;
-    pub const TOKEN_HEADER: &str = "idemgate-token";
-    pub const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
+    pub(crate) const IPV4_PREFIX: u8 = 32;
+    pub(crate) const IPV6_PREFIX: u8 = 64;
+    pub(crate) const TOKEN_TTL: &str = "10m";
+    pub(crate) const TOKEN_ISSUE_PATH: &str = crate::client::token::ISSUE_PATH;
+    pub(crate) const TOKEN_HEADER: &str = "idemgate-token";
+    pub(crate) const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
     /// The variable holding the secret that seals a remote store's answers (`store.kind: "remote"`).
-    pub const RECORD_SECRET_ENV: &str = "IDEMGATE_RECORD_SECRET";
-    pub const METHODS: &[&str] = &["POST", "PATCH"];
+    pub(crate) const RECORD_SECRET_ENV: &str = "IDEMGATE_RECORD_SECRET";
+    pub(crate) const METHODS: &[&str] = &["POST", "PATCH"];
     /// Envoy's own default route timeout.
-    pub const UPSTREAM_TIMEOUT: &str = "15s";
+    pub(crate) const UPSTREAM_TIMEOUT: &str = "15s";
     /// A detached exchange relays answers up to this whole to its first client.
-    pub const MAX_RELAY_BODY: u64 = 8 * 1024 * 1024;
+    pub(crate) const MAX_RELAY_BODY: u64 = 8 * 1024 * 1024;
     /// `relay_budget` is by default this many exchanges' worth of `upstream.max_body` per VM (a
     /// worker), so that a peer's part ([`PEER_SHARES`]) is eight exchanges in flight: a
     /// provider's burst of callbacks from one address passes on every worker, while what Envoy
     /// may buffer for a worker's answers stays bounded (512 MiB at the default 8 MiB bound, an
     /// address group's part 64 MiB).
-    pub const RELAY_EXCHANGES: u64 = 64;
+    pub(crate) const RELAY_EXCHANGES: u64 = 64;
 }
 
 impl Policy {
@@ -362,7 +362,10 @@ impl Config {
     }
 
     /// Validates into a [`Policy`].
-    pub fn compile(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<Policy, ConfigError> {
+    pub(crate) fn compile(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Policy, ConfigError> {
         self.validate(env).map_err(|refusal| *refusal.0)
     }
 

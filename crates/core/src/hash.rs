@@ -22,7 +22,7 @@ impl PartsHasher {
     }
 
     /// Adds one part.
-    pub fn part(&mut self, bytes: &[u8]) -> &mut Self {
+    pub(crate) fn part(&mut self, bytes: &[u8]) -> &mut Self {
         self.inner.update((bytes.len() as u64).to_be_bytes());
         self.inner.update(bytes);
         self

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 pub const REENTRY_MARK: &str = "x-idemgate-reentry";
 
 /// Headers that belong to one connection (RFC 9110 §7.6.1): never forwarded, relayed or stored.
-pub const HOP_BY_HOP: &[&str] = &[
+pub(crate) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",
@@ -31,7 +31,7 @@ pub const HOP_BY_HOP: &[&str] = &[
 
 /// Request headers never forwarded besides [`HOP_BY_HOP`]: the proxy's own authentication, and
 /// the length, which the edge sets for the body it sends.
-pub const NOT_FORWARDED: &[&str] = &[
+pub(crate) const NOT_FORWARDED: &[&str] = &[
     "proxy-authenticate",
     "proxy-authorization",
     "content-length",
@@ -39,7 +39,7 @@ pub const NOT_FORWARDED: &[&str] = &[
 
 /// Answer headers never relayed besides [`HOP_BY_HOP`] and the proxy's `x-envoy-*`: those the
 /// proxy sets on the reply it makes itself, and the re-entry mark.
-pub const NOT_RELAYED: &[&str] = &["content-length", "date", "server", REENTRY_MARK];
+pub(crate) const NOT_RELAYED: &[&str] = &["content-length", "date", "server", REENTRY_MARK];
 
 /// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
 /// connection or one client, or are the proxy's own.
@@ -72,7 +72,7 @@ const PROXY_PREFIX: &str = "x-envoy-";
 /// `x-envoy-upstream-rq-timeout-ms`, ...) is dropped from a guarded request: whether Envoy
 /// honours them depends on its internal-address settings, and a client must never be able to make
 /// the router try a claimed request twice.
-pub const PROXY_HEADERS_FORWARDED: &[&str] = &[
+pub(crate) const PROXY_HEADERS_FORWARDED: &[&str] = &[
     "x-envoy-external-address",
     "x-envoy-internal",
     "x-envoy-peer-metadata",
@@ -95,7 +95,7 @@ pub(crate) fn never_replayed(name: &str) -> bool {
 
 /// The headers a guarded request the edge sends itself carries upstream, of `headers` (all of
 /// them, lower-case, pseudo-headers included): the request's target, and every end-to-end header
-/// — never [`HOP_BY_HOP`] ones, [`NOT_FORWARDED`] ones, those the `connection` header names, or
+/// — never `HOP_BY_HOP` ones, `NOT_FORWARDED` ones, those the `connection` header names, or
 /// the proxy's control headers ([`steers_proxy`]). The caller adds the body's length.
 pub fn forwarded<'h, I>(headers: I) -> Vec<(&'h str, &'h [u8])>
 where
@@ -129,14 +129,14 @@ where
 
 /// Whether an answer header (lower-case) is relayed to the client: end-to-end headers only,
 /// without the proxy's own and without the re-entry mark.
-pub fn relays(name: &str) -> bool {
+pub(crate) fn relays(name: &str) -> bool {
     !name.starts_with(':')
         && !HOP_BY_HOP.contains(&name)
         && !NOT_RELAYED.contains(&name)
         && !name.starts_with(PROXY_PREFIX)
 }
 
-/// The answer headers a client is sent of `headers` ([`relays`]), those with UTF-8 values.
+/// The answer headers a client is sent of `headers` (`relays`), those with UTF-8 values.
 pub fn relayed<'h>(
     headers: impl IntoIterator<Item = (&'h str, &'h [u8])>,
 ) -> Vec<(String, String)> {

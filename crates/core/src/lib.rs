@@ -72,7 +72,7 @@ pub mod time;
 // Modules by concept: what a request says and its fingerprint (`request`), who asks
 // and what it must show (`client`), the record store and its protocol, local and remote
 // (`store`), what a request gets and its HTTP meaning (`decision`), a request's life (`guard`),
-// the sequencer with its state tables (`order`), the browser's rules (`browser`), the
+// the ordering rules with their state tables (`order`), the browser's rules (`browser`), the
 // configuration and its compiled `policy`, and the primitives (`hash`, `time`).
 //
 // The types a host names on every request, at the root: a request's key, scope and
@@ -82,8 +82,6 @@ pub mod time;
 pub use answer::{EdgeAnswer, HttpAnswer};
 pub use client::payer::Payers;
 pub use client::scope::{Scope, StorageKey};
-#[cfg(feature = "config")]
-pub use config::Config;
 pub use decision::ResponseFacts;
 pub use policy::Policy;
 pub use record::OwnerToken;

@@ -3,7 +3,7 @@
 //! so a repeated, stale or illegal event is acknowledged without reaching the upstream, and an
 //! early one is sent back to be delivered again later.
 //!
-//! Sans-IO like the rest of the core: [`OrderRule::read`] turns a request's headers and body into
+//! Sans-IO like the rest of the core: `OrderRule::read` turns a request's headers and body into
 //! the resource and the event; [`resource::begin`] and [`resource::settle`] are the rules, pure
 //! functions over the resource's record (`Option<&Resource>`) and the time the host passes in;
 //! [`crate::store::ordering`] runs them on the local store's cells and [`crate::store::remote`]
@@ -27,18 +27,22 @@ pub mod resource;
 pub mod transition;
 
 pub use crate::record::resource::Resource;
-pub(crate) use crate::record::resource::ResourceClaim;
+pub use crate::record::resource::ResourceClaim;
+pub use resource::begin;
+pub(crate) use resource::creates;
+pub use resource::settle;
+pub(crate) use resource::Begin;
+pub use resource::BeginOutcome;
 pub(crate) use resource::SettleOutcome;
-pub use resource::{begin, creates, settle, Begin, BeginOutcome};
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
-pub const ORDER_HEADER: &str = "idemgate-order";
+pub(crate) const ORDER_HEADER: &str = "idemgate-order";
 
 /// Domain tag of a resource's storage key: never equal to an idempotency key's.
 const RESOURCE_KEY_TAG: &str = "idemgate-resource-key-v1";
 
 /// The longest resource id or event type read (longer values are absent: no provider sends them).
-pub const MAX_FIELD_LEN: usize = 255;
+pub(crate) const MAX_FIELD_LEN: usize = 255;
 
 /// Defaults of `routes[].order.early`.
 pub mod defaults {
@@ -47,22 +51,22 @@ pub mod defaults {
 
 /// `routes[].order`, compiled.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderRule {
+pub(crate) struct OrderRule {
     /// Where the resource id is (a header, a JSON pointer or a form field).
-    pub resource: KeySource,
+    pub(crate) resource: KeySource,
     /// Where the event type is.
-    pub event: KeySource,
-    pub table: DeclaredTable,
+    pub(crate) event: KeySource,
+    pub(crate) table: DeclaredTable,
     /// The `Retry-After` of an early event's 409.
-    pub retry_after: Span,
+    pub(crate) retry_after: Span,
     /// Forward an early event anyway once this long has passed since the edge first saw it
     /// (`None`: never).
-    pub forward_after: Option<Span>,
+    pub(crate) forward_after: Option<Span>,
 }
 
 /// What a request is to the sequencer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OrderFacts {
+pub(crate) enum OrderFacts {
     /// No event type, or one the table does not name: handled as without `order`.
     NotOrdered,
     /// A tracked event without a resource id: refused (400 `order_resource_missing`).
@@ -75,7 +79,7 @@ pub enum OrderFacts {
 
 impl OrderRule {
     /// Whether a source is in the body (the host must keep the body for [`OrderRule::read`]).
-    pub fn needs_body(&self) -> bool {
+    pub(crate) fn needs_body(&self) -> bool {
         [&self.resource, &self.event]
             .iter()
             .any(|s| !matches!(s, KeySource::Header(_)))
@@ -88,7 +92,11 @@ impl OrderRule {
 
     /// Reads the event type and resource id from the request. `header` gives every value of a
     /// lowercase header name; `body` is the whole body (empty when no source needs it).
-    pub fn read<'h>(&self, header: &dyn Fn(&str) -> Vec<&'h [u8]>, body: &[u8]) -> OrderFacts {
+    pub(crate) fn read<'h>(
+        &self,
+        header: &dyn Fn(&str) -> Vec<&'h [u8]>,
+        body: &[u8],
+    ) -> OrderFacts {
         let json = self
             .needs_body()
             .then(|| {
@@ -142,7 +150,7 @@ fn field<'h>(
 impl StorageKey {
     /// The storage key of a resource's state record: the route's scope (a callback route is its
     /// own scope) and the resource id, under a tag of its own, so no idempotency key can name it.
-    pub fn resource(scope: Scope<'_>, resource: &str) -> StorageKey {
+    pub(crate) fn resource(scope: Scope<'_>, resource: &str) -> StorageKey {
         let mut hasher = crate::hash::PartsHasher::new(RESOURCE_KEY_TAG);
         hasher
             .part(scope.source.as_bytes())
@@ -168,7 +176,7 @@ pub enum Precondition {
 /// Why a request was refused by a route's precondition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum PreconditionProblem {
+pub(crate) enum PreconditionProblem {
     /// 428 `precondition_required` (RFC 6585).
     Required,
     /// 400 `precondition_malformed`.
@@ -179,7 +187,7 @@ pub enum PreconditionProblem {
 
 impl PreconditionProblem {
     /// What a host counts.
-    pub fn events(&self) -> crate::events::Events {
+    pub(crate) fn events(&self) -> crate::events::Events {
         use crate::events::{Event, Events};
         match self {
             PreconditionProblem::Required | PreconditionProblem::VersionRequired => {
@@ -202,7 +210,11 @@ impl Precondition {
     /// Checks a request: `if_match` holds every `If-Match` value. Methods other than PUT, PATCH
     /// and DELETE pass. Several fields are one list (RFC 9110 §5.3), so each must be well formed.
     /// The edge never compares versions: it cannot know the current one.
-    pub fn check(&self, method: &str, if_match: &[&[u8]]) -> Result<(), PreconditionProblem> {
+    pub(crate) fn check(
+        &self,
+        method: &str,
+        if_match: &[&[u8]],
+    ) -> Result<(), PreconditionProblem> {
         if !matches!(method, "PUT" | "PATCH" | "DELETE") {
             return Ok(());
         }

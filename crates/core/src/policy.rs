@@ -2,7 +2,7 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-pub(crate) use crate::client::scope::ScopeSource;
+pub use crate::client::scope::ScopeSource;
 pub(crate) use crate::record::never_replayed;
 pub use crate::record::NEVER_REPLAYED;
 use crate::request::budget::Limits;
@@ -37,31 +37,31 @@ pub struct Route {
     pub prefix: String,
     /// Upper-case methods guarded on this route.
     pub methods: Vec<String>,
-    pub key: KeyRequirement,
+    pub(crate) key: KeyRequirement,
     pub token: TokenRequirement,
     /// Whether `/Payments` is another path than `/payments` (default: no, as in most upstreams'
     /// routers; a rule that matches more spellings can only add protection).
-    pub case_sensitive: bool,
+    pub(crate) case_sensitive: bool,
     /// How a request that claims its key reaches the upstream.
     pub forward: Forward,
     /// An API route (clients send keys) or a provider's callback route.
     pub kind: RouteKind,
     /// Where the key comes from, in order; the first source present wins (default: the key
     /// header).
-    pub key_from: alloc::sync::Arc<[crate::request::key_source::KeySource]>,
+    pub(crate) key_from: alloc::sync::Arc<[crate::request::key_source::KeySource]>,
     /// On callback routes: the provider's signature every delivery must carry.
-    pub signature: Option<crate::client::signature::SignatureRule>,
+    pub(crate) signature: Option<crate::client::signature::SignatureRule>,
     /// On callback routes: the control messages that pass unguarded (an SNS subscription
     /// confirmation): never claimed, never stored.
-    pub pass_through: Option<alloc::sync::Arc<PassThrough>>,
+    pub(crate) pass_through: Option<alloc::sync::Arc<PassThrough>>,
     /// On callback routes: the sequencer of each resource's events.
-    pub order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
+    pub(crate) order: Option<alloc::sync::Arc<crate::order::OrderRule>>,
     /// Whether updates must name the version they read (`If-Match`).
     pub precondition: Option<crate::order::Precondition>,
     /// On callback routes: what the route itself, as the payer of its deliveries' records, may
     /// hold in the whole store while it is under pressure (`share`); `None`: the whole store, so
     /// the route is charged nothing and only a full store refuses it.
-    pub share: Option<crate::client::payer::Share>,
+    pub(crate) share: Option<crate::client::payer::Share>,
 }
 
 impl Route {
@@ -69,7 +69,7 @@ impl Route {
     /// `max_request_body`: the fingerprint's state, plus the body kept for a body key source,
     /// for the sequencer's body sources, and for a detached exchange. A lone stream on the
     /// route needs `max_request_body` times this much of the hashing budget.
-    pub(crate) fn body_copies(&self) -> u64 {
+    pub fn body_copies(&self) -> u64 {
         let key = self
             .key_from
             .iter()
@@ -90,9 +90,9 @@ impl Route {
 /// whitespace). Such a message is not a delivery to deduplicate — AWS SNS sends a body with
 /// `"Type": "SubscriptionConfirmation"`, and each one must reach the subscriber.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassThrough {
-    pub from: PassThroughSource,
-    pub values: Vec<String>,
+pub(crate) struct PassThrough {
+    pub(crate) from: PassThroughSource,
+    pub(crate) values: Vec<String>,
 }
 
 /// Where a route reads the message type that lets a request through.
@@ -111,7 +111,7 @@ impl PassThrough {
     /// Whether a request with these headers passes (`header` gives every value of a lowercase
     /// name). Every occurrence must name a passing value: a control type and a notification type
     /// in one request is not a control message. Never true for a body field.
-    pub fn matches<'h>(&self, header: &dyn Fn(&str) -> Vec<&'h [u8]>) -> bool {
+    pub(crate) fn matches<'h>(&self, header: &dyn Fn(&str) -> Vec<&'h [u8]>) -> bool {
         let PassThroughSource::Header(name) = &self.from else {
             return false;
         };
@@ -246,7 +246,7 @@ impl Matched<'_> {
     /// `path_and_query` (the raw `:path`) as sent. The browser module gets the same spelling from
     /// [`crate::request::target::of_fetch`].
     #[must_use]
-    pub fn target<'a>(&'a self, path_and_query: &str) -> alloc::borrow::Cow<'a, str> {
+    pub(crate) fn target<'a>(&'a self, path_and_query: &str) -> alloc::borrow::Cow<'a, str> {
         crate::request::target::with_query(&self.path, path_and_query)
     }
 }
@@ -320,14 +320,14 @@ pub const REPLAYED_HEADERS_BOUND: u64 = 60 * 1024;
 
 /// Bytes one record takes besides its body and headers: key, fingerprint, seal, times, status,
 /// lengths, and its ledger holds ([`crate::store::share::ledger`]).
-pub const RECORD_OVERHEAD: u64 = 160;
+pub(crate) const RECORD_OVERHEAD: u64 = 160;
 
 /// The most memory the local store can take: `max_memory` for the answers it kept whole (an
 /// answer is kept whole only while its fill shard stays within its part of `max_memory`), and
 /// beyond it every record at most what it takes without a body (claims and answers kept
 /// without their body are never refused for bytes: a completion must land). The README's
 /// configuration reference gives the same formula.
-pub(crate) fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[String]) -> u64 {
+pub fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers: &[String]) -> u64 {
     capacity
         .records()
         .saturating_mul(record_bound(0, replay_headers))
@@ -336,7 +336,7 @@ pub(crate) fn memory_bound(capacity: &Capacity, max_memory: u64, replay_headers:
 
 /// The most memory one record can take: a stored answer with a body of `max_response_body`, the
 /// most headers Envoy lets a response have if any is replayed, and the record's own overhead.
-pub(crate) fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
+pub fn record_bound(max_response_body: u64, replay_headers: &[String]) -> u64 {
     let headers = if replay_headers.is_empty() {
         0
     } else {
@@ -382,21 +382,21 @@ pub struct Policy {
     /// Lowercase names of replayed headers.
     pub replay_headers: Vec<String>,
     pub store_rule: StoreRule,
-    pub max_request_body: u64,
+    pub(crate) max_request_body: u64,
     /// Body bytes all of a VM's streams may have in fingerprinting at once, each
     /// copy of a body the filter keeps counted.
-    pub hashing_budget: u64,
+    pub(crate) hashing_budget: u64,
     /// The part of `hashing_budget` the streams of one peer (an IPv6 /64) may hold together:
     /// one client cannot take the whole budget.
-    pub hashing_budget_per_peer: u64,
+    pub(crate) hashing_budget_per_peer: u64,
     pub max_response_body: u64,
     /// Largest upstream body a detached exchange relays to the client (`upstream.max_body`).
-    pub max_relay_body: u64,
+    pub(crate) max_relay_body: u64,
     /// Answer bytes a VM's detached exchanges may have Envoy buffer at once, each exchange
     /// counted at `max_relay_body` from before it is sent until its answer has been read.
-    pub relay_budget: u64,
+    pub(crate) relay_budget: u64,
     /// The part of `relay_budget` the exchanges of one peer (an IPv6 /64) may hold together.
-    pub relay_budget_per_peer: u64,
+    pub(crate) relay_budget_per_peer: u64,
     pub capacity: Capacity,
     /// Each payer's share of the whole store ([`crate::store::share`]).
     pub shares: crate::client::payer::Shares,

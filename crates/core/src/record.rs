@@ -8,7 +8,7 @@ pub mod seal;
 
 use crate::client::payer::{PayerTag, Payers};
 use crate::client::scope::StorageKey;
-pub(crate) use crate::codec::DecodeError;
+pub use crate::codec::DecodeError;
 use crate::codec::{Reader, Writer};
 use crate::request::fingerprint::Fingerprint;
 use crate::time::UnixMillis;
@@ -26,7 +26,7 @@ pub use crate::headers::NEVER_REPLAYED;
 pub const MAX_STORED_HEADERS: usize = 64;
 
 /// A header is safe to store if replaying it cannot split the response or smuggle a header.
-pub fn safe_header(name: &str, value: &str) -> bool {
+pub(crate) fn safe_header(name: &str, value: &str) -> bool {
     !name.is_empty()
         && name.len() <= 256
         && value.len() <= 8192
@@ -156,7 +156,7 @@ impl Bucket {
     }
 
     /// Drops expired records: the moment a cell is rewritten is when its space is reclaimed.
-    pub fn reclaim(&mut self, now: UnixMillis) {
+    pub(crate) fn reclaim(&mut self, now: UnixMillis) {
         self.entries.retain(|(_, record)| !record.is_expired(now));
     }
 
@@ -174,7 +174,7 @@ impl Bucket {
             .min()
     }
 
-    pub fn remove(&mut self, key: &StorageKey) {
+    pub(crate) fn remove(&mut self, key: &StorageKey) {
         self.entries.retain(|(k, _)| k != key);
     }
 

@@ -19,7 +19,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 /// A cell's version, bumped by every write (Envoy's CAS value widened).
-pub type Version = u64;
+pub(crate) type Version = u64;
 
 /// A cell's bytes and the version they were read at.
 #[derive(Debug, Clone, PartialEq, Eq)]

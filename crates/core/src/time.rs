@@ -16,7 +16,7 @@ impl UnixMillis {
 
     /// Time from `self` until `later` (zero when `later` has passed).
     #[must_use]
-    pub fn until(self, later: UnixMillis) -> Span {
+    pub(crate) fn until(self, later: UnixMillis) -> Span {
         Span(later.0.saturating_sub(self.0))
     }
 }

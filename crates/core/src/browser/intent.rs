@@ -28,7 +28,8 @@ pub enum Settled {
 
 impl Settled {
     /// Every value.
-    pub const ALL: [Settled; 3] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [Settled; 3] = [
         Settled::Succeeded,
         Settled::FailedRetryable,
         Settled::FailedFinal,

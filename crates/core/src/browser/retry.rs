@@ -112,19 +112,6 @@ pub enum StatusClass {
 }
 
 impl StatusClass {
-    /// Every class, in declaration order.
-    pub const ALL: [StatusClass; 9] = [
-        StatusClass::Success,
-        StatusClass::Redirect,
-        StatusClass::InFlight,
-        StatusClass::RateLimited,
-        StatusClass::Unavailable,
-        StatusClass::KeyReused,
-        StatusClass::ClientError,
-        StatusClass::ServerError,
-        StatusClass::Invalid,
-    ];
-
     /// Stable snake_case name (what the browser module hands to JS).
     pub const fn name(self) -> &'static str {
         match self {

@@ -22,16 +22,16 @@ use core::cell::RefCell;
 /// An owned scope identity; [`ClientIdentity::scope`] borrows it as the core's [`Scope`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ClientIdentity {
-    pub source: String,
-    pub value: Vec<u8>,
+    pub(crate) source: String,
+    pub(crate) value: Vec<u8>,
     /// Established by something other than the client (`ScopeSource::is_verified`; a callback
     /// route's own scope, whose provider signed the request): its records are not also charged
     /// to the peer's address.
-    pub verified: bool,
+    pub(crate) verified: bool,
 }
 
 impl ClientIdentity {
-    pub fn scope(&self) -> Scope<'_> {
+    pub(crate) fn scope(&self) -> Scope<'_> {
         Scope {
             source: &self.source,
             value: &self.value,
@@ -48,7 +48,7 @@ impl ClientIdentity {
     ///
     /// `route` is the share of a callback route whose own scope this is (`routes[].share`; `None`:
     /// the whole store, the route itself charged nothing).
-    pub fn payers<'g>(
+    pub(crate) fn payers<'g>(
         &self,
         shares: &Shares,
         group: impl FnOnce() -> Result<Option<&'g [u8]>, Unreadable>,

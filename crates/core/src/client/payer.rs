@@ -24,16 +24,16 @@ pub struct Shares {
     /// `None`: not counted (`"off"`).
     pub peer: Option<Share>,
     /// Leading bits of an IPv4 address that make one peer.
-    pub ipv4_prefix: u8,
+    pub(crate) ipv4_prefix: u8,
     /// Leading bits of an IPv6 address that make one peer.
-    pub ipv6_prefix: u8,
+    pub(crate) ipv6_prefix: u8,
     /// The fill, in percent of the store's records, from which shares bind ([`crate::store::share::fill`]): below it
     /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
     pub pressure: u8,
     /// The store's byte bound (`max_memory`), split over the fill shards by their records
     /// (`crate::store::share::FillShard::byte_part`); the pressure threshold applies to a shard's bytes as to its
     /// records.
-    pub memory: u64,
+    pub(crate) memory: u64,
     /// Whether the fill shards count bytes against `memory`: only where the store could pass it
     /// otherwise (`capacity` × the largest record above `memory`). Where it cannot, and no share
     /// is counted either, a record costs no ledger operation at all.
@@ -43,7 +43,7 @@ pub struct Shares {
 impl Shares {
     /// The share that applies to `tag`; `None` when its kind is not counted. A callback route's
     /// share is its own (`routes[].share`), which the payers carry (`Shares::limit_of`).
-    pub fn limit(&self, tag: PayerTag) -> Option<Share> {
+    pub(crate) fn limit(&self, tag: PayerTag) -> Option<Share> {
         match tag.0[7] {
             ADDRESS_GROUP_KIND => self.peer,
             ROUTE_KIND => None,
@@ -94,7 +94,7 @@ impl Shares {
     /// `payers` with the share each is charged within, as a request to the remote store names
     /// them (the service holds no policy: the filter's shares travel with the request). A payer
     /// whose kind is not counted is left out.
-    pub fn billed(&self, payers: Payers) -> Vec<Billed> {
+    pub(crate) fn billed(&self, payers: Payers) -> Vec<Billed> {
         payers
             .tags()
             .filter_map(|tag| {
@@ -106,7 +106,7 @@ impl Shares {
 
     /// Whether any kind of payer is counted: if not, no record is charged to anyone, nor
     /// counted in a fill shard.
-    pub fn counted(&self) -> bool {
+    pub(crate) fn counted(&self) -> bool {
         self.identity.is_some() || self.peer.is_some()
     }
 
@@ -331,7 +331,7 @@ pub struct ShareRefusal {
 impl ShareRefusal {
     /// Why `tag`, holding `records`, has no room within `limit`: its bytes when its records are
     /// below their share, its kind's records otherwise.
-    pub(crate) fn of(tag: PayerTag, records: u64, limit: Share) -> ShareRefusal {
+    pub fn of(tag: PayerTag, records: u64, limit: Share) -> ShareRefusal {
         let reason = if records < limit.records {
             ShareReason::Bytes
         } else if tag.is_route() {

@@ -10,11 +10,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 /// Scope label of callback routes: the route, not the caller, owns the delivery ids.
-pub const ROUTE_SCOPE_SOURCE: &str = "route";
+pub(crate) const ROUTE_SCOPE_SOURCE: &str = "route";
 
 /// Version tag of the storage-key preimage; bump it if the part list or the layout ever changes.
 /// v2: bytes 4..8 carry the [`QuotaTag`].
-pub const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v2";
+pub(crate) const STORAGE_KEY_TAG: &str = "idemgate-storage-key-v2";
 
 /// Who the request is from, as the configured scope source saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub struct Scope<'a> {
 /// token's use through `StorageKey::tagged`), so no host spells the derivation differently.
 /// [`StorageKey::from_stored`] is for a key read back from where one was kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StorageKey(pub(crate) [u8; 32]);
+pub struct StorageKey(pub [u8; 32]);
 
 /// Who pays for a record's space: 3 bytes of the scope's hash and its [`QuotaClass`]. Two scopes
 /// share a tag with chance 2⁻²⁴, and then only share a quota in the cells they both use.

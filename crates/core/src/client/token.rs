@@ -65,9 +65,9 @@ pub fn issue_target(endpoint: &str, method: &str, path_and_query: &str) -> Strin
 #[non_exhaustive]
 pub(crate) struct IssueFor {
     /// `method=`, upper-cased.
-    pub method: String,
+    pub(crate) method: String,
     /// `path=`, percent-decoded.
-    pub path: String,
+    pub(crate) path: String,
 }
 
 /// Reads `?method=…&path=…` from the target of a request to the issuing endpoint (`+` is a space,
@@ -125,7 +125,7 @@ fn percent_encode(out: &mut String, value: &str) {
 }
 
 /// Shortest secret accepted: 128 bits, so brute-forcing the key is never the weak point.
-pub const MIN_SECRET_LEN: usize = 16;
+pub(crate) const MIN_SECRET_LEN: usize = 16;
 
 /// How far in the future an `issued_at` may be before the token is refused: tolerates clock skew
 /// between the instance that issued a token and the one that checks it.
@@ -146,7 +146,7 @@ pub struct TokenSecret {
 }
 
 impl TokenSecret {
-    /// Accepts a secret of at least [`MIN_SECRET_LEN`] bytes.
+    /// Accepts a secret of at least `MIN_SECRET_LEN` bytes.
     pub fn new(bytes: &[u8]) -> Result<TokenSecret, TokenError> {
         if bytes.len() < MIN_SECRET_LEN {
             return Err(TokenError::SecretTooShort { len: bytes.len() });
@@ -302,7 +302,7 @@ fn b64url_decode_32(text: &str) -> Option<[u8; 32]> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum TokenError {
-    /// The configured secret is shorter than [`MIN_SECRET_LEN`].
+    /// The configured secret is shorter than `MIN_SECRET_LEN`.
     SecretTooShort { len: usize },
     /// A route requires a token and the request carries none.
     Missing,

@@ -10,14 +10,14 @@ use crate::config::Size;
 /// One budget as configured: its two fields, their values, and what one unit of work (a stream,
 /// an exchange) holds alone.
 pub(super) struct BudgetFields<'a> {
-    pub total: (&'static str, Option<&'a Size>),
-    pub per_peer: (&'static str, Option<&'a Size>),
+    pub(crate) total: (&'static str, Option<&'a Size>),
+    pub(crate) per_peer: (&'static str, Option<&'a Size>),
     /// The total when none is configured.
-    pub default_total: u64,
+    pub(crate) default_total: u64,
     /// What one unit holds: the total and a peer's part must each hold it.
-    pub one: u64,
+    pub(crate) one: u64,
     /// Why a budget under `one` is refused.
-    pub at_least: &'a [&'a str],
+    pub(crate) at_least: &'a [&'a str],
 }
 
 impl BudgetFields<'_> {

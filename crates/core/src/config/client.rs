@@ -4,7 +4,7 @@
 use super::*;
 
 #[derive(Debug, Clone)]
-pub enum ScopeConfig {
+pub(crate) enum ScopeConfig {
     Header(String),
     /// `{"header": name, "verified": true}`: set by Envoy, not by the client.
     VerifiedHeader(String),
@@ -13,15 +13,15 @@ pub enum ScopeConfig {
 }
 
 #[derive(Debug, Clone)]
-pub struct FingerprintConfig {
-    pub mode: Option<ModeConfig>,
-    pub headers: Option<Vec<String>>,
-    pub fields: Option<Vec<String>>,
-    pub max_depth: Option<u16>,
+pub(crate) struct FingerprintConfig {
+    pub(crate) mode: Option<ModeConfig>,
+    pub(crate) headers: Option<Vec<String>>,
+    pub(crate) fields: Option<Vec<String>>,
+    pub(crate) max_depth: Option<u16>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ModeConfig {
+pub(crate) enum ModeConfig {
     Auto,
     Raw,
     Json,
@@ -31,12 +31,12 @@ pub enum ModeConfig {
 }
 
 #[derive(Debug, Clone)]
-pub struct TokenConfig {
-    pub secret: Option<String>,
-    pub secret_env: Option<String>,
-    pub ttl: Option<String>,
-    pub issue_path: Option<String>,
-    pub header: Option<String>,
+pub(crate) struct TokenConfig {
+    pub(crate) secret: Option<String>,
+    pub(crate) secret_env: Option<String>,
+    pub(crate) ttl: Option<String>,
+    pub(crate) issue_path: Option<String>,
+    pub(crate) header: Option<String>,
 }
 
 impl Config {

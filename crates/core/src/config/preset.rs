@@ -27,7 +27,7 @@ use alloc::vec::Vec;
 
 /// A sender whose settings a route can start from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PresetConfig {
+pub(crate) enum PresetConfig {
     StandardWebhooks,
     Svix,
     Stripe,
@@ -58,7 +58,7 @@ impl PresetConfig {
     /// The sender's signature scheme, when it signs with a secret the edge can check. Pub/Sub
     /// push authenticates with an OIDC token (check it with Envoy's `jwt_authn` before idemgate)
     /// and SNS with an X.509 signature over a certificate it links to; neither is a shared secret.
-    pub fn scheme(self) -> Option<SignatureSchemeConfig> {
+    pub(crate) fn scheme(self) -> Option<SignatureSchemeConfig> {
         match self {
             PresetConfig::StandardWebhooks => Some(SignatureSchemeConfig::StandardWebhooks),
             PresetConfig::Svix => Some(SignatureSchemeConfig::Svix),

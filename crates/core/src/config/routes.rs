@@ -4,45 +4,45 @@
 use super::*;
 
 #[derive(Debug, Clone)]
-pub struct RouteConfig {
-    pub prefix: String,
-    pub methods: Option<Vec<String>>,
-    pub key: Option<KeyConfig>,
-    pub token: Option<TokenRequirementConfig>,
-    pub case_sensitive: Option<bool>,
-    pub forward: Option<ForwardConfig>,
-    pub cluster: Option<String>,
-    pub upstream_timeout: Option<String>,
-    pub kind: Option<RouteKindConfig>,
-    pub key_from: Option<Vec<KeySourceConfig>>,
-    pub signature: Option<SignatureConfig>,
+pub(crate) struct RouteConfig {
+    pub(crate) prefix: String,
+    pub(crate) methods: Option<Vec<String>>,
+    pub(crate) key: Option<KeyConfig>,
+    pub(crate) token: Option<TokenRequirementConfig>,
+    pub(crate) case_sensitive: Option<bool>,
+    pub(crate) forward: Option<ForwardConfig>,
+    pub(crate) cluster: Option<String>,
+    pub(crate) upstream_timeout: Option<String>,
+    pub(crate) kind: Option<RouteKindConfig>,
+    pub(crate) key_from: Option<Vec<KeySourceConfig>>,
+    pub(crate) signature: Option<SignatureConfig>,
     /// A sender's usual settings (`preset`); every other field overrides them.
-    pub preset: Option<PresetConfig>,
-    pub pass_through: Option<PassThroughConfig>,
+    pub(crate) preset: Option<PresetConfig>,
+    pub(crate) pass_through: Option<PassThroughConfig>,
     /// The ordering rules ([`crate::order`]), carried out by the sequencer; callback routes only.
-    pub order: Option<OrderConfig>,
+    pub(crate) order: Option<OrderConfig>,
     /// What the route itself may hold in the whole store under pressure; callback routes only.
-    pub share: Option<ShareAmount>,
-    pub precondition: Option<PreconditionConfig>,
+    pub(crate) share: Option<ShareAmount>,
+    pub(crate) precondition: Option<PreconditionConfig>,
 }
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as JSON
 /// for [`DeclaredTable`](crate::order::transition::DeclaredTable) to read), and `early.retry_after`
 /// / `early.forward_after`.
 #[derive(Debug, Clone, Default)]
-pub struct OrderConfig {
-    pub resource: Option<KeySourceConfig>,
-    pub event: Option<KeySourceConfig>,
-    pub table: Option<crate::request::json::Value>,
-    pub retry_after: Option<String>,
-    pub forward_after: Option<String>,
+pub(crate) struct OrderConfig {
+    pub(crate) resource: Option<KeySourceConfig>,
+    pub(crate) event: Option<KeySourceConfig>,
+    pub(crate) table: Option<crate::request::json::Value>,
+    pub(crate) retry_after: Option<String>,
+    pub(crate) forward_after: Option<String>,
     /// `unsigned: "allow"`: the guard on a route that checks no signature, said explicitly.
-    pub allow_unsigned: bool,
+    pub(crate) allow_unsigned: bool,
 }
 
 /// `routes[i].precondition`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PreconditionConfig {
+pub(crate) enum PreconditionConfig {
     /// `"if-match"`: a version required (`If-Match: *` refused).
     IfMatch,
     /// `"if-match-or-any"`: a version, or `If-Match: *`.
@@ -52,21 +52,21 @@ pub enum PreconditionConfig {
 /// `routes[i].pass_through`: `{"header": name, "values": [value, ...]}`, or `{"json": pointer,
 /// "values": [...]}` where the message type is a field of the (signed) body.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PassThroughConfig {
-    pub header: Option<String>,
-    pub json: Option<String>,
-    pub values: Vec<String>,
+pub(crate) struct PassThroughConfig {
+    pub(crate) header: Option<String>,
+    pub(crate) json: Option<String>,
+    pub(crate) values: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RouteKindConfig {
+pub(crate) enum RouteKindConfig {
     Api,
     Callback,
 }
 
 /// `{"header": name}`, `{"json": pointer}`, `{"form": field}` or `{"cloudevents": true}`.
 #[derive(Debug, Clone)]
-pub enum KeySourceConfig {
+pub(crate) enum KeySourceConfig {
     Header(String),
     Json(String),
     Form(String),
@@ -74,7 +74,7 @@ pub enum KeySourceConfig {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SignatureSchemeConfig {
+pub(crate) enum SignatureSchemeConfig {
     GitHub,
     Stripe,
     StandardWebhooks,
@@ -87,43 +87,43 @@ pub enum SignatureSchemeConfig {
 /// of `secret`, `secret_env`, `secrets` or `secrets_env` (the lists: several secrets at once, while
 /// a sender rotates them).
 #[derive(Debug, Clone, Default)]
-pub struct SignatureConfig {
-    pub scheme: Option<SignatureSchemeConfig>,
-    pub secret: Option<String>,
-    pub secret_env: Option<String>,
-    pub secrets: Option<Vec<String>>,
-    pub secrets_env: Option<Vec<String>>,
-    pub tolerance: Option<String>,
+pub(crate) struct SignatureConfig {
+    pub(crate) scheme: Option<SignatureSchemeConfig>,
+    pub(crate) secret: Option<String>,
+    pub(crate) secret_env: Option<String>,
+    pub(crate) secrets: Option<Vec<String>>,
+    pub(crate) secrets_env: Option<Vec<String>>,
+    pub(crate) tolerance: Option<String>,
 }
 
 /// `routes[i].forward`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForwardConfig {
+pub(crate) enum ForwardConfig {
     Detached,
     Router,
 }
 
 /// The `upstream` section: where detached exchanges go by default.
 #[derive(Debug, Clone, Default)]
-pub struct UpstreamConfig {
+pub(crate) struct UpstreamConfig {
     /// The cluster of the internal listener that carries the routes.
-    pub reentry: Option<String>,
+    pub(crate) reentry: Option<String>,
     /// The explicit opt-out: a cluster reached directly, skipping routes and later filters.
-    pub cluster_skipping_routes_and_filters: Option<String>,
+    pub(crate) cluster_skipping_routes_and_filters: Option<String>,
     /// The name before re-entry was built; read only to refuse it with the way forward.
-    pub cluster: Option<String>,
-    pub timeout: Option<String>,
-    pub max_body: Option<Size>,
+    pub(crate) cluster: Option<String>,
+    pub(crate) timeout: Option<String>,
+    pub(crate) max_body: Option<Size>,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub enum KeyConfig {
+pub(crate) enum KeyConfig {
     Required,
     Optional,
 }
 
 #[derive(Debug, Clone, Copy)]
-pub enum TokenRequirementConfig {
+pub(crate) enum TokenRequirementConfig {
     None,
     Required,
 }

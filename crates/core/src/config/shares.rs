@@ -5,21 +5,21 @@ use super::*;
 
 /// The `shares` section: what each payer may hold in the whole store.
 #[derive(Debug, Clone, Default)]
-pub struct SharesConfig {
-    pub identity: Option<ShareAmount>,
-    pub peer: Option<ShareAmount>,
+pub(crate) struct SharesConfig {
+    pub(crate) identity: Option<ShareAmount>,
+    pub(crate) peer: Option<ShareAmount>,
     /// Bytes: a size, a percentage of the memory bound (`"10%"`), or `"off"`.
-    pub identity_bytes: Option<Size>,
-    pub peer_bytes: Option<Size>,
-    pub ipv4_prefix: Option<u16>,
-    pub ipv6_prefix: Option<u16>,
+    pub(crate) identity_bytes: Option<Size>,
+    pub(crate) peer_bytes: Option<Size>,
+    pub(crate) ipv4_prefix: Option<u16>,
+    pub(crate) ipv6_prefix: Option<u16>,
     /// The fill, in percent of the store (`"50%"`), from which shares bind.
-    pub pressure: Option<String>,
+    pub(crate) pressure: Option<String>,
 }
 
 /// A share as written: records, or a percentage of `capacity` (`"10%"`).
 #[derive(Debug, Clone)]
-pub enum ShareAmount {
+pub(crate) enum ShareAmount {
     Records(u64),
     Text(String),
 }

@@ -7,7 +7,7 @@
 //! key from the first header source present; if a body source comes first, (3) at the end of the
 //! body the signature is verified before the body's key is read, so an unsigned body can neither
 //! name a key nor find a record. A delivery signed longer ago than the tolerance allows, whose
-//! signature matches, is admitted [`Freshness::Late`]: it may only be answered by the
+//! signature matches, is admitted `Freshness::Late`: it may only be answered by the
 //! acknowledgement stored for its key ([`crate::guard`]), so it needs a key — without one it is
 //! refused as stale. A route that requires a key refuses a request that has none with
 //! an answer naming where it looked. The one-time token is checked after the claim (the
@@ -24,7 +24,7 @@ use alloc::string::String;
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 
-pub use crate::client::scope::ROUTE_SCOPE_SOURCE;
+pub(crate) use crate::client::scope::ROUTE_SCOPE_SOURCE;
 
 /// Why a request is refused before it is claimed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,7 +81,7 @@ pub struct Admitted {
     pub key: IdempotencyKey,
     /// [`Freshness::Late`]: a validly signed redelivery past the tolerance, which only the
     /// key's stored answer may answer.
-    pub freshness: Freshness,
+    pub(crate) freshness: Freshness,
 }
 
 #[derive(Debug)]

@@ -73,7 +73,7 @@ impl Capture {
     /// Whether the host should read the next `size` body bytes and hand them to
     /// [`Capture::chunk`]: `false` once the body is not kept, which a chunk taking it over the
     /// limit makes so (the rest is passed on, never copied for nothing).
-    pub fn wants(&mut self, size: u64) -> bool {
+    pub(crate) fn wants(&mut self, size: u64) -> bool {
         let Some(body) = &self.body else {
             return false;
         };
@@ -86,13 +86,13 @@ impl Capture {
 
     /// The host passes the rest of the body on without reading it (a detached exchange's body
     /// over the relay limit): the answer is kept without its body.
-    pub fn pass(&mut self) {
+    pub(crate) fn pass(&mut self) {
         self.body = None;
     }
 
     /// The body bytes asked for by [`Capture::wants`]; `None`: the host could not hand them
     /// over, so the answer cannot be kept whole — in doubt.
-    pub fn chunk(&mut self, chunk: Option<&[u8]>) {
+    pub(crate) fn chunk(&mut self, chunk: Option<&[u8]>) {
         match (chunk, &mut self.body) {
             (Some(chunk), Some(body)) => body.extend_from_slice(chunk),
             (Some(_), None) => {}
@@ -104,7 +104,7 @@ impl Capture {
     }
 
     /// What the complete answer tells the claim.
-    pub fn facts(self) -> ResponseFacts {
+    pub(crate) fn facts(self) -> ResponseFacts {
         match self.status {
             Some(status) => ResponseFacts::Upstream {
                 status,

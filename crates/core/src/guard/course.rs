@@ -23,7 +23,7 @@ pub struct Course<O> {
 
 /// The next stage of a request's course.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stage<O> {
+pub(crate) enum Stage<O> {
     /// Have the sequencer decide the request's event (claimed requests only).
     Order(O),
     /// Use the request's one-time token, once.
@@ -41,7 +41,7 @@ impl<O> Course<O> {
 
     /// A request forwarded without idempotency (no key, or a failure mode): only its token.
     /// Nothing is claimed, so there is no event to order.
-    pub fn unguarded(token: Option<VerifiedToken>) -> Course<O> {
+    pub(crate) fn unguarded(token: Option<VerifiedToken>) -> Course<O> {
         Course { order: None, token }
     }
 

@@ -33,7 +33,11 @@ use alloc::vec::Vec;
 /// the claim's lease ends, counted from the claim when both it and now are known; else the whole
 /// lease, the longest the claim can still hold, so a retry that waits that long is never early.
 /// One rule for every "no answer" the edge gives.
-pub fn retry_after(now: Option<UnixMillis>, claimed_at: Option<UnixMillis>, lease: Span) -> Span {
+pub(crate) fn retry_after(
+    now: Option<UnixMillis>,
+    claimed_at: Option<UnixMillis>,
+    lease: Span,
+) -> Span {
     match (now, claimed_at) {
         (Some(now), Some(at)) => now.until(at.after(lease)),
         _ => lease,

@@ -49,7 +49,14 @@ mod io;
 mod queue;
 mod taking;
 
-pub use io::{Action, Ask, Claim, Kept, Reply, Ruling, Sent, Warning};
+pub use io::Action;
+pub use io::Ask;
+pub use io::Claim;
+pub use io::Kept;
+pub use io::Reply;
+pub use io::Ruling;
+pub use io::Sent;
+pub use io::Warning;
 use queue::Queue;
 pub(crate) use taking::Intaking;
 

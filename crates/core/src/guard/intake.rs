@@ -25,7 +25,7 @@ use alloc::string::String;
 /// What a request's headers settle about its key.
 #[derive(Debug)]
 #[must_use = "the start says whether the request is guarded"]
-pub enum Start {
+pub(crate) enum Start {
     /// Guarded: its key is known, or will be at the end of its body.
     Keyed(PendingKey),
     /// No key and none required: forwarded without idempotency (a required token still applies).
@@ -61,7 +61,7 @@ struct FromBody {
 /// it, if a scope source identified it (kept, where the key comes with the body); `tag` gives a
 /// scope's quota tag (asked for only when the request is keyed, so an unguarded request costs no
 /// tag). `path` is the normalised path the storage key uses.
-pub fn start(
+pub(crate) fn start(
     admission: Admission,
     client: Option<ClientIdentity>,
     tag: impl FnOnce(Scope<'_>) -> QuotaTag,
@@ -117,7 +117,7 @@ impl BodyRefusal {
     }
 
     /// What the host counts.
-    pub fn events(&self) -> Events {
+    pub(crate) fn events(&self) -> Events {
         match self {
             BodyRefusal::TooLarge { .. } => Events::of(&[Event::BodyTooLarge]),
             BodyRefusal::OverBudget => Events::of(&[Event::HashingBudgetExceeded]),
@@ -130,7 +130,7 @@ impl BodyRefusal {
 /// What a complete body gives the claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "the claim's key and fingerprint, or no claim"]
-pub enum Taken {
+pub(crate) enum Taken {
     Claim {
         key: StorageKey,
         fingerprint: Fingerprint,
@@ -180,7 +180,11 @@ impl Intake {
     /// reserved from the hashing budget in `reservation` (the stream's), before the host reads
     /// them. Refused if the body goes over `max_request_body` (nothing reserved), or if the VM's
     /// budget or the peer's part of it cannot take them.
-    pub fn charge(&mut self, size: u64, reservation: &mut Reservation) -> Result<(), BodyRefusal> {
+    pub(crate) fn charge(
+        &mut self,
+        size: u64,
+        reservation: &mut Reservation,
+    ) -> Result<(), BodyRefusal> {
         self.seen = self.seen.saturating_add(size);
         if self.seen > self.limit {
             return Err(BodyRefusal::TooLarge { limit: self.limit });

@@ -20,20 +20,32 @@ mod settle;
 #[cfg(test)]
 mod steps_tests;
 
-pub use begin::{begin, AskedBegin, BeginStep, Begun, Claimed, OrderStore};
+pub use begin::begin;
+pub use begin::AskedBegin;
+pub use begin::BeginStep;
+pub use begin::Begun;
+pub use begin::Claimed;
+pub use begin::OrderStore;
 pub use note::OrderNote;
-pub use probe::{applies, settlement, Ordered, Probe};
-pub use settle::{settle, settle_answered, settle_unsent, SettleStep, Settled};
+pub use probe::applies;
+pub(crate) use probe::settlement;
+pub use probe::Ordered;
+pub use probe::Probe;
+pub use settle::settle;
+pub use settle::settle_answered;
+pub use settle::settle_unsent;
+pub use settle::SettleStep;
+pub use settle::Settled;
 
 /// The event applies: it is let on with the resource claimed, which moves to `to` once a 2xx
 /// answer comes back (the host keeps it with the claim's key and owner).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applies {
-    pub to: String,
+pub(crate) struct Applies {
+    pub(crate) to: String,
 }
 
 /// The decision for the sequencer's `outcome`, and what to count.
-pub fn decide(
+pub(crate) fn decide(
     policy: &Policy,
     outcome: Result<BeginOutcome, &ProtocolError>,
 ) -> (Ruling<Applies>, Events) {

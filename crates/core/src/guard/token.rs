@@ -15,7 +15,7 @@ use crate::time::UnixMillis;
 
 /// Whether a `method` request for `path` (query allowed) asks the policy's issuing endpoint for a
 /// token (`GET` or `POST` on `token.issue_path`); never without a token policy.
-pub fn asks_for_token(policy: &Policy, method: &str, path: &str) -> bool {
+pub(crate) fn asks_for_token(policy: &Policy, method: &str, path: &str) -> bool {
     policy.token.as_ref().is_some_and(|token| {
         path_without_query(path) == token.issue_path && matches!(method, "GET" | "POST")
     })
@@ -25,7 +25,7 @@ pub fn asks_for_token(policy: &Policy, method: &str, path: &str) -> bool {
 /// to the route and method the request names (`?method=POST&path=/payments`), or a 400 problem if
 /// they name no route that requires a token. `nonce` is the host's 16 random bytes; the event is
 /// `TokenIssued` when a token was.
-pub fn issue_token(
+pub(crate) fn issue_token(
     policy: &Policy,
     request_path: &str,
     scope: Scope<'_>,
@@ -63,7 +63,7 @@ pub struct VerifiedToken {
 /// Why a request's token stops it before its claim.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum TokenRefusal {
+pub(crate) enum TokenRefusal {
     /// No scope source identified the client. A token is bound to one, so it cannot be checked:
     /// never forwarded, whatever `on_store_error` says.
     Unscoped,
@@ -85,7 +85,7 @@ impl TokenRefusal {
 
     /// What the host counts: a clock that failed is the host's, not the request's, and counts
     /// nothing.
-    pub fn events(&self) -> Events {
+    pub(crate) fn events(&self) -> Events {
         match self {
             TokenRefusal::Unscoped => Events::of(&[Event::ScopeUnavailable]),
             TokenRefusal::NoClock => Events::default(),
@@ -98,7 +98,7 @@ impl TokenRefusal {
 /// none, the verified token, or why the request stops. `presented` gives the first value of a
 /// request header (as text); `clock` the host's time — each asked for only when needed.
 #[must_use = "a request goes on only if its token says so"]
-pub fn check_token<'h>(
+pub(crate) fn check_token<'h>(
     policy: &Policy,
     route: &Route,
     method: &str,

@@ -18,13 +18,13 @@ use alloc::vec::Vec;
 /// What [`begin`] needs besides the record.
 #[derive(Debug, Clone, Copy)]
 pub struct Begin<'a> {
-    pub table: &'a DeclaredTable,
-    pub event: &'a str,
-    pub owner: OwnerToken,
-    pub lease: Span,
-    pub ttl: Span,
-    pub retry_after: Span,
-    pub forward_after: Option<Span>,
+    pub(crate) table: &'a DeclaredTable,
+    pub(crate) event: &'a str,
+    pub(crate) owner: OwnerToken,
+    pub(crate) lease: Span,
+    pub(crate) ttl: Span,
+    pub(crate) retry_after: Span,
+    pub(crate) forward_after: Option<Span>,
 }
 
 /// An event's fate at the edge.
@@ -79,7 +79,11 @@ impl BeginOutcome {
 
 /// Whether a begin on `current` that writes `written` makes a new record: the one a begin charges
 /// to its payers' shares (a live record was charged when it was made).
-pub fn creates(current: Option<&Resource>, written: Option<&Resource>, now: UnixMillis) -> bool {
+pub(crate) fn creates(
+    current: Option<&Resource>,
+    written: Option<&Resource>,
+    now: UnixMillis,
+) -> bool {
     written.is_some() && current.filter(|r| now < r.expires_at).is_none()
 }
 

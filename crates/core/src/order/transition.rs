@@ -87,7 +87,7 @@ impl Arrival<'_> {
 impl StateTable {
     /// A table compiled into the program. Not validated here (a `const fn` cannot report); the
     /// built-in tables are checked by [`StateTable::validate`] in tests, and yours should be too.
-    pub const fn from_static(
+    pub(crate) const fn from_static(
         states: &'static [&'static str],
         terminal: &'static [&'static str],
         transitions: &'static [Edge<&'static str>],
@@ -131,7 +131,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     /// Every state named once; transitions and terminal states name known states; at most one
     /// transition per `(from, event)` (the table is deterministic); terminal states have no
     /// outgoing transition.
-    pub fn validate(&self) -> Result<(), TableError> {
+    pub(crate) fn validate(&self) -> Result<(), TableError> {
         for (i, state) in self.states.iter().enumerate() {
             if self.index(state.as_ref()) != Some(i) {
                 return Err(TableError::DuplicateState(state.as_ref().into()));
@@ -170,7 +170,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 
     /// The transitions `(from, event, to)`, in the order the table lists them.
-    pub fn transitions(&self) -> impl Iterator<Item = (&str, &str, &str)> + '_ {
+    pub(crate) fn transitions(&self) -> impl Iterator<Item = (&str, &str, &str)> + '_ {
         self.edges()
     }
 
@@ -196,7 +196,7 @@ impl<S: AsRef<str> + Clone + 'static> StateTable<S> {
     }
 
     /// Whether `(from, event)` is a transition of the table (what [`StateTable::on`] applies).
-    pub fn has(&self, from: &str, event: &str) -> bool {
+    pub(crate) fn has(&self, from: &str, event: &str) -> bool {
         self.edges().any(|(f, e, _)| f == from && e == event)
     }
 
@@ -319,7 +319,7 @@ pub static SUBMIT_LIFECYCLE: StateTable = StateTable::from_static(
 
 /// An update names the version it read; any other current version is a conflict, never a silent
 /// overwrite of someone else's change.
-pub(crate) fn check_version(expected: u64, current: u64) -> Result<(), PreconditionError> {
+pub fn check_version(expected: u64, current: u64) -> Result<(), PreconditionError> {
     if expected == current {
         Ok(())
     } else {
@@ -401,7 +401,7 @@ fn trim_ows(mut raw: &[u8]) -> &[u8] {
 /// A version or `If-Match` precondition that did not hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
-pub(crate) enum PreconditionError {
+pub enum PreconditionError {
     /// No entity-tag in `If-Match` strongly matches the current one.
     Failed,
     /// `If-Match` is not `*` or a list of entity-tags.

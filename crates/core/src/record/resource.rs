@@ -16,22 +16,22 @@ pub struct Resource {
     /// The event being forwarded for this resource, if any.
     pub claim: Option<ResourceClaim>,
     /// Early events (by type) and when the edge first saw each: what `forward_after` counts from.
-    pub early: Vec<(String, UnixMillis)>,
+    pub(crate) early: Vec<(String, UnixMillis)>,
     /// The record's end (the route's `ttl` after its last change).
-    pub expires_at: UnixMillis,
+    pub(crate) expires_at: UnixMillis,
     /// The remote store's MAC over the key, state and version, made by the filter that advanced
     /// the state ([`crate::record::seal`]); `None` on the local store and before the first
     /// transition.
-    pub seal: Option<Seal>,
+    pub(crate) seal: Option<Seal>,
 }
 
 /// A resource's state as the remote store read it for a begin, with its seal: the filter checks
 /// it (`crate::record::seal::RecordSecrets::check_state`) before it acts on the store's outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadState {
-    pub state: String,
-    pub version: u64,
-    pub seal: Option<Seal>,
+    pub(crate) state: String,
+    pub(crate) version: u64,
+    pub(crate) seal: Option<Seal>,
 }
 
 /// An event in flight for a resource.
@@ -39,9 +39,9 @@ pub struct ReadState {
 pub struct ResourceClaim {
     pub owner: OwnerToken,
     /// After this the claim is free (its host is gone or its upstream never answered).
-    pub lease_until: UnixMillis,
+    pub(crate) lease_until: UnixMillis,
     /// The resource's version when it was claimed: the settle's compare-and-set.
-    pub version: u64,
+    pub(crate) version: u64,
 }
 
 impl Resource {
@@ -61,5 +61,5 @@ impl Resource {
 
     /// How many early events a record remembers (a table names few event types; this bounds a
     /// record whatever the table).
-    pub const MAX_EARLY: usize = 32;
+    pub(crate) const MAX_EARLY: usize = 32;
 }

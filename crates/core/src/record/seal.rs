@@ -49,18 +49,18 @@ use sha2::Sha256;
 type HmacSha256 = Hmac<Sha256>;
 
 /// Bytes of a seal.
-pub const SEAL_LEN: usize = 32;
+pub(crate) const SEAL_LEN: usize = 32;
 /// Shortest record secret accepted: 256 bits, so guessing it is never the weak point.
-pub const MIN_SECRET_LEN: usize = 32;
+pub(crate) const MIN_SECRET_LEN: usize = 32;
 /// At most this many secrets are accepted at once (the current one and those being retired).
-pub const MAX_SECRETS: usize = 4;
+pub(crate) const MAX_SECRETS: usize = 4;
 
 const TAG: &[u8] = b"idemgate-record-seal-v1";
 const STATE_TAG: &[u8] = b"idemgate-resource-seal-v1";
 
 /// A stored answer's MAC.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Seal(pub [u8; SEAL_LEN]);
+pub struct Seal(pub(crate) [u8; SEAL_LEN]);
 
 impl fmt::Debug for Seal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -86,9 +86,9 @@ pub struct RecordSecrets {
 pub enum SealError {
     /// No secret at all.
     NoSecret,
-    /// More than [`MAX_SECRETS`].
+    /// More than `MAX_SECRETS`.
     TooManySecrets { count: usize },
-    /// A secret shorter than [`MIN_SECRET_LEN`] bytes.
+    /// A secret shorter than `MIN_SECRET_LEN` bytes.
     SecretTooShort { len: usize },
     /// The answer (or resource state) has no seal: written by something that does not hold the
     /// secret.
@@ -130,7 +130,7 @@ impl fmt::Display for SealError {
 }
 
 impl RecordSecrets {
-    /// The secrets, the sealing one first. Each must be at least [`MIN_SECRET_LEN`] bytes.
+    /// The secrets, the sealing one first. Each must be at least `MIN_SECRET_LEN` bytes.
     pub fn new(secrets: &[&[u8]]) -> Result<RecordSecrets, SealError> {
         if secrets.is_empty() {
             return Err(SealError::NoSecret);

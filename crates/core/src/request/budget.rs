@@ -106,9 +106,9 @@ impl Budget {
 
 /// The budget's two limits: the VM's total and one peer group's part of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    pub total: u64,
-    pub per_peer: u64,
+pub(crate) struct Limits {
+    pub(crate) total: u64,
+    pub(crate) per_peer: u64,
 }
 
 /// One stream's share of the budget (or a part split off it), charged to its peer group.
@@ -129,13 +129,13 @@ impl Reservation {
     }
 
     /// Bytes this reservation holds.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Reserves `more` bytes if the VM's total stays within `limits.total` and this peer group's
     /// within `limits.per_peer`; `false` leaves everything unchanged.
-    pub fn grow(&mut self, more: u64, limits: Limits) -> bool {
+    pub(crate) fn grow(&mut self, more: u64, limits: Limits) -> bool {
         let Some(total) = self
             .budget
             .used
@@ -167,7 +167,7 @@ impl Reservation {
     /// Moves `bytes` (at most what this holds) into a reservation of their own, for a copy that
     /// outlives the rest of what this one covers (a detached exchange's body). Nothing is
     /// reserved or returned: the VM's and the peer's totals stay as they are.
-    pub fn split(&mut self, bytes: u64) -> Reservation {
+    pub(crate) fn split(&mut self, bytes: u64) -> Reservation {
         let moved = bytes.min(self.bytes);
         self.bytes -= moved;
         Reservation {

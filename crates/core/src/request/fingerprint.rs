@@ -25,7 +25,7 @@ use core::fmt;
 use sha2::{Digest, Sha256};
 
 /// Version tag of the fingerprint preimage.
-pub const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v3";
+pub(crate) const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v3";
 
 /// How the body takes part in the fingerprint.
 #[derive(Debug, Clone, PartialEq, Eq)]

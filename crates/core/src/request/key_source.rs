@@ -58,7 +58,7 @@ const CE_KEY_TAG: &str = "idemgate.cloudevent.v1";
 
 impl KeySource {
     /// Says where the key was expected, for the "missing key" answer.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             KeySource::Header(name) => format!("the {name} header"),
             KeySource::Json(pointer) => format!("the JSON body field {}", pointer.as_str()),
@@ -133,7 +133,7 @@ impl fmt::Display for SourceError {
 
 /// What the headers alone say about the key.
 #[derive(Debug)]
-pub enum KeyStart {
+pub(crate) enum KeyStart {
     /// Decided: the key (or none at all).
     Decided(Option<IdempotencyKey>),
     /// A body source may still decide: feed the body, then [`KeySearch::finish`].
@@ -149,7 +149,7 @@ enum Slot {
 
 /// A key search that waits for the body.
 #[derive(Debug)]
-pub struct KeySearch {
+pub(crate) struct KeySearch {
     sources: Arc<[KeySource]>,
     slots: Vec<Slot>,
     form: bool,
@@ -158,7 +158,7 @@ pub struct KeySearch {
 
 /// Starts the search from the request headers. `header` gives every value of a (lowercase)
 /// header. An invalid value in the first header present is refused at once.
-pub fn start<'h>(
+pub(crate) fn start<'h>(
     sources: &Arc<[KeySource]>,
     header: &dyn Fn(&str) -> Vec<&'h [u8]>,
 ) -> Result<KeyStart, SourceError> {
@@ -219,7 +219,7 @@ impl KeySearch {
     }
 
     /// The body so far (a route's pass-through reads the same copy).
-    pub fn body(&self) -> &[u8] {
+    pub(crate) fn body(&self) -> &[u8] {
         &self.body
     }
 

@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 /// `%25`), `\` read as `/`, `;params` cut from
 /// every segment, empty and `.` segments dropped, `..` resolved (never above the root). A trailing
 /// slash is kept, since `/a/` and `/a` are different prefixes.
-pub fn normalize(path: &str) -> String {
+pub(crate) fn normalize(path: &str) -> String {
     let decoded = decode(path);
     let trailing = decoded.len() > 1 && decoded.ends_with('/');
     let mut segments: Vec<&str> = Vec::new();

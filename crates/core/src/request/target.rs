@@ -36,7 +36,7 @@ pub(crate) fn sent_method(method: &str) -> &str {
 /// route is case-sensitive (route prefixes are stored the same way).
 #[must_use]
 #[inline]
-pub fn spell(normalized: &str, case_sensitive: bool) -> String {
+pub(crate) fn spell(normalized: &str, case_sensitive: bool) -> String {
     if case_sensitive {
         normalized.into()
     } else {
@@ -73,7 +73,7 @@ pub struct Target<'a> {
 
 /// What the edge fingerprints for a request an app sends with `fetch(path_and_query, {method})`
 /// on a route with this case rule — the same composition the edge makes from its route match
-/// ([`crate::policy::Matched::target`]).
+/// (`crate::policy::Matched::target`).
 #[must_use]
 pub fn of_fetch<'a>(method: &'a str, path_and_query: &str, case_sensitive: bool) -> Target<'a> {
     let path = spell(

@@ -13,7 +13,7 @@ use core::fmt;
 
 /// The cell that names the layout every user of the store's cells (every VM of an Envoy
 /// `vm_id`) must share.
-pub const LAYOUT_CELL: &str = "idemgate/layout";
+pub(crate) const LAYOUT_CELL: &str = "idemgate/layout";
 
 /// Another layout is already in use.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The ordering rules on the local store: [`resource::begin`] and [`resource::settle`] as
 //! [`Mutation`]s of the cell that holds the resource's record, so they run in the same read →
-//! decide → compare-and-set loop as claims ([`crate::store::protocol::run`]). A new resource
+//! decide → compare-and-set loop as claims (`crate::store::protocol::run`). A new resource
 //! record takes space like a claim's and is charged like one ([`begin`]): to the route when it
 //! has a share (`routes[].share`) and, on a route without a signature, to the sender's address
 //! group — the payers of the delivery's own claim — within their shares while the store is under
@@ -94,9 +94,9 @@ pub fn begin<S: Store + ?Sized>(
 
 /// [`resource::begin`] on the cell of `key`.
 pub(crate) struct BeginEvent<'a> {
-    pub key: StorageKey,
-    pub begin: Begin<'a>,
-    pub per_cell: u16,
+    pub(crate) key: StorageKey,
+    pub(crate) begin: Begin<'a>,
+    pub(crate) per_cell: u16,
 }
 
 impl Mutation for BeginEvent<'_> {
@@ -121,11 +121,11 @@ impl Mutation for BeginEvent<'_> {
 
 /// [`resource::settle`] on the cell of `key`.
 pub(crate) struct SettleEvent {
-    pub key: StorageKey,
-    pub owner: OwnerToken,
-    pub to: String,
-    pub applied: bool,
-    pub ttl: Span,
+    pub(crate) key: StorageKey,
+    pub(crate) owner: OwnerToken,
+    pub(crate) to: String,
+    pub(crate) applied: bool,
+    pub(crate) ttl: Span,
 }
 
 impl Mutation for SettleEvent {

@@ -1,7 +1,7 @@
 //! The claim / complete / release / consume protocol over a compare-and-set [`Store`], written
 //! sans-IO: an operation *asks* for the store call it needs ([`StoreRequest`]) and is resumed with
 //! the answer ([`StoreReply`]). A host whose store answers at once (Envoy shared data, the memory
-//! store) drives it with [`run`]; a host whose store answers later (an asynchronous HTTP call from
+//! store) drives it with `run`; a host whose store answers later (an asynchronous HTTP call from
 //! proxy-wasm, which cannot block) keeps the [`Transaction`] between callbacks.
 //!
 //! Every operation is read → decide on the decoded bucket → conditional write. A lost race returns
@@ -26,9 +26,12 @@ mod claim;
 mod immediate;
 
 pub(crate) use claim::make_room;
+pub use claim::ClaimOutcome;
+pub use claim::Claiming;
+pub use claim::ConsumeOutcome;
 pub(crate) use claim::Consuming;
+pub use claim::FinishOutcome;
 use claim::Settling;
-pub use claim::{ClaimOutcome, Claiming, ConsumeOutcome, FinishOutcome};
 pub use immediate::Protocol;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
@@ -207,7 +210,7 @@ impl<M: Mutation> Transaction<M> {
 }
 
 /// Drives a transaction against a store that answers at once.
-pub fn run<S: Store + ?Sized, M: Mutation>(
+pub(crate) fn run<S: Store + ?Sized, M: Mutation>(
     store: &mut S,
     cell: String,
     mutation: M,

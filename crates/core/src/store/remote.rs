@@ -53,10 +53,24 @@ pub mod settle;
 pub mod stored;
 pub mod wire;
 
-pub use finishing::{FinishStep, Finishing};
-pub use operation::{
-    apply, Change, Need, Operation, OperationStep, Resume, Write, CLOCK_TOLERANCE,
-};
-pub use settle::{LedgerJob, LedgerOutcome, Settlement, SettlementStep};
-pub use stored::{StoredValue, ValueVersion};
-pub use wire::{Failure, Request, Response, WireError, CONTENT_TYPE};
+pub use finishing::FinishStep;
+pub use finishing::Finishing;
+pub use operation::apply;
+pub use operation::Change;
+pub use operation::Need;
+pub use operation::Operation;
+pub use operation::OperationStep;
+pub use operation::Resume;
+pub use operation::Write;
+pub use operation::CLOCK_TOLERANCE;
+pub use settle::LedgerJob;
+pub use settle::LedgerOutcome;
+pub use settle::Settlement;
+pub use settle::SettlementStep;
+pub use stored::StoredValue;
+pub use stored::ValueVersion;
+pub use wire::Failure;
+pub use wire::Request;
+pub use wire::Response;
+pub use wire::WireError;
+pub use wire::CONTENT_TYPE;

@@ -69,7 +69,7 @@ pub(crate) fn replay(
 /// The claim's owner ends its request (`docs/semantics.md` §5) with what the policy made of how it
 /// ended ([`crate::decision::verdict`]). Anyone else — a claim taken over after its lease, or gone
 /// — changes nothing.
-pub(crate) fn finish(
+pub fn finish(
     live: Option<&Record>,
     owner: OwnerToken,
     verdict: Verdict,

@@ -27,10 +27,16 @@ pub mod ledger;
 mod room;
 mod space;
 
-pub use crate::client::payer::{
-    Billed, PayerTag, Payers, Share, ShareReason, ShareRefusal, Shares, PEER_GROUP_SOURCE,
-};
-pub use fill::{Fill, FillShard};
+pub use crate::client::payer::Billed;
+pub use crate::client::payer::PayerTag;
+pub use crate::client::payer::Payers;
+pub use crate::client::payer::Share;
+pub use crate::client::payer::ShareReason;
+pub use crate::client::payer::ShareRefusal;
+pub use crate::client::payer::Shares;
+pub use crate::client::payer::PEER_GROUP_SOURCE;
+pub use fill::Fill;
+pub use fill::FillShard;
 pub(crate) use room::shift_answer;
 pub(crate) use space::Space;
 
@@ -66,16 +72,16 @@ impl Layout {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "a charge whose record is not written must be refunded"]
 pub(crate) struct Charge {
-    pub bill: Bill,
-    pub space: Space,
+    pub(crate) bill: Bill,
+    pub(crate) space: Space,
 }
 
 /// Who one record is charged to: its payers, and the fill shard its cell is counted in (none
 /// when no share is counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Bill {
-    pub payers: Payers,
-    pub shard: Option<FillShard>,
+    pub(crate) payers: Payers,
+    pub(crate) shard: Option<FillShard>,
 }
 
 impl Bill {
@@ -97,12 +103,12 @@ impl Bill {
 /// Why a payer was refused: how long until it holds less than its share, and which share.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct OverShare {
-    pub retry_after: Span,
-    pub refusal: ShareRefusal,
+    pub(crate) retry_after: Span,
+    pub(crate) refusal: ShareRefusal,
 }
 
 impl OverShare {
-    pub(crate) fn new(retry_after: Span, refusal: ShareRefusal) -> OverShare {
+    pub fn new(retry_after: Span, refusal: ShareRefusal) -> OverShare {
         OverShare {
             retry_after,
             refusal,

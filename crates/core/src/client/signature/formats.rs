@@ -6,16 +6,16 @@ use crate::base64;
 use crate::hash::hex_digit;
 use alloc::vec::Vec;
 
-pub const GITHUB: &str = "x-hub-signature-256";
-pub const STRIPE: &str = "stripe-signature";
-pub const SHOPIFY: &str = "x-shopify-hmac-sha256";
-pub const SLACK: &str = "x-slack-signature";
-pub const SLACK_TIMESTAMP: &str = "x-slack-request-timestamp";
+pub(crate) const GITHUB: &str = "x-hub-signature-256";
+pub(crate) const STRIPE: &str = "stripe-signature";
+pub(crate) const SHOPIFY: &str = "x-shopify-hmac-sha256";
+pub(crate) const SLACK: &str = "x-slack-signature";
+pub(crate) const SLACK_TIMESTAMP: &str = "x-slack-request-timestamp";
 
 type Headers<'a, 'h> = &'a dyn Fn(&str) -> Vec<&'h [u8]>;
 
 /// `sha256=<64 hex>` over the body alone.
-pub fn github(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
+pub(crate) fn github(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
     let hex = one(header, GITHUB)?
         .trim_ascii()
         .strip_prefix(b"sha256=")
@@ -27,7 +27,7 @@ pub fn github(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
 }
 
 /// `t=<seconds>,v1=<64 hex>[,v1=…]`, other entries (`v0=`) ignored; signs `"<t>.<body>"`.
-pub fn stripe(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
+pub(crate) fn stripe(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
     let mut claim = Claim::default();
     let mut timestamp: Option<&[u8]> = None;
     for item in one(header, STRIPE)?.split(|&b| b == b',') {
@@ -56,7 +56,7 @@ pub fn stripe(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
 }
 
 /// `<base64 of 32 bytes>` over the body alone.
-pub fn shopify(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
+pub(crate) fn shopify(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
     let tag = base64::decode_array(one(header, SHOPIFY)?.trim_ascii())
         .ok_or(SignatureError::Malformed)?;
     Ok(Claim {
@@ -66,7 +66,7 @@ pub fn shopify(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
 }
 
 /// `v0=<64 hex>` over `"v0:<timestamp header, verbatim>:<body>"`.
-pub fn slack(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
+pub(crate) fn slack(header: Headers<'_, '_>) -> Result<Claim, SignatureError> {
     let signature = one(header, SLACK)?;
     let t = one(header, SLACK_TIMESTAMP)?;
     let hex = signature

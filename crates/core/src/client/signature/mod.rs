@@ -13,13 +13,13 @@
 //!
 //! The timestamped schemes (Stripe, Standard Webhooks, Svix, Slack) refuse a timestamp further than
 //! the tolerance ahead of now at once. One further than the tolerance behind now is checked like any
-//! other and, if its signature matches, reported [`Freshness::Late`]: a provider's redelivery of a
+//! other and, if its signature matches, reported `Freshness::Late`: a provider's redelivery of a
 //! message with its original signature, which may only be answered by the acknowledgement the edge
 //! already holds for it ([`crate::guard`]), never run. A rule holds one or
 //! more secrets so a secret can be rotated without refusing deliveries: a delivery verifies when
 //! any secret matches any signature it carries.
 //!
-//! The MACs and Ed25519 hashes are computed as the body streams past ([`SignatureCheck::update`]);
+//! The MACs and Ed25519 hashes are computed as the body streams past (`SignatureCheck::update`);
 //! nothing of the body is kept. MAC comparison is constant-time (the `hmac` crate's
 //! `verify_slice`); Ed25519 verifies public data and needs no secrecy.
 
@@ -40,13 +40,13 @@ use sha2::Sha256;
 type HmacSha256 = Hmac<Sha256>;
 
 /// Shortest secret accepted: providers issue far longer ones; a short one is a typo.
-pub const MIN_SECRET_LEN: usize = 8;
+pub(crate) const MIN_SECRET_LEN: usize = 8;
 /// The tolerance Stripe, Standard Webhooks, Svix and Slack each document as their default.
 pub const DEFAULT_TOLERANCE: Span = Span(300_000);
 /// Most signatures a delivery may carry: each Ed25519 one is a hash of the whole body per public
 /// key, so an unbounded list would let one forged delivery cost the edge many passes over its body.
 /// Providers send one, or two while a secret rotates.
-pub const MAX_SIGNATURES: usize = 8;
+pub(crate) const MAX_SIGNATURES: usize = 8;
 
 /// Which provider's signature format a route checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,7 +76,7 @@ impl SignatureScheme {
     }
 
     /// Every request header the scheme reads (lowercase), the signature header first: what a
-    /// delivery must carry, and what a host must pass to [`SignatureRule::start`].
+    /// delivery must carry, and what a host must pass to `SignatureRule::start`.
     pub fn headers(&self) -> &'static [&'static str] {
         match self {
             SignatureScheme::GitHub => &[formats::GITHUB],
@@ -89,7 +89,7 @@ impl SignatureScheme {
     }
 
     /// How far a signed timestamp may be from now; `None` for schemes that sign no timestamp.
-    pub fn tolerance(&self) -> Option<Span> {
+    pub(crate) fn tolerance(&self) -> Option<Span> {
         match *self {
             SignatureScheme::GitHub | SignatureScheme::Shopify => None,
             SignatureScheme::Stripe { tolerance }
@@ -112,7 +112,7 @@ enum Key {
 /// A route's signature rule: scheme and its keys (no secret is ever printed).
 #[derive(Clone)]
 pub struct SignatureRule {
-    pub scheme: SignatureScheme,
+    pub(crate) scheme: SignatureScheme,
     keys: Vec<Key>,
 }
 
@@ -164,7 +164,7 @@ impl SignatureRule {
     /// once (in [`SignatureScheme::headers`] order), their format, at least one and at most
     /// [`MAX_SIGNATURES`] signatures, the timestamp. One dated further than the tolerance behind
     /// now is checked as usual and verifies as [`Freshness::Late`].
-    pub fn start<'h>(
+    pub(crate) fn start<'h>(
         &self,
         header: &dyn Fn(&str) -> Vec<&'h [u8]>,
         now: UnixMillis,
@@ -267,7 +267,7 @@ fn seconds(text: &[u8]) -> Result<u64, SignatureError> {
 
 /// Whether a delivery whose signature matches was signed within the tolerance of now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Freshness {
+pub(crate) enum Freshness {
     /// Within the tolerance (or a scheme that signs no timestamp): a delivery like any other.
     Fresh,
     /// Signed further than the tolerance behind now: the provider (or a relay) redelivers a
@@ -278,7 +278,7 @@ pub enum Freshness {
 }
 
 /// A signature check in progress: feed the body, then [`SignatureCheck::verify`].
-pub struct SignatureCheck {
+pub(crate) struct SignatureCheck {
     /// One running MAC per HMAC key, each already fed the signed prefix.
     macs: Vec<HmacSha256>,
     /// The MACs the delivery carries; any key may match any of them.
@@ -307,7 +307,7 @@ impl SignatureCheck {
 
     /// The whole body was fed: does one of the signatures match under one of the keys? If so,
     /// whether it was signed within the tolerance.
-    pub fn verify(self) -> Result<Freshness, SignatureError> {
+    pub(crate) fn verify(self) -> Result<Freshness, SignatureError> {
         let SignatureCheck {
             macs,
             expected,

@@ -23,11 +23,11 @@ pub(crate) struct HeaderNames {
 
 impl HeaderNames {
     /// Standard Webhooks' own names.
-    pub const STANDARD: HeaderNames = HeaderNames {
+    pub(crate) const STANDARD: HeaderNames = HeaderNames {
         names: ["webhook-signature", "webhook-id", "webhook-timestamp"],
     };
     /// Svix's names for the same scheme.
-    pub const SVIX: HeaderNames = HeaderNames {
+    pub(crate) const SVIX: HeaderNames = HeaderNames {
         names: ["svix-signature", "svix-id", "svix-timestamp"],
     };
 

@@ -37,13 +37,13 @@ pub enum OrderStore<'s, S: ?Sized> {
 /// answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Claimed {
-    pub key: StorageKey,
-    pub owner: OwnerToken,
+    pub(crate) key: StorageKey,
+    pub(crate) owner: OwnerToken,
     /// The state the resource moves to once the upstream answers 2xx.
-    pub to: String,
+    pub(crate) to: String,
     /// The resource's version when claimed: the remote store's settle seals `to` at the next
     /// (the local store needs no seal: 0).
-    pub version: u64,
+    pub(crate) version: u64,
 }
 
 /// What the sequencer decided for an event: the decision the request machine is handed, and

@@ -30,10 +30,10 @@ pub struct Probe {
 /// A tracked event for one resource, before the store has seen it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ordered {
-    pub rule: Arc<OrderRule>,
+    pub(crate) rule: Arc<OrderRule>,
     /// The resource's record.
-    pub key: StorageKey,
-    pub event: String,
+    pub(crate) key: StorageKey,
+    pub(crate) event: String,
 }
 
 /// A tracked event without a resource id: refused before any store write.
@@ -132,7 +132,7 @@ pub fn applies(status: u16) -> bool {
 /// and `None` keeps it when the outcome is in doubt (sent, no whole answer: a reset, a timeout, the
 /// client gone), since the event may still be running: until the claim's lease ends a second event
 /// for the resource is busy (409), never forwarded beside it, like the delivery id.
-pub fn settlement(in_doubt: bool, upstream_status: Option<u16>) -> Option<bool> {
+pub(crate) fn settlement(in_doubt: bool, upstream_status: Option<u16>) -> Option<bool> {
     (!in_doubt).then(|| upstream_status.is_some_and(applies))
 }
 

@@ -152,9 +152,9 @@ pub enum ConsumeOutcome {
 /// Marks a one-time token used, exactly once (`docs/semantics.md` §7). The key carries the token's
 /// scope ([`StorageKey::tagged`]), so token uses count against the client's share like its claims.
 pub(crate) struct Consuming {
-    pub key: StorageKey,
-    pub expires_at: UnixMillis,
-    pub per_cell: u16,
+    pub(crate) key: StorageKey,
+    pub(crate) expires_at: UnixMillis,
+    pub(crate) per_cell: u16,
 }
 
 impl Mutation for Consuming {

@@ -30,7 +30,7 @@ pub const PATH: &str = "/v1/op";
 
 /// How many times a host sends a finish whose answer did not come back before it gives up (the
 /// claim then stays in flight until its lease ends: retries get 409, then take it over).
-pub const FINISH_ATTEMPTS: u32 = 3;
+pub(crate) const FINISH_ATTEMPTS: u32 = 3;
 
 /// The claim a request makes, with the policy's lease and TTL, charged to `payers` within the
 /// policy's shares.

@@ -1,7 +1,7 @@
 //! A finish sent to the store service, sans-IO: the rule for a finish whose answer did not come
 //! back. Nobody waits for a finish (the client has its answer), so the host sends it and feeds
 //! what came back to [`Finishing::answered`]: a decision is done; no usable answer (timeout,
-//! reset, 503, garbage) sends the same bytes again, up to [`FINISH_ATTEMPTS`] times in all. One
+//! reset, 503, garbage) sends the same bytes again, up to `FINISH_ATTEMPTS` times in all. One
 //! that landed unseen is found by the resend as *not owner*. If none lands, the claim stays in
 //! flight: retries get 409 until the lease ends, then may take it over.
 
@@ -32,7 +32,7 @@ pub enum FinishStep {
         again: Finishing,
         error: ProtocolError,
     },
-    /// No decision came back, [`FINISH_ATTEMPTS`] times: the claim stays in flight until its
+    /// No decision came back, `FINISH_ATTEMPTS` times: the claim stays in flight until its
     /// lease ends.
     GiveUp(ProtocolError),
 }

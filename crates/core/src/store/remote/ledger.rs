@@ -65,7 +65,7 @@ impl Job {
     /// The job on `usage` at `now` (the rules of [`Usage`], as the local ledger applies them):
     /// `Err` is a refused charge, with how long until the payer has room and which share refused
     /// it ([`ShareRefusal::of`], as the local store names it).
-    pub(crate) fn apply(&self, usage: &mut Usage, now: UnixMillis) -> Result<(), OverShare> {
+    pub fn apply(&self, usage: &mut Usage, now: UnixMillis) -> Result<(), OverShare> {
         usage.prune(now);
         match *self {
             Job::Charge { tag, share, space } => {
@@ -96,7 +96,7 @@ impl Job {
 }
 
 /// `usage` of `tag` as the value stored under its key.
-pub(crate) fn encode(tag: PayerTag, version: ValueVersion, usage: &Usage) -> Vec<u8> {
+pub fn encode(tag: PayerTag, version: ValueVersion, usage: &Usage) -> Vec<u8> {
     let ledger = Ledger {
         entries: alloc::vec![(tag, usage.clone())],
     };
@@ -108,7 +108,7 @@ pub(crate) fn encode(tag: PayerTag, version: ValueVersion, usage: &Usage) -> Vec
 
 /// Decodes the value under `tag`'s ledger key. Untrusted bytes: a typed error, never a panic; a
 /// value that names another payer is refused, as a record naming another key is.
-pub(crate) fn decode(tag: PayerTag, bytes: &[u8]) -> Result<(ValueVersion, Usage), WireError> {
+pub fn decode(tag: PayerTag, bytes: &[u8]) -> Result<(ValueVersion, Usage), WireError> {
     let (version, rest) = bytes
         .split_first_chunk::<VERSION_LEN>()
         .ok_or(WireError::Truncated)?;

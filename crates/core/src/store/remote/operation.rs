@@ -25,7 +25,8 @@ pub use crate::store::rule::Change;
 mod apply;
 mod charging;
 
-pub use apply::{apply, full};
+pub use apply::apply;
+pub use apply::full;
 
 /// An engine call the operation needs, on `key`: the request's own key, or a payer's ledger key.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -260,10 +261,6 @@ impl Operation {
                 (operation, read)
             }
         }
-    }
-
-    pub fn request(&self) -> &Request {
-        &self.request
     }
 
     /// [`apply`] on `current` at `now`, and the compare-and-set that makes it so.

@@ -43,7 +43,8 @@ mod order;
 mod response;
 
 use bill::{get_bill, get_shard, put_bill, put_shard};
-pub use response::{Failure, Response};
+pub use response::Failure;
+pub use response::Response;
 
 /// The HTTP media type of both bodies.
 pub const CONTENT_TYPE: &str = "application/x-idemgate-store";

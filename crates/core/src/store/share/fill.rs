@@ -4,8 +4,8 @@
 //!
 //! **Counted in shards, not in one cell.** One counter of the whole store's records would be a
 //! cell every request of every worker writes. The record cells are grouped instead into *fill
-//! shards* of [`CELLS_PER_SHARD`] consecutive cells, and each shard's records are counted like a
-//! payer's ([`super::ledger::Usage`], with the moment each frees its space), under a tag of its
+//! shards* of `CELLS_PER_SHARD` consecutive cells, and each shard's records are counted like a
+//! payer's (`super::ledger::Usage`, with the moment each frees its space), under a tag of its
 //! own in the ledger cells: a record is charged to the shard of the cell it lives in, whoever
 //! pays for it. A shard sees one request in `Layout::fill_shards`, so its ledger cell is no
 //! hotter than a busy client's.
@@ -37,7 +37,7 @@ use crate::time::UnixMillis;
 
 /// Record cells per fill shard: 1,024 records at the default 8 per cell, so that a shard's fill
 /// is within a few percent of the store's (the default store has ten shards).
-pub const CELLS_PER_SHARD: u32 = 128;
+pub(crate) const CELLS_PER_SHARD: u32 = 128;
 
 /// Which [`PayerTag`] kind a fill shard's tag is (an identity is 0, an address group 1, a
 /// callback route 3).
@@ -80,12 +80,12 @@ impl Layout {
 
     /// The smallest part of `max_memory` a fill shard of this layout keeps: the last shard's,
     /// which may have fewer cells than the others.
-    pub(crate) fn smallest_fill_part(&self, max_memory: u64) -> u64 {
+    pub fn smallest_fill_part(&self, max_memory: u64) -> u64 {
         byte_part(self.smallest_shard(), self.capacity.records(), max_memory)
     }
 
     /// The least `max_memory` whose smallest fill shard's part holds `bytes`.
-    pub(crate) fn max_memory_for(&self, bytes: u64) -> u64 {
+    pub fn max_memory_for(&self, bytes: u64) -> u64 {
         let all = u128::from(self.capacity.records());
         let smallest = u128::from(self.smallest_shard().max(1));
         let least = (u128::from(bytes) * all).div_ceil(smallest);

@@ -21,26 +21,26 @@ pub(crate) const MAX_HOLDS: usize = 16;
 
 /// Records of one payer that free their space at `until`, and the bytes they take.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Hold {
-    pub until: UnixMillis,
-    pub records: u32,
-    pub bytes: u64,
+pub(crate) struct Hold {
+    pub(crate) until: UnixMillis,
+    pub(crate) records: u32,
+    pub(crate) bytes: u64,
 }
 
 /// What one payer holds: its holds, sorted by `until`, none lapsed once pruned.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Usage {
-    pub holds: Vec<Hold>,
+pub(crate) struct Usage {
+    pub(crate) holds: Vec<Hold>,
 }
 
 impl Usage {
     /// Records held at `now` (after `Ledger::prune`, every hold counts).
-    pub fn records(&self) -> u64 {
+    pub(crate) fn records(&self) -> u64 {
         self.holds.iter().map(|h| u64::from(h.records)).sum()
     }
 
     /// Bytes held at `now` (after `Ledger::prune`).
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.holds
             .iter()
             .fold(0u64, |sum, h| sum.saturating_add(h.bytes))
@@ -90,7 +90,7 @@ impl Usage {
 
     /// Takes one record that took `space` off the usage: from the hold at its moment, or the
     /// first later one (where a merge moved it). Nothing when none is left.
-    pub fn remove(&mut self, space: Space) {
+    pub(crate) fn remove(&mut self, space: Space) {
         let Some(i) = self.holds.iter().position(|h| h.until >= space.until) else {
             return;
         };
@@ -165,7 +165,7 @@ impl Usage {
 /// One ledger cell: the usage of every payer whose tag maps to it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ledger {
-    pub entries: Vec<(PayerTag, Usage)>,
+    pub(crate) entries: Vec<(PayerTag, Usage)>,
 }
 
 const MAGIC: &[u8; 2] = b"IL";
@@ -185,7 +185,7 @@ impl Ledger {
         self.entries.retain(|(_, usage)| !usage.holds.is_empty());
     }
 
-    pub fn usage(&self, tag: PayerTag) -> Option<&Usage> {
+    pub(crate) fn usage(&self, tag: PayerTag) -> Option<&Usage> {
         self.entries.iter().find(|(t, _)| *t == tag).map(|(_, u)| u)
     }
 

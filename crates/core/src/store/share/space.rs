@@ -7,9 +7,9 @@ use crate::time::UnixMillis;
 
 /// The space one record takes in its payers' usage: until when, and how many bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Space {
-    pub until: UnixMillis,
-    pub bytes: u64,
+pub(crate) struct Space {
+    pub(crate) until: UnixMillis,
+    pub(crate) bytes: u64,
 }
 
 impl Space {
@@ -42,7 +42,7 @@ impl Space {
     }
 
     /// What a record without an answer takes until `until` (a token use).
-    pub fn bare(until: UnixMillis) -> Space {
+    pub(crate) fn bare(until: UnixMillis) -> Space {
         Space {
             until,
             bytes: RECORD_OVERHEAD,
