@@ -6,6 +6,10 @@ Reads the rustdoc JSON of the crate (made by crates/core/scripts/public-api.sh) 
 listing to stdout. `make check-api` compares it with crates/core/public-api.txt, so a change to what
 hosts can reach is a visible diff in review; `make api` refreshes the file.
 
+A type's trait impls are one line (`impl Clone + Debug + Eq for …`), and an item declared in a
+private module is listed at the path it is re-exported to, with no separate `pub use` line: a
+re-export is listed as such only when it adds a path to an item listed elsewhere.
+
 Types are written by their last path segment (`Vec<u8>`, `StorageKey`): the listing is for reading
 a diff, not for resolving names. Auto and blanket trait impls (Send, From<T> for T, …) are left out:
 they follow from the types, not from what the crate chose to offer."""
@@ -139,7 +143,7 @@ def main(path, *dep_paths):
                 t = impl["trait"]
                 if t["path"].split("::")[-1] == "StructuralPartialEq":
                     continue  # the compiler's, written by derive(PartialEq)
-                lines.add(f"impl {name_of(t['id'], t['path'])}{args(t.get('args'))} for {path}")
+                traits.setdefault(path, set()).add(f"{name_of(t['id'], t['path'])}{args(t.get('args'))}")
                 continue
             for item_id in impl["items"]:
                 item = index[str(item_id)]
@@ -151,6 +155,7 @@ def main(path, *dep_paths):
                 elif "assoc_const" in inner:
                     lines.add(f"pub const {path}::{item['name']}: {ty(inner['assoc_const']['type'])}")
 
+    traits = {}  # a type's path → the traits it implements, written on one line
     visited = set()  # items listed where they are declared (a re-exported crate's: (crate, id))
     crate = [None]  # whose index is being read: None for the core
     reexports = []  # (path, use): listed after the walk
@@ -228,18 +233,21 @@ def main(path, *dep_paths):
 
     root = doc["root"]
     walk(root, index[str(root)]["name"])
-    # A re-export is a line; an item reachable only through re-exports (declared in a private
-    # module) is listed whole, once, at its first re-exported path.
+    # An item reachable only through re-exports (declared in a private module, or in a workspace
+    # crate the core re-exports) is listed whole, once, at its first re-exported path; any other
+    # re-export is a line of its own.
     # Modules first, so an item re-exported both alone and in its module is listed in its module.
     for path, use in sorted(reexports, key=lambda r: (paths.get(str(r[1].get("id")), {}).get("kind") != "module", r[0], r[1]["name"])):
         alias = "" if use["source"].split("::")[-1] == use["name"] else f" as {use['name']}"
         glob = "::*" if use["is_glob"] else ""
-        lines.add(f"pub use {path}::{{{use['source']}{glob}{alias}}}")
         target = use.get("id")
         if target is not None and str(target) in index and target not in visited and not use["is_glob"]:
+            # Declared in a private module: listed whole at this path, which says all the
+            # re-export does.
             visited.add(target)
             render(target, f"{path}::{use['name']}")
-        elif target is not None and str(target) in paths and not use["is_glob"]:
+            continue
+        if target is not None and str(target) in paths and not use["is_glob"]:
             foreign = paths[str(target)]["path"]
             dep, local = deps.get(foreign[0], (None, {}))
             dep_id = local.get(tuple(foreign))
@@ -249,6 +257,10 @@ def main(path, *dep_paths):
                 index, paths, crate[0] = dep["index"], dep["paths"], foreign[0]
                 render(dep_id, f"{path}::{use['name']}")
                 index, paths, crate[0] = *core_doc, None
+                continue
+        lines.add(f"pub use {path}::{{{use['source']}{glob}{alias}}}")
+    for path, names in traits.items():
+        lines.add(f"impl {' + '.join(sorted(names))} for {path}")
     sys.stdout.write("".join(line + "\n" for line in sorted(lines)))
 
 

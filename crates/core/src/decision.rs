@@ -6,7 +6,7 @@
 pub mod admission;
 
 pub(crate) use crate::record::safe_header;
-pub use crate::record::MAX_STORED_HEADERS;
+pub(crate) use crate::record::MAX_STORED_HEADERS;
 
 use crate::policy::Policy;
 use crate::record::{Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse};

@@ -132,8 +132,8 @@ mod intake;
 pub mod sequencer;
 mod token;
 
-pub use crate::events::Event;
-pub use crate::events::Events;
+pub(crate) use crate::events::Event;
+pub(crate) use crate::events::Events;
 pub use capture::Capture;
 pub use course::Course;
 pub(crate) use course::Stage;

@@ -26,8 +26,7 @@ use alloc::vec::Vec;
 pub mod resource;
 pub mod transition;
 
-pub use crate::record::resource::Resource;
-pub use crate::record::resource::ResourceClaim;
+pub(crate) use crate::record::resource::Resource;
 pub use resource::begin;
 pub(crate) use resource::creates;
 pub use resource::settle;

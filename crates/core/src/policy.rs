@@ -2,9 +2,9 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-pub use crate::client::scope::ScopeSource;
+pub(crate) use crate::client::scope::ScopeSource;
 pub(crate) use crate::record::never_replayed;
-pub use crate::record::NEVER_REPLAYED;
+pub(crate) use crate::record::NEVER_REPLAYED;
 use crate::request::budget::Limits;
 use crate::request::fingerprint::FingerprintSpec;
 use crate::request::target::path_without_query;
@@ -187,15 +187,13 @@ pub struct Detached {
 pub enum Via {
     /// An internal listener that carries the same route configuration and the filters after
     /// idemgate (`upstream.reentry`): the request is routed, rewritten, authorised and rate-limited
-    /// exactly as the same request without a key. Its answers carry [`REENTRY_MARK`].
+    /// exactly as the same request without a key. Its answers carry [`REENTRY_MARK`](crate::headers::REENTRY_MARK).
     Reentry,
     /// A cluster reached directly (`upstream.cluster_skipping_routes_and_filters`, an explicit
     /// opt-in): the route's rewrites, header rules, direct responses and cluster choice, and every
     /// filter after idemgate, do not apply to a claimed request.
     SkippingRoutesAndFilters,
 }
-
-pub use crate::headers::REENTRY_MARK;
 
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.

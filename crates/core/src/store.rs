@@ -5,10 +5,8 @@
 pub mod layout;
 pub mod ordering;
 pub mod protocol;
-pub use crate::record;
 pub mod remote;
 pub(crate) mod rule;
-pub use crate::record::seal;
 pub mod share;
 
 use crate::client::scope::StorageKey;

@@ -4,6 +4,9 @@
 //! it gives the same outcomes as the local protocol for any sequence of operations.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::payer::{
+    Billed, PayerTag, Payers, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
+};
 use idemgate_core::client::scope::Scope;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
@@ -15,15 +18,13 @@ use idemgate_core::store::protocol::{
     ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError,
 };
 use idemgate_core::store::remote::client::{self, CalloutReply};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
     Failure, LedgerJob, LedgerOutcome, Need, Operation, OperationStep, Request, Response,
     Settlement, SettlementStep, StoredValue, ValueVersion, WireError, Write, CLOCK_TOLERANCE,
 };
-use idemgate_core::store::share::{
-    Billed, Fill, FillShard, PayerTag, Payers, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
-};
+use idemgate_core::store::share::{Fill, FillShard};
 use idemgate_core::store::{MemoryStore, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use proptest::prelude::*;

@@ -8,6 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use idemgate_core::client::payer::{Payers, ShareReason, ShareRefusal};
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
@@ -15,7 +16,7 @@ use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol};
-use idemgate_core::store::share::{self, Payers, ShareReason, ShareRefusal};
+use idemgate_core::store::share;
 use idemgate_core::store::{Layout, MemoryStore};
 use idemgate_core::time::{Span, UnixMillis};
 
@@ -549,11 +550,11 @@ fn a_share_turned_off_charges_nothing() {
         };
         // Neither the identity nor the address group holds anything.
         let group = off.shares.peer_group("10.0.0.8");
-        let identity = share::PayerTag::of(Scope {
+        let identity = idemgate_core::client::payer::PayerTag::of(Scope {
             source: "header:authorization",
             value: b"Bearer one",
         });
-        let address = share::PayerTag::of(Scope {
+        let address = idemgate_core::client::payer::PayerTag::of(Scope {
             source: "peer",
             value: &group,
         });

@@ -58,7 +58,8 @@ use core::time::Duration;
 use idemgate_core::answer::HttpAnswer;
 use idemgate_core::guard::Capture;
 use idemgate_core::headers;
-use idemgate_core::policy::{Detached, Via, REENTRY_MARK};
+use idemgate_core::headers::REENTRY_MARK;
+use idemgate_core::policy::{Detached, Via};
 use idemgate_core::store::protocol::FinishOutcome;
 
 mod answer;

@@ -30,8 +30,8 @@ use idemgate_core::policy::StoreKind;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
 use idemgate_core::store::remote::client::{self, CalloutReply};
-use idemgate_core::store::remote::wire::{Request, CONTENT_TYPE};
 use idemgate_core::store::remote::{FinishStep, Finishing};
+use idemgate_core::store::remote::{Request, CONTENT_TYPE};
 use idemgate_core::store::StoreError;
 
 /// The `:authority` of store requests (the service does not look at it).

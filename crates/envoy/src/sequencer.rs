@@ -16,12 +16,13 @@ use crate::shared::{BeginCall, OrderClaim, Shared, StoreCall};
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use idemgate_core::client::payer::Payers;
+use idemgate_core::events::Events;
 pub use idemgate_core::guard::sequencer::applies;
 use idemgate_core::guard::sequencer::{
     self as sequencer, BeginStep, Begun as Decided, OrderNote, OrderStore, Ordered, SettleStep,
     Settled,
 };
-use idemgate_core::guard::{Events, Ruling};
+use idemgate_core::guard::Ruling;
 
 pub use crate::access_log::ORDER_FIELD;
 

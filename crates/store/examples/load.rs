@@ -14,7 +14,7 @@ mod support;
 
 use idemgate_core::record::{StoredBody, StoredResponse};
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
 use std::time::{Duration, Instant};

@@ -17,7 +17,7 @@ use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::operation::full;
+use idemgate_core::store::remote::full;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
     Failure, LedgerJob, LedgerOutcome, Need, Operation, OperationStep, Request, Response,

@@ -139,18 +139,18 @@ impl Desks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::client::payer::{Billed, PayerTag, Share};
     use idemgate_core::store::remote::Resume;
-    use idemgate_core::store::share::{Billed, PayerTag, Share};
 
     /// A payer's charge job, as the core's exchange asks for it.
     fn job(tag: u8) -> LedgerJob {
         use idemgate_core::store::protocol::ClaimOutcome;
-        use idemgate_core::store::remote::operation::{Need, Operation, OperationStep};
+        use idemgate_core::store::remote::{Need, Operation, OperationStep};
         use idemgate_core::store::remote::{Request, Response, ValueVersion};
         let request = Request::Claim {
             key: StorageKey::from_stored([tag; 32]),
             fingerprint: idemgate_core::request::fingerprint::Fingerprint([1; 32]),
-            owner: idemgate_core::store::record::OwnerToken([1; 16]),
+            owner: idemgate_core::record::OwnerToken([1; 16]),
             lease: idemgate_core::time::Span::from_secs(30),
             ttl: idemgate_core::time::Span::from_secs(60),
             payers: vec![Billed {

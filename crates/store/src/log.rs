@@ -119,7 +119,7 @@ pub fn record_event_via(event: RecordEvent, key: &StorageKey, via: &str) {
 mod tests {
     use super::*;
     use idemgate_core::hash::to_hex;
-    use idemgate_core::store::record::OwnerToken;
+    use idemgate_core::record::OwnerToken;
 
     #[test]
     fn the_hash_is_stable_short_and_not_the_key() {

@@ -10,8 +10,8 @@
 use crate::engine::{Survey, UsageOfScope};
 use idemgate_core::client::scope::{QuotaClass, QuotaTag, Scope, StorageKey};
 use idemgate_core::policy::Policy;
+use idemgate_core::record::{Record, StoredBody};
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::record::{Record, StoredBody};
 use idemgate_core::store::remote::StoredValue;
 use idemgate_core::time::UnixMillis;
 use serde::Serialize;
@@ -307,8 +307,8 @@ fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use idemgate_core::record::{Completed, StoredResponse};
     use idemgate_core::request::fingerprint::Fingerprint;
-    use idemgate_core::store::record::{Completed, StoredResponse};
     use idemgate_core::store::remote::ValueVersion;
 
     fn query(route: &str, scope: Option<&str>) -> Query {

@@ -10,7 +10,7 @@ mod support;
 use hyper::StatusCode;
 use idemgate_core::hash::to_hex;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::net::SocketAddr;

@@ -11,7 +11,7 @@ use hyper::StatusCode;
 use idemgate_core::client::scope::{QuotaTag, Scope, StorageKey};
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
 use std::io::{Read, Write};

@@ -10,7 +10,7 @@ mod support;
 
 use hyper::StatusCode;
 use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::Span;
 use std::time::{Duration, Instant};

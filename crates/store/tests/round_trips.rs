@@ -8,7 +8,7 @@
 mod support;
 
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use support::{claim, owner, skey, stored_response, Client, Redis, Service, SLOW_OK};

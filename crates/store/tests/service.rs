@@ -9,7 +9,7 @@ mod support;
 
 use hyper::StatusCode;
 use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::wire::End;
+use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
 use std::time::{Duration, Instant};

@@ -266,7 +266,7 @@ fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
 /// the index of the store operation.
 fn store_completed(run: &Run) -> Vec<Stored> {
     use idemgate_core::store::protocol::FinishOutcome;
-    use idemgate_core::store::remote::{wire::End, Request, Response};
+    use idemgate_core::store::remote::{End, Request, Response};
     let mut found: Vec<Stored> = Vec::new();
     for (n, (request, response)) in run.store_log.iter().enumerate() {
         let (

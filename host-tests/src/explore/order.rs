@@ -21,7 +21,7 @@ use super::run::Run;
 use crate::envoy::ClientAnswer;
 use crate::scenario::{Request, Response};
 use idemgate_core::order::transition::{Arrival, DeclaredTable};
-use idemgate_core::order::Resource;
+use idemgate_core::record::resource::Resource;
 use idemgate_core::record::{Bucket, Record};
 use idemgate_core::time::UnixMillis;
 

@@ -271,7 +271,7 @@ mod tests {
             key,
             owner: OwnerToken([owner; 16]),
             ttl: policy.ttl,
-            end: remote::wire::End::Store(stored.clone()),
+            end: remote::End::Store(stored.clone()),
             shard: None,
         };
         // A stale owner cannot end the claim; its owner can.

@@ -20,10 +20,10 @@ use idemgate_core::answer::HttpAnswer;
 use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::{DoubtCause, ResponseFacts};
+use idemgate_core::events::Event;
 use idemgate_core::guard::sequencer::{Ordered, Probe};
 use idemgate_core::guard::{
-    Action, Ask, Capture, Claim, Course, Event, Guarded, Reply, Ruling, Sent, VerifiedToken,
-    Warning,
+    Action, Ask, Capture, Claim, Course, Guarded, Reply, Ruling, Sent, VerifiedToken, Warning,
 };
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
 use idemgate_core::record::seal::SealError;

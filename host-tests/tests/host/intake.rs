@@ -18,7 +18,8 @@
 //! The machine from the claim on is explored in `guard.rs`.
 
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
-use idemgate_core::guard::{self, Action, Ask, Event, Guarded, Headed, Host, Reply, Warning};
+use idemgate_core::events::Event;
+use idemgate_core::guard::{self, Action, Ask, Guarded, Headed, Host, Reply, Warning};
 use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;

@@ -9,10 +9,10 @@
 
 use idemgate_core::decision::admission::admit;
 use idemgate_core::policy::Policy;
-use idemgate_json::{JsonPointer, Value};
 use idemgate_core::request::key::IdempotencyKey;
 use idemgate_core::time::UnixMillis;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
+use idemgate_json::{JsonPointer, Value};
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

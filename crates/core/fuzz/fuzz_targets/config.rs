@@ -9,7 +9,8 @@
 #![no_main]
 
 use idemgate_core::client::token;
-use idemgate_core::policy::{Policy, TokenRequirement, NEVER_REPLAYED};
+use idemgate_core::headers::NEVER_REPLAYED;
+use idemgate_core::policy::{Policy, TokenRequirement};
 use idemgate_core::request::fingerprint::FingerprintBuilder;
 use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;

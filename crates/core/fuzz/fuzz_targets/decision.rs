@@ -17,21 +17,22 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
+use idemgate_core::answer::{answer, EdgeAnswer};
+use idemgate_core::client::payer::Payers;
 use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::client::token::CLOCK_SKEW;
-use idemgate_core::answer::{answer, EdgeAnswer};
 use idemgate_core::decision::{complete, decide, Completion, Decision, ResponseFacts};
-use idemgate_core::policy::{Capacity, Policy, StoreRule, NEVER_REPLAYED};
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{
-    ClaimOutcome, Claiming, ConsumeOutcome, Protocol, FinishOutcome, ProtocolError, TransactionStep, StoreReply,
-    StoreRequest, Transaction,
-};
+use idemgate_core::headers::NEVER_REPLAYED;
+use idemgate_core::policy::{Capacity, Policy, StoreRule};
 use idemgate_core::record::{
     Bucket, Completed, InFlight, OwnerToken, Record, StoredBody, StoredResponse,
 };
-use idemgate_core::client::payer::Payers;
+use idemgate_core::request::fingerprint::Fingerprint;
+use idemgate_core::request::key::IdempotencyKey;
+use idemgate_core::store::protocol::{
+    ClaimOutcome, Claiming, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError, StoreReply,
+    StoreRequest, Transaction, TransactionStep,
+};
 use idemgate_core::store::{Layout, MemoryStore, Store, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use libfuzzer_sys::fuzz_target;
@@ -503,7 +504,7 @@ fn check_complete(
                 .into_iter()
                 .filter(|(n, v)| policy.replays_header(n) && safe_header(n, v))
                 .map(|(n, v)| (n.to_ascii_lowercase(), v))
-                .take(idemgate_core::decision::MAX_STORED_HEADERS)
+                .take(idemgate_core::record::MAX_STORED_HEADERS)
                 .collect();
             assert_eq!(done.response.headers, expected);
             for (name, _) in &done.response.headers {

@@ -14,9 +14,9 @@ use idemgate_core::request::fingerprint::{
     FingerprintBuilder, FingerprintError, FingerprintMode, FingerprintSpec,
 };
 use idemgate_core::request::form::FormHasher;
-use idemgate_json::{JsonHasher, JsonPointer};
 use idemgate_core::request::media_type::BodyKind;
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
+use idemgate_json::{JsonHasher, JsonPointer};
 use libfuzzer_sys::fuzz_target;
 
 type Headers<'a> = Vec<(&'a str, &'a [u8])>;

@@ -14,8 +14,8 @@
 #![no_main]
 
 use idemgate_core::hash::sha256;
-use idemgate_json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
 use idemgate_core_fuzz::{chunks, Input, BYTEWISE_MAX};
+use idemgate_json::{JsonError, JsonHasher, JsonLimits, JsonPointer};
 use libfuzzer_sys::fuzz_target;
 
 /// Pointer sets covering the selectors used by `vectors/json.json` and `vectors/fingerprint.json`.

@@ -7,15 +7,15 @@
 //! cell either refuses it as `Corrupt` with the decoder's error or decides on it without panicking.
 #![no_main]
 
-use idemgate_core::client::scope::StorageKey;
 use idemgate_core::answer::{answer, EdgeAnswer};
+use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::decide;
 use idemgate_core::policy::Policy;
+use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::store::protocol::{
-    Claiming, ProtocolError, TransactionStep, StoreReply, StoreRequest, Transaction,
+    Claiming, ProtocolError, StoreReply, StoreRequest, Transaction, TransactionStep,
 };
-use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::store::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;

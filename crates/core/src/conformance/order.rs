@@ -21,8 +21,9 @@ use crate::conformance::{str_field, u64_field, Outcome};
 use crate::order::transition::DeclaredTable;
 use crate::order::{
     begin, creates, settle, Begin, BeginOutcome, OrderFacts, OrderRule, Precondition,
-    PreconditionProblem, Resource, ResourceClaim, SettleOutcome, ORDER_HEADER,
+    PreconditionProblem, Resource, SettleOutcome, ORDER_HEADER,
 };
+use crate::record::resource::ResourceClaim;
 use crate::record::OwnerToken;
 use crate::request::json::{JsonPointer, Value};
 use crate::request::key_source::KeySource;

@@ -1,5 +1,6 @@
 use super::*;
 use crate::answer::order::{order_answer, OrderAnswer};
+use crate::record::resource::ResourceClaim;
 use crate::record::{Bucket, OwnerToken, Record};
 use crate::request::json::JsonPointer;
 use crate::store::ordering::{BeginEvent, SettleEvent};

@@ -5,7 +5,7 @@
 //! The remote store's records live in an engine (Redis, PostgreSQL) behind a service; whoever can
 //! reach either could otherwise plant a completion that every Envoy replays as it is — a
 //! `location`, an `access-control-allow-origin: *`, a forged body. The header rules of
-//! [`crate::record`] and [`crate::store::remote::wire`] only keep out what no answer may
+//! [`crate::record`] and the wire (`crate::store::remote::Request`) only keep out what no answer may
 //! carry; the seal proves the answer is one a filter stored, for this key:
 //!
 //! ```text

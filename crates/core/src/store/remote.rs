@@ -46,31 +46,19 @@
 //! service itself just wrote), so the tolerance moves only the times of the record it writes.
 
 pub mod client;
-pub mod finishing;
+mod finishing;
 pub(crate) mod ledger;
-pub mod operation;
-pub mod settle;
-pub mod stored;
-pub mod wire;
+mod operation;
+mod settle;
+mod stored;
+mod wire;
 
-pub use finishing::FinishStep;
-pub use finishing::Finishing;
-pub use operation::apply;
-pub use operation::Change;
-pub use operation::Need;
-pub use operation::Operation;
-pub use operation::OperationStep;
-pub use operation::Resume;
-pub use operation::Write;
-pub use operation::CLOCK_TOLERANCE;
-pub use settle::LedgerJob;
-pub use settle::LedgerOutcome;
-pub use settle::Settlement;
-pub use settle::SettlementStep;
-pub use stored::StoredValue;
-pub use stored::ValueVersion;
-pub use wire::Failure;
-pub use wire::Request;
-pub use wire::Response;
-pub use wire::WireError;
+// The service's loops and the wire between filter and service, at one path each.
+pub use finishing::{FinishNote, FinishStep, Finishing};
+pub use operation::{
+    apply, full, Change, Need, Operation, OperationStep, Resume, Write, CLOCK_TOLERANCE,
+};
+pub use settle::{LedgerJob, LedgerOutcome, SettleError, Settlement, SettlementStep};
+pub use stored::{cache_hold, CacheHold, StoredValue, ValueVersion, VERSION_LEN};
 pub use wire::CONTENT_TYPE;
+pub use wire::{End, Failure, Request, Response, WireError};

@@ -30,7 +30,7 @@
 
 use super::{EngineError, Postgres, Redis};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::remote::stored::{cache_hold, CacheHold, VERSION_LEN};
+use idemgate_core::store::remote::{cache_hold, CacheHold, VERSION_LEN};
 use idemgate_core::store::remote::{ValueVersion, Write};
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;

@@ -1,7 +1,8 @@
 use super::*;
+use crate::client::payer::PEER_GROUP_SOURCE;
 use crate::client::scope::Scope;
 use crate::order::transition::DeclaredTable;
-use crate::store::share::{PayerTag, Share, ShareReason, ShareRefusal, PEER_GROUP_SOURCE};
+use crate::store::share::{PayerTag, Share, ShareReason, ShareRefusal};
 use crate::store::MemoryStore;
 
 const TABLE: &str = r#"{"initial": "unpaid", "transitions": [

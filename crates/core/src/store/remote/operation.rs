@@ -48,7 +48,7 @@ pub enum Need {
         write: Write,
         at: Option<UnixMillis>,
     },
-    /// Settle a job on a payer's ledger ([`super::settle`]), alone or together with other
+    /// Settle a job on a payer's ledger (`super::settle`), alone or together with other
     /// operations' jobs on the same key, and resume with [`Operation::settled`].
     Ledger(LedgerJob),
 }
@@ -129,7 +129,7 @@ pub trait Resume {
 /// key most likely holds — nothing, for a claim or a token use; the claim
 /// the host itself wrote, for the owner's finish — decides on that with [`apply`] as usual, and
 /// sends the write as a compare-and-set on the assumed version. The compare-and-set *proves* the
-/// assumption (versions never repeat at a key, see [`super::stored`]), so a write that lands is
+/// assumption (versions never repeat at a key, see `super::stored`), so a write that lands is
 /// exactly the one a read would have led to; one that does not is decided again on what the
 /// engine holds.
 ///
