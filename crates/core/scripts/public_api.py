@@ -180,15 +180,17 @@ def main(path, *dep_paths):
             lines.add(f"pub mod {here}")
             walk(item_id, here)
         elif kind == "struct":
-            lines.add(f"pub struct {here}{generics(v['generics'])}")
             shape = v["kind"]
+            # A struct whose fields are not all public says so on its line: a host cannot
+            # build it with a literal.
+            stripped = isinstance(shape, dict) and shape.get("plain", {}).get("has_stripped_fields")
+            private = " (private fields)" if stripped else ""
+            lines.add(f"pub struct {here}{generics(v['generics'])}{private}")
             if "plain" in shape:
                 for field_id in shape["plain"]["fields"]:
                     field = index[str(field_id)]
                     if field["visibility"] == "public":
                         lines.add(f"pub {here}.{field['name']}: {ty(field['inner']['struct_field'])}")
-                if shape["plain"].get("has_stripped_fields"):
-                    lines.add(f"pub struct {here} has private fields")
             elif "tuple" in shape:
                 for i, field_id in enumerate(shape["tuple"]):
                     if field_id is not None:
