@@ -68,7 +68,7 @@ impl Redis {
         Redis::start_with(free_port(true), args)
     }
 
-    pub(crate) fn start_with(port: u16, args: Vec<String>) -> Redis {
+    fn start_with(port: u16, args: Vec<String>) -> Redis {
         let dir = tempfile::tempdir().expect("temp dir");
         let mut redis = Redis {
             child: None,
@@ -80,7 +80,7 @@ impl Redis {
         redis
     }
 
-    pub(crate) fn spawn(&mut self) {
+    fn spawn(&mut self) {
         let log = self.dir.path().join("redis.log");
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
@@ -121,7 +121,7 @@ impl Redis {
         self.spawn();
     }
 
-    pub(crate) fn kill(&mut self) {
+    fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = signal_quiet(child.id(), "-CONT");
             let _ = child.kill();
@@ -143,7 +143,7 @@ impl Redis {
     }
 }
 
-pub(crate) fn signal_quiet(pid: u32, sig: &str) -> std::io::Result<std::process::ExitStatus> {
+fn signal_quiet(pid: u32, sig: &str) -> std::io::Result<std::process::ExitStatus> {
     Command::new("kill")
         .args([sig, &pid.to_string()])
         .stderr(Stdio::null())
@@ -156,7 +156,7 @@ impl Drop for Redis {
     }
 }
 
-pub(crate) fn wait_for_pong(port: u16, log: &Path) {
+fn wait_for_pong(port: u16, log: &Path) {
     let deadline = Instant::now() + Duration::from_secs(15);
     while Instant::now() < deadline {
         if let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) {

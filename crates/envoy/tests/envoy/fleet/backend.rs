@@ -43,9 +43,9 @@ pub(crate) enum Engine {
 
 /// What the service keeps its records in: a `redis-server`, a PostgreSQL, or both.
 pub(crate) struct Backend {
-    pub(crate) engine: Engine,
+    engine: Engine,
     pub(crate) redis: Option<Redis>,
-    pub(crate) postgres: Option<Postgres>,
+    postgres: Option<Postgres>,
 }
 
 impl Backend {
@@ -119,11 +119,11 @@ pub(crate) struct Store {
     pub(crate) child: Option<Child>,
     pub(crate) port: u16,
     /// The engine's flags (`--engine`, `--redis`, `--postgres`, `--cluster`).
-    pub(crate) args: Vec<String>,
+    args: Vec<String>,
     /// The service's `--op-timeout`.
-    pub(crate) op_timeout: &'static str,
+    op_timeout: &'static str,
     pub(crate) pki: Pki,
-    pub(crate) _certs: TempDir,
+    _certs: TempDir,
 }
 
 impl Store {
@@ -174,7 +174,7 @@ impl Store {
     }
 
     /// The service's log (its stderr, every start appended), kept with the test's files.
-    pub(crate) fn log(&self) -> std::path::PathBuf {
+    fn log(&self) -> std::path::PathBuf {
         self._certs.0.join("store.log")
     }
 
@@ -185,7 +185,7 @@ impl Store {
         }
     }
 
-    pub(crate) fn try_spawn(&mut self) -> Result<(), String> {
+    fn try_spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

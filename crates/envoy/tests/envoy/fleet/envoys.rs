@@ -39,12 +39,7 @@ pub(crate) fn envoy_with_env(
 }
 
 /// `concurrency` copies of `request` in flight at once, alternating between `ports`.
-pub(crate) fn burst(
-    request: &Request,
-    ports: &[u16],
-    concurrency: usize,
-    threads: usize,
-) -> Vec<Response> {
+fn burst(request: &Request, ports: &[u16], concurrency: usize, threads: usize) -> Vec<Response> {
     let barrier = Arc::new(Barrier::new(threads));
     let workers: Vec<_> = (0..threads)
         .map(|t| {

@@ -21,13 +21,13 @@ pub(crate) fn signal(pid: u32, sig: &str) {
 pub(crate) struct Redis {
     pub(crate) child: Child,
     pub(crate) port: u16,
-    pub(crate) args: Vec<String>,
-    pub(crate) dir: TempDir,
+    args: Vec<String>,
+    dir: TempDir,
 }
 
 impl Redis {
     /// A node of a Redis Cluster (its bus port, port + 10000, must be free too).
-    pub(crate) fn start_cluster_node() -> Redis {
+    fn start_cluster_node() -> Redis {
         let port = (0..200)
             .map(|_| free_port())
             .find(|p| *p < 55_000 && TcpListener::bind(("127.0.0.1", p + 10_000)).is_ok())
@@ -78,7 +78,7 @@ impl Redis {
         self.wait_pong();
     }
 
-    pub(crate) fn wait_pong(&self) {
+    fn wait_pong(&self) {
         let port = self.port;
         let deadline = Instant::now() + Duration::from_secs(15);
         loop {

@@ -21,7 +21,7 @@ pub(crate) const THREADS: usize = 4;
 pub(crate) const UNKNOWN: &str = "/unknown";
 
 /// The token secret the example reads from Envoy's environment (its `/payments` route needs one).
-pub(crate) const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
+const TOKEN_SECRET_ENV: &str = "IDEMGATE_TOKEN_SECRET";
 
 /// The filter configuration (the core's JSON) of `examples/envoy/envoy.yaml`, as shipped: the
 /// block under the wasm filter's `configuration: … value: |`.
@@ -65,7 +65,7 @@ pub(crate) fn example_filter() -> String {
 }
 
 /// `"24h"`, `"60s"`, `"10m"`, `"250ms"` in seconds.
-pub(crate) fn seconds(duration: &str) -> u64 {
+fn seconds(duration: &str) -> u64 {
     let split = duration
         .find(|c: char| !c.is_ascii_digit())
         .unwrap_or(duration.len());

@@ -14,14 +14,14 @@ use std::time::Instant;
 /// One keep-alive HTTP/1.1 connection to Envoy (the `client` helper opens and closes one per
 /// request; a flood reuses a few, as an attacker would). Reconnects when Envoy closes it, or when the next request is from another
 /// address.
-pub(crate) struct Connection {
-    pub(crate) port: u16,
-    pub(crate) from: Option<Ipv4Addr>,
-    pub(crate) stream: Option<TcpStream>,
+struct Connection {
+    port: u16,
+    from: Option<Ipv4Addr>,
+    stream: Option<TcpStream>,
 }
 
 impl Connection {
-    pub(crate) fn new(port: u16) -> Connection {
+    fn new(port: u16) -> Connection {
         Connection {
             port,
             from: None,
@@ -29,7 +29,7 @@ impl Connection {
         }
     }
 
-    pub(crate) fn send(&mut self, request: &Request) -> Response {
+    fn send(&mut self, request: &Request) -> Response {
         if self.from != request.from {
             self.stream = None;
             self.from = request.from;
@@ -78,10 +78,10 @@ impl Connection {
 /// `503 store_full`, `… replayed`), and the `Retry-After` of the refusals.
 #[derive(Default)]
 pub(crate) struct Tally {
-    pub(crate) answers: BTreeMap<String, usize>,
+    answers: BTreeMap<String, usize>,
     /// Label of a refusal (429, 503) → the `Retry-After` of each (`None`: absent or not an
     /// integer).
-    pub(crate) retry_after: BTreeMap<String, Vec<Option<u64>>>,
+    retry_after: BTreeMap<String, Vec<Option<u64>>>,
     /// The first answer of each label, for the message.
     pub(crate) first: BTreeMap<String, String>,
 }
@@ -102,7 +102,7 @@ pub(crate) fn label(response: &Response) -> String {
 }
 
 impl Tally {
-    pub(crate) fn add(&mut self, response: &Response) {
+    fn add(&mut self, response: &Response) {
         let label = label(response);
         *self.answers.entry(label.clone()).or_default() += 1;
         if response.status == 429 || response.status == 503 {
@@ -124,7 +124,7 @@ impl Tally {
         });
     }
 
-    pub(crate) fn merge(&mut self, other: Tally) {
+    fn merge(&mut self, other: Tally) {
         for (label, n) in other.answers {
             *self.answers.entry(label).or_default() += n;
         }
