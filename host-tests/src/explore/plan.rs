@@ -50,7 +50,7 @@ pub struct Plan {
 /// magnitude. What they prove — one execution per key, nothing lost — is the record cells'. The
 /// pressure rule has an exploration of its own (two keys of one client at her share:
 /// `interleavings::one_client_at_her_share_under_pressure_every_interleaving`); the ledger's races
-/// are also tested in the core (`crates/core/tests/shares.rs`) and the shares in a real Envoy
+/// are also tested in the core (`crates/core/src/tests/shares/`) and the shares in a real Envoy
 /// (`crates/envoy/tests/envoy/floods.rs`).
 pub const NO_SHARES: &str = r#""shares": {"identity": "off", "peer": "off"}"#;
 

@@ -3,17 +3,18 @@
 
 use super::engine::ModelEngine;
 use super::support::{claim, finish_store, response, secrets, skey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::{OwnerToken, Record};
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
-use idemgate_core::store::remote::Resume;
-use idemgate_core::store::remote::{
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::{OwnerToken, Record};
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
+use crate::store::remote::Resume;
+use crate::store::remote::{
     client, End, Need, Operation, OperationStep, Request, Response, StoredValue, ValueVersion,
     CLOCK_TOLERANCE,
 };
-use idemgate_core::store::WriteOutcome;
-use idemgate_core::time::{Span, UnixMillis};
+use crate::store::WriteOutcome;
+use crate::time::{Span, UnixMillis};
+use std::prelude::rust_2021::Vec;
 
 /// Every interleaving of N claims' reads and writes: exactly one Forward; the others see the
 /// winner's claim (409) after re-reading — whether they start with a read or speculate.

@@ -2,19 +2,18 @@
 //! claim and a finish with a remote store.
 
 use super::engine::ModelEngine;
-use idemgate_core::client::payer::{
-    PayerTag, Payers, ShareReason, ShareRefusal, PEER_GROUP_SOURCE,
-};
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::seal::RecordSecrets;
-use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
-use idemgate_core::store::remote::client::CalloutReply;
-use idemgate_core::store::remote::{client, End, Failure, Request, Response};
-use idemgate_core::time::{Span, UnixMillis};
+use crate::client::payer::{PayerTag, Payers, ShareReason, ShareRefusal, PEER_GROUP_SOURCE};
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::seal::RecordSecrets;
+use crate::record::{OwnerToken, StoredBody, StoredResponse};
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, ProtocolError};
+use crate::store::remote::client::CalloutReply;
+use crate::store::remote::{client, End, Failure, Request, Response};
+use crate::time::{Span, UnixMillis};
+use std::prelude::rust_2021::Vec;
 
 pub(crate) fn skey(n: u8) -> StorageKey {
     StorageKey::from_stored([n; 32])

@@ -3,16 +3,17 @@
 
 use super::engine::ModelEngine;
 use super::support::{claim, finish_store, sample_responses, samples, secrets, skey};
-use idemgate_core::client::payer::{Billed, PayerTag, Share};
-use idemgate_core::record::{Record, StoredBody, StoredResponse};
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::remote::client::CalloutReply;
-use idemgate_core::store::remote::{
+use crate::client::payer::{Billed, PayerTag, Share};
+use crate::record::{Record, StoredBody, StoredResponse};
+use crate::store::protocol::{ClaimOutcome, FinishOutcome};
+use crate::store::remote::client::CalloutReply;
+use crate::store::remote::{
     client, Failure, Request, Response, StoredValue, ValueVersion, WireError,
 };
-use idemgate_core::store::share::{Fill, FillShard};
-use idemgate_core::time::UnixMillis;
+use crate::store::share::{Fill, FillShard};
+use crate::time::UnixMillis;
 use proptest::prelude::*;
+use std::prelude::rust_2021::{ToString, Vec};
 
 #[test]
 fn messages_round_trip() {

@@ -3,14 +3,14 @@
 
 use super::engine::ModelEngine;
 use super::support::{payers, secrets, skey};
-use idemgate_core::client::payer::{Payers, Share, ShareReason, ShareRefusal};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::OwnerToken;
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
-use idemgate_core::store::remote::{client, Response, StoredValue};
-use idemgate_core::time::{Span, UnixMillis};
+use crate::client::payer::{Payers, Share, ShareReason, ShareRefusal};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::OwnerToken;
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::{ClaimOutcome, FinishOutcome};
+use crate::store::remote::{client, Response, StoredValue};
+use crate::time::{Span, UnixMillis};
 
 /// A claim over its payer's share is undone as if never written: a takeover of an abandoned claim
 /// puts that claim back (a request with another payload still gets 422, not a fresh claim), and

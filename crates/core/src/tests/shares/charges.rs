@@ -2,15 +2,16 @@
 //! once for the record written, nothing to a share turned off.
 
 use super::support::{owner, policy, request, run, Request, T0};
-use idemgate_core::client::payer::{Payers, ShareReason, ShareRefusal};
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol};
-use idemgate_core::store::{share, Layout, MemoryStore};
-use idemgate_core::time::Span;
+use crate::client::payer::{Payers, ShareReason, ShareRefusal};
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::request::fingerprint::Fingerprint;
+use crate::request::key::IdempotencyKey;
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol};
+use crate::store::{share, Layout, MemoryStore};
+use crate::time::Span;
+use std::prelude::rust_2021::Vec;
 
 /// Shares count bytes as well as records: a client whose answers are large reaches its
 /// byte share long before its record share, and then gets 429 until its answers lapse, while a
@@ -253,11 +254,11 @@ struct Interfering {
     rival: Option<(StorageKey, Payers)>,
 }
 
-impl idemgate_core::store::Store for Interfering {
+impl crate::store::Store for Interfering {
     fn read(
         &mut self,
         cell: &str,
-    ) -> Result<Option<idemgate_core::store::Snapshot>, idemgate_core::store::StoreError> {
+    ) -> Result<Option<crate::store::Snapshot>, crate::store::StoreError> {
         self.inner.read(cell)
     }
 
@@ -265,8 +266,8 @@ impl idemgate_core::store::Store for Interfering {
         &mut self,
         cell: &str,
         bytes: &[u8],
-        expect: idemgate_core::store::Expect,
-    ) -> Result<idemgate_core::store::WriteOutcome, idemgate_core::store::StoreError> {
+        expect: crate::store::Expect,
+    ) -> Result<crate::store::WriteOutcome, crate::store::StoreError> {
         let layout = Layout {
             capacity: self.policy.capacity,
         };
@@ -343,11 +344,11 @@ fn a_share_turned_off_charges_nothing() {
         };
         // Neither the identity nor the address group holds anything.
         let group = off.shares.peer_group("10.0.0.8");
-        let identity = idemgate_core::client::payer::PayerTag::of(Scope {
+        let identity = crate::client::payer::PayerTag::of(Scope {
             source: "header:authorization",
             value: b"Bearer one",
         });
-        let address = idemgate_core::client::payer::PayerTag::of(Scope {
+        let address = crate::client::payer::PayerTag::of(Scope {
             source: "peer",
             value: &group,
         });

@@ -1,15 +1,16 @@
 //! The requests, payers and example configuration the share tests send and run.
 
-use idemgate_core::client::payer::Payers;
-use idemgate_core::client::scope::{Scope, StorageKey};
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::OwnerToken;
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
-use idemgate_core::store::MemoryStore;
-use idemgate_core::time::UnixMillis;
+use crate::client::payer::Payers;
+use crate::client::scope::{Scope, StorageKey};
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::OwnerToken;
+use crate::request::fingerprint::Fingerprint;
+use crate::request::key::IdempotencyKey;
+use crate::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
+use crate::store::MemoryStore;
+use crate::time::UnixMillis;
+use std::prelude::rust_2021::Vec;
 
 pub(crate) const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 

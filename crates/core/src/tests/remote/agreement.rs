@@ -3,15 +3,15 @@
 
 use super::engine::ModelEngine;
 use super::support::{payers, remote_claim, remote_finish, skey, unsealed};
-use idemgate_core::client::payer::Share;
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::OwnerToken;
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::Protocol;
-use idemgate_core::store::remote::{client, Response};
-use idemgate_core::store::MemoryStore;
-use idemgate_core::time::{Span, UnixMillis};
+use crate::client::payer::Share;
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::OwnerToken;
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::Protocol;
+use crate::store::remote::{client, Response};
+use crate::store::MemoryStore;
+use crate::time::{Span, UnixMillis};
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

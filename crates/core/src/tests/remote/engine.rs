@@ -1,15 +1,16 @@
 //! The model of the store engine the remote protocol is checked against.
 
-use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::protocol::ClaimOutcome;
-use idemgate_core::store::remote::Resume;
-use idemgate_core::store::remote::{
+use crate::client::scope::StorageKey;
+use crate::store::protocol::ClaimOutcome;
+use crate::store::remote::Resume;
+use crate::store::remote::{
     LedgerJob, LedgerOutcome, Need, Operation, OperationStep, Request, Response, Settlement,
     SettlementStep, ValueVersion, Write, CLOCK_TOLERANCE,
 };
-use idemgate_core::store::WriteOutcome;
-use idemgate_core::time::UnixMillis;
+use crate::store::WriteOutcome;
+use crate::time::UnixMillis;
 use std::collections::BTreeMap;
+use std::prelude::rust_2021::Vec;
 
 /// A model of the engine: one value per key, expiring on the engine's clock, compare-and-set on
 /// the value's version prefix — what the service's Lua scripts do in Redis.

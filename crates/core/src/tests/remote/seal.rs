@@ -2,15 +2,15 @@
 
 use super::engine::ModelEngine;
 use super::support::{remote_claim, remote_finish, secrets, skey};
-use idemgate_core::client::payer::Payers;
-use idemgate_core::decision::ResponseFacts;
-use idemgate_core::policy::Policy;
-use idemgate_core::record::seal::{RecordSecrets, SealError};
-use idemgate_core::record::{OwnerToken, Record, StoredBody, StoredResponse};
-use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
-use idemgate_core::store::remote::{client, StoredValue};
-use idemgate_core::time::UnixMillis;
+use crate::client::payer::Payers;
+use crate::decision::ResponseFacts;
+use crate::policy::Policy;
+use crate::record::seal::{RecordSecrets, SealError};
+use crate::record::{OwnerToken, Record, StoredBody, StoredResponse};
+use crate::request::fingerprint::Fingerprint;
+use crate::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
+use crate::store::remote::{client, StoredValue};
+use crate::time::UnixMillis;
 
 #[test]
 fn a_stored_answer_is_sealed_and_replays_only_while_its_seal_holds() {
