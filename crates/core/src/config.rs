@@ -8,12 +8,13 @@
 
 use crate::client::signature::{SignatureRule, SignatureScheme, DEFAULT_TOLERANCE};
 use crate::client::token::TokenSecret;
+use crate::headers::NEVER_REPLAYED;
 use crate::order::transition::TableError;
 use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, PassThroughSource,
     Policy, Route, ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
-    DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS, NEVER_REPLAYED,
+    DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
 };
 use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::request::json::{JsonLimits, JsonPointer};

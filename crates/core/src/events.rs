@@ -91,7 +91,7 @@ pub enum Event {
 pub struct Events([Option<Event>; 3]);
 
 impl Events {
-    pub fn of(events: &[Event]) -> Events {
+    pub(crate) fn of(events: &[Event]) -> Events {
         let mut out = Events::default();
         for (slot, event) in out.0.iter_mut().zip(events) {
             *slot = Some(*event);

@@ -2,9 +2,8 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-pub(crate) use crate::client::scope::ScopeSource;
+pub use crate::client::scope::ScopeSource;
 pub(crate) use crate::record::never_replayed;
-pub(crate) use crate::record::NEVER_REPLAYED;
 use crate::request::budget::Limits;
 use crate::request::fingerprint::FingerprintSpec;
 use crate::request::target::path_without_query;

@@ -18,8 +18,6 @@ use resource::{Resource, ResourceClaim};
 use seal::{Seal, SEAL_LEN};
 
 pub(crate) use crate::headers::never_replayed;
-/// The header rules are one list for every path ([`crate::headers`]); a record's are these.
-pub(crate) use crate::headers::NEVER_REPLAYED;
 
 /// At most this many headers are stored per answer (the allow-list is short; this bounds a hostile
 /// upstream that repeats one allowed header).

@@ -93,7 +93,7 @@ pub struct Layout {
 impl Layout {
     /// The cell a storage key lives in: its first four bytes, modulo the number of cells. The
     /// storage key is a SHA-256, so cells fill evenly.
-    pub fn cell_index(&self, key: &StorageKey) -> u32 {
+    pub(crate) fn cell_index(&self, key: &StorageKey) -> u32 {
         let head = u32::from_be_bytes([key.0[0], key.0[1], key.0[2], key.0[3]]);
         head % self.capacity.cells.max(1)
     }

@@ -34,7 +34,7 @@ pub(crate) enum OrderAnswer<'a> {
 impl<'a> OrderAnswer<'a> {
     /// The answer for a [`BeginOutcome`] the edge answers itself; `None` when the event goes on
     /// to the upstream (or the store's failure mode decides).
-    pub fn of(outcome: &'a BeginOutcome) -> Option<OrderAnswer<'a>> {
+    pub(crate) fn of(outcome: &'a BeginOutcome) -> Option<OrderAnswer<'a>> {
         Some(match outcome {
             BeginOutcome::AlreadyApplied { state } => OrderAnswer::AlreadyApplied { state },
             BeginOutcome::Illegal { state, .. } => OrderAnswer::Illegal { state },

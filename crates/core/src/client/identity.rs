@@ -117,7 +117,10 @@ pub(crate) fn identify(
 /// The address group the peer belongs to as the shares count it
 /// ([`crate::client::payer::Shares::peer_group`]); `None` without an address. The payers of a
 /// record and the hashing budget's part of a stream are both charged to it.
-pub fn peer_group(shares: &Shares, facts: &dyn Facts) -> Result<Option<Vec<u8>>, Unreadable> {
+pub(crate) fn peer_group(
+    shares: &Shares,
+    facts: &dyn Facts,
+) -> Result<Option<Vec<u8>>, Unreadable> {
     Ok(peer(facts)?.map(|host| shares.peer_group(&String::from_utf8_lossy(&host))))
 }
 

@@ -29,7 +29,7 @@ pub struct Shares {
     pub(crate) ipv6_prefix: u8,
     /// The fill, in percent of the store's records, from which shares bind ([`crate::store::share::fill`]): below it
     /// nobody is refused for a share. `0`: always (fixed caps); `100`: only a full store.
-    pub pressure: u8,
+    pub(crate) pressure: u8,
     /// The store's byte bound (`max_memory`), split over the fill shards by their records
     /// (`crate::store::share::FillShard::byte_part`); the pressure threshold applies to a shard's bytes as to its
     /// records.
@@ -37,7 +37,7 @@ pub struct Shares {
     /// Whether the fill shards count bytes against `memory`: only where the store could pass it
     /// otherwise (`capacity` × the largest record above `memory`). Where it cannot, and no share
     /// is counted either, a record costs no ledger operation at all.
-    pub memory_counted: bool,
+    pub(crate) memory_counted: bool,
 }
 
 impl Shares {
@@ -63,7 +63,13 @@ impl Shares {
 
     /// [`Payers::of`] without the payers whose kind is not counted (`"off"`): nothing is
     /// charged to them, so their records cost no ledger write.
-    pub fn payers(&self, scope: Scope<'_>, verified: bool, peer_group: Option<&[u8]>) -> Payers {
+    #[cfg(test)]
+    pub(crate) fn payers(
+        &self,
+        scope: Scope<'_>,
+        verified: bool,
+        peer_group: Option<&[u8]>,
+    ) -> Payers {
         self.payers_tagged(scope, verified, peer_group, &PayerTag::of, None)
     }
 
@@ -120,7 +126,7 @@ impl Shares {
     /// as bytes (family, prefix length, masked address) — it is only ever hashed into a payer's
     /// tag, so it is never formatted (which would cost the filter kilobytes of code). Anything
     /// that is not an IP address (a Unix socket path) is its own group.
-    pub fn peer_group(&self, host: &str) -> Vec<u8> {
+    pub(crate) fn peer_group(&self, host: &str) -> Vec<u8> {
         let bare = host
             .strip_prefix('[')
             .and_then(|h| h.strip_suffix(']'))
@@ -180,7 +186,7 @@ fn mask128(prefix: u8) -> u128 {
 pub struct PayerTag(pub [u8; 8]);
 
 impl PayerTag {
-    pub fn of(scope: Scope<'_>) -> PayerTag {
+    pub(crate) fn of(scope: Scope<'_>) -> PayerTag {
         PayerTag::hashed(scope, &scope_hash(scope))
     }
 
@@ -198,7 +204,7 @@ impl PayerTag {
     }
 
     /// An address group (its share is `shares.peer`), not an identity.
-    pub fn is_address_group(self) -> bool {
+    pub(crate) fn is_address_group(self) -> bool {
         self.0[7] == ADDRESS_GROUP_KIND
     }
 
@@ -233,7 +239,7 @@ pub struct Payers {
 }
 
 /// The scope source of a peer's address group, as a payer.
-pub const PEER_GROUP_SOURCE: &str = "peer";
+pub(crate) const PEER_GROUP_SOURCE: &str = "peer";
 
 impl Payers {
     /// Nobody: the record is not counted.
@@ -284,11 +290,11 @@ impl Payers {
         Payers { tags, route: None }
     }
 
-    pub fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
+    pub(crate) fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
         self.tags.iter().flatten().copied()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.tags[0].is_none()
     }
 }
@@ -331,7 +337,7 @@ pub struct ShareRefusal {
 impl ShareRefusal {
     /// Why `tag`, holding `records`, has no room within `limit`: its bytes when its records are
     /// below their share, its kind's records otherwise.
-    pub fn of(tag: PayerTag, records: u64, limit: Share) -> ShareRefusal {
+    pub(crate) fn of(tag: PayerTag, records: u64, limit: Share) -> ShareRefusal {
         let reason = if records < limit.records {
             ShareReason::Bytes
         } else if tag.is_route() {

@@ -156,7 +156,7 @@ impl RecordSecrets {
 
     /// `response` with its seal for `key`, made with the first secret.
     #[must_use = "the sealed answer is what must be stored"]
-    pub fn seal(&self, key: &StorageKey, mut response: StoredResponse) -> StoredResponse {
+    pub(crate) fn seal(&self, key: &StorageKey, mut response: StoredResponse) -> StoredResponse {
         response.seal = self
             .keyed
             .first()
@@ -166,7 +166,11 @@ impl RecordSecrets {
 
     /// Checks that `response` was sealed for `key` with one of the secrets (constant-time
     /// comparison). Anything else is corrupt and must never be replayed.
-    pub fn check(&self, key: &StorageKey, response: &StoredResponse) -> Result<(), SealError> {
+    pub(crate) fn check(
+        &self,
+        key: &StorageKey,
+        response: &StoredResponse,
+    ) -> Result<(), SealError> {
         let seal = response.seal.ok_or(SealError::Missing)?;
         self.keyed
             .iter()

@@ -14,7 +14,7 @@
 //! go over it is answered 503 `hashing_budget_exceeded` instead.
 //!
 //! The budget is shared per peer: the streams of one peer group
-//! ([`crate::client::payer::Shares::peer_group`]: the client's address, an IPv6 address's /64) hold
+//! (`crate::client::payer::Shares::peer_group`: the client's address, an IPv6 address's /64) hold
 //! at most `hashing_budget_per_peer` of it together, so one client holding hundreds of slow bodies
 //! open takes its own part, not the whole budget, and other clients' bodies still pass.
 //!

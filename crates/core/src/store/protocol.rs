@@ -79,7 +79,7 @@ pub enum ProtocolError {
     UnexpectedReply,
     /// The remote store holds a completed answer for the key whose seal does not check out
     /// ([`crate::record::seal`]): planted or altered by whoever reached the engine or the service.
-    /// Never replayed, and not a store failure either: see [`ProtocolError::allows_failure_mode`].
+    /// Never replayed, and not a store failure either: see `ProtocolError::allows_failure_mode`.
     Tampered(SealError),
 }
 
@@ -98,7 +98,7 @@ impl ProtocolError {
     /// a tampered record: the store says the key's request completed, so passing it through could
     /// run it a second time, and replaying it would send what an attacker planted. The client gets
     /// the core's `record_corrupt` answer instead ([`crate::answer`]).
-    pub fn allows_failure_mode(&self) -> bool {
+    pub(crate) fn allows_failure_mode(&self) -> bool {
         !matches!(self, ProtocolError::Tampered(_))
     }
 }

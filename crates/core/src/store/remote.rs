@@ -54,11 +54,31 @@ mod stored;
 mod wire;
 
 // The service's loops and the wire between filter and service, at one path each.
-pub use finishing::{FinishNote, FinishStep, Finishing};
-pub use operation::{
-    apply, full, Change, Need, Operation, OperationStep, Resume, Write, CLOCK_TOLERANCE,
-};
-pub use settle::{LedgerJob, LedgerOutcome, SettleError, Settlement, SettlementStep};
-pub use stored::{cache_hold, CacheHold, StoredValue, ValueVersion, VERSION_LEN};
+pub use finishing::FinishNote;
+pub use finishing::FinishStep;
+pub use finishing::Finishing;
+pub use operation::apply;
+pub use operation::full;
+pub use operation::Change;
+pub use operation::Need;
+pub use operation::Operation;
+pub use operation::OperationStep;
+pub use operation::Resume;
+pub use operation::Write;
+pub use operation::CLOCK_TOLERANCE;
+pub use settle::LedgerJob;
+pub use settle::LedgerOutcome;
+pub use settle::SettleError;
+pub use settle::Settlement;
+pub use settle::SettlementStep;
+pub use stored::cache_hold;
+pub use stored::CacheHold;
+pub use stored::StoredValue;
+pub use stored::ValueVersion;
+pub use stored::VERSION_LEN;
+pub use wire::End;
+pub use wire::Failure;
+pub use wire::Request;
+pub use wire::Response;
+pub use wire::WireError;
 pub use wire::CONTENT_TYPE;
-pub use wire::{End, Failure, Request, Response, WireError};

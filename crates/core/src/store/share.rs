@@ -27,13 +27,13 @@ pub mod ledger;
 mod room;
 mod space;
 
-pub(crate) use crate::client::payer::Billed;
+pub use crate::client::payer::Billed;
 pub(crate) use crate::client::payer::PayerTag;
 pub(crate) use crate::client::payer::Payers;
-pub(crate) use crate::client::payer::Share;
+pub use crate::client::payer::Share;
 pub(crate) use crate::client::payer::ShareReason;
-pub(crate) use crate::client::payer::ShareRefusal;
-pub(crate) use crate::client::payer::Shares;
+pub use crate::client::payer::ShareRefusal;
+pub use crate::client::payer::Shares;
 pub use fill::Fill;
 pub use fill::FillShard;
 pub(crate) use room::shift_answer;
@@ -87,7 +87,7 @@ impl Bill {
     /// The bill of a record under `key` charged to `payers`. Its shard is counted when a share
     /// is (the shard's records tell the pressure) or when the shard's bytes are what bounds the
     /// store's memory ([`Shares::memory_counted`]).
-    pub fn of(layout: &Layout, shares: &Shares, payers: Payers, key: &StorageKey) -> Bill {
+    pub(crate) fn of(layout: &Layout, shares: &Shares, payers: Payers, key: &StorageKey) -> Bill {
         Bill {
             payers,
             shard: (shares.counted() || shares.memory_counted).then(|| layout.fill_shard(key)),
@@ -293,7 +293,7 @@ fn change<S: Store + ?Sized, R>(
 }
 
 /// What `tag` holds in the store now (for tests, stats and logs): records and bytes.
-pub fn held<S: Store + ?Sized>(
+pub(crate) fn held<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
     tag: PayerTag,
@@ -361,9 +361,9 @@ pub(crate) fn refusal<S: Store + ?Sized>(
 
 /// What a payer holds: [`held`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Held {
-    pub records: u64,
-    pub bytes: u64,
+pub(crate) struct Held {
+    pub(crate) records: u64,
+    pub(crate) bytes: u64,
 }
 
 #[cfg(test)]

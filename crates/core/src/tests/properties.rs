@@ -164,7 +164,7 @@ proptest! {
 /// full cell refuses a new key instead of evicting a live one.
 #[test]
 fn capacity_bounds_cells_and_never_evicts_live_records() {
-    // Nobody is charged here: this is about capacity, not shares (tests/shares.rs). Each record
+    // Nobody is charged here: this is about capacity, not shares (`tests/shares`). Each record
     // is still counted in its fill shard (the shard's bytes bound the store's memory), in the
     // store's one ledger cell.
     let policy = Policy::from_json(

@@ -143,7 +143,7 @@ pub fn answer(answer: CalloutReply<'_>) -> Result<Response, ProtocolError> {
 /// [`answer`] for the claim of `key`. A replay whose seal does not check out under `secrets`
 /// (planted or altered in the engine, moved from another key, or unsealed) is
 /// [`ProtocolError::Tampered`]: it is never replayed, and the failure mode does not apply
-/// ([`ProtocolError::allows_failure_mode`]).
+/// (`ProtocolError::allows_failure_mode`).
 #[must_use = "the outcome says what the host must do with the request"]
 pub fn claim_outcome(
     reply: CalloutReply<'_>,
@@ -161,7 +161,7 @@ pub fn claim_outcome(
 
 /// [`answer`] for a finish.
 #[must_use = "the outcome says whether the answer was stored"]
-pub fn finish_outcome(reply: CalloutReply<'_>) -> Result<FinishOutcome, ProtocolError> {
+pub(crate) fn finish_outcome(reply: CalloutReply<'_>) -> Result<FinishOutcome, ProtocolError> {
     answer(reply)?.into_finish()
 }
 

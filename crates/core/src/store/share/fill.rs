@@ -1,5 +1,5 @@
 //! How full the store is, where a share's refusal needs to know: shares bind only while the
-//! store is under pressure ([`super::Shares::pressure`]), so a busy honest client or a provider's
+//! store is under pressure (`super::Shares::pressure`), so a busy honest client or a provider's
 //! callback route is served however much it holds while the store has room.
 //!
 //! **Counted in shards, not in one cell.** One counter of the whole store's records would be a
@@ -60,7 +60,7 @@ impl Layout {
     /// The shard of the cell `key` lives in. Its tag leads with the shard's index, so the shards
     /// fall in distinct ledger cells; it ends in a kind no scope's tag has, and a scope whose
     /// hash begins with the other six bytes would have to be found by a SHA-256 preimage search.
-    pub fn fill_shard(&self, key: &StorageKey) -> FillShard {
+    pub(crate) fn fill_shard(&self, key: &StorageKey) -> FillShard {
         let index = self.cell_index(key) / CELLS_PER_SHARD;
         let first = index * CELLS_PER_SHARD;
         let cells = self

@@ -67,7 +67,7 @@ impl Usage {
     }
 
     /// Adds one record that takes `space`.
-    pub fn add(&mut self, space: Space) {
+    pub(crate) fn add(&mut self, space: Space) {
         match self.holds.binary_search_by(|h| h.until.cmp(&space.until)) {
             Ok(i) => {
                 let hold = &mut self.holds[i];

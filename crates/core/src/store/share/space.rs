@@ -14,7 +14,7 @@ pub(crate) struct Space {
 
 impl Space {
     /// What `record` takes: [`Record::holds_space_until`], and its bytes in memory.
-    pub fn of(record: &Record) -> Space {
+    pub(crate) fn of(record: &Record) -> Space {
         let bytes = match record {
             Record::Completed(completed) => answer_bytes(&completed.response),
             _ => RECORD_OVERHEAD,
