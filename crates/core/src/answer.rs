@@ -23,7 +23,7 @@ mod replay;
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub(crate) const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (`docs/semantics.md` §4).
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub const REPLAYED_HEADER: &str = crate::headers::REPLAYED;
 
 /// Whether a [`REPLAYED_HEADER`] value marks a replay, as a client reads it: the edge sends
 /// `true`; the structured-field boolean `?1` (RFC 9651), which other servers use for the same

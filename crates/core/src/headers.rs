@@ -29,39 +29,70 @@ pub(crate) const HOP_BY_HOP: &[&str] = &[
     "upgrade",
 ];
 
+/// The proxy's own authentication (RFC 9110 §11.7): between the client and the edge only.
+const PROXY_AUTHENTICATION: &[&str] = &["proxy-authenticate", "proxy-authorization"];
+
+/// The body's length: whoever sends a body sets it for the body it sends.
+const LENGTH: &str = "content-length";
+
 /// Request headers never forwarded besides [`HOP_BY_HOP`]: the proxy's own authentication, and
 /// the length, which the edge sets for the body it sends.
-pub(crate) const NOT_FORWARDED: &[&str] = &[
-    "proxy-authenticate",
-    "proxy-authorization",
-    "content-length",
-];
+pub(crate) const NOT_FORWARDED: &[&str] =
+    &concat::<{ total(NOT_FORWARDED_PARTS) }>(NOT_FORWARDED_PARTS);
+const NOT_FORWARDED_PARTS: &[&[&str]] = &[PROXY_AUTHENTICATION, &[LENGTH]];
 
 /// Answer headers never relayed besides [`HOP_BY_HOP`] and the proxy's `x-envoy-*`: those the
 /// proxy sets on the reply it makes itself, and the re-entry mark.
-pub(crate) const NOT_RELAYED: &[&str] = &["content-length", "date", "server", REENTRY_MARK];
+pub(crate) const NOT_RELAYED: &[&str] = &[LENGTH, "date", "server", REENTRY_MARK];
+
+/// State that belongs to one client: a record replays to whoever sends the key.
+const CLIENT_STATE: &[&str] = &["set-cookie", "set-cookie2"];
+
+/// The mark of a replayed answer (`answer::REPLAYED_HEADER`): the edge's word, never the
+/// upstream's.
+pub(crate) const REPLAYED: &str = "idempotent-replayed";
 
 /// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
-/// connection or one client, or are the proxy's own.
-pub const NEVER_REPLAYED: &[&str] = &[
-    "set-cookie",
-    "set-cookie2",
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "content-length",
-    "date",
-    "server",
-    "idempotent-replayed",
-    // `REENTRY_MARK`: the re-entry listener's word to the filter, never the client's.
-    "x-idemgate-reentry",
+/// connection or one client, or are the proxy's own. Made of the lists above, each name written
+/// once: a const array, so [`never_replayed`] walks one list as before.
+pub const NEVER_REPLAYED: &[&str] =
+    &concat::<{ total(NEVER_REPLAYED_PARTS) }>(NEVER_REPLAYED_PARTS);
+const NEVER_REPLAYED_PARTS: &[&[&str]] = &[
+    CLIENT_STATE,
+    HOP_BY_HOP,
+    PROXY_AUTHENTICATION,
+    // The length, `date`, `server` and `REENTRY_MARK` (the re-entry listener's word to the
+    // filter, never the client's).
+    NOT_RELAYED,
+    &[REPLAYED],
 ];
+
+/// How many names `parts` hold together.
+const fn total(parts: &[&[&str]]) -> usize {
+    let (mut sum, mut part) = (0, 0);
+    while part < parts.len() {
+        sum += parts[part].len();
+        part += 1;
+    }
+    sum
+}
+
+/// The names of `parts` one after the other, in one array of their [`total`] (`N`). Evaluated
+/// only for the consts above, at compile time: nothing of it is in a build.
+const fn concat<const N: usize>(parts: &[&[&'static str]]) -> [&'static str; N] {
+    let mut out = [""; N];
+    let (mut at, mut part) = (0, 0);
+    while part < parts.len() {
+        let mut i = 0;
+        while i < parts[part].len() {
+            out[at] = parts[part][i];
+            at += 1;
+            i += 1;
+        }
+        part += 1;
+    }
+    out
+}
 
 /// The proxy's own headers.
 const PROXY_PREFIX: &str = "x-envoy-";
@@ -200,6 +231,47 @@ mod tests {
         assert!(never_replayed("X-Envoy-Anything"));
         assert!(never_replayed("Set-Cookie"));
         assert!(!never_replayed("content-type"));
+    }
+
+    /// The lists made of others hold every name once, and the same names as when they were
+    /// written out.
+    #[test]
+    fn the_made_lists_name_each_header_once() {
+        for list in [NEVER_REPLAYED, NOT_FORWARDED] {
+            for (i, name) in list.iter().enumerate() {
+                assert!(!list[i + 1..].contains(name), "{name} twice");
+            }
+        }
+        let mut never = NEVER_REPLAYED.to_vec();
+        never.sort_unstable();
+        let mut written = alloc::vec![
+            "set-cookie",
+            "set-cookie2",
+            "connection",
+            "keep-alive",
+            "proxy-connection",
+            "transfer-encoding",
+            "te",
+            "trailer",
+            "upgrade",
+            "proxy-authenticate",
+            "proxy-authorization",
+            "content-length",
+            "date",
+            "server",
+            "idempotent-replayed",
+            "x-idemgate-reentry",
+        ];
+        written.sort_unstable();
+        assert_eq!(never, written);
+        assert_eq!(
+            NOT_FORWARDED,
+            [
+                "proxy-authenticate",
+                "proxy-authorization",
+                "content-length"
+            ]
+        );
     }
 
     #[test]
