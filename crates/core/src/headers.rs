@@ -54,7 +54,7 @@ pub(crate) const REPLAYED: &str = "idempotent-replayed";
 
 /// Headers that may never be stored or replayed, whatever the allow-list says: they belong to one
 /// connection or one client, or are the proxy's own. Made of the lists above, each name written
-/// once: a const array, so [`never_replayed`] walks one list as before.
+/// once: a const array, so `never_replayed` walks one list as before.
 pub const NEVER_REPLAYED: &[&str] =
     &concat::<{ total(NEVER_REPLAYED_PARTS) }>(NEVER_REPLAYED_PARTS);
 const NEVER_REPLAYED_PARTS: &[&[&str]] = &[
