@@ -126,7 +126,7 @@ pub(crate) enum Size {
 }
 
 /// Defaults, in one place (the README's configuration reference lists the same values).
-pub mod defaults {
+pub(crate) mod defaults {
     pub(crate) const HEADER: &str = crate::request::key::HEADER;
     pub(crate) const TTL: &str = "24h";
     pub(crate) const LEASE: &str = "60s";

@@ -133,7 +133,7 @@ pub mod sequencer;
 mod token;
 
 pub(crate) use crate::events::Event;
-pub use crate::events::Events;
+pub(crate) use crate::events::Events;
 pub use capture::Capture;
 pub use course::Course;
 pub(crate) use course::Stage;

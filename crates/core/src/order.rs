@@ -27,11 +27,11 @@ pub mod resource;
 pub mod transition;
 
 pub(crate) use crate::record::resource::Resource;
-pub use resource::begin;
+pub(crate) use resource::begin;
 pub(crate) use resource::creates;
-pub use resource::settle;
+pub(crate) use resource::settle;
 pub(crate) use resource::Begin;
-pub use resource::BeginOutcome;
+pub(crate) use resource::BeginOutcome;
 pub(crate) use resource::SettleOutcome;
 
 /// The header every ordered answer carries: `applied`, `already-applied`, `illegal` or `early`.
@@ -43,9 +43,10 @@ const RESOURCE_KEY_TAG: &str = "idemgate-resource-key-v1";
 /// The longest resource id or event type read (longer values are absent: no provider sends them).
 pub(crate) const MAX_FIELD_LEN: usize = 255;
 
-/// Defaults of `routes[].order.early`.
-pub mod defaults {
-    pub const RETRY_AFTER: &str = "10s";
+/// Defaults of `routes[].order.early` (read by the configuration).
+#[cfg(feature = "config")]
+pub(crate) mod defaults {
+    pub(crate) const RETRY_AFTER: &str = "10s";
 }
 
 /// `routes[].order`, compiled.

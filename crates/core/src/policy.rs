@@ -2,7 +2,7 @@
 //! once (Envoy's `on_configure`) and share it by reference into every request; nothing here is
 //! re-parsed per request.
 
-pub use crate::client::scope::ScopeSource;
+pub(crate) use crate::client::scope::ScopeSource;
 pub(crate) use crate::record::never_replayed;
 use crate::request::budget::Limits;
 use crate::request::fingerprint::FingerprintSpec;

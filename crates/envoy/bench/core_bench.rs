@@ -18,9 +18,9 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::{FingerprintBuilder, FingerprintMode, FingerprintSpec};
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
 use idemgate_core::store::MemoryStore;
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, FinishOutcome, Protocol};
 use std::hint::black_box;
 use std::time::Instant;
 

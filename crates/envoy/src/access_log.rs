@@ -20,7 +20,7 @@
 use crate::metrics::Counter;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use idemgate_core::store::protocol::FinishOutcome;
+use idemgate_core::FinishOutcome;
 
 /// The property (and, prefixed with `wasm.`, the filter-state key) of the request's decision.
 pub const DECISION: &str = "idemgate.decision";

@@ -60,7 +60,7 @@ use idemgate_core::guard::Capture;
 use idemgate_core::headers;
 use idemgate_core::headers::REENTRY_MARK;
 use idemgate_core::policy::{Detached, Via};
-use idemgate_core::store::protocol::FinishOutcome;
+use idemgate_core::FinishOutcome;
 
 mod answer;
 pub use answer::{answered, classify_answer, classify_reentry, ReentryOrigin, Relay};

@@ -36,9 +36,9 @@ use idemgate_core::guard::{Guarded, Headed, Kept, Sent};
 use idemgate_core::policy::{Detached, Forward, Policy, RouteKind};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
-use idemgate_core::store::protocol::{Protocol, ProtocolError};
 use idemgate_core::store::remote::client;
 use idemgate_core::time::UnixMillis;
+use idemgate_core::{Protocol, ProtocolError};
 
 mod claim;
 mod life;

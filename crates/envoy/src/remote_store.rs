@@ -28,11 +28,11 @@ use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
 use idemgate_core::record::OwnerToken;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome, ProtocolError};
 use idemgate_core::store::remote::client::{self, CalloutReply};
 use idemgate_core::store::remote::{FinishStep, Finishing};
 use idemgate_core::store::remote::{Request, CONTENT_TYPE};
 use idemgate_core::store::StoreError;
+use idemgate_core::{ClaimOutcome, FinishOutcome, ProtocolError};
 
 /// The `:authority` of store requests (the service does not look at it).
 const AUTHORITY: &str = "idemgate-store";

@@ -14,7 +14,7 @@ use alloc::rc::Rc;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::decision::ResponseFacts;
 use idemgate_core::record::OwnerToken;
-use idemgate_core::store::protocol::{FinishOutcome, Protocol};
+use idemgate_core::{FinishOutcome, Protocol};
 
 /// Finishes the claim `owner` holds on `key` with `facts`; `cause` names why, should the core keep
 /// it in flight (in doubt). Returns what the core did (`None` if the store failed); with a remote

@@ -13,10 +13,10 @@
 mod support;
 
 use idemgate_core::record::{StoredBody, StoredResponse};
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
+use idemgate_core::{ClaimOutcome, FinishOutcome};
 use std::time::{Duration, Instant};
 use support::{claim, skey, Client, Redis, Service};
 

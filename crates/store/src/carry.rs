@@ -16,7 +16,6 @@ use crate::entropy::Entropy;
 use crate::log::{record_event, RecordEvent};
 use crate::metrics::Metrics;
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::full;
 use idemgate_core::store::remote::Resume;
 use idemgate_core::store::remote::{
@@ -25,6 +24,7 @@ use idemgate_core::store::remote::{
 };
 use idemgate_core::store::WriteOutcome;
 use idemgate_core::time::UnixMillis;
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use std::sync::LazyLock;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 

@@ -144,9 +144,9 @@ mod tests {
 
     /// A payer's charge job, as the core's exchange asks for it.
     fn job(tag: u8) -> LedgerJob {
-        use idemgate_core::store::protocol::ClaimOutcome;
         use idemgate_core::store::remote::{Need, Operation, OperationStep};
         use idemgate_core::store::remote::{Request, Response, ValueVersion};
+        use idemgate_core::ClaimOutcome;
         let request = Request::Claim {
             key: StorageKey::from_stored([tag; 32]),
             fingerprint: idemgate_core::request::fingerprint::Fingerprint([1; 32]),

@@ -7,8 +7,8 @@
 
 use crate::config::{LogFormat, LogSettings};
 use idemgate_core::client::scope::StorageKey;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::Response;
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use tracing_subscriber::EnvFilter;
 
 /// The target of record events, so a filter can keep or drop them alone

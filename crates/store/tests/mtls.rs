@@ -9,10 +9,10 @@ mod support;
 
 use hyper::StatusCode;
 use idemgate_core::hash::to_hex;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use std::net::SocketAddr;
 use std::process::Command;
 use std::sync::Arc;

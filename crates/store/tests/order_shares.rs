@@ -9,8 +9,8 @@ mod support;
 
 use idemgate_core::client::payer::{Billed, PayerTag, Share, ShareReason, ShareRefusal};
 use idemgate_core::client::scope::StorageKey;
+use idemgate_core::order::resource::BeginOutcome;
 use idemgate_core::order::transition::DeclaredTable;
-use idemgate_core::order::BeginOutcome;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
 use support::postgres::{self as pg, Postgres};

@@ -10,10 +10,10 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use std::time::{Duration, Instant};
 use support::postgres::{self as pg, Postgres};
 use support::{

@@ -9,10 +9,10 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::Span;
+use idemgate_core::{ClaimOutcome, FinishOutcome};
 use std::time::{Duration, Instant};
 use support::postgres::Postgres;
 use support::{claim, owner, skey, stored_response, Client, Redis, Service, SLOW_OK};

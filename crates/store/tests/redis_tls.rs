@@ -9,10 +9,10 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::Span;
+use idemgate_core::{ClaimOutcome, FinishOutcome};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::tls::{Certs, TlsRedis, PASSWORD};

@@ -7,10 +7,10 @@
 
 mod support;
 
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use support::{claim, owner, skey, stored_response, Client, Redis, Service, SLOW_OK};
 
 /// Script calls Redis has answered since the last reset.

@@ -8,10 +8,10 @@
 mod support;
 
 use hyper::StatusCode;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use std::time::{Duration, Instant};
 use support::{
     claim, concurrent_claims, once_recovered, owner, skey, stored_response, Client, Cluster, Redis,

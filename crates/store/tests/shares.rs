@@ -13,11 +13,11 @@ mod support;
 use idemgate_core::client::payer::{Billed, PayerTag, Share};
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::record::{StoredBody, StoredResponse};
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote::End;
 use idemgate_core::store::remote::{Failure, Request, Response};
 use idemgate_core::store::share::{Fill, FillShard};
 use idemgate_core::time::Span;
+use idemgate_core::{ClaimOutcome, FinishOutcome};
 use support::postgres::{self as pg, Postgres};
 use support::{owner, skey, Client, Cluster, Redis, Service, SLOW_OK};
 

@@ -265,8 +265,8 @@ fn completed_responses(writes: &[Write]) -> Result<Vec<Stored>, String> {
 /// A fleet: the answers the store service completed records with (finishes it applied), with
 /// the index of the store operation.
 fn store_completed(run: &Run) -> Vec<Stored> {
-    use idemgate_core::store::protocol::FinishOutcome;
     use idemgate_core::store::remote::{End, Request, Response};
+    use idemgate_core::FinishOutcome;
     let mut found: Vec<Stored> = Vec::new();
     for (n, (request, response)) in run.store_log.iter().enumerate() {
         let (

@@ -194,8 +194,8 @@ mod tests {
     use idemgate_core::policy::Policy;
     use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
     use idemgate_core::request::fingerprint::Fingerprint;
-    use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
     use idemgate_core::store::remote::client;
+    use idemgate_core::{ClaimOutcome, FinishOutcome};
     use std::time::Duration;
 
     fn post(worker: usize, body: Vec<u8>) -> CalloutRequest {

@@ -5,8 +5,8 @@
 //! theirs.
 
 use crate::support::{created, order};
-use idemgate_core::store::protocol::{ClaimOutcome, FinishOutcome};
 use idemgate_core::store::remote;
+use idemgate_core::{ClaimOutcome, FinishOutcome};
 use idemgate_host_tests::envoy::{CalloutFault, Clock};
 use idemgate_host_tests::scenario::{Abort, Envoy, Roundtrip, StoreService, RECORD_SECRET};
 use std::sync::Arc;

@@ -24,8 +24,8 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Budget;
 use idemgate_core::request::fingerprint::FingerprintBuilder;
-use idemgate_core::store::protocol::ClaimOutcome;
 use idemgate_core::time::UnixMillis;
+use idemgate_core::ClaimOutcome;
 use std::rc::Rc;
 
 type Machine = Guarded<u32, &'static str>;

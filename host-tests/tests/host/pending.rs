@@ -4,8 +4,8 @@
 //! The store's answer is held (the callout is left pending) while those callbacks arrive.
 
 use crate::support::created;
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_core::store::remote;
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use idemgate_host_tests::envoy::{Clock, HeaderMap};
 use idemgate_host_tests::scenario::{Envoy, Request, Roundtrip, StoreService, RECORD_SECRET};
 use std::sync::Arc;

@@ -13,9 +13,8 @@ use idemgate_core::decision::decide;
 use idemgate_core::policy::Policy;
 use idemgate_core::record::{Bucket, OwnerToken, Record, StoredBody};
 use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{
-    Claiming, ProtocolError, StoreReply, StoreRequest, Transaction, TransactionStep,
-};
+use idemgate_core::store::protocol::{Claiming, StoreReply, StoreRequest, Transaction, TransactionStep};
+use idemgate_core::ProtocolError;
 use idemgate_core::store::share::ledger::Ledger;
 use idemgate_core::store::Snapshot;
 use idemgate_core::time::UnixMillis;

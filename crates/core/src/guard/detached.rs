@@ -73,7 +73,7 @@ pub struct Callout<O> {
     pub order: Option<O>,
 }
 
-/// Finish the claim with these facts ([`crate::store::protocol::Protocol::finish`]); `cause` says
+/// Finish the claim with these facts ([`crate::Protocol::finish`]); `cause` says
 /// why should they be in doubt. What the store did goes to [`Ending::finished`].
 #[derive(Debug, PartialEq, Eq)]
 #[must_use = "the host finishes the claim"]

@@ -22,17 +22,18 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-mod claim;
-mod immediate;
+pub(crate) mod claim;
+pub(crate) mod immediate;
 
 pub(crate) use claim::make_room;
-pub use claim::ClaimOutcome;
+pub(crate) use claim::ClaimOutcome;
 pub use claim::Claiming;
-pub use claim::ConsumeOutcome;
+pub(crate) use claim::ConsumeOutcome;
 pub(crate) use claim::Consuming;
-pub use claim::FinishOutcome;
+pub(crate) use claim::FinishOutcome;
 use claim::Settling;
-pub use immediate::Protocol;
+#[cfg(test)]
+pub(crate) use immediate::Protocol;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
 /// made progress on the same cell, so this bounds work, not correctness).

@@ -25,7 +25,7 @@
 //! its own (the `ledger` module), charged after the record is written — one key per engine call,
 //! so Redis Cluster can shard a payer's ledger anywhere — and the claim is undone when a payer is
 //! at its share while the store is under pressure. The fleet's fill is counted as the local store
-//! counts it ([`crate::store::share::fill`]): in fill shards, each a ledger key of its own charged
+//! counts it (`crate::store::share::fill`): in fill shards, each a ledger key of its own charged
 //! with the record, the shard a key falls in standing for the whole store; the filter's
 //! `capacity` places the key, and the request carries its shard. The operation asks for each charge ([`operation::Need::Ledger`]); the service
 //! settles the charges waiting on one payer's key together ([`settle::Settlement`]), so one busy

@@ -22,18 +22,18 @@
 //! take it over), a stored answer or a token use until it expires. A released claim gives its
 //! space back at once.
 
-pub mod fill;
+pub(crate) mod fill;
 pub mod ledger;
 mod room;
 mod space;
 
-pub use crate::client::payer::Billed;
+pub(crate) use crate::client::payer::Billed;
 pub(crate) use crate::client::payer::PayerTag;
 pub(crate) use crate::client::payer::Payers;
-pub use crate::client::payer::Share;
+pub(crate) use crate::client::payer::Share;
 pub(crate) use crate::client::payer::ShareReason;
-pub use crate::client::payer::ShareRefusal;
-pub use crate::client::payer::Shares;
+pub(crate) use crate::client::payer::ShareRefusal;
+pub(crate) use crate::client::payer::Shares;
 pub use fill::Fill;
 pub use fill::FillShard;
 pub(crate) use room::shift_answer;

@@ -5,8 +5,8 @@ use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::Policy;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::fingerprint::Fingerprint;
-use idemgate_core::store::protocol::{ClaimOutcome, Protocol};
 use idemgate_core::time::UnixMillis;
+use idemgate_core::{ClaimOutcome, Protocol};
 use std::collections::HashMap;
 
 /// Envoy's `SharedData` semantics, with the global CAS counter settable.

@@ -7,9 +7,9 @@ use idemgate_core::client::scope::{Scope, StorageKey};
 use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::ClaimOutcome;
 use idemgate_core::store::remote;
 use idemgate_core::time::Span;
+use idemgate_core::ClaimOutcome;
 use std::time::{Duration, Instant};
 
 /// Generous: these tests check outcomes, not speed, on a shared 2-core machine.

@@ -7,8 +7,8 @@ use idemgate_core::guard::{Guarded, VerifiedToken};
 use idemgate_core::policy::{FailureMode, Policy, RouteKind};
 use idemgate_core::record::seal::SealError;
 use idemgate_core::record::{OwnerToken, StoredBody, StoredResponse};
-use idemgate_core::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
 use idemgate_core::time::{Span, UnixMillis};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, ProtocolError};
 
 /// The host's resource claim (a number the model hands out) and kept request.
 pub(crate) type Machine = Guarded<u32, &'static str>;

@@ -12,10 +12,8 @@ use idemgate_core::policy::Policy;
 use idemgate_core::record::{Bucket, Completed, InFlight, OwnerToken, Record};
 use idemgate_core::request::fingerprint::Fingerprint;
 use idemgate_core::request::key::IdempotencyKey;
-use idemgate_core::store::protocol::{
-    ClaimOutcome, Claiming, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError, StoreReply,
-    StoreRequest, Transaction, TransactionStep,
-};
+use idemgate_core::store::protocol::{Claiming, StoreReply, StoreRequest, Transaction, TransactionStep};
+use idemgate_core::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol, ProtocolError};
 use idemgate_core::store::{Layout, MemoryStore, Store, WriteOutcome};
 use idemgate_core::time::{Span, UnixMillis};
 use std::sync::OnceLock;

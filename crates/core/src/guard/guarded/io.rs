@@ -21,16 +21,16 @@ use core::fmt;
 /// answer comes back through [`Guarded::answered`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ask {
-    /// Claim the key for this request ([`crate::store::protocol::Protocol::claim`]).
+    /// Claim the key for this request ([`crate::Protocol::claim`]).
     Claim(Claim),
     /// Look the key up for a late delivery, writing nothing
-    /// ([`crate::store::protocol::Protocol::replay`]); answered as a claim is
+    /// ([`crate::Protocol::replay`]); answered as a claim is
     /// ([`Reply::Claim`]).
     Replay {
         key: StorageKey,
         fingerprint: Fingerprint,
     },
-    /// Use the request's one-time token, once ([`crate::store::protocol::Protocol::consume`]).
+    /// Use the request's one-time token, once ([`crate::Protocol::consume`]).
     Consume {
         use_key: StorageKey,
         expires_at: UnixMillis,
@@ -38,7 +38,7 @@ pub enum Ask {
     },
 }
 
-/// A claim on a request's key, as [`crate::store::protocol::Protocol::claim`] takes it.
+/// A claim on a request's key, as [`crate::Protocol::claim`] takes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Claim {
     pub key: StorageKey,
@@ -106,7 +106,7 @@ pub enum Action<O, H> {
     },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
-    /// Finish the claim with these facts ([`crate::store::protocol::Protocol::finish`]); `cause` says
+    /// Finish the claim with these facts ([`crate::Protocol::finish`]); `cause` says
     /// why should they be in doubt.
     Finish {
         key: StorageKey,

@@ -30,7 +30,7 @@ pub enum ClaimOutcome {
         retry_after: Span,
         share: Option<ShareRefusal>,
     },
-    /// A late delivery's look-up ([`Protocol::replay`]) found no stored answer to give it: nothing
+    /// A late delivery's look-up ([`Protocol::replay`](crate::Protocol::replay)) found no stored answer to give it: nothing
     /// was written, and the delivery is refused as stale.
     NotReplayed,
 }
