@@ -88,7 +88,7 @@ const ROUTE_FIELDS: &[&str] = &[
     "share",
 ];
 const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early", "unsigned"];
-/// `order.unsigned`: the one word that keeps an sequencer on a route without a signature.
+/// `order.unsigned`: the one word that keeps the sequencer on a route without a signature.
 const UNSIGNED: Choices<(), 1> = (["allow"], [()]);
 const EARLY_FIELDS: &[&str] = &["retry_after", "forward_after"];
 const PRECONDITIONS: Choices<PreconditionConfig, 2> = (
