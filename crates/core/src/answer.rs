@@ -18,7 +18,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 pub mod order;
+mod published;
 mod replay;
+
+pub(crate) use published::published;
 
 /// Prefix of every problem `type`; the rest is the error's stable code.
 pub(crate) const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";

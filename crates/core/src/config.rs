@@ -14,7 +14,7 @@ use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, PassThroughSource,
     Policy, Route, ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
-    DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
+    DEFAULT_POLICY_PATH, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
 };
 use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::request::json::{JsonLimits, JsonPointer};
@@ -88,6 +88,16 @@ pub(crate) struct Config {
     pub(crate) token: Option<TokenConfig>,
     pub(crate) upstream: Option<UpstreamConfig>,
     pub(crate) store: Option<StoreBackendConfig>,
+    /// Where the edge publishes the policy: a path, or `false` for nowhere.
+    pub(crate) policy_path: Option<PolicyPathConfig>,
+}
+
+/// `policy_path`: where the policy document is answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PolicyPathConfig {
+    /// `false`: the edge publishes nothing (the upstream may).
+    Off,
+    At(String),
 }
 
 /// The `store` section: `{"kind": "local"}` or `{"kind": "remote", "cluster": …, "timeout": …,
@@ -273,6 +283,7 @@ impl Policy {
             on_store_error: FailureMode::Reject,
             token: None,
             store: StoreKind::Local,
+            published: Some(String::from(DEFAULT_POLICY_PATH)),
         }
     }
 }
@@ -505,6 +516,19 @@ impl Config {
                 ));
             }
         }
+        let published = match self.policy_path.clone() {
+            None => Some(String::from(DEFAULT_POLICY_PATH)),
+            Some(PolicyPathConfig::Off) => None,
+            Some(PolicyPathConfig::At(path)) if path.starts_with('/') && !path.contains('?') => {
+                Some(path)
+            }
+            Some(PolicyPathConfig::At(_)) => {
+                return Err(refuse(
+                    String::from("policy_path"),
+                    &["must be a path starting with `/`, without a query, or false"],
+                ))
+            }
+        };
         let store = self.compile_store(env)?;
         if matches!(store, StoreKind::Local) {
             fits_one_answer_per_shard(capacity, max_memory, max_response_body, &replay_headers)?;
@@ -531,6 +555,7 @@ impl Config {
             on_store_error: failure(self.on_store_error),
             token,
             store,
+            published,
         })
     }
 }

@@ -402,7 +402,12 @@ pub struct Policy {
     pub token: Option<TokenPolicy>,
     /// Where records and token uses live (`store`).
     pub store: StoreKind,
+    /// The path the edge publishes this policy at (`policy_path`; `None`: not published).
+    pub(crate) published: Option<String>,
 }
+
+/// Where the policy is published unless `policy_path` says otherwise.
+pub(crate) const DEFAULT_POLICY_PATH: &str = "/.well-known/idempotency";
 
 /// Where the filter keeps its records (`store`).
 #[derive(Debug, Clone, PartialEq, Eq)]

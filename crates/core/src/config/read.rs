@@ -15,7 +15,7 @@ use super::{
     TokenConfig, TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
-use super::{OrderConfig, PassThroughConfig, PreconditionConfig, PresetConfig};
+use super::{OrderConfig, PassThroughConfig, PolicyPathConfig, PreconditionConfig, PresetConfig};
 use crate::request::json::Value;
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -52,6 +52,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "hashing_budget_per_peer",
     "relay_budget",
     "relay_budget_per_peer",
+    "policy_path",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -350,6 +351,22 @@ fn document(doc: &Value) -> Result<Config, Shape> {
             Some(22) => Slot::Size(&mut c.relay_budget),
             // `relay_budget_per_peer`
             Some(23) => Slot::Size(&mut c.relay_budget_per_peer),
+            // `policy_path`
+            Some(24) => {
+                c.policy_path = match value {
+                    Value::Null => None,
+                    Value::Bool(false) => Some(PolicyPathConfig::Off),
+                    Value::String(path) => Some(PolicyPathConfig::At(super::copy(path))),
+                    other => {
+                        return Err(found(
+                            at,
+                            "expected a path such as \"/.well-known/idempotency\", or false",
+                            other,
+                        ))
+                    }
+                };
+                continue;
+            }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
         };
         fill(at, value, slot)?;

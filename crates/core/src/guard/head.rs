@@ -12,7 +12,7 @@ use super::{
     Intaking, Start, VerifiedToken,
 };
 use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::answer::{answer, published, EdgeAnswer, HttpAnswer};
 use crate::client::identity::{
     identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable,
 };
@@ -136,6 +136,9 @@ where
     };
     if asks_for_token(policy, method, path) {
         return token_endpoint(policy, path, &facts);
+    }
+    if let Some(document) = published(policy, method, path) {
+        return (Headed::Answer(document), Events::default());
     }
     // Matched on the normalised path; the fingerprint hashes the route's spelling of it, so
     // every spelling of one path is one request, at the edge and in the browser.

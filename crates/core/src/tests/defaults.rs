@@ -30,6 +30,7 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
         on_store_error,
         token,
         store,
+        published,
     } = direct;
     assert_eq!(header, &compiled.header, "{text:?}: header");
     assert_eq!(routes, &compiled.routes, "{text:?}: routes");
@@ -57,6 +58,7 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
     assert_eq!(on_store_full, &compiled.on_store_full, "{text:?}");
     assert_eq!(on_store_error, &compiled.on_store_error, "{text:?}");
     assert_eq!(store, &compiled.store, "{text:?}: store");
+    assert_eq!(published, &compiled.published, "{text:?}: policy path");
     // A token policy holds a secret, which has no `==` (on purpose): the defaults issue none.
     assert!(
         token.is_none() && compiled.token.is_none(),

@@ -29,6 +29,7 @@ mod order;
 mod order_fleet;
 mod order_shares;
 mod pending;
+mod published;
 mod reentry;
 mod reentry_authz;
 mod reentry_control;
