@@ -37,6 +37,27 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { isDeepStrictEqual, parseArgs } from "node:util";
+import {
+  hcmOf,
+  REENTRY_MARK,
+  MARK_VALUE,
+  checkMarker,
+  internalMarkers,
+  noBypass,
+  HCM,
+  HEADER_MUTATION,
+  ROUTER,
+  INTERNAL_LISTENER,
+  ISTIO_BOOTSTRAP_EXTENSION,
+  ISTIO_ONLY_FILTERS,
+  ISTIO_INGRESS_TARGET_PORT,
+  internalEndpoints,
+  isWasm,
+  checkReentry,
+  hasInternalListenerExtension,
+  millis,
+  routeTimeoutsWithinTheLease,
+} from "./envoy_checks.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../../../..");
@@ -133,11 +154,6 @@ function jsonschema(type, file) {
 
 const envoyExample = YAML.parse(readFileSync(join(root, "examples/envoy/envoy.yaml"), "utf8"));
 
-const hcmOf = (listener) =>
-  (listener?.filter_chains ?? [])
-    .flatMap((chain) => chain.filters ?? [])
-    .find((f) => f.name === "envoy.filters.network.http_connection_manager")?.typed_config;
-
 // The filter configuration of examples/envoy/envoy.yaml (the JSON in the wasm filter's config).
 function envoyExampleConfig() {
   for (const listener of envoyExample.static_resources.listeners) {
@@ -164,29 +180,6 @@ function envoyExampleMarker() {
     throw new Error(`examples/envoy/envoy.yaml: listener ${listenerName} does not start with a header_mutation marker`);
   }
   return marker;
-}
-
-// The marker must overwrite: with header_mutation's default (APPEND_IF_EXISTS_OR_ADD) a value the
-// app sent comes first. The filter takes two marks as in doubt, but only an overwriting marker
-// lets the app's own answer be stored.
-const REENTRY_MARK = "x-idemgate-reentry";
-const MARK_VALUE = "%RESPONSE_CODE_DETAILS%;%UPSTREAM_REQUEST_ATTEMPT_COUNT%";
-function checkMarker(marker, where) {
-  const mutations = marker?.mutations?.response_mutations ?? [];
-  const append = mutations[0]?.append;
-  if (mutations.length !== 1 || append?.header?.key?.toLowerCase() !== REENTRY_MARK || append.header.value !== MARK_VALUE) {
-    throw new Error(`${where}: the marker must set ${REENTRY_MARK}: ${MARK_VALUE}, and nothing else, found ${JSON.stringify(mutations)}`);
-  }
-  if (append.append_action !== "OVERWRITE_IF_EXISTS_OR_ADD") {
-    throw new Error(`${where}: the marker must overwrite an app-sent ${REENTRY_MARK} (append_action: OVERWRITE_IF_EXISTS_OR_ADD), found ${append.append_action ?? "the default, APPEND_IF_EXISTS_OR_ADD"}`);
-  }
-}
-
-// The markers of a configuration's internal listeners (each one's first HTTP filter).
-function internalMarkers(doc, file) {
-  const internal = (doc.static_resources?.listeners ?? []).filter((l) => l.internal_listener);
-  if (internal.length === 0) throw new Error(`${file}: no internal listener`);
-  return internal.map((l) => [`${file}: listener ${l.name}`, hcmOf(l)?.http_filters?.[0]?.typed_config]);
 }
 
 // --- render and validate every manifest ---------------------------------------------------------
@@ -228,23 +221,6 @@ function only(dir, type) {
 
 // --- the filter configuration --------------------------------------------------------------------
 
-// A detached exchange goes to a re-entry listener only: the fields that send it anywhere else are
-// refused (the filter refuses upstream.cluster and routes[].cluster; the opt-out is not shipped).
-function noBypass(config, where) {
-  if (!config || typeof config !== "object") throw new Error(`${where}: no filter configuration`);
-  for (const field of ["cluster", "cluster_skipping_routes_and_filters"]) {
-    if (config.upstream && field in config.upstream) {
-      throw new Error(`${where}: upstream.${field} is set (detached exchanges must re-enter: upstream.reentry)`);
-    }
-  }
-  for (const [i, route] of (config.routes ?? []).entries()) {
-    if ("cluster" in route) throw new Error(`${where}: routes[${i}].cluster is set`);
-  }
-  if (typeof config.upstream?.reentry !== "string" || !config.upstream.reentry) {
-    throw new Error(`${where}: upstream.reentry must name the re-entry cluster`);
-  }
-}
-
 const filterConfigs = {
   istio: () => only("istio", "extensions.istio.io/v1alpha1/WasmPlugin").doc.spec.pluginConfig,
   "envoy-gateway": () => only("envoy-gateway", "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy").doc.spec.wasm?.[0]?.config,
@@ -283,81 +259,6 @@ await check("the configuration check refuses upstream.cluster and the opt-out", 
 });
 
 // --- re-entry ------------------------------------------------------------------------------------
-
-const HCM = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager";
-const HEADER_MUTATION = "type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation";
-const ROUTER = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router";
-const INTERNAL_LISTENER = "type.googleapis.com/envoy.extensions.bootstrap.internal_listener.v3.InternalListener";
-// Istio's bootstrap extension, as every Istio proxy's bootstrap has carried it since 1.17
-// (tools/packaging/common/envoy_bootstrap.json in istio/istio).
-const ISTIO_BOOTSTRAP_EXTENSION = {
-  name: "envoy.bootstrap.internal_listener",
-  typed_config: {
-    "@type": "type.googleapis.com/udpa.type.v1.TypedStruct",
-    type_url: INTERNAL_LISTENER,
-    value: { buffer_size_kb: 64 },
-  },
-};
-// HTTP filters of Istio's proxy that upstream Envoy does not have (left out of `envoy --mode validate`).
-const ISTIO_ONLY_FILTERS = new Set(["istio.alpn"]);
-// The port the default istio-ingressgateway pod listens on for a Service port (its chart's
-// targetPort mapping); Istio names a gateway's HTTP routes http.<that port>.
-const ISTIO_INGRESS_TARGET_PORT = { 80: 8080, 443: 8443 };
-
-// The internal listener names a cluster's endpoints lead to (each must be an internal address).
-function internalEndpoints(cluster, where) {
-  if (!cluster) throw new Error(`${where}: no re-entry cluster`);
-  const endpoints = (cluster.load_assignment?.endpoints ?? []).flatMap((e) => e.lb_endpoints ?? []);
-  if (endpoints.length === 0) throw new Error(`${where}: cluster ${cluster.name} has no endpoint`);
-  const names = endpoints.map((e) => e.endpoint?.address?.envoy_internal_address?.server_listener_name);
-  if (names.some((n) => typeof n !== "string" || !n)) {
-    throw new Error(`${where}: cluster ${cluster.name} has an endpoint that is not an envoy_internal_address`);
-  }
-  return [...new Set(names)];
-}
-
-const isWasm = (f) =>
-  String(f?.name).startsWith("envoy.filters.http.wasm") || String(f?.typed_config?.["@type"]).endsWith(".wasm.v3.Wasm");
-
-// The re-entry listener and cluster of one platform, against the filter's configuration.
-function checkReentry({ where, config, listener, cluster, routeName, marker }) {
-  if (cluster?.name !== config.upstream.reentry) {
-    throw new Error(`${where}: no cluster named ${config.upstream.reentry} (upstream.reentry) is added`);
-  }
-  const targets = internalEndpoints(cluster, where);
-  if (!listener || !targets.includes(listener.name) || targets.length !== 1) {
-    throw new Error(`${where}: cluster ${cluster.name} leads to ${targets.join(", ")}, not to the added internal listener ${listener?.name}`);
-  }
-  if (!listener.internal_listener || typeof listener.internal_listener !== "object" || "address" in listener) {
-    throw new Error(`${where}: listener ${listener.name} must be an internal listener (internal_listener: {}, no address)`);
-  }
-  if (listener.filter_chains?.length !== 1 || listener.filter_chains[0].filters?.length !== 1) {
-    throw new Error(`${where}: listener ${listener.name} must have one filter chain with one filter (the HCM)`);
-  }
-  const hcm = listener.filter_chains[0].filters[0].typed_config;
-  if (hcm?.["@type"] !== HCM) throw new Error(`${where}: listener ${listener.name}'s filter is not an HTTP connection manager`);
-  if ("route_config" in hcm || hcm.rds?.route_config_name !== routeName || typeof hcm.rds?.config_source?.ads !== "object") {
-    throw new Error(`${where}: listener ${listener.name} must share the route configuration ${routeName} by RDS over ADS, found ${JSON.stringify(hcm.rds ?? hcm.route_config)}`);
-  }
-  const filters = hcm.http_filters ?? [];
-  const first = filters[0];
-  if (first?.disabled || !isDeepStrictEqual(first?.typed_config, marker)) {
-    throw new Error(`${where}: the first HTTP filter of ${listener.name} must be examples/envoy/envoy.yaml's marker ${JSON.stringify(marker)}, found ${JSON.stringify(first)}`);
-  }
-  if (filters.at(-1)?.typed_config?.["@type"] !== ROUTER || filters.slice(0, -1).some((f) => f.typed_config?.["@type"] === ROUTER)) {
-    throw new Error(`${where}: the router must be the last HTTP filter of ${listener.name}, and only there`);
-  }
-  const wasm = filters.filter(isWasm);
-  if (wasm.length) throw new Error(`${where}: listener ${listener.name} runs a Wasm filter (${wasm.map((f) => f.name).join(", ")}): a request would be claimed twice`);
-}
-
-function hasInternalListenerExtension(extensions) {
-  return (extensions ?? []).some(
-    (e) =>
-      e.name === "envoy.bootstrap.internal_listener" &&
-      (e.typed_config?.["@type"] === INTERNAL_LISTENER || e.typed_config?.type_url === INTERNAL_LISTENER),
-  );
-}
 
 // Istio: EnvoyFilter ADD patches in context GATEWAY on the WasmPlugin's workloads.
 function istioReentry() {
@@ -653,47 +554,6 @@ await check("the hand-written schema refuses a broken ClientTrafficPolicy", asyn
 // The filter cannot read Envoy's route timeouts, so the shipped static configurations are checked
 // here: on re-entry a claimed request meets its route's timeout on the inner pass, which must be
 // no longer than `upstream.timeout` (the exchange's bound) and shorter than the `lease`.
-
-// "15s", "0.3s", "250ms", "1m", "24h" → milliseconds.
-function millis(text, where) {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/.exec(String(text));
-  if (!m) throw new Error(`${where}: cannot read the duration ${JSON.stringify(text)}`);
-  return Number(m[1]) * { ms: 1, s: 1000, m: 60000, h: 3600000 }[m[2]];
-}
-
-function routeTimeoutsWithinTheLease(doc, file) {
-  let config;
-  const routeConfigs = [];
-  for (const listener of doc.static_resources.listeners) {
-    const hcm = hcmOf(listener);
-    if (hcm?.route_config) routeConfigs.push(hcm.route_config);
-    for (const http of hcm?.http_filters ?? []) {
-      if (http.name === "envoy.filters.http.wasm") {
-        config = JSON.parse(http.typed_config.config.configuration.value);
-      }
-    }
-  }
-  if (!config?.upstream?.reentry) throw new Error(`${file}: the filter does not re-enter`);
-  const lease = millis(config.lease ?? "60s", `${file}: lease`);
-  const upstream = millis(config.upstream.timeout ?? "15s", `${file}: upstream.timeout`);
-  if (upstream >= lease) throw new Error(`${file}: upstream.timeout ${upstream} ms is not shorter than the lease ${lease} ms`);
-  let routes = 0;
-  for (const rc of routeConfigs) {
-    for (const vh of rc.virtual_hosts ?? []) {
-      for (const r of vh.routes ?? []) {
-        // Routes that never carry a claimed request: Envoy's own answers, and the filter disabled.
-        if (!r.route || r.typed_per_filter_config?.["envoy.filters.http.wasm"]?.disabled) continue;
-        routes++;
-        // Envoy's default route timeout is 15 s; 0 is none at all.
-        const timeout = millis(r.route.timeout ?? "15s", `${file}: route ${JSON.stringify(r.match)}`);
-        if (timeout === 0 || timeout > upstream) {
-          throw new Error(`${file}: route ${JSON.stringify(r.match)} has timeout ${timeout} ms (0 = none), longer than upstream.timeout ${upstream} ms: a claimed request could still be running upstream when its exchange gives up`);
-        }
-      }
-    }
-  }
-  if (routes === 0) throw new Error(`${file}: no routes found`);
-}
 
 // The checkout demo's envoy.yaml is a template (`${PORT}`, ...): its placeholders are ports and a
 // path, which do not take part in this check.
