@@ -14,7 +14,7 @@ use crate::policy::RouteKind;
 use crate::policy::{
     Capacity, Detached, FailureMode, Forward, KeyRequirement, PassThrough, PassThroughSource,
     Policy, Route, ScopeSource, StoreKind, StoreRule, TokenPolicy, TokenRequirement, Via,
-    DEFAULT_POLICY_PATH, DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
+    DEFAULT_RELEASE_STATUSES, DEFAULT_REPLAY_HEADERS,
 };
 use crate::request::fingerprint::{FingerprintMode, FingerprintSpec};
 use crate::request::json::{JsonLimits, JsonPointer};
@@ -138,6 +138,8 @@ pub(crate) enum Size {
 /// Defaults, in one place (the README's configuration reference lists the same values).
 pub(crate) mod defaults {
     pub(crate) const HEADER: &str = crate::request::key::HEADER;
+    /// Where the policy is published unless `policy_path` says otherwise.
+    pub(crate) const POLICY_PATH: &str = "/.well-known/idempotency";
     pub(crate) const TTL: &str = "24h";
     pub(crate) const LEASE: &str = "60s";
     pub(crate) const MAX_REQUEST_BODY: u64 = 1024 * 1024;
@@ -283,7 +285,7 @@ impl Policy {
             on_store_error: FailureMode::Reject,
             token: None,
             store: StoreKind::Local,
-            published: Some(String::from(DEFAULT_POLICY_PATH)),
+            published: Some(String::from(defaults::POLICY_PATH)),
         }
     }
 }
@@ -517,7 +519,7 @@ impl Config {
             }
         }
         let published = match self.policy_path.clone() {
-            None => Some(String::from(DEFAULT_POLICY_PATH)),
+            None => Some(String::from(defaults::POLICY_PATH)),
             Some(PolicyPathConfig::Off) => None,
             Some(PolicyPathConfig::At(path)) if path.starts_with('/') && !path.contains('?') => {
                 Some(path)

@@ -406,9 +406,6 @@ pub struct Policy {
     pub(crate) published: Option<String>,
 }
 
-/// Where the policy is published unless `policy_path` says otherwise.
-pub(crate) const DEFAULT_POLICY_PATH: &str = "/.well-known/idempotency";
-
 /// Where the filter keeps its records (`store`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreKind {
