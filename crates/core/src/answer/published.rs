@@ -6,7 +6,7 @@
 //! the edge does.
 
 use super::HttpAnswer;
-use crate::policy::{KeyRequirement, Policy, RouteKind, StoreRule};
+use crate::policy::{KeyRequirement, Policy, Route, RouteKind, StoreRule};
 use crate::request::json::write_string;
 use crate::request::key::MAX_KEY_LEN;
 use crate::request::key_source::KeySource;
@@ -14,7 +14,6 @@ use crate::request::target::path_without_query;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
-use alloc::vec::Vec;
 use core::fmt::Write;
 
 /// The document's media type.
@@ -53,38 +52,37 @@ pub(crate) fn document(policy: &Policy) -> String {
     write_string(&mut out, policy.fingerprint.mode.name());
     out.push_str(",\"stored\":");
     stored(&mut out, &policy.store_rule);
-    out.push_str(",\"routes\":[");
-    for (i, route) in policy.routes.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str("{\"prefix\":");
-        write_string(&mut out, &route.prefix);
-        out.push_str(",\"methods\":");
-        strings(&mut out, route.methods.iter().map(String::as_str));
-        out.push_str(",\"key\":");
-        write_string(
-            &mut out,
-            match route.key {
-                KeyRequirement::Required => "required",
-                KeyRequirement::Optional => "optional",
-            },
-        );
-        out.push_str(",\"key_from\":");
-        let sources: Vec<String> = route.key_from.iter().map(source).collect();
-        strings(&mut out, sources.iter().map(String::as_str));
-        out.push_str(",\"kind\":");
-        write_string(
-            &mut out,
-            match route.kind {
-                RouteKind::Api => "api",
-                RouteKind::Callback => "callback",
-            },
-        );
-        let _ = write!(out, ",\"case_sensitive\":{}}}", route.case_sensitive);
-    }
-    out.push_str("]}");
+    out.push_str(",\"routes\":");
+    array(&mut out, &policy.routes, route);
+    out.push('}');
     out
+}
+
+/// One route: its prefix and methods, whether a key is required and where it is read, its kind.
+fn route(out: &mut String, route: &Route) {
+    out.push_str("{\"prefix\":");
+    write_string(out, &route.prefix);
+    out.push_str(",\"methods\":");
+    array(out, &route.methods, |out, method| write_string(out, method));
+    out.push_str(",\"key\":");
+    write_string(
+        out,
+        match route.key {
+            KeyRequirement::Required => "required",
+            KeyRequirement::Optional => "optional",
+        },
+    );
+    out.push_str(",\"key_from\":");
+    array(out, &route.key_from, source);
+    out.push_str(",\"kind\":");
+    write_string(
+        out,
+        match route.kind {
+            RouteKind::Api => "api",
+            RouteKind::Callback => "callback",
+        },
+    );
+    let _ = write!(out, ",\"case_sensitive\":{}}}", route.case_sensitive);
 }
 
 /// Which answers a key keeps (and replays), by status.
@@ -93,36 +91,34 @@ fn stored(out: &mut String, rule: &StoreRule) {
         StoreRule::StoreAll => out.push_str("{\"statuses\":\"all\"}"),
         StoreRule::SuccessOnly => out.push_str("{\"statuses\":\"2xx\"}"),
         StoreRule::ReleaseStatuses(released) => {
-            out.push_str("{\"statuses\":\"all except released\",\"released\":[");
-            for (i, status) in released.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
+            out.push_str("{\"statuses\":\"all except released\",\"released\":");
+            array(out, released, |out, status| {
                 let _ = write!(out, "{status}");
-            }
-            out.push_str("]}");
+            });
+            out.push('}');
         }
     }
 }
 
-/// Where a route reads its key, as `kind:where`.
-fn source(source: &KeySource) -> String {
-    match source {
+/// Where a route reads its key, as a JSON string `kind:where`.
+fn source(out: &mut String, source: &KeySource) {
+    let text = match source {
         KeySource::Header(name) => format!("header:{name}"),
         KeySource::Json(pointer) => format!("json:{}", pointer.as_str()),
         KeySource::Form(field) => format!("form:{field}"),
         KeySource::CloudEvent => String::from("cloudevent:source+id"),
-    }
+    };
+    write_string(out, &text);
 }
 
-/// A JSON array of strings.
-fn strings<'a>(out: &mut String, items: impl Iterator<Item = &'a str>) {
+/// A JSON array of `items`, each written by `each`.
+fn array<T>(out: &mut String, items: &[T], each: impl Fn(&mut String, &T)) {
     out.push('[');
-    for (i, item) in items.enumerate() {
+    for (i, item) in items.iter().enumerate() {
         if i > 0 {
             out.push(',');
         }
-        write_string(out, item);
+        each(out, item);
     }
     out.push(']');
 }
@@ -132,6 +128,7 @@ mod tests {
     use super::*;
     use crate::config::ConfigError;
     use alloc::string::ToString;
+    use alloc::vec::Vec;
     use idemgate_json::Value;
 
     fn policy(text: &str) -> Policy {
