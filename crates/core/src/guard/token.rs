@@ -126,8 +126,9 @@ pub(crate) fn check_token<'h>(
 mod tests {
     use super::*;
     use crate::client::payer::Payers;
-    use crate::store::protocol::{ConsumeOutcome, Protocol};
+    use crate::store::protocol::ConsumeOutcome;
     use crate::store::MemoryStore;
+    use crate::Protocol;
     use alloc::string::{String, ToString};
     use alloc::vec::Vec;
 

@@ -32,8 +32,6 @@ pub(crate) use claim::ConsumeOutcome;
 pub(crate) use claim::Consuming;
 pub(crate) use claim::FinishOutcome;
 use claim::Settling;
-#[cfg(test)]
-pub(crate) use immediate::Protocol;
 
 /// How many lost races an operation tolerates before giving up (each loss means another request
 /// made progress on the same cell, so this bounds work, not correctness).

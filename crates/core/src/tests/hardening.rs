@@ -63,9 +63,10 @@ use crate::client::scope::{Scope, StorageKey};
 use crate::record::OwnerToken;
 use crate::request::fingerprint::Fingerprint;
 use crate::request::key::IdempotencyKey;
-use crate::store::protocol::{ClaimOutcome, Protocol};
+use crate::store::protocol::ClaimOutcome;
 use crate::store::MemoryStore;
 use crate::time::{Span, UnixMillis};
+use crate::Protocol;
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 

@@ -13,10 +13,11 @@ use crate::policy::Policy;
 use crate::record::{OwnerToken, StoredBody};
 use crate::request::fingerprint::Fingerprint;
 use crate::request::key::IdempotencyKey;
-use crate::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
+use crate::store::protocol::{ClaimOutcome, FinishOutcome};
 use crate::store::share::{self, Payers};
 use crate::store::{Layout, MemoryStore};
 use crate::time::{Span, UnixMillis};
+use crate::Protocol;
 use std::prelude::rust_2021::{ToString, Vec};
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);

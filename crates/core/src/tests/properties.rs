@@ -12,11 +12,11 @@ use crate::record::{Bucket, OwnerToken, Record};
 use crate::request::fingerprint::Fingerprint;
 use crate::request::key::IdempotencyKey;
 use crate::store::protocol::{
-    ClaimOutcome, Claiming, FinishOutcome, Protocol, StoreReply, StoreRequest, Transaction,
-    TransactionStep,
+    ClaimOutcome, Claiming, FinishOutcome, StoreReply, StoreRequest, Transaction, TransactionStep,
 };
 use crate::store::{Layout, MemoryStore, Store};
 use crate::time::UnixMillis;
+use crate::Protocol;
 use proptest::prelude::*;
 use std::prelude::rust_2021::{String, Vec};
 

@@ -8,10 +8,10 @@ use crate::decision::ResponseFacts;
 use crate::policy::Policy;
 use crate::record::OwnerToken;
 use crate::request::fingerprint::Fingerprint;
-use crate::store::protocol::Protocol;
 use crate::store::remote::{client, Response};
 use crate::store::MemoryStore;
 use crate::time::{Span, UnixMillis};
+use crate::Protocol;
 use proptest::prelude::*;
 
 #[derive(Debug, Clone)]

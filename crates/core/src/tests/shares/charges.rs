@@ -8,9 +8,10 @@ use crate::decision::ResponseFacts;
 use crate::policy::Policy;
 use crate::request::fingerprint::Fingerprint;
 use crate::request::key::IdempotencyKey;
-use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome, Protocol};
+use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, FinishOutcome};
 use crate::store::{share, Layout, MemoryStore};
 use crate::time::Span;
+use crate::Protocol;
 use std::prelude::rust_2021::Vec;
 
 /// Shares count bytes as well as records: a client whose answers are large reaches its

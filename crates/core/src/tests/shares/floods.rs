@@ -2,9 +2,10 @@
 //! served, a flood into an empty store held at the pressure, a full cell and a full store.
 
 use super::support::{fill_past_pressure, policy, request, run, EXAMPLE, T0};
-use crate::store::protocol::{ClaimOutcome, Protocol};
+use crate::store::protocol::ClaimOutcome;
 use crate::store::{Layout, MemoryStore};
 use crate::time::Span;
+use crate::Protocol;
 use std::prelude::rust_2021::String;
 
 /// The floods, at a tenth of the example's capacity: made-up `Authorization` values from

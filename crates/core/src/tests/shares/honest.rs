@@ -1,8 +1,9 @@
 //! Clients below their share are never refused, wherever their keys hash and however busy.
 
 use super::support::{policy, request, run, T0};
-use crate::store::protocol::{ClaimOutcome, Protocol};
+use crate::store::protocol::ClaimOutcome;
 use crate::store::{share, Layout, MemoryStore};
+use crate::Protocol;
 
 /// The opposite failure: a client below its share is never refused, wherever its keys hash —
 /// the old per-cell share refused about one in four thousand of them by chance.

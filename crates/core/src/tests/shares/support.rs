@@ -7,9 +7,10 @@ use crate::policy::Policy;
 use crate::record::OwnerToken;
 use crate::request::fingerprint::Fingerprint;
 use crate::request::key::IdempotencyKey;
-use crate::store::protocol::{ClaimOutcome, FinishOutcome, Protocol};
+use crate::store::protocol::{ClaimOutcome, FinishOutcome};
 use crate::store::MemoryStore;
 use crate::time::UnixMillis;
+use crate::Protocol;
 use std::prelude::rust_2021::Vec;
 
 pub(crate) const T0: UnixMillis = UnixMillis(1_700_000_000_000);
