@@ -19,6 +19,7 @@ fn vector_files() -> Vec<PathBuf> {
     files
 }
 
+// conformance: S5 (vectors/decision.json: a record past its 24 h expiry is claimed again)
 #[test]
 fn every_vector_gives_its_expected_answer() {
     let mut failures = Vec::new();

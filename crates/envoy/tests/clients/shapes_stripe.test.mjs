@@ -49,6 +49,7 @@ function client(envoy, options = {}) {
   });
 }
 
+// conformance: D6, D8, S3
 test('the Stripe SDK creates objects through the default configuration; a retry with its key is replayed', async (t) => {
   const created = [];
   const { envoy } = await startStack(t, { filter: '{}', handler: api(created, new Set()) });
@@ -88,6 +89,7 @@ test('the Stripe SDK creates objects through the default configuration; a retry 
   assert.equal(await envoy.counter('mismatch'), 1);
 });
 
+// conformance: S2, S7
 test("the SDK's automatic retry reuses its key and gets the stored answer, not a second execution", async (t) => {
   const created = [];
   const { envoy } = await startStack(t, { filter: '{}', handler: api(created, new Set(['flaky@example.com'])) });

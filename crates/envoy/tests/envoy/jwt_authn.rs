@@ -174,6 +174,7 @@ fn a_verified_identity_is_charged_alone_not_with_its_address() {
 /// replay. Scoped by the raw `Authorization` header instead (the same Envoy, the same requests),
 /// the refreshed token is another namespace and the retry runs again: why the example scopes by the
 /// claim.
+// conformance: D9
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_retry_with_a_refreshed_token_is_a_replay() {

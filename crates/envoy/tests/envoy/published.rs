@@ -15,6 +15,7 @@ const CONFIG: &str = r#"{
   "lease": "20s"
 }"#;
 
+// conformance: D3
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn the_policy_is_published_from_the_configuration() {

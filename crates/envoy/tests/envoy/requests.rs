@@ -20,6 +20,7 @@ fn seq(response: &crate::client::Response) -> u64 {
         .unwrap_or_else(|| panic!("no seq in {}", response.text()))
 }
 
+// conformance: D2, D4, D5, D6, D8, S4 (the 409 is not saved: the first's answer is the replay after it)
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn every_decision_on_a_request() {
@@ -112,6 +113,7 @@ fn every_decision_on_a_request() {
     assert!(envoy.counter("mismatch") >= 2);
 }
 
+// conformance: D1, D7, S1, S4, S6
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn key_rules_and_unguarded_requests() {
@@ -187,6 +189,7 @@ fn key_rules_and_unguarded_requests() {
     assert_eq!(envoy.counter("claimed"), 0);
 }
 
+// conformance: D9
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn the_same_key_from_another_client_is_never_a_replay() {

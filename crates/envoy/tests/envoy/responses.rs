@@ -7,6 +7,7 @@ use crate::upstream::Upstream;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
+// conformance: D4, S2
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn upstream_answers_are_stored_or_released() {
