@@ -82,7 +82,7 @@ impl Query {
                 route: self.route.clone(),
             })?;
         if let Some(own) = matched.route.own_scope() {
-            return Ok(StorageKey::derive(own, &self.method, &matched.path, &key));
+            return Ok(matched.storage_key(own, &self.method, &key));
         }
         let value = self.scope.as_deref().ok_or(QueryError::NoScope)?;
         let labels: Vec<String> = policy.scope.iter().map(|s| s.label()).collect();
@@ -98,7 +98,7 @@ impl Query {
             source: &source,
             value: value.as_bytes(),
         };
-        Ok(StorageKey::derive(scope, &self.method, &matched.path, &key))
+        Ok(matched.storage_key(scope, &self.method, &key))
     }
 }
 
