@@ -127,7 +127,11 @@ pub fn admit<'h>(
         });
     }
     let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
-        KeyStart::Decided(key) => Key::Decided(screen(&route.keys, key)?),
+        // Screened only on a route with a format: a plain route's key moves straight on.
+        KeyStart::Decided(key) if route.keys.format.is_some() => {
+            Key::Decided(screen(&route.keys, key)?)
+        }
+        KeyStart::Decided(key) => Key::Decided(key),
         KeyStart::Body(search) => Key::Body(search),
     };
     let rules = match (&key, &route.keys.format) {
@@ -165,7 +169,8 @@ pub fn admit<'h>(
 }
 
 /// A found key under the route's key rules: kept, taken for no key (`key_mismatch: "ignore"`),
-/// or refused (`key_format`).
+/// or refused (`key_format`). Out of line: only routes with a `key_format` call it.
+#[inline(never)]
 fn screen(
     rules: &KeyRules,
     key: Option<IdempotencyKey>,

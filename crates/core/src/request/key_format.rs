@@ -31,6 +31,8 @@ impl KeyFormat {
     }
 
     /// The format in words, for the refusal a client developer reads.
+    #[cold]
+    #[inline(never)]
     pub(crate) fn describe(&self) -> String {
         match self {
             KeyFormat::Uuid => String::from("a UUID (8-4-4-4-12 hexadecimal digits)"),
