@@ -351,6 +351,29 @@ mod tests {
     }
 
     #[test]
+    fn a_client_scoped_route_keeps_the_clients_keys_in_one_namespace() {
+        let policy = Policy::for_storage_keys(
+            r#"{"routes": [{"prefix": "/orders", "key_scope": "client"},
+                           {"prefix": "/refunds", "key_scope": "client"}]}"#,
+        )
+        .unwrap();
+        let key = IdempotencyKey::parse(b"order-1").unwrap();
+        let scope = Scope {
+            source: "header:authorization",
+            value: b"Bearer alice",
+        };
+        // Where the filter keeps them: no method, no route.
+        let expected = StorageKey::derive(scope, "", "", &key);
+        for route in ["/orders/7", "/refunds"] {
+            assert_eq!(
+                query(route, Some("Bearer alice")).storage_key(&policy),
+                Ok(expected),
+                "{route}"
+            );
+        }
+    }
+
+    #[test]
     fn bad_queries_are_typed_errors() {
         let policy = Policy::defaults();
         assert_eq!(
