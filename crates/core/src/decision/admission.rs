@@ -10,7 +10,7 @@
 //! signature matches, is admitted `Freshness::Late`: it may only be answered by the
 //! acknowledgement stored for its key ([`crate::guard`]), so it needs a key — without one it is
 //! refused as stale. A key found, from whichever source, is then held to the route's
-//! `key_format` ([`crate::request::key_format`]): refused (`key_format`), or taken for no key
+//! `key_format` (`crate::request::key_format`): refused (`key_format`), or taken for no key
 //! where the route ignores mismatches. A route that requires a key refuses a request that has
 //! none with an answer naming where it looked. The one-time token is checked after the claim (the
 //! idempotency decision comes first, `docs/semantics.md` §7), by the host's token path.
