@@ -60,7 +60,10 @@ def unquote_key(raw):
 
 def storage_key(inp):
     value = inp["scope_value"].encode() if "scope_value" in inp else bytes.fromhex(inp["scope_value_hex"])
-    parts = [inp["scope_source"].encode(), value, inp["method"].encode(), inp["route"].encode(),
+    # `key_scope: "client"` (a key that is the client's across routes): method and route are empty.
+    client = inp.get("key_scope") == "client"
+    method, route = ("", "") if client else (inp["method"], inp["route"])
+    parts = [inp["scope_source"].encode(), value, method.encode(), route.encode(),
              unquote_key(inp["key"]).encode()]
     key = bytearray(parts_hash("idemgate-storage-key-v2", parts))
     # Bytes 4..8: the quota tag, 3 bytes of the scope's hash and its class (1 = peer).

@@ -40,6 +40,12 @@ Routes: `pass_through` {"header": H, "values": [...]} (callback routes): H prese
 of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), before any key source;
 {"json": P, "values": [...]}: the body is JSON and P resolves to a string exactly one of `values`
 -> null, before any key source.
+Key rules (`key_format`, `key_mismatch`): a key found (not null) is then held to the route's
+format: "uuid" is 36 characters, "-" at 0-based positions 8, 13, 18 and 23 and a hexadecimal digit
+(either case) everywhere else; {"prefix": P} is a key that starts with P (exact bytes) and is longer
+than P. A key of another format is key_format, or with "key_mismatch": "ignore" no key at all
+(null; a route that ignores mismatches never requires a key). Errors before the key is found stay
+what they are.
 `preset` makes a callback route (key required unless said otherwise) with the sender's key_from
 (and, for sns, pass_through); every field the route sets itself wins (PRESETS below). The signed
 presets also need a signature the vectors' evaluator verifies; this reference does not model
@@ -215,7 +221,25 @@ def ce_header(values, name):
     return found[0] if found else None
 
 
+def is_uuid(key):
+    return len(key) == 36 and all(
+        c == "-" if i in (8, 13, 18, 23) else c in "0123456789abcdefABCDEF" for i, c in enumerate(key))
+
+
 def find(case):
+    """The key search's result, then the route's key rules on a key found."""
+    found = search(case)
+    key = found.get("ok")
+    rule = case["route"].get("key_format")
+    if key is None or rule is None:
+        return found
+    fits = is_uuid(key) if rule == "uuid" else key.startswith(rule["prefix"]) and len(key) > len(rule["prefix"])
+    if fits:
+        return found
+    return {"ok": None} if case["route"].get("key_mismatch") == "ignore" else {"error": "key_format"}
+
+
+def search(case):
     route = dict(case["route"])
     headers = case.get("headers", [])
     body = bytes.fromhex(case["body_hex"]) if "body_hex" in case else case.get("body", "").encode()

@@ -433,6 +433,13 @@ pub(crate) fn refusal(refusal: &Refusal) -> HttpAnswer {
         Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
         Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
         Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
+        Refusal::KeyFormat { expected } => problem(
+            400,
+            refusal.code(),
+            "Invalid Idempotency-Key",
+            &format!("this endpoint takes as its idempotency key {expected}"),
+            None,
+        ),
     }
 }
 

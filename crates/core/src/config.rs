@@ -53,6 +53,7 @@ use shares::{default_bytes, defaults_share, fits_one_answer_per_shard};
 mod budget;
 mod client;
 mod error;
+mod keys;
 mod order;
 mod preset;
 mod read;
@@ -90,6 +91,8 @@ pub(crate) struct Config {
     pub(crate) store: Option<StoreBackendConfig>,
     /// Where the edge publishes the policy: a path, or `false` for nowhere.
     pub(crate) policy_path: Option<PolicyPathConfig>,
+    /// `key_format`, `key_mismatch`, `key_scope`: the default of every API route.
+    pub(crate) keys: keys::KeyRulesConfig,
 }
 
 /// `policy_path`: where the policy document is answered.
@@ -240,6 +243,7 @@ impl Policy {
                 prefix: "/".into(),
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
+                keys: crate::request::key_format::KeyRules::DEFAULT,
                 token: TokenRequirement::None,
                 case_sensitive: crate::request::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: Forward::Router,

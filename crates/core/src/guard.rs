@@ -190,7 +190,9 @@ pub(crate) fn refused(refusal: &Refusal) -> Events {
     Events::of(&[match refusal {
         Refusal::Signature(_) => Event::SignatureRejected,
         Refusal::MissingKey { .. } => Event::MissingKey,
-        Refusal::InvalidKey(_) | Refusal::Source(_) => Event::InvalidKey,
+        Refusal::InvalidKey(_) | Refusal::Source(_) | Refusal::KeyFormat { .. } => {
+            Event::InvalidKey
+        }
     }])
 }
 

@@ -37,6 +37,8 @@ pub struct Route {
     /// Upper-case methods guarded on this route.
     pub methods: Vec<String>,
     pub(crate) key: KeyRequirement,
+    /// The key's format, what a key of another format gets, and the key's namespace.
+    pub(crate) keys: crate::request::key_format::KeyRules,
     pub token: TokenRequirement,
     /// Whether `/Payments` is another path than `/payments` (default: no, as in most upstreams'
     /// routers; a rule that matches more spellings can only add protection).
@@ -245,6 +247,20 @@ impl Matched<'_> {
     #[must_use]
     pub(crate) fn target<'a>(&'a self, path_and_query: &str) -> alloc::borrow::Cow<'a, str> {
         crate::request::target::with_query(&self.path, path_and_query)
+    }
+
+    /// The storage key the filter derives for `key` sent by `scope` with `method` on this match:
+    /// on a route with `key_scope: "client"` the method and path are left out, so the client's
+    /// key names one record across every such route. What a host outside the filter (the store
+    /// service's operator commands) uses, so it never spells the derivation differently.
+    pub fn storage_key(
+        &self,
+        scope: crate::client::scope::Scope<'_>,
+        method: &str,
+        key: &crate::request::key::IdempotencyKey,
+    ) -> crate::client::scope::StorageKey {
+        let (method, path) = self.route.keys.namespace(method, &self.path);
+        crate::client::scope::StorageKey::derive(scope, method, path, key)
     }
 }
 

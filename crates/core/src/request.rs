@@ -9,6 +9,9 @@ pub mod fingerprint;
 pub mod form;
 pub(crate) mod json;
 pub mod key;
+// Key rules other than the default are built only from a configuration (`config`).
+#[cfg_attr(not(feature = "config"), allow(dead_code))]
+pub(crate) mod key_format;
 pub mod key_source;
 pub mod media_type;
 pub(crate) mod path;

@@ -7,6 +7,7 @@
 mod defaults;
 mod forward;
 mod hardening;
+mod key_policy;
 mod late_delivery;
 mod memory;
 mod properties;

@@ -82,7 +82,7 @@ impl Query {
                 route: self.route.clone(),
             })?;
         if let Some(own) = matched.route.own_scope() {
-            return Ok(StorageKey::derive(own, &self.method, &matched.path, &key));
+            return Ok(matched.storage_key(own, &self.method, &key));
         }
         let value = self.scope.as_deref().ok_or(QueryError::NoScope)?;
         let labels: Vec<String> = policy.scope.iter().map(|s| s.label()).collect();
@@ -98,7 +98,7 @@ impl Query {
             source: &source,
             value: value.as_bytes(),
         };
-        Ok(StorageKey::derive(scope, &self.method, &matched.path, &key))
+        Ok(matched.storage_key(scope, &self.method, &key))
     }
 }
 
@@ -348,6 +348,29 @@ mod tests {
             peer.storage_key(&policy),
             Ok(StorageKey::derive(peer_scope, "POST", "/orders/7", &key))
         );
+    }
+
+    #[test]
+    fn a_client_scoped_route_keeps_the_clients_keys_in_one_namespace() {
+        let policy = Policy::for_storage_keys(
+            r#"{"routes": [{"prefix": "/orders", "key_scope": "client"},
+                           {"prefix": "/refunds", "key_scope": "client"}]}"#,
+        )
+        .unwrap();
+        let key = IdempotencyKey::parse(b"order-1").unwrap();
+        let scope = Scope {
+            source: "header:authorization",
+            value: b"Bearer alice",
+        };
+        // Where the filter keeps them: no method, no route.
+        let expected = StorageKey::derive(scope, "", "", &key);
+        for route in ["/orders/7", "/refunds"] {
+            assert_eq!(
+                query(route, Some("Bearer alice")).storage_key(&policy),
+                Ok(expected),
+                "{route}"
+            );
+        }
     }
 
     #[test]

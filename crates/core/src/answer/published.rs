@@ -9,6 +9,7 @@ use super::HttpAnswer;
 use crate::policy::{KeyRequirement, Policy, Route, RouteKind, StoreRule};
 use crate::request::json::write_string;
 use crate::request::key::MAX_KEY_LEN;
+use crate::request::key_format::{KeyFormat, KeyMismatch, KeyRules, KeyScope};
 use crate::request::key_source::KeySource;
 use crate::request::target::path_without_query;
 use alloc::format;
@@ -74,6 +75,7 @@ fn route(out: &mut String, route: &Route) {
     );
     out.push_str(",\"key_from\":");
     array(out, &route.key_from, source);
+    key_rules(out, &route.keys);
     out.push_str(",\"kind\":");
     write_string(
         out,
@@ -83,6 +85,35 @@ fn route(out: &mut String, route: &Route) {
         },
     );
     let _ = write!(out, ",\"case_sensitive\":{}}}", route.case_sensitive);
+}
+
+/// A route's key rules, where it has any beyond the key syntax (a document of a configuration
+/// without them reads as before): `key_format` (`"uuid"` or `{"prefix": …}`) with `key_mismatch`
+/// (`"refuse"`: 400; `"ignore"`: taken for no key), and `key_scope` when a key is the client's
+/// across routes.
+fn key_rules(out: &mut String, rules: &KeyRules) {
+    if let Some(format) = &rules.format {
+        out.push_str(",\"key_format\":");
+        match format {
+            KeyFormat::Uuid => out.push_str("\"uuid\""),
+            KeyFormat::Prefix(prefix) => {
+                out.push_str("{\"prefix\":");
+                write_string(out, prefix);
+                out.push('}');
+            }
+        }
+        out.push_str(",\"key_mismatch\":");
+        write_string(
+            out,
+            match rules.mismatch {
+                KeyMismatch::Refuse => "refuse",
+                KeyMismatch::Ignore => "ignore",
+            },
+        );
+    }
+    if rules.scope == KeyScope::Client {
+        out.push_str(",\"key_scope\":\"client\"");
+    }
 }
 
 /// Which answers a key keeps (and replays), by status.

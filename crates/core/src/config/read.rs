@@ -6,6 +6,7 @@
 //! Values are never echoed except the spelling of an unknown choice, so a secret cannot leak into
 //! Envoy's log through a type error.
 
+mod keys;
 mod route;
 mod shape;
 
@@ -53,6 +54,9 @@ const CONFIG_FIELDS: &[&str] = &[
     "relay_budget",
     "relay_budget_per_peer",
     "policy_path",
+    "key_format",
+    "key_mismatch",
+    "key_scope",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -87,6 +91,9 @@ const ROUTE_FIELDS: &[&str] = &[
     "order",
     "precondition",
     "share",
+    "key_format",
+    "key_mismatch",
+    "key_scope",
 ];
 const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early", "unsigned"];
 /// `order.unsigned`: the one word that keeps the sequencer on a route without a signature.
@@ -367,6 +374,10 @@ fn document(doc: &Value) -> Result<Config, Shape> {
                 };
                 continue;
             }
+            Some(i @ 25..=27) => {
+                keys::key_rule(at, i - 25, value, &mut c.keys)?;
+                continue;
+            }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
         };
         fill(at, value, slot)?;
@@ -560,27 +571,6 @@ fn token(path: &str, value: &Value) -> Result<TokenConfig, Shape> {
         fill(&join(path, key), value, Slot::Text(slot))?;
     }
     Ok(t)
-}
-
-/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`); `null` is
-/// "not given".
-fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, Shape> {
-    match value {
-        Value::Null => Ok(None),
-        Value::String(text) => Ok(Some(Size::Text(super::copy(text)))),
-        Value::Number(n) => match n.as_u64() {
-            Some(n) => Ok(Some(Size::Bytes(n))),
-            None => Err(shape(
-                path,
-                &["expected a byte count (a non-negative integer) or a size such as \"64KiB\""],
-            )),
-        },
-        other => Err(found(
-            path,
-            "expected a byte count or a size such as \"64KiB\"",
-            other,
-        )),
-    }
 }
 
 // --- Shapes ---------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ pub(crate) struct RouteConfig {
     /// What the route itself may hold in the whole store under pressure; callback routes only.
     pub(crate) share: Option<ShareAmount>,
     pub(crate) precondition: Option<PreconditionConfig>,
+    /// `key_format`, `key_mismatch`, `key_scope`: over the top-level defaults.
+    pub(crate) keys: super::keys::KeyRulesConfig,
 }
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as JSON
@@ -142,6 +144,7 @@ impl Config {
                 prefix: copy("/"),
                 methods: owned(defaults::METHODS),
                 key: KeyRequirement::Optional,
+                keys: self.compile_keys(None, RouteKind::Api, KeyRequirement::Optional)?,
                 token: TokenRequirement::None,
                 case_sensitive: crate::request::target::CASE_SENSITIVE_BY_DEFAULT,
                 forward: self.compile_forward(None, lease)?,
@@ -274,6 +277,13 @@ impl Config {
                 PreconditionConfig::IfMatch => crate::order::Precondition::IfMatch,
                 PreconditionConfig::IfMatchOrAny => crate::order::Precondition::IfMatchOrAny,
             });
+            let key = match (route.key, kind) {
+                (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
+                    KeyRequirement::Required
+                }
+                (Some(KeyConfig::Optional), _) | (None, RouteKind::Api) => KeyRequirement::Optional,
+            };
+            let keys = self.compile_keys(Some((i, &route.keys)), kind, key)?;
             routes.push(Route {
                 prefix,
                 case_sensitive,
@@ -285,14 +295,8 @@ impl Config {
                 order,
                 precondition,
                 share: None,
-                key: match (route.key, kind) {
-                    (Some(KeyConfig::Required), _) | (None, RouteKind::Callback) => {
-                        KeyRequirement::Required
-                    }
-                    (Some(KeyConfig::Optional), _) | (None, RouteKind::Api) => {
-                        KeyRequirement::Optional
-                    }
-                },
+                key,
+                keys,
                 token: match route.token {
                     Some(TokenRequirementConfig::Required) => TokenRequirement::Required,
                     Some(TokenRequirementConfig::None) | None => TokenRequirement::None,

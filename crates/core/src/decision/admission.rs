@@ -9,8 +9,10 @@
 //! name a key nor find a record. A delivery signed longer ago than the tolerance allows, whose
 //! signature matches, is admitted `Freshness::Late`: it may only be answered by the
 //! acknowledgement stored for its key ([`crate::guard`]), so it needs a key — without one it is
-//! refused as stale. A route that requires a key refuses a request that has none with
-//! an answer naming where it looked. The one-time token is checked after the claim (the
+//! refused as stale. A key found, from whichever source, is then held to the route's
+//! `key_format` (`crate::request::key_format`): refused (`key_format`), or taken for no key
+//! where the route ignores mismatches. A route that requires a key refuses a request that has
+//! none with an answer naming where it looked. The one-time token is checked after the claim (the
 //! idempotency decision comes first, `docs/semantics.md` §7), by the host's token path.
 
 use crate::client::scope::Scope;
@@ -18,6 +20,7 @@ use crate::client::signature::{Freshness, SignatureCheck, SignatureError};
 use crate::decision::ResponseFacts;
 use crate::policy::{KeyRequirement, PassThrough, Route, RouteKind};
 use crate::request::key::{IdempotencyKey, KeyError};
+use crate::request::key_format::{KeyRules, Screened};
 use crate::request::key_source::{self, describe_sources, KeySearch, KeyStart, SourceError};
 use crate::time::UnixMillis;
 use alloc::string::String;
@@ -39,6 +42,11 @@ pub enum Refusal {
     /// The key's source could not be read: a body no body source can read, an incomplete
     /// CloudEvent, a CloudEvents batch (never [`SourceError::Key`]: that is `InvalidKey`).
     Source(SourceError),
+    /// A valid key not of the route's `key_format`, on a route that refuses those; `expected`
+    /// says the format in words.
+    KeyFormat {
+        expected: String,
+    },
 }
 
 impl From<SourceError> for Refusal {
@@ -57,6 +65,7 @@ impl Refusal {
             Refusal::MissingKey { .. } => "key_missing",
             Refusal::Signature(e) => e.code(),
             Refusal::Source(e) => e.code(),
+            Refusal::KeyFormat { .. } => "key_format",
         }
     }
 }
@@ -73,6 +82,9 @@ pub struct Admission {
     /// A pass-through read from the body, decided at [`Admission::finish`], and the body it reads
     /// unless the key search keeps it already.
     pass: Option<(Arc<PassThrough>, Option<Vec<u8>>)>,
+    /// The route's key rules where a key from the body is still to be screened by them (kept
+    /// only for a route with a `key_format`, so that a plain route's admission copies nothing).
+    rules: Option<KeyRules>,
 }
 
 /// A request's key, admitted at the end of its body.
@@ -113,11 +125,20 @@ pub fn admit<'h>(
             signature,
             missing: None,
             pass: None,
+            rules: None,
         });
     }
     let key = match key_source::start(&route.key_from, header).map_err(Refusal::from)? {
+        // Screened only on a route with a format: a plain route's key moves straight on.
+        KeyStart::Decided(key) if route.keys.format.is_some() => {
+            Key::Decided(screen(&route.keys, key)?)
+        }
         KeyStart::Decided(key) => Key::Decided(key),
         KeyStart::Body(search) => Key::Body(search),
+    };
+    let rules = match (&key, &route.keys.format) {
+        (Key::Body(_), Some(_)) => Some(route.keys.clone()),
+        _ => None,
     };
     // A message type in the body: read at the end, from the key search's copy of the body when
     // there is one, else from a copy of its own.
@@ -145,7 +166,25 @@ pub fn admit<'h>(
         signature,
         missing,
         pass,
+        rules,
     })
+}
+
+/// A found key under the route's key rules: kept, taken for no key (`key_mismatch: "ignore"`),
+/// or refused (`key_format`). Out of line: only routes with a `key_format` call it.
+#[inline(never)]
+fn screen(
+    rules: &KeyRules,
+    key: Option<IdempotencyKey>,
+) -> Result<Option<IdempotencyKey>, Refusal> {
+    let Some(key) = key else {
+        return Ok(None);
+    };
+    match rules.screen(key.as_str()) {
+        Screened::Kept => Ok(Some(key)),
+        Screened::Ignored => Ok(None),
+        Screened::Refused(expected) => Err(Refusal::KeyFormat { expected }),
+    }
 }
 
 fn missing(route: &Route) -> Refusal {
@@ -213,7 +252,13 @@ impl Admission {
         }
         let key = match self.key {
             Key::Decided(key) => key,
-            Key::Body(search) => search.finish().map_err(Refusal::from)?,
+            Key::Body(search) => {
+                let key = search.finish().map_err(Refusal::from)?;
+                match &self.rules {
+                    Some(rules) => screen(rules, key)?,
+                    None => key,
+                }
+            }
         };
         match (key, self.missing, freshness) {
             (None, Some(refusal), _) => Err(refusal),

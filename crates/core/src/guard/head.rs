@@ -23,6 +23,7 @@ use crate::policy::{Detached, Forward, Policy, Route};
 use crate::record::OwnerToken;
 use crate::request::budget::{Budget, Reservation};
 use crate::request::fingerprint::FingerprintBuilder;
+use crate::request::key_format::KeyScope;
 use crate::time::UnixMillis;
 use alloc::borrow::ToOwned;
 use alloc::rc::Rc;
@@ -205,12 +206,13 @@ where
         Ok(token) => token,
         Err(refusal) => return (Headed::Answer(answer(&refusal.answer())), refusal.events()),
     };
+    let (key_method, key_path) = route.keys.namespace(method, &matched.path);
     let key = match start(
         admission,
         client,
         |scope| host.scopes().quota_tag(scope),
-        method,
-        &matched.path,
+        key_method,
+        key_path,
     ) {
         Start::Keyed(key) => key,
         Start::Unguarded => return (Headed::Unguarded { token, payers }, Events::default()),
@@ -239,6 +241,9 @@ where
     );
     if let Some(rule) = &route.precondition {
         rule.bind(&mut fingerprint, headers.clone());
+    }
+    if route.keys.scope == KeyScope::Client {
+        fingerprint.bind_endpoint(method, &matched.path);
     }
     let probe = Probe::start(route, headers);
     // Each copy of the body the machine keeps until the claim is charged: the

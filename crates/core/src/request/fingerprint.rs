@@ -174,6 +174,18 @@ impl FingerprintBuilder {
         }
     }
 
+    /// Binds the endpoint (method and matched path) into the fingerprint, under a label of its
+    /// own, on a route whose keys are the client's across endpoints (`key_scope: "client"`): their
+    /// storage key leaves the endpoint out, so the fingerprint must tell the same key on another
+    /// endpoint from a retry (a 422, never another endpoint's answer). In every mode, `none`
+    /// included, which otherwise hashes no method or path.
+    pub(crate) fn bind_endpoint(&mut self, method: &str, path: &str) {
+        self.head
+            .part(b"key-scope:client")
+            .part(method.as_bytes())
+            .part(path.as_bytes());
+    }
+
     /// Feeds the next body chunk.
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), FingerprintError> {
         match &mut self.body {

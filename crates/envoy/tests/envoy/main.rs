@@ -21,6 +21,7 @@ mod floods_fleet;
 mod hardening;
 mod jwt_authn;
 mod kept_bodies;
+mod key_policy;
 mod key_sources;
 mod large_answers;
 mod late_fleet;

@@ -21,6 +21,7 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         order: None,
         precondition: None,
         share: None,
+        keys: Default::default(),
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -115,6 +116,11 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
             // `share`
             Some(15) => {
                 r.share = opt_share(&at, value)?;
+                continue;
+            }
+            // `key_format`, `key_mismatch`, `key_scope`
+            Some(i @ 16..=18) => {
+                super::keys::key_rule(&at, i - 16, value, &mut r.keys)?;
                 continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),

@@ -199,3 +199,24 @@ pub(super) fn opt_pick<T: Copy, const N: usize>(
     let i = choice(path, value, &choices.0)?;
     Ok(choices.1.get(i).copied())
 }
+
+/// A byte count (integer) or a size as text (`"64KiB"`, checked later by `compile`); `null` is
+/// "not given".
+pub(super) fn opt_size(path: &str, value: &Value) -> Result<Option<Size>, Shape> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(Size::Text(super::super::copy(text)))),
+        Value::Number(n) => match n.as_u64() {
+            Some(n) => Ok(Some(Size::Bytes(n))),
+            None => Err(shape(
+                path,
+                &["expected a byte count (a non-negative integer) or a size such as \"64KiB\""],
+            )),
+        },
+        other => Err(found(
+            path,
+            "expected a byte count or a size such as \"64KiB\"",
+            other,
+        )),
+    }
+}
