@@ -27,6 +27,7 @@ fn order(body: &str) -> Request {
     Request::new("POST", "/orders").json(body)
 }
 
+// conformance: D10
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_browser_minted_key_on_an_ignore_route_passes_like_no_key() {
@@ -85,6 +86,7 @@ fn a_browser_minted_key_on_an_ignore_route_passes_like_no_key() {
     assert_eq!(upstream.path_hits("/carts"), 0);
 }
 
+// conformance: S8
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn a_client_scoped_key_on_another_endpoint_is_reused() {
