@@ -18,6 +18,7 @@ pub mod conformance;
 pub mod envoy;
 pub mod error;
 pub mod explore;
+pub mod profile;
 pub mod runtime;
 pub mod scenario;
 pub mod wasm_bindgen;

@@ -9,8 +9,14 @@ callback and by import (which host calls), plus the detached figures (the shippe
 back in through its re-entry listener; that second pass is Envoy's work, not the filter's, so it
 is not counted here). Deterministic, so it shows what an optimisation changed even on a busy
 machine.
-Usage: work.py [--out BENCHMARKS.md] [--smoke]   (--smoke: run and check, write nothing)
+Then it prints (to its output, never into a file) where the operators go: a table per figure of
+the functions that executed the most operators themselves, from a profiling copy of the filter
+(the same build with its name section kept, `wasm-opt -O3 -g`, each function counting its own
+operators: host-tests' `profile` module, the work example's `--profile`).
+Usage: work.py [--out BENCHMARKS.md] [--smoke] [--top N] [--no-profile]
+       (--smoke: run and check, write nothing, no profile)
 """
+import os
 import argparse
 import re
 import subprocess
@@ -21,14 +27,37 @@ from sections import write_section
 
 ROOT = Path(__file__).resolve().parents[3]
 BEGIN, END = "<!-- work:begin (written by make bench-work) -->", "<!-- work:end -->"
+WASM_OPT = ROOT / "crates/web/node_modules/.bin/wasm-opt"
+# The flags of crates/envoy/scripts/optimize.sh, plus -g: the profiling copy is the shipped code.
+WASM_OPT_FLAGS = ["-O3", "--low-memory-unused", "--enable-bulk-memory", "--enable-sign-ext", "--enable-mutable-globals",
+                  "--enable-nontrapping-float-to-int", "--enable-multivalue", "--enable-reference-types", "-g"]
 FIGURES = ["raw_fresh_key", "raw_fresh_key_new_client", "raw_replay", "raw_409", "json_fresh_key", "json_replay", "json_409",
            "detached_fresh_key", "detached_replay", "detached_409"]
+
+
+def profile(top):
+    """Builds the filter with its names kept (own target dir) and prints the work example's profile."""
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target")) / "profile-names"
+    subprocess.run([os.environ.get("CARGO", "cargo"), "build", "-q", "-p", "idemgate-envoy", "--release",
+                    "--target", "wasm32-wasip1", "--target-dir", str(target)],
+                   cwd=ROOT, check=True, env={**os.environ, "IDEMGATE_KEEP_NAMES": "1"})
+    named = target / "idemgate_envoy.named.wasm"
+    subprocess.run([str(WASM_OPT), *WASM_OPT_FLAGS, str(target / "wasm32-wasip1/release/idemgate_envoy.wasm"),
+                    "-o", str(named)], check=True)
+    cmd = ["cargo", "run", "-q", "-p", "idemgate-host-tests", "--example", "work", "--", "--profile", str(top)]
+    text = subprocess.run(cmd, cwd=ROOT, check=True, text=True, capture_output=True,
+                          env={**os.environ, "IDEMGATE_FILTER_WASM": str(named)}).stdout
+    print("Operators per request by function (self, not callees), top", top,
+          "per figure; the total is the profiling copy's, within 1 % of the figure above:")
+    print(text, end="")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--no-profile", action="store_true")
     args = ap.parse_args()
     cmd = ["cargo", "run", "-q", "-p", "idemgate-host-tests", "--example", "work"]
     text = subprocess.run(cmd, cwd=ROOT, check=True, text=True, capture_output=True).stdout
@@ -73,6 +102,9 @@ def main():
     section = "\n".join(lines)
     out = write_section(args.out, BEGIN, END, section, heading="## Work per request (counted)\n\n")
     print(f"wrote {out}")
+    print(" ".join(f"{f}={figures[f][0]}/{figures[f][1]:g}" for f in FIGURES))
+    if not args.no_profile:
+        profile(args.top)
 
 
 if __name__ == "__main__":

@@ -45,6 +45,7 @@ mod prelude {
 
 pub mod abi;
 pub mod access_log;
+pub mod allocator;
 pub mod backend;
 pub mod callout;
 pub mod clock;

@@ -1,7 +1,7 @@
 //! What a `no_std` `.wasm` must bring itself: the global allocator and the panic handler.
 //!
 //! The allocator is dlmalloc, the algorithm wasi-libc's `malloc` (used through std before) is too,
-//! growing wasm memory page by page. A panic (there should be none: the crate denies
+//! growing wasm memory page by page, behind free lists of small blocks ([`crate::allocator`]). A panic (there should be none: the crate denies
 //! `unwrap`/`expect`/`panic!`, but indexing and arithmetic can still panic) logs one critical line,
 //! `panicked at FILE:LINE: MESSAGE` (the message when it is a plain string), and traps; Envoy then
 //! treats the VM as failed, as it did when std printed the panic to stderr and aborted.
@@ -14,7 +14,8 @@ use crate::abi::{self, LogLevel};
 
 #[cfg(all(target_arch = "wasm32", not(test)))]
 #[global_allocator]
-static ALLOCATOR: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+static ALLOCATOR: crate::allocator::Pooled<dlmalloc::GlobalDlmalloc> =
+    crate::allocator::Pooled::new(dlmalloc::GlobalDlmalloc);
 
 #[cfg(all(target_arch = "wasm32", not(test)))]
 #[panic_handler]

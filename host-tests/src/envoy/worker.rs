@@ -118,6 +118,8 @@ pub struct Worker {
     pub(super) exports: Exports,
     pub(super) next_context: u32,
     pub(super) last_tick_ms: u64,
+    /// A profiling copy's per-function operator counters (`crate::profile`); empty otherwise.
+    pub(super) profile: Vec<(usize, wasmtime::Global)>,
 }
 
 impl Worker {
@@ -187,12 +189,14 @@ impl Worker {
         }
         let exports = Exports::find(&instance, &mut store)?;
         let last_tick_ms = store.data().world.clock().now_ms();
+        let profile = profile_counters(&instance, &mut store);
         let mut worker = Worker {
             index,
             store,
             exports,
             next_context: 2,
             last_tick_ms,
+            profile,
         };
         let root = worker.root_context() as i32;
         let create = worker.exports.on_context_create.clone();
@@ -291,6 +295,7 @@ impl Worker {
         let left = self.store.get_fuel().unwrap_or(FUEL_PER_CALL);
         let host_calls = self.store.data().host_calls - calls_before;
         world.record_work(name, FUEL_PER_CALL.saturating_sub(left), host_calls);
+        self.take_profile(name, &world);
         if let Some(trace) = self.store.data_mut().trace.as_mut() {
             let steps = core::mem::take(trace);
             let mut last = FUEL_PER_CALL;
@@ -313,6 +318,22 @@ impl Worker {
             }
         }
         result
+    }
+
+    /// Moves the profiling counters' values into the world's ledger (a no-op unless profiling).
+    fn take_profile(&mut self, callback: &str, world: &World) {
+        if self.profile.is_empty() {
+            return;
+        }
+        let mut counts = Vec::new();
+        for (function, global) in &self.profile {
+            let value = global.get(&mut self.store).i64().unwrap_or(0);
+            if value != 0 {
+                counts.push((*function, value as u64));
+                let _ = global.set(&mut self.store, wasmtime::Val::I64(0));
+            }
+        }
+        world.record_profile(callback, &counts);
     }
 
     // ---------------------------------------------------------------------------------------
@@ -485,4 +506,23 @@ impl Worker {
         String::from_utf8(bytes.to_vec())
             .map_err(|_| interface("idemgate_conformance returned non-UTF-8"))
     }
+}
+
+/// The counters of a module instrumented by [`crate::profile::instrument`], by function index.
+fn profile_counters(
+    instance: &wasmtime::Instance,
+    store: &mut Store<VmState>,
+) -> Vec<(usize, wasmtime::Global)> {
+    let names: Vec<(usize, String)> = instance
+        .exports(&mut *store)
+        .filter_map(|export| {
+            let name = export.name();
+            let index = name.strip_prefix(crate::profile::COUNTER_PREFIX)?;
+            Some((index.parse().ok()?, name.to_string()))
+        })
+        .collect();
+    names
+        .into_iter()
+        .filter_map(|(index, name)| Some((index, instance.get_global(&mut *store, &name)?)))
+        .collect()
 }

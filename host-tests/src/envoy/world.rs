@@ -57,6 +57,8 @@ struct Shared {
     work: Mutex<std::collections::BTreeMap<String, Work>>,
     /// Per (callback, import): calls made, summed.
     import_work: Mutex<std::collections::BTreeMap<(String, String), u64>>,
+    /// A profiling copy's operators by (callback, defined function index).
+    profile: Mutex<std::collections::BTreeMap<(String, usize), u64>>,
     echo_logs: bool,
 }
 
@@ -84,6 +86,7 @@ impl World {
             anomalies: Mutex::new(Vec::new()),
             work: Mutex::new(std::collections::BTreeMap::new()),
             import_work: Mutex::new(std::collections::BTreeMap::new()),
+            profile: Mutex::new(std::collections::BTreeMap::new()),
             echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
         }))
     }
@@ -193,6 +196,21 @@ impl World {
         *lock(&self.0.import_work)
             .entry((callback.to_string(), import.to_string()))
             .or_default() += calls;
+    }
+
+    /// Adds one callback's per-function operator counts (a profiling copy's, `crate::profile`).
+    pub fn record_profile(&self, callback: &str, counts: &[(usize, u64)]) {
+        let mut profile = lock(&self.0.profile);
+        for (function, ops) in counts {
+            *profile
+                .entry((callback.to_string(), *function))
+                .or_default() += ops;
+        }
+    }
+
+    /// Operators so far by (callback, defined function index), when running a profiling copy.
+    pub fn profile(&self) -> std::collections::BTreeMap<(String, usize), u64> {
+        lock(&self.0.profile).clone()
     }
 
     /// Host calls so far, by callback and import name.

@@ -63,7 +63,7 @@ impl Layout {
 
     /// The name of ledger cell `index` (`0..ledger_cells`).
     pub(crate) fn ledger_cell_name_at(&self, index: u32) -> String {
-        alloc::format!("idemgate/s/{index}")
+        crate::store::numbered("idemgate/s/", index)
     }
 }
 
