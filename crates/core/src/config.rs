@@ -34,6 +34,7 @@ pub(crate) use client::TokenConfig;
 use core::fmt;
 pub use error::ConfigError;
 use error::{copy, decimal, invalid, item, owned, refuse, shown, Refusal};
+pub(crate) use in_flight::InFlightConfig;
 pub(crate) use routes::ForwardConfig;
 pub(crate) use routes::KeyConfig;
 pub(crate) use routes::KeySourceConfig;
@@ -53,6 +54,7 @@ use shares::{default_bytes, defaults_share, fits_one_answer_per_shard};
 mod budget;
 mod client;
 mod error;
+mod in_flight;
 mod order;
 mod preset;
 mod read;
@@ -90,6 +92,8 @@ pub(crate) struct Config {
     pub(crate) store: Option<StoreBackendConfig>,
     /// Where the edge publishes the policy: a path, or `false` for nowhere.
     pub(crate) policy_path: Option<PolicyPathConfig>,
+    /// Every route's `in_flight`, unless it says its own.
+    pub(crate) in_flight: Option<InFlightConfig>,
 }
 
 /// `policy_path`: where the policy document is answered.
@@ -250,6 +254,7 @@ impl Policy {
                 order: None,
                 precondition: None,
                 share: None,
+                wait: None,
             }],
             header,
             scope: alloc::vec![

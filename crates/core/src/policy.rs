@@ -61,6 +61,9 @@ pub struct Route {
     /// hold in the whole store while it is under pressure (`share`); `None`: the whole store, so
     /// the route is charged nothing and only a full store refuses it.
     pub(crate) share: Option<crate::client::payer::Share>,
+    /// How long a duplicate of a request in flight waits for the first's answer (`in_flight.wait`);
+    /// `None`: it is answered 409 at once.
+    pub(crate) wait: Option<crate::time::Span>,
 }
 
 impl Route {

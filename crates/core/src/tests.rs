@@ -17,3 +17,4 @@ mod shares;
 mod store_config;
 mod token;
 mod transition;
+mod waiting;

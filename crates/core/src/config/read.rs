@@ -6,13 +6,14 @@
 //! Values are never echoed except the spelling of an unknown choice, so a secret cannot leak into
 //! Envoy's log through a type error.
 
+mod in_flight;
 mod route;
 mod shape;
 
 use super::{
-    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
-    RouteConfig, ScopeConfig, ShareAmount, SharesConfig, Size, StoreBackendConfig, StoreConfig,
-    TokenConfig, TokenRequirementConfig, UpstreamConfig,
+    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, InFlightConfig,
+    KeyConfig, ModeConfig, RouteConfig, ScopeConfig, ShareAmount, SharesConfig, Size,
+    StoreBackendConfig, StoreConfig, TokenConfig, TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use super::{OrderConfig, PassThroughConfig, PolicyPathConfig, PreconditionConfig, PresetConfig};
@@ -53,6 +54,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "relay_budget",
     "relay_budget_per_peer",
     "policy_path",
+    "in_flight",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -87,6 +89,7 @@ const ROUTE_FIELDS: &[&str] = &[
     "order",
     "precondition",
     "share",
+    "in_flight",
 ];
 const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early", "unsigned"];
 /// `order.unsigned`: the one word that keeps the sequencer on a route without a signature.
@@ -365,6 +368,11 @@ fn document(doc: &Value) -> Result<Config, Shape> {
                         ))
                     }
                 };
+                continue;
+            }
+            // `in_flight`
+            Some(25) => {
+                c.in_flight = in_flight::in_flight(at, value)?;
                 continue;
             }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),

@@ -24,6 +24,8 @@ pub(crate) struct RouteConfig {
     /// What the route itself may hold in the whole store under pressure; callback routes only.
     pub(crate) share: Option<ShareAmount>,
     pub(crate) precondition: Option<PreconditionConfig>,
+    /// What a duplicate of a request in flight gets here; `None`: the top level's.
+    pub(crate) in_flight: Option<InFlightConfig>,
 }
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as JSON
@@ -152,6 +154,7 @@ impl Config {
                 order: None,
                 precondition: None,
                 share: None,
+                wait: self.compile_wait(None, lease)?,
             }]);
         };
         let mut routes = Vec::new();
@@ -298,6 +301,7 @@ impl Config {
                     Some(TokenRequirementConfig::None) | None => TokenRequirement::None,
                 },
                 forward: self.compile_forward(Some((i, route)), lease)?,
+                wait: self.compile_wait(Some((i, route)), lease)?,
             });
         }
         shadow::refuse_shadowed(&routes)?;

@@ -21,6 +21,7 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         order: None,
         precondition: None,
         share: None,
+        in_flight: None,
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -115,6 +116,11 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
             // `share`
             Some(15) => {
                 r.share = opt_share(&at, value)?;
+                continue;
+            }
+            // `in_flight`
+            Some(16) => {
+                r.in_flight = super::in_flight::in_flight(&at, value)?;
                 continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),
