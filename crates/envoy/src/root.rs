@@ -27,6 +27,9 @@ pub struct Root {
     /// Kept across reconfigurations: a callout made under the old configuration still finds its
     /// entry (which carries the configuration it was made under).
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
+    /// This VM's shared queue, where completed keys are announced ([`crate::waking`]): registered
+    /// once, when a configuration first has a route that waits.
+    pub queue: Option<u32>,
 }
 
 impl Root {
@@ -56,6 +59,10 @@ impl Root {
             return false;
         }
         let counted = policy.shares.identity.is_some() || policy.shares.peer.is_some();
+        let waits = policy.routes.iter().any(|route| route.wait().is_some());
+        if waits && self.queue.is_none() {
+            self.queue = crate::waking::register();
+        }
         let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout, counted);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
@@ -67,6 +74,8 @@ impl Root {
             scopes: Default::default(),
             hashing: Rc::default(),
             relay: Rc::default(),
+            waits,
+            waiters: RefCell::default(),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();

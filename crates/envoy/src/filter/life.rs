@@ -59,6 +59,7 @@ impl Filter {
                     }
                 }
                 guard::Action::Pass => {}
+                guard::Action::Park { key } => self.park(&mut machine, key),
                 guard::Action::Answer(http) => {
                     host::send(&http);
                     result = Action::Pause;
@@ -80,7 +81,13 @@ impl Filter {
                 }
             }
         }
-        self.stage = if call.is_some() || machine.expects_more() {
+        // A parked duplicate is held, paused, until it is woken with an answer.
+        let waiting = machine.is_waiting();
+        if waiting {
+            result = Action::Pause;
+        }
+        self.unpark_unless(waiting);
+        self.stage = if call.is_some() || machine.expects_more() || waiting {
             Stage::Guarded { machine, call }
         } else {
             Stage::Idle

@@ -42,3 +42,4 @@ mod soak;
 mod tamper;
 mod threats;
 mod tokens;
+mod waiting;
