@@ -152,8 +152,8 @@ pub extern "C" fn proxy_on_tick(context_id: u32) {
         if let Some(root) = vm.roots.get_mut(&context_id) {
             root.on_tick();
         }
-        // Every parked duplicate once a tick: its deadline, and a record finished where no
-        // announcement reached this VM.
+        // Every parked duplicate on each tick: its deadline, and its next question to the store
+        // (a record finished where no announcement reaches: another Envoy of a fleet).
         let waiters = vm
             .roots
             .get(&context_id)
@@ -164,8 +164,11 @@ pub extern "C" fn proxy_on_tick(context_id: u32) {
             });
         if let (Some(waiters), Some(now)) = (waiters, crate::host::now()) {
             for (_, stream) in waiters {
-                wake(vm, stream, now);
+                wake(vm, stream, now, false);
             }
+        }
+        if let Some(root) = vm.roots.get(&context_id) {
+            root.pace_tick();
         }
     })
 }
@@ -189,17 +192,18 @@ pub extern "C" fn proxy_on_queue_ready(context_id: u32, queue_id: u32) {
                 Err(_) => continue,
             };
             for stream in streams {
-                wake(vm, stream, now);
+                wake(vm, stream, now, true);
             }
         }
     })
 }
 
-/// Wakes the parked stream `stream` at `now`, made the effective context.
-fn wake(vm: &mut Vm, stream: u32, now: idemgate_core::time::UnixMillis) {
+/// Wakes the parked stream `stream` at `now`, made the effective context: its key `announced`,
+/// or the tick.
+fn wake(vm: &mut Vm, stream: u32, now: idemgate_core::time::UnixMillis, announced: bool) {
     if let Some(filter) = vm.streams.get_mut(&stream) {
         if abi::set_effective_context(stream).is_ok() {
-            filter.wake(now);
+            filter.wake(now, announced);
         }
     }
 }

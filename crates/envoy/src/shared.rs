@@ -46,6 +46,8 @@ pub struct Shared {
     pub waits: bool,
     /// This VM's streams parked waiting for a record's answer, by key.
     pub waiters: RefCell<idemgate_core::guard::Waiters<u32>>,
+    /// Whether the root's tick is quickened for them ([`crate::root::quicken_tick`]).
+    pub quick_tick: Cell<bool>,
 }
 
 impl Shared {

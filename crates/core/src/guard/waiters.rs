@@ -4,6 +4,7 @@
 //! over a bound is told so ([`crate::guard::Guarded::parked`] with `false`) and gets 409.
 
 use crate::client::scope::StorageKey;
+use crate::time::Span;
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
@@ -29,6 +30,12 @@ impl<T> Default for Waiters<T> {
             count: 0,
         }
     }
+}
+
+impl<T> Waiters<T> {
+    /// How often a host holding parked requests calls [`crate::guard::Guarded::tick`]: their
+    /// shortest pause between questions.
+    pub const TICK: Span = Span(50);
 }
 
 impl<T: Copy + PartialEq> Waiters<T> {

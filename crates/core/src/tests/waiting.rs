@@ -183,6 +183,25 @@ fn a_duplicate_waits_and_gets_the_first_answer_as_a_replay() {
 }
 
 #[test]
+fn on_its_timer_a_waiter_asks_again_after_a_pause_that_doubles_up_to_400_ms() {
+    let (policy, edge, mut store) = (policy(), edge(), MemoryStore::new());
+    let (mut first, mut second) = parked(&policy, &edge, &mut store);
+    let mut asked_at = Vec::new();
+    for at in (0..=1_200).step_by(10) {
+        second.tick(T0.after(Span(at)));
+        if run(&mut second, &mut store, &policy, T0.after(Span(at))).asks == 1 {
+            asked_at.push(at);
+        }
+    }
+    assert_eq!(asked_at, [50, 150, 350, 750, 1_150]);
+    // An announcement asks at once, whatever the pause.
+    first_answers(&mut first, &mut store, &policy, created());
+    second.wake(T0.after(Span(1_160)));
+    let round = run(&mut second, &mut store, &policy, T0.after(Span(1_160)));
+    assert_eq!(round.answer.unwrap().0, 201);
+}
+
+#[test]
 fn a_released_first_lets_the_waiter_run_it() {
     let (policy, edge, mut store) = (policy(), edge(), MemoryStore::new());
     let (mut first, mut second) = parked(&policy, &edge, &mut store);

@@ -18,6 +18,9 @@ impl Filter {
         if admitted {
             self.parked = Some(key);
             self.debug(&key, "in flight: waits for its answer");
+            // Its questions are paced by the tick: quickened while streams wait (the root
+            // slows it again once none does).
+            crate::root::quicken_tick(&self.shared);
         }
         // Without a clock it cannot have a deadline: 409 now, as without waiting.
         machine.parked(admitted, now.unwrap_or(UnixMillis(0)));
@@ -35,9 +38,10 @@ impl Filter {
         }
     }
 
-    /// Wakes a parked request at `now` (this stream made the effective context): it asks the
-    /// store again, or gives up at its deadline; a request that goes on is resumed.
-    pub fn wake(&mut self, now: UnixMillis) {
+    /// Wakes a parked request at `now` (this stream made the effective context): its key's
+    /// record was announced (`announced`), or the tick came. It asks the store again, or gives up
+    /// at its deadline; a request that goes on is resumed.
+    pub fn wake(&mut self, now: UnixMillis, announced: bool) {
         let parked =
             matches!(&self.stage, Stage::Guarded { machine, call: None } if machine.is_waiting());
         if !parked {
@@ -46,7 +50,11 @@ impl Filter {
         let Some(mut machine) = self.take_machine() else {
             return;
         };
-        machine.wake(now);
+        if announced {
+            machine.wake(now);
+        } else {
+            machine.tick(now);
+        }
         let action = self.run(machine);
         self.resume(action);
     }

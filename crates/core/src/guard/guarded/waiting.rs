@@ -24,7 +24,17 @@ pub(super) struct Parked<H> {
     pub(super) retry_after: Span,
     /// When the first's lease ends, as read when the request was parked.
     pub(super) lease_end: Option<UnixMillis>,
+    /// When it asks again unless woken before, and how long it waits after that ask.
+    pub(super) next_ask: UnixMillis,
+    pub(super) backoff: Span,
 }
+
+/// The first pause between a parked request's questions, doubled after each up to
+/// [`MAX_BACKOFF`]: a short first request is answered within its 50 ms, and a long one costs its
+/// store two or three questions a second per waiter. Where a record's end is announced (a local
+/// store: [`Guarded::wake`]) the answer comes at once, whatever the pause.
+const FIRST_BACKOFF: Span = crate::guard::Waiters::<()>::TICK;
+const MAX_BACKOFF: Span = Span(400);
 
 impl<O, H> Guarded<O, H> {
     /// The store said the key is in flight for this very payload, `retry_after` more, on a
@@ -43,6 +53,8 @@ impl<O, H> Guarded<O, H> {
             deadline: None,
             retry_after,
             lease_end: None,
+            next_ask: UnixMillis(0),
+            backoff: FIRST_BACKOFF,
         }));
         self.queue.push(Action::Park { key: claim.key });
     }
@@ -68,12 +80,24 @@ impl<O, H> Guarded<O, H> {
         }
         parked.deadline = Some(now.after(wait));
         parked.lease_end = Some(now.after(parked.retry_after));
+        parked.next_ask = now.after(parked.backoff);
     }
 
-    /// The host wakes a parked request at `now`: the key's record may have changed, or time
-    /// passed. Before its deadline it asks the store again; at it, it is answered 409. A request
-    /// not parked (already asking, or over) ignores it: wakes may cross its answer.
+    /// The host wakes a parked request at `now`: the key's record was completed or released
+    /// somewhere. Before its deadline it asks the store again; at it, it is answered 409. A
+    /// request not parked (already asking, or over) ignores it: wakes may cross its answer.
     pub fn wake(&mut self, now: UnixMillis) {
+        self.recheck(now, true);
+    }
+
+    /// The host's timer at `now` (every [`crate::guard::Waiters::TICK`] while it holds some): at its deadline the
+    /// request is answered 409; once its pause is over it asks the store again, and pauses twice
+    /// as long next time (up to 400 ms).
+    pub fn tick(&mut self, now: UnixMillis) {
+        self.recheck(now, false);
+    }
+
+    fn recheck(&mut self, now: UnixMillis, woken: bool) {
         let State::Waiting(parked) = &mut self.state else {
             return;
         };
@@ -83,6 +107,13 @@ impl<O, H> Guarded<O, H> {
         if now >= deadline {
             return self.give_up(now);
         }
+        if !woken && now < parked.next_ask {
+            return;
+        }
+        if !woken {
+            parked.backoff = Span(parked.backoff.as_millis().saturating_mul(2)).min(MAX_BACKOFF);
+        }
+        parked.next_ask = now.after(parked.backoff);
         let ask = Action::Ask(Ask::Claim(parked.claim));
         let state = core::mem::replace(&mut self.state, State::Over);
         if let State::Waiting(parked) = state {
