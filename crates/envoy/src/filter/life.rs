@@ -49,6 +49,8 @@ impl Filter {
                 } => match self.detach(key, owner, held, order) {
                     Ok(token) => {
                         self.stage = Stage::Detached { token };
+                        // A parked duplicate that claimed a released key waits no more.
+                        self.unpark_unless(false);
                         return Action::Pause;
                     }
                     Err(sent) => machine.sent(sent),
