@@ -93,7 +93,7 @@ enum State<O, H> {
     Looking { key: StorageKey },
     /// The claim is asked of the store.
     Claiming {
-        claim: Claim,
+        key: StorageKey,
         course: Course<Ordered>,
         held: Option<Kept<H>>,
     },
@@ -135,6 +135,8 @@ pub struct Guarded<O, H> {
     queue: Queue<O, H>,
     /// How long a duplicate of a request in flight waits for its answer (`in_flight.wait`).
     wait: Option<Span>,
+    /// On a route that waits: the claim asked, to ask it again once parked.
+    reask: Option<Box<Claim>>,
     /// The client is gone ([`Guarded::gone`]): nothing is sent or answered for it any more.
     gone: bool,
 }
@@ -154,6 +156,7 @@ impl<O, H> Guarded<O, H> {
                 overflow: false,
             },
             wait: None,
+            reask: None,
             gone: false,
         }
     }
@@ -176,7 +179,7 @@ impl<O, H> Guarded<O, H> {
             relay,
         });
         let state = State::Claiming {
-            claim,
+            key: claim.key,
             course,
             held,
         };
@@ -227,10 +230,7 @@ impl<O, H> Guarded<O, H> {
     /// The key this request claims or holds, for the host's log and a remote store's answer.
     pub fn key(&self) -> Option<StorageKey> {
         match &self.state {
-            State::Claiming {
-                claim: Claim { key, .. },
-                ..
-            }
+            State::Claiming { key, .. }
             | State::Looking { key }
             | State::Sending { key, .. }
             | State::Forwarded { key, .. }
@@ -250,33 +250,27 @@ impl<O, H> Guarded<O, H> {
     /// The store answered the question the last [`Action::Ask`] asked.
     pub fn answered(&mut self, reply: Reply, policy: &Policy) {
         match (core::mem::replace(&mut self.state, State::Over), reply) {
-            (
-                State::Claiming {
+            (State::Claiming { key, course, held }, Reply::Claim(outcome)) => {
+                // On a route that waits, the same payload in flight parks the request.
+                if let (Ok(ClaimOutcome::Conflict { retry_after }), Some(claim)) =
+                    (&outcome, self.reask.take())
+                {
+                    return self.park(*claim, course, held, *retry_after);
+                }
+                self.claimed(key, &outcome, course, held, policy)
+            }
+            (State::Rechecking(parked), Reply::Claim(outcome)) => {
+                if let Ok(ClaimOutcome::Conflict { retry_after }) = &outcome {
+                    return self.still_in_flight(parked, *retry_after);
+                }
+                let waiting::Parked {
                     claim,
                     course,
                     held,
-                },
-                Reply::Claim(outcome),
-            ) => match outcome {
-                Ok(ClaimOutcome::Conflict { retry_after }) if self.wait.is_some() => {
-                    self.park(claim, course, held, retry_after)
-                }
-                outcome => self.claimed(claim.key, &outcome, course, held, policy),
-            },
-            (State::Rechecking(parked), Reply::Claim(outcome)) => match outcome {
-                Ok(ClaimOutcome::Conflict { retry_after }) => {
-                    self.still_in_flight(parked, retry_after)
-                }
-                outcome => {
-                    let waiting::Parked {
-                        claim,
-                        course,
-                        held,
-                        ..
-                    } = *parked;
-                    self.claimed(claim.key, &outcome, course, held, policy)
-                }
-            },
+                    ..
+                } = *parked;
+                self.claimed(claim.key, &outcome, course, held, policy)
+            }
             (State::Looking { key }, Reply::Claim(outcome)) => self.looked(key, &outcome, policy),
             (
                 State::Using {

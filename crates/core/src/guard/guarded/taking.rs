@@ -234,11 +234,10 @@ impl<O, H> Guarded<O, H> {
             payers: self.payers,
         };
         let course = Course::claimed(ordered, token);
-        self.state = State::Claiming {
-            claim,
-            course,
-            held,
-        };
+        if self.wait.is_some() {
+            self.reask = Some(Box::new(claim));
+        }
+        self.state = State::Claiming { key, course, held };
         self.queue.push(Action::Ask(Ask::Claim(claim)));
     }
 
