@@ -5,7 +5,6 @@
 
 use crate::client::scope::StorageKey;
 use crate::time::Span;
-use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 
 /// Waiters on one key. A client retrying one key in a loop (or many clients sharing a key in one
@@ -16,19 +15,17 @@ pub(crate) const MAX_WAITERS_PER_KEY: usize = 16;
 /// kept body: a worker's waiters stay a small part of what it serves.
 pub(crate) const MAX_WAITERS: usize = 1024;
 
-/// The parked requests, each named by the host's `T` (its stream's id), by key.
+/// The parked requests, each named by the host's `T` (its stream's id), with the key it waits
+/// on. A list, not a map: it holds at most [`MAX_WAITERS`], and is read in whole or by key only
+/// when a record ends or the tick comes.
 #[derive(Debug)]
 pub struct Waiters<T> {
-    by_key: BTreeMap<StorageKey, Vec<T>>,
-    count: usize,
+    held: Vec<(StorageKey, T)>,
 }
 
 impl<T> Default for Waiters<T> {
     fn default() -> Self {
-        Waiters {
-            by_key: BTreeMap::new(),
-            count: 0,
-        }
+        Waiters { held: Vec::new() }
     }
 }
 
@@ -41,53 +38,40 @@ impl<T> Waiters<T> {
 impl<T: Copy + PartialEq> Waiters<T> {
     /// Holds `who` parked on `key` if the bounds allow; `false`: it is not held.
     pub fn admit(&mut self, key: StorageKey, who: T) -> bool {
-        if self.count >= MAX_WAITERS {
+        let on_key = self.held.iter().filter(|(k, _)| *k == key).count();
+        if self.held.len() >= MAX_WAITERS || on_key >= MAX_WAITERS_PER_KEY {
             return false;
         }
-        let list = self.by_key.entry(key).or_default();
-        if list.len() >= MAX_WAITERS_PER_KEY {
-            return false;
-        }
-        list.push(who);
-        self.count += 1;
+        self.held.push((key, who));
         true
     }
 
     /// `who` waits no more (answered, or its client gone); nothing if it was not held.
     pub fn leave(&mut self, key: StorageKey, who: T) {
-        let Some(list) = self.by_key.get_mut(&key) else {
-            return;
-        };
-        if let Some(at) = list.iter().position(|held| *held == who) {
-            list.swap_remove(at);
-            self.count -= 1;
-        }
-        if list.is_empty() {
-            self.by_key.remove(&key);
+        if let Some(at) = self.held.iter().position(|held| *held == (key, who)) {
+            self.held.swap_remove(at);
         }
     }
 
     /// Those waiting on `key`: to wake when its record may have changed.
     pub fn on(&self, key: &StorageKey) -> Vec<T> {
-        self.by_key.get(key).cloned().unwrap_or_default()
+        let on_key = self.held.iter().filter(|(k, _)| k == key);
+        on_key.map(|(_, who)| *who).collect()
     }
 
     /// Every waiter, with its key: to wake on a tick (deadlines; a record finished elsewhere).
     pub fn all(&self) -> Vec<(StorageKey, T)> {
-        self.by_key
-            .iter()
-            .flat_map(|(key, list)| list.iter().map(move |who| (*key, *who)))
-            .collect()
+        self.held.clone()
     }
 
     /// How many are held.
     pub fn len(&self) -> usize {
-        self.count
+        self.held.len()
     }
 
     /// Whether none is held.
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.held.is_empty()
     }
 }
 
