@@ -16,8 +16,8 @@ pub(crate) const MAX_WAITERS_PER_KEY: usize = 16;
 pub(crate) const MAX_WAITERS: usize = 1024;
 
 /// The parked requests, each named by the host's `T` (its stream's id), with the key it waits
-/// on. A list, not a map: it holds at most [`MAX_WAITERS`], and is read in whole or by key only
-/// when a record ends or the tick comes.
+/// on. A list, not a map: it holds at most 1,024 (`MAX_WAITERS`), and is read whole or by key
+/// only when a record ends or the tick comes.
 #[derive(Debug)]
 pub struct Waiters<T> {
     held: Vec<(StorageKey, T)>,
