@@ -34,6 +34,7 @@ pub(crate) use client::TokenConfig;
 use core::fmt;
 pub use error::ConfigError;
 use error::{copy, decimal, invalid, item, owned, refuse, shown, Refusal};
+pub(crate) use in_flight::InFlightConfig;
 pub(crate) use routes::ForwardConfig;
 pub(crate) use routes::KeyConfig;
 pub(crate) use routes::KeySourceConfig;
@@ -54,6 +55,7 @@ mod budget;
 mod client;
 mod error;
 mod keys;
+mod in_flight;
 mod order;
 mod preset;
 mod read;
@@ -93,6 +95,8 @@ pub(crate) struct Config {
     pub(crate) policy_path: Option<PolicyPathConfig>,
     /// `key_format`, `key_mismatch`, `key_scope`: the default of every API route.
     pub(crate) keys: keys::KeyRulesConfig,
+    /// Every route's `in_flight`, unless it says its own.
+    pub(crate) in_flight: Option<InFlightConfig>,
 }
 
 /// `policy_path`: where the policy document is answered.
@@ -254,6 +258,7 @@ impl Policy {
                 order: None,
                 precondition: None,
                 share: None,
+                wait: None,
             }],
             header,
             scope: alloc::vec![

@@ -131,6 +131,7 @@ mod head;
 mod intake;
 pub mod sequencer;
 mod token;
+mod waiters;
 
 pub(crate) use crate::events::Event;
 pub(crate) use crate::events::Events;
@@ -163,6 +164,7 @@ pub(crate) use intake::Taken;
 pub(crate) use intake::{start, Start};
 pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
+pub use waiters::Waiters;
 
 use crate::answer::EdgeAnswer;
 use crate::client::signature::SignatureError;

@@ -63,9 +63,18 @@ pub struct Route {
     /// hold in the whole store while it is under pressure (`share`); `None`: the whole store, so
     /// the route is charged nothing and only a full store refuses it.
     pub(crate) share: Option<crate::client::payer::Share>,
+    /// How long a duplicate of a request in flight waits for the first's answer (`in_flight.wait`);
+    /// `None`: it is answered 409 at once.
+    pub(crate) wait: Option<crate::time::Span>,
 }
 
 impl Route {
+    /// How long a duplicate of a request in flight waits here for its answer; `None`: it is
+    /// answered 409 at once.
+    pub fn wait(&self) -> Option<crate::time::Span> {
+        self.wait
+    }
+
     /// How many copies of a request body a host may keep on this route at once, each bounded by
     /// `max_request_body`: the fingerprint's state, plus the body kept for a body key source,
     /// for the sequencer's body sources, and for a detached exchange. A lone stream on the

@@ -18,3 +18,4 @@ mod shares;
 mod store_config;
 mod token;
 mod transition;
+mod waiting;

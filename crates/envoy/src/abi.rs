@@ -71,10 +71,12 @@ pub enum MapType {
 
 mod header_map;
 mod map;
+mod queue;
 #[cfg(target_arch = "wasm32")]
 mod raw;
 pub use header_map::{add_header, header_map, header_value, remove_header};
 pub use map::{deserialize_map, serialize_map, serialize_path, HeaderIter, Headers};
+pub use queue::{dequeue, enqueue, register_queue};
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 fn status(code: u32) -> Result<(), Status> {

@@ -152,7 +152,60 @@ pub extern "C" fn proxy_on_tick(context_id: u32) {
         if let Some(root) = vm.roots.get_mut(&context_id) {
             root.on_tick();
         }
+        // Every parked duplicate on each tick: its deadline, and its next question to the store
+        // (a record finished where no announcement reaches: another Envoy of a fleet).
+        let waiters = vm
+            .roots
+            .get(&context_id)
+            .and_then(Root::shared)
+            .and_then(|shared| {
+                let waiters = shared.waiters.try_borrow().ok()?;
+                (!waiters.is_empty()).then(|| waiters.all())
+            });
+        if let (Some(waiters), Some(now)) = (waiters, crate::host::now()) {
+            for (_, stream) in waiters {
+                wake(vm, stream, now, false);
+            }
+        }
+        if let Some(root) = vm.roots.get(&context_id) {
+            root.pace_tick();
+        }
     })
+}
+
+/// Keys completed or released in some worker were announced to this VM's queue: the duplicates
+/// parked on them ask the store again.
+#[no_mangle]
+pub extern "C" fn proxy_on_queue_ready(context_id: u32, queue_id: u32) {
+    with_vm((), |vm| {
+        let keys = crate::waking::announced(queue_id);
+        let Some(shared) = vm.roots.get(&context_id).and_then(Root::shared) else {
+            return;
+        };
+        // No clock: the tick wakes them instead.
+        let Some(now) = crate::host::now() else {
+            return;
+        };
+        for key in keys {
+            let streams = match shared.waiters.try_borrow() {
+                Ok(waiters) => waiters.on(&key),
+                Err(_) => continue,
+            };
+            for stream in streams {
+                wake(vm, stream, now, true);
+            }
+        }
+    })
+}
+
+/// Wakes the parked stream `stream` at `now`, made the effective context: its key `announced`,
+/// or the tick.
+fn wake(vm: &mut Vm, stream: u32, now: idemgate_core::time::UnixMillis, announced: bool) {
+    if let Some(filter) = vm.streams.get_mut(&stream) {
+        if abi::set_effective_context(stream).is_ok() {
+            filter.wake(now, announced);
+        }
+    }
 }
 
 #[no_mangle]

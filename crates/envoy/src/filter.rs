@@ -44,6 +44,7 @@ mod claim;
 mod life;
 mod request;
 mod response;
+mod waiting;
 
 /// The part of a request a detached route keeps for its exchange that the core does not take in:
 /// where it goes and all its headers (the core keeps its body, as taken in: [`guard::Kept`]).
@@ -81,6 +82,8 @@ pub struct Filter {
     stage: Stage,
     /// This HTTP context's id (the exchange's answer is relayed to it, if it still exists).
     context_id: u32,
+    /// The key this stream waits on in the VM's waiters, while it is parked.
+    parked: Option<StorageKey>,
 }
 
 impl Filter {
@@ -89,6 +92,7 @@ impl Filter {
             shared,
             stage: Stage::Idle,
             context_id,
+            parked: None,
         }
     }
 
@@ -142,6 +146,7 @@ impl Filter {
     /// its end was not told already). Whether this filter must be kept until that answer
     /// comes ([`crate::dispatch`]).
     pub fn client_gone(&mut self) -> bool {
+        self.unpark_unless(false);
         self.tell_waiting_gone();
         self.is_orphaned()
     }

@@ -66,6 +66,7 @@ pub mod settle;
 pub mod shared;
 pub mod shared_data_abi;
 pub mod shared_store;
+pub mod waking;
 
 /// Conformance vectors through the shipped `.wasm` (for the wasmtime harness): reads the UTF-8 JSON
 /// case `{"group":..,"input":..}` at `ptr..ptr+len` (memory the harness obtained from the exported

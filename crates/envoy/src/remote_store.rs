@@ -217,6 +217,10 @@ pub fn finish_answered(finish: FinishCall, reply: &Reply) {
             key,
             finishing: again,
         });
+    } else if shared.waits {
+        // Settled (or given up on): this Envoy's duplicates ask the store again at once; another
+        // Envoy's ask on their own time.
+        crate::waking::announce(&key);
     }
 }
 

@@ -12,9 +12,11 @@ use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
 use core::time::Duration;
+use idemgate_core::guard::Waiters;
 use idemgate_core::policy::Policy;
 use idemgate_core::store::layout::{claim_layout, precreate_cells, Sweep};
 use idemgate_core::store::Layout;
+use idemgate_core::time::{Span, UnixMillis};
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).
 const SWEEP_CELLS_PER_TICK: u32 = 32;
@@ -27,6 +29,21 @@ pub struct Root {
     /// Kept across reconfigurations: a callout made under the old configuration still finds its
     /// entry (which carries the configuration it was made under).
     pub callouts: Rc<RefCell<CalloutTable<Pending>>>,
+    /// This VM's shared queue, where completed keys are announced ([`crate::waking`]): registered
+    /// once, when a configuration first has a route that waits.
+    pub queue: Option<u32>,
+    /// When the store was last swept.
+    swept: Option<UnixMillis>,
+}
+
+/// Quickens the VM's tick to the waiters' ([`Waiters::TICK`]), if it is not already: a parked
+/// stream's questions and deadline are paced by it. Called on a stream: Envoy sets the tick of
+/// the stream's root context.
+pub fn quicken_tick(shared: &Shared) {
+    if !shared.quick_tick.replace(true) {
+        let quick = Duration::from_millis(Waiters::<u32>::TICK.as_millis());
+        let _ = abi::set_tick_period(quick);
+    }
 }
 
 impl Root {
@@ -56,6 +73,10 @@ impl Root {
             return false;
         }
         let counted = policy.shares.identity.is_some() || policy.shares.peer.is_some();
+        let waits = policy.routes.iter().any(|route| route.wait().is_some());
+        if waits && self.queue.is_none() {
+            self.queue = crate::waking::register();
+        }
         let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout, counted);
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
@@ -67,6 +88,9 @@ impl Root {
             scopes: Default::default(),
             hashing: Rc::default(),
             relay: Rc::default(),
+            waits,
+            waiters: RefCell::default(),
+            quick_tick: Cell::new(false),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();
@@ -92,14 +116,31 @@ impl Root {
 
     pub fn on_tick(&mut self) {
         let Some(shared) = &self.shared else { return };
+        // No clock, no sweep: what is expired cannot be told; the next tick tries again.
+        let Some(now) = host::now() else { return };
+        // A tick quickened for waiters still sweeps (and reads the log level) once a second.
+        if self
+            .swept
+            .is_some_and(|at| now < at.after(Span::from_secs(1)))
+        {
+            return;
+        }
+        self.swept = Some(now);
         shared.debug.set(host::debug_enabled());
         let layout = Layout {
             capacity: shared.policy.capacity,
         };
-        // No clock, no sweep: what is expired cannot be told; the next tick tries again.
-        let Some(now) = host::now() else { return };
         self.sweep
             .next(&mut shared.store(), &layout, SWEEP_CELLS_PER_TICK, now);
+    }
+
+    /// Back to the one-second tick once no stream waits.
+    pub fn pace_tick(&self) {
+        let Some(shared) = &self.shared else { return };
+        let idle = shared.waiters.try_borrow().is_ok_and(|w| w.is_empty());
+        if idle && shared.quick_tick.replace(false) {
+            let _ = abi::set_tick_period(TICK);
+        }
     }
 
     /// What its request contexts share, once the root is configured (before that, requests

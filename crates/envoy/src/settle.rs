@@ -77,6 +77,10 @@ pub fn settle(
             if on_stream {
                 crate::access_log::record_outcome(outcome);
             }
+            // Duplicates waiting in any worker ask again: a replay, or a claim to run.
+            if shared.waits && matches!(outcome, FinishOutcome::Stored | FinishOutcome::Released) {
+                crate::waking::announce(&key);
+            }
             Some(outcome)
         }
         Err(e) => {

@@ -41,6 +41,13 @@ pub struct Shared {
     pub hashing: Rc<idemgate_core::request::budget::Budget>,
     /// Answer bytes this VM's detached exchanges may have Envoy buffer (`relay_budget`).
     pub relay: Rc<idemgate_core::request::budget::Budget>,
+    /// Whether some route waits for a request in flight (`in_flight.wait`): then a completed or
+    /// released record is announced to every worker ([`crate::waking`]).
+    pub waits: bool,
+    /// This VM's streams parked waiting for a record's answer, by key.
+    pub waiters: RefCell<idemgate_core::guard::Waiters<u32>>,
+    /// Whether the root's tick is quickened for them ([`crate::root::quicken_tick`]).
+    pub quick_tick: Cell<bool>,
 }
 
 impl Shared {

@@ -13,6 +13,7 @@ pub(crate) mod maps;
 pub mod memory;
 mod metrics;
 mod properties;
+mod queues;
 mod shared_data;
 mod unsupported;
 mod wasi;
@@ -56,6 +57,7 @@ pub fn linker(engine: &wasmtime::Engine) -> wasmtime::Result<Linker<VmState>> {
     headers::add(&mut linker)?;
     buffers::add(&mut linker)?;
     shared_data::add(&mut linker)?;
+    queues::add(&mut linker)?;
     metrics::add(&mut linker)?;
     control::add(&mut linker)?;
     unsupported::add(&mut linker)?;

@@ -1,5 +1,5 @@
 //! Host calls the proxy-wasm SDK's dispatcher links in but idemgate never needs: gRPC calls and
-//! shared queues. They are defined (the module must load) and answer `Unimplemented`; every call is
+//! resolving a shared queue by name (the filter enqueues by id: `super::queues`). They are defined (the module must load) and answer `Unimplemented`; every call is
 //! also recorded as an anomaly, so a test notices at once if the filter starts using one.
 
 use super::{Status, ENV};
@@ -60,25 +60,10 @@ pub fn add(linker: &mut Linker<VmState>) -> wasmtime::Result<()> {
     })?;
     linker.func_wrap(
         ENV,
-        "proxy_register_shared_queue",
-        |c: Caller<'_, VmState>, _: i32, _: i32, _: i32| refuse(&c, "proxy_register_shared_queue"),
-    )?;
-    linker.func_wrap(
-        ENV,
         "proxy_resolve_shared_queue",
         |c: Caller<'_, VmState>, _: i32, _: i32, _: i32, _: i32, _: i32| {
             refuse(&c, "proxy_resolve_shared_queue")
         },
-    )?;
-    linker.func_wrap(
-        ENV,
-        "proxy_dequeue_shared_queue",
-        |c: Caller<'_, VmState>, _: i32, _: i32, _: i32| refuse(&c, "proxy_dequeue_shared_queue"),
-    )?;
-    linker.func_wrap(
-        ENV,
-        "proxy_enqueue_shared_queue",
-        |c: Caller<'_, VmState>, _: i32, _: i32, _: i32| refuse(&c, "proxy_enqueue_shared_queue"),
     )?;
     Ok(())
 }

@@ -28,4 +28,4 @@ pub use shared_data::{SharedData, Write};
 pub use stream::{ClientAnswer, Forwarded, LocalReply, Phase, StreamState, ATTEMPT_COUNT};
 pub use vm::{Chain, Gate, HttpCallResponse, VmState};
 pub use worker::{VmSetup, Worker};
-pub use world::{LogLine, UpstreamCall, World};
+pub use world::{LogLine, Queues, UpstreamCall, World};

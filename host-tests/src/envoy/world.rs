@@ -53,6 +53,8 @@ struct Shared {
     clusters: Mutex<Clusters>,
     callouts: Mutex<Vec<CalloutRecord>>,
     anomalies: Mutex<Vec<String>>,
+    /// The shared queues the workers registered: by name, its id; by id, what was enqueued.
+    queues: Mutex<Queues>,
     /// Per callback name: what it cost, summed (deterministic work counts).
     work: Mutex<std::collections::BTreeMap<String, Work>>,
     /// Per (callback, import): calls made, summed.
@@ -60,6 +62,43 @@ struct Shared {
     /// A profiling copy's operators by (callback, defined function index).
     profile: Mutex<std::collections::BTreeMap<(String, usize), u64>>,
     echo_logs: bool,
+}
+
+/// Envoy's shared queues, as `proxy_register_shared_queue`, `proxy_enqueue_shared_queue` and
+/// `proxy_dequeue_shared_queue` see them: a name registered again keeps its id (Envoy rebinds it to
+/// the last registrant); ids start at 1. `proxy_on_queue_ready` is not delivered: a guest that
+/// relies on it alone would be seen to (its items stay queued).
+#[derive(Debug, Default)]
+pub struct Queues {
+    ids: std::collections::BTreeMap<String, u32>,
+    items: std::collections::BTreeMap<u32, std::collections::VecDeque<Vec<u8>>>,
+}
+
+impl Queues {
+    pub fn register(&mut self, name: &str) -> u32 {
+        let next = u32::try_from(self.ids.len()).unwrap_or(u32::MAX - 1) + 1;
+        let id = *self.ids.entry(name.to_string()).or_insert(next);
+        self.items.entry(id).or_default();
+        id
+    }
+
+    /// `false`: no such queue.
+    pub fn enqueue(&mut self, id: u32, item: Vec<u8>) -> bool {
+        match self.items.get_mut(&id) {
+            Some(queue) => {
+                queue.push_back(item);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `None`: no such queue; `Some(None)`: empty.
+    pub fn dequeue(&mut self, id: u32) -> Option<Option<Vec<u8>>> {
+        self.items
+            .get_mut(&id)
+            .map(std::collections::VecDeque::pop_front)
+    }
 }
 
 /// Cheap to clone: every worker holds one.
@@ -84,6 +123,7 @@ impl World {
             clusters: Mutex::new(Clusters::default()),
             callouts: Mutex::new(Vec::new()),
             anomalies: Mutex::new(Vec::new()),
+            queues: Mutex::new(Queues::default()),
             work: Mutex::new(std::collections::BTreeMap::new()),
             import_work: Mutex::new(std::collections::BTreeMap::new()),
             profile: Mutex::new(std::collections::BTreeMap::new()),
@@ -93,6 +133,10 @@ impl World {
 
     pub fn clock(&self) -> &Clock {
         &self.0.clock
+    }
+
+    pub fn queues(&self) -> MutexGuard<'_, Queues> {
+        lock(&self.0.queues)
     }
 
     pub fn shared_data(&self) -> MutexGuard<'_, SharedData> {

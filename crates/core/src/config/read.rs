@@ -7,13 +7,14 @@
 //! Envoy's log through a type error.
 
 mod keys;
+mod in_flight;
 mod route;
 mod shape;
 
 use super::{
-    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, KeyConfig, ModeConfig,
-    RouteConfig, ScopeConfig, ShareAmount, SharesConfig, Size, StoreBackendConfig, StoreConfig,
-    TokenConfig, TokenRequirementConfig, UpstreamConfig,
+    Config, ConfigError, FailureConfig, FingerprintConfig, ForwardConfig, InFlightConfig,
+    KeyConfig, ModeConfig, RouteConfig, ScopeConfig, ShareAmount, SharesConfig, Size,
+    StoreBackendConfig, StoreConfig, TokenConfig, TokenRequirementConfig, UpstreamConfig,
 };
 use super::{KeySourceConfig, RouteKindConfig, SignatureConfig, SignatureSchemeConfig};
 use super::{OrderConfig, PassThroughConfig, PolicyPathConfig, PreconditionConfig, PresetConfig};
@@ -57,6 +58,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "key_format",
     "key_mismatch",
     "key_scope",
+    "in_flight",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -94,6 +96,7 @@ const ROUTE_FIELDS: &[&str] = &[
     "key_format",
     "key_mismatch",
     "key_scope",
+    "in_flight",
 ];
 const ORDER_FIELDS: &[&str] = &["resource", "event", "table", "early", "unsigned"];
 /// `order.unsigned`: the one word that keeps the sequencer on a route without a signature.
@@ -376,6 +379,11 @@ fn document(doc: &Value) -> Result<Config, Shape> {
             }
             Some(i @ 25..=27) => {
                 keys::key_rule(at, i - 25, value, &mut c.keys)?;
+                continue;
+            }
+            // `in_flight`
+            Some(28) => {
+                c.in_flight = in_flight::in_flight(at, value)?;
                 continue;
             }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),

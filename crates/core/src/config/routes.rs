@@ -26,6 +26,8 @@ pub(crate) struct RouteConfig {
     pub(crate) precondition: Option<PreconditionConfig>,
     /// `key_format`, `key_mismatch`, `key_scope`: over the top-level defaults.
     pub(crate) keys: super::keys::KeyRulesConfig,
+    /// What a duplicate of a request in flight gets here; `None`: the top level's.
+    pub(crate) in_flight: Option<InFlightConfig>,
 }
 
 /// `routes[i].order`: where the resource id and the event type are, the state table (kept as JSON
@@ -155,6 +157,7 @@ impl Config {
                 order: None,
                 precondition: None,
                 share: None,
+                wait: self.compile_wait(None, lease)?,
             }]);
         };
         let mut routes = Vec::new();
@@ -302,6 +305,7 @@ impl Config {
                     Some(TokenRequirementConfig::None) | None => TokenRequirement::None,
                 },
                 forward: self.compile_forward(Some((i, route)), lease)?,
+                wait: self.compile_wait(Some((i, route)), lease)?,
             });
         }
         shadow::refuse_shadowed(&routes)?;

@@ -48,6 +48,7 @@ mod forwarded;
 mod io;
 mod queue;
 mod taking;
+mod waiting;
 
 pub use io::Action;
 pub use io::Ask;
@@ -96,6 +97,10 @@ enum State<O, H> {
         course: Course<Ordered>,
         held: Option<Kept<H>>,
     },
+    /// A duplicate of a request in flight, parked until the first's answer ([`waiting`]).
+    Waiting(Box<waiting::Parked<H>>),
+    /// A parked duplicate woken: its claim asked of the store again.
+    Rechecking(Box<waiting::Parked<H>>),
     /// On its course, waiting for the sequencer's decision on its event.
     Ordering {
         course: Course<Ordered>,
@@ -128,6 +133,10 @@ pub struct Guarded<O, H> {
     lease: Span,
     state: State<O, H>,
     queue: Queue<O, H>,
+    /// How long a duplicate of a request in flight waits for its answer (`in_flight.wait`).
+    wait: Option<Span>,
+    /// On a route that waits: the claim asked, to ask it again once parked.
+    reask: Option<Box<Claim>>,
     /// The client is gone ([`Guarded::gone`]): nothing is sent or answered for it any more.
     gone: bool,
 }
@@ -146,6 +155,8 @@ impl<O, H> Guarded<O, H> {
                 events: Events::default(),
                 overflow: false,
             },
+            wait: None,
+            reask: None,
             gone: false,
         }
     }
@@ -161,14 +172,17 @@ impl<O, H> Guarded<O, H> {
         course: Course<Ordered>,
         held: Option<(H, Reservation)>,
     ) -> Self {
-        let key = claim.key;
         let held = held.map(|(held, relay)| Kept {
             held,
             body: Vec::new(),
             reserved: None,
             relay,
         });
-        let state = State::Claiming { key, course, held };
+        let state = State::Claiming {
+            key: claim.key,
+            course,
+            held,
+        };
         let mut guarded = Guarded::new(kind, claim.payers, policy.lease, state);
         guarded.queue.push(Action::Ask(Ask::Claim(claim)));
         guarded
@@ -228,6 +242,7 @@ impl<O, H> Guarded<O, H> {
                 after: After::Owner { key, .. },
                 ..
             } => Some(*key),
+            State::Waiting(parked) | State::Rechecking(parked) => Some(parked.claim.key),
             State::Taking(_) | State::Ordering { .. } | State::Using { .. } | State::Over => None,
         }
     }
@@ -236,7 +251,25 @@ impl<O, H> Guarded<O, H> {
     pub fn answered(&mut self, reply: Reply, policy: &Policy) {
         match (core::mem::replace(&mut self.state, State::Over), reply) {
             (State::Claiming { key, course, held }, Reply::Claim(outcome)) => {
+                // On a route that waits, the same payload in flight parks the request.
+                if let (Ok(ClaimOutcome::Conflict { retry_after }), Some(claim)) =
+                    (&outcome, self.reask.take())
+                {
+                    return self.park(*claim, course, held, *retry_after);
+                }
                 self.claimed(key, &outcome, course, held, policy)
+            }
+            (State::Rechecking(parked), Reply::Claim(outcome)) => {
+                if let Ok(ClaimOutcome::Conflict { retry_after }) = &outcome {
+                    return self.still_in_flight(parked, *retry_after);
+                }
+                let waiting::Parked {
+                    claim,
+                    course,
+                    held,
+                    ..
+                } = *parked;
+                self.claimed(claim.key, &outcome, course, held, policy)
             }
             (State::Looking { key }, Reply::Claim(outcome)) => self.looked(key, &outcome, policy),
             (
@@ -316,7 +349,8 @@ impl<O, H> Guarded<O, H> {
     /// out is settled by its end ([`Guarded::ended`]), a detached exchange by its answer.
     pub fn gone(&mut self) {
         self.gone = true;
-        if let State::Taking(_) = self.state {
+        // A parked duplicate holds nothing in the store: it stops waiting at once.
+        if let State::Taking(_) | State::Waiting(_) = self.state {
             self.state = State::Over;
         }
     }
@@ -328,6 +362,7 @@ impl<O, H> Guarded<O, H> {
             && matches!(
                 self.state,
                 State::Claiming { .. }
+                    | State::Rechecking(_)
                     | State::Looking { .. }
                     | State::Ordering { .. }
                     | State::Using { .. }
@@ -339,7 +374,7 @@ impl<O, H> Guarded<O, H> {
     /// claim the request holds given back (nothing was sent).
     pub fn clock_failed(&mut self) {
         match core::mem::replace(&mut self.state, State::Over) {
-            State::Claiming { .. } | State::Looking { .. } => {}
+            State::Claiming { .. } | State::Rechecking(_) | State::Looking { .. } => {}
             State::Using { after, order, .. } => self.not_forwarded(after, order),
             // Only a store question needs the clock: a request past them has no use for it.
             state => return self.out_of_order(state, "a clock failure"),

@@ -109,7 +109,7 @@ impl<'p> Keyed<'p> {
         let held = self
             .detached
             .map(|(detached, relay)| (keep(detached), relay));
-        Guarded::take(policy, self.route.kind, self.intaking, held)
+        Guarded::take_on(policy, self.route, self.intaking, held)
     }
 }
 

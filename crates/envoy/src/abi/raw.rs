@@ -69,6 +69,9 @@ extern "C" {
     ) -> u32;
     pub fn proxy_define_metric(kind: u32, name: *const u8, name_size: usize, id: *mut u32) -> u32;
     pub fn proxy_increment_metric(id: u32, offset: i64) -> u32;
+    pub fn proxy_register_shared_queue(name: *const u8, name_size: usize, id: *mut u32) -> u32;
+    pub fn proxy_enqueue_shared_queue(id: u32, value: *const u8, value_size: usize) -> u32;
+    pub fn proxy_dequeue_shared_queue(id: u32, data: *mut *mut u8, size: *mut usize) -> u32;
 }
 
 /// Takes ownership of a buffer the host allocated through `proxy_on_memory_allocate`.

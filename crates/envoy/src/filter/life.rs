@@ -49,6 +49,8 @@ impl Filter {
                 } => match self.detach(key, owner, held, order) {
                     Ok(token) => {
                         self.stage = Stage::Detached { token };
+                        // A parked duplicate that claimed a released key waits no more.
+                        self.unpark_unless(false);
                         return Action::Pause;
                     }
                     Err(sent) => machine.sent(sent),
@@ -59,6 +61,7 @@ impl Filter {
                     }
                 }
                 guard::Action::Pass => {}
+                guard::Action::Park { key } => self.park(&mut machine, key),
                 guard::Action::Answer(http) => {
                     host::send(&http);
                     result = Action::Pause;
@@ -80,7 +83,13 @@ impl Filter {
                 }
             }
         }
-        self.stage = if call.is_some() || machine.expects_more() {
+        // A parked duplicate is held, paused, until it is woken with an answer.
+        let waiting = machine.is_waiting();
+        if waiting {
+            result = Action::Pause;
+        }
+        self.unpark_unless(waiting);
+        self.stage = if call.is_some() || machine.expects_more() || waiting {
             Stage::Guarded { machine, call }
         } else {
             Stage::Idle

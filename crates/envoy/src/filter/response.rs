@@ -9,6 +9,8 @@ impl Filter {
     /// answer when it comes (`crate::dispatch` keeps this filter until then) and gives back what
     /// it holds.
     pub(super) fn end(&mut self, complete: bool) {
+        // A parked duplicate's client is gone (or it was answered): its slot is free.
+        self.unpark_unless(false);
         if self.tell_waiting_gone() {
             return;
         }

@@ -61,6 +61,7 @@ mod redis;
 mod failures;
 mod once;
 mod operator;
+mod waiting;
 
 pub(crate) use backend::{Backend, Engine, Store, RECORD_SECRET, STORE};
 pub(crate) use envoys::{envoy, envoy_with_env, replay, retry_once_released};

@@ -43,3 +43,4 @@ mod soak;
 mod tamper;
 mod threats;
 mod tokens;
+mod waiting;

@@ -49,6 +49,8 @@ impl Run {
                     assert_eq!((claim.key, claim.owner), (KEY, OWNER));
                     seen.waits = Some("claim");
                 }
+                // No shape here is on a route that waits for a request in flight.
+                Action::Park { .. } => panic!("{}: parked where no route waits", at()),
                 // Only a late signed delivery looks its key up, and no shape here is one.
                 Action::Ask(Ask::Replay { .. }) => panic!("{}: a look-up, not a claim", at()),
                 Action::Ask(Ask::Consume { use_key, .. }) => {

@@ -22,6 +22,7 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
         precondition: None,
         share: None,
         keys: Default::default(),
+        in_flight: None,
     };
     // `prefix` has no "not given": it must be there.
     let mut has_prefix = false;
@@ -121,6 +122,11 @@ pub(super) fn route(path: &str, value: &Value) -> Result<RouteConfig, Shape> {
             // `key_format`, `key_mismatch`, `key_scope`
             Some(i @ 16..=18) => {
                 super::keys::key_rule(&at, i - 16, value, &mut r.keys)?;
+                continue;
+            }
+            // `in_flight`
+            Some(19) => {
+                r.in_flight = super::in_flight::in_flight(&at, value)?;
                 continue;
             }
             _ => return Err(unknown(path, key, ROUTE_FIELDS)),

@@ -104,6 +104,11 @@ pub enum Action<O, H> {
         held: Kept<H>,
         order: Option<O>,
     },
+    /// Park the request: a duplicate of one in flight on `key`, waiting for its answer. Say
+    /// whether there was room for it with [`Guarded::parked`], then [`Guarded::wake`] it
+    /// whenever `key`'s record may have changed (another request on it finished) and at least
+    /// once a tick, until it gives an answer; it asks the store again each time.
+    Park { key: StorageKey },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
     /// Finish the claim with these facts ([`crate::Protocol::finish`]); `cause` says

@@ -95,6 +95,18 @@ impl<O, H> Guarded<O, H> {
         Guarded::new(kind, payers, policy.lease, State::Taking(Box::new(taking)))
     }
 
+    /// The same, on `route`: a duplicate of a request in flight waits as the route says.
+    pub(crate) fn take_on(
+        policy: &Policy,
+        route: &crate::policy::Route,
+        intaking: Intaking,
+        held: Option<(H, Reservation)>,
+    ) -> Self {
+        let mut guarded = Guarded::take(policy, route.kind, intaking, held);
+        guarded.wait = route.wait;
+        guarded
+    }
+
     /// Whether the body is still being taken in.
     pub fn is_taking(&self) -> bool {
         matches!(self.state, State::Taking(_))
@@ -222,6 +234,9 @@ impl<O, H> Guarded<O, H> {
             payers: self.payers,
         };
         let course = Course::claimed(ordered, token);
+        if self.wait.is_some() {
+            self.reask = Some(Box::new(claim));
+        }
         self.state = State::Claiming { key, course, held };
         self.queue.push(Action::Ask(Ask::Claim(claim)));
     }
