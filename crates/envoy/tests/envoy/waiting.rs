@@ -35,6 +35,7 @@ fn duplicates(request: &Request, port: u16, n: usize) -> Vec<(Response, Duration
     threads.into_iter().map(|t| t.join().unwrap()).collect()
 }
 
+// conformance: D5
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn duplicates_in_flight_wait_for_the_first_answer_in_every_worker() {
@@ -88,6 +89,7 @@ fn duplicates_in_flight_wait_for_the_first_answer_in_every_worker() {
     assert_eq!(upstream.hits("p-1"), 2, "unguarded: run twice");
 }
 
+// conformance: D5
 #[test]
 #[ignore = "needs Envoy and the built filter: make test-envoy"]
 fn past_the_bound_or_with_the_first_in_doubt_a_duplicate_gets_409() {

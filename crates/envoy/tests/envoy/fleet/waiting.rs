@@ -19,6 +19,7 @@ fn send(request: &Request, port: u16) -> thread::JoinHandle<(Response, Duration)
     })
 }
 
+// conformance: D5
 fn a_duplicate_behind_the_other_envoy_waits_for_the_first_answer(engine: Engine) {
     let backend = Backend::start(engine);
     let store = Store::start(&backend);
