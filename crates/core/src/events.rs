@@ -83,6 +83,13 @@ pub enum Event {
     Stored,
     /// A finish released the claim (in the store service).
     Released,
+    /// A duplicate of a request in flight was parked to wait for the first's answer
+    /// (`in_flight.wait`); how it ends is counted as any request's (replayed, claimed, conflict).
+    Waited,
+    /// Beside `Conflict`: a parked duplicate reached its wait bound with the first still in flight.
+    WaitExpired,
+    /// Beside `Conflict`: the host had no room for another waiter (on the key, or in its VM).
+    WaitFull,
 }
 
 /// At most three events per step (a claim taken over: claimed and taken over; a full store passed

@@ -46,6 +46,9 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         | Counter::InDoubtUpstreamTimeout
         | Counter::InDoubtClientGone
         | Counter::InDoubtOther => return None,
+        // A parked duplicate's decision is how it ended (`replayed`, `claimed`, `conflict`);
+        // that it waited, and why a wait ended in a 409, are in their own counters.
+        Counter::Waited | Counter::WaitExpired | Counter::WaitFull => return None,
         // Follow a `quota_exceeded`: the share that refused is in its own counter.
         Counter::QuotaIdentity
         | Counter::QuotaAddress
@@ -110,6 +113,9 @@ mod tests {
             Counter::QuotaAddress,
             Counter::QuotaRoute,
             Counter::QuotaBytes,
+            Counter::Waited,
+            Counter::WaitExpired,
+            Counter::WaitFull,
         ];
         // The sequencer's outcomes go to their own field (`ORDER_FIELD`).
         let ordering = |c: Counter| c.name().starts_with("idemgate.order.");

@@ -65,6 +65,9 @@ impl From<Event> for Counter {
             Event::Stored => Counter::Stored,
             Event::Released => Counter::Released,
             Event::OrderStateUnknown => Counter::OrderStateUnknown,
+            Event::Waited => Counter::Waited,
+            Event::WaitExpired => Counter::WaitExpired,
+            Event::WaitFull => Counter::WaitFull,
         }
     }
 }
@@ -170,10 +173,16 @@ pub enum Counter {
     PreconditionRequired,
     /// 400: a malformed `If-Match`.
     PreconditionMalformed,
+    /// A duplicate of a request in flight was parked to wait for the first's answer.
+    Waited,
+    /// Of `Conflict`: a parked duplicate reached its wait bound, the first still in flight.
+    WaitExpired,
+    /// Of `Conflict`: no room for another waiter (on the key, or in the VM).
+    WaitFull,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 48] = [
+    pub const ALL: [Counter; 51] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -222,6 +231,9 @@ impl Counter {
         Counter::OrderStateUnknown,
         Counter::PreconditionRequired,
         Counter::PreconditionMalformed,
+        Counter::Waited,
+        Counter::WaitExpired,
+        Counter::WaitFull,
     ];
 
     pub fn name(self) -> &'static str {
@@ -274,6 +286,9 @@ impl Counter {
             Counter::OrderStateUnknown => "idemgate.order.state_unknown",
             Counter::PreconditionRequired => "idemgate.precondition_required",
             Counter::PreconditionMalformed => "idemgate.precondition_malformed",
+            Counter::Waited => "idemgate.waited",
+            Counter::WaitExpired => "idemgate.wait_expired",
+            Counter::WaitFull => "idemgate.wait_full",
         }
     }
 }

@@ -6,8 +6,8 @@
 //! Values are never echoed except the spelling of an unknown choice, so a secret cannot leak into
 //! Envoy's log through a type error.
 
-mod keys;
 mod in_flight;
+mod keys;
 mod route;
 mod shape;
 

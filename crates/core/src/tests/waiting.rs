@@ -169,6 +169,7 @@ fn a_duplicate_waits_and_gets_the_first_answer_as_a_replay() {
     second.wake(T0.after(Span(100)));
     let round = run(&mut second, &mut store, &policy, T0.after(Span(100)));
     assert_eq!((round.asks, round.answer.is_none()), (1, true), "{round:?}");
+    assert_eq!(round.events, [Event::Waited], "its parking, counted once");
     assert!(second.is_waiting());
     first_answers(&mut first, &mut store, &policy, created());
     second.wake(T0.after(Span(400)));
@@ -209,7 +210,7 @@ fn a_released_first_lets_the_waiter_run_it() {
     second.wake(T0.after(Span(400)));
     let round = run(&mut second, &mut store, &policy, T0.after(Span(400)));
     assert!(round.forwarded && round.answer.is_none(), "{round:?}");
-    assert_eq!(round.events, [Event::Claimed]);
+    assert_eq!(round.events, [Event::Waited, Event::Claimed]);
 }
 
 #[test]
@@ -222,7 +223,10 @@ fn at_its_deadline_the_waiter_gets_409_with_the_lease_left() {
     let (status, retry, _) = round.answer.unwrap();
     // The lease (30 s) ends 25 s after the deadline.
     assert_eq!((status, retry.as_deref()), (409, Some("25")));
-    assert_eq!(round.events, [Event::Conflict]);
+    assert_eq!(
+        round.events,
+        [Event::Waited, Event::Conflict, Event::WaitExpired]
+    );
 }
 
 #[test]
@@ -251,7 +255,7 @@ fn a_waiter_over_the_bounds_gets_409_at_once() {
     let round = run(&mut second, &mut store, &policy, T0);
     let (status, retry, _) = round.answer.unwrap();
     assert_eq!((status, retry.as_deref()), (409, Some("30")));
-    assert_eq!(round.events, [Event::Conflict]);
+    assert_eq!(round.events, [Event::Conflict, Event::WaitFull]);
     assert!(!second.is_waiting());
 }
 
@@ -278,7 +282,16 @@ fn a_client_gone_stops_waiting_and_is_answered_nothing() {
     second.gone();
     assert!(!second.is_waiting() && !second.is_orphaned());
     second.wake(T0.after(Span(100)));
-    assert_eq!(run(&mut second, &mut store, &policy, T0), Round::default());
+    // Nothing asked, nothing answered: only its parking is counted.
+    let round = run(&mut second, &mut store, &policy, T0);
+    assert_eq!(round.events, [Event::Waited]);
+    assert_eq!(
+        Round {
+            events: Vec::new(),
+            ..round
+        },
+        Round::default()
+    );
 
     // Gone while it asks again: the answer is taken, nothing is answered.
     let mut third = request(&policy, &edge, "/orders", "{\"sku\":1}");

@@ -61,6 +61,8 @@ fn duplicates_in_flight_wait_for_the_first_answer_in_every_worker() {
     assert_eq!(upstream.hits("w-1"), 1, "run once");
     assert_eq!(envoy.counter("conflict"), 0, "no 409 in between");
     assert_eq!(envoy.counter("replayed"), 6);
+    assert_eq!(envoy.counter("waited"), 6, "every duplicate parked");
+    assert_eq!(envoy.counter("wait_expired"), 0);
     assert!(
         !envoy.log_text().contains("no shared queue"),
         "every worker registered its queue"
@@ -138,6 +140,10 @@ fn past_the_bound_or_with_the_first_in_doubt_a_duplicate_gets_409() {
     let conflict = Request::post("/orders", "d-1").send(port);
     assert_eq!(conflict.status, 409, "{}", conflict.text());
     assert_eq!(upstream.hits("d-1"), 1);
+    // Both 409s came at the end of a wait: parked, then its bound reached.
+    assert_eq!(envoy.counter("waited"), 2);
+    assert_eq!(envoy.counter("wait_expired"), 2);
+    assert_eq!(envoy.counter("wait_full"), 0);
 }
 
 #[test]

@@ -76,8 +76,9 @@ impl<O, H> Guarded<O, H> {
             return self.warn(super::Warning::OutOfOrder("a second parking"));
         }
         if !admitted {
-            return self.give_up(now);
+            return self.give_up(now, Event::WaitFull);
         }
+        self.queue.count(Events::of(&[Event::Waited]));
         parked.deadline = Some(now.after(wait));
         parked.lease_end = Some(now.after(parked.retry_after));
         parked.next_ask = now.after(parked.backoff);
@@ -105,7 +106,7 @@ impl<O, H> Guarded<O, H> {
             return;
         };
         if now >= deadline {
-            return self.give_up(now);
+            return self.give_up(now, Event::WaitExpired);
         }
         if !woken && now < parked.next_ask {
             return;
@@ -128,8 +129,9 @@ impl<O, H> Guarded<O, H> {
         matches!(self.state, State::Waiting(_) | State::Rechecking(_))
     }
 
-    /// Stops waiting: the 409 the request would have got at once, with the first's lease left.
-    fn give_up(&mut self, now: UnixMillis) {
+    /// Stops waiting (`why`: no room, or the bound reached): the 409 the request would have got
+    /// at once, with the first's lease left.
+    fn give_up(&mut self, now: UnixMillis, why: Event) {
         let retry_after = match core::mem::replace(&mut self.state, State::Over) {
             State::Waiting(parked) => match parked.lease_end {
                 Some(end) => now.until(end),
@@ -137,7 +139,7 @@ impl<O, H> Guarded<O, H> {
             },
             state => return self.out_of_order(state, "a give-up"),
         };
-        self.queue.count(Events::of(&[Event::Conflict]));
+        self.queue.count(Events::of(&[Event::Conflict, why]));
         self.reply(answer(&EdgeAnswer::Conflict { retry_after }));
     }
 }
