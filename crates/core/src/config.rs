@@ -55,6 +55,7 @@ mod client;
 mod error;
 mod order;
 mod preset;
+mod problems;
 mod read;
 mod routes;
 mod shadow;
@@ -90,6 +91,7 @@ pub(crate) struct Config {
     pub(crate) store: Option<StoreBackendConfig>,
     /// Where the edge publishes the policy: a path, or `false` for nowhere.
     pub(crate) policy_path: Option<PolicyPathConfig>,
+    pub(crate) problems: Option<ProblemsConfig>,
 }
 
 /// `policy_path`: where the policy document is answered.
@@ -114,6 +116,7 @@ pub(crate) struct StoreBackendConfig {
 }
 
 pub(crate) use preset::PresetConfig;
+pub(crate) use problems::ProblemsConfig;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum StoreConfig {
@@ -286,6 +289,7 @@ impl Policy {
             token: None,
             store: StoreKind::Local,
             published: Some(String::from(defaults::POLICY_PATH)),
+            problems: crate::policy::ProblemStyle::DEFAULT,
         }
     }
 }
@@ -531,6 +535,7 @@ impl Config {
                 ))
             }
         };
+        let problems = problems::compile(self.problems.as_ref())?;
         let store = self.compile_store(env)?;
         if matches!(store, StoreKind::Local) {
             fits_one_answer_per_shard(capacity, max_memory, max_response_body, &replay_headers)?;
@@ -558,6 +563,7 @@ impl Config {
             token,
             store,
             published,
+            problems,
         })
     }
 }

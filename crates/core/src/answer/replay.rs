@@ -2,7 +2,7 @@
 //! allow-list names, its body — and, when the body was over `max_response_body` and not kept, no
 //! header that describes a body the replay does not carry.
 
-use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
+use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER, SHOULD_RETRY_HEADER};
 use crate::policy::replayable;
 use crate::record::{StoredBody, StoredResponse};
 use alloc::string::String;
@@ -59,9 +59,13 @@ pub(super) fn replay(stored: &StoredResponse, replay_headers: &[String]) -> Http
         // Decided here, at replay, rather than when the answer is stored: a record stored by an
         // earlier version still holds them, and must not pretend either.
         .filter(|(name, _)| kept || !describes_the_body(name))
+        .filter(|(name, _)| !name.eq_ignore_ascii_case(SHOULD_RETRY_HEADER))
         .cloned()
         .collect();
     headers.push((REPLAYED_HEADER.into(), "true".into()));
+    // A replay is the answer this key has, whatever its status: retrying it (as the Stripe SDKs
+    // do on a 5xx) only replays it again.
+    headers.push((SHOULD_RETRY_HEADER.into(), "false".into()));
     let body = match &stored.body {
         StoredBody::Kept(body) => body.clone(),
         StoredBody::NotKept => {
@@ -136,6 +140,7 @@ mod tests {
                 "location",
                 "cache-control",
                 REPLAYED_HEADER,
+                SHOULD_RETRY_HEADER,
                 BODY_OMITTED_HEADER
             ]
         );

@@ -6,6 +6,7 @@
 //! Values are never echoed except the spelling of an unknown choice, so a secret cannot leak into
 //! Envoy's log through a type error.
 
+mod problems;
 mod route;
 mod shape;
 
@@ -53,6 +54,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "relay_budget",
     "relay_budget_per_peer",
     "policy_path",
+    "problems",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -365,6 +367,11 @@ fn document(doc: &Value) -> Result<Config, Shape> {
                         ))
                     }
                 };
+                continue;
+            }
+            // `problems`
+            Some(25) => {
+                c.problems = problems::read(at, value)?;
                 continue;
             }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),
