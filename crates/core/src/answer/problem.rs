@@ -4,8 +4,10 @@
 
 use super::{push_decimal, push_json_string, HttpAnswer};
 use crate::policy::ProblemStyle;
+use crate::text::Text;
 use crate::time::Span;
 use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 
 /// Stripe's advice to its SDKs whether a retry can help (`docs/semantics.md` §6): `false` on a
 /// replay and a final refusal, `true` where the answer says when to retry (`Retry-After`). The
@@ -22,15 +24,18 @@ pub(super) fn problem(
     detail: &str,
     retry_after: Option<Span>,
 ) -> HttpAnswer {
-    let mut headers = alloc::vec![
-        (
-            "content-type".to_string(),
-            "application/problem+json".to_string()
-        ),
-        ("cache-control".to_string(), "no-store".to_string()),
-    ];
+    // Sized for the most a problem carries, so no header moves the others.
+    let mut headers = Vec::with_capacity(5);
+    headers.push((
+        "content-type".to_string(),
+        "application/problem+json".to_string(),
+    ));
+    headers.push(("cache-control".to_string(), "no-store".to_string()));
     if let Some(span) = retry_after {
-        headers.push(("retry-after".into(), span.retry_after_secs().to_string()));
+        // Without `core::fmt`, like the body below.
+        let mut secs = String::new();
+        let _ = secs.put_u64(span.retry_after_secs());
+        headers.push(("retry-after".into(), secs));
     }
     // A retry helps exactly where the answer says when to make it; every other problem is final
     // for this request (a changed request needs a new key, or the operator).
@@ -40,7 +45,7 @@ pub(super) fn problem(
         "false"
     };
     headers.push((SHOULD_RETRY_HEADER.into(), should_retry.into()));
-    if let Some(docs) = &style.describedby {
+    if let Some(docs) = style.describedby() {
         headers.push((
             "link".into(),
             ["<", docs, ">; rel=\"describedby\""].concat(),
@@ -88,7 +93,7 @@ pub(super) fn problem(
 #[cfg(test)]
 mod tests {
     use crate::answer::{answer, answer_for, styled, EdgeAnswer, RelayProblem};
-    use crate::policy::problems::Compat;
+    use crate::policy::problems::{Compat, Styled};
     use crate::policy::{Policy, ProblemStyle};
     use crate::record::{StoredBody, StoredResponse};
     use crate::time::Span;
@@ -180,11 +185,11 @@ mod tests {
 
     #[test]
     fn a_configured_style_writes_the_type_base_the_link_and_stripes_codes() {
-        let style = ProblemStyle {
+        let style = ProblemStyle::new(Styled {
             type_base: Some("https://errors.example.com/problems/".into()),
             describedby: Some("https://docs.example.com/idempotency".into()),
             compat: Compat::Stripe,
-        };
+        });
         let http = styled(&CONFLICT, &style);
         assert_eq!(
             http.header("link"),

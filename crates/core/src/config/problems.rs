@@ -1,9 +1,8 @@
 //! `problems`, compiled into the [`ProblemStyle`] every problem answer is written in.
 
 use super::error::{invalid, Refusal};
-use crate::policy::problems::{Compat, ProblemStyle};
+use crate::policy::problems::{Compat, ProblemStyle, Styled};
 use alloc::string::String;
-use alloc::sync::Arc;
 
 /// The `problems` section as written.
 #[derive(Debug, Clone, Default)]
@@ -38,11 +37,11 @@ pub(super) fn compile(config: Option<&ProblemsConfig>) -> Result<ProblemStyle, R
             &["must be an absolute http:// or https:// URL with a host (no spaces, quotes or angle brackets)"],
         ));
     }
-    Ok(ProblemStyle {
-        type_base: config.type_base.as_deref().map(Arc::from),
-        describedby: config.describedby.as_deref().map(Arc::from),
+    Ok(ProblemStyle::new(Styled {
+        type_base: config.type_base.clone(),
+        describedby: config.describedby.clone(),
         compat: config.compat.unwrap_or(Compat::None),
-    })
+    }))
 }
 
 /// Whether `text` can start a problem `type` URI (RFC 3986): a scheme (a letter, then letters,
@@ -172,7 +171,7 @@ mod tests {
             );
         }
         let stripe = compiled(r#"{"problems": {"compat": "stripe"}}"#).unwrap();
-        assert_eq!(stripe.problems.compat, Compat::Stripe);
+        assert_eq!(stripe.problems.compat(), Compat::Stripe);
     }
 
     #[test]

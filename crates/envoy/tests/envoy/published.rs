@@ -86,9 +86,7 @@ fn problems_carry_the_configured_type_base_link_and_stripe_codes() {
     let envoy = Envoy::start(&Setup::new(&config, upstream.port));
     let link = Some("<https://docs.example.com/idempotency>; rel=\"describedby\"");
 
-    let missing = Request::new("POST", "/orders")
-        .json("{}")
-        .send(envoy.port);
+    let missing = Request::new("POST", "/orders").json("{}").send(envoy.port);
     assert_eq!(missing.status, 400, "{}", missing.text());
     assert_eq!(missing.header("link"), link);
     assert_eq!(missing.header("stripe-should-retry"), Some("false"));
@@ -125,12 +123,20 @@ fn problems_carry_the_configured_type_base_link_and_stripe_codes() {
         .script("status=500")
         .send(envoy.port);
     assert_eq!(failed.status, 500);
-    assert_eq!(failed.header("stripe-should-retry"), None, "the upstream's own answer");
+    assert_eq!(
+        failed.header("stripe-should-retry"),
+        None,
+        "the upstream's own answer"
+    );
     let replay = Request::post("/orders", "pb-2").send(envoy.port);
     assert_eq!(replay.status, 500);
     assert!(replay.replayed());
     assert_eq!(replay.header("stripe-should-retry"), Some("false"));
-    assert_eq!(replay.header("link"), None, "a replay is not a problem the edge made");
+    assert_eq!(
+        replay.header("link"),
+        None,
+        "a replay is not a problem the edge made"
+    );
 }
 
 #[test]
@@ -138,9 +144,7 @@ fn problems_carry_the_configured_type_base_link_and_stripe_codes() {
 fn without_a_problems_section_problems_are_as_before_with_no_link() {
     let upstream = Upstream::start();
     let envoy = Envoy::start(&Setup::new(CONFIG, upstream.port));
-    let missing = Request::new("POST", "/orders")
-        .json("{}")
-        .send(envoy.port);
+    let missing = Request::new("POST", "/orders").json("{}").send(envoy.port);
     assert_eq!(missing.status, 400, "{}", missing.text());
     assert_eq!(missing.header("link"), None);
     assert_eq!(missing.header("stripe-should-retry"), Some("false"));
