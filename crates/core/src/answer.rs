@@ -6,6 +6,7 @@
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
 use crate::decision::admission::Refusal;
+use crate::policy::ProblemStyle;
 use crate::record::StoredResponse;
 use crate::request::fingerprint::FingerprintError;
 use crate::request::json;
@@ -18,13 +19,14 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 pub mod order;
+mod problem;
 mod published;
 mod replay;
 
+use problem::problem;
+pub(crate) use problem::SHOULD_RETRY_HEADER;
 pub(crate) use published::published;
 
-/// Prefix of every problem `type`; the rest is the error's stable code.
-pub(crate) const PROBLEM_TYPE_PREFIX: &str = "urn:idemgate:problem:";
 /// Marks a replayed answer (`docs/semantics.md` §4).
 pub const REPLAYED_HEADER: &str = crate::headers::REPLAYED;
 
@@ -154,8 +156,19 @@ impl HttpAnswer {
     }
 }
 
-/// Maps an edge answer to HTTP.
+/// Maps an edge answer to HTTP, its problems written in the default style (no `problems`
+/// section).
 pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
+    styled(edge, &ProblemStyle::DEFAULT)
+}
+
+/// Maps an edge answer to HTTP as `policy`'s `problems` section writes problems: what hosts send.
+pub fn answer_for(edge: &EdgeAnswer<'_>, policy: &crate::policy::Policy) -> HttpAnswer {
+    styled(edge, &policy.problems)
+}
+
+/// Maps an edge answer to HTTP, its problems written in `style`.
+pub(crate) fn styled(edge: &EdgeAnswer<'_>, style: &ProblemStyle) -> HttpAnswer {
     match edge {
         EdgeAnswer::Replay {
             stored,
@@ -182,8 +195,9 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             )
             .into_bytes(),
         },
-        EdgeAnswer::InvalidKey(e) => problem(400, e.code(), "Invalid Idempotency-Key", &e.to_string(), None),
+        EdgeAnswer::InvalidKey(e) => problem(style, 400, e.code(), "Invalid Idempotency-Key", &e.to_string(), None),
         EdgeAnswer::MissingKey { header } => problem(
+            style,
             400,
             "key_missing",
             "Idempotency-Key required",
@@ -191,14 +205,16 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::InvalidBody(e) if e.is_internal() => problem(
+            style,
             500,
             e.code(),
             "Internal error",
             "idemgate could not fingerprint this body because of an internal error; please report it",
             None,
         ),
-        EdgeAnswer::InvalidBody(e) => problem(400, e.code(), "Invalid request body", &e.to_string(), None),
+        EdgeAnswer::InvalidBody(e) => problem(style, 400, e.code(), "Invalid request body", &e.to_string(), None),
         EdgeAnswer::BodyTooLarge { limit } => problem(
+            style,
             413,
             "body_too_large",
             "Request body too large",
@@ -206,6 +222,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::Conflict { retry_after } => problem(
+            style,
             409,
             "request_in_flight",
             "Request in progress",
@@ -213,6 +230,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(*retry_after),
         ),
         EdgeAnswer::Mismatch => problem(
+            style,
             422,
             "key_reused",
             "Idempotency-Key reused",
@@ -220,6 +238,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::StoreFull { retry_after } => problem(
+            style,
             503,
             "store_full",
             "Idempotency store full",
@@ -227,6 +246,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(*retry_after),
         ),
         EdgeAnswer::QuotaExceeded { retry_after } => problem(
+            style,
             429,
             "scope_quota_exceeded",
             "Idempotency quota exceeded",
@@ -234,6 +254,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(*retry_after),
         ),
         EdgeAnswer::HashingBudgetExceeded => problem(
+            style,
             503,
             "hashing_budget_exceeded",
             "Too many request bodies in progress",
@@ -241,6 +262,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::RelayBudgetExceeded => problem(
+            style,
             503,
             "relay_budget_exceeded",
             "Too many answers in transit",
@@ -248,6 +270,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::StoreFailed(e @ ProtocolError::Tampered(_)) => problem(
+            style,
             502,
             e.code(),
             "Stored answer failed its integrity check",
@@ -255,6 +278,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::StoreFailed(e) => problem(
+            style,
             503,
             e.code(),
             "Idempotency store unavailable",
@@ -262,6 +286,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::ScopeUnavailable => problem(
+            style,
             503,
             "scope_unavailable",
             "Client identity unavailable",
@@ -269,6 +294,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::ClockUnavailable => problem(
+            style,
             503,
             "clock_unavailable",
             "Proxy clock unavailable",
@@ -276,6 +302,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::RequestUnreadable => problem(
+            style,
             503,
             "request_unreadable",
             "Request unreadable",
@@ -283,19 +310,21 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::KeyNotFound { sources } => problem(
+            style,
             400,
             "key_missing",
             "Idempotency key required",
             &format!("this endpoint requires an idempotency key in {sources}"),
             None,
         ),
-        EdgeAnswer::Signature(e) => problem(403, e.code(), "Delivery signature rejected", &e.to_string(), None),
-        EdgeAnswer::KeySource(SourceError::Key(e)) => answer(&EdgeAnswer::InvalidKey(e)),
+        EdgeAnswer::Signature(e) => problem(style, 403, e.code(), "Delivery signature rejected", &e.to_string(), None),
+        EdgeAnswer::KeySource(SourceError::Key(e)) => styled(&EdgeAnswer::InvalidKey(e), style),
         EdgeAnswer::KeySource(e @ SourceError::CloudEventsBatch) => {
-            problem(415, e.code(), "CloudEvents batch not accepted", &e.to_string(), None)
+            problem(style, 415, e.code(), "CloudEvents batch not accepted", &e.to_string(), None)
         }
-        EdgeAnswer::KeySource(e) => problem(400, e.code(), "Idempotency key unreadable", &e.to_string(), None),
+        EdgeAnswer::KeySource(e) => problem(style, 400, e.code(), "Idempotency key unreadable", &e.to_string(), None),
         EdgeAnswer::TokenRouteUnknown => problem(
+            style,
             400,
             "token_route_unknown",
             "No token route",
@@ -303,6 +332,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             None,
         ),
         EdgeAnswer::Relay(RelayProblem::NotSent) => problem(
+            style,
             503,
             "upstream_not_sent",
             "Upstream unavailable",
@@ -310,6 +340,7 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
             Some(Span::from_secs(1)),
         ),
         EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }) => problem(
+            style,
             504,
             "upstream_no_answer",
             "No answer from the upstream",
@@ -318,61 +349,8 @@ pub fn answer(edge: &EdgeAnswer<'_>) -> HttpAnswer {
         ),
         EdgeAnswer::Token(e) => {
             let status = if e.code() == "token_used" { 409 } else { 403 };
-            problem(status, e.code(), "One-time token rejected", &e.to_string(), None)
+            problem(style, status, e.code(), "One-time token rejected", &e.to_string(), None)
         }
-    }
-}
-
-fn problem(
-    status: u16,
-    code: &str,
-    title: &str,
-    detail: &str,
-    retry_after: Option<Span>,
-) -> HttpAnswer {
-    let mut headers = alloc::vec![
-        (
-            "content-type".to_string(),
-            "application/problem+json".to_string()
-        ),
-        ("cache-control".to_string(), "no-store".to_string()),
-    ];
-    if let Some(span) = retry_after {
-        headers.push(("retry-after".into(), span.retry_after_secs().to_string()));
-    }
-    // The `error` extension member repeats the problem in the shape Stripe-style SDKs read
-    // (`{"error": {"type", "code", "message"}}`): they treat a JSON answer without it as a
-    // success, whatever its status, so without it a 422 would reach the caller as an object.
-    let error_type = match (status, code) {
-        (500..=599, _) => "api_error",
-        (_, "key_reused" | "request_in_flight") => "idempotency_error",
-        (_, c) if c.starts_with("key_") => "idempotency_error",
-        _ => "invalid_request_error",
-    };
-    // Written piece by piece rather than with `format!`: this body is sent on every 409 and 422,
-    // and in the filter `core::fmt` costs about ten times what appending the pieces does.
-    let mut body = String::with_capacity(160 + 2 * detail.len());
-    body.push_str("{\"type\":");
-    push_json_string(&mut body, PROBLEM_TYPE_PREFIX, code);
-    body.push_str(",\"title\":");
-    push_json_string(&mut body, title, "");
-    body.push_str(",\"status\":");
-    push_decimal(&mut body, status);
-    body.push_str(",\"detail\":");
-    push_json_string(&mut body, detail, "");
-    body.push_str(",\"code\":");
-    push_json_string(&mut body, code, "");
-    body.push_str(",\"error\":{\"type\":");
-    push_json_string(&mut body, error_type, "");
-    body.push_str(",\"code\":");
-    push_json_string(&mut body, code, "");
-    body.push_str(",\"message\":");
-    push_json_string(&mut body, detail, "");
-    body.push_str("}}");
-    HttpAnswer {
-        status,
-        headers,
-        body: body.into_bytes(),
     }
 }
 
@@ -427,20 +405,24 @@ pub(crate) fn parse_status(value: &[u8]) -> Option<u16> {
 }
 
 /// The answer to a request refused before its claim ([`Refusal`]).
-pub(crate) fn refusal(refusal: &Refusal) -> HttpAnswer {
-    match refusal {
-        Refusal::InvalidKey(e) => answer(&EdgeAnswer::InvalidKey(e)),
-        Refusal::MissingKey { sources } => answer(&EdgeAnswer::KeyNotFound { sources }),
-        Refusal::Signature(e) => answer(&EdgeAnswer::Signature(e)),
-        Refusal::Source(e) => answer(&EdgeAnswer::KeySource(e)),
-        Refusal::KeyFormat { expected } => problem(
-            400,
-            refusal.code(),
-            "Invalid Idempotency-Key",
-            &format!("this endpoint takes as its idempotency key {expected}"),
-            None,
-        ),
-    }
+pub(crate) fn refusal(refusal: &Refusal, style: &ProblemStyle) -> HttpAnswer {
+    let edge = match refusal {
+        Refusal::InvalidKey(e) => EdgeAnswer::InvalidKey(e),
+        Refusal::MissingKey { sources } => EdgeAnswer::KeyNotFound { sources },
+        Refusal::Signature(e) => EdgeAnswer::Signature(e),
+        Refusal::Source(e) => EdgeAnswer::KeySource(e),
+        Refusal::KeyFormat { expected } => {
+            return problem::problem(
+                style,
+                400,
+                refusal.code(),
+                "Invalid Idempotency-Key",
+                &format!("this endpoint takes as its idempotency key {expected}"),
+                None,
+            )
+        }
+    };
+    styled(&edge, style)
 }
 
 #[cfg(test)]

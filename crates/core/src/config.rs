@@ -58,6 +58,7 @@ mod in_flight;
 mod keys;
 mod order;
 mod preset;
+mod problems;
 mod read;
 mod routes;
 mod shadow;
@@ -97,6 +98,8 @@ pub(crate) struct Config {
     pub(crate) keys: keys::KeyRulesConfig,
     /// Every route's `in_flight`, unless it says its own.
     pub(crate) in_flight: Option<InFlightConfig>,
+    /// How the edge writes its problems (`problems`).
+    pub(crate) problems: Option<ProblemsConfig>,
 }
 
 /// `policy_path`: where the policy document is answered.
@@ -121,6 +124,7 @@ pub(crate) struct StoreBackendConfig {
 }
 
 pub(crate) use preset::PresetConfig;
+pub(crate) use problems::ProblemsConfig;
 
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum StoreConfig {
@@ -295,6 +299,7 @@ impl Policy {
             token: None,
             store: StoreKind::Local,
             published: Some(String::from(defaults::POLICY_PATH)),
+            problems: crate::policy::ProblemStyle::DEFAULT,
         }
     }
 }
@@ -540,6 +545,7 @@ impl Config {
                 ))
             }
         };
+        let problems = problems::compile(self.problems.as_ref())?;
         let store = self.compile_store(env)?;
         if matches!(store, StoreKind::Local) {
             fits_one_answer_per_shard(capacity, max_memory, max_response_body, &replay_headers)?;
@@ -567,6 +573,7 @@ impl Config {
             token,
             store,
             published,
+            problems,
         })
     }
 }

@@ -11,6 +11,9 @@ use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
 
+pub(crate) mod problems;
+pub(crate) use problems::ProblemStyle;
+
 /// Replayed by default (`docs/semantics.md` §5): headers that describe the stored representation.
 /// Never `set-cookie`, hop-by-hop headers, or the proxy's own.
 pub const DEFAULT_REPLAY_HEADERS: &[&str] = &[
@@ -429,6 +432,8 @@ pub struct Policy {
     pub store: StoreKind,
     /// The path the edge publishes this policy at (`policy_path`; `None`: not published).
     pub(crate) published: Option<String>,
+    /// How problem answers are written (`problems`).
+    pub(crate) problems: ProblemStyle,
 }
 
 /// Where the filter keeps its records (`store`).

@@ -28,7 +28,7 @@ use crate::sequencer::{self, Sequenced};
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
-use idemgate_core::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use idemgate_core::answer::{answer_for, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::guard::{self, Ask, Capture, Reply, Ruling};
@@ -120,10 +120,11 @@ impl Filter {
         }
     }
 
-    /// Sends an edge answer made by the core and ends this request's part.
+    /// Sends an edge answer made by the core, as the policy writes problems, and ends this
+    /// request's part.
     fn reply(&mut self, edge: &EdgeAnswer<'_>) -> Action {
         self.stage = Stage::Idle;
-        host::send(&answer(edge));
+        host::send(&answer_for(edge, &self.policy()));
         Action::Pause
     }
 

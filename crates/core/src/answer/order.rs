@@ -4,6 +4,7 @@
 
 use super::{json_string, problem, HttpAnswer};
 use crate::order::{BeginOutcome, PreconditionProblem, ORDER_HEADER};
+use crate::policy::ProblemStyle;
 use crate::time::Span;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -55,8 +56,8 @@ pub fn applied_header() -> (String, String) {
     (ORDER_HEADER.into(), "applied".into())
 }
 
-/// Maps an ordering or precondition answer to HTTP.
-pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
+/// Maps an ordering or precondition answer to HTTP, its problems written in `style`.
+pub(crate) fn order_answer(edge: &OrderAnswer<'_>, style: &ProblemStyle) -> HttpAnswer {
     let with_order = |mut http: HttpAnswer, value: &str| {
         http.headers.push((ORDER_HEADER.into(), value.into()));
         http
@@ -68,6 +69,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
         OrderAnswer::Illegal { state } => acknowledged("illegal", "illegal", state),
         OrderAnswer::Early { retry_after } => with_order(
             problem(
+                style,
                 409,
                 "order_event_early",
                 "Event arrived early",
@@ -77,6 +79,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             "early",
         ),
         OrderAnswer::Busy { retry_after } => problem(
+            style,
             409,
             "order_resource_busy",
             "Resource busy",
@@ -84,6 +87,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             Some(Span(retry_after.0.max(1000))),
         ),
         OrderAnswer::ResourceMissing => problem(
+            style,
             400,
             "order_resource_missing",
             "Resource id missing",
@@ -91,6 +95,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             None,
         ),
         OrderAnswer::StateUnknown => problem(
+            style,
             500,
             "order_state_unknown",
             "Resource state unknown",
@@ -98,6 +103,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             None,
         ),
         OrderAnswer::RecordCorrupt => problem(
+            style,
             503,
             "order_record_corrupt",
             "Resource state failed its integrity check",
@@ -105,6 +111,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             None,
         ),
         OrderAnswer::Precondition(PreconditionProblem::Required) => problem(
+            style,
             428,
             "precondition_required",
             "Precondition required",
@@ -112,6 +119,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             None,
         ),
         OrderAnswer::Precondition(PreconditionProblem::VersionRequired) => problem(
+            style,
             428,
             "precondition_version_required",
             "Precondition names no version",
@@ -119,6 +127,7 @@ pub(crate) fn order_answer(edge: &OrderAnswer<'_>) -> HttpAnswer {
             None,
         ),
         OrderAnswer::Precondition(p) => problem(
+            style,
             400,
             p.code(),
             "Malformed If-Match",

@@ -2,7 +2,7 @@
 //! allow-list names, its body — and, when the body was over `max_response_body` and not kept, no
 //! header that describes a body the replay does not carry.
 
-use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER};
+use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER, SHOULD_RETRY_HEADER};
 use crate::policy::replayable;
 use crate::record::{StoredBody, StoredResponse};
 use alloc::string::String;
@@ -52,16 +52,23 @@ pub(super) fn without_body(status: u16, headers: &[(String, String)]) -> HttpAns
 
 pub(super) fn replay(stored: &StoredResponse, replay_headers: &[String]) -> HttpAnswer {
     let kept = matches!(stored.body, StoredBody::Kept(_));
-    let mut headers: Vec<(String, String)> = stored
-        .headers
-        .iter()
-        .filter(|(name, _)| replayable(name, replay_headers))
-        // Decided here, at replay, rather than when the answer is stored: a record stored by an
-        // earlier version still holds them, and must not pretend either.
-        .filter(|(name, _)| kept || !describes_the_body(name))
-        .cloned()
-        .collect();
+    // Room for the edge's own headers below, so adding them moves none of the stored ones.
+    let mut headers: Vec<(String, String)> = Vec::with_capacity(stored.headers.len() + 3);
+    headers.extend(
+        stored
+            .headers
+            .iter()
+            .filter(|(name, _)| replayable(name, replay_headers))
+            // Decided here, at replay, rather than when the answer is stored: a record stored by
+            // an earlier version still holds them, and must not pretend either.
+            .filter(|(name, _)| kept || !describes_the_body(name))
+            .filter(|(name, _)| !name.eq_ignore_ascii_case(SHOULD_RETRY_HEADER))
+            .cloned(),
+    );
     headers.push((REPLAYED_HEADER.into(), "true".into()));
+    // A replay is the answer this key has, whatever its status: retrying it (as the Stripe SDKs
+    // do on a 5xx) only replays it again.
+    headers.push((SHOULD_RETRY_HEADER.into(), "false".into()));
     let body = match &stored.body {
         StoredBody::Kept(body) => body.clone(),
         StoredBody::NotKept => {
@@ -136,6 +143,7 @@ mod tests {
                 "location",
                 "cache-control",
                 REPLAYED_HEADER,
+                SHOULD_RETRY_HEADER,
                 BODY_OMITTED_HEADER
             ]
         );

@@ -8,6 +8,7 @@
 
 mod in_flight;
 mod keys;
+mod problems;
 mod route;
 mod shape;
 
@@ -59,6 +60,7 @@ const CONFIG_FIELDS: &[&str] = &[
     "key_mismatch",
     "key_scope",
     "in_flight",
+    "problems",
 ];
 const SHARES_FIELDS: &[&str] = &[
     "identity",
@@ -384,6 +386,11 @@ fn document(doc: &Value) -> Result<Config, Shape> {
             // `in_flight`
             Some(28) => {
                 c.in_flight = in_flight::in_flight(at, value)?;
+                continue;
+            }
+            // `problems`
+            Some(29) => {
+                c.problems = problems::read(at, value)?;
                 continue;
             }
             _ => return Err(unknown("", key, CONFIG_FIELDS)),

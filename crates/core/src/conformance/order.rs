@@ -266,7 +266,7 @@ fn answer_op(input: &Value) -> Outcome {
         }
         _ => return Err(bad("answer")),
     };
-    let http = order_answer(&edge);
+    let http = order_answer(&edge, &crate::policy::ProblemStyle::DEFAULT);
     let body = Value::parse(core::str::from_utf8(&http.body).unwrap_or("")).unwrap_or(Value::Null);
     let problem = http.header("content-type") == Some("application/problem+json");
     let code = if problem {

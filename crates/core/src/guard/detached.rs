@@ -18,11 +18,12 @@
 
 use super::{Capture, Event, Events};
 use crate::answer::order::applied_header;
-use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use crate::answer::{styled, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::guard::sequencer::settlement;
 use crate::headers;
+use crate::policy::ProblemStyle;
 use crate::policy::{Policy, RouteKind, Via};
 use crate::record::OwnerToken;
 use crate::store::protocol::FinishOutcome;
@@ -90,6 +91,8 @@ pub struct Ending<O> {
     callout: Callout<O>,
     lease: Span,
     max_relay_body: u64,
+    /// How the answers the edge makes here write their problems (`problems`).
+    problems: ProblemStyle,
     events: Events,
     /// What the client is relayed once the claim is finished (until the answer is read: none).
     relay: Relay,
@@ -140,6 +143,7 @@ impl<O> Ending<O> {
             callout,
             lease: policy.lease,
             max_relay_body: policy.max_relay_body,
+            problems: policy.problems.clone(),
             events,
             relay: Relay::Missing,
         }
@@ -247,12 +251,13 @@ impl<O> Ending<O> {
         let (mut answer, from_upstream, in_doubt, upstream_status) = match self.relay {
             // Released means the store found it never sent: nothing can be running.
             Relay::Missing if outcome == Some(FinishOutcome::Released) => {
-                let answer = answer(&EdgeAnswer::Relay(RelayProblem::NotSent));
+                let answer = styled(&EdgeAnswer::Relay(RelayProblem::NotSent), &self.problems);
                 (answer, false, false, None)
             }
             Relay::Missing => {
                 let retry_after = retry_after(now(), self.callout.claimed_at, self.lease);
-                let answer = answer(&EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after }));
+                let no_answer = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
+                let answer = styled(&no_answer, &self.problems);
                 (answer, false, true, None)
             }
             Relay::NeverReached(Some((status, body))) => {
@@ -265,7 +270,7 @@ impl<O> Ending<O> {
                 (answer, false, false, None)
             }
             Relay::NeverReached(None) => {
-                let answer = answer(&EdgeAnswer::Relay(RelayProblem::NotSent));
+                let answer = styled(&EdgeAnswer::Relay(RelayProblem::NotSent), &self.problems);
                 (answer, false, false, None)
             }
             Relay::Upstream {
@@ -282,10 +287,13 @@ impl<O> Ending<O> {
                     },
                     // Over `upstream.max_body`: the upstream's status and headers, without the
                     // body and saying so — a success is never turned into a 5xx.
-                    None => answer(&EdgeAnswer::RelayWithoutBody {
-                        status,
-                        headers: &headers,
-                    }),
+                    None => {
+                        let without = EdgeAnswer::RelayWithoutBody {
+                            status,
+                            headers: &headers,
+                        };
+                        styled(&without, &self.problems)
+                    }
                 };
                 (answer, true, in_doubt, Some(status))
             }

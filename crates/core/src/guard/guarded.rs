@@ -31,11 +31,11 @@
 use super::{
     after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Stage, VerifiedToken,
 };
-use crate::answer::{answer, EdgeAnswer, HttpAnswer, RelayProblem};
+use crate::answer::{styled, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::guard::sequencer::Ordered;
-use crate::policy::{Policy, RouteKind};
+use crate::policy::{Policy, ProblemStyle, RouteKind};
 use crate::record::OwnerToken;
 use crate::request::budget::Reservation;
 use crate::store::protocol::{ClaimOutcome, ConsumeOutcome, ProtocolError};
@@ -139,14 +139,17 @@ pub struct Guarded<O, H> {
     reask: Option<Box<Claim>>,
     /// The client is gone ([`Guarded::gone`]): nothing is sent or answered for it any more.
     gone: bool,
+    /// How the answers this request gets from the edge write their problems (`problems`).
+    problems: ProblemStyle,
 }
 
 impl<O, H> Guarded<O, H> {
-    fn new(kind: RouteKind, payers: Payers, lease: Span, state: State<O, H>) -> Self {
+    fn new(policy: &Policy, kind: RouteKind, payers: Payers, state: State<O, H>) -> Self {
         Guarded {
+            problems: policy.problems.clone(),
             kind,
             payers,
-            lease,
+            lease: policy.lease,
             state,
             queue: Queue {
                 actions: [None, None, None, None],
@@ -183,21 +186,27 @@ impl<O, H> Guarded<O, H> {
             course,
             held,
         };
-        let mut guarded = Guarded::new(kind, claim.payers, policy.lease, state);
+        let mut guarded = Guarded::new(policy, kind, claim.payers, state);
         guarded.queue.push(Action::Ask(Ask::Claim(claim)));
         guarded
     }
 
     /// A request with no key, on a route where the key is optional: out without idempotency,
     /// once its token (if the route requires one) is used.
-    pub fn unguarded(token: Option<VerifiedToken>, payers: Payers) -> Self {
-        let lease = Span::from_secs(0);
-        let mut guarded = Guarded::new(RouteKind::Api, payers, lease, State::Over);
+    pub fn unguarded(policy: &Policy, token: Option<VerifiedToken>, payers: Payers) -> Self {
+        let mut guarded = Guarded::new(policy, RouteKind::Api, payers, State::Over);
+        // Nothing is claimed, so there is no lease to wait out.
+        guarded.lease = Span::from_secs(0);
         let after = After::Pass {
             event: Some(Event::Passthrough),
         };
         guarded.go(Course::unguarded(token), after, None);
         guarded
+    }
+
+    /// An answer the edge makes for this request, its problem written in the policy's style.
+    fn edge_answer(&self, edge: &EdgeAnswer<'_>) -> HttpAnswer {
+        styled(edge, &self.problems)
     }
 
     /// The next action to carry out, in order; `None` once all are taken.
@@ -294,7 +303,7 @@ impl<O, H> Guarded<O, H> {
                 if let EdgeAnswer::StoreFailed(e) = &refusal {
                     self.warn(Warning::StoreFailed((*e).clone()));
                 }
-                let http = answer(&refusal);
+                let http = self.edge_answer(&refusal);
                 self.not_forwarded(after, order);
                 self.reply(http);
             }
@@ -328,7 +337,7 @@ impl<O, H> Guarded<O, H> {
                 self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
                 self.settle_order(order, false);
                 let problem = EdgeAnswer::Relay(RelayProblem::NotSent);
-                self.reply(answer(&problem));
+                self.reply(self.edge_answer(&problem));
             }
             // The claim holds until its lease ends, so a retry cannot run the request twice.
             Sent::Lost => {
@@ -336,7 +345,7 @@ impl<O, H> Guarded<O, H> {
                 // Sent just now, with no clock reading: the whole lease (the one rule).
                 let retry_after = super::retry_after(None, None, self.lease);
                 let problem = EdgeAnswer::Relay(RelayProblem::NoAnswer { retry_after });
-                self.reply(answer(&problem));
+                self.reply(self.edge_answer(&problem));
             }
         }
     }
@@ -379,7 +388,7 @@ impl<O, H> Guarded<O, H> {
             // Only a store question needs the clock: a request past them has no use for it.
             state => return self.out_of_order(state, "a clock failure"),
         }
-        let http = answer(&EdgeAnswer::ClockUnavailable);
+        let http = self.edge_answer(&EdgeAnswer::ClockUnavailable);
         self.reply(http);
     }
 
@@ -400,7 +409,7 @@ impl<O, H> Guarded<O, H> {
                         // Nothing was sent: the claim is released, so the retry runs.
                         self.finish(key, owner, ResponseFacts::NeverReached, DoubtCause::Other);
                         self.queue.count(Events::of(&[Event::RelayBudgetExceeded]));
-                        return self.reply(answer(&EdgeAnswer::RelayBudgetExceeded));
+                        return self.reply(self.edge_answer(&EdgeAnswer::RelayBudgetExceeded));
                     }
                     Some(kept) => kept,
                     None => None,
@@ -416,7 +425,7 @@ impl<O, H> Guarded<O, H> {
                 {
                     self.warn(Warning::OverShare(*share));
                 }
-                self.reply(answer(&edge));
+                self.reply(self.edge_answer(&edge));
             }
             Next::Unguarded => {
                 if let Err(e) = outcome {
@@ -439,7 +448,7 @@ impl<O, H> Guarded<O, H> {
         let (edge, events) = after_late(outcome, policy);
         self.queue.count(events);
         self.warn_failed(key, &edge);
-        self.reply(answer(&edge));
+        self.reply(self.edge_answer(&edge));
     }
 
     /// The warning an answer from a failed store carries: a record that failed its checks is

@@ -12,7 +12,7 @@ use super::{
     Intaking, Start, VerifiedToken,
 };
 use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::{answer, published, EdgeAnswer, HttpAnswer};
+use crate::answer::{answer_for, published, EdgeAnswer, HttpAnswer};
 use crate::client::identity::{
     identify, peer_group, ClientIdentity, Facts, ScopeHashes, Unreadable,
 };
@@ -149,7 +149,7 @@ where
     let route = matched.route;
     if let Some(rule) = &route.precondition {
         if let Err(problem) = rule.check(method, &facts.header_values("if-match")) {
-            let http = order_answer(&OrderAnswer::Precondition(problem));
+            let http = order_answer(&OrderAnswer::Precondition(problem), &policy.problems);
             return (Headed::Answer(http), problem.events());
         }
     }
@@ -157,7 +157,7 @@ where
     let now = match route.signature {
         Some(_) => match host.now() {
             Some(now) => now,
-            None => return edge(&EdgeAnswer::ClockUnavailable),
+            None => return edge(&EdgeAnswer::ClockUnavailable, policy),
         },
         None => UnixMillis(0),
     };
@@ -165,7 +165,7 @@ where
         Ok(admission) => admission,
         Err(refusal) => {
             return (
-                Headed::Answer(crate::answer::refusal(&refusal)),
+                Headed::Answer(crate::answer::refusal(&refusal, &policy.problems)),
                 refused(&refusal),
             )
         }
@@ -182,7 +182,7 @@ where
         }),
         None => match identify(&policy.scope, &facts) {
             Ok(client) => client,
-            Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
+            Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable, policy),
         },
     };
     let payers = match &client {
@@ -195,7 +195,7 @@ where
                 route.share,
             ) {
                 Ok(payers) => payers,
-                Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
+                Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable, policy),
             }
         }
         None => Payers::NONE,
@@ -204,7 +204,12 @@ where
     let presented = |name: &str| facts.text(name);
     let token = match check_token(policy, route, method, scope, presented, || host.now()) {
         Ok(token) => token,
-        Err(refusal) => return (Headed::Answer(answer(&refusal.answer())), refusal.events()),
+        Err(refusal) => {
+            return (
+                Headed::Answer(answer_for(&refusal.answer(), policy)),
+                refusal.events(),
+            )
+        }
     };
     let (key_method, key_path) = route.keys.namespace(method, &matched.path);
     let key = match start(
@@ -228,7 +233,7 @@ where
     let peer: Rc<[u8]> = if body_follows || detached.is_some() {
         match facts.group(policy) {
             Ok(group) => Rc::from(group.unwrap_or_default()),
-            Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
+            Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable, policy),
         }
     } else {
         Rc::from(&[][..])
@@ -280,10 +285,10 @@ where
     let client = match identify(&policy.scope, facts) {
         Ok(Some(client)) => client,
         Ok(None) => return unscoped_request(policy),
-        Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable),
+        Err(Unreadable) => return edge(&EdgeAnswer::RequestUnreadable, policy),
     };
     let Some(now) = facts.host.now() else {
-        return edge(&EdgeAnswer::ClockUnavailable);
+        return edge(&EdgeAnswer::ClockUnavailable, policy);
     };
     let nonce = facts.host.nonce();
     let (http, events) = issue_token(policy, path, client.scope(), now, nonce);
@@ -293,14 +298,14 @@ where
 /// No client to scope the key to: the store-error failure mode's answer, or on untouched.
 fn unscoped_request<'p>(policy: &Policy) -> (Headed<'p>, Events) {
     match unscoped(policy) {
-        (Some(edge), events) => (Headed::Answer(answer(&edge)), events),
+        (Some(edge), events) => (Headed::Answer(answer_for(&edge, policy)), events),
         (None, events) => (Headed::Pass, events),
     }
 }
 
 /// An edge answer that counts nothing.
-fn edge<'p>(edge: &EdgeAnswer<'_>) -> (Headed<'p>, Events) {
-    (Headed::Answer(answer(edge)), Events::default())
+fn edge<'p>(edge: &EdgeAnswer<'_>, policy: &Policy) -> (Headed<'p>, Events) {
+    (Headed::Answer(answer_for(edge, policy)), Events::default())
 }
 
 /// The request's headers and the host's properties, as the identity rules read them; the

@@ -11,12 +11,13 @@
 //! fingerprint is finished (a refusal names the key's problem first).
 
 use super::{refused, Event, Events};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::answer::{styled, EdgeAnswer, HttpAnswer};
 use crate::client::identity::ClientIdentity;
 use crate::client::scope::{QuotaTag, Scope, StorageKey};
 use crate::client::signature::Freshness;
 use crate::decision::admission::{Admission, Refusal};
 use crate::policy::Policy;
+use crate::policy::ProblemStyle;
 use crate::request::budget::{Limits, Reservation};
 use crate::request::fingerprint::{Fingerprint, FingerprintBuilder, FingerprintError};
 use alloc::boxed::Box;
@@ -106,14 +107,16 @@ pub(crate) enum BodyRefusal {
 }
 
 impl BodyRefusal {
-    /// The answer the host sends (the mapping lives in [`crate::answer`]).
-    pub fn answer(&self) -> HttpAnswer {
-        match self {
-            BodyRefusal::TooLarge { limit } => answer(&EdgeAnswer::BodyTooLarge { limit: *limit }),
-            BodyRefusal::OverBudget => answer(&EdgeAnswer::HashingBudgetExceeded),
-            BodyRefusal::Invalid(e) => answer(&EdgeAnswer::InvalidBody(e)),
-            BodyRefusal::Admission(refusal) => crate::answer::refusal(refusal),
-        }
+    /// The answer the host sends (the mapping lives in [`crate::answer`]), its problem written
+    /// in `style`.
+    pub(crate) fn answer(&self, style: &ProblemStyle) -> HttpAnswer {
+        let edge = match self {
+            BodyRefusal::TooLarge { limit } => EdgeAnswer::BodyTooLarge { limit: *limit },
+            BodyRefusal::OverBudget => EdgeAnswer::HashingBudgetExceeded,
+            BodyRefusal::Invalid(e) => EdgeAnswer::InvalidBody(e),
+            BodyRefusal::Admission(refusal) => return crate::answer::refusal(refusal, style),
+        };
+        styled(&edge, style)
     }
 
     /// What the host counts.

@@ -6,7 +6,7 @@
 //! the host only saying where the record is ([`OrderStore`]) and moving the bytes.
 
 use crate::answer::order::{order_answer, OrderAnswer};
-use crate::answer::{answer, EdgeAnswer};
+use crate::answer::{answer_for, EdgeAnswer};
 use crate::guard::{over_share, Event, Events, Ruling};
 use crate::order::BeginOutcome;
 use crate::policy::{FailureMode, Policy};
@@ -54,14 +54,15 @@ pub(crate) fn decide(
     // still holds), or the edge answers.
     let failing = |mode, edge: EdgeAnswer<'_>| match mode {
         FailureMode::PassThrough => Ruling::Forward(None),
-        FailureMode::Reject => Ruling::Answer(answer(&edge)),
+        FailureMode::Reject => Ruling::Answer(answer_for(&edge, policy)),
     };
     let outcome = match outcome {
         Ok(outcome) => outcome,
         // A state no filter sealed decides nothing, and the failure mode does not apply either:
         // passing the event on would skip the ordering the record may truly hold.
         Err(e) if !e.allows_failure_mode() => {
-            let decision = Ruling::Answer(order_answer(&OrderAnswer::RecordCorrupt));
+            let decision =
+                Ruling::Answer(order_answer(&OrderAnswer::RecordCorrupt, &policy.problems));
             return counted(decision, Event::RecordCorrupt);
         }
         Err(e) => {
@@ -77,7 +78,7 @@ pub(crate) fn decide(
             BeginOutcome::Busy { .. } => Event::OrderBusy,
             _ => Event::OrderStateUnknown,
         };
-        return counted(Ruling::Answer(order_answer(&edge)), event);
+        return counted(Ruling::Answer(order_answer(&edge, &policy.problems)), event);
     }
     match outcome {
         BeginOutcome::Apply { to } => {
@@ -90,7 +91,10 @@ pub(crate) fn decide(
         ),
         // Counted as a claim's refusal is, by the share that refused.
         BeginOutcome::QuotaExceeded { retry_after, share } => (
-            Ruling::Answer(answer(&EdgeAnswer::QuotaExceeded { retry_after })),
+            Ruling::Answer(answer_for(
+                &EdgeAnswer::QuotaExceeded { retry_after },
+                policy,
+            )),
             over_share(share),
         ),
         // Not named by the table (or answered above): handled as without `order`.

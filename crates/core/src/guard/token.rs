@@ -6,7 +6,7 @@
 //! answer.
 
 use super::{Event, Events};
-use crate::answer::{answer, EdgeAnswer, HttpAnswer};
+use crate::answer::{answer, answer_for, EdgeAnswer, HttpAnswer};
 use crate::client::scope::{token_audience, QuotaTag, Scope, StorageKey};
 use crate::client::token::{issue, issued_for, verify, IssueFor, TokenError};
 use crate::policy::{Policy, Route, TokenRequirement};
@@ -40,7 +40,10 @@ pub(crate) fn issue_token(
     });
     let (Some(token), Some(route), Some(IssueFor { method, .. })) = (&policy.token, route, asked)
     else {
-        return (answer(&EdgeAnswer::TokenRouteUnknown), Events::default());
+        return (
+            answer_for(&EdgeAnswer::TokenRouteUnknown, policy),
+            Events::default(),
+        );
     };
     let audience = token_audience(scope, &route.prefix, &method);
     let issued = issue(&token.secret, &audience, now, token.ttl, nonce);

@@ -478,25 +478,38 @@ fn preconditions() {
 
 #[test]
 fn answers() {
-    let status = |a: OrderAnswer<'_>| order_answer(&a).status;
-    let early = order_answer(&OrderAnswer::Early {
-        retry_after: Span::from_secs(10),
-    });
+    let status =
+        |a: OrderAnswer<'_>| order_answer(&a, &crate::policy::ProblemStyle::DEFAULT).status;
+    let early = order_answer(
+        &OrderAnswer::Early {
+            retry_after: Span::from_secs(10),
+        },
+        &crate::policy::ProblemStyle::DEFAULT,
+    );
     assert_eq!(early.status, 409);
     assert_eq!(early.header("retry-after"), Some("10"));
     assert_eq!(early.header(ORDER_HEADER), Some("early"));
     assert!(core::str::from_utf8(&early.body)
         .unwrap()
         .contains("order_event_early"));
-    let busy = order_answer(&OrderAnswer::Busy {
-        retry_after: Span(10),
-    });
+    let busy = order_answer(
+        &OrderAnswer::Busy {
+            retry_after: Span(10),
+        },
+        &crate::policy::ProblemStyle::DEFAULT,
+    );
     assert_eq!((busy.status, busy.header("retry-after")), (409, Some("1")));
-    let done = order_answer(&OrderAnswer::AlreadyApplied { state: "paid" });
+    let done = order_answer(
+        &OrderAnswer::AlreadyApplied { state: "paid" },
+        &crate::policy::ProblemStyle::DEFAULT,
+    );
     assert_eq!(done.status, 200);
     assert_eq!(done.header(ORDER_HEADER), Some("already-applied"));
     assert_eq!(done.body, br#"{"order":"already_applied","state":"paid"}"#);
-    let illegal = order_answer(&OrderAnswer::Illegal { state: "shipped" });
+    let illegal = order_answer(
+        &OrderAnswer::Illegal { state: "shipped" },
+        &crate::policy::ProblemStyle::DEFAULT,
+    );
     assert_eq!(illegal.header(ORDER_HEADER), Some("illegal"));
     assert_eq!(illegal.body, br#"{"order":"illegal","state":"shipped"}"#);
     assert_eq!(status(OrderAnswer::ResourceMissing), 400);

@@ -31,8 +31,10 @@ fn assert_same(direct: &Policy, compiled: &Policy, text: &str) {
         token,
         store,
         published,
+        problems,
     } = direct;
     assert_eq!(header, &compiled.header, "{text:?}: header");
+    assert_eq!(problems, &compiled.problems, "{text:?}: problems");
     assert_eq!(routes, &compiled.routes, "{text:?}: routes");
     assert_eq!(scope, &compiled.scope, "{text:?}: scope");
     assert_eq!(fingerprint, &compiled.fingerprint, "{text:?}: fingerprint");

@@ -48,7 +48,7 @@ impl Filter {
             Headed::Pass => return Action::Continue,
             Headed::Answer(http) => return self.send(&http),
             Headed::Unguarded { token, payers } => {
-                return self.run(Box::new(Guarded::unguarded(token, payers)))
+                return self.run(Box::new(Guarded::unguarded(&policy, token, payers)))
             }
             Headed::Keyed(keyed) => keyed,
         };

@@ -70,3 +70,85 @@ fn with_policy_path_false_the_path_is_the_upstreams() {
     assert_eq!(upstream.path_hits("/.well-known/idempotency"), 1);
     assert_eq!(passed.json()["seq"], 1, "{}", passed.text());
 }
+
+/// `docs/semantics.md` §6: the `problems` section writes every problem the edge makes — the
+/// `type` under its base, `Link: <docs>; rel="describedby"`, Stripe's codes — while the HTTP
+/// meaning stays; `Stripe-Should-Retry` says whether a retry helps, and a replay is final.
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn problems_carry_the_configured_type_base_link_and_stripe_codes() {
+    let upstream = Upstream::start();
+    let config = CONFIG.replacen(
+        '{',
+        r#"{ "problems": { "type_base": "https://errors.example.com/problems/",
+             "describedby": "https://docs.example.com/idempotency", "compat": "stripe" },"#,
+        1,
+    );
+    let envoy = Envoy::start(&Setup::new(&config, upstream.port));
+    let link = Some("<https://docs.example.com/idempotency>; rel=\"describedby\"");
+
+    let missing = Request::new("POST", "/orders").json("{}").send(envoy.port);
+    assert_eq!(missing.status, 400, "{}", missing.text());
+    assert_eq!(missing.header("link"), link);
+    assert_eq!(missing.header("stripe-should-retry"), Some("false"));
+    assert_eq!(
+        missing.json()["type"],
+        "https://errors.example.com/problems/key_missing"
+    );
+
+    // In flight: Stripe's code, and a retry helps.
+    let port = envoy.port;
+    let slow = std::thread::spawn(move || {
+        Request::post("/orders", "pb-1")
+            .script("delay=1500")
+            .send(port)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let busy = Request::post("/orders", "pb-1").send(envoy.port);
+    assert_eq!(busy.status, 409, "{}", busy.text());
+    assert_eq!(busy.header("link"), link);
+    assert_eq!(busy.header("stripe-should-retry"), Some("true"));
+    assert!(busy.has_header("retry-after"));
+    let body = busy.json();
+    assert_eq!(body["code"], "idempotency_key_in_use");
+    assert_eq!(body["error"]["code"], "idempotency_key_in_use");
+    assert_eq!(body["error"]["type"], "idempotency_error");
+    assert_eq!(
+        body["type"],
+        "https://errors.example.com/problems/request_in_flight"
+    );
+    assert_eq!(slow.join().map(|r| r.status).ok(), Some(201));
+
+    // A stored 500 replays as final: the Stripe SDKs would otherwise retry it.
+    let failed = Request::post("/orders", "pb-2")
+        .script("status=500")
+        .send(envoy.port);
+    assert_eq!(failed.status, 500);
+    assert_eq!(
+        failed.header("stripe-should-retry"),
+        None,
+        "the upstream's own answer"
+    );
+    let replay = Request::post("/orders", "pb-2").send(envoy.port);
+    assert_eq!(replay.status, 500);
+    assert!(replay.replayed());
+    assert_eq!(replay.header("stripe-should-retry"), Some("false"));
+    assert_eq!(
+        replay.header("link"),
+        None,
+        "a replay is not a problem the edge made"
+    );
+}
+
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn without_a_problems_section_problems_are_as_before_with_no_link() {
+    let upstream = Upstream::start();
+    let envoy = Envoy::start(&Setup::new(CONFIG, upstream.port));
+    let missing = Request::new("POST", "/orders").json("{}").send(envoy.port);
+    assert_eq!(missing.status, 400, "{}", missing.text());
+    assert_eq!(missing.header("link"), None);
+    assert_eq!(missing.header("stripe-should-retry"), Some("false"));
+    assert_eq!(missing.json()["type"], "urn:idemgate:problem:key_missing");
+    assert_eq!(missing.json()["code"], "key_missing");
+}

@@ -70,7 +70,7 @@ impl Run {
             let held = shape.detached.then_some(("kept", relay));
             Machine::claim(&policy, shape.kind, claim, course, held)
         } else {
-            Machine::unguarded(token, Payers::NONE)
+            Machine::unguarded(&policy, token, Payers::NONE)
         };
         let mut run = Run {
             shape,

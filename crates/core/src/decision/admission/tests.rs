@@ -338,7 +338,10 @@ fn cloudevents_and_pubsub_presets() {
     )
     .unwrap_err();
     assert_eq!(batch.code(), "cloudevents_batch_unsupported");
-    assert_eq!(crate::answer::refusal(&batch).status, 415);
+    assert_eq!(
+        crate::answer::refusal(&batch, &crate::policy::ProblemStyle::DEFAULT).status,
+        415
+    );
     let push = Policy {
         routes: vec![policy.routes[1].clone()],
         ..policy.clone()
@@ -361,7 +364,10 @@ fn cloudevents_and_pubsub_presets() {
     );
     let unreadable = run_admission(&push.routes[0], "raw payload").unwrap_err();
     assert_eq!(unreadable.code(), "key_body_unreadable");
-    assert_eq!(crate::answer::refusal(&unreadable).status, 400);
+    assert_eq!(
+        crate::answer::refusal(&unreadable, &crate::policy::ProblemStyle::DEFAULT).status,
+        400
+    );
 }
 
 fn run_admission(route: &Route, body: &str) -> Result<Option<IdempotencyKey>, Refusal> {

@@ -1,6 +1,7 @@
 //! A detached exchange's endings, as the filter drives them.
 
 use super::*;
+use crate::answer::answer;
 use crate::order::ORDER_HEADER;
 use alloc::borrow::ToOwned;
 use alloc::string::String;

@@ -5,7 +5,7 @@
 //! takes no chunk: its body ends at once.
 
 use super::{Action, After, Ask, Claim, Event, Events, Guarded, Kept, State};
-use crate::answer::{answer, EdgeAnswer};
+use crate::answer::EdgeAnswer;
 use crate::client::payer::Payers;
 use crate::client::signature::Freshness;
 use crate::guard::sequencer::Probe;
@@ -92,7 +92,7 @@ impl<O, H> Guarded<O, H> {
             owner,
             held,
         };
-        Guarded::new(kind, payers, policy.lease, State::Taking(Box::new(taking)))
+        Guarded::new(policy, kind, payers, State::Taking(Box::new(taking)))
     }
 
     /// The same, on `route`: a duplicate of a request in flight waits as the route says.
@@ -147,7 +147,7 @@ impl<O, H> Guarded<O, H> {
         }
         let Some(chunk) = chunk else {
             self.state = State::Over;
-            let http = answer(&EdgeAnswer::RequestUnreadable);
+            let http = self.edge_answer(&EdgeAnswer::RequestUnreadable);
             return self.queue.push(Action::Answer(http));
         };
         if let Err(refusal) = taking.intake.update(chunk) {
@@ -224,7 +224,9 @@ impl<O, H> Guarded<O, H> {
             Ok(ordered) => ordered.flatten(),
             Err(missing) => {
                 self.queue.count(Events::of(&[Event::OrderResourceMissing]));
-                return self.queue.push(Action::Answer(missing.answer()));
+                return self
+                    .queue
+                    .push(Action::Answer(missing.answer(&self.problems)));
             }
         };
         let claim = Claim {
@@ -245,7 +247,8 @@ impl<O, H> Guarded<O, H> {
     fn refuse(&mut self, refusal: &BodyRefusal) {
         self.state = State::Over;
         self.queue.count(refusal.events());
-        self.queue.push(Action::Answer(refusal.answer()));
+        self.queue
+            .push(Action::Answer(refusal.answer(&self.problems)));
     }
 }
 

@@ -408,7 +408,7 @@ fn a_detached_exchange_over_the_relay_budget_is_released_unsent() {
 
 #[test]
 fn a_request_without_a_key_uses_its_token_then_passes() {
-    let mut machine = Machine::unguarded(Some(TOKEN), Payers::NONE);
+    let mut machine = Machine::unguarded(&Policy::defaults(), Some(TOKEN), Payers::NONE);
     assert!(matches!(
         take(&mut machine).0[..],
         [Action::Ask(Ask::Consume { .. })]
@@ -420,7 +420,7 @@ fn a_request_without_a_key_uses_its_token_then_passes() {
     assert_eq!(acts, [Action::Pass]);
     assert_eq!(events, [Event::TokenConsumed, Event::Passthrough]);
 
-    let mut machine = Machine::unguarded(None, Payers::NONE);
+    let mut machine = Machine::unguarded(&Policy::defaults(), None, Payers::NONE);
     let (acts, events) = take(&mut machine);
     assert_eq!(
         (acts, events),

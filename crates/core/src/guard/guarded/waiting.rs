@@ -7,7 +7,7 @@
 //! every decision, and every reading of time, is here.
 
 use super::{Action, Ask, Claim, Course, Event, Events, Guarded, Kept, State};
-use crate::answer::{answer, EdgeAnswer};
+use crate::answer::{styled, EdgeAnswer};
 use crate::guard::sequencer::Ordered;
 use crate::time::{Span, UnixMillis};
 use alloc::boxed::Box;
@@ -140,6 +140,9 @@ impl<O, H> Guarded<O, H> {
             state => return self.out_of_order(state, "a give-up"),
         };
         self.queue.count(Events::of(&[Event::Conflict, why]));
-        self.reply(answer(&EdgeAnswer::Conflict { retry_after }));
+        self.reply(styled(
+            &EdgeAnswer::Conflict { retry_after },
+            &self.problems,
+        ));
     }
 }

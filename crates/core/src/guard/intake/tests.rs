@@ -175,7 +175,10 @@ fn each_refusal_has_its_answer_and_its_event() {
         20,
         "nothing reserved for a body that is too large"
     );
-    assert_eq!(refusal.answer().status, 413);
+    assert_eq!(
+        refusal.answer(&crate::policy::ProblemStyle::DEFAULT).status,
+        413
+    );
     assert_eq!(events(&refusal), [Event::BodyTooLarge]);
 
     let mut body = intake(&required, start(), 0);
@@ -186,7 +189,10 @@ fn each_refusal_has_its_answer_and_its_event() {
         refusal,
         BodyRefusal::Admission(Refusal::MissingKey { .. })
     ));
-    assert_eq!(refusal.answer().status, 400);
+    assert_eq!(
+        refusal.answer(&crate::policy::ProblemStyle::DEFAULT).status,
+        400
+    );
     assert_eq!(events(&refusal), [Event::MissingKey]);
 
     let header_key = with_fingerprint("json", r#"{"prefix": "/orders"}"#);
@@ -202,7 +208,10 @@ fn each_refusal_has_its_answer_and_its_event() {
         Ok(()) => body.finish().unwrap_err(),
     };
     assert!(matches!(refusal, BodyRefusal::Invalid(_)));
-    assert_eq!(refusal.answer().status, 400);
+    assert_eq!(
+        refusal.answer(&crate::policy::ProblemStyle::DEFAULT).status,
+        400
+    );
     assert_eq!(events(&refusal), [Event::InvalidBody]);
 
     // Over the peer's part of the hashing budget (a quarter of it by default): refused, and
@@ -217,7 +226,10 @@ fn each_refusal_has_its_answer_and_its_event() {
     let refusal = body.charge(1, &mut reserved).unwrap_err();
     assert_eq!(refusal, BodyRefusal::OverBudget);
     assert_eq!(budget.used(), 9);
-    assert_eq!(refusal.answer().status, 503);
+    assert_eq!(
+        refusal.answer(&crate::policy::ProblemStyle::DEFAULT).status,
+        503
+    );
     assert_eq!(events(&refusal), [Event::HashingBudgetExceeded]);
 }
 

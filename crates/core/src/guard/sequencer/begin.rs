@@ -6,7 +6,7 @@
 
 use super::note::OrderNote;
 use super::{decide, Applies, Ordered};
-use crate::answer::{answer, EdgeAnswer};
+use crate::answer::{answer_for, EdgeAnswer};
 use crate::client::payer::Payers;
 use crate::client::scope::StorageKey;
 use crate::events::Events;
@@ -94,7 +94,7 @@ pub fn begin<S: Store + ?Sized>(
         // No clock, no decision: nothing was forwarded or claimed here.
         OrderStore::NoClock => {
             return BeginStep::Decided(Begun {
-                decision: Ruling::Answer(answer(&EdgeAnswer::ClockUnavailable)),
+                decision: Ruling::Answer(answer_for(&EdgeAnswer::ClockUnavailable, policy)),
                 events: Events::default(),
                 outcome: None,
                 note: None,

@@ -8,6 +8,7 @@ use crate::answer::HttpAnswer;
 use crate::client::scope::ROUTE_SCOPE_SOURCE;
 use crate::client::scope::{Scope, StorageKey};
 use crate::order::{OrderFacts, OrderRule};
+use crate::policy::ProblemStyle;
 use crate::policy::Route;
 use crate::request::key_source::KeySource;
 use alloc::borrow::ToOwned;
@@ -41,9 +42,9 @@ pub struct Ordered {
 pub struct ResourceMissing;
 
 impl ResourceMissing {
-    /// 400 `order_resource_missing`.
-    pub fn answer(&self) -> HttpAnswer {
-        order_answer(&OrderAnswer::ResourceMissing)
+    /// 400 `order_resource_missing`, written in `style`.
+    pub(crate) fn answer(&self, style: &ProblemStyle) -> HttpAnswer {
+        order_answer(&OrderAnswer::ResourceMissing, style)
     }
 }
 
@@ -187,7 +188,7 @@ mod tests {
     fn an_event_without_its_resource_is_refused_and_an_unknown_one_is_not_ordered() {
         let policy = policy();
         let missing = probe(&policy, "pay", b"{}").unwrap_err();
-        assert_eq!(missing.answer().status, 400);
+        assert_eq!(missing.answer(&ProblemStyle::DEFAULT).status, 400);
         assert_eq!(
             probe(&policy, "refund", br#"{"order":{"id":"o-1"}}"#),
             Ok(None)
