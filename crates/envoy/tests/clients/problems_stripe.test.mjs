@@ -40,6 +40,7 @@ async function inFlight(stripe, key) {
   return err;
 }
 
+// conformance: S9, S10
 test('a request in flight is a 409 the SDK raises as a StripeAPIError it may retry', async (t) => {
   const created = [];
   const { envoy } = await startStack(t, { filter: '{}', handler: api(created) });
@@ -54,6 +55,7 @@ test('a request in flight is a 409 the SDK raises as a StripeAPIError it may ret
   assert.equal(created.length, 1);
 });
 
+// conformance: S9
 test('with problems.compat "stripe" the 409 carries Stripe\'s code, idempotency_key_in_use', async (t) => {
   const created = [];
   const filter = JSON.stringify({
@@ -68,6 +70,7 @@ test('with problems.compat "stripe" the 409 carries Stripe\'s code, idempotency_
   assert.equal(err.raw.type, 'idempotency_error');
 });
 
+// conformance: S10
 test('a client over its share is a 429 the SDK raises as a StripeRateLimitError', async (t) => {
   const created = [];
   // One record per client, binding at once: the second key of the same client is over its share.

@@ -94,7 +94,7 @@ test('the Stripe SDK creates objects through the default configuration; a retry 
   assert.equal(await envoy.counter('mismatch'), 1);
 });
 
-// conformance: S2, S7
+// conformance: S2, S7, S10
 test("the SDK's automatic retry reuses its key, gets the stored answer and stops there (Stripe-Should-Retry: false)", async (t) => {
   const created = [];
   const { envoy } = await startStack(t, { filter: '{}', handler: api(created, new Set(['flaky@example.com'])) });

@@ -71,6 +71,7 @@ fn with_policy_path_false_the_path_is_the_upstreams() {
     assert_eq!(passed.json()["seq"], 1, "{}", passed.text());
 }
 
+// conformance: D8, S9
 /// `docs/semantics.md` §6: the `problems` section writes every problem the edge makes — the
 /// `type` under its base, `Link: <docs>; rel="describedby"`, Stripe's codes — while the HTTP
 /// meaning stays; `Stripe-Should-Retry` says whether a retry helps, and a replay is final.
