@@ -208,8 +208,8 @@ def main():
       retries with the same key, held at the edge until the first's answer is stored (no 409),
       still one order;
     * a double submission while the first is still running (the service answers after 2 s):
-        for i in 1 2; do curl -s -X POST {url}/api/orders -H 'authorization: Bearer me' \
-          -H 'idempotency-key: k2' -H 'x-demo-delay-ms: 2000' -H 'content-type: application/json' \
+        for i in 1 2; do curl -s -X POST {url}/api/orders -H 'authorization: Bearer me' \\
+          -H 'idempotency-key: k2' -H 'x-demo-delay-ms: 2000' -H 'content-type: application/json' \\
           -d '{{"items":[{{"sku":"beans","qty":1,"price_cents":2400}}]}}' -w ' %{{http_code}}\n' & done; wait
       one order, two identical answers (the second replayed), no 409 in between;
     * curl -si -X POST {url}/api/orders -H 'authorization: Bearer me' \\
