@@ -30,6 +30,7 @@ use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use idemgate_core::answer::{answer_for, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
+use idemgate_core::client::payer::PayerTag;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::guard::{self, Ask, Capture, Reply, Ruling};
 use idemgate_core::guard::{Guarded, Headed, Kept, Sent};

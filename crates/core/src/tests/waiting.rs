@@ -112,7 +112,13 @@ fn run(machine: &mut Machine, store: &mut MemoryStore, policy: &Policy, now: Uni
                 let outcome = protocol.claim(c.key, c.fingerprint, c.owner, c.payers, now);
                 machine.answered(Reply::Claim(outcome), policy);
             }
-            Action::Park { .. } => round.parked = true,
+            Action::Park { payer, .. } => {
+                assert!(
+                    payer.is_some(),
+                    "a waiter takes its payer's share of the room"
+                );
+                round.parked = true;
+            }
             Action::Forward => round.forwarded = true,
             Action::Answer(http) => {
                 let retry = http.header("retry-after").map(ToString::to_string);

@@ -61,7 +61,7 @@ impl Filter {
                     }
                 }
                 guard::Action::Pass => {}
-                guard::Action::Park { key } => self.park(&mut machine, key),
+                guard::Action::Park { key, payer } => self.park(&mut machine, key, payer),
                 guard::Action::Answer(http) => {
                     host::send(&http);
                     result = Action::Pause;

@@ -7,14 +7,14 @@ use super::*;
 
 impl Filter {
     /// Carries out [`guard::Action::Park`] for `key`: the machine is told whether there was room.
-    pub(super) fn park(&mut self, machine: &mut Machine, key: StorageKey) {
+    pub(super) fn park(&mut self, machine: &mut Machine, key: StorageKey, payer: Option<PayerTag>) {
         let now = host::now();
         let admitted = now.is_some()
             && self
                 .shared
                 .waiters
                 .try_borrow_mut()
-                .is_ok_and(|mut waiters| waiters.admit(key, self.context_id));
+                .is_ok_and(|mut waiters| waiters.admit(key, payer, self.context_id));
         if admitted {
             self.parked = Some(key);
             self.debug(&key, "in flight: waits for its answer");

@@ -5,6 +5,7 @@
 #[allow(unused_imports)] // named by the docs
 use super::Guarded;
 use crate::answer::HttpAnswer;
+use crate::client::payer::PayerTag;
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::guard::sequencer::Ordered;
@@ -107,8 +108,13 @@ pub enum Action<O, H> {
     /// Park the request: a duplicate of one in flight on `key`, waiting for its answer. Say
     /// whether there was room for it with [`Guarded::parked`], then [`Guarded::wake`] it
     /// whenever `key`'s record may have changed (another request on it finished) and at least
-    /// once a tick, until it gives an answer; it asks the store again each time.
-    Park { key: StorageKey },
+    /// once a tick, until it gives an answer; it asks the store again each time. `payer` is the
+    /// request's first payer, whose share of the host's waiters it takes
+    /// ([`crate::guard::Waiters::admit`]).
+    Park {
+        key: StorageKey,
+        payer: Option<PayerTag>,
+    },
     /// Answer the client with this: the request is over.
     Answer(HttpAnswer),
     /// Finish the claim with these facts ([`crate::Protocol::finish`]); `cause` says

@@ -56,7 +56,11 @@ impl<O, H> Guarded<O, H> {
             next_ask: UnixMillis(0),
             backoff: FIRST_BACKOFF,
         }));
-        self.queue.push(Action::Park { key: claim.key });
+        let payer = claim.payers.tags().next();
+        self.queue.push(Action::Park {
+            key: claim.key,
+            payer,
+        });
     }
 
     /// Asked again, the store says the key is still in flight: parked again as it was (the
