@@ -5,6 +5,7 @@
 //! they live inside it (as quinn-proto's `src/tests`), and the API stays what hosts use.
 
 mod defaults;
+mod edge;
 mod forward;
 mod hardening;
 mod key_policy;

@@ -6,56 +6,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::client::identity::{ScopeHashes, Unreadable};
+use super::edge::Edge;
 use crate::guard::{self, Action, Ask, Capture, Headed, Host, Reply};
-use crate::request::budget::Budget;
-use crate::{MemoryStore, OwnerToken, Policy, Protocol, UnixMillis};
-use std::cell::Cell;
-use std::prelude::rust_2021::{String, ToOwned, Vec};
-use std::rc::Rc;
+use crate::{MemoryStore, Policy, Protocol, UnixMillis};
+use std::prelude::rust_2021::{String, ToOwned};
 
 /// The value a browser mints for a form POST: a UUID, as a structured-field string.
 const BROWSER_KEY: &str = "\"6ba7b810-9dad-11d1-80b4-00c04fd430c8\"";
 
-struct Edge {
-    owners: Cell<u8>,
-    budget: Rc<Budget>,
-    relay: Rc<Budget>,
-    scopes: ScopeHashes,
-}
-
-impl Host for Edge {
-    fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
-        Ok(Some(b"192.0.2.7:40000".to_vec()))
-    }
-    fn now(&self) -> Option<UnixMillis> {
-        Some(UnixMillis(1_700_000_000_000))
-    }
-    fn nonce(&self) -> [u8; 16] {
-        [9; 16]
-    }
-    fn owner(&self) -> OwnerToken {
-        self.owners.set(self.owners.get() + 1);
-        OwnerToken([self.owners.get(); 16])
-    }
-    fn scopes(&self) -> &ScopeHashes {
-        &self.scopes
-    }
-    fn budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.budget)
-    }
-    fn relay_budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.relay)
-    }
-}
-
 fn edge() -> Edge {
-    Edge {
-        owners: Cell::new(0),
-        budget: Rc::new(Budget::default()),
-        relay: Rc::new(Budget::default()),
-        scopes: ScopeHashes::default(),
-    }
+    Edge::at(UnixMillis(1_700_000_000_000))
 }
 
 fn policy(json: &str) -> Policy {

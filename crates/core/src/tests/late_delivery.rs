@@ -5,59 +5,23 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::client::identity::{ScopeHashes, Unreadable};
+use super::edge::Edge;
 use crate::guard::{self, Action, Ask, Capture, Headed, Host, Reply};
 use crate::hash::to_hex;
 use crate::record::Record;
-use crate::request::budget::Budget;
 use crate::store::remote::{apply, Change};
 use crate::store::remote::{Request, Response};
 use crate::store::StoreError;
 use crate::{ClaimOutcome, MemoryStore, OwnerToken, Policy, Protocol, ProtocolError, UnixMillis};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::cell::Cell;
 use std::prelude::rust_2021::{String, ToOwned, Vec};
-use std::rc::Rc;
 
 const SECRET: &str = "whsec_late_deliveries_0123";
 /// When the provider first sent its messages (unix seconds).
 const SENT: u64 = 1_700_000_000;
 /// An hour later: far past the default tolerance of five minutes.
 const LATE: u64 = SENT + 3600;
-
-struct Edge {
-    now: Cell<u64>,
-    owners: Cell<u8>,
-    budget: Rc<Budget>,
-    relay: Rc<Budget>,
-    scopes: ScopeHashes,
-}
-
-impl Host for Edge {
-    fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
-        Ok(Some(b"192.0.2.7:40000".to_vec()))
-    }
-    fn now(&self) -> Option<UnixMillis> {
-        Some(UnixMillis(self.now.get() * 1000))
-    }
-    fn nonce(&self) -> [u8; 16] {
-        [9; 16]
-    }
-    fn owner(&self) -> OwnerToken {
-        self.owners.set(self.owners.get() + 1);
-        OwnerToken([self.owners.get(); 16])
-    }
-    fn scopes(&self) -> &ScopeHashes {
-        &self.scopes
-    }
-    fn budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.budget)
-    }
-    fn relay_budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.relay)
-    }
-}
 
 fn policy(extra: &str) -> Policy {
     let json = format!(
@@ -191,13 +155,7 @@ fn problem_type(body: &[u8]) -> Option<String> {
 }
 
 fn edge() -> Edge {
-    Edge {
-        now: Cell::new(SENT),
-        owners: Cell::new(0),
-        budget: Rc::new(Budget::default()),
-        relay: Rc::new(Budget::default()),
-        scopes: ScopeHashes::default(),
-    }
+    Edge::at(UnixMillis(SENT * 1000))
 }
 
 #[test]
@@ -211,7 +169,7 @@ fn a_completed_message_redelivered_late_gets_its_acknowledgement_and_runs_once()
     assert!(first.forwarded);
     assert_eq!(first.status, Some(200));
     // An hour later the provider sends the very same bytes again.
-    edge.now.set(LATE);
+    edge.set_secs(LATE);
     let again = deliver(&policy, &edge, &mut store, &body, &signed, false, false);
     assert_eq!(
         (again.status, again.replayed, again.forwarded),
@@ -226,7 +184,7 @@ fn a_new_message_that_old_is_refused_and_holds_nothing() {
     let policy = policy("");
     let edge = edge();
     let mut store = MemoryStore::new();
-    edge.now.set(LATE);
+    edge.set_secs(LATE);
     let body = event("evt_new");
     let old = stripe_signature(&body, SENT);
     let late = deliver(&policy, &edge, &mut store, &body, &old, false, false);
@@ -250,7 +208,7 @@ fn a_late_redelivery_of_a_message_in_flight_is_refused_and_leaves_its_claim() {
     // The first delivery is still running when its timestamp is already past the tolerance.
     let first = deliver(&policy, &edge, &mut store, &body, &signed, true, false);
     assert!(first.forwarded);
-    edge.now.set(SENT + 301);
+    edge.set_secs(SENT + 301);
     let late = deliver(&policy, &edge, &mut store, &body, &signed, false, false);
     assert_eq!(late.status, Some(403));
     assert_eq!(late.problem.as_deref(), Some("signature_stale"));
@@ -260,7 +218,7 @@ fn a_late_redelivery_of_a_message_in_flight_is_refused_and_leaves_its_claim() {
     let retry = deliver(&policy, &edge, &mut store, &body, &fresh, false, false);
     assert_eq!(retry.status, Some(409), "{retry:?}");
     // Past the lease, the late one still takes nothing over.
-    edge.now.set(LATE);
+    edge.set_secs(LATE);
     let late = deliver(&policy, &edge, &mut store, &body, &signed, false, false);
     assert_eq!((late.status, late.forwarded), (Some(403), false));
 }
@@ -273,7 +231,7 @@ fn a_forged_late_delivery_is_refused_without_asking_the_store() {
     let body = event("evt_1");
     let signed = stripe_signature(&body, SENT);
     assert!(deliver(&policy, &edge, &mut store, &body, &signed, false, false).forwarded);
-    edge.now.set(LATE);
+    edge.set_secs(LATE);
     // The stored message's id, under a signature that does not match the body.
     let forged = event("evt_1").replace("succeeded", "failed");
     let late = deliver(&policy, &edge, &mut store, &forged, &signed, false, false);
@@ -281,7 +239,7 @@ fn a_forged_late_delivery_is_refused_without_asking_the_store() {
     assert_eq!(late.problem.as_deref(), Some("signature_mismatch"));
     assert!(late.asks.is_empty(), "no store look-up: {late:?}");
     // Dated ahead of the tolerance: refused on its headers, as before.
-    edge.now.set(SENT - 301);
+    edge.set_secs(SENT - 301);
     let ahead = deliver(&policy, &edge, &mut store, &body, &signed, false, false);
     assert_eq!(ahead.problem.as_deref(), Some("signature_stale"));
     assert!(ahead.asks.is_empty());
@@ -298,7 +256,7 @@ fn a_store_that_cannot_answer_a_late_delivery_never_passes_it_through() {
     let timely = deliver(&policy, &edge, &mut store, &body, &signed, false, true);
     assert_eq!(timely.asks, ["claim", "passed"], "{timely:?}");
     // ...but a late one is only ever answered from the store: 503, the sender tries again.
-    edge.now.set(LATE);
+    edge.set_secs(LATE);
     let late = deliver(&policy, &edge, &mut store, &body, &signed, false, true);
     assert_eq!(
         (late.status, late.forwarded),

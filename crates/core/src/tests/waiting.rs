@@ -6,58 +6,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::client::identity::{ScopeHashes, Unreadable};
+use super::edge::Edge;
 use crate::decision::ResponseFacts;
-use crate::guard::{self, Action, Ask, Event, Guarded, Headed, Host, Reply};
+use crate::guard::{self, Action, Ask, Event, Guarded, Headed, Reply};
 use crate::record::OwnerToken;
-use crate::request::budget::Budget;
 use crate::time::Span;
 use crate::{MemoryStore, Policy, Protocol, UnixMillis};
-use std::cell::Cell;
 use std::prelude::rust_2021::{String, ToString, Vec};
-use std::rc::Rc;
-
-struct Edge {
-    owners: Cell<u8>,
-    budget: Rc<Budget>,
-    relay: Rc<Budget>,
-    scopes: ScopeHashes,
-}
-
-impl Host for Edge {
-    fn property(&self, _path: &[&str]) -> Result<Option<Vec<u8>>, Unreadable> {
-        Ok(Some(b"192.0.2.7:40000".to_vec()))
-    }
-    fn now(&self) -> Option<UnixMillis> {
-        Some(T0)
-    }
-    fn nonce(&self) -> [u8; 16] {
-        [9; 16]
-    }
-    fn owner(&self) -> OwnerToken {
-        self.owners.set(self.owners.get() + 1);
-        OwnerToken([self.owners.get(); 16])
-    }
-    fn scopes(&self) -> &ScopeHashes {
-        &self.scopes
-    }
-    fn budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.budget)
-    }
-    fn relay_budget(&self) -> Rc<Budget> {
-        Rc::clone(&self.relay)
-    }
-}
 
 const T0: UnixMillis = UnixMillis(1_700_000_000_000);
 
 fn edge() -> Edge {
-    Edge {
-        owners: Cell::new(0),
-        budget: Rc::new(Budget::default()),
-        relay: Rc::new(Budget::default()),
-        scopes: ScopeHashes::default(),
-    }
+    Edge::at(T0)
 }
 
 /// `/orders` waits 5 s (the top level's default); `/quick` says it does not.
