@@ -5,8 +5,9 @@
 //! - Atoms: a visible ASCII character other than `\ [ ] { } ( ) . * + ? ^ $ |` stands for itself;
 //!   `\` followed by one of those stands for that character; `\d` is `0-9`, `\w` is `A-Za-z0-9_`,
 //!   `\x` is `0-9a-fA-F`; `.` is any character a key may hold; `[…]` is one of the characters and
-//!   ranges (`a-z`) listed, each written as an atom is (or `\-`); a `-` first or last is itself; a
-//!   class is never negated (`[^…]` is refused).
+//!   ranges (`a-z`) listed: inside it every visible ASCII character but `[`, `]` and `\` is
+//!   itself (`.` too), `\` works as outside and also makes `\-`, a `-` first or last is itself;
+//!   a class is never negated (`[^…]` is refused).
 //! - Quantifiers: `{n}`, `{m,n}` (`m` ≤ `n` ≤ 255), `?` (`{0,1}`), `*` (`{0,255}`), `+`
 //!   (`{1,255}`): a key has at most 255 characters.
 //! - At most 256 characters and 64 atoms; no groups, alternation or anchors.
