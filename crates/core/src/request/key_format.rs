@@ -6,9 +6,9 @@
 //! A format is a UUID, a prefix, or a pattern in a small language of its own ([`pattern`]): sets
 //! of characters, each repeated a bounded number of times, the whole key matching. Not a
 //! regular-expression engine: that would put its code size in every `.wasm`, and its worst case
-//! (backtracking) on every request, for a pattern an operator writes; the keys sites mint are UUIDs,
-//! typed prefixes (`ord_…`) or fixed shapes of digits and letters, which the small language says
-//! exactly, matched in one pass per atom without allocating. Telling a site's own keys from a
+//! (backtracking) on every request, for a pattern an operator writes; the keys sites mint are
+//! UUIDs, typed prefixes (`ord_…`) or fixed shapes of digits and letters, which the small language
+//! says exactly, matched in one pass per atom without allocating. Telling a site's own keys from a
 //! browser's is what the rule is for.
 
 mod pattern;
