@@ -43,9 +43,14 @@ of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), befo
 Key rules (`key_format`, `key_mismatch`): a key found (not null) is then held to the route's
 format: "uuid" is 36 characters, "-" at 0-based positions 8, 13, 18 and 23 and a hexadecimal digit
 (either case) everywhere else; {"prefix": P} is a key that starts with P (exact bytes) and is longer
-than P. A key of another format is key_format, or with "key_mismatch": "ignore" no key at all
-(null; a route that ignores mismatches never requires a key). Errors before the key is found stay
-what they are.
+than P; {"pattern": P} is a key the whole of which matches P in the README's pattern language
+(atoms: a visible ASCII character, "\\" + one of \\ [ ] { } ( ) . * + ? ^ $ | for itself, \\d 0-9,
+\\w A-Za-z0-9_, \\x 0-9a-fA-F, "." any visible ASCII character, a class [...] of characters and
+ranges a-z, "-" first or last or "\\-" for itself; quantifiers {n}, {m,n}, ?, * = {0,255},
++ = {1,255}), here parsed into (set of characters, min, max) and matched by re.fullmatch over
+classes of single escaped characters. A key of another format is key_format, or with
+"key_mismatch": "ignore" no key at all (null; a route that ignores mismatches never requires a
+key). Errors before the key is found stay what they are.
 `preset` makes a callback route (key required unless said otherwise) with the sender's key_from
 (and, for sns, pass_through); every field the route sets itself wins (PRESETS below). The signed
 presets also need a signature the vectors' evaluator verifies; this reference does not model
@@ -60,6 +65,7 @@ import argparse
 import decimal
 import hashlib
 import json
+import re
 import sys
 
 
@@ -226,6 +232,71 @@ def is_uuid(key):
         c == "-" if i in (8, 13, 18, 23) else c in "0123456789abcdefABCDEF" for i, c in enumerate(key))
 
 
+DIGITS = set("0123456789")
+WORD = DIGITS | set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+HEX = DIGITS | set("abcdefABCDEF")
+NAMED = {"d": DIGITS, "w": WORD, "x": HEX}
+ESCAPABLE = "\\[]{}().*+?^$|"
+VISIBLE = {chr(c) for c in range(0x21, 0x7F)}
+
+
+def pattern_atoms(pattern):
+    """The pattern as [(set of characters, min, max)] (the vectors hold only valid patterns)."""
+    atoms, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c in "?*+{":
+            if c == "{":
+                end = pattern.index("}", i)
+                counts = [int(n) for n in pattern[i + 1:end].split(",")]
+                lo, hi = counts[0], counts[-1]
+                i = end
+            else:
+                lo, hi = {"?": (0, 1), "*": (0, 255), "+": (1, 255)}[c]
+            atoms[-1] = (atoms[-1][0], lo, hi)
+            i += 1
+            continue
+        if c == "\\":
+            e = pattern[i + 1]
+            chars = NAMED.get(e, {e})
+            i += 2
+        elif c == ".":
+            chars = VISIBLE
+            i += 1
+        elif c == "[":
+            chars, i = set(), i + 1
+            while pattern[i] != "]":
+                if pattern[i] == "\\":
+                    member, i = NAMED.get(pattern[i + 1], {pattern[i + 1]}), i + 2
+                else:
+                    member, i = {pattern[i]}, i + 1
+                if len(member) == 1 and pattern[i] == "-" and pattern[i + 1] != "]":
+                    high = pattern[i + 2] if pattern[i + 1] == "\\" else pattern[i + 1]
+                    i += 3 if pattern[i + 1] == "\\" else 2
+                    member = {chr(x) for x in range(ord(next(iter(member))), ord(high) + 1)}
+                chars |= member
+            i += 1
+        else:
+            chars = {c}
+            i += 1
+        atoms.append((chars, 1, 1))
+    return atoms
+
+
+def pattern_matches(pattern, key):
+    regex = "".join("[" + "".join(re.escape(c) for c in sorted(chars)) + "]{%d,%d}" % (lo, hi)
+                    for chars, lo, hi in pattern_atoms(pattern))
+    return re.fullmatch(regex, key) is not None
+
+
+def fits(rule, key):
+    if rule == "uuid":
+        return is_uuid(key)
+    if "prefix" in rule:
+        return key.startswith(rule["prefix"]) and len(key) > len(rule["prefix"])
+    return pattern_matches(rule["pattern"], key)
+
+
 def find(case):
     """The key search's result, then the route's key rules on a key found."""
     found = search(case)
@@ -233,8 +304,7 @@ def find(case):
     rule = case["route"].get("key_format")
     if key is None or rule is None:
         return found
-    fits = is_uuid(key) if rule == "uuid" else key.startswith(rule["prefix"]) and len(key) > len(rule["prefix"])
-    if fits:
+    if fits(rule, key):
         return found
     return {"ok": None} if case["route"].get("key_mismatch") == "ignore" else {"error": "key_format"}
 

@@ -88,9 +88,9 @@ fn route(out: &mut String, route: &Route) {
 }
 
 /// A route's key rules, where it has any beyond the key syntax (a document of a configuration
-/// without them reads as before): `key_format` (`"uuid"` or `{"prefix": …}`) with `key_mismatch`
-/// (`"refuse"`: 400; `"ignore"`: taken for no key), and `key_scope` when a key is the client's
-/// across routes.
+/// without them reads as before): `key_format` (`"uuid"`, `{"prefix": …}` or `{"pattern": …}`)
+/// with `key_mismatch` (`"refuse"`: 400; `"ignore"`: taken for no key), and `key_scope` when a key
+/// is the client's across routes.
 fn key_rules(out: &mut String, rules: &KeyRules) {
     if let Some(format) = &rules.format {
         out.push_str(",\"key_format\":");
@@ -99,6 +99,11 @@ fn key_rules(out: &mut String, rules: &KeyRules) {
             KeyFormat::Prefix(prefix) => {
                 out.push_str("{\"prefix\":");
                 write_string(out, prefix);
+                out.push('}');
+            }
+            KeyFormat::Pattern(pattern) => {
+                out.push_str("{\"pattern\":");
+                write_string(out, pattern.source());
                 out.push('}');
             }
         }

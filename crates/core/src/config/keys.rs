@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::request::key::MAX_KEY_LEN;
-use crate::request::key_format::{KeyFormat, KeyMismatch, KeyRules, KeyScope};
+use crate::request::key_format::{KeyFormat, KeyMismatch, KeyPattern, KeyRules, KeyScope};
 
 /// The three fields as written, at the top level or on a route.
 #[derive(Debug, Clone, Default)]
@@ -14,11 +14,12 @@ pub(crate) struct KeyRulesConfig {
     pub(crate) scope: Option<KeyScope>,
 }
 
-/// `"uuid"` or `{"prefix": text}`.
+/// `"uuid"`, `{"prefix": text}` or `{"pattern": text}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum KeyFormatConfig {
     Uuid,
     Prefix(String),
+    Pattern(String),
 }
 
 impl Config {
@@ -63,6 +64,13 @@ impl Config {
                 }
                 Some(KeyFormat::Prefix(copy(prefix)))
             }
+            Some(KeyFormatConfig::Pattern(pattern)) => match KeyPattern::parse(pattern) {
+                Ok(pattern) => Some(KeyFormat::Pattern(pattern)),
+                Err(error) => {
+                    let field = [at("key_format", format_own).as_str(), ".pattern"].concat();
+                    return Err(refuse(field, &[error.reason()]));
+                }
+            },
         };
         let mismatch_own = own.is_some_and(|o| o.mismatch.is_some());
         let mismatch = own

@@ -3,12 +3,19 @@
 //! names one request on one endpoint or one operation of the client across endpoints
 //! (`key_scope`). `docs/semantics.md` §1 and §2.
 //!
-//! A format is a UUID or a prefix, nothing more: a general pattern would need a regular-expression
-//! engine in the no_std core (code size in every `.wasm`, and a pattern an operator writes is a
-//! cost every request pays), while the keys sites mint are UUIDs or a typed prefix (`ord_…`).
-//! Those two tell a site's own keys from a browser's, which is what the rule is for.
+//! A format is a UUID, a prefix, or a pattern in a small language of its own ([`pattern`]): sets
+//! of characters, each repeated a bounded number of times, the whole key matching. Not a
+//! regular-expression engine: that would put its code size in every `.wasm`, and its worst case
+//! (backtracking) on every request, for a pattern an operator writes; the keys sites mint are
+//! UUIDs, typed prefixes (`ord_…`) or fixed shapes of digits and letters, which the small language
+//! says exactly, matched in one pass per atom without allocating. Telling a site's own keys from a
+//! browser's is what the rule is for.
+
+mod pattern;
 
 use alloc::string::String;
+
+pub(crate) use pattern::KeyPattern;
 
 /// What a route's keys look like.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +24,8 @@ pub(crate) enum KeyFormat {
     Uuid,
     /// Starts with these characters (exact, case-sensitive), followed by at least one more.
     Prefix(String),
+    /// The whole key matches this pattern ([`pattern`]).
+    Pattern(KeyPattern),
 }
 
 impl KeyFormat {
@@ -27,6 +36,7 @@ impl KeyFormat {
             KeyFormat::Prefix(prefix) => {
                 key.len() > prefix.len() && key.starts_with(prefix.as_str())
             }
+            KeyFormat::Pattern(pattern) => pattern.matches(key.as_bytes()),
         }
     }
 
@@ -37,6 +47,7 @@ impl KeyFormat {
         match self {
             KeyFormat::Uuid => String::from("a UUID (8-4-4-4-12 hexadecimal digits)"),
             KeyFormat::Prefix(prefix) => ["a key that starts with `", prefix, "`"].concat(),
+            KeyFormat::Pattern(pattern) => ["a key matching `", pattern.source(), "`"].concat(),
         }
     }
 }
@@ -161,6 +172,15 @@ mod tests {
         rules.mismatch = KeyMismatch::Ignore;
         assert_eq!(rules.screen("abc"), Screened::Ignored);
         assert_eq!(KeyRules::DEFAULT.screen("anything"), Screened::Kept);
+        let pattern = KeyRules {
+            format: Some(KeyFormat::Pattern(KeyPattern::parse("ord_\\d+").unwrap())),
+            ..KeyRules::DEFAULT
+        };
+        assert_eq!(pattern.screen("ord_12"), Screened::Kept);
+        assert_eq!(
+            pattern.screen("ord_x"),
+            Screened::Refused("a key matching `ord_\\d+`".into())
+        );
     }
 
     #[test]

@@ -464,7 +464,8 @@ fn the_published_policy_lists_each_routes_key_rules() {
     let policy = policy(
         r#"{"routes": [{"prefix": "/orders", "key_format": {"prefix": "ord_"}, "key_mismatch": "ignore"},
                        {"prefix": "/refunds", "key_format": "uuid", "key_scope": "client"},
-                       {"prefix": "/carts"}]}"#,
+                       {"prefix": "/carts"},
+                       {"prefix": "/invoices", "key_format": {"pattern": "inv_\\d{6}"}}]}"#,
     );
     let headers = [
         (":method", &b"GET"[..]),
@@ -486,6 +487,8 @@ fn the_published_policy_lists_each_routes_key_rules() {
     for field in ["key_format", "key_mismatch", "key_scope"] {
         assert!(routes[2].get(field).is_none(), "{field}");
     }
+    assert_eq!(routes[3]["key_format"]["pattern"], "inv_\\d{6}");
+    assert_eq!(routes[3]["key_mismatch"], "refuse");
 }
 
 mod config;

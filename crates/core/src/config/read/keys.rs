@@ -27,10 +27,10 @@ pub(super) fn key_rule(
     Ok(())
 }
 
-/// `"uuid"` or `{"prefix": text}`; `null` is "not given". A `{"pattern": …}` is refused with the
-/// reason: the core has no pattern language (see `crate::request::key_format`).
+/// `"uuid"`, `{"prefix": text}` or `{"pattern": text}`; `null` is "not given". A pattern is
+/// compiled where the route is ([`crate::config::keys`]), to be refused at its field.
 fn key_format(path: &str, value: &Value) -> Result<Option<KeyFormatConfig>, Shape> {
-    const EXPECTED: &str = "expected \"uuid\" or {\"prefix\": text}";
+    const EXPECTED: &str = "expected \"uuid\", {\"prefix\": text} or {\"pattern\": text}";
     match value {
         Value::Null => Ok(None),
         Value::String(s) if s == "uuid" => Ok(Some(KeyFormatConfig::Uuid)),
@@ -40,13 +40,10 @@ fn key_format(path: &str, value: &Value) -> Result<Option<KeyFormatConfig>, Shap
                 &join(path, key),
                 prefix,
             )?))),
-            [(key, _)] if key == "pattern" => Err(shape(
+            [(key, pattern)] if key == "pattern" => Ok(Some(KeyFormatConfig::Pattern(string(
                 &join(path, key),
-                &[
-                    "patterns are not supported: the filter carries no regular-expression engine; ",
-                    EXPECTED,
-                ],
-            )),
+                pattern,
+            )?))),
             _ => Err(shape(path, &[EXPECTED])),
         },
         other => Err(found(path, EXPECTED, other)),

@@ -77,6 +77,21 @@ fn the_configuration_is_refused_at_the_field_that_is_wrong() {
             "routes[0].key_scope",
             "only applies to routes of kind \"api\"",
         ),
+        (
+            r#"{"routes": [{"prefix": "/a"}, {"prefix": "/o", "key_format": {"pattern": "^ord_"}}]}"#,
+            "routes[1].key_format.pattern",
+            "anchors",
+        ),
+        (
+            r#"{"routes": [{"prefix": "/o", "key_format": {"pattern": "ord_\\d{5,2}"}}]}"#,
+            "routes[0].key_format.pattern",
+            "m greater than n",
+        ),
+        (
+            r#"{"key_format": {"pattern": "[a-z"}}"#,
+            "key_format.pattern",
+            "without its `]`",
+        ),
     ];
     for (json, field, reason) in cases {
         let (at, why) = refusal(json);
@@ -85,8 +100,8 @@ fn the_configuration_is_refused_at_the_field_that_is_wrong() {
     }
     let shapes: &[(&str, &str)] = &[
         (
-            r#"{"routes": [{"prefix": "/o", "key_format": {"pattern": "^ord_"}}]}"#,
-            "`routes[0].key_format.pattern`: patterns are not supported",
+            r#"{"routes": [{"prefix": "/o", "key_format": {"pattern": 5}}]}"#,
+            "`routes[0].key_format.pattern`: expected a string",
         ),
         (
             r#"{"key_format": "ulid"}"#,
