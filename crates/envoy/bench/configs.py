@@ -153,6 +153,9 @@ def idemgate_config(up, hold, mode="json", capacity=2_000_000, wasm_file=None, f
         # bytes: a bound that fits (what it may take is what its answers really take).
         core["max_memory"] = "32GiB"
     core["fingerprint"]["mode"] = mode
+    # The 409 variant measures the answer a duplicate of a key in flight gets at once: with the
+    # example's `in_flight.wait` it would be held for the wait instead (the held key never ends).
+    core.pop("in_flight", None)
     if forward == "router":
         core.pop("upstream", None)
     else:

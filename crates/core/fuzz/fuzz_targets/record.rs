@@ -75,8 +75,12 @@ fuzz_target!(|data: &[u8]| {
                 assert!(http
                     .headers
                     .iter()
-                    .filter(|(n, _)| n != "idempotent-replayed" && n != "idempotent-body-omitted")
+                    .filter(|(n, _)| n != "idempotent-replayed"
+                        && n != "idempotent-body-omitted"
+                        && n != "stripe-should-retry")
                     .all(|(n, _)| policy().replays_header(n)));
+                // A replay is final: Stripe's SDKs are told not to ask again.
+                assert_eq!(http.header("stripe-should-retry"), Some("false"));
                 assert!(http
                     .headers
                     .iter()
