@@ -371,26 +371,6 @@ fn push_json_string(out: &mut String, first: &str, second: &str) {
     out.push('"');
 }
 
-/// Appends `n` in decimal.
-fn push_decimal(out: &mut String, n: u16) {
-    let mut digits = [0u8; 5];
-    let mut at = digits.len();
-    let mut rest = n;
-    loop {
-        at -= 1;
-        if let Some(d) = digits.get_mut(at) {
-            *d = b'0' + (rest % 10) as u8;
-        }
-        rest /= 10;
-        if rest == 0 || at == 0 {
-            break;
-        }
-    }
-    for d in digits.iter().skip(at) {
-        out.push(char::from(*d));
-    }
-}
-
 /// An HTTP answer's `:status` as a host reads it: exactly three digits, 100 to 999 (RFC 9110
 /// §15). `None` for anything else — a host must not invent a status: an answer whose
 /// status cannot be read is in doubt, never stored or replayed as "status 0".
@@ -474,7 +454,7 @@ mod tests {
         assert_eq!(out, r#""urn:\"x\n""#);
         for n in [0u16, 7, 10, 409, 65535] {
             let mut out = String::new();
-            push_decimal(&mut out, n);
+            let _ = crate::text::Text::put_u64(&mut out, u64::from(n));
             assert_eq!(out, n.to_string());
         }
     }

@@ -2,7 +2,7 @@
 //! the configured base, the `error` member Stripe-style SDKs read, `Retry-After`, Stripe's
 //! `Stripe-Should-Retry` and, when documentation is configured, `Link: <…>; rel="describedby"`.
 
-use super::{push_decimal, push_json_string, HttpAnswer};
+use super::{push_json_string, HttpAnswer};
 use crate::policy::ProblemStyle;
 use crate::text::Text;
 use crate::time::Span;
@@ -71,7 +71,8 @@ pub(super) fn problem(
     body.push_str(",\"title\":");
     push_json_string(&mut body, title, "");
     body.push_str(",\"status\":");
-    push_decimal(&mut body, status);
+    // Writing into a `String` cannot fail.
+    let _ = body.put_u64(u64::from(status));
     body.push_str(",\"detail\":");
     push_json_string(&mut body, detail, "");
     body.push_str(",\"code\":");
