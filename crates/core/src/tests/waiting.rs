@@ -196,6 +196,26 @@ fn at_its_deadline_the_waiter_gets_409_with_the_lease_left() {
 }
 
 #[test]
+fn the_409_at_the_deadline_counts_the_lease_the_store_told_last() {
+    // The first is released and a third request claims the key 1 s in: the waiter, asking
+    // again then, learns of the new lease (30 s from then), and its 409 says what is left of
+    // that one, not of the lease it saw when it was parked.
+    let (policy, edge, mut store) = (policy(), edge(), MemoryStore::new());
+    let (mut first, mut second) = parked(&policy, &edge, &mut store);
+    first_answers(&mut first, &mut store, &policy, ResponseFacts::NeverReached);
+    let mut third = request(&policy, &edge, "/orders", "{\"sku\":1}");
+    let round = run(&mut third, &mut store, &policy, T0.after(Span(1_000)));
+    assert!(round.forwarded, "{round:?}");
+    second.wake(T0.after(Span(1_000)));
+    let round = run(&mut second, &mut store, &policy, T0.after(Span(1_000)));
+    assert_eq!((round.asks, round.answer.is_none()), (1, true), "{round:?}");
+    second.tick(T0.after(Span(5_000)));
+    let round = run(&mut second, &mut store, &policy, T0.after(Span(5_000)));
+    let (status, retry, _) = round.answer.unwrap();
+    assert_eq!((status, retry.as_deref()), (409, Some("26")));
+}
+
+#[test]
 fn an_in_doubt_first_is_waited_for_until_the_deadline_then_409() {
     // Kept in flight (its outcome in doubt): the record stays in flight, so the waiter is
     // answered as before, at its deadline.

@@ -20,10 +20,10 @@ pub(super) struct Parked<H> {
     pub(super) held: Option<Kept<H>>,
     /// When it stops waiting; `None` until the host says it is parked ([`Guarded::parked`]).
     pub(super) deadline: Option<UnixMillis>,
-    /// The first's lease as the store last told it: until then a 409's client should wait.
-    pub(super) retry_after: Span,
-    /// When the first's lease ends, as read when the request was parked.
-    pub(super) lease_end: Option<UnixMillis>,
+    /// The first's lease as the store last told it: until its end a 409's client should wait.
+    pub(super) lease: Lease,
+    /// When it last asked the store: the lease an answer tells is counted from then.
+    pub(super) asked: UnixMillis,
     /// When it asks again unless woken before, and how long it waits after that ask.
     pub(super) next_ask: UnixMillis,
     pub(super) backoff: Span,
@@ -33,6 +33,23 @@ pub(super) struct Parked<H> {
 /// [`MAX_BACKOFF`]: a short first request is answered within its 50 ms, and a long one costs its
 /// store two or three questions a second per waiter. Where a record's end is announced (a local
 /// store: [`Guarded::wake`]) the answer comes at once, whatever the pause.
+/// The first's lease, as the last claim answered: how much was left, until the host says when
+/// it parked the request; from then on, when it ends.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Lease {
+    Left(Span),
+    Ends(UnixMillis),
+}
+
+impl Lease {
+    fn left(self, now: UnixMillis) -> Span {
+        match self {
+            Lease::Left(left) => left,
+            Lease::Ends(end) => now.until(end),
+        }
+    }
+}
+
 const FIRST_BACKOFF: Span = crate::guard::Waiters::<()>::TICK;
 const MAX_BACKOFF: Span = Span(400);
 
@@ -51,8 +68,8 @@ impl<O, H> Guarded<O, H> {
             course,
             held,
             deadline: None,
-            retry_after,
-            lease_end: None,
+            lease: Lease::Left(retry_after),
+            asked: UnixMillis(0),
             next_ask: UnixMillis(0),
             backoff: FIRST_BACKOFF,
         }));
@@ -66,7 +83,7 @@ impl<O, H> Guarded<O, H> {
     /// Asked again, the store says the key is still in flight: parked again as it was (the
     /// host still holds it), until its deadline.
     pub(super) fn still_in_flight(&mut self, mut parked: Box<Parked<H>>, retry_after: Span) {
-        parked.retry_after = retry_after;
+        parked.lease = Lease::Ends(parked.asked.after(retry_after));
         self.state = State::Waiting(parked);
     }
 
@@ -84,7 +101,7 @@ impl<O, H> Guarded<O, H> {
         }
         self.queue.count(Events::of(&[Event::Waited]));
         parked.deadline = Some(now.after(wait));
-        parked.lease_end = Some(now.after(parked.retry_after));
+        parked.lease = Lease::Ends(now.after(parked.lease.left(now)));
         parked.next_ask = now.after(parked.backoff);
     }
 
@@ -119,6 +136,7 @@ impl<O, H> Guarded<O, H> {
             parked.backoff = Span(parked.backoff.as_millis().saturating_mul(2)).min(MAX_BACKOFF);
         }
         parked.next_ask = now.after(parked.backoff);
+        parked.asked = now;
         let ask = Action::Ask(Ask::Claim(parked.claim));
         let state = core::mem::replace(&mut self.state, State::Over);
         if let State::Waiting(parked) = state {
@@ -137,10 +155,7 @@ impl<O, H> Guarded<O, H> {
     /// at once, with the first's lease left.
     fn give_up(&mut self, now: UnixMillis, why: Event) {
         let retry_after = match core::mem::replace(&mut self.state, State::Over) {
-            State::Waiting(parked) => match parked.lease_end {
-                Some(end) => now.until(end),
-                None => parked.retry_after,
-            },
+            State::Waiting(parked) => parked.lease.left(now),
             state => return self.out_of_order(state, "a give-up"),
         };
         self.queue.count(Events::of(&[Event::Conflict, why]));
