@@ -13,6 +13,7 @@ mod interleavings;
 mod order;
 mod pending;
 mod reentry;
+mod runtimes;
 mod scenarios;
 mod support;
 mod vectors;
