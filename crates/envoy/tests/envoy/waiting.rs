@@ -184,3 +184,82 @@ fn a_waiting_client_that_goes_away_stops_waiting() {
     assert_eq!(next.status, 201);
     assert!(Request::post("/orders", "g-2").send(port).replayed());
 }
+
+/// A configuration reload while duplicates wait: the ones parked under the old configuration
+/// still get the first's answer when it is stored, or their 409 at their bound — none is left
+/// hanging because the filter it was parked in has been replaced.
+#[test]
+#[ignore = "needs Envoy and the built filter: make test-envoy"]
+fn duplicates_parked_across_a_configuration_reload_are_answered() {
+    let upstream = Upstream::start();
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let listen = free.local_addr().expect("addr").port();
+    drop(free);
+    let mut setup = Setup::new(CONFIG, upstream.port);
+    setup.lds_port = Some(listen);
+    let envoy = Envoy::start(&setup);
+    let port = envoy.port;
+    let updates = |envoy: &Envoy| {
+        envoy
+            .stat("listener_manager.lds.update_success")
+            .unwrap_or(0)
+    };
+    let before = updates(&envoy);
+
+    // "r-1" answers within the duplicates' 2 s; "r-2" only after it.
+    let mut firsts = Vec::new();
+    for (key, delay) in [("r-1", 1200), ("r-2", 3500)] {
+        let first = Request::post("/orders", key).script(&format!("delay={delay}"));
+        let mut stream = first.open(port);
+        first.write(&mut stream);
+        upstream.wait_hits(key, 1);
+        firsts.push(stream);
+    }
+    let waiting: Vec<_> = ["r-1", "r-2"]
+        .into_iter()
+        .map(|key| {
+            std::thread::spawn(move || {
+                let at = Instant::now();
+                (Request::post("/orders", key).send(port), at.elapsed())
+            })
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while envoy.counter("waited") < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the duplicates were never parked"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
+    // The listener is replaced (another lease) while both wait.
+    let mut next = Setup::new(&CONFIG.replace("\"10s\"", "\"12s\""), upstream.port);
+    next.lds_port = Some(listen);
+    envoy.reload_listener(&next);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while updates(&envoy) <= before {
+        assert!(Instant::now() < deadline, "LDS never applied the new file");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    let mut answers = waiting.into_iter().map(|t| t.join().unwrap());
+    let (replay, took) = answers.next().unwrap();
+    assert_eq!(replay.status, 201, "{}", replay.text());
+    assert!(replay.replayed(), "r-1: the first's answer, replayed");
+    assert!(took < Duration::from_millis(1900), "woken, took {took:?}");
+    let (conflict, took) = answers.next().unwrap();
+    assert_eq!(conflict.status, 409, "{}", conflict.text());
+    assert_eq!(conflict.problem_code(), "request_in_flight");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_millis(3400),
+        "r-2: answered at its 2 s bound, took {took:?}"
+    );
+    for stream in firsts {
+        assert_eq!(
+            read_response(stream).expect("the first's answer").status,
+            201
+        );
+    }
+    assert_eq!((upstream.hits("r-1"), upstream.hits("r-2")), (1, 1));
+}
