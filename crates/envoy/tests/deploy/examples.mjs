@@ -12,9 +12,14 @@
 //    fields, so a typo fails);
 //  - every manifest must be covered by at least one of the two;
 //  - the filter configuration in the WasmPlugin and the EnvoyExtensionPolicy equals the one of
-//    examples/envoy/envoy.yaml (the documented defaults), `upstream.reentry` included, and none
-//    of them sends claimed requests anywhere but a re-entry listener (`upstream.cluster`,
-//    `routes[].cluster` and `upstream.cluster_skipping_routes_and_filters` are refused);
+//    examples/envoy/envoy.yaml (the documented defaults), `upstream.reentry` included, but for
+//    `scope`, and none of them sends claimed requests anywhere but a re-entry listener
+//    (`upstream.cluster`, `routes[].cluster` and `upstream.cluster_skipping_routes_and_filters`
+//    are refused);
+//  - that scope reads the verified `sub` claim where the platform's JWT manifest has jwt_authn put
+//    the payload (Istio's RequestAuthentication: "payload"; Envoy Gateway's SecurityPolicy: the
+//    provider's issuer), and that manifest selects the filter's workloads or targets its route
+//    (./jwt_scope.mjs);
 //  - re-entry: for each platform, the manifests add the internal listener and the
 //    cluster `upstream.reentry` names (its endpoint: that listener), on the proxies the filter runs
 //    in; the listener shares the platform's route configuration by RDS (the name the platform
@@ -58,6 +63,7 @@ import {
   millis,
   routeTimeoutsWithinTheLease,
 } from "./envoy_checks.mjs";
+import { sameConfigButScope, checkScope, istioPayloadKeys, envoyGatewayPayloadKeys } from "./jwt_scope.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../../../..");
@@ -84,6 +90,7 @@ const models = {
   "networking.istio.io/v1alpha3/EnvoyFilter": ["@kubernetes-models/istio/networking.istio.io/v1alpha3/EnvoyFilter.js", "EnvoyFilter"],
   "networking.istio.io/v1/Gateway": ["@kubernetes-models/istio/networking.istio.io/v1/Gateway.js", "Gateway"],
   "networking.istio.io/v1/VirtualService": ["@kubernetes-models/istio/networking.istio.io/v1/VirtualService.js", "VirtualService"],
+  "security.istio.io/v1/RequestAuthentication": ["@kubernetes-models/istio/security.istio.io/v1/RequestAuthentication.js", "RequestAuthentication"],
   "gateway.networking.k8s.io/v1/GatewayClass": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/GatewayClass.js", "GatewayClass"],
   "gateway.networking.k8s.io/v1/Gateway": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/Gateway.js", "Gateway"],
   "gateway.networking.k8s.io/v1/HTTPRoute": ["@kubernetes-models/gateway-api/gateway.networking.k8s.io/v1/HTTPRoute.js", "HTTPRoute"],
@@ -99,6 +106,7 @@ const schemas = {
   "gateway.envoyproxy.io/v1alpha1/BackendTrafficPolicy": "backendtrafficpolicy.schema.json",
   "gateway.envoyproxy.io/v1alpha1/ClientTrafficPolicy": "clienttrafficpolicy.schema.json",
   "gateway.envoyproxy.io/v1alpha1/EnvoyPatchPolicy": "envoypatchpolicy.schema.json",
+  "gateway.envoyproxy.io/v1alpha1/SecurityPolicy": "securitypolicy.schema.json",
 };
 const typeOf = (doc) => `${doc?.apiVersion}/${doc?.kind}`;
 
@@ -228,12 +236,10 @@ const filterConfigs = {
 
 function sameConfig(config, defaults, where) {
   noBypass(config, where);
-  if (!isDeepStrictEqual(config, defaults)) {
-    throw new Error(`${where} differs from examples/envoy/envoy.yaml's:\n${JSON.stringify(config)}\n${JSON.stringify(defaults)}`);
-  }
+  sameConfigButScope(config, defaults, where);
 }
 
-await check("the examples' filter configuration equals examples/envoy/envoy.yaml's, upstream.reentry included", () => {
+await check("the examples' filter configuration equals examples/envoy/envoy.yaml's but for scope, upstream.reentry included", () => {
   const defaults = envoyExampleConfig();
   noBypass(defaults, "examples/envoy/envoy.yaml");
   sameConfig(filterConfigs.istio(), defaults, "WasmPlugin.pluginConfig");
@@ -256,6 +262,70 @@ await check("the configuration check refuses upstream.cluster and the opt-out", 
   const routed = structuredClone(defaults);
   routed.routes[0].cluster = "app";
   await refuses("routes[].cluster", "routes[0].cluster is set", () => sameConfig(routed, defaults, "copy"));
+});
+
+// --- the scope: the verified claim, where the platform's JWT manifest puts it --------------------
+
+// The filter's manifest and the platform's JWT manifests (RequestAuthentication, SecurityPolicy).
+const jwtManifests = {
+  istio: () => ({
+    filter: only("istio", "extensions.istio.io/v1alpha1/WasmPlugin").doc,
+    policies: all("istio", "security.istio.io/v1/RequestAuthentication").map((r) => r.doc),
+  }),
+  "envoy-gateway": () => ({
+    filter: only("envoy-gateway", "gateway.envoyproxy.io/v1alpha1/EnvoyExtensionPolicy").doc,
+    policies: all("envoy-gateway", "gateway.envoyproxy.io/v1alpha1/SecurityPolicy").map((r) => r.doc),
+  }),
+};
+const claimScope = {
+  istio: ({ filter, policies }) =>
+    checkScope(filter.spec.pluginConfig?.scope, istioPayloadKeys(filter, policies), "istio: WasmPlugin.pluginConfig"),
+  "envoy-gateway": ({ filter, policies }) =>
+    checkScope(filter.spec.wasm?.[0]?.config?.scope, envoyGatewayPayloadKeys(filter, policies), "envoy-gateway: EnvoyExtensionPolicy config"),
+};
+
+await check("istio: the scope reads sub where the RequestAuthentication on the WasmPlugin's workloads puts it, then peer", () =>
+  claimScope.istio(jwtManifests.istio()),
+);
+await check("envoy-gateway: the scope reads sub where the SecurityPolicy on the guarded route puts it (its issuer), then peer", () =>
+  claimScope["envoy-gateway"](jwtManifests["envoy-gateway"]()),
+);
+
+await check("the scope check refuses a wrong path, a wrong issuer, a JWT policy elsewhere, another difference", async () => {
+  const spoil = (dir, fn) => {
+    const copy = structuredClone(jwtManifests[dir]());
+    fn(copy);
+    return () => claimScope[dir](copy);
+  };
+  const istioScope = (m) => m.filter.spec.pluginConfig.scope;
+  const egScope = (m) => m.filter.spec.wasm[0].config.scope;
+  const wrong = "scope must read sub where the JWT policy puts the payload";
+  await refuses("istio: the plain Envoy example's key", wrong, spoil("istio", (m) => (istioScope(m)[0].property[3] = "jwt_payload")));
+  await refuses("istio: the raw Authorization header", wrong, spoil("istio", (m) => (istioScope(m)[0] = { header: "authorization" })));
+  await refuses("istio: no peer after the claim", wrong, spoil("istio", (m) => istioScope(m).pop()));
+  await refuses("istio: a RequestAuthentication on other workloads", "no RequestAuthentication selects", spoil("istio", (m) =>
+    (m.policies[0].spec.selector.matchLabels = { app: "order-service" }),
+  ));
+  await refuses("istio: a RequestAuthentication in another namespace", "no RequestAuthentication selects", spoil("istio", (m) =>
+    (m.policies[0].metadata.namespace = "shop"),
+  ));
+  await refuses("envoy-gateway: another issuer", wrong, spoil("envoy-gateway", (m) =>
+    (m.policies[0].spec.jwt.providers[0].issuer = "https://login.example.org"),
+  ));
+  await refuses("envoy-gateway: Istio's key", wrong, spoil("envoy-gateway", (m) => (egScope(m)[0].property[3] = "payload")));
+  await refuses("envoy-gateway: a provider without an issuer", "needs an issuer", spoil("envoy-gateway", (m) =>
+    delete m.policies[0].spec.jwt.providers[0].issuer,
+  ));
+  await refuses("envoy-gateway: a second issuer the scope does not read", wrong, spoil("envoy-gateway", (m) =>
+    m.policies[0].spec.jwt.providers.push({ name: "other", issuer: "https://login.example.org", remoteJWKS: { uri: "https://login.example.org/jwks" } }),
+  ));
+  await refuses("envoy-gateway: a SecurityPolicy on another route", "SecurityPolicies with jwt target the guarded HTTPRoutes", spoil("envoy-gateway", (m) =>
+    (m.policies[0].spec.targetRefs[0].name = "payments"),
+  ));
+  const defaults = envoyExampleConfig();
+  const other = structuredClone(filterConfigs.istio());
+  other.ttl = "1h";
+  await refuses("a difference besides scope", "in more than scope", () => sameConfig(other, defaults, "copy"));
 });
 
 // --- re-entry ------------------------------------------------------------------------------------
@@ -533,6 +603,21 @@ await check("the npm schema refuses a broken EnvoyFilter", async () => {
   const broken = structuredClone(all("istio", type)[0].doc);
   broken.spec.configPatches[0].patch.operation = "APPEND";
   await refuses("operation APPEND", "", () => packageValidate(type, broken));
+});
+
+await check("the npm schema refuses a broken RequestAuthentication", async () => {
+  const type = "security.istio.io/v1/RequestAuthentication";
+  const broken = structuredClone(only("istio", type).doc);
+  broken.spec.jwtRules[0].forwardOriginalToken = "yes";
+  await refuses("forwardOriginalToken: \"yes\"", "", () => packageValidate(type, broken));
+});
+
+await check("the hand-written schema refuses a broken SecurityPolicy", async () => {
+  const type = "gateway.envoyproxy.io/v1alpha1/SecurityPolicy";
+  const policy = only("envoy-gateway", type);
+  await schemaRefuses(type, policy, (b) => (b.spec.jwt.providers[0].issuers = [b.spec.jwt.providers[0].issuer]));
+  await schemaRefuses(type, policy, (b) => (b.spec.jwt.providers[0].localJWKS = { type: "Inline", inline: "{}" }));
+  await schemaRefuses(type, policy, (b) => delete b.spec.jwt.providers[0].remoteJWKS.uri);
 });
 
 await check("the hand-written schemas refuse a broken EnvoyPatchPolicy and EnvoyProxy bootstrap", async () => {

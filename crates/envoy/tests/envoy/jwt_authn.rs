@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 /// The example's HS256 key (its JWKS holds the base64url of it).
-const KEY: &str = "idemgate-example-jwt-secret-change-me-0001";
+pub(crate) const KEY: &str = "idemgate-example-jwt-secret-change-me-0001";
 /// Clients behind one NAT address.
-const NAT: Ipv4Addr = Ipv4Addr::new(127, 0, 9, 1);
+pub(crate) const NAT: Ipv4Addr = Ipv4Addr::new(127, 0, 9, 1);
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/jwt/envoy.yaml")
@@ -57,7 +57,7 @@ fn filter_json(yaml: &str) -> String {
         .collect()
 }
 
-fn base64url(bytes: &[u8]) -> String {
+pub(crate) fn base64url(bytes: &[u8]) -> String {
     const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::new();
     for chunk in bytes.chunks(3) {
@@ -79,12 +79,14 @@ fn token(sub: &str) -> String {
 
 /// A JWT for `sub` issued at `iat`: two of them for one `sub` are a token and its refresh.
 fn token_issued(sub: &str, iat: u64) -> String {
+    token_from("https://auth.example.com", sub, iat)
+}
+
+/// A JWT of issuer `iss` for `sub` issued at `iat`, signed HS256 with [`KEY`].
+pub(crate) fn token_from(iss: &str, sub: &str, iat: u64) -> String {
     let header = base64url(br#"{"alg":"HS256","typ":"JWT","kid":"example"}"#);
     let payload = base64url(
-        format!(
-            r#"{{"iss":"https://auth.example.com","sub":"{sub}","iat":{iat},"exp":4102444800}}"#
-        )
-        .as_bytes(),
+        format!(r#"{{"iss":"{iss}","sub":"{sub}","iat":{iat},"exp":4102444800}}"#).as_bytes(),
     );
     let signed = format!("{header}.{payload}");
     let mut openssl = Command::new("openssl")

@@ -20,6 +20,7 @@ mod floods;
 mod floods_fleet;
 mod hardening;
 mod jwt_authn;
+mod jwt_platforms;
 mod kept_bodies;
 mod key_policy;
 mod key_sources;
