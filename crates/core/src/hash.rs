@@ -5,8 +5,8 @@
 
 use sha2::{Digest, Sha256};
 
-/// Incremental hash over length-prefixed parts.
-#[derive(Clone)]
+/// Incremental hash over length-prefixed parts (its `Debug` shows no state).
+#[derive(Clone, Debug)]
 pub(crate) struct PartsHasher {
     inner: Sha256,
 }

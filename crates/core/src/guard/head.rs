@@ -215,7 +215,7 @@ where
     let key = match start(
         admission,
         client,
-        |scope| host.scopes().quota_tag(scope),
+        |scope| host.scopes().key_prefix(scope),
         key_method,
         key_path,
     ) {
