@@ -14,7 +14,7 @@ use crate::client::payer::Shares;
 use crate::client::payer::{PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use crate::client::scope::ScopeSource;
 use crate::client::scope::{scope_hash, KeyPrefix, QuotaTag, Scope};
-use crate::hash::PartsHasher;
+use crate::hash::{KeptStates, PartsHasher};
 use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -165,9 +165,13 @@ const KEPT_SCOPES: usize = 4;
 /// and a keyed request needs three: its identity's quota and payer tags and its address group's
 /// payer tag, about a third of its operators outside the body. A worker sees the same client many
 /// times in a row (one connection, one token), so each is hashed once per run of one client's
-/// requests instead of once per request.
+/// requests instead of once per request. The worker's fingerprint heads are kept alike
+/// (`ScopeHashes::heads`): one host-held cache of hash states, not two.
 #[derive(Debug, Default)]
-pub struct ScopeHashes(RefCell<[Option<Hashed>; KEPT_SCOPES]>);
+pub struct ScopeHashes {
+    scopes: RefCell<[Option<Hashed>; KEPT_SCOPES]>,
+    heads: KeptStates,
+}
 
 #[derive(Debug)]
 struct Hashed {
@@ -193,7 +197,7 @@ impl ScopeHashes {
 
     /// `KeyPrefix::of(scope)`.
     pub(crate) fn key_prefix(&self, scope: Scope<'_>) -> KeyPrefix {
-        let Ok(mut kept) = self.0.try_borrow_mut() else {
+        let Ok(mut kept) = self.scopes.try_borrow_mut() else {
             return KeyPrefix::of(scope);
         };
         let Some(hashed) = Self::front(&mut kept, scope) else {
@@ -206,9 +210,15 @@ impl ScopeHashes {
         KeyPrefix::tagged(tag, PartsHasher::clone(hasher))
     }
 
+    /// The SHA-256 states of the fingerprint heads this worker hashed last
+    /// (`FingerprintBuilder::kept`).
+    pub(crate) fn heads(&self) -> &KeptStates {
+        &self.heads
+    }
+
     /// [`scope_hash`] of `scope`, kept (the least recently asked for is forgotten).
     fn hash(&self, scope: Scope<'_>) -> [u8; 32] {
-        let Ok(mut kept) = self.0.try_borrow_mut() else {
+        let Ok(mut kept) = self.scopes.try_borrow_mut() else {
             return scope_hash(scope);
         };
         Self::front(&mut kept, scope).map_or_else(|| scope_hash(scope), |hashed| hashed.hash)
