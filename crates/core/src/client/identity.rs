@@ -168,7 +168,11 @@ const KEPT_SCOPES: usize = 4;
 /// requests instead of once per request. The worker's fingerprint heads are kept alike
 /// (`ScopeHashes::heads`): one host-held cache of hash states, not two.
 #[derive(Debug, Default)]
-pub struct ScopeHashes {
+pub struct ScopeHashes(Kept);
+
+/// What [`ScopeHashes`] keeps.
+#[derive(Debug, Default)]
+struct Kept {
     scopes: RefCell<[Option<Hashed>; KEPT_SCOPES]>,
     heads: KeptStates,
 }
@@ -197,7 +201,7 @@ impl ScopeHashes {
 
     /// `KeyPrefix::of(scope)`.
     pub(crate) fn key_prefix(&self, scope: Scope<'_>) -> KeyPrefix {
-        let Ok(mut kept) = self.scopes.try_borrow_mut() else {
+        let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
             return KeyPrefix::of(scope);
         };
         let Some(hashed) = Self::front(&mut kept, scope) else {
@@ -213,12 +217,12 @@ impl ScopeHashes {
     /// The SHA-256 states of the fingerprint heads this worker hashed last
     /// (`FingerprintBuilder::kept`).
     pub(crate) fn heads(&self) -> &KeptStates {
-        &self.heads
+        &self.0.heads
     }
 
     /// [`scope_hash`] of `scope`, kept (the least recently asked for is forgotten).
     fn hash(&self, scope: Scope<'_>) -> [u8; 32] {
-        let Ok(mut kept) = self.scopes.try_borrow_mut() else {
+        let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
             return scope_hash(scope);
         };
         Self::front(&mut kept, scope).map_or_else(|| scope_hash(scope), |hashed| hashed.hash)
