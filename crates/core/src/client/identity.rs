@@ -13,8 +13,10 @@
 use crate::client::payer::Shares;
 use crate::client::payer::{PayerTag, Payers, Share, PEER_GROUP_SOURCE};
 use crate::client::scope::ScopeSource;
-use crate::client::scope::{scope_hash, QuotaTag, Scope};
+use crate::client::scope::{scope_hash, KeyPrefix, QuotaTag, Scope};
+use crate::hash::{KeptStates, PartsHasher};
 use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
@@ -163,15 +165,27 @@ const KEPT_SCOPES: usize = 4;
 /// and a keyed request needs three: its identity's quota and payer tags and its address group's
 /// payer tag, about a third of its operators outside the body. A worker sees the same client many
 /// times in a row (one connection, one token), so each is hashed once per run of one client's
-/// requests instead of once per request.
+/// requests instead of once per request. The worker's fingerprint heads are kept alike
+/// (`ScopeHashes::heads`): one host-held cache of hash states, not two.
 #[derive(Debug, Default)]
-pub struct ScopeHashes(RefCell<[Option<Hashed>; KEPT_SCOPES]>);
+pub struct ScopeHashes(Kept);
+
+/// What [`ScopeHashes`] keeps.
+#[derive(Debug, Default)]
+struct Kept {
+    scopes: RefCell<[Option<Hashed>; KEPT_SCOPES]>,
+    heads: KeptStates,
+}
 
 #[derive(Debug)]
 struct Hashed {
     source: String,
     value: Vec<u8>,
     hash: [u8; 32],
+    /// `KeyPrefix::hasher` of the scope, made when a storage key is first derived for it (an
+    /// address group, hashed for its payer tag, never has one). Boxed: the entries move on every
+    /// lookup, and a hash state is three times the rest of one.
+    key_prefix: Option<Box<PartsHasher>>,
 }
 
 impl ScopeHashes {
@@ -185,27 +199,58 @@ impl ScopeHashes {
         PayerTag::hashed(scope, &self.hash(scope))
     }
 
+    /// `KeyPrefix::of(scope)`.
+    pub(crate) fn key_prefix(&self, scope: Scope<'_>) -> KeyPrefix {
+        let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
+            return KeyPrefix::of(scope);
+        };
+        let Some(hashed) = Self::front(&mut kept, scope) else {
+            return KeyPrefix::of(scope);
+        };
+        let tag = QuotaTag::hashed(scope, &hashed.hash);
+        let hasher = hashed
+            .key_prefix
+            .get_or_insert_with(|| Box::new(KeyPrefix::hasher(scope)));
+        KeyPrefix::tagged(tag, PartsHasher::clone(hasher))
+    }
+
+    /// The SHA-256 states of the fingerprint heads this worker hashed last
+    /// (`FingerprintBuilder::kept`).
+    pub(crate) fn heads(&self) -> &KeptStates {
+        &self.0.heads
+    }
+
     /// [`scope_hash`] of `scope`, kept (the least recently asked for is forgotten).
     fn hash(&self, scope: Scope<'_>) -> [u8; 32] {
-        let Ok(mut kept) = self.0.try_borrow_mut() else {
+        let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
             return scope_hash(scope);
         };
-        let found = kept.iter().enumerate().find_map(|(at, h)| {
-            let h = h.as_ref()?;
-            (h.source == scope.source && h.value == scope.value).then_some((at, h.hash))
+        Self::front(&mut kept, scope).map_or_else(|| scope_hash(scope), |hashed| hashed.hash)
+    }
+
+    /// The entry of `scope`, found or made, moved to the front (`None` only if the front is
+    /// empty after that, which it never is).
+    fn front<'k>(
+        kept: &'k mut [Option<Hashed>; KEPT_SCOPES],
+        scope: Scope<'_>,
+    ) -> Option<&'k mut Hashed> {
+        let found = kept.iter().position(|h| {
+            h.as_ref()
+                .is_some_and(|h| h.source == scope.source && h.value == scope.value)
         });
-        if let Some((at, hash)) = found {
-            kept[..=at].rotate_right(1);
-            return hash;
+        match found {
+            Some(at) => kept[..=at].rotate_right(1),
+            None => {
+                kept.rotate_right(1);
+                kept[0] = Some(Hashed {
+                    source: scope.source.to_owned(),
+                    value: scope.value.to_vec(),
+                    hash: scope_hash(scope),
+                    key_prefix: None,
+                });
+            }
         }
-        let hash = scope_hash(scope);
-        kept.rotate_right(1);
-        kept[0] = Some(Hashed {
-            source: scope.source.to_owned(),
-            value: scope.value.to_vec(),
-            hash,
-        });
-        hash
+        kept[0].as_mut()
     }
 }
 
@@ -247,6 +292,16 @@ mod tests {
                 PayerTag::of(scope),
                 "{source} {value:?}"
             );
+            // The kept beginning of a storage key ends as the whole derivation does, asked for
+            // before or after the scope's tags.
+            let key = crate::request::key::IdempotencyKey::parse(b"k-1").unwrap();
+            for _ in 0..2 {
+                assert_eq!(
+                    kept.key_prefix(scope).derive("POST", "/orders", &key),
+                    crate::client::scope::StorageKey::derive(scope, "POST", "/orders", &key),
+                    "{source} {value:?}"
+                );
+            }
         }
     }
 

@@ -78,30 +78,57 @@ impl QuotaTag {
     }
 }
 
-impl StorageKey {
-    /// Derives the storage key from its five parts (plus the version tag).
-    pub fn derive(scope: Scope<'_>, method: &str, route: &str, key: &IdempotencyKey) -> StorageKey {
-        StorageKey::derive_tagged(scope, QuotaTag::of(scope), method, route, key)
+/// What every storage key of one scope begins with: the scope's quota tag, and the key's hash
+/// after its version tag, source and value. A host that sees one client many times in a row keeps
+/// it ([`crate::client::identity::ScopeHashes`]), so each key hashes only its method, route and
+/// key: with a `header:authorization` scope the tag, source and value fill a whole SHA-256 block,
+/// one of a key's three.
+#[derive(Clone)]
+pub(crate) struct KeyPrefix {
+    tag: QuotaTag,
+    hasher: PartsHasher,
+}
+
+impl KeyPrefix {
+    /// The prefix of `scope`'s keys.
+    pub(crate) fn of(scope: Scope<'_>) -> KeyPrefix {
+        KeyPrefix::tagged(QuotaTag::of(scope), KeyPrefix::hasher(scope))
     }
 
-    /// [`StorageKey::derive`] with the scope's quota tag already known (`tag` must be
-    /// `QuotaTag::of(scope)`): the tag costs a hash of the scope, which a host that sees one
-    /// client many times in a row computes once.
-    pub(crate) fn derive_tagged(
-        scope: Scope<'_>,
-        tag: QuotaTag,
-        method: &str,
-        route: &str,
-        key: &IdempotencyKey,
-    ) -> StorageKey {
+    /// `tag` must be `QuotaTag::of(scope)` and `hasher` `KeyPrefix::hasher(scope)`.
+    pub(crate) fn tagged(tag: QuotaTag, hasher: PartsHasher) -> KeyPrefix {
+        KeyPrefix { tag, hasher }
+    }
+
+    /// The key's hash after its version tag and `scope`.
+    pub(crate) fn hasher(scope: Scope<'_>) -> PartsHasher {
         let mut hasher = PartsHasher::new(STORAGE_KEY_TAG);
+        hasher.part(scope.source.as_bytes()).part(scope.value);
         hasher
-            .part(scope.source.as_bytes())
-            .part(scope.value)
+    }
+
+    /// The storage key of `key` on `method` and `route` for this scope.
+    pub(crate) fn derive(&self, method: &str, route: &str, key: &IdempotencyKey) -> StorageKey {
+        let mut hasher = self.hasher.clone();
+        hasher
             .part(method.as_bytes())
             .part(route.as_bytes())
             .part(key.as_str().as_bytes());
-        StorageKey::tagged(hasher.finish(), tag)
+        StorageKey::tagged(hasher.finish(), self.tag)
+    }
+}
+
+impl core::fmt::Debug for KeyPrefix {
+    /// The tag only: the hash state says nothing readable.
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("KeyPrefix").field("tag", &self.tag).finish()
+    }
+}
+
+impl StorageKey {
+    /// Derives the storage key from its five parts (plus the version tag).
+    pub fn derive(scope: Scope<'_>, method: &str, route: &str, key: &IdempotencyKey) -> StorageKey {
+        KeyPrefix::of(scope).derive(method, route, key)
     }
 
     /// A hash with bytes 4..8 replaced by `tag`.

@@ -44,7 +44,7 @@ pub trait Host {
     /// A fresh owner token for the request's claim.
     fn owner(&self) -> OwnerToken;
     /// The hashes of the last scopes this host saw (one per VM): a scope's tags are hashes of
-    /// it, computed once per run of one client's requests.
+    /// it, computed once per run of one client's requests; likewise its routes' fingerprint heads.
     fn scopes(&self) -> &ScopeHashes;
     /// The hashing budget a body's kept bytes are reserved from (one per VM).
     fn budget(&self) -> Rc<Budget>;
@@ -215,7 +215,7 @@ where
     let key = match start(
         admission,
         client,
-        |scope| host.scopes().quota_tag(scope),
+        |scope| host.scopes().key_prefix(scope),
         key_method,
         key_path,
     ) {
@@ -238,11 +238,12 @@ where
     } else {
         Rc::from(&[][..])
     };
-    let mut fingerprint = FingerprintBuilder::new(
+    let mut fingerprint = FingerprintBuilder::kept(
         &policy.fingerprint,
         method,
         &matched.target(path),
         headers.clone(),
+        Some(host.scopes().heads()),
     );
     if let Some(rule) = &route.precondition {
         rule.bind(&mut fingerprint, headers.clone());

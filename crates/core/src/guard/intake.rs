@@ -13,7 +13,7 @@
 use super::{refused, Event, Events};
 use crate::answer::{styled, EdgeAnswer, HttpAnswer};
 use crate::client::identity::ClientIdentity;
-use crate::client::scope::{QuotaTag, Scope, StorageKey};
+use crate::client::scope::{KeyPrefix, Scope, StorageKey};
 use crate::client::signature::Freshness;
 use crate::decision::admission::{Admission, Refusal};
 use crate::policy::Policy;
@@ -52,20 +52,20 @@ enum Key {
 #[derive(Debug)]
 struct FromBody {
     admission: Admission,
-    client: ClientIdentity,
-    tag: QuotaTag,
+    /// The client's scope as its storage key begins.
+    prefix: KeyPrefix,
     method: String,
     path: String,
 }
 
 /// Decides from the headers' `admission` whether the request is guarded. `client` is who sent
-/// it, if a scope source identified it (kept, where the key comes with the body); `tag` gives a
-/// scope's quota tag (asked for only when the request is keyed, so an unguarded request costs no
-/// tag). `path` is the normalised path the storage key uses.
+/// it, if a scope source identified it (kept, where the key comes with the body); `prefix` gives
+/// what a scope's storage keys begin with, its quota tag among it (asked for only when the request
+/// is keyed, so an unguarded request costs no tag). `path` is the normalised path the storage key uses.
 pub(crate) fn start(
     admission: Admission,
     client: Option<ClientIdentity>,
-    tag: impl FnOnce(Scope<'_>) -> QuotaTag,
+    prefix: impl FnOnce(Scope<'_>) -> KeyPrefix,
     method: &str,
     path: &str,
 ) -> Start {
@@ -74,8 +74,7 @@ pub(crate) fn start(
             return Start::Unscoped;
         };
         return Start::Keyed(PendingKey(Key::FromBody(Box::new(FromBody {
-            tag: tag(client.scope()),
-            client,
+            prefix: prefix(client.scope()),
             admission,
             method: method.into(),
             path: path.into(),
@@ -87,8 +86,7 @@ pub(crate) fn start(
     let Some(client) = client else {
         return Start::Unscoped;
     };
-    let scope = client.scope();
-    let key = StorageKey::derive_tagged(scope, tag(scope), method, path, key);
+    let key = prefix(client.scope()).derive(method, path, key);
     Start::Keyed(PendingKey(Key::Known(key)))
 }
 
@@ -213,21 +211,14 @@ impl Intake {
             Key::FromBody(body) => {
                 let FromBody {
                     admission,
-                    client,
-                    tag,
+                    prefix,
                     method,
                     path,
                 } = *body;
                 match admission.finish().map_err(BodyRefusal::Admission)? {
                     None => return Ok(Taken::Unguarded),
                     Some(admitted) => (
-                        StorageKey::derive_tagged(
-                            client.scope(),
-                            tag,
-                            &method,
-                            &path,
-                            &admitted.key,
-                        ),
+                        prefix.derive(&method, &path, &admitted.key),
                         admitted.freshness,
                     ),
                 }

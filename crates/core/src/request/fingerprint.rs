@@ -13,7 +13,7 @@
 //! `none` mode — the method, the path with query, per configured header its name, the count of its
 //! occurrences and their values, and the body digest.
 
-use crate::hash::PartsHasher;
+use crate::hash::{put_part, KeptStates, PartsHasher};
 use crate::request::form::{FormError, FormHasher};
 use crate::request::json::{JsonError, JsonHasher, JsonLimits, JsonPointer, Pointers};
 use crate::request::media_type::BodyKind;
@@ -23,6 +23,9 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 use sha2::{Digest, Sha256};
+
+/// Bytes reserved for a head's preimage: a route's tag, mode, method, path and content type.
+const HEAD_CAPACITY: usize = 192;
 
 /// Version tag of the fingerprint preimage.
 pub(crate) const FINGERPRINT_TAG: &str = "idemgate-fingerprint-v3";
@@ -111,6 +114,22 @@ impl FingerprintBuilder {
     where
         I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
     {
+        FingerprintBuilder::kept(spec, method, path_and_query, headers, None)
+    }
+
+    /// [`FingerprintBuilder::new`], its head (all but the body's digest and what is bound
+    /// later) hashed from the state `kept` holds for its whole blocks: a route's requests share
+    /// their tag, mode, method, path and headers, two of the head's three blocks.
+    pub(crate) fn kept<'h, I>(
+        spec: &FingerprintSpec,
+        method: &str,
+        path_and_query: &str,
+        headers: I,
+        kept: Option<&KeptStates>,
+    ) -> FingerprintBuilder
+    where
+        I: IntoIterator<Item = (&'h str, &'h [u8])> + Clone,
+    {
         let mode = match &spec.mode {
             FingerprintMode::Auto => match BodyKind::of_headers(headers.clone()) {
                 BodyKind::Json => &FingerprintMode::Json,
@@ -119,15 +138,17 @@ impl FingerprintBuilder {
             },
             explicit => explicit,
         };
-        let mut head = PartsHasher::new(FINGERPRINT_TAG);
-        head.part(mode.name().as_bytes());
+        let mut preimage = Vec::with_capacity(HEAD_CAPACITY);
+        put_part(&mut preimage, FINGERPRINT_TAG.as_bytes());
+        put_part(&mut preimage, mode.name().as_bytes());
         if *mode == FingerprintMode::None {
             return FingerprintBuilder {
-                head,
+                head: PartsHasher::resume(&preimage, None),
                 body: BodyDigest::Ignored,
             };
         }
-        head.part(method.as_bytes()).part(path_and_query.as_bytes());
+        put_part(&mut preimage, method.as_bytes());
+        put_part(&mut preimage, path_and_query.as_bytes());
         for wanted in &spec.headers {
             let values: Vec<&[u8]> = headers
                 .clone()
@@ -135,12 +156,13 @@ impl FingerprintBuilder {
                 .filter(|(name, _)| name.eq_ignore_ascii_case(wanted))
                 .map(|(_, value)| value)
                 .collect();
-            head.part(wanted.as_bytes())
-                .part(&(values.len() as u64).to_be_bytes());
+            put_part(&mut preimage, wanted.as_bytes());
+            put_part(&mut preimage, &(values.len() as u64).to_be_bytes());
             for value in values {
-                head.part(value);
+                put_part(&mut preimage, value);
             }
         }
+        let head = PartsHasher::resume(&preimage, kept);
         let body = match mode {
             FingerprintMode::Json => BodyDigest::Json(alloc::boxed::Box::new(JsonHasher::new(
                 spec.json_limits,
@@ -267,5 +289,52 @@ impl FingerprintError {
 impl fmt::Display for FingerprintError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.write_text(f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_from_kept_states_is_the_fingerprint_new_gives() {
+        let kept = KeptStates::default();
+        let specs = [
+            FingerprintSpec::default(),
+            FingerprintSpec {
+                mode: FingerprintMode::Raw,
+                ..FingerprintSpec::default()
+            },
+            FingerprintSpec {
+                mode: FingerprintMode::None,
+                ..FingerprintSpec::default()
+            },
+        ];
+        let long = alloc::format!("/orders?{}", "q".repeat(300));
+        let paths = ["/orders", "/orders/7", "/o", long.as_str()];
+        let types: [&[u8]; 2] = [b"application/json", b"text/plain"];
+        for _ in 0..2 {
+            for spec in &specs {
+                for path in paths {
+                    for content_type in types {
+                        let headers = [("content-type", content_type)];
+                        let fresh = FingerprintBuilder::new(spec, "POST", path, headers);
+                        let mut from_kept =
+                            FingerprintBuilder::kept(spec, "POST", path, headers, Some(&kept));
+                        let mut fresh = fresh;
+                        for builder in [&mut fresh, &mut from_kept] {
+                            builder.bind_if_match(&[b"\"v1\""]);
+                            builder.update(b"{\"a\":1}").unwrap();
+                        }
+                        assert_eq!(
+                            from_kept.finish().unwrap(),
+                            fresh.finish().unwrap(),
+                            "{} {path}",
+                            spec.mode.name()
+                        );
+                    }
+                }
+            }
+        }
     }
 }

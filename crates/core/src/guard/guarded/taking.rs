@@ -256,7 +256,7 @@ impl<O, H> Guarded<O, H> {
 mod tests {
     use super::*;
     use crate::client::identity::ClientIdentity;
-    use crate::client::scope::QuotaTag;
+    use crate::client::scope::KeyPrefix;
     use crate::decision::admission::admit;
     use crate::guard::{start, Reply, Start};
     use crate::request::budget::Budget;
@@ -285,7 +285,7 @@ mod tests {
             value: b"Bearer alice".to_vec(),
             verified: false,
         };
-        let Start::Keyed(key) = start(admission, Some(client), QuotaTag::of, "POST", "/orders")
+        let Start::Keyed(key) = start(admission, Some(client), KeyPrefix::of, "POST", "/orders")
         else {
             panic!("not keyed")
         };

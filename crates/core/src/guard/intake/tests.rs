@@ -42,7 +42,7 @@ fn begin(
     let admission = admit(&policy.routes[0], &lookup, UnixMillis(0)).unwrap();
     let tag = |scope: Scope<'_>| {
         asked.set(asked.get() + 1);
-        QuotaTag::of(scope)
+        KeyPrefix::of(scope)
     };
     let client = client.map(|scope| ClientIdentity {
         source: scope.source.into(),
@@ -96,8 +96,7 @@ fn a_header_key_is_the_storage_key_of_the_clients_scope_and_path() {
         panic!("no claim")
     };
     let parsed = crate::request::key::IdempotencyKey::parse(b"\"k1\"").unwrap();
-    let expected =
-        StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
+    let expected = StorageKey::derive(SCOPE, "POST", "/orders", &parsed);
     assert_eq!(key, expected);
     assert_eq!(asked.get(), 1);
 }
@@ -142,8 +141,7 @@ fn a_body_key_is_read_at_the_end_and_its_copy_is_charged() {
         panic!("no claim")
     };
     let parsed = crate::request::key::IdempotencyKey::parse(b"x").unwrap();
-    let expected =
-        StorageKey::derive_tagged(SCOPE, QuotaTag::of(SCOPE), "POST", "/orders", &parsed);
+    let expected = StorageKey::derive(SCOPE, "POST", "/orders", &parsed);
     assert_eq!(key, expected);
     // A body without the id, on a route where the key is optional: forwarded unguarded.
     let mut body = intake(&policy, start(), 0);
