@@ -28,6 +28,15 @@ impl Headers {
         }
     }
 
+    /// Every (name, value) borrowed into one slice, in the host's order: what a reader that
+    /// scans the map many times walks (the core's rules look up a header per rule), at the cost
+    /// of one allocation instead of an indexed step per pair per scan.
+    pub fn pairs(&self) -> Vec<(&str, &[u8])> {
+        let mut pairs = Vec::with_capacity(self.pairs.len());
+        pairs.extend(self.iter());
+        pairs
+    }
+
     pub fn len(&self) -> usize {
         self.pairs.len()
     }
