@@ -210,7 +210,7 @@ pub enum Via {
 
 impl Route {
     /// The path as this route sees it: normalised, and lower-cased unless case-sensitive.
-    fn path_for(&self, normalized: &str) -> String {
+    fn path_for(&self, normalized: String) -> String {
         crate::request::target::spell(normalized, self.case_sensitive)
     }
 
@@ -485,7 +485,7 @@ impl Policy {
             .find(|route| route.matches(method, &normalized))?;
         Some(Matched {
             route,
-            path: route.path_for(&normalized),
+            path: route.path_for(normalized),
         })
     }
 
