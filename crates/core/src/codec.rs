@@ -10,6 +10,13 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    /// A writer whose output has room for `capacity` bytes: an encoder that knows about how
+    /// long its output is grows it once, not once per doubling.
+    pub(crate) fn with_capacity(capacity: usize) -> Writer {
+        Writer {
+            out: Vec::with_capacity(capacity),
+        }
+    }
     pub(crate) fn u8(&mut self, v: u8) {
         self.out.push(v);
     }

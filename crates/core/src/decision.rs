@@ -220,7 +220,11 @@ pub(crate) fn verdict(facts: ResponseFacts, policy: &Policy) -> Verdict {
             let headers = headers
                 .into_iter()
                 .filter(|(name, value)| policy.replays_header(name) && safe_header(name, value))
-                .map(|(name, value)| (name.to_ascii_lowercase(), value))
+                // In place: the name is the answer's own copy already.
+                .map(|(mut name, value)| {
+                    name.make_ascii_lowercase();
+                    (name, value)
+                })
                 .take(MAX_STORED_HEADERS)
                 .collect();
             let body = match body {

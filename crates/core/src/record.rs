@@ -190,7 +190,12 @@ impl Bucket {
         if self.entries.is_empty() {
             return Vec::new();
         }
-        let mut w = Writer::default();
+        let size = self
+            .entries
+            .iter()
+            .map(|(_, record)| 32 + encoded_size(record))
+            .sum::<usize>();
+        let mut w = Writer::with_capacity(MAGIC.len() + 3 + size);
         w.bytes(MAGIC);
         w.u8(VERSION);
         w.u16(self.entries.len() as u16);
@@ -218,6 +223,31 @@ impl Bucket {
             return Err(DecodeError::TrailingBytes);
         }
         Ok(Bucket { entries })
+    }
+}
+
+/// About how many bytes [`encode_record`] writes for `record` (exact but for a resource's
+/// optional parts): what the bucket's output is sized to.
+fn encoded_size(record: &Record) -> usize {
+    match record {
+        // Tag, fingerprint, owner, lease end, expiry, payer count and up to two tags.
+        Record::InFlight(_) => 1 + 32 + 16 + 8 + 8 + 1 + 2 * 8,
+        Record::Completed(r) => {
+            let headers: usize = r
+                .response
+                .headers
+                .iter()
+                .map(|(name, value)| 4 + name.len() + value.len())
+                .sum();
+            let body = match &r.response.body {
+                StoredBody::NotKept => 0,
+                StoredBody::Kept(body) => 4 + body.len(),
+            };
+            // Tag, fingerprint, seal, expiry, status, header count, body flag.
+            1 + 32 + 32 + 8 + 2 + 2 + headers + 1 + body
+        }
+        Record::TokenUsed { .. } => 1 + 8,
+        Record::Resource(r) => 128 + r.state.len(),
     }
 }
 

@@ -123,7 +123,14 @@ pub(crate) fn peer_group(
     shares: &Shares,
     facts: &dyn Facts,
 ) -> Result<Option<Vec<u8>>, Unreadable> {
-    Ok(peer(facts)?.map(|host| shares.peer_group(&String::from_utf8_lossy(&host))))
+    // The host part borrowed from the address as read: no copy of it made, and no second pass
+    // over it as text.
+    let Some(address) = facts.property(&["source", "address"])? else {
+        return Ok(None);
+    };
+    let text = String::from_utf8_lossy(&address);
+    let host = peer_host(&text);
+    Ok((!host.is_empty()).then(|| shares.peer_group(host)))
 }
 
 /// Empty or only whitespace: no identity at all.

@@ -137,7 +137,8 @@ impl Shares {
             .map_or(bare, |(address, _zone)| address);
         let v4 = |v4: core::net::Ipv4Addr| {
             let bits = u32::from(v4) & mask32(self.ipv4_prefix);
-            let mut group = alloc::vec![4, self.ipv4_prefix];
+            let mut group = Vec::with_capacity(6);
+            group.extend_from_slice(&[4, self.ipv4_prefix]);
             group.extend_from_slice(&bits.to_be_bytes());
             group
         };

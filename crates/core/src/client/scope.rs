@@ -303,8 +303,12 @@ impl ScopeSource {
     /// declared verified, so declaring it does not move any record.
     pub fn label(&self) -> String {
         match self {
+            // Asked for on every scoped request: two copies, not the formatting machinery.
             ScopeSource::Header(name) | ScopeSource::VerifiedHeader(name) => {
-                alloc::format!("header:{name}")
+                let mut label = String::with_capacity("header:".len() + name.len());
+                label.push_str("header:");
+                label.push_str(name);
+                label
             }
             ScopeSource::Property(path) => alloc::format!("property:{}", path.join("\u{1f}")),
             ScopeSource::Peer => String::from("peer"),

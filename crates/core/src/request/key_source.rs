@@ -162,6 +162,18 @@ pub(crate) fn start<'h>(
     sources: &Arc<[KeySource]>,
     header: &dyn Fn(&str) -> Vec<&'h [u8]>,
 ) -> Result<KeyStart, SourceError> {
+    // Header sources alone (the common route) need no Content-Type and keep no slots: the
+    // first one present decides, as in the loop below.
+    if sources.iter().all(|s| matches!(s, KeySource::Header(_))) {
+        for source in sources.iter() {
+            if let KeySource::Header(name) = source {
+                if let Some(key) = IdempotencyKey::parse_all(header(name).iter().copied())? {
+                    return Ok(KeyStart::Decided(Some(key)));
+                }
+            }
+        }
+        return Ok(KeyStart::Decided(None));
+    }
     let content_type = header("content-type");
     // The same classification as the `auto` fingerprint: one Content-Type field, its essence.
     let one_type = match content_type.as_slice() {

@@ -36,12 +36,12 @@ pub(crate) fn sent_method(method: &str) -> &str {
 /// route is case-sensitive (route prefixes are stored the same way).
 #[must_use]
 #[inline]
-pub(crate) fn spell(normalized: &str, case_sensitive: bool) -> String {
-    if case_sensitive {
-        normalized.into()
-    } else {
-        normalized.to_ascii_lowercase()
+pub(crate) fn spell(mut normalized: String, case_sensitive: bool) -> String {
+    // In place: the normalised path is the caller's own copy already.
+    if !case_sensitive {
+        normalized.make_ascii_lowercase();
     }
+    normalized
 }
 
 /// `path` (the route's spelling, no query) with the query of `path_and_query` as the client sent
@@ -77,7 +77,7 @@ pub struct Target<'a> {
 #[must_use]
 pub fn of_fetch<'a>(method: &'a str, path_and_query: &str, case_sensitive: bool) -> Target<'a> {
     let path = spell(
-        &normalize(path_without_query(path_and_query)),
+        normalize(path_without_query(path_and_query)),
         case_sensitive,
     );
     Target {
@@ -90,7 +90,8 @@ pub fn of_fetch<'a>(method: &'a str, path_and_query: &str, case_sensitive: bool)
 pub(crate) fn path_without_query(path: &str) -> &str {
     // `get`, not indexing: `end` is an ASCII byte's offset, so this never falls back, and no
     // panicking slice is compiled in.
-    match path.find(['?', '#']) {
+    // A byte search: both are ASCII, so where one is found is a character boundary.
+    match path.bytes().position(|b| b == b'?' || b == b'#') {
         Some(end) => path.get(..end).unwrap_or(path),
         None => path,
     }

@@ -28,6 +28,15 @@ impl Headers {
         }
     }
 
+    /// Every (name, value) borrowed into one slice, in the host's order: what a reader that
+    /// scans the map many times walks (the core's rules look up a header per rule), at the cost
+    /// of one allocation instead of an indexed step per pair per scan.
+    pub fn pairs(&self) -> Vec<(&str, &[u8])> {
+        let mut pairs = Vec::with_capacity(self.pairs.len());
+        pairs.extend(self.iter());
+        pairs
+    }
+
     pub fn len(&self) -> usize {
         self.pairs.len()
     }
@@ -111,7 +120,9 @@ pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
     };
     let count = word(0)?;
     let mut data = count.checked_mul(8).and_then(|n| n.checked_add(4))?;
-    let mut names = String::with_capacity(bytes.len().saturating_sub(data));
+    // The names are gathered as bytes and made text in one pass at the end: each is known to
+    // be text on its own first (an ASCII name, the usual one, needs no decoding to know it).
+    let mut names = Vec::with_capacity(bytes.len().saturating_sub(data));
     let mut pairs = Vec::with_capacity(count.min(bytes.len() / 10));
     for i in 0..count {
         let (Some(name_len), Some(value_len)) = (word(4 + i * 8), word(8 + i * 8)) else {
@@ -124,12 +135,14 @@ pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
         else {
             return None;
         };
-        if let Ok(name) = core::str::from_utf8(name) {
-            names.push_str(name);
+        if name.is_ascii() || core::str::from_utf8(name).is_ok() {
+            names.extend_from_slice(name);
             pairs.push((names.len(), value_start, value_end));
         }
         data = value_end.saturating_add(1);
     }
+    // Text pieces one after the other are text, each piece's end a character boundary.
+    let names = String::from_utf8(names).ok()?;
     Some(Headers {
         bytes,
         names,
@@ -186,6 +199,31 @@ mod tests {
         let mut lying = good.clone();
         lying[4] = 200; // the first name claims 200 bytes
         assert!(deserialize_map(lying).is_none());
+    }
+
+    #[test]
+    fn a_name_that_is_not_text_is_left_out() {
+        let pairs: [(&[u8], &[u8]); 4] = [
+            (b"a", b"1"),
+            (b"\xff\xfe", b"2"),
+            ("\u{e9}t\u{e9}".as_bytes(), b"3"),
+            (b"b", b"4"),
+        ];
+        let mut bytes = (pairs.len() as u32).to_le_bytes().to_vec();
+        for (name, value) in pairs {
+            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&(value.len() as u32).to_le_bytes());
+        }
+        for (name, value) in pairs {
+            bytes.extend_from_slice(name);
+            bytes.push(0);
+            bytes.extend_from_slice(value);
+            bytes.push(0);
+        }
+        let map = deserialize_map(bytes).expect("well formed");
+        let read: Vec<(&str, &[u8])> = map.iter().collect();
+        let expected: [(&str, &[u8]); 3] = [("a", b"1"), ("\u{e9}t\u{e9}", b"3"), ("b", b"4")];
+        assert_eq!(read, expected);
     }
 
     #[test]

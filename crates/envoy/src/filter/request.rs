@@ -42,7 +42,9 @@ impl Filter {
             return self.reply(&EdgeAnswer::RequestUnreadable);
         };
         let edge = Edge(&self.shared);
-        let (headed, events) = guard::head(&policy, headers.iter(), !end_of_stream, &edge);
+        // The core scans the headers once per rule that reads one: a slice, walked cheaply.
+        let pairs = headers.pairs();
+        let (headed, events) = guard::head(&policy, pairs.iter().copied(), !end_of_stream, &edge);
         self.count_all(events);
         let keyed = match headed {
             Headed::Pass => return Action::Continue,
@@ -57,7 +59,7 @@ impl Filter {
         // (`x-envoy-retry-on`, `x-envoy-upstream-rq-timeout-ms`, ...) leave the request before the
         // router sees it. A detached exchange never forwards them (`detached::forward_headers`).
         if route.forward == Forward::Router {
-            for (name, _) in headers
+            for (name, _) in pairs
                 .iter()
                 .filter(|(name, _)| idemgate_core::headers::steers_proxy(name))
             {
