@@ -268,7 +268,7 @@ fn admin_post(port: u16, path: &str) {
 
 /// The MAC is compared in constant time (`hmac`'s `verify_slice`, via `subtle`); this checks
 /// the whole `verify` an attacker can time: a tag wrong in its first character and one wrong in
-/// its last take the same time (medians of interleaved rounds), so a forger learns nothing
+/// its last take the same time (the fastest of interleaved rounds), so a forger learns nothing
 /// about how much of a guessed tag was right.
 #[test]
 fn token_verification_time_does_not_depend_on_where_the_tag_differs() {
@@ -293,18 +293,17 @@ fn token_verification_time_does_not_depend_on_where_the_tag_differs() {
         }
         start.elapsed()
     };
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for _ in 0..41 {
-        a.push(round(&early));
-        b.push(round(&late));
+    // The fastest of many interleaved rounds: what the code costs when nothing else runs. A
+    // median moves with whatever shares the machine (ratios from 0.4 to 4 were seen on two busy
+    // cores); the minimum of each kind does not, and a verifier that stops at the first wrong
+    // byte still shows as a gap between the two.
+    let (mut a, mut b) = (Duration::MAX, Duration::MAX);
+    for _ in 0..201 {
+        a = a.min(round(&early));
+        b = b.min(round(&late));
     }
-    a.sort();
-    b.sort();
-    let ratio = a[20].as_secs_f64() / b[20].as_secs_f64();
-    eprintln!(
-        "token verify: tag wrong early {:?} / late {:?} per 200 → ratio {ratio:.3}",
-        a[20], b[20]
-    );
+    let ratio = a.as_secs_f64() / b.as_secs_f64();
+    eprintln!("token verify: tag wrong early {a:?} / late {b:?} per 200 → ratio {ratio:.3}");
     assert!(
         (0.75..1.33).contains(&ratio),
         "timing depends on the tag: {ratio}"
