@@ -33,6 +33,9 @@ impl Filter {
     }
 
     pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
+        if let Some(why) = self.degraded.take() {
+            mark_degraded(why);
+        }
         let Some(mut machine) = self.take_machine() else {
             return Action::Continue;
         };
@@ -94,5 +97,20 @@ impl Filter {
         } else {
             host::send(&relay.answer);
         }
+    }
+}
+
+/// Marks the answer of a request let on unprotected: the core's header, replacing any an upstream
+/// sent, so the client reads this edge's word only.
+fn mark_degraded(why: Degraded) {
+    let (name, value) = why.header();
+    let map = MapType::HttpResponseHeaders;
+    let marked = crate::abi::remove_header(map, name)
+        .and_then(|()| crate::abi::add_header(map, name, value));
+    if marked.is_err() {
+        host::log(
+            LogLevel::Warn,
+            "degraded: could not add the idempotent-degraded header",
+        );
     }
 }
