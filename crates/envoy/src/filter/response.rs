@@ -33,10 +33,11 @@ impl Filter {
     }
 
     pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
-        if let Some(why) = self.degraded.take() {
-            mark_degraded(why);
-        }
         let Some(mut machine) = self.take_machine() else {
+            // A request let on holds no machine: one the store could not decide for is marked.
+            if let Some(why) = self.degraded {
+                mark_degraded(why);
+            }
             return Action::Continue;
         };
         let details = host::property_text(&["response", "code_details"]);
