@@ -4,7 +4,7 @@
 //! its logs) can tell that a retry of it may run again; the host adds it and counts it.
 
 /// The header a degraded pass's answer gets: the edge's word, never replayed (nothing of such a
-/// request is stored, and a replay drops it from whatever an upstream sent).
+/// request is stored, and `replay_headers` may not name it, so one an upstream sent is not).
 pub(crate) const DEGRADED_HEADER: &str = "idempotent-degraded";
 
 /// Why the request went on without idempotency.

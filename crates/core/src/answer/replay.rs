@@ -2,9 +2,7 @@
 //! allow-list names, its body — and, when the body was over `max_response_body` and not kept, no
 //! header that describes a body the replay does not carry.
 
-use super::{
-    HttpAnswer, BODY_OMITTED_HEADER, DEGRADED_HEADER, REPLAYED_HEADER, SHOULD_RETRY_HEADER,
-};
+use super::{HttpAnswer, BODY_OMITTED_HEADER, REPLAYED_HEADER, SHOULD_RETRY_HEADER};
 use crate::policy::replayable;
 use crate::record::{StoredBody, StoredResponse};
 use alloc::string::String;
@@ -65,8 +63,6 @@ pub(super) fn replay(stored: &StoredResponse, replay_headers: &[String]) -> Http
             // an earlier version still holds them, and must not pretend either.
             .filter(|(name, _)| kept || !describes_the_body(name))
             .filter(|(name, _)| !name.eq_ignore_ascii_case(SHOULD_RETRY_HEADER))
-            // A degraded pass is never stored: one an upstream names is not this edge's word.
-            .filter(|(name, _)| !name.eq_ignore_ascii_case(DEGRADED_HEADER))
             .cloned(),
     );
     headers.push((REPLAYED_HEADER.into(), "true".into()));
@@ -152,21 +148,6 @@ mod tests {
             ]
         );
         assert_eq!(answer.status, 201);
-    }
-
-    /// The degraded mark is this edge's word on an answer it let on unprotected: a replay never
-    /// carries it, even allow-listed and sent by an upstream (another edge behind this one).
-    #[test]
-    fn a_replay_never_carries_the_degraded_mark() {
-        let mut record = stored(StoredBody::Kept(b"{}".to_vec()));
-        record
-            .headers
-            .push(("Idempotent-Degraded".to_string(), "store_full".to_string()));
-        let mut allowed = allow_all();
-        allowed.push(DEGRADED_HEADER.to_string());
-        let answer = replay(&record, &allowed);
-        assert_eq!(answer.header(DEGRADED_HEADER), None);
-        assert_eq!(answer.header(REPLAYED_HEADER), Some("true"));
     }
 
     /// A detached exchange's answer over the relay bound reaches its first client with the
