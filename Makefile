@@ -11,7 +11,7 @@ SHELL := /bin/bash
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
         bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
         test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
-        test-image-store
+        test-image-store setup-ops test-ops
 
 CARGO           ?= cargo
 # CI builds every crate once, from a clean clone: incremental caches (2.6 GB over `make test`) would
@@ -99,7 +99,7 @@ check: check-api ## fmt, clippy, the core's public API and the native tests (ins
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-store test-image-store test-demo-fleet ## everything CI runs
+test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-ops test-store test-image-store test-demo-fleet ## everything CI runs
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
@@ -276,6 +276,20 @@ test-deploy: setup-deploy image ## the OCI image through a local registry into a
 # examples/envoy/envoy.yaml in a real Envoy: each decision's access-log line, the Prometheus names.
 test-access-log: setup-envoy build-filter ## the example's access log prints each request's decision
 	python3 crates/envoy/tests/deploy/access_log_test.py --wasm $(FILTER_WASM)
+
+# ops/: the Prometheus alert rules (promtool, from Debian's `prometheus` package; on a machine
+# with systemd the package also enables a Prometheus server: `systemctl disable --now prometheus`
+# if unwanted) and the Grafana dashboard. The rules are checked and unit-tested (series that fire
+# each alert, and series that must not); every metric the dashboard and the rules name is found in
+# a real Envoy's /stats/prometheus and the store service's /metrics (about a minute).
+setup-ops:
+	@command -v promtool >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
+
+test-ops: setup-ops setup-envoy setup-redis build-filter build-store ## the alert rules (promtool check and unit tests) and every metric the dashboard and rules name, in a real Envoy and store
+	promtool check rules ops/prometheus/idemgate.rules.yaml
+	cd ops/prometheus && promtool test rules idemgate.rules.test.yaml
+	python3 ops/tests/metric_names_test.py --wasm $(FILTER_WASM) --store $${CARGO_TARGET_DIR:-target}/release/idemgate-store
 
 # The store service as an OCI container image: a static (musl) binary in one layer, as
 # user 65532, no shell; reproducible like the filter's image. ring's C code needs musl-gcc.

@@ -18,11 +18,14 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+mod degraded;
 pub mod order;
 mod problem;
 mod published;
 mod replay;
 
+pub use degraded::Degraded;
+pub(crate) use degraded::DEGRADED_HEADER;
 use problem::problem;
 pub(crate) use problem::SHOULD_RETRY_HEADER;
 pub(crate) use published::published;

@@ -421,7 +421,11 @@ impl Config {
                 for (i, name) in list.iter().enumerate() {
                     let field = item("replay_headers", i, "");
                     let name = header_name(&field, name)?;
-                    if NEVER_REPLAYED.contains(&name.as_str()) || name.starts_with("x-envoy-") {
+                    // The degraded mark too: only the edge says it, of an answer never stored.
+                    if NEVER_REPLAYED.contains(&name.as_str())
+                        || name.starts_with("x-envoy-")
+                        || name == crate::answer::DEGRADED_HEADER
+                    {
                         return Err(refuse(field, &["`", &name, "` may never be replayed"]));
                     }
                     out.push(name);

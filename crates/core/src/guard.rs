@@ -166,7 +166,7 @@ pub use token::VerifiedToken;
 pub(crate) use token::{asks_for_token, check_token, issue_token};
 pub use waiters::Waiters;
 
-use crate::answer::EdgeAnswer;
+use crate::answer::{Degraded, EdgeAnswer};
 use crate::client::signature::SignatureError;
 use crate::client::token::TokenError;
 use crate::decision::admission::Refusal;
@@ -183,8 +183,9 @@ pub(crate) enum Next<'a> {
     /// Answer it here with this (the host sends [`crate::answer::answer`] of it).
     Answer(EdgeAnswer<'a>),
     /// Forward it without idempotency: the store could not decide and the failure mode is
-    /// `pass_through`. A one-time token the route requires must still be used first.
-    Unguarded,
+    /// `pass_through`. A one-time token the route requires must still be used first; the
+    /// answer is marked degraded, for this reason.
+    Unguarded(Degraded),
 }
 
 /// The event of a request refused before its claim (its answer is [`Refusal::answer`]).
@@ -252,6 +253,7 @@ pub(crate) fn after_claim<'a>(
                 retry_after: *retry_after,
             },
             Event::StoreFull,
+            Degraded::StoreFull,
         ),
         // The store says the request completed, but its answer cannot be trusted: forwarding
         // could run it twice and replaying would send what was planted, so no failure mode.
@@ -263,6 +265,7 @@ pub(crate) fn after_claim<'a>(
             policy.on_store_error,
             EdgeAnswer::StoreFailed(e),
             Event::StoreError,
+            Degraded::StoreUnavailable,
         ),
     }
 }
@@ -373,10 +376,15 @@ fn failure(
     }
 }
 
-/// [`failure`] as a claim's next step.
-fn claim_failure(mode: FailureMode, answer: EdgeAnswer<'_>, event: Event) -> (Next<'_>, Events) {
+/// [`failure`] as a claim's next step; passed through, degraded for `why`.
+fn claim_failure(
+    mode: FailureMode,
+    answer: EdgeAnswer<'_>,
+    event: Event,
+    why: Degraded,
+) -> (Next<'_>, Events) {
     let (answer, events) = failure(mode, answer, event);
-    (answer.map_or(Next::Unguarded, Next::Answer), events)
+    (answer.map_or(Next::Unguarded(why), Next::Answer), events)
 }
 
 #[cfg(test)]
@@ -526,10 +534,10 @@ mod tests {
         policy.on_store_full = FailureMode::PassThrough;
         policy.on_store_error = FailureMode::PassThrough;
         let (next, e) = after_claim(&full, &policy);
-        assert_eq!(next, Next::Unguarded);
+        assert_eq!(next, Next::Unguarded(Degraded::StoreFull));
         assert_eq!(events(e), [Event::StoreFull, Event::Passthrough]);
         let (next, e) = after_claim(&failed, &policy);
-        assert_eq!(next, Next::Unguarded);
+        assert_eq!(next, Next::Unguarded(Degraded::StoreUnavailable));
         assert_eq!(events(e), [Event::StoreError, Event::Passthrough]);
         // Whatever the failure mode: a tampered record is answered, never forwarded.
         let (next, e) = after_claim(&tampered, &policy);

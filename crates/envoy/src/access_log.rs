@@ -49,6 +49,11 @@ pub fn field(counter: Counter) -> Option<(&'static str, &'static str)> {
         // A parked duplicate's decision is how it ended (`replayed`, `claimed`, `conflict`);
         // that it waited, and why a wait ended in a 409, are in their own counters.
         Counter::Waited | Counter::WaitExpired | Counter::WaitFull => return None,
+        // Follow a `passthrough`: the decision stays `passthrough`; why it was degraded is in its
+        // own counters and the answer's header.
+        Counter::Degraded | Counter::DegradedStoreFull | Counter::DegradedStoreUnavailable => {
+            return None
+        }
         // Follow a `quota_exceeded`: the share that refused is in its own counter.
         Counter::QuotaIdentity
         | Counter::QuotaAddress
@@ -116,6 +121,9 @@ mod tests {
             Counter::Waited,
             Counter::WaitExpired,
             Counter::WaitFull,
+            Counter::Degraded,
+            Counter::DegradedStoreFull,
+            Counter::DegradedStoreUnavailable,
         ];
         // The sequencer's outcomes go to their own field (`ORDER_FIELD`).
         let ordering = |c: Counter| c.name().starts_with("idemgate.order.");

@@ -28,7 +28,7 @@ use crate::sequencer::{self, Sequenced};
 use crate::settle::settle;
 use crate::shared::{Exchange, OrderClaim, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
-use idemgate_core::answer::{answer_for, EdgeAnswer, HttpAnswer, RelayProblem};
+use idemgate_core::answer::{answer_for, Degraded, EdgeAnswer, HttpAnswer, RelayProblem};
 use idemgate_core::client::identity::{ScopeHashes, Unreadable};
 use idemgate_core::client::payer::PayerTag;
 use idemgate_core::client::scope::StorageKey;
@@ -85,6 +85,8 @@ pub struct Filter {
     context_id: u32,
     /// The key this stream waits on in the VM's waiters, while it is parked.
     parked: Option<StorageKey>,
+    /// Let on unprotected because the store could not decide: the mark its answer gets.
+    degraded: Option<Degraded>,
 }
 
 impl Filter {
@@ -94,6 +96,7 @@ impl Filter {
             stage: Stage::Idle,
             context_id,
             parked: None,
+            degraded: None,
         }
     }
 

@@ -5,6 +5,7 @@
 use crate::abi;
 #[allow(unused_imports)]
 use crate::prelude::*;
+use idemgate_core::answer::Degraded;
 use idemgate_core::decision::DoubtCause;
 use idemgate_core::events::Event;
 
@@ -17,6 +18,19 @@ impl From<DoubtCause> for Counter {
             DoubtCause::UpstreamTimeout => Counter::InDoubtUpstreamTimeout,
             DoubtCause::ClientGone => Counter::InDoubtClientGone,
             DoubtCause::Other => Counter::InDoubtOther,
+        }
+    }
+}
+
+/// A request let on unprotected because the store could not decide is counted once more by
+/// why (besides `Degraded`, and the `passthrough` every unprotected request counts).
+impl From<Degraded> for Counter {
+    fn from(why: Degraded) -> Counter {
+        match why {
+            Degraded::StoreFull => Counter::DegradedStoreFull,
+            Degraded::StoreUnavailable => Counter::DegradedStoreUnavailable,
+            // A reason this filter does not know yet is still counted in `Degraded`.
+            _ => Counter::Degraded,
         }
     }
 }
@@ -140,6 +154,13 @@ pub enum Counter {
     /// A guarded request forwarded without protection: no key on an optional route, or a store
     /// problem under `pass_through`.
     Passthrough,
+    /// Of `Passthrough`: the store could not decide (full, or failing) and the failure mode let
+    /// the request on; its answer carries `Idempotent-Degraded`.
+    Degraded,
+    /// Of `Degraded`: the key's store cell was full (`on_store_full: "pass_through"`).
+    DegradedStoreFull,
+    /// Of `Degraded`: the store failed or was unreachable (`on_store_error: "pass_through"`).
+    DegradedStoreUnavailable,
     /// 413: the request body was over `max_request_body`.
     BodyTooLarge,
     /// 400: the body could not be fingerprinted (e.g. invalid JSON in `json` mode).
@@ -182,7 +203,7 @@ pub enum Counter {
 }
 
 impl Counter {
-    pub const ALL: [Counter; 51] = [
+    pub const ALL: [Counter; 54] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -215,6 +236,9 @@ impl Counter {
         Counter::TokenConsumed,
         Counter::TokenRejected,
         Counter::Passthrough,
+        Counter::Degraded,
+        Counter::DegradedStoreFull,
+        Counter::DegradedStoreUnavailable,
         Counter::BodyTooLarge,
         Counter::InvalidBody,
         Counter::SignatureRejected,
@@ -270,6 +294,9 @@ impl Counter {
             Counter::TokenConsumed => "idemgate.token_consumed",
             Counter::TokenRejected => "idemgate.token_rejected",
             Counter::Passthrough => "idemgate.passthrough",
+            Counter::Degraded => "idemgate.degraded",
+            Counter::DegradedStoreFull => "idemgate.degraded.store_full",
+            Counter::DegradedStoreUnavailable => "idemgate.degraded.store_unavailable",
             Counter::BodyTooLarge => "idemgate.body_too_large",
             Counter::InvalidBody => "idemgate.invalid_body",
             Counter::SignatureRejected => "idemgate.signature_rejected",

@@ -31,7 +31,7 @@
 use super::{
     after_claim, after_late, after_use, Capture, Course, Event, Events, Next, Stage, VerifiedToken,
 };
-use crate::answer::{styled, EdgeAnswer, HttpAnswer, RelayProblem};
+use crate::answer::{styled, Degraded, EdgeAnswer, HttpAnswer, RelayProblem};
 use crate::client::scope::StorageKey;
 use crate::decision::{DoubtCause, ResponseFacts};
 use crate::guard::sequencer::Ordered;
@@ -44,6 +44,7 @@ use crate::time::Span;
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 
+mod degraded;
 mod forwarded;
 mod io;
 mod queue;
@@ -141,6 +142,8 @@ pub struct Guarded<O, H> {
     gone: bool,
     /// How the answers this request gets from the edge write their problems (`problems`).
     problems: ProblemStyle,
+    /// Let on unprotected because the store could not decide ([`Guarded::degraded`]).
+    degraded: Option<Degraded>,
 }
 
 impl<O, H> Guarded<O, H> {
@@ -161,6 +164,7 @@ impl<O, H> Guarded<O, H> {
             wait: None,
             reask: None,
             gone: false,
+            degraded: None,
         }
     }
 
@@ -427,10 +431,11 @@ impl<O, H> Guarded<O, H> {
                 }
                 self.reply(self.edge_answer(&edge));
             }
-            Next::Unguarded => {
+            Next::Unguarded(why) => {
                 if let Err(e) = outcome {
                     self.warn(Warning::StoreFailed(e.clone()));
                 }
+                self.degraded = Some(why);
                 // Nothing is claimed, so no event to order: only the token is still used.
                 let after = After::Pass { event: None };
                 self.go(Course::unguarded(course.into_token()), after, None);

@@ -60,7 +60,15 @@ impl Filter {
                         self.debug(&key, "claimed, forwarded");
                     }
                 }
-                guard::Action::Pass => {}
+                // Let on unprotected because the store could not decide: counted apart from a
+                // request without a key, and its answer marked as the core says.
+                guard::Action::Pass => {
+                    if let Some(why) = machine.degraded() {
+                        self.count(Counter::Degraded);
+                        self.count(Counter::from(why));
+                        self.degraded = Some(why);
+                    }
+                }
                 guard::Action::Park { key, payer } => self.park(&mut machine, key, payer),
                 guard::Action::Answer(http) => {
                     host::send(&http);

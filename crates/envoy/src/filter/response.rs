@@ -34,6 +34,10 @@ impl Filter {
 
     pub(super) fn response_headers(&mut self, end_of_stream: bool) -> Action {
         let Some(mut machine) = self.take_machine() else {
+            // A request let on holds no machine: one the store could not decide for is marked.
+            if let Some(why) = self.degraded {
+                mark_degraded(why);
+            }
             return Action::Continue;
         };
         let details = host::property_text(&["response", "code_details"]);
@@ -94,5 +98,20 @@ impl Filter {
         } else {
             host::send(&relay.answer);
         }
+    }
+}
+
+/// Marks the answer of a request let on unprotected: the core's header, replacing any an upstream
+/// sent, so the client reads this edge's word only.
+fn mark_degraded(why: Degraded) {
+    let (name, value) = why.header();
+    let map = MapType::HttpResponseHeaders;
+    let marked = crate::abi::remove_header(map, name)
+        .and_then(|()| crate::abi::add_header(map, name, value));
+    if marked.is_err() {
+        host::log(
+            LogLevel::Warn,
+            "degraded: could not add the idempotent-degraded header",
+        );
     }
 }

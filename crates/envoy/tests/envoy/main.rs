@@ -12,6 +12,7 @@ mod setup;
 mod upstream;
 
 mod config;
+mod degraded;
 mod detached;
 mod exactly_once;
 mod faults;

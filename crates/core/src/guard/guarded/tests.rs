@@ -452,6 +452,35 @@ fn a_store_that_cannot_decide_passes_the_request_when_the_failure_mode_says_so()
     );
 }
 
+/// A request let on because the store could not decide is marked degraded, by reason, for its
+/// answer's header and its own counter; one passed for lack of a key is not.
+#[test]
+fn a_pass_the_store_could_not_decide_is_degraded_one_without_a_key_is_not() {
+    let mut policy = Policy::defaults();
+    policy.on_store_full = FailureMode::PassThrough;
+    policy.on_store_error = FailureMode::PassThrough;
+    let full = Ok(ClaimOutcome::StoreFull {
+        retry_after: Span::from_secs(1),
+    });
+    let failed = Err(ProtocolError::Store(StoreError::Unavailable("down".into())));
+    for (outcome, why) in [
+        (full, Degraded::StoreFull),
+        (failed, Degraded::StoreUnavailable),
+    ] {
+        let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
+        assert_eq!(machine.degraded(), None);
+        let (acts, _) = given!(machine.answered(Reply::Claim(outcome), &policy));
+        assert_eq!(acts.last(), Some(&Action::Pass));
+        assert_eq!(machine.degraded(), Some(why));
+    }
+    let machine = Machine::unguarded(&policy, None, Payers::NONE);
+    assert_eq!(machine.degraded(), None);
+    // Claimed, replayed, refused: never degraded.
+    let mut machine = asked(&policy, RouteKind::Api, Course::claimed(None, None), None);
+    let _ = given!(machine.answered(Reply::Claim(Ok(ClaimOutcome::Mismatch)), &policy));
+    assert_eq!(machine.degraded(), None);
+}
+
 #[test]
 fn a_clock_the_host_cannot_read_answers_503_and_gives_back_the_claim() {
     let policy = Policy::defaults();
