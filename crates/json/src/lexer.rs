@@ -235,7 +235,8 @@ impl StrLexer {
 }
 
 /// Index of the first byte at or after `i` that is not printable ASCII other than `"` and `\\`.
-/// Eight bytes at a time, since string content is most of a typical body.
+/// Eight bytes at a time, since string content is most of a typical body; the word that holds
+/// the byte also tells where it is, so only the last few bytes of a chunk go one by one.
 fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -244,13 +245,15 @@ fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
         let quote = x ^ (ONES * u64::from(b'"'));
         let backslash = x ^ (ONES * u64::from(b'\\'));
         // Exact "some byte is < 0x20, == '"', == '\\' or >= 0x80" test (no false positives
-        // without a true one, as borrows only start at a matching byte).
-        let special = (x.wrapping_sub(ONES * 0x20) & !x)
+        // without a true one, as borrows only start at a matching byte and run upwards: the
+        // lowest flagged byte, the first in the text, is always a true one).
+        let special = ((x.wrapping_sub(ONES * 0x20) & !x)
             | (quote.wrapping_sub(ONES) & !quote)
             | (backslash.wrapping_sub(ONES) & !backslash)
-            | x;
-        if special & HIGH != 0 {
-            break;
+            | x)
+            & HIGH;
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }
