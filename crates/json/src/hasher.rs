@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 use crate::number::Decimal;
 use crate::pointer::{FieldTracker, JsonPointer, Pointers};
 use crate::sha;
-use crate::sink::{Kind, Literal, Sink};
+use crate::sink::{Kind, Literal, Run, Sink};
 use crate::sort::sort;
 use crate::tokenizer::Tokenizer;
 use crate::{append, JsonError, JsonLimits};
@@ -317,11 +317,11 @@ impl Sink for Canon<'_> {
     }
 
     #[inline]
-    fn text(&mut self, bytes: &[u8]) {
-        append(&mut self.out, bytes);
+    fn text(&mut self, run: Run<'_>) {
+        copy_run(&mut self.out, run);
         if self.in_key {
             if let Some(tracker) = self.fields.as_mut() {
-                tracker.key_bytes(bytes);
+                tracker.key_bytes(run.bytes());
             }
         }
     }
@@ -339,25 +339,54 @@ impl Sink for Canon<'_> {
 
     #[inline]
     fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
-        append(&mut self.out, &[0, 0]);
+        self.out.extend_from_slice(&[0, 0]);
         if !key {
             return self.complete_value(self.token_start);
         }
         let key_end = self.out.len();
         let member = self.members.last_mut().ok_or(JsonError::Internal)?;
         member.key_end = key_end;
-        let mut prefix = [0u8; 8];
-        let key = self
+        // The prefix is the key's first 8 encoded bytes, zero-padded: read as one word after
+        // 8 zero bytes are put behind the key (one store), which are then taken off again.
+        self.out.extend_from_slice(&[0; 8]);
+        let prefix = self
             .out
-            .get(member.start + 1..key_end)
+            .get(member.start + 1..)
+            .and_then(|key| key.first_chunk::<8>())
             .ok_or(JsonError::Internal)?;
-        for (dst, src) in prefix.iter_mut().zip(key) {
-            *dst = *src;
-        }
-        member.prefix = u64::from_be_bytes(prefix);
+        member.prefix = u64::from_be_bytes(*prefix);
+        self.out.truncate(key_end);
         if let Some(tracker) = self.fields.as_mut() {
             tracker.key_end();
         }
+        Ok(())
+    }
+
+    /// The common string in one go: `s`, the content, `00 00` with one reservation, and a key's
+    /// member with its prefix read from the run. Fields mode takes the general events, which
+    /// tell the selectors.
+    #[inline]
+    fn string(&mut self, key: bool, at: u64, run: Run<'_>) -> Result<(), JsonError> {
+        if self.fields.is_some() {
+            self.string_begin(key, at);
+            self.text(run);
+            return self.string_end(key);
+        }
+        let start = self.out.len();
+        self.out.reserve(run.bytes().len() + 16);
+        self.out.push(b's');
+        copy_run(&mut self.out, run);
+        self.out.extend_from_slice(&[0, 0]);
+        if !key {
+            return self.complete_value(start);
+        }
+        let end = self.out.len();
+        self.members.push(Member {
+            start,
+            key_end: end,
+            end,
+            prefix: prefix_of(run),
+        });
         Ok(())
     }
 
@@ -378,6 +407,56 @@ impl Sink for Canon<'_> {
         });
         self.complete_value(start)
     }
+}
+
+/// Appends `run` to `out` in whole 8-byte words read from the run and what follows it (only the
+/// last word of a run at the very end of its buffer goes byte by byte); the bytes written past
+/// the run are taken off again. Each word is a load and a store, where a byte-by-byte `push`
+/// costs about 25 wasm operators a byte and `extend_from_slice` a `memory.copy`.
+#[inline]
+fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
+    let len = run.bytes().len();
+    let end = out.len() + len;
+    out.reserve(len + 16);
+    let mut ahead = run.ahead();
+    let mut left = len;
+    while left > 0 {
+        // Most strings are at most 16 bytes: one piece.
+        if let Some((block, rest)) = ahead.split_first_chunk::<16>() {
+            out.extend_from_slice(block);
+            (ahead, left) = (rest, left.saturating_sub(16));
+        } else if let Some((word, rest)) = ahead.split_first_chunk::<8>() {
+            out.extend_from_slice(word);
+            (ahead, left) = (rest, left.saturating_sub(8));
+        } else {
+            for &b in ahead.iter().take(left) {
+                out.push(b);
+            }
+            left = 0;
+        }
+    }
+    out.truncate(end);
+}
+
+/// A key's [`Member::prefix`] from its content (no `00` byte: the tokenizer's plain runs), read
+/// as one word when the buffer holds 8 bytes from its start: the bytes past the key are masked
+/// off, as its encoding has `00 00` and zero padding there.
+#[inline]
+fn prefix_of(run: Run<'_>) -> u64 {
+    let len = run.bytes().len();
+    if let Some(word) = run.ahead().first_chunk::<8>() {
+        let word = u64::from_be_bytes(*word);
+        return match len {
+            0 => 0,
+            1..=7 => word & !(u64::MAX >> (8 * len)),
+            _ => word,
+        };
+    }
+    let mut prefix = [0u8; 8];
+    for (dst, src) in prefix.iter_mut().zip(run.bytes()) {
+        *dst = *src;
+    }
+    u64::from_be_bytes(prefix)
 }
 
 fn duplicate(offset: u64) -> JsonError {
@@ -434,10 +513,10 @@ impl Sink for Consumer<'_, '_> {
     }
 
     #[inline]
-    fn text(&mut self, bytes: &[u8]) {
+    fn text(&mut self, run: Run<'_>) {
         match self {
-            Consumer::Canon(c) => c.text(bytes),
-            Consumer::Tree(t) => t.text(bytes),
+            Consumer::Canon(c) => c.text(run),
+            Consumer::Tree(t) => t.text(run),
         }
     }
 
@@ -462,6 +541,14 @@ impl Sink for Consumer<'_, '_> {
         match self {
             Consumer::Canon(c) => c.number(value, start, end),
             Consumer::Tree(t) => t.number(value, start, end),
+        }
+    }
+
+    #[inline]
+    fn string(&mut self, key: bool, at: u64, run: Run<'_>) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.string(key, at, run),
+            Consumer::Tree(t) => t.string(key, at, run),
         }
     }
 

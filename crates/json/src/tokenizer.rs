@@ -16,9 +16,9 @@
 
 use alloc::vec::Vec;
 
-use crate::lexer::{Scan, StrLexer};
+use crate::lexer::{skip_ascii, Scan, StrLexer};
 use crate::number::{Lexed, NumberLexer};
-use crate::sink::{Kind, Literal, Sink};
+use crate::sink::{Kind, Literal, Run, Sink};
 use crate::{misplaced, JsonError, JsonLimits};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -121,11 +121,7 @@ impl<M: Copy> Tokenizer<M> {
                     Scan::Done(next) => {
                         i = next;
                         sink.string_end(self.in_key)?;
-                        if self.in_key {
-                            self.state = State::Colon;
-                        } else {
-                            self.value_done();
-                        }
+                        self.after_string(self.in_key);
                     }
                 },
                 State::Num => i = self.number_run(buf, i, base, sink)?,
@@ -142,10 +138,11 @@ impl<M: Copy> Tokenizer<M> {
                     }
                 }
                 _ => {
-                    if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                        self.structural(b, base + i as u64, sink)?;
+                    if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                        i += 1;
+                    } else {
+                        i = self.structural(buf, i, base, sink)?;
                     }
-                    i += 1;
                 }
             }
         }
@@ -189,21 +186,38 @@ impl<M: Copy> Tokenizer<M> {
         };
     }
 
+    /// Handles the byte `buf[i]`, which is not whitespace, in a state between tokens; returns the
+    /// index of the next byte to read (past the whole token when it is complete in `buf`).
     fn structural<S: Sink<Mark = M>>(
         &mut self,
+        buf: &[u8],
+        i: usize,
+        base: u64,
+        sink: &mut S,
+    ) -> Result<usize, JsonError> {
+        let (b, at) = (
+            buf.get(i).copied().ok_or(JsonError::Internal)?,
+            base + i as u64,
+        );
+        match self.state {
+            State::Value => self.begin_value(buf, i, base, sink),
+            State::ArrayFirst if b != b']' => self.begin_value(buf, i, base, sink),
+            State::ObjectFirst | State::Key if b == b'"' => self.string(true, buf, i, base, sink),
+            state => self.punctuation(state, b, at, sink).map(|()| i + 1),
+        }
+    }
+
+    /// A byte between tokens that is not the start of a value or key.
+    fn punctuation<S: Sink<Mark = M>>(
+        &mut self,
+        state: State,
         b: u8,
         at: u64,
         sink: &mut S,
     ) -> Result<(), JsonError> {
-        match self.state {
-            State::Value => self.begin_value(b, at, sink),
+        match state {
             State::ArrayFirst if b == b']' => self.close(at, sink),
-            State::ArrayFirst => self.begin_value(b, at, sink),
             State::ObjectFirst if b == b'}' => self.close(at, sink),
-            State::ObjectFirst | State::Key if b == b'"' => {
-                self.begin_string(true, at, sink);
-                Ok(())
-            }
             State::Colon if b == b':' => {
                 self.state = State::Value;
                 Ok(())
@@ -227,12 +241,18 @@ impl<M: Copy> Tokenizer<M> {
         }
     }
 
+    /// A value starts with `buf[i]`; returns the index of the next byte to read.
     fn begin_value<S: Sink<Mark = M>>(
         &mut self,
-        b: u8,
-        at: u64,
+        buf: &[u8],
+        i: usize,
+        base: u64,
         sink: &mut S,
-    ) -> Result<(), JsonError> {
+    ) -> Result<usize, JsonError> {
+        let (b, at) = (
+            buf.get(i).copied().ok_or(JsonError::Internal)?,
+            base + i as u64,
+        );
         let depth = self.stack.len();
         if let Some(Open::Array { next_index, .. }) = self.stack.last() {
             sink.element(depth, *next_index);
@@ -259,7 +279,7 @@ impl<M: Copy> Tokenizer<M> {
                     self.state = State::ObjectFirst;
                 }
             }
-            b'"' => self.begin_string(false, at, sink),
+            b'"' => return self.string(false, buf, i, base, sink),
             b'-' | b'0'..=b'9' => {
                 self.number.begin(b, at)?;
                 self.state = State::Num;
@@ -269,7 +289,7 @@ impl<M: Copy> Tokenizer<M> {
             b'n' => self.begin_literal(Literal::Null),
             _ => return Err(misplaced(b, at, syntax)),
         }
-        Ok(())
+        Ok(i + 1)
     }
 
     #[inline]
@@ -279,12 +299,46 @@ impl<M: Copy> Tokenizer<M> {
         self.state = State::Lit;
     }
 
+    /// A string (a key if `key`) opens with the quote at `buf[i]`. Most strings are plain ASCII
+    /// and end in the same chunk: found with one scan for the next special byte and told as one
+    /// piece, without the string lexer. Anything else (an escape, non-ASCII, a control byte, the
+    /// chunk's end) is the lexer's from that byte on. Returns the index of the next byte to read.
     #[inline]
-    fn begin_string<S: Sink<Mark = M>>(&mut self, key: bool, at: u64, sink: &mut S) {
+    fn string<S: Sink<Mark = M>>(
+        &mut self,
+        key: bool,
+        buf: &[u8],
+        i: usize,
+        base: u64,
+        sink: &mut S,
+    ) -> Result<usize, JsonError> {
+        let at = base + i as u64;
+        let start = i + 1;
+        let end = skip_ascii(buf, start);
+        let run = Run::within(buf, start, end).ok_or(JsonError::Internal)?;
+        if buf.get(end) == Some(&b'"') {
+            sink.string(key, at, run)?;
+            self.after_string(key);
+            return Ok(end + 1);
+        }
+        sink.string_begin(key, at);
+        if end > start {
+            sink.text(run);
+        }
         self.in_key = key;
         self.text.begin();
-        sink.string_begin(key, at);
         self.state = State::Str;
+        Ok(end)
+    }
+
+    /// A string (a key if `key`) has been told whole to the sink.
+    #[inline]
+    fn after_string(&mut self, key: bool) {
+        if key {
+            self.state = State::Colon;
+        } else {
+            self.value_done();
+        }
     }
 
     /// Closes the innermost container: only reached with its closer (the states guarantee it).
