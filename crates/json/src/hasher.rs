@@ -209,29 +209,6 @@ fn reorder(
     let Some(region) = members.first().map(|m| m.start) else {
         return Ok(());
     };
-    // Most objects arrive sorted: checked pairwise, by prefix and only on a tie by key, so
-    // nothing moves.
-    let mut sorted = true;
-    for pair in members.windows(2) {
-        let [a, b] = pair else {
-            continue;
-        };
-        let order = match a.prefix.cmp(&b.prefix) {
-            Ordering::Equal => {
-                let key = |m: &Member| m.key(out).ok_or(JsonError::Internal);
-                key(a)?.cmp(key(b)?)
-            }
-            order => order,
-        };
-        match order {
-            Ordering::Less => {}
-            Ordering::Equal => return Err(duplicate(at)),
-            Ordering::Greater => sorted = false,
-        }
-    }
-    if sorted {
-        return Ok(());
-    }
     // Every range inside `out`, back to back up to its end: then sorting compares real keys and
     // the rewrite below covers exactly the members.
     let mut next = region;
@@ -244,12 +221,13 @@ fn reorder(
     if next != out.len() {
         return Err(JsonError::Internal);
     }
-    sort(members, |a, b| a.order(b, out) == Ordering::Less);
-    if members
-        .windows(2)
-        .any(|pair| matches!(pair, [a, b] if a.order(b, out) == Ordering::Equal))
-    {
-        return Err(duplicate(at));
+    let moved = if members.len() <= SMALL_OBJECT {
+        insert_in_order(members, out, at)?
+    } else {
+        sort_in_order(members, out, at)?
+    };
+    if !moved {
+        return Ok(());
     }
     scratch.clear();
     for m in members.iter() {
@@ -457,6 +435,59 @@ fn prefix_of(run: Run<'_>) -> u64 {
         *dst = *src;
     }
     u64::from_be_bytes(prefix)
+}
+
+/// Objects with at most this many members are put in order by insertion, others by heapsort.
+const SMALL_OBJECT: usize = 16;
+
+/// Insertion sort of a small object's members: one that arrives sorted (most do) costs one
+/// comparison per member, by prefix and only on a tie by key, and moves nothing. A repeated key
+/// always meets its equal in a comparison (a key is inserted next to its equal), so it is found
+/// on the way. Returns whether any member moved.
+fn insert_in_order(members: &mut [Member], out: &[u8], at: u64) -> Result<bool, JsonError> {
+    let mut moved = false;
+    for i in 1..members.len() {
+        let mut j = i;
+        // At `j == 0` the index before wraps to `usize::MAX`: no member, the insertion ends.
+        while let (Some(a), Some(b)) = (members.get(j.wrapping_sub(1)), members.get(j)) {
+            match a.order(b, out) {
+                Ordering::Less => break,
+                Ordering::Equal => return Err(duplicate(at)),
+                Ordering::Greater => {
+                    members.swap(j - 1, j);
+                    moved = true;
+                    j -= 1;
+                }
+            }
+        }
+    }
+    Ok(moved)
+}
+
+/// A large object's members in order (heapsort), checked pairwise first, as most arrive sorted,
+/// and for a repeated key after. Returns whether any member moved.
+fn sort_in_order(members: &mut [Member], out: &[u8], at: u64) -> Result<bool, JsonError> {
+    let mut sorted = true;
+    for pair in members.windows(2) {
+        if let [a, b] = pair {
+            match a.order(b, out) {
+                Ordering::Less => {}
+                Ordering::Equal => return Err(duplicate(at)),
+                Ordering::Greater => sorted = false,
+            }
+        }
+    }
+    if sorted {
+        return Ok(false);
+    }
+    sort(members, |a, b| a.order(b, out) == Ordering::Less);
+    if members
+        .windows(2)
+        .any(|pair| matches!(pair, [a, b] if a.order(b, out) == Ordering::Equal))
+    {
+        return Err(duplicate(at));
+    }
+    Ok(true)
 }
 
 fn duplicate(offset: u64) -> JsonError {
