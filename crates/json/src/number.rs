@@ -114,10 +114,16 @@ impl NumberLexer {
     /// Reads the whole token that starts at `buf[i]` (offset `at`) at once when it is plain (an
     /// integer or a decimal fraction, no exponent) and ends inside `buf` within the length limit,
     /// the common case: the same value `begin` and `step` would build, without a state per byte.
-    /// Returns the index of the byte after the token, or `None` (nothing taken) to leave the
-    /// token to `begin` and `step`: an exponent, a malformed or too long token, the chunk's end.
+    /// Returns the index of the byte after the token and its value (an integer's digits are
+    /// borrowed from `buf`, not copied), or `None` (nothing taken) to leave the token to `begin`
+    /// and `step`: an exponent, a malformed or too long token, the chunk's end.
     #[inline]
-    pub(super) fn plain(&mut self, buf: &[u8], i: usize, at: u64) -> Option<usize> {
+    pub(super) fn plain<'s>(
+        &'s mut self,
+        buf: &'s [u8],
+        i: usize,
+        at: u64,
+    ) -> Option<(usize, Result<Decimal<'s>, JsonError>)> {
         let negative = buf.get(i) == Some(&b'-');
         let int_start = i + usize::from(negative);
         let int_end = match buf.get(int_start) {
@@ -139,6 +145,9 @@ impl NumberLexer {
         }
         let int = buf.get(int_start..int_end)?;
         let fraction = buf.get(frac_start..end)?;
+        if fraction.is_empty() {
+            return Some((end, integer(negative, int, at)));
+        }
         self.digits.clear();
         if int != b"0" {
             append(&mut self.digits, int);
@@ -155,12 +164,8 @@ impl NumberLexer {
         self.exponent = 0;
         self.len = end - i;
         self.start = at;
-        self.state = if fraction.is_empty() {
-            NumState::Int
-        } else {
-            NumState::Frac
-        };
-        Some(end)
+        self.state = NumState::Frac;
+        Some((end, self.value()))
     }
 
     /// Whether the token so far is a complete number (so end of input may follow).
@@ -252,6 +257,7 @@ impl Decimal<'_> {
             append(out, b"d0;");
             return;
         }
+        out.reserve(self.digits.len() + 26);
         out.push(b'd');
         if self.negative {
             out.push(b'-');
@@ -261,7 +267,11 @@ impl Decimal<'_> {
         if self.exponent < 0 {
             out.push(b'-');
         }
-        write_decimal(out, self.exponent.unsigned_abs());
+        match self.exponent.unsigned_abs() {
+            // Most exponents are one digit (`0` for every integer without trailing zeros).
+            small @ 0..=9 => out.push(b'0' + small as u8),
+            large => write_decimal(out, large),
+        }
         out.push(b';');
     }
 }
@@ -307,6 +317,30 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// The value of an integer token's digits `int` (no leading zero but a lone `0`), as `value`
+/// would give it: trailing zeros become the exponent.
+#[inline]
+fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError> {
+    let trailing = int.iter().rev().take_while(|&&d| d == b'0').count();
+    let digits = int.get(..int.len() - trailing).unwrap_or_default();
+    if digits.is_empty() {
+        return Ok(Decimal {
+            negative: false,
+            digits,
+            exponent: 0,
+        });
+    }
+    // The order of magnitude is the number of digits less one.
+    if int.len() as i64 - 1 > MAX_MAGNITUDE {
+        return Err(JsonError::NumberOutOfRange { offset: at });
+    }
+    Ok(Decimal {
+        negative,
+        digits,
+        exponent: trailing as i64,
+    })
 }
 
 /// Index of the first byte at or after `i` that is not an ASCII digit.

@@ -281,8 +281,8 @@ impl<M: Copy> Tokenizer<M> {
             }
             b'"' => return self.string(false, buf, i, base, sink),
             b'-' | b'0'..=b'9' => {
-                if let Some(end) = self.number.plain(buf, i, at) {
-                    sink.number(self.number.value()?, at, base + end as u64)?;
+                if let Some((end, value)) = self.number.plain(buf, i, at) {
+                    sink.number(value?, at, base + end as u64)?;
                     self.value_done();
                     return Ok(end);
                 }
