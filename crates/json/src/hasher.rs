@@ -118,6 +118,12 @@ impl<'p> JsonHasher<'p> {
         if let Some(error) = &self.error {
             return Err(error.clone());
         }
+        if self.canon.out.capacity() == 0 {
+            // The canonical encoding is about as long as the body: room for a first chunk up to
+            // the flush size at once, rather than doubling from 8 bytes.
+            self.canon.out.reserve(chunk.len().min(FLUSH_AT) + 64);
+            self.canon.members.reserve(16);
+        }
         let result = self
             .tokens
             .feed(chunk, &mut Consumer::Canon(&mut self.canon));
