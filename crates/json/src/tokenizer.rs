@@ -138,8 +138,12 @@ impl<M: Copy> Tokenizer<M> {
                     }
                 }
                 _ => {
-                    if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+                    if is_space(b) {
+                        // A run of whitespace (indentation, padding) in one tight loop.
                         i += 1;
+                        while buf.get(i).is_some_and(|&b| is_space(b)) {
+                            i += 1;
+                        }
                     } else {
                         i = self.structural(buf, i, base, sink)?;
                     }
@@ -284,7 +288,7 @@ impl<M: Copy> Tokenizer<M> {
                 if let Some((end, value)) = self.number.plain(buf, i, at) {
                     sink.number(value?, at, base + end as u64)?;
                     self.value_done();
-                    return Ok(end);
+                    return Ok(self.separator(buf, end));
                 }
                 self.number.begin(b, at)?;
                 self.state = State::Num;
@@ -324,7 +328,7 @@ impl<M: Copy> Tokenizer<M> {
         if buf.get(end) == Some(&b'"') {
             sink.string(key, at, run)?;
             self.after_string(key);
-            return Ok(end + 1);
+            return Ok(self.separator(buf, end + 1));
         }
         sink.string_begin(key, at);
         if end > start {
@@ -334,6 +338,22 @@ impl<M: Copy> Tokenizer<M> {
         self.text.begin();
         self.state = State::Str;
         Ok(end)
+    }
+
+    /// Takes the `:` after a key or the `,` after a value when it follows at once, as the
+    /// structural states would, without a turn of the byte loop; returns the index after it.
+    #[inline]
+    fn separator(&mut self, buf: &[u8], i: usize) -> usize {
+        match (self.state, buf.get(i)) {
+            (State::Colon, Some(b':')) => self.state = State::Value,
+            (State::After, Some(b',')) => match self.stack.last() {
+                Some(Open::Array { .. }) => self.state = State::Value,
+                Some(Open::Object { .. }) => self.state = State::Key,
+                None => return i,
+            },
+            _ => return i,
+        }
+        i + 1
     }
 
     /// A string (a key if `key`) has been told whole to the sink.
@@ -356,6 +376,11 @@ impl<M: Copy> Tokenizer<M> {
         self.value_done();
         Ok(())
     }
+}
+
+#[inline]
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 fn syntax(offset: u64) -> JsonError {
