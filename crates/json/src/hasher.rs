@@ -357,10 +357,32 @@ impl Sink for Canon<'_> {
             return self.string_end(key);
         }
         let start = self.out.len();
-        self.out.reserve(run.bytes().len() + 16);
-        self.out.push(b's');
-        copy_run(&mut self.out, run);
-        self.out.extend_from_slice(&[0, 0]);
+        let len = run.bytes().len();
+        match run.ahead().first_chunk::<16>() {
+            // Up to 13 bytes: `s`, the content and zeros (the `00 00` terminator, and bytes
+            // taken off again) as one 16-byte store.
+            Some(block) if len <= 13 => {
+                let (lo, hi) = block.split_at(8);
+                let word = |half: &[u8]| half.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+                let (lo, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
+                // The block moved up a byte for the `s`; the `s` and the content are kept.
+                let (lo, hi) = (lo << 8 | u64::from(b's'), hi << 8 | lo >> 56);
+                let mask = |bytes: usize| (1u64 << (8 * bytes)) - 1;
+                let (lo, hi) = match len + 1 {
+                    keep @ 0..=7 => (lo & mask(keep), 0),
+                    keep => (lo, hi & mask(keep - 8)),
+                };
+                self.out.extend_from_slice(&lo.to_le_bytes());
+                self.out.extend_from_slice(&hi.to_le_bytes());
+                self.out.truncate(start + len + 3);
+            }
+            _ => {
+                self.out.reserve(len + 16);
+                self.out.push(b's');
+                copy_run(&mut self.out, run);
+                self.out.extend_from_slice(&[0, 0]);
+            }
+        }
         if !key {
             return self.complete_value(start);
         }
