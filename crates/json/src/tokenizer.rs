@@ -207,7 +207,11 @@ impl<M: Copy> Tokenizer<M> {
             State::Value => self.begin_value(buf, i, base, sink),
             State::ArrayFirst if b != b']' => self.begin_value(buf, i, base, sink),
             State::ObjectFirst | State::Key if b == b'"' => self.string(true, buf, i, base, sink),
-            state => self.punctuation(state, b, at, sink).map(|()| i + 1),
+            state => {
+                self.punctuation(state, b, at, sink)?;
+                // After a closer, the `,` that usually follows.
+                Ok(self.separator(buf, i + 1))
+            }
         }
     }
 
