@@ -10,6 +10,12 @@
 //! bounded by `max_depth`, never native stack. It never panics, and the first offending byte
 //! decides the error (see the module docs of [`super`]), however the input is chunked.
 //!
+//! Most of a body is plain tokens that lie inside one chunk (ASCII strings without escapes,
+//! numbers without an exponent, a `:` or `,` right after a value): those are read in one pass
+//! and told to the sink whole, since a state per byte cost most of a keyed request's work
+//! (`make bench-work`). Anything else, and any token the chunk cuts, is left to the per-byte
+//! states from the byte where the pass stopped, so the result and the error never depend on it.
+//!
 //! The sink is a generic parameter, instantiated once, with the hasher's `Consumer` enum of the two
 //! consumers: one copy of the grammar in each `.wasm`, and the hasher's event calls still inlined
 //! into the loop (no dynamic dispatch).
