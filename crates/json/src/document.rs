@@ -28,7 +28,7 @@ use core::fmt::{self, Write};
 use crate::hasher::{Consumer, Frame};
 use crate::number::Decimal;
 use crate::pointer::JsonPointer;
-use crate::sink::{Kind, Literal, Sink};
+use crate::sink::{Kind, Literal, Run, Sink};
 use crate::tokenizer::Tokenizer;
 use crate::{JsonError, JsonLimits};
 
@@ -421,8 +421,8 @@ impl Sink for Builder<'_> {
         }
     }
 
-    fn text(&mut self, bytes: &[u8]) {
-        self.string.extend_from_slice(bytes);
+    fn text(&mut self, run: Run<'_>) {
+        self.string.extend_from_slice(run.bytes());
     }
 
     fn text_nul(&mut self) {

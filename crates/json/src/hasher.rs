@@ -3,14 +3,13 @@
 //! tokenizer's two consumers (this one and the document reader) as one type.
 
 use alloc::vec::Vec;
-use core::cmp::Ordering;
 use sha2::{Digest, Sha256};
 
+use crate::members::{reorder, Member};
 use crate::number::Decimal;
 use crate::pointer::{FieldTracker, JsonPointer, Pointers};
 use crate::sha;
-use crate::sink::{Kind, Literal, Sink};
-use crate::sort::sort;
+use crate::sink::{Kind, Literal, Run, Sink};
 use crate::tokenizer::Tokenizer;
 use crate::{append, JsonError, JsonLimits};
 
@@ -30,34 +29,6 @@ pub(super) struct Frame {
 impl Frame {
     /// What the document reader's containers carry (it keeps its own tree).
     pub(super) const NONE: Frame = Frame { start: 0, first: 0 };
-}
-
-/// One member of an open object: its encoding is `out[start..end]` (`end` is known when the next
-/// member starts or the object closes); the key's encoding is `out[start..key_end]`.
-#[derive(Clone, Copy)]
-struct Member {
-    start: usize,
-    key_end: usize,
-    end: usize,
-    /// The key's encoding after the `s`, first 8 bytes big-endian, zero-padded: orders most keys
-    /// without looking at `out`. Equal prefixes fall back to the whole encodings (a shorter
-    /// encoding ends in `00 00`, so padding can never make two different keys look equal).
-    prefix: u64,
-}
-
-impl Member {
-    /// The key's encoding, `None` if the range is not inside `out` (a broken invariant).
-    fn key<'o>(&self, out: &'o [u8]) -> Option<&'o [u8]> {
-        out.get(self.start..self.key_end)
-    }
-
-    /// Bytewise order of the decoded keys: by prefix, and on a tie by the whole encodings.
-    /// Missing keys order as `None` (first): `reorder` has refused them before it sorts.
-    fn order(&self, other: &Member, out: &[u8]) -> Ordering {
-        self.prefix
-            .cmp(&other.prefix)
-            .then_with(|| self.key(out).cmp(&other.key(out)))
-    }
 }
 
 /// Chunk-fed digest of one JSON body (see the module docs for the digest and error rules).
@@ -117,6 +88,12 @@ impl<'p> JsonHasher<'p> {
     pub fn update(&mut self, chunk: &[u8]) -> Result<(), JsonError> {
         if let Some(error) = &self.error {
             return Err(error.clone());
+        }
+        if self.canon.out.capacity() == 0 {
+            // The canonical encoding is about as long as the body: room for a first chunk up to
+            // the flush size at once, rather than doubling from 8 bytes.
+            self.canon.out.reserve(chunk.len().min(FLUSH_AT) + 64);
+            self.canon.members.reserve(16);
         }
         let result = self
             .tokens
@@ -197,69 +174,6 @@ impl Canon<'_> {
     }
 }
 
-/// Rewrites `out` from the first member's start to its end with `members` (contiguous, in
-/// document order, ending at `out`'s end) in key order. Any range outside `out` is a broken
-/// invariant and an internal error, never a fingerprint of bytes it did not mean.
-fn reorder(
-    out: &mut Vec<u8>,
-    scratch: &mut Vec<u8>,
-    members: &mut [Member],
-    at: u64,
-) -> Result<(), JsonError> {
-    let Some(region) = members.first().map(|m| m.start) else {
-        return Ok(());
-    };
-    // Most objects arrive sorted: checked pairwise, by prefix and only on a tie by key, so
-    // nothing moves.
-    let mut sorted = true;
-    for pair in members.windows(2) {
-        let [a, b] = pair else {
-            continue;
-        };
-        let order = match a.prefix.cmp(&b.prefix) {
-            Ordering::Equal => {
-                let key = |m: &Member| m.key(out).ok_or(JsonError::Internal);
-                key(a)?.cmp(key(b)?)
-            }
-            order => order,
-        };
-        match order {
-            Ordering::Less => {}
-            Ordering::Equal => return Err(duplicate(at)),
-            Ordering::Greater => sorted = false,
-        }
-    }
-    if sorted {
-        return Ok(());
-    }
-    // Every range inside `out`, back to back up to its end: then sorting compares real keys and
-    // the rewrite below covers exactly the members.
-    let mut next = region;
-    for m in members.iter() {
-        if m.start != next || m.key_end < m.start || m.end < m.key_end {
-            return Err(JsonError::Internal);
-        }
-        next = m.end;
-    }
-    if next != out.len() {
-        return Err(JsonError::Internal);
-    }
-    sort(members, |a, b| a.order(b, out) == Ordering::Less);
-    if members
-        .windows(2)
-        .any(|pair| matches!(pair, [a, b] if a.order(b, out) == Ordering::Equal))
-    {
-        return Err(duplicate(at));
-    }
-    scratch.clear();
-    for m in members.iter() {
-        scratch.extend_from_slice(out.get(m.start..m.end).ok_or(JsonError::Internal)?);
-    }
-    out.truncate(region);
-    out.extend_from_slice(scratch);
-    Ok(())
-}
-
 /// Every event is `#[inline]`: the release profile optimises for size (`opt-level = "s"`), whose
 /// inliner would otherwise leave these small calls out of the tokenizer's hot loop (≈10% slower).
 impl Sink for Canon<'_> {
@@ -317,11 +231,11 @@ impl Sink for Canon<'_> {
     }
 
     #[inline]
-    fn text(&mut self, bytes: &[u8]) {
-        append(&mut self.out, bytes);
+    fn text(&mut self, run: Run<'_>) {
+        copy_run(&mut self.out, run);
         if self.in_key {
             if let Some(tracker) = self.fields.as_mut() {
-                tracker.key_bytes(bytes);
+                tracker.key_bytes(run.bytes());
             }
         }
     }
@@ -339,25 +253,76 @@ impl Sink for Canon<'_> {
 
     #[inline]
     fn string_end(&mut self, key: bool) -> Result<(), JsonError> {
-        append(&mut self.out, &[0, 0]);
+        self.out.extend_from_slice(&[0, 0]);
         if !key {
             return self.complete_value(self.token_start);
         }
         let key_end = self.out.len();
         let member = self.members.last_mut().ok_or(JsonError::Internal)?;
         member.key_end = key_end;
-        let mut prefix = [0u8; 8];
-        let key = self
+        // The prefix is the key's first 8 encoded bytes, zero-padded: read as one word after
+        // 8 zero bytes are put behind the key (one store), which are then taken off again.
+        self.out.extend_from_slice(&[0; 8]);
+        let prefix = self
             .out
-            .get(member.start + 1..key_end)
+            .get(member.start + 1..)
+            .and_then(|key| key.first_chunk::<8>())
             .ok_or(JsonError::Internal)?;
-        for (dst, src) in prefix.iter_mut().zip(key) {
-            *dst = *src;
-        }
-        member.prefix = u64::from_be_bytes(prefix);
+        member.prefix = u64::from_be_bytes(*prefix);
+        self.out.truncate(key_end);
         if let Some(tracker) = self.fields.as_mut() {
             tracker.key_end();
         }
+        Ok(())
+    }
+
+    /// The common string in one go: `s`, the content, `00 00` with one reservation, and a key's
+    /// member with its prefix read from the run. Fields mode takes the general events, which
+    /// tell the selectors.
+    #[inline]
+    fn string(&mut self, key: bool, at: u64, run: Run<'_>) -> Result<(), JsonError> {
+        if self.fields.is_some() {
+            self.string_begin(key, at);
+            self.text(run);
+            return self.string_end(key);
+        }
+        let start = self.out.len();
+        let len = run.bytes().len();
+        match run.ahead().first_chunk::<16>() {
+            // Up to 13 bytes: `s`, the content and zeros (the `00 00` terminator, and bytes
+            // taken off again) as one 16-byte store.
+            Some(block) if len <= 13 => {
+                let (lo, hi) = block.split_at(8);
+                let word = |half: &[u8]| half.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
+                let (lo, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
+                // The block moved up a byte for the `s`; the `s` and the content are kept.
+                let (lo, hi) = (lo << 8 | u64::from(b's'), hi << 8 | lo >> 56);
+                let mask = |bytes: usize| (1u64 << (8 * bytes)) - 1;
+                let (lo, hi) = match len + 1 {
+                    keep @ 0..=7 => (lo & mask(keep), 0),
+                    keep => (lo, hi & mask(keep - 8)),
+                };
+                self.out.extend_from_slice(&lo.to_le_bytes());
+                self.out.extend_from_slice(&hi.to_le_bytes());
+                self.out.truncate(start + len + 3);
+            }
+            _ => {
+                self.out.reserve(len + 16);
+                self.out.push(b's');
+                copy_run(&mut self.out, run);
+                self.out.extend_from_slice(&[0, 0]);
+            }
+        }
+        if !key {
+            return self.complete_value(start);
+        }
+        let end = self.out.len();
+        self.members.push(Member {
+            start,
+            key_end: end,
+            end,
+            prefix: prefix_of(run),
+        });
         Ok(())
     }
 
@@ -380,8 +345,54 @@ impl Sink for Canon<'_> {
     }
 }
 
-fn duplicate(offset: u64) -> JsonError {
-    JsonError::DuplicateKey { offset, key: None }
+/// Appends `run` to `out` in whole 8-byte words read from the run and what follows it (only the
+/// last word of a run at the very end of its buffer goes byte by byte); the bytes written past
+/// the run are taken off again. Each word is a load and a store, where a byte-by-byte `push`
+/// costs about 25 wasm operators a byte and `extend_from_slice` a `memory.copy`.
+#[inline]
+fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
+    let len = run.bytes().len();
+    let end = out.len() + len;
+    out.reserve(len + 16);
+    let mut ahead = run.ahead();
+    let mut left = len;
+    while left > 0 {
+        // Most strings are at most 16 bytes: one piece.
+        if let Some((block, rest)) = ahead.split_first_chunk::<16>() {
+            out.extend_from_slice(block);
+            (ahead, left) = (rest, left.saturating_sub(16));
+        } else if let Some((word, rest)) = ahead.split_first_chunk::<8>() {
+            out.extend_from_slice(word);
+            (ahead, left) = (rest, left.saturating_sub(8));
+        } else {
+            for &b in ahead.iter().take(left) {
+                out.push(b);
+            }
+            left = 0;
+        }
+    }
+    out.truncate(end);
+}
+
+/// A key's [`Member::prefix`] from its content (no `00` byte: the tokenizer's plain runs), read
+/// as one word when the buffer holds 8 bytes from its start: the bytes past the key are masked
+/// off, as its encoding has `00 00` and zero padding there.
+#[inline]
+fn prefix_of(run: Run<'_>) -> u64 {
+    let len = run.bytes().len();
+    if let Some(word) = run.ahead().first_chunk::<8>() {
+        let word = u64::from_be_bytes(*word);
+        return match len {
+            0 => 0,
+            1..=7 => word & !(u64::MAX >> (8 * len)),
+            _ => word,
+        };
+    }
+    let mut prefix = [0u8; 8];
+    for (dst, src) in prefix.iter_mut().zip(run.bytes()) {
+        *dst = *src;
+    }
+    u64::from_be_bytes(prefix)
 }
 
 /// The tokenizer's two consumers as one type: the tokenizer's loop is generic over its [`Sink`],
@@ -434,10 +445,10 @@ impl Sink for Consumer<'_, '_> {
     }
 
     #[inline]
-    fn text(&mut self, bytes: &[u8]) {
+    fn text(&mut self, run: Run<'_>) {
         match self {
-            Consumer::Canon(c) => c.text(bytes),
-            Consumer::Tree(t) => t.text(bytes),
+            Consumer::Canon(c) => c.text(run),
+            Consumer::Tree(t) => t.text(run),
         }
     }
 
@@ -466,6 +477,14 @@ impl Sink for Consumer<'_, '_> {
     }
 
     #[inline]
+    fn string(&mut self, key: bool, at: u64, run: Run<'_>) -> Result<(), JsonError> {
+        match self {
+            Consumer::Canon(c) => c.string(key, at, run),
+            Consumer::Tree(t) => t.string(key, at, run),
+        }
+    }
+
+    #[inline]
     fn literal(&mut self, literal: Literal) -> Result<(), JsonError> {
         match self {
             Consumer::Canon(c) => c.literal(literal),
@@ -479,48 +498,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn member(start: usize, key_end: usize, end: usize, prefix: u64) -> Member {
-        Member {
-            start,
-            key_end,
-            end,
-            prefix,
-        }
-    }
-
     #[test]
-    fn reorder_sorts_members_in_place() {
-        // o s b 00 00 t s a 00 00 f — members "b":true, "a":false.
-        let mut out = b"o\x73b\0\0t\x73a\0\0f".to_vec();
-        let mut members = [
-            member(1, 5, 6, u64::from(b'b') << 56),
-            member(6, 10, 11, u64::from(b'a') << 56),
-        ];
-        reorder(&mut out, &mut Vec::new(), &mut members, 11).unwrap();
-        assert_eq!(out, b"o\x73a\0\0f\x73b\0\0t");
-    }
-
-    #[test]
-    fn broken_ranges_are_internal_errors_not_wrong_digests() {
-        let out = b"o\x73b\0\0t\x73a\0\0f".to_vec();
-        let cases = [
-            // A member beyond the encoding (formerly: sorted an empty slice).
-            [member(1, 5, 6, 2), member(6, 10, 99, 1)],
-            // A key range that runs backwards.
-            [member(1, 5, 6, 2), member(6, 4, 11, 1)],
-            // Members that do not end at the end of `out` (formerly: the copy-back was skipped).
-            [member(1, 5, 6, 2), member(6, 10, 10, 1)],
-        ];
-        for mut members in cases {
-            let mut copy = out.clone();
-            assert_eq!(
-                reorder(&mut copy, &mut Vec::new(), &mut members, 11),
-                Err(JsonError::Internal)
-            );
-        }
-        // And the object-level entry point refuses a member index beyond the list.
+    fn a_member_index_beyond_the_list_is_an_internal_error() {
         let mut canon = JsonHasher::new(JsonLimits::default(), None).canon;
-        canon.out = out;
+        canon.out = b"o\x73b\0\0t\x73a\0\0f".to_vec();
         assert_eq!(canon.close_object(5, 11), Err(JsonError::Internal));
     }
 }

@@ -1,7 +1,7 @@
 //! String lexer that survives chunk boundaries: every multi-byte construct (UTF-8 sequence, escape,
 //! surrogate pair) keeps its partial state here instead of looking ahead in the buffer.
 
-use crate::sink::Sink;
+use crate::sink::{Run, Sink};
 use crate::{misplaced, JsonError};
 
 pub(super) type Hash = [u8; 32];
@@ -86,9 +86,8 @@ impl StrLexer {
                     let start = i;
                     i = self.plain_run(buf, i, base)?;
                     // `plain_run` only moves forward within `buf`, so this is never `None`.
-                    let run = buf.get(start..i).ok_or(JsonError::Internal)?;
-                    if !run.is_empty() {
-                        sink.text(run);
+                    if i > start {
+                        sink.text(Run::within(buf, start, i).ok_or(JsonError::Internal)?);
                     }
                     let Some(&b) = buf.get(i) else {
                         return Ok(Scan::More);
@@ -120,7 +119,7 @@ impl StrLexer {
                         }
                         _ => return Err(misplaced(b, at, invalid_escape)),
                     };
-                    sink.text(&[decoded]);
+                    sink.text(Run::whole(&[decoded]));
                     self.mode = Mode::Plain;
                 }
                 Mode::Hex => {
@@ -227,7 +226,7 @@ impl StrLexer {
             sink.text_nul();
         } else {
             let mut utf8 = [0u8; 4];
-            sink.text(ch.encode_utf8(&mut utf8).as_bytes());
+            sink.text(Run::whole(ch.encode_utf8(&mut utf8).as_bytes()));
         }
         self.mode = Mode::Plain;
         Ok(())
@@ -235,8 +234,9 @@ impl StrLexer {
 }
 
 /// Index of the first byte at or after `i` that is not printable ASCII other than `"` and `\\`.
-/// Eight bytes at a time, since string content is most of a typical body.
-fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
+/// Eight bytes at a time, since string content is most of a typical body; the word that holds
+/// the byte also tells where it is, so only the last few bytes of a chunk go one by one.
+pub(super) fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     while let Some(Ok(word)) = buf.get(i..i.saturating_add(8)).map(<[u8; 8]>::try_from) {
@@ -244,13 +244,15 @@ fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
         let quote = x ^ (ONES * u64::from(b'"'));
         let backslash = x ^ (ONES * u64::from(b'\\'));
         // Exact "some byte is < 0x20, == '"', == '\\' or >= 0x80" test (no false positives
-        // without a true one, as borrows only start at a matching byte).
-        let special = (x.wrapping_sub(ONES * 0x20) & !x)
+        // without a true one, as borrows only start at a matching byte and run upwards: the
+        // lowest flagged byte, the first in the text, is always a true one).
+        let special = ((x.wrapping_sub(ONES * 0x20) & !x)
             | (quote.wrapping_sub(ONES) & !quote)
             | (backslash.wrapping_sub(ONES) & !backslash)
-            | x;
-        if special & HIGH != 0 {
-            break;
+            | x)
+            & HIGH;
+        if special != 0 {
+            return i + (special.trailing_zeros() / 8) as usize;
         }
         i += 8;
     }

@@ -67,6 +67,7 @@ extern crate alloc;
 pub mod document;
 mod hasher;
 mod lexer;
+mod members;
 mod number;
 mod pointer;
 mod sha;

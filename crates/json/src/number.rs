@@ -111,6 +111,63 @@ impl NumberLexer {
         Ok(Lexed::Take)
     }
 
+    /// Reads the whole token that starts at `buf[i]` (offset `at`) at once when it is plain (an
+    /// integer or a decimal fraction, no exponent) and ends inside `buf` within the length limit,
+    /// the common case: the same value `begin` and `step` would build, without a state per byte.
+    /// Returns the index of the byte after the token and its value (an integer's digits are
+    /// borrowed from `buf`, not copied), or `None` (nothing taken) to leave the token to `begin`
+    /// and `step`: an exponent, a malformed or too long token, the chunk's end.
+    #[inline]
+    pub(super) fn plain<'s>(
+        &'s mut self,
+        buf: &'s [u8],
+        i: usize,
+        at: u64,
+    ) -> Option<(usize, Result<Decimal<'s>, JsonError>)> {
+        let negative = buf.get(i) == Some(&b'-');
+        let int_start = i + usize::from(negative);
+        let int_end = match buf.get(int_start) {
+            Some(b'0') => int_start + 1,
+            Some(b'1'..=b'9') => digits_end(buf, int_start + 1),
+            _ => return None,
+        };
+        let (frac_start, end) = match buf.get(int_end) {
+            Some(b'.') => (int_end + 1, digits_end(buf, int_end + 1)),
+            _ => (int_end, int_end),
+        };
+        // A `.` without digits, an exponent, a digit after a leading `0`, or the chunk's end: the
+        // byte-by-byte steps decide (and report any error at the byte they do).
+        if end == frac_start && frac_start != int_end
+            || matches!(buf.get(end), None | Some(b'e' | b'E' | b'0'..=b'9'))
+            || end - i > self.max_len
+        {
+            return None;
+        }
+        let int = buf.get(int_start..int_end)?;
+        let fraction = buf.get(frac_start..end)?;
+        if fraction.is_empty() {
+            return Some((end, integer(negative, int, at)));
+        }
+        self.digits.clear();
+        if int != b"0" {
+            append(&mut self.digits, int);
+        }
+        let skip = if self.digits.is_empty() {
+            fraction.iter().take_while(|&&d| d == b'0').count()
+        } else {
+            0
+        };
+        append(&mut self.digits, fraction.get(skip..)?);
+        self.negative = negative;
+        self.fraction_digits = fraction.len() as u64;
+        self.exponent_negative = false;
+        self.exponent = 0;
+        self.len = end - i;
+        self.start = at;
+        self.state = NumState::Frac;
+        Some((end, self.value()))
+    }
+
     /// Whether the token so far is a complete number (so end of input may follow).
     pub(super) fn is_complete(&self) -> bool {
         matches!(
@@ -200,6 +257,7 @@ impl Decimal<'_> {
             append(out, b"d0;");
             return;
         }
+        out.reserve(self.digits.len() + 26);
         out.push(b'd');
         if self.negative {
             out.push(b'-');
@@ -209,7 +267,11 @@ impl Decimal<'_> {
         if self.exponent < 0 {
             out.push(b'-');
         }
-        write_decimal(out, self.exponent.unsigned_abs());
+        match self.exponent.unsigned_abs() {
+            // Most exponents are one digit (`0` for every integer without trailing zeros).
+            small @ 0..=9 => out.push(b'0' + small as u8),
+            large => write_decimal(out, large),
+        }
         out.push(b';');
     }
 }
@@ -255,6 +317,39 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
         }
     }
     Some(out)
+}
+
+/// The value of an integer token's digits `int` (no leading zero but a lone `0`), as `value`
+/// would give it: trailing zeros become the exponent.
+#[inline]
+fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError> {
+    let trailing = int.iter().rev().take_while(|&&d| d == b'0').count();
+    let digits = int.get(..int.len() - trailing).unwrap_or_default();
+    if digits.is_empty() {
+        return Ok(Decimal {
+            negative: false,
+            digits,
+            exponent: 0,
+        });
+    }
+    // The order of magnitude is the number of digits less one.
+    if int.len() as i64 - 1 > MAX_MAGNITUDE {
+        return Err(JsonError::NumberOutOfRange { offset: at });
+    }
+    Ok(Decimal {
+        negative,
+        digits,
+        exponent: trailing as i64,
+    })
+}
+
+/// Index of the first byte at or after `i` that is not an ASCII digit.
+#[inline]
+fn digits_end(buf: &[u8], mut i: usize) -> usize {
+    while matches!(buf.get(i), Some(b'0'..=b'9')) {
+        i += 1;
+    }
+    i
 }
 
 /// Writes `n` in decimal ([`Digits`]: no `core::fmt`, no index that could fail).

@@ -10,15 +10,21 @@
 //! bounded by `max_depth`, never native stack. It never panics, and the first offending byte
 //! decides the error (see the module docs of [`super`]), however the input is chunked.
 //!
+//! Most of a body is plain tokens that lie inside one chunk (ASCII strings without escapes,
+//! numbers without an exponent, a `:` or `,` right after a value): those are read in one pass
+//! and told to the sink whole, since a state per byte cost most of a keyed request's work
+//! (`make bench-work`). Anything else, and any token the chunk cuts, is left to the per-byte
+//! states from the byte where the pass stopped, so the result and the error never depend on it.
+//!
 //! The sink is a generic parameter, instantiated once, with the hasher's `Consumer` enum of the two
 //! consumers: one copy of the grammar in each `.wasm`, and the hasher's event calls still inlined
 //! into the loop (no dynamic dispatch).
 
 use alloc::vec::Vec;
 
-use crate::lexer::{Scan, StrLexer};
+use crate::lexer::{skip_ascii, Scan, StrLexer};
 use crate::number::{Lexed, NumberLexer};
-use crate::sink::{Kind, Literal, Sink};
+use crate::sink::{Kind, Literal, Run, Sink};
 use crate::{misplaced, JsonError, JsonLimits};
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -121,11 +127,7 @@ impl<M: Copy> Tokenizer<M> {
                     Scan::Done(next) => {
                         i = next;
                         sink.string_end(self.in_key)?;
-                        if self.in_key {
-                            self.state = State::Colon;
-                        } else {
-                            self.value_done();
-                        }
+                        self.after_string(self.in_key);
                     }
                 },
                 State::Num => i = self.number_run(buf, i, base, sink)?,
@@ -142,10 +144,15 @@ impl<M: Copy> Tokenizer<M> {
                     }
                 }
                 _ => {
-                    if !matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
-                        self.structural(b, base + i as u64, sink)?;
+                    if is_space(b) {
+                        // A run of whitespace (indentation, padding) in one tight loop.
+                        i += 1;
+                        while buf.get(i).is_some_and(|&b| is_space(b)) {
+                            i += 1;
+                        }
+                    } else {
+                        i = self.structural(buf, i, base, sink)?;
                     }
-                    i += 1;
                 }
             }
         }
@@ -189,21 +196,42 @@ impl<M: Copy> Tokenizer<M> {
         };
     }
 
+    /// Handles the byte `buf[i]`, which is not whitespace, in a state between tokens; returns the
+    /// index of the next byte to read (past the whole token when it is complete in `buf`).
     fn structural<S: Sink<Mark = M>>(
         &mut self,
+        buf: &[u8],
+        i: usize,
+        base: u64,
+        sink: &mut S,
+    ) -> Result<usize, JsonError> {
+        let (b, at) = (
+            buf.get(i).copied().ok_or(JsonError::Internal)?,
+            base + i as u64,
+        );
+        match self.state {
+            State::Value => self.begin_value(buf, i, base, sink),
+            State::ArrayFirst if b != b']' => self.begin_value(buf, i, base, sink),
+            State::ObjectFirst | State::Key if b == b'"' => self.string(true, buf, i, base, sink),
+            state => {
+                self.punctuation(state, b, at, sink)?;
+                // After a closer, the `,` that usually follows.
+                Ok(self.separator(buf, i + 1))
+            }
+        }
+    }
+
+    /// A byte between tokens that is not the start of a value or key.
+    fn punctuation<S: Sink<Mark = M>>(
+        &mut self,
+        state: State,
         b: u8,
         at: u64,
         sink: &mut S,
     ) -> Result<(), JsonError> {
-        match self.state {
-            State::Value => self.begin_value(b, at, sink),
+        match state {
             State::ArrayFirst if b == b']' => self.close(at, sink),
-            State::ArrayFirst => self.begin_value(b, at, sink),
             State::ObjectFirst if b == b'}' => self.close(at, sink),
-            State::ObjectFirst | State::Key if b == b'"' => {
-                self.begin_string(true, at, sink);
-                Ok(())
-            }
             State::Colon if b == b':' => {
                 self.state = State::Value;
                 Ok(())
@@ -227,12 +255,18 @@ impl<M: Copy> Tokenizer<M> {
         }
     }
 
+    /// A value starts with `buf[i]`; returns the index of the next byte to read.
     fn begin_value<S: Sink<Mark = M>>(
         &mut self,
-        b: u8,
-        at: u64,
+        buf: &[u8],
+        i: usize,
+        base: u64,
         sink: &mut S,
-    ) -> Result<(), JsonError> {
+    ) -> Result<usize, JsonError> {
+        let (b, at) = (
+            buf.get(i).copied().ok_or(JsonError::Internal)?,
+            base + i as u64,
+        );
         let depth = self.stack.len();
         if let Some(Open::Array { next_index, .. }) = self.stack.last() {
             sink.element(depth, *next_index);
@@ -259,8 +293,13 @@ impl<M: Copy> Tokenizer<M> {
                     self.state = State::ObjectFirst;
                 }
             }
-            b'"' => self.begin_string(false, at, sink),
+            b'"' => return self.string(false, buf, i, base, sink),
             b'-' | b'0'..=b'9' => {
+                if let Some((end, value)) = self.number.plain(buf, i, at) {
+                    sink.number(value?, at, base + end as u64)?;
+                    self.value_done();
+                    return Ok(self.separator(buf, end));
+                }
                 self.number.begin(b, at)?;
                 self.state = State::Num;
             }
@@ -269,7 +308,7 @@ impl<M: Copy> Tokenizer<M> {
             b'n' => self.begin_literal(Literal::Null),
             _ => return Err(misplaced(b, at, syntax)),
         }
-        Ok(())
+        Ok(i + 1)
     }
 
     #[inline]
@@ -279,12 +318,62 @@ impl<M: Copy> Tokenizer<M> {
         self.state = State::Lit;
     }
 
+    /// A string (a key if `key`) opens with the quote at `buf[i]`. Most strings are plain ASCII
+    /// and end in the same chunk: found with one scan for the next special byte and told as one
+    /// piece, without the string lexer. Anything else (an escape, non-ASCII, a control byte, the
+    /// chunk's end) is the lexer's from that byte on. Returns the index of the next byte to read.
     #[inline]
-    fn begin_string<S: Sink<Mark = M>>(&mut self, key: bool, at: u64, sink: &mut S) {
+    fn string<S: Sink<Mark = M>>(
+        &mut self,
+        key: bool,
+        buf: &[u8],
+        i: usize,
+        base: u64,
+        sink: &mut S,
+    ) -> Result<usize, JsonError> {
+        let at = base + i as u64;
+        let start = i + 1;
+        let end = skip_ascii(buf, start);
+        let run = Run::within(buf, start, end).ok_or(JsonError::Internal)?;
+        if buf.get(end) == Some(&b'"') {
+            sink.string(key, at, run)?;
+            self.after_string(key);
+            return Ok(self.separator(buf, end + 1));
+        }
+        sink.string_begin(key, at);
+        if end > start {
+            sink.text(run);
+        }
         self.in_key = key;
         self.text.begin();
-        sink.string_begin(key, at);
         self.state = State::Str;
+        Ok(end)
+    }
+
+    /// Takes the `:` after a key or the `,` after a value when it follows at once, as the
+    /// structural states would, without a turn of the byte loop; returns the index after it.
+    #[inline]
+    fn separator(&mut self, buf: &[u8], i: usize) -> usize {
+        match (self.state, buf.get(i)) {
+            (State::Colon, Some(b':')) => self.state = State::Value,
+            (State::After, Some(b',')) => match self.stack.last() {
+                Some(Open::Array { .. }) => self.state = State::Value,
+                Some(Open::Object { .. }) => self.state = State::Key,
+                None => return i,
+            },
+            _ => return i,
+        }
+        i + 1
+    }
+
+    /// A string (a key if `key`) has been told whole to the sink.
+    #[inline]
+    fn after_string(&mut self, key: bool) {
+        if key {
+            self.state = State::Colon;
+        } else {
+            self.value_done();
+        }
     }
 
     /// Closes the innermost container: only reached with its closer (the states guarantee it).
@@ -297,6 +386,11 @@ impl<M: Copy> Tokenizer<M> {
         self.value_done();
         Ok(())
     }
+}
+
+#[inline]
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
 
 fn syntax(offset: u64) -> JsonError {

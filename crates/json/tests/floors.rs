@@ -2,8 +2,8 @@
 //! the modules on the floors below it, so the modules never import each other in a circle. The
 //! ground is what the rest writes with (error texts, the sort, the string writer, SHA-256); then a
 //! number's exact value, the events a consumer is told (`sink`), the string lexer and the
-//! tokenizer that emit them, the pointers, the canonical hasher (with the enum of the tokenizer's
-//! two consumers) and, on top, the document reader.
+//! tokenizer that emit them, the pointers, an object's members in key order, the canonical
+//! hasher (with the enum of the tokenizer's two consumers) and, on top, the document reader.
 //!
 //! `cargo test -p idemgate-json --test floors -- --nocapture` prints the graph.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -16,7 +16,7 @@ const FLOORS: &[&[&str]] = &[
     &["number"],
     &["sink"],
     &["lexer"],
-    &["tokenizer", "pointer"],
+    &["tokenizer", "pointer", "members"],
     &["hasher"],
     &["document"],
 ];
