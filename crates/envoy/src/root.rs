@@ -43,6 +43,10 @@ pub fn quicken_tick(shared: &Shared) {
     if !shared.quick_tick.replace(true) {
         let quick = Duration::from_millis(Waiters::<u32>::TICK.as_millis());
         let _ = abi::set_tick_period(quick);
+        // Completions announce only to queues whose VM has a stream parked ([`crate::waking`]).
+        if let Some(id) = shared.queue {
+            crate::waking::parked(id, true);
+        }
     }
 }
 
@@ -89,6 +93,7 @@ impl Root {
             hashing: Rc::default(),
             relay: Rc::default(),
             waits,
+            queue: self.queue,
             waiters: RefCell::default(),
             quick_tick: Cell::new(false),
         }));
@@ -140,6 +145,9 @@ impl Root {
         let idle = shared.waiters.try_borrow().is_ok_and(|w| w.is_empty());
         if idle && shared.quick_tick.replace(false) {
             let _ = abi::set_tick_period(TICK);
+            if let Some(id) = shared.queue {
+                crate::waking::parked(id, false);
+            }
         }
     }
 

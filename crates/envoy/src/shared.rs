@@ -44,6 +44,8 @@ pub struct Shared {
     /// Whether some route waits for a request in flight (`in_flight.wait`): then a completed or
     /// released record is announced to every worker ([`crate::waking`]).
     pub waits: bool,
+    /// The VM's shared queue its parked streams are woken through, listed while one is parked.
+    pub queue: Option<u32>,
     /// This VM's streams parked waiting for a record's answer, by key.
     pub waiters: RefCell<idemgate_core::guard::Waiters<u32>>,
     /// Whether the root's tick is quickened for them ([`crate::root::quicken_tick`]).
