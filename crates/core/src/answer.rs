@@ -25,6 +25,8 @@ mod published;
 mod replay;
 
 pub use degraded::Degraded;
+// For the configuration reader, which refuses to replay it.
+#[cfg(feature = "config")]
 pub(crate) use degraded::DEGRADED_HEADER;
 use problem::problem;
 pub(crate) use problem::SHOULD_RETRY_HEADER;
