@@ -87,16 +87,14 @@ impl KeptStates {
                     Some(at) => kept[..=at].rotate_right(1),
                     None => {
                         kept.rotate_right(1);
-                        kept[0] = Some(Kept {
-                            blocks: blocks.to_vec(),
-                            state: Sha256::new_with_prefix(blocks),
-                        });
+                        kept[0] = None;
                     }
                 }
-                match &kept[0] {
-                    Some(k) => k.state.clone(),
-                    None => Sha256::new_with_prefix(blocks),
-                }
+                let front = kept[0].get_or_insert_with(|| Kept {
+                    blocks: blocks.to_vec(),
+                    state: Sha256::new_with_prefix(blocks),
+                });
+                front.state.clone()
             }
             _ => Sha256::new_with_prefix(blocks),
         };

@@ -211,9 +211,7 @@ impl ScopeHashes {
         let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
             return KeyPrefix::of(scope);
         };
-        let Some(hashed) = Self::front(&mut kept, scope) else {
-            return KeyPrefix::of(scope);
-        };
+        let hashed = Self::front(&mut kept, scope);
         let tag = QuotaTag::hashed(scope, &hashed.hash);
         let hasher = hashed
             .key_prefix
@@ -232,15 +230,12 @@ impl ScopeHashes {
         let Ok(mut kept) = self.0.scopes.try_borrow_mut() else {
             return scope_hash(scope);
         };
-        Self::front(&mut kept, scope).map_or_else(|| scope_hash(scope), |hashed| hashed.hash)
+        Self::front(&mut kept, scope).hash
     }
 
-    /// The entry of `scope`, found or made, moved to the front (`None` only if the front is
-    /// empty after that, which it never is).
-    fn front<'k>(
-        kept: &'k mut [Option<Hashed>; KEPT_SCOPES],
-        scope: Scope<'_>,
-    ) -> Option<&'k mut Hashed> {
+    /// The entry of `scope`, found or made, moved to the front (the least recently used gives
+    /// way to a new one).
+    fn front<'k>(kept: &'k mut [Option<Hashed>; KEPT_SCOPES], scope: Scope<'_>) -> &'k mut Hashed {
         let found = kept.iter().position(|h| {
             h.as_ref()
                 .is_some_and(|h| h.source == scope.source && h.value == scope.value)
@@ -249,15 +244,15 @@ impl ScopeHashes {
             Some(at) => kept[..=at].rotate_right(1),
             None => {
                 kept.rotate_right(1);
-                kept[0] = Some(Hashed {
-                    source: scope.source.to_owned(),
-                    value: scope.value.to_vec(),
-                    hash: scope_hash(scope),
-                    key_prefix: None,
-                });
+                kept[0] = None;
             }
         }
-        kept[0].as_mut()
+        kept[0].get_or_insert_with(|| Hashed {
+            source: scope.source.to_owned(),
+            value: scope.value.to_vec(),
+            hash: scope_hash(scope),
+            key_prefix: None,
+        })
     }
 }
 
