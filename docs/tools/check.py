@@ -55,7 +55,7 @@ ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 INLINE_LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\[\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 REF_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\".*\")?\s*$")
 EXPLICIT_ANCHOR = re.compile(r"<a\s+(?:[^>]*\s)?(?:id|name)\s*=\s*[\"']([^\"']+)[\"']", re.I)
-CODE_SPAN = re.compile(r"(`+)(.+?)\1")
+CODE_SPAN = re.compile(r"(`+)((?:(?!\n\s*\n)[^`]|(?!\1)`)+?)\1")
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 KINDS = ("config", "route", "other")
 
@@ -132,15 +132,18 @@ def anchors(page: Page) -> set[str]:
 
 
 def links(page: Page) -> list[tuple[int, str]]:
+    """(line, target) of every link in the page's prose; a link's text may span lines."""
+    prose = dict(page.prose)
+    text = "\n".join(prose.get(n, "") for n in range(1, len(page.lines) + 1))
+    text = CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     out = []
+    for match in INLINE_LINK.finditer(text):
+        out.append((text.count("\n", 0, match.start(1)) + 1, match.group(1)))
     for number, line in page.prose:
-        if REF_DEF.match(line):
-            out.append((number, REF_DEF.match(line).group(1)))
-            continue
-        code_free = CODE_SPAN.sub(lambda m: " " * len(m.group(0)), line)
-        for match in INLINE_LINK.finditer(code_free):
-            out.append((number, match.group(1)))
-    return out
+        definition = REF_DEF.match(line)
+        if definition:
+            out.append((number, definition.group(1)))
+    return sorted(out)
 
 
 class Checker:

@@ -83,6 +83,11 @@ class Links(unittest.TestCase):
         self.assertEqual(len(found), 2)
         self.assertTrue(all("no heading or <a id> for the anchor" in p for p in found))
 
+    def test_a_link_whose_text_spans_lines_is_checked(self):
+        found = problems({"README.md": "# Top\nSee the [worked\nexample](b.md#gone).\n", "b.md": "# B\n"})
+        self.assertEqual(len(found), 1)
+        self.assertIn("README.md:3: no heading or <a id> for the anchor: b.md#gone", found[0])
+
     def test_links_in_code_are_not_links(self):
         self.assertEqual(problems({
             "README.md": "# Top\n`[x](gone.md)`\n```md\n[y](gone.md)\n```\n",
