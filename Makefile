@@ -11,7 +11,7 @@ SHELL := /bin/bash
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
         bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
         test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
-        test-image-store setup-ops test-ops
+        test-image-store setup-ops test-ops docs
 
 CARGO           ?= cargo
 # CI builds every crate once, from a clean clone: incremental caches (2.6 GB over `make test`) would
@@ -99,7 +99,16 @@ check: check-api ## fmt, clippy, the core's public API and the native tests (ins
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	$(CARGO) test --workspace --exclude idemgate-host-tests
 
-test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-ops test-store test-image-store test-demo-fleet ## everything CI runs
+test: setup lint docs test-rust build-core-wasm test-fuzz test-envoy test-clients test-bench test-web test-host test-e2e test-examples test-deploy test-access-log test-ops test-store test-image-store test-demo-fleet ## everything CI runs
+
+# The docs are plain Markdown; the checker needs only python3 (stdlib) and cargo: its own unit
+# tests first (each check can fail), then every Markdown file git knows, its configuration
+# snippets read by the core's reader (crates/core/examples/check_config.rs) in one process.
+DOCS_CONFIG_CHECKER := $(CARGO) run -q -p idemgate-core --example check_config --
+docs: ## every Markdown link, anchor and configuration snippet (docs/tools/check.py)
+	$(CARGO) build -q -p idemgate-core --example check_config
+	cd docs/tools && PYTHONDONTWRITEBYTECODE=1 IDEMGATE_CHECK_CONFIG="$(DOCS_CONFIG_CHECKER)" python3 -m unittest -q test_check
+	PYTHONDONTWRITEBYTECODE=1 python3 docs/tools/check.py --config-checker "$(DOCS_CONFIG_CHECKER)"
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent reference for the `client` vector group (vectors/client.json): the browser client's
-rules, written from `docs/semantics.md` §9 and the README's behaviour table, not from the Rust.
+rules, written from `docs/semantics.md` §9 and the behaviour table (docs/guide/concepts.md), not from the Rust.
 
 - classify: 2xx success, 3xx redirect, 409 in_flight, 429 rate_limited, 502-504 unavailable,
   422 key_reused, other 4xx client_error, other 5xx server_error, anything else invalid.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent reference for vectors/key_source.json (where a route's idempotency key comes from).
 
-Written from the README's "Key sources and callback routes", `docs/semantics.md` §1 and the webhook presets' rules (presets,
+Written from "Key sources and callback routes" (docs/guide/callbacks-and-presets.md), `docs/semantics.md` §1 and the webhook presets' rules (presets,
 CloudEvents, pass-through, numbers by value, unreadable bodies), not from the Rust code (stdlib
 only: json, decimal, hashlib). A route's `key_from` sources are tried in order; the first present
 wins:
@@ -43,7 +43,8 @@ of it, trimmed of spaces/tabs, exactly one of `values` -> null (unguarded), befo
 Key rules (`key_format`, `key_mismatch`): a key found (not null) is then held to the route's
 format: "uuid" is 36 characters, "-" at 0-based positions 8, 13, 18 and 23 and a hexadecimal digit
 (either case) everywhere else; {"prefix": P} is a key that starts with P (exact bytes) and is longer
-than P; {"pattern": P} is a key the whole of which matches P in the README's pattern language
+than P; {"pattern": P} is a key the whole of which matches P in the pattern language of
+`key_format` (docs/reference/configuration.md)
 (atoms: a visible ASCII character, "\\" + one of \\ [ ] { } ( ) . * + ? ^ $ | for itself, \\d 0-9,
 \\w A-Za-z0-9_, \\x 0-9a-fA-F, "." any visible ASCII character, a class [...] of characters and
 ranges a-z, "-" first or last or "\\-" for itself; quantifiers {n}, {m,n}, ?, * = {0,255},

@@ -1,7 +1,8 @@
 // The Stripe Node SDK reading the edge's own answers, in a real Envoy: which error class it
 // raises for a request in flight (409) and for a client over its share (429), the codes it sees
 // in the default style and with `problems.compat: "stripe"`, and `Stripe-Should-Retry`, which it
-// obeys before its own rules. The README's SDK table states the same classes.
+// obeys before its own rules. The SDK table of docs/reference/problem-types.md states
+// the same classes.
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';

@@ -398,15 +398,14 @@ fn only_2xx_is_a_deliverys_outcome() {
     );
 }
 
-/// The README's worked example of `order` and `precondition` is a valid configuration that
+/// The guide's worked example of `order` and `precondition` is a valid configuration that
 /// says what the text says: the demo's order table on its webhook route, If-Match on PATCH.
 #[test]
 fn readme_order_example_compiles() {
-    let readme = include_str!("../../../../../README.md");
-    let section = &readme[readme
-        .find("### Worked example: the demo's orders")
-        .unwrap()..];
-    let block = &section[section.find("```json\n").unwrap() + 8..];
+    let readme = include_str!("../../../../../docs/guide/ordering.md");
+    let section = &readme[readme.find("## Worked example: the demo's orders").unwrap()..];
+    let fence = "```json config\n";
+    let block = &section[section.find(fence).unwrap() + fence.len()..];
     let json = &block[..block.find("```").unwrap()];
     let env = |_: &str| Some(String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"));
     let policy = Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}"));
@@ -424,19 +423,17 @@ fn readme_order_example_compiles() {
     assert!(policy.routes[1].precondition.is_some());
 }
 
-/// The README's copyable examples are valid configurations, and mean what they say: one
+/// The guide's copyable examples are valid configurations, and mean what they say: one
 /// per preset, then the routes written out.
 #[test]
 fn readme_examples_compile() {
-    let readme = include_str!("../../../../../README.md");
-    let section = &readme[readme.find("## Key sources and callback routes").unwrap()..];
-    let section = &section[..section.find("## Event order and versions").unwrap()];
+    let section = include_str!("../../../../../docs/guide/callbacks-and-presets.md");
     let env = |name: &str| {
         name.contains("SECRET")
             .then(|| String::from("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"))
     };
     let mut policies = Vec::new();
-    for block in section.split("```json\n").skip(1) {
+    for block in section.split("```json config\n").skip(1) {
         let json = &block[..block.find("```").unwrap()];
         policies.push(Policy::from_json(json, &env).unwrap_or_else(|e| panic!("{json}: {e}")));
     }
