@@ -209,4 +209,4 @@ fn read(
 }
 
 /// The warning for an answer of the re-entry listener without [`REENTRY_MARK`].
-const UNMARKED: &str = "an answer from the re-entry cluster has no x-idemgate-reentry header: the internal listener must start its http_filters with the header_mutation filter that sets it (README, Deploy); the outcome is in doubt until the lease ends";
+const UNMARKED: &str = "an answer from the re-entry cluster has no x-idemgate-reentry header: the internal listener must start its http_filters with the header_mutation filter that sets it (docs/deploy/envoy.md); the outcome is in doubt until the lease ends";
