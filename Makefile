@@ -11,7 +11,7 @@ SHELL := /bin/bash
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
         bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
         test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
-        test-image-store setup-ops test-ops
+        test-image-store setup-ops test-ops reference
 
 CARGO           ?= cargo
 # CI builds every crate once, from a clean clone: incremental caches (2.6 GB over `make test`) would
@@ -103,6 +103,13 @@ test: setup lint test-rust build-core-wasm test-fuzz test-envoy test-clients tes
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
+
+# docs/reference/: the configuration reference and its JSON Schema, rendered from the core's
+# description of the configuration (crates/core/src/config/describe). test-rust fails while the
+# committed files differ from it; this rewrites them.
+reference: ## write docs/reference/configuration.md and idemgate-config.schema.json from the core
+	mkdir -p docs/reference
+	IDEMGATE_WRITE_REFERENCE=1 $(CARGO) test -p idemgate-core --lib -- --exact config::describe::tests::the_reference_and_the_schema_are_current
 
 test-envoy: setup-envoy build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3 --skip soak::
