@@ -262,10 +262,11 @@ setup-deploy: setup-envoy
 # The manifest digest of the built image (hex), read from its OCI layout.
 IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(IMAGE_LAYOUT)/index.json)
 # Validators of the Kubernetes examples, pinned: check-jsonschema (PyPI) for the hand-written
-# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm).
+# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm);
+# ajv (npm, draft-07) for the filter configuration's schema, docs/reference/idemgate-config.schema.json.
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 K8S_MODELS     := target/k8s-models
-K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1
+K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1 ajv@8.20.0
 setup-examples:
 	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
 	  pip install --quiet "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"
@@ -273,7 +274,7 @@ setup-examples:
 	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
 	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
 
-test-examples: setup-examples setup-envoy image image-store ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
+test-examples: setup-examples setup-envoy image image-store ## the Istio, Envoy Gateway and store manifests against their schemas, every shipped filter configuration against its schema (offline)
 	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --store-digest $(STORE_IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.
