@@ -89,8 +89,8 @@ fn render_field(out: &mut String, s: &Section, f: &Field) {
 fn type_name(ty: &Type) -> String {
     match ty {
         Type::Text => String::from("string"),
-        Type::Header => String::from("header name (string)"),
-        Type::Path => String::from("path (string starting with `/`)"),
+        Type::Header => String::from("header name"),
+        Type::Path => String::from("path (starts with `/`)"),
         Type::Bool => String::from("boolean"),
         Type::True => String::from("`true`"),
         Type::False => String::from("`false`"),
@@ -108,10 +108,11 @@ fn type_name(ty: &Type) -> String {
         ),
         Type::Pressure => String::from("a percentage, `\"0%\"`…`\"100%\"`"),
         Type::Integer(min, max) => alloc::format!("integer, {min}…{max}"),
+        Type::Array(item @ Type::OneOf(_)) => ["array of (", &type_name(item), ")"].concat(),
         Type::Array(item) => ["array of ", &type_name(item)].concat(),
         Type::Tuple(items) => {
             let names: Vec<String> = items.iter().map(type_name).collect();
-            ["`[`", &names.join(", "), "`]`"].concat()
+            ["[", &names.join(", "), "]"].concat()
         }
         Type::Section(path) => {
             let name = section(path).map_or(*path, |s| s.path);
