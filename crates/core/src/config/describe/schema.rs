@@ -46,6 +46,10 @@ pub(crate) fn render() -> String {
     let root = section("").map_or_else(Vec::new, section_members);
     let mut members = vec![
         ("$schema", text("http://json-schema.org/draft-07/schema#")),
+        (
+            "$comment",
+            text("Generated from the core's description of the configuration (crates/core/src/config/describe): edit there, then run `make reference`."),
+        ),
         ("title", text("idemgate filter configuration")),
     ];
     members.extend(root);
