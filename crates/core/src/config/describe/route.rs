@@ -162,7 +162,7 @@ pub(super) const ROUTE: Section = Section {
 
 pub(super) const SIGNATURE: Section = Section {
     path: "routes[].signature",
-    about: r##"How a callback route checks its sender's signature: callback routes only: `{"scheme": "github" | "stripe" | "standard-webhooks" | "svix" | "shopify" | "slack", "secret": S | "secret_env": VAR | "secrets": [S…] | "secrets_env": [VAR…], "tolerance": "5m"}`; `scheme` defaults to the preset's; secrets (≥ 8 bytes; `whsec_…` base64 or `whpk_…` Ed25519 public keys for Standard Webhooks and Svix) inline or from the VM's environment, several while rotating; `tolerance` (schemes that sign a timestamp: stripe, standard-webhooks, svix, slack; default `"5m"`) bounds its distance from now (behind it, only a stored acknowledgement answers: late redeliveries)"##,
+    about: r##"How a callback route checks its sender's signature (its shape as a whole: [`routes[].signature`](#routes-signature))."##,
     nullable: true,
     fields: &[
         field(
@@ -213,7 +213,7 @@ pub(super) const SIGNATURE: Section = Section {
 
 pub(super) const PASS_THROUGH: Section = Section {
     path: "routes[].pass_through",
-    about: r##"Control messages of a callback route that pass unguarded: callback routes only: `{"header": NAME, "values": [V…]}`: a request whose every value of that header is one of `values` is a control message and passes unguarded, never stored (its signature is still checked); or `{"json": POINTER, "values": [V…]}`: the JSON body's string field decides, at the end of the body (a copy of the body is kept until then)"##,
+    about: r##"Control messages of a callback route, which pass unguarded (see [`routes[].pass_through`](#routes-pass_through))."##,
     nullable: true,
     fields: &[
         field(

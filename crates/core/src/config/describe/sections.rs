@@ -220,7 +220,7 @@ pub(super) const IN_FLIGHT: Section = Section {
 
 pub(super) const VERIFIED_HEADER: Section = Section {
     path: "scope[]",
-    about: r##"A scope source naming a header, as an object: `{"header": NAME}`, or `{"header": NAME, "verified": true}` for a header Envoy itself sets before this filter (see [`scope`](../../README.md#scope))."##,
+    about: r##"A scope source naming a header, as an object: `{"header": NAME}`, or `{"header": NAME, "verified": true}` for a header Envoy itself sets before this filter (see [`scope`](#scope))."##,
     nullable: false,
     fields: &[
         required(

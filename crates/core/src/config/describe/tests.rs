@@ -144,3 +144,35 @@ fn the_schema_cases_are_what_the_reader_says() {
     }
     assert!(counted > 10);
 }
+
+/// Every link within the page leads to an anchor of the page: a field's or a section's, or a
+/// heading's as GitHub spells it.
+#[test]
+fn the_pages_links_lead_somewhere() {
+    let page = markdown::render();
+    let mut anchors: Vec<String> = Vec::new();
+    for line in page.lines() {
+        if let Some(rest) = line.strip_prefix("<a id=\"") {
+            anchors.push(rest.trim_end_matches("\"></a>").into());
+        } else if line.starts_with('#') {
+            let title = line.trim_start_matches('#').trim().to_lowercase();
+            let slug: String = title
+                .chars()
+                .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect();
+            anchors.push(slug);
+        }
+    }
+    let mut links = 0;
+    for (at, _) in page.match_indices("](#") {
+        let target = &page[at + 3..];
+        let target = &target[..target.find(')').unwrap()];
+        assert!(
+            anchors.iter().any(|a| a == target),
+            "a link to #{target}, which the page lacks"
+        );
+        links += 1;
+    }
+    assert!(links > 50, "only {links} links");
+}
