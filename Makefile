@@ -11,7 +11,7 @@ SHELL := /bin/bash
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
         bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
         test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
-        test-image-store setup-ops test-ops docs
+        test-image-store setup-ops test-ops docs reference
 
 CARGO           ?= cargo
 # CI builds every crate once, from a clean clone: incremental caches (2.6 GB over `make test`) would
@@ -112,6 +112,13 @@ docs: ## every Markdown link, anchor and configuration snippet (docs/tools/check
 
 test-rust: ## native unit, property and vector tests of the workspace
 	$(CARGO) test --workspace --exclude idemgate-host-tests
+
+# docs/reference/: the configuration reference and its JSON Schema, rendered from the core's
+# description of the configuration (crates/core/src/config/describe). test-rust fails while the
+# committed files differ from it; this rewrites them.
+reference: ## write docs/reference/configuration.md and idemgate-config.schema.json from the core
+	mkdir -p docs/reference
+	IDEMGATE_WRITE_REFERENCE=1 $(CARGO) test -p idemgate-core --lib -- --exact config::describe::tests::the_reference_and_the_schema_are_current
 
 test-envoy: setup-envoy build-filter build-store setup-redis setup-postgres ## the filter in a real Envoy (fleet tests: the store service on redis-server, PostgreSQL, both)
 	$(CARGO) test -p idemgate-envoy --test envoy -- --ignored --test-threads 3 --skip soak::
@@ -264,10 +271,11 @@ setup-deploy: setup-envoy
 # The manifest digest of the built image (hex), read from its OCI layout.
 IMAGE_DIGEST = $$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"].split(":")[1])' $(IMAGE_LAYOUT)/index.json)
 # Validators of the Kubernetes examples, pinned: check-jsonschema (PyPI) for the hand-written
-# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm).
+# schemas; the CRD schemas of Istio and the Gateway API as compiled in @kubernetes-models (npm);
+# ajv (npm, draft-07) for the filter configuration's schema, docs/reference/idemgate-config.schema.json.
 CHECK_JSONSCHEMA_VERSION := 0.39.0
 K8S_MODELS     := target/k8s-models
-K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1
+K8S_MODELS_NPM := @kubernetes-models/istio@3.0.1 @kubernetes-models/gateway-api@2.0.0 kubernetes-models@5.1.0 yaml@2.9.1 ajv@8.20.0
 setup-examples:
 	@check-jsonschema --version 2>/dev/null | grep -q "version $(CHECK_JSONSCHEMA_VERSION)$$" || \
 	  pip install --quiet "check-jsonschema==$(CHECK_JSONSCHEMA_VERSION)"
@@ -275,7 +283,7 @@ setup-examples:
 	  mkdir -p $(K8S_MODELS) && npm install --prefix $(K8S_MODELS) --no-save --no-audit --no-fund --loglevel=error \
 	    $(K8S_MODELS_NPM) && touch "$$stamp"; }
 
-test-examples: setup-examples setup-envoy image image-store ## the Istio, Envoy Gateway and store manifests against their schemas (offline)
+test-examples: setup-examples setup-envoy image image-store ## the Istio, Envoy Gateway and store manifests against their schemas, every shipped filter configuration against its schema (offline)
 	node crates/envoy/tests/deploy/examples.mjs --models $(K8S_MODELS) --digest $(IMAGE_DIGEST) --store-digest $(STORE_IMAGE_DIGEST) --out target/examples
 
 # image → local docker-registry → fetched as Istio does → a real Envoy loads it via code.remote.

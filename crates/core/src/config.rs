@@ -53,6 +53,8 @@ use shares::{default_bytes, defaults_share, fits_one_answer_per_shard};
 
 mod budget;
 mod client;
+#[cfg(test)]
+mod describe;
 mod error;
 mod in_flight;
 mod keys;

@@ -34,6 +34,9 @@ use core::fmt;
 mod declared;
 
 pub use declared::DeclaredTable;
+/// The table's members, which the configuration's description names too.
+#[cfg(test)]
+pub(crate) use declared::FIELDS as TABLE_FIELDS;
 
 type Edge<S> = (S, S, S);
 

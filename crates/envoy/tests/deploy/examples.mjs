@@ -32,6 +32,9 @@
 //    proxy that upstream Envoy lacks);
 //  - the re-entry marker of examples/envoy/envoy.yaml and examples/checkout/envoy.yaml overwrites
 //    an x-idemgate-reentry the app sent (append_action: OVERWRITE_IF_EXISTS_OR_ADD);
+//  - every shipped filter configuration (examples/envoy, examples/checkout and its fleet demo,
+//    examples/jwt, the WasmPlugin, the EnvoyExtensionPolicy) is valid against the JSON Schema
+//    generated from the core, which agrees with the reader on the vectors (./config_schema.mjs);
 //  - every validator and re-entry check must refuse a broken copy (so these checks can fail).
 // Prints `N passed, N failed`.
 //
@@ -64,6 +67,7 @@ import {
   routeTimeoutsWithinTheLease,
 } from "./envoy_checks.mjs";
 import { sameConfigButScope, checkScope, istioPayloadKeys, envoyGatewayPayloadKeys } from "./jwt_scope.mjs";
+import { configSchemaChecks } from "./config_schema.mjs";
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, "../../../..");
@@ -244,6 +248,40 @@ await check("the examples' filter configuration equals examples/envoy/envoy.yaml
   noBypass(defaults, "examples/envoy/envoy.yaml");
   sameConfig(filterConfigs.istio(), defaults, "WasmPlugin.pluginConfig");
   sameConfig(filterConfigs["envoy-gateway"](), defaults, "EnvoyExtensionPolicy config");
+});
+
+// Every shipped filter configuration against the schema generated from the core (and the
+// schema against the vectors' and the core's cases: ./config_schema.mjs).
+function envoyFileConfig(file) {
+  // The demo's envoy.yaml is a template (`${PORT}`, `${FILTER_WASM}`): any value parses.
+  const doc = YAML.parse(readFileSync(join(root, file), "utf8").replace(/\$\{[A-Z_]+\}/g, "0"));
+  for (const listener of doc.static_resources.listeners) {
+    const wasm = (hcmOf(listener)?.http_filters ?? []).find((f) => f.name === "envoy.filters.http.wasm");
+    if (wasm) return JSON.parse(wasm.typed_config.config.configuration.value);
+  }
+  throw new Error(`no wasm filter in ${file}`);
+}
+// The fleet demo adds its remote store to the checkout demo's configuration (STORE_CONFIG).
+function fleetDemoConfig() {
+  const source = readFileSync(join(root, "examples/checkout/demo_fleet.py"), "utf8");
+  const store = /STORE_CONFIG = \(('[^']*')\s*('[^']*')\)/.exec(source);
+  if (!store) throw new Error("examples/checkout/demo_fleet.py: no STORE_CONFIG");
+  const member = (store[1] + store[2]).replaceAll("'", "").replace(/,\s*$/, "");
+  return { ...envoyFileConfig("examples/checkout/envoy.yaml"), ...JSON.parse(`{${member}}`) };
+}
+await configSchemaChecks({
+  root,
+  modules,
+  check,
+  refuses,
+  configs: [
+    ["examples/envoy/envoy.yaml", envoyExampleConfig()],
+    ["examples/checkout/envoy.yaml", envoyFileConfig("examples/checkout/envoy.yaml")],
+    ["examples/checkout/demo_fleet.py (remote store)", fleetDemoConfig()],
+    ["examples/jwt/envoy.yaml", envoyFileConfig("examples/jwt/envoy.yaml")],
+    ["examples/istio WasmPlugin pluginConfig", filterConfigs.istio()],
+    ["examples/envoy-gateway EnvoyExtensionPolicy config", filterConfigs["envoy-gateway"]()],
+  ],
 });
 
 await check("no manifest names upstream.cluster_skipping_routes_and_filters", () => {

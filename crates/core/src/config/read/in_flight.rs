@@ -3,7 +3,7 @@
 
 use super::*;
 
-const IN_FLIGHT_FIELDS: &[&str] = &["wait"];
+pub(super) const IN_FLIGHT_FIELDS: &[&str] = &["wait"];
 
 /// `{"wait": duration}`; `null` (or the section's absence) is "not given".
 pub(super) fn in_flight(path: &str, value: &Value) -> Result<Option<InFlightConfig>, Shape> {

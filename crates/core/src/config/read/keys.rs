@@ -5,11 +5,12 @@ use super::*;
 use crate::config::keys::{KeyFormatConfig, KeyRulesConfig};
 use crate::request::key_format::{KeyMismatch, KeyScope};
 
-const MISMATCHES: Choices<KeyMismatch, 2> = (
+pub(super) const MISMATCHES: Choices<KeyMismatch, 2> = (
     ["refuse", "ignore"],
     [KeyMismatch::Refuse, KeyMismatch::Ignore],
 );
-const SCOPES: Choices<KeyScope, 2> = (["route", "client"], [KeyScope::Route, KeyScope::Client]);
+pub(super) const SCOPES: Choices<KeyScope, 2> =
+    (["route", "client"], [KeyScope::Route, KeyScope::Client]);
 
 /// Reads field `which` (0 `key_format`, 1 `key_mismatch`, 2 `key_scope`, their order in the
 /// sections' field lists) at `path` into `rules`.

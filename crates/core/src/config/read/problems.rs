@@ -7,7 +7,7 @@ use crate::policy::problems::Compat;
 use crate::request::json::Value;
 
 pub(super) const PROBLEMS_FIELDS: &[&str] = &["type_base", "describedby", "compat"];
-const COMPAT: Choices<Compat, 2> = (["none", "stripe"], [Compat::None, Compat::Stripe]);
+pub(super) const COMPAT: Choices<Compat, 2> = (["none", "stripe"], [Compat::None, Compat::Stripe]);
 
 /// The section at `path`; `null` is "not given".
 pub(super) fn read(path: &str, value: &Value) -> Result<Option<ProblemsConfig>, Shape> {

@@ -157,3 +157,74 @@ fn every_field_reads() {
         assert!(shown.contains(part), "{part} missing from {shown}");
     }
 }
+
+/// The configuration's description (`config/describe`, which the reference page and the JSON
+/// Schema are rendered from) names each section's members exactly as the reader does, and each
+/// choice's spellings: neither can gain or lose a field or a value without the other.
+#[test]
+fn the_description_names_what_the_reader_reads() {
+    use crate::config::describe::{section, Type};
+    let sections: [(&str, &[&str]); 16] = [
+        ("", CONFIG_FIELDS),
+        ("routes[]", ROUTE_FIELDS),
+        ("routes[].signature", SIGNATURE_FIELDS),
+        ("routes[].pass_through", PASS_THROUGH_FIELDS),
+        ("routes[].order", ORDER_FIELDS),
+        (
+            "routes[].order.table",
+            crate::order::transition::TABLE_FIELDS,
+        ),
+        ("routes[].order.early", EARLY_FIELDS),
+        ("routes[].in_flight", in_flight::IN_FLIGHT_FIELDS),
+        ("in_flight", in_flight::IN_FLIGHT_FIELDS),
+        ("scope[]", &["header", "verified"]),
+        ("upstream", UPSTREAM_FIELDS),
+        ("fingerprint", FINGERPRINT_FIELDS),
+        ("problems", problems::PROBLEMS_FIELDS),
+        ("shares", SHARES_FIELDS),
+        ("store", STORE_FIELDS),
+        ("token", TOKEN_FIELDS),
+    ];
+    for (path, read) in sections {
+        let described = section(path).unwrap_or_else(|| panic!("`{path}` is not described"));
+        let mut named: Vec<&str> = described.fields.iter().map(|f| f.name).collect();
+        let mut read = read.to_vec();
+        named.sort_unstable();
+        read.sort_unstable();
+        assert_eq!(
+            named, read,
+            "the description of `{path}` and the reader's list differ"
+        );
+    }
+    assert_eq!(
+        sections.len(),
+        crate::config::describe::SECTIONS.len(),
+        "a described section the reader does not read"
+    );
+    let choices: [(&str, &str, &[&str]); 15] = [
+        ("", "store_responses", &STORE_RESPONSES.0),
+        ("", "on_store_full", &FAILURES.0),
+        ("", "on_store_error", &FAILURES.0),
+        ("", "key_mismatch", &keys::MISMATCHES.0),
+        ("", "key_scope", &keys::SCOPES.0),
+        ("routes[]", "key", &KEYS.0),
+        ("routes[]", "token", &TOKENS.0),
+        ("routes[]", "forward", &FORWARDS.0),
+        ("routes[]", "kind", &ROUTE_KINDS.0),
+        ("routes[]", "preset", &PRESETS.0),
+        ("routes[]", "precondition", &PRECONDITIONS.0),
+        ("routes[].signature", "scheme", &SCHEMES.0),
+        ("routes[].order", "unsigned", &UNSIGNED.0),
+        ("fingerprint", "mode", &MODES.0),
+        ("problems", "compat", &problems::COMPAT.0),
+    ];
+    for (path, name, read) in choices {
+        let field = section(path)
+            .and_then(|s| s.fields.iter().find(|f| f.name == name))
+            .unwrap_or_else(|| panic!("`{path}.{name}` is not described"));
+        let Type::Choice(described) = field.ty else {
+            panic!("`{path}.{name}` is not described as a choice");
+        };
+        assert_eq!(described, read, "the choices of `{path}.{name}` differ");
+    }
+}

@@ -26,7 +26,7 @@ pub struct DeclaredTable {
     initial: String,
 }
 
-const FIELDS: &[&str] = &["initial", "states", "terminal", "transitions"];
+pub(crate) const FIELDS: &[&str] = &["initial", "states", "terminal", "transitions"];
 
 impl DeclaredTable {
     /// Parses and validates the JSON text of a table declaration.
