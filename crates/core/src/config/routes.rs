@@ -333,7 +333,7 @@ impl Config {
                 if r.cluster.is_some() {
                     return Err(refuse(
                         at(".cluster"),
-                        &["is no longer read: on re-entry Envoy's route configuration picks the cluster (match this path with an Envoy route instead; README, Deploy)"],
+                        &["is no longer read: on re-entry Envoy's route configuration picks the cluster (match this path with an Envoy route instead; docs/deploy/envoy.md)"],
                     ));
                 }
                 (r.forward, r.upstream_timeout.as_ref())
@@ -343,7 +343,7 @@ impl Config {
         if upstream.is_some_and(|u| u.cluster.is_some()) {
             return Err(refuse(
                 copy("upstream.cluster"),
-                &["is no longer read: set `upstream.reentry` to the cluster of the internal listener that carries your routes and the filters after idemgate (README, Deploy), or, to send claimed requests straight to a cluster and skip them, `upstream.cluster_skipping_routes_and_filters`"],
+                &["is no longer read: set `upstream.reentry` to the cluster of the internal listener that carries your routes and the filters after idemgate (docs/deploy/envoy.md), or, to send claimed requests straight to a cluster and skip them, `upstream.cluster_skipping_routes_and_filters`"],
             ));
         }
         if forward == Some(ForwardConfig::Router) {
@@ -384,7 +384,20 @@ impl Config {
             if forward == Some(ForwardConfig::Detached) {
                 return Err(refuse(
                     at(".forward"),
-                    &["a detached route needs `upstream.reentry`: the cluster of the internal listener that carries the routes (README, Deploy)"],
+                    &["a detached route needs `upstream.reentry`: the cluster of the internal listener that carries the routes (docs/deploy/envoy.md)"],
+                ));
+            }
+            // Nothing is detached, so a timeout bounds nothing: refused rather than left unread,
+            // where a typo in it would wait for the day `upstream.reentry` is set.
+            let unread = match (timeout, upstream_timeout) {
+                (Some(_), _) => Some(at(".upstream_timeout")),
+                (None, Some(_)) => Some(copy("upstream.timeout")),
+                (None, None) => None,
+            };
+            if let Some(field) = unread {
+                return Err(refuse(
+                    field,
+                    &["only applies to detached routes: set `upstream.reentry` (or `upstream.cluster_skipping_routes_and_filters`) first"],
                 ));
             }
             return Ok(Forward::Router);

@@ -19,11 +19,13 @@ impl Config {
         };
         match store.kind.as_deref() {
             None | Some("local") => {
-                if store.cluster.is_some() || store.timeout.is_some() {
-                    return Err(invalid(
-                        "store.cluster",
-                        &["only applies when `kind` is \"remote\""],
-                    ));
+                let remote_only = match (&store.cluster, &store.timeout) {
+                    (Some(_), _) => Some("store.cluster"),
+                    (None, Some(_)) => Some("store.timeout"),
+                    (None, None) => None,
+                };
+                if let Some(field) = remote_only {
+                    return Err(invalid(field, &["only applies when `kind` is \"remote\""]));
                 }
                 if store.record_secret_env.is_some() || store.record_secrets_env.is_some() {
                     return Err(invalid(

@@ -120,3 +120,22 @@ fn inconsistent_routes_are_refused_naming_the_field() {
     let e = compile(r#"{"upstream":{"reentry":"b","max_body":"5GiB"}}"#).unwrap_err();
     assert!(e.contains("`upstream.max_body`"), "{e}");
 }
+
+/// A timeout with nothing detached to bound is refused, whatever its value: a typo in it must not
+/// pass unread until someone adds `upstream.reentry` (a malformed one was accepted then).
+#[test]
+fn a_timeout_without_a_detached_destination_is_refused() {
+    let e = compile(r#"{"routes":[{"prefix":"/","upstream_timeout":"soon"}]}"#).unwrap_err();
+    assert!(e.contains("`routes[0].upstream_timeout`"), "{e}");
+    assert!(e.contains("`upstream.reentry`"), "{e}");
+    let e = compile(r#"{"routes":[{"prefix":"/","upstream_timeout":"1s"}]}"#).unwrap_err();
+    assert!(e.contains("`routes[0].upstream_timeout`"), "{e}");
+    let e = compile(r#"{"upstream":{"timeout":"1s"}}"#).unwrap_err();
+    assert!(e.contains("`upstream.timeout`"), "{e}");
+    // With a destination both are read (and a malformed one refused for its value).
+    let e = compile(
+        r#"{"upstream":{"reentry":"b"},"routes":[{"prefix":"/","upstream_timeout":"soon"}]}"#,
+    )
+    .unwrap_err();
+    assert!(e.contains("`routes[0].upstream_timeout`"), "{e}");
+}

@@ -230,3 +230,21 @@ fn documents_have_the_number_limits_of_bodies() {
     assert!(Value::parse(&long[1..]).is_ok());
     assert!(Value::parse("[1e9999, -1e-9999, 1e400]").is_ok());
 }
+
+/// The remote store's fields on the local store are refused naming the one that is set, so the
+/// log line points at the line to delete.
+#[test]
+fn a_remote_field_on_the_local_store_is_named() {
+    for (field, text) in [
+        ("store.cluster", r#"{"store": {"cluster": "s"}}"#),
+        ("store.timeout", r#"{"store": {"timeout": "250ms"}}"#),
+        (
+            "store.timeout",
+            r#"{"store": {"kind": "local", "timeout": "1s"}}"#,
+        ),
+    ] {
+        let e = compile(text).unwrap_err();
+        assert!(e.contains(&["`", field, "`"].concat()), "{text}: {e}");
+        assert!(e.contains("only applies when `kind` is \"remote\""), "{e}");
+    }
+}

@@ -131,7 +131,7 @@ pub(super) const ROUTE: Section = Section {
             "upstream_timeout",
             Type::Duration,
             r##"`upstream.timeout`"##,
-            r##"timeout of this route's detached exchanges; shorter than `lease`"##,
+            r##"timeout of this route's detached exchanges; shorter than `lease`; refused on a route that is not detached"##,
         ),
         field(
             "cluster",

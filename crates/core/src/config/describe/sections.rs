@@ -258,7 +258,7 @@ pub(super) const UPSTREAM: Section = Section {
             "timeout",
             Type::Duration,
             r##"`"15s"`"##,
-            r##"timeout of a detached exchange; must be shorter than `lease` (refused otherwise, naming the field)"##,
+            r##"timeout of a detached exchange; must be shorter than `lease` (refused otherwise, naming the field); refused without `reentry` or `cluster_skipping_routes_and_filters` (nothing is detached)"##,
         ),
         field(
             "max_body",

@@ -84,6 +84,10 @@ fn documented_defaults_are_the_defaults() {
                 "}}",
             ]
             .concat(),
+            // A timeout bounds only a detached exchange.
+            "upstream" if name == "timeout" => {
+                ["{\"upstream\": {\"reentry\": \"r\"", sep, member, "}}"].concat()
+            }
             "scope[]" => ["{\"scope\": [{\"header\": \"x\"", sep, member, "}]}"].concat(),
             "routes[].signature" | "routes[].order" | "routes[].order.early" => return None,
             top => ["{\"", top, "\": {", member, "}}"].concat(),
