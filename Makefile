@@ -105,7 +105,8 @@ test: setup lint docs test-rust build-core-wasm test-fuzz test-envoy test-client
 # tests first (each check can fail), then every Markdown file git knows, its configuration
 # snippets read by the core's reader (crates/core/examples/check_config.rs) in one process.
 DOCS_CONFIG_CHECKER := $(CARGO) run -q -p idemgate-core --example check_config --
-docs: ## every Markdown link, anchor and configuration snippet (docs/tools/check.py)
+docs: ## every Markdown link, anchor and configuration snippet (docs/tools/check.py); the generated reference is current
+	$(CARGO) test -q -p idemgate-core --lib -- --exact config::describe::tests::the_reference_and_the_schema_are_current
 	$(CARGO) build -q -p idemgate-core --example check_config
 	cd docs/tools && PYTHONDONTWRITEBYTECODE=1 IDEMGATE_CHECK_CONFIG="$(DOCS_CONFIG_CHECKER)" python3 -m unittest -q test_check
 	PYTHONDONTWRITEBYTECODE=1 python3 docs/tools/check.py --config-checker "$(DOCS_CONFIG_CHECKER)"
