@@ -78,7 +78,10 @@ pub use stored::ValueVersion;
 pub use stored::VERSION_LEN;
 pub use wire::End;
 pub use wire::Failure;
+pub use wire::Incoming;
 pub use wire::Request;
 pub use wire::Response;
 pub use wire::WireError;
 pub use wire::CONTENT_TYPE;
+#[cfg(test)]
+pub(crate) use wire::MAX_FINISHES;
