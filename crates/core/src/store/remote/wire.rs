@@ -45,8 +45,7 @@ mod order;
 mod response;
 
 pub use batch::Incoming;
-#[cfg(test)]
-pub(crate) use batch::MAX_FINISHES;
+pub(crate) use batch::{encode_finishes, MAX_FINISHES};
 use bill::{get_bill, get_shard, put_bill, put_shard};
 pub use response::Failure;
 pub use response::Response;

@@ -65,7 +65,7 @@ impl Incoming {
 }
 
 /// The batch of the finishes already encoded in `bodies` (each a [`Request::Finish`]'s bytes).
-fn encode_finishes<'a>(bodies: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
+pub(crate) fn encode_finishes<'a>(bodies: impl ExactSizeIterator<Item = &'a [u8]>) -> Vec<u8> {
     let mut w = Writer::default();
     w.bytes(&REQUEST_MAGIC);
     w.u8(super::WIRE_VERSION);

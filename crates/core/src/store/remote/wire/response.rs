@@ -271,6 +271,22 @@ impl Response {
         }
     }
 
+    /// The answers to a batch of `sent` finishes, each as [`Response::into_finish`] reads a
+    /// single one. Anything but one answer per finish (a failure of the whole request, a
+    /// confused service) is an error for every finish of the batch.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_finishes(
+        self,
+        sent: usize,
+    ) -> Result<Vec<Result<FinishOutcome, ProtocolError>>, ProtocolError> {
+        match self {
+            Response::Finishes(answers) if answers.len() == sent => {
+                Ok(answers.into_iter().map(Response::into_finish).collect())
+            }
+            other => Err(other.unexpected()),
+        }
+    }
+
     pub(crate) fn into_begin(
         self,
     ) -> Result<
