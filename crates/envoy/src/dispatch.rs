@@ -338,7 +338,7 @@ pub extern "C" fn proxy_on_http_call_response(
                 // The answer belongs to the root context: read it before switching contexts.
                 let reply = remote_store::Reply::read(num_headers, body_size);
                 match call {
-                    StoreCall::Finish(finish) => remote_store::finish_answered(finish, &reply),
+                    StoreCall::Finishes(call) => remote_store::batch_answered(call, &reply),
                     StoreCall::OrderSettle(shared) => {
                         crate::sequencer::settle_answered(&shared, &reply)
                     }
