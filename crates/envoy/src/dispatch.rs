@@ -257,7 +257,16 @@ pub extern "C" fn proxy_on_log(context_id: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_done(context_id: u32) -> u32 {
-    stream(context_id, (), |f| f.on_done());
+    with_vm((), |vm| match vm.streams.get_mut(&context_id) {
+        Some(filter) => filter.on_done(),
+        // A root context done (its plugin removed, Envoy draining): its queued finishes go now
+        // instead of going with the VM.
+        None => {
+            if let Some(shared) = vm.roots.get(&context_id).and_then(Root::shared) {
+                remote_store::flush(&shared);
+            }
+        }
+    });
     1
 }
 
