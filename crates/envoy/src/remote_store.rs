@@ -1,9 +1,10 @@
-//! The filter's side of the remote store (`store: {"kind": "remote"}`): every claim,
-//! finish and token use is one `POST /v1/op` to the store service (`idemgate-store`) through the
-//! Envoy cluster the configuration names, by `proxy_http_call` registered in the root context's
-//! [`crate::callout`] table. This module only carries bytes: the request bodies are built by
-//! `idemgate_core::store::remote::client`, and its `*_outcome` functions turn the answer — or its
-//! absence — into the same outcomes the local store gives, or a store error for the failure mode.
+//! The filter's side of the remote store (`store: {"kind": "remote"}`): every claim and token
+//! use, and every batch of finishes, is one `POST /v1/op` to the store service (`idemgate-store`)
+//! through the Envoy cluster the configuration names, by `proxy_http_call` registered in the root
+//! context's [`crate::callout`] table. This module only carries bytes: the request bodies are
+//! built by `idemgate_core::store::remote::client`, and its `*_outcome` functions turn the answer
+//! — or its absence — into the same outcomes the local store gives, or a store error for the
+//! failure mode.
 //!
 //! - A claim (and a token use) pauses the request; the answer resumes it or answers it
 //!   ([`crate::filter`]). If the stream is gone when a claim answers `forward`, the claim is
