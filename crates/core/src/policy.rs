@@ -442,7 +442,8 @@ pub enum StoreKind {
     /// Envoy's shared data: one Envoy process (every worker), forgotten on restart.
     Local,
     /// The remote store service (`idemgate-store`), reached through an Envoy cluster: every Envoy
-    /// sharing it behaves as one. Every claim, finish and token use is one `POST /v1/op`.
+    /// sharing it behaves as one. Every claim and token use is one `POST /v1/op`; a worker's
+    /// finishes go together, one `POST /v1/op` per batch.
     Remote {
         /// The Envoy cluster of the store service.
         cluster: String,

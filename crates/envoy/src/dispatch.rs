@@ -257,7 +257,16 @@ pub extern "C" fn proxy_on_log(context_id: u32) {
 
 #[no_mangle]
 pub extern "C" fn proxy_on_done(context_id: u32) -> u32 {
-    stream(context_id, (), |f| f.on_done());
+    with_vm((), |vm| match vm.streams.get_mut(&context_id) {
+        Some(filter) => filter.on_done(),
+        // A root context done (its plugin removed, Envoy draining): its queued finishes go now
+        // instead of going with the VM.
+        None => {
+            if let Some(shared) = vm.roots.get(&context_id).and_then(Root::shared) {
+                remote_store::flush(&shared);
+            }
+        }
+    });
     1
 }
 
@@ -338,7 +347,7 @@ pub extern "C" fn proxy_on_http_call_response(
                 // The answer belongs to the root context: read it before switching contexts.
                 let reply = remote_store::Reply::read(num_headers, body_size);
                 match call {
-                    StoreCall::Finish(finish) => remote_store::finish_answered(finish, &reply),
+                    StoreCall::Finishes(call) => remote_store::batch_answered(call, &reply),
                     StoreCall::OrderSettle(shared) => {
                         crate::sequencer::settle_answered(&shared, &reply)
                     }

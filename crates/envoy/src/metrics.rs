@@ -200,10 +200,16 @@ pub enum Counter {
     WaitExpired,
     /// Of `Conflict`: no room for another waiter (on the key, or in the VM).
     WaitFull,
+    /// Batches of finishes sent to the store service (one callout each).
+    FinishBatches,
+    /// Finishes sent in them, resends included (`/ finish_batches`: finishes per batch).
+    FinishesBatched,
+    /// A batch refused whole (400: a service that predates batches): its claims stay in flight.
+    FinishBatchRefused,
 }
 
 impl Counter {
-    pub const ALL: [Counter; 54] = [
+    pub const ALL: [Counter; 57] = [
         Counter::Claimed,
         Counter::Replayed,
         Counter::Conflict,
@@ -258,6 +264,9 @@ impl Counter {
         Counter::Waited,
         Counter::WaitExpired,
         Counter::WaitFull,
+        Counter::FinishBatches,
+        Counter::FinishesBatched,
+        Counter::FinishBatchRefused,
     ];
 
     pub fn name(self) -> &'static str {
@@ -316,6 +325,9 @@ impl Counter {
             Counter::Waited => "idemgate.waited",
             Counter::WaitExpired => "idemgate.wait_expired",
             Counter::WaitFull => "idemgate.wait_full",
+            Counter::FinishBatches => "idemgate.store.finish_batches",
+            Counter::FinishesBatched => "idemgate.store.finishes_batched",
+            Counter::FinishBatchRefused => "idemgate.store.finish_batch_refused",
         }
     }
 }
@@ -345,10 +357,14 @@ impl Metrics {
     }
 
     pub fn bump(&self, counter: Counter) {
+        self.add(counter, 1);
+    }
+
+    pub fn add(&self, counter: Counter, n: i64) {
         let index = Counter::ALL.iter().position(|c| *c == counter);
         if let Some(id) = index.and_then(|i| self.ids.get(i).copied().flatten()) {
             // A failed increment only loses a count.
-            let _ = abi::increment_metric(id, 1);
+            let _ = abi::increment_metric(id, n);
         }
     }
 }

@@ -1,19 +1,22 @@
-//! The filter's side of the remote store (`store: {"kind": "remote"}`): every claim,
-//! finish and token use is one `POST /v1/op` to the store service (`idemgate-store`) through the
-//! Envoy cluster the configuration names, by `proxy_http_call` registered in the root context's
-//! [`crate::callout`] table. This module only carries bytes: the request bodies are built by
-//! `idemgate_core::store::remote::client`, and its `*_outcome` functions turn the answer — or its
-//! absence — into the same outcomes the local store gives, or a store error for the failure mode.
+//! The filter's side of the remote store (`store: {"kind": "remote"}`): every claim and token
+//! use, and every batch of finishes, is one `POST /v1/op` to the store service (`idemgate-store`)
+//! through the Envoy cluster the configuration names, by `proxy_http_call` registered in the root
+//! context's [`crate::callout`] table. This module only carries bytes: the request bodies are
+//! built by `idemgate_core::store::remote::client`, and its `*_outcome` functions turn the answer
+//! — or its absence — into the same outcomes the local store gives, or a store error for the
+//! failure mode.
 //!
 //! - A claim (and a token use) pauses the request; the answer resumes it or answers it
 //!   ([`crate::filter`]). If the stream is gone when a claim answers `forward`, the claim is
 //!   released (the upstream never saw the request).
-//! - A finish is sent from [`crate::settle`] without holding the response: the client gets its
-//!   answer at once. Whether a finish that gets no usable answer is sent again is the core's rule
-//!   ([`Finishing`]: up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is
-//!   found by the resend as *not owner*); this module sends, counts and logs. If none lands, the
-//!   claim stays in flight: retries get 409 until the lease ends, then may take it over (the
-//!   README says so).
+//! - A finish is queued from [`crate::settle`] without holding the response: the client gets its
+//!   answer at once. The worker's finishes go together, one callout per batch: when the queue is
+//!   full or its oldest finish has waited the core's delay (the root's tick sends it), all by the
+//!   core's rule ([`idemgate_core::store::remote::FinishQueue`]). Whether a finish that gets no usable answer is sent again is
+//!   the core's rule too, per finish ([`FinishBatch::answered`]: up to
+//!   [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the resend as
+//!   *not owner*); this module sends, counts and logs. If none lands, the claim stays in flight:
+//!   retries get 409 until the lease ends, then may take it over (the README says so).
 
 use crate::abi::{self, BufferType, LogLevel, MapType, Status};
 use crate::host;
@@ -21,7 +24,7 @@ use crate::metrics::Counter;
 use crate::origin::DoubtCause;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::shared::{FinishCall, Pending, Shared, StoreCall};
+use crate::shared::{BatchCall, Pending, Shared, StoreCall};
 use alloc::rc::Rc;
 use core::time::Duration;
 use idemgate_core::client::scope::StorageKey;
@@ -29,9 +32,10 @@ use idemgate_core::decision::ResponseFacts;
 use idemgate_core::policy::StoreKind;
 use idemgate_core::record::OwnerToken;
 use idemgate_core::store::remote::client::{self, CalloutReply};
-use idemgate_core::store::remote::{FinishStep, Finishing};
+use idemgate_core::store::remote::{BatchStep, FinishBatch, FinishStep, Finishing};
 use idemgate_core::store::remote::{Request, CONTENT_TYPE};
 use idemgate_core::store::StoreError;
+use idemgate_core::time::UnixMillis;
 use idemgate_core::{ClaimOutcome, FinishOutcome, ProtocolError};
 
 /// The `:authority` of store requests (the service does not look at it).
@@ -134,9 +138,10 @@ impl Reply {
     }
 }
 
-/// Settles a claim in the remote store: sends the completion or release the core's policy makes of
-/// `facts` (nothing when the outcome is in doubt: the claim stays in flight). Returns what is
-/// being written — the service's answer comes later and is counted then.
+/// Settles a claim in the remote store: queues the completion or release the core's policy
+/// makes of `facts` (nothing when the outcome is in doubt: the claim stays in flight) in this
+/// worker's queue of finishes. Returns what is being written — the service's answer comes later
+/// and is counted then.
 pub fn settle(
     shared: &Rc<Shared>,
     key: StorageKey,
@@ -160,20 +165,81 @@ pub fn settle(
     };
     let finishing = Finishing::new(&request);
     let intended = finishing.intended();
-    send_finish(FinishCall {
-        shared: Rc::clone(shared),
-        key,
-        finishing,
-    });
+    queue(shared, finishing);
     Some(intended)
 }
 
-fn send_finish(finish: FinishCall) {
-    match send(&finish.shared, finish.finishing.body()) {
+/// Queues `finishing`; a full queue is sent at once, else the tick is quickened to send it by
+/// the queue's delay. Without a clock nothing can be timed: the queue goes at once.
+fn queue(shared: &Rc<Shared>, finishing: Finishing) {
+    let now = host::now();
+    let batches = match shared.finishes.try_borrow_mut() {
+        Ok(mut queue) => {
+            let full = queue.push(finishing, now.unwrap_or(UnixMillis(0)));
+            let rest = match now {
+                Some(_) => None,
+                None => queue.flush(),
+            };
+            [full, rest]
+        }
+        Err(_) => {
+            // Never expected (the queue is not held across callbacks).
+            shared.metrics.bump(Counter::StoreError);
+            host::log(
+                LogLevel::Warn,
+                "could not queue a finish: the claim stays in flight until its lease ends",
+            );
+            return;
+        }
+    };
+    for batch in batches.into_iter().flatten() {
+        send_batch(shared, batch);
+    }
+    let waiting = shared.finishes.try_borrow().is_ok_and(|q| !q.is_empty());
+    if waiting && !shared.finish_tick.replace(true) {
+        shared.set_tick();
+    }
+}
+
+/// The root's tick at `now`: the queued finishes go once due, and the tick slows again once none
+/// waits.
+pub fn tick(shared: &Rc<Shared>, now: UnixMillis) {
+    let due = match shared.finishes.try_borrow_mut() {
+        Ok(mut queue) => queue.due(now),
+        Err(_) => None,
+    };
+    if let Some(batch) = due {
+        send_batch(shared, batch);
+    }
+    let idle = shared.finishes.try_borrow().is_ok_and(|q| q.is_empty());
+    if idle && shared.finish_tick.replace(false) {
+        shared.set_tick();
+    }
+}
+
+/// Sends whatever is queued now (the configuration is being replaced).
+pub fn flush(shared: &Rc<Shared>) {
+    let queued = match shared.finishes.try_borrow_mut() {
+        Ok(mut queue) => queue.flush(),
+        Err(_) => None,
+    };
+    if let Some(batch) = queued {
+        send_batch(shared, batch);
+    }
+}
+
+fn send_batch(shared: &Rc<Shared>, batch: FinishBatch) {
+    let finishes = batch.len() as i64;
+    match send(shared, batch.body()) {
         Ok(token) => {
-            let shared = Rc::clone(&finish.shared);
-            if !shared.register(token, Pending::Store(StoreCall::Finish(finish))) {
-                shared.metrics.bump(Counter::StoreError);
+            shared.metrics.bump(Counter::FinishBatches);
+            shared.metrics.add(Counter::FinishesBatched, finishes);
+            let call = BatchCall {
+                shared: Rc::clone(shared),
+                batch,
+            };
+            if !shared.register(token, Pending::Store(StoreCall::Finishes(call))) {
+                shared.metrics.add(Counter::StoreError, finishes);
                 host::log(
                     LogLevel::Warn,
                     "could not register a finish callout: its answer will not be read",
@@ -181,11 +247,11 @@ fn send_finish(finish: FinishCall) {
             }
         }
         Err(status) => {
-            finish.shared.metrics.bump(Counter::StoreError);
+            shared.metrics.add(Counter::StoreError, finishes);
             host::log(
                 LogLevel::Warn,
                 &format!(
-                    "could not send a finish to the store service (status {}): the claim stays in flight until its lease ends",
+                    "could not send {finishes} finish(es) to the store service (status {}): their claims stay in flight until their leases end",
                     status.0
                 ),
             );
@@ -193,34 +259,44 @@ fn send_finish(finish: FinishCall) {
     }
 }
 
-/// A finish answered: the core's [`FinishStep`] counted and logged, and the finish sent again
-/// when it says so.
-pub fn finish_answered(finish: FinishCall, reply: &Reply) {
-    let FinishCall {
-        shared,
-        key,
-        finishing,
-    } = finish;
-    let step = finishing.answered(reply.answer());
-    for event in step.events().iter() {
-        shared.metrics.bump(event.into());
+/// A batch answered: the core's step for each finish counted and logged, the finishes that got
+/// no decision sent again when it says so, and a batch refused whole counted and warned of.
+pub fn batch_answered(call: BatchCall, reply: &Reply) {
+    let BatchCall { shared, batch } = call;
+    let step = batch.answered(reply.answer());
+    match &step {
+        BatchStep::Answered(steps) => {
+            for (key, step) in steps {
+                for event in step.events().iter() {
+                    shared.metrics.bump(event.into());
+                }
+                let note = step.note();
+                if note.is_warning() {
+                    host::log(LogLevel::Warn, &note.to_string());
+                } else {
+                    debug(&shared, key, note);
+                }
+                if shared.waits && !matches!(step, FinishStep::SendAgain { .. }) {
+                    // Settled (or given up on): this Envoy's duplicates ask the store again at
+                    // once; another Envoy's ask on their own time.
+                    crate::waking::announce(key);
+                }
+            }
+        }
+        BatchStep::Refused(keys) => {
+            shared.metrics.bump(Counter::FinishBatchRefused);
+            shared.metrics.add(Counter::StoreError, keys.len() as i64);
+            host::log(
+                LogLevel::Warn,
+                &format!(
+                    "the store service refused a batch of {} finish(es) (400): a service older than batched finishes must be upgraded before the filters; their claims stay in flight until their leases end",
+                    keys.len()
+                ),
+            );
+        }
     }
-    let note = step.note();
-    if note.is_warning() {
-        host::log(LogLevel::Warn, &note.to_string());
-    } else {
-        debug(&shared, &key, note);
-    }
-    if let FinishStep::SendAgain { again, .. } = step {
-        send_finish(FinishCall {
-            shared,
-            key,
-            finishing: again,
-        });
-    } else if shared.waits {
-        // Settled (or given up on): this Envoy's duplicates ask the store again at once; another
-        // Envoy's ask on their own time.
-        crate::waking::announce(&key);
+    if let Some(again) = step.resend() {
+        send_batch(&shared, again);
     }
 }
 

@@ -7,12 +7,10 @@ use crate::host;
 use crate::metrics::Metrics;
 #[allow(unused_imports)]
 use crate::prelude::*;
-use crate::shared::{OwnerTokens, Pending, Shared};
+use crate::shared::{OwnerTokens, Pending, Shared, TICK};
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
-use core::time::Duration;
-use idemgate_core::guard::Waiters;
 use idemgate_core::policy::Policy;
 use idemgate_core::store::layout::{claim_layout, precreate_cells, Sweep};
 use idemgate_core::store::Layout;
@@ -20,7 +18,6 @@ use idemgate_core::time::{Span, UnixMillis};
 
 /// Cells swept per tick per VM (every worker's VM and the main thread's tick).
 const SWEEP_CELLS_PER_TICK: u32 = 32;
-const TICK: Duration = Duration::from_secs(1);
 
 #[derive(Default)]
 pub struct Root {
@@ -36,13 +33,12 @@ pub struct Root {
     swept: Option<UnixMillis>,
 }
 
-/// Quickens the VM's tick to the waiters' ([`Waiters::TICK`]), if it is not already: a parked
+/// Quickens the VM's tick to the waiters' ([`idemgate_core::guard::Waiters::TICK`]), if it is not already: a parked
 /// stream's questions and deadline are paced by it. Called on a stream: Envoy sets the tick of
 /// the stream's root context.
 pub fn quicken_tick(shared: &Shared) {
     if !shared.quick_tick.replace(true) {
-        let quick = Duration::from_millis(Waiters::<u32>::TICK.as_millis());
-        let _ = abi::set_tick_period(quick);
+        shared.set_tick();
         // Completions announce only to queues whose VM has a stream parked ([`crate::waking`]).
         if let Some(id) = shared.queue {
             crate::waking::parked(id, true);
@@ -82,6 +78,10 @@ impl Root {
             self.queue = crate::waking::register();
         }
         let precreated = precreate_cells(&mut SharedStore::new(HostSharedData), &layout, counted);
+        // Finishes queued under the configuration being replaced go now, under it.
+        if let Some(old) = &self.shared {
+            crate::remote_store::flush(old);
+        }
         self.shared = Some(Rc::new(Shared {
             policy: Rc::clone(&policy),
             metrics: Metrics::define(),
@@ -96,6 +96,8 @@ impl Root {
             queue: self.queue,
             waiters: RefCell::default(),
             quick_tick: Cell::new(false),
+            finishes: RefCell::default(),
+            finish_tick: Cell::new(false),
         }));
         // Start the sweep at a different cell in every VM, so VMs do not sweep in lockstep.
         let seed = crate::entropy::random16();
@@ -123,7 +125,9 @@ impl Root {
         let Some(shared) = &self.shared else { return };
         // No clock, no sweep: what is expired cannot be told; the next tick tries again.
         let Some(now) = host::now() else { return };
-        // A tick quickened for waiters still sweeps (and reads the log level) once a second.
+        // Finishes queued long enough go to the store service.
+        crate::remote_store::tick(shared, now);
+        // A tick quickened for waiters (or queued finishes) still sweeps (and reads the log level) once a second.
         if self
             .swept
             .is_some_and(|at| now < at.after(Span::from_secs(1)))
@@ -144,7 +148,7 @@ impl Root {
         let Some(shared) = &self.shared else { return };
         let idle = shared.waiters.try_borrow().is_ok_and(|w| w.is_empty());
         if idle && shared.quick_tick.replace(false) {
-            let _ = abi::set_tick_period(TICK);
+            shared.set_tick();
             if let Some(id) = shared.queue {
                 crate::waking::parked(id, false);
             }

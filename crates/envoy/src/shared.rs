@@ -13,13 +13,17 @@ use crate::prelude::*;
 use crate::shared_store::{HostSharedData, SharedStore};
 use alloc::rc::Rc;
 use core::cell::{Cell, RefCell};
+use core::time::Duration;
 use idemgate_core::client::scope::StorageKey;
 use idemgate_core::guard::sequencer::{AskedBegin, Claimed};
 use idemgate_core::policy::{Policy, RouteKind, Via};
 use idemgate_core::record::OwnerToken;
 use idemgate_core::request::budget::Reservation;
-use idemgate_core::store::remote::Finishing;
+use idemgate_core::store::remote::{FinishBatch, FinishQueue, BATCH_DELAY};
 use idemgate_core::time::UnixMillis;
+
+/// The root's tick when nothing asks for a quicker one: the sweep's pace.
+pub const TICK: Duration = Duration::from_secs(1);
 
 /// What every request context of a VM shares, by reference.
 pub struct Shared {
@@ -50,9 +54,27 @@ pub struct Shared {
     pub waiters: RefCell<idemgate_core::guard::Waiters<u32>>,
     /// Whether the root's tick is quickened for them ([`crate::root::quicken_tick`]).
     pub quick_tick: Cell<bool>,
+    /// This worker's finishes waiting to be sent together to the remote store
+    /// ([`crate::remote_store`]).
+    pub finishes: RefCell<FinishQueue>,
+    /// Whether the root's tick runs at the queue's delay, for finishes waiting.
+    pub finish_tick: Cell<bool>,
 }
 
 impl Shared {
+    /// Sets the root's tick to the quickest anything waiting needs: queued finishes their delay,
+    /// parked streams the waiters' pace, else once a second.
+    pub fn set_tick(&self) {
+        let period = if self.finish_tick.get() {
+            Duration::from_millis(BATCH_DELAY.as_millis())
+        } else if self.quick_tick.get() {
+            Duration::from_millis(idemgate_core::guard::Waiters::<u32>::TICK.as_millis())
+        } else {
+            TICK
+        };
+        let _ = crate::abi::set_tick_period(period);
+    }
+
     /// The store requests use.
     pub fn store(&self) -> SharedStore<HostSharedData> {
         SharedStore {
@@ -150,20 +172,19 @@ pub enum StoreCall {
     Claim { stream: u32 },
     /// A token's use; the stream (or its machine) waits, paused.
     Consume { stream: u32 },
-    /// A completion or release; nobody waits.
-    Finish(FinishCall),
+    /// Completions and releases sent together; nobody waits.
+    Finishes(BatchCall),
     /// The sequencer's begin; the stream waits, paused ([`crate::sequencer`]).
     OrderBegin(Box<BeginCall>),
     /// The sequencer's settle; nobody waits.
     OrderSettle(Rc<Shared>),
 }
 
-/// A finish in flight: the core's [`Finishing`] (its bytes, resent as is if no answer comes),
-/// and the key it finishes, for the debug log.
-pub struct FinishCall {
+/// A batch of finishes in flight: the core's [`FinishBatch`] (its bytes, and each finish's
+/// resend rule), and the configuration it was sent under.
+pub struct BatchCall {
     pub shared: Rc<Shared>,
-    pub key: StorageKey,
-    pub finishing: Finishing,
+    pub batch: FinishBatch,
 }
 
 /// A begin sent to the remote store: what its answer is decided with, whether or not the stream

@@ -19,6 +19,8 @@ pub struct Metrics {
     cas_conflicts: AtomicU64,
     tls_refused: AtomicU64,
     engine_calls: AtomicU64,
+    /// Batches of finishes received (each finish in one is also an operation).
+    finish_batches: AtomicU64,
     in_flight: AtomicI64,
     latency_buckets: [AtomicU64; BUCKETS.len()],
     latency_count: AtomicU64,
@@ -69,6 +71,11 @@ impl Metrics {
             .fetch_add(u64::from(conflicts), Ordering::Relaxed);
     }
 
+    /// A batch of finishes received (its finishes are counted as operations each).
+    pub fn finish_batch(&self) {
+        self.finish_batches.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Counts an operation in flight until the guard drops.
     pub fn enter(&self) -> InFlight<'_> {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -87,7 +94,7 @@ impl Metrics {
                 );
             }
         }
-        let single: [(&str, &str, &str, String); 4] = [
+        let single: [(&str, &str, &str, String); 5] = [
             (
                 "idemgate_store_cas_conflicts_total",
                 "counter",
@@ -105,6 +112,12 @@ impl Metrics {
                 "counter",
                 "Engine calls made (reads and compare-and-sets), one round trip each.",
                 self.engine_calls.load(Ordering::Relaxed).to_string(),
+            ),
+            (
+                "idemgate_store_finish_batches_total",
+                "counter",
+                "Requests carrying a batch of finishes (each finish is counted in operations).",
+                self.finish_batches.load(Ordering::Relaxed).to_string(),
             ),
             (
                 "idemgate_store_in_flight",

@@ -1,6 +1,7 @@
 //! HTTP: HTTP/2 and HTTP/1.1 on one port — inside mutual TLS (see [`crate::tls`]), or as
 //! plaintext HTTP/1.1 and h2c behind `--plaintext-unauthenticated`. `POST /v1/op` carries one
-//! operation per round trip; `/healthz`, `/readyz` and `/metrics` serve orchestration and
+//! operation per round trip, or a batch of finishes (each carried as if sent alone, at once, and
+//! answered one by one); `/healthz`, `/readyz` and `/metrics` serve orchestration and
 //! monitoring (over the same listener: a probe needs a client certificate too).
 //!
 //! Shutdown (SIGTERM, SIGINT): stop accepting, tell every connection to finish (HTTP/2 GOAWAY,
@@ -128,7 +129,7 @@ async fn serve_connection<S>(
     let _ = watcher.watch(conn).await;
 }
 
-async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn handle(state: &Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     match (req.method(), req.uri().path()) {
         (&Method::POST, path) if path == remote::client::PATH => operation(state, req).await,
         (&Method::GET, "/healthz") => text(StatusCode::OK, "ok\n"),
@@ -160,7 +161,7 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> 
     }
 }
 
-async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn operation(state: &Arc<State>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let body = match Limited::new(req.into_body(), state.config.max_body)
         .collect()
         .await
@@ -168,8 +169,13 @@ async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes
         Ok(collected) => collected.to_bytes(),
         Err(_) => return answer(remote::Response::Failed(Failure::BadRequest)),
     };
-    let request = match remote::Request::decode(&body) {
-        Ok(request) => request,
+    let request = match remote::Incoming::decode(&body) {
+        Ok(remote::Incoming::One(request)) => *request,
+        Ok(remote::Incoming::Finishes(finishes)) => {
+            state.metrics.finish_batch();
+            return answer(remote::Response::Finishes(carry_all(state, finishes).await));
+        }
+        Ok(_) => return answer(remote::Response::Failed(Failure::BadRequest)),
         Err(e) => {
             tracing::warn!(error = %e, "bad request");
             state
@@ -186,6 +192,36 @@ async fn operation(state: &State, req: Request<Incoming>) -> Response<Full<Bytes
     )
     .await;
     answer(response)
+}
+
+/// Carries each finish of a batch as if it came alone, all at once (on Redis, the engine
+/// connection pipelines their calls), and answers in the batch's order. A finish whose task
+/// ends without an answer (never expected) answers unavailable: its filter sends it again.
+async fn carry_all(state: &Arc<State>, finishes: Vec<remote::Request>) -> Vec<remote::Response> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let count = finishes.len();
+    for (index, finish) in finishes.into_iter().enumerate() {
+        let state = Arc::clone(state);
+        tasks.spawn(async move {
+            let response = carry(
+                &state.engine,
+                &state.metrics,
+                finish,
+                state.config.op_timeout,
+            )
+            .await;
+            (index, response)
+        });
+    }
+    let mut answers = vec![remote::Response::Failed(Failure::Unavailable); count];
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((index, response)) = joined {
+            if let Some(slot) = answers.get_mut(index) {
+                *slot = response;
+            }
+        }
+    }
+    answers
 }
 
 /// Every answer to `/v1/op` has the binary body, with the status the core gives it

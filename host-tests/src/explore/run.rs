@@ -154,7 +154,16 @@ fn drive(
             crate::scenario::upstream::deliver(&mut worker, context, upstream)?;
         }
     }
-    // The remote store: the finish (and its resends) after the response.
+    // The remote store: the finish waits in the worker's queue until its tick sends it (with any
+    // other queued), then its resends.
+    if plan.store.is_some() {
+        if timed || plan.client_may_leave {
+            turnstile.park(actor, "its worker's tick sends the queued finishes");
+        }
+        let delay = idemgate_core::store::remote::BATCH_DELAY.as_millis();
+        worker.world().clock().advance(Duration::from_millis(delay));
+        worker.tick_if_due()?;
+    }
     while let Some(token) = worker.pending_callouts().first().map(|c| c.token) {
         if timed || plan.client_may_leave {
             turnstile.park(actor, "gets its store callout's answer");
@@ -191,6 +200,11 @@ fn followup(plan: &Plan, module: &FilterModule, world: &World) -> Result<Option<
         if let Some(Upstream::Respond(response)) = plan.upstream.first() {
             crate::scenario::upstream::respond(&mut worker, context, response)?;
         }
+    }
+    if plan.store.is_some() {
+        let delay = idemgate_core::store::remote::BATCH_DELAY.as_millis();
+        world.clock().advance(Duration::from_millis(delay));
+        worker.tick_if_due()?;
     }
     worker.deliver_all_callouts()?;
     Ok(worker.stream(context).and_then(|s| s.answer.clone()))

@@ -4,7 +4,8 @@
 //! one value per key, the value's expiry as the engine's TTL, decisions on the model's clock (the engine's: one clock for every Envoy that
 //! shares the model, as Redis `TIME` is for the real service). Register the same `Arc` as a
 //! cluster of two simulated Envoys to make them a fleet. Its answers are the real service's: 200
-//! with an outcome, 400 with `remote_bad_request` for a body it cannot read, 404 elsewhere.
+//! with an outcome (a batch of finishes: one per finish, each carried and logged as if alone),
+//! 400 with `remote_bad_request` for a body it cannot read, 404 elsewhere.
 
 use crate::envoy::world::lock;
 use crate::envoy::{Answer, CalloutRequest, Clock, Outcome, Service};
@@ -151,6 +152,13 @@ impl StoreService {
         lock(&self.log).clone()
     }
 
+    /// One operation decided and logged.
+    fn decide(&self, request: remote::Request, now: UnixMillis) -> remote::Response {
+        let response = self.carry(request.clone(), now);
+        lock(&self.log).push((request, response.clone()));
+        response
+    }
+
     fn answer(status: u16, body: Vec<u8>, content_type: &str) -> Outcome {
         let mut answer = Answer::new(status);
         answer
@@ -166,7 +174,7 @@ impl Service for StoreService {
         if request.method() != "POST" || request.path() != PATH {
             return Self::answer(404, b"not found\n".to_vec(), "text/plain");
         }
-        let decoded = match remote::Request::decode(&request.body) {
+        let decoded = match remote::Incoming::decode(&request.body) {
             Ok(decoded) => decoded,
             Err(_) => {
                 let failed = remote::Response::Failed(Failure::BadRequest).encode();
@@ -174,11 +182,22 @@ impl Service for StoreService {
             }
         };
         let now = UnixMillis(self.clock.now_ms());
-        let response = self.carry(decoded.clone(), now);
-        let status = response.http_status();
-        let body = response.encode();
-        lock(&self.log).push((decoded, response));
-        Self::answer(status, body, remote::CONTENT_TYPE)
+        // A batch of finishes: each carried as if it came alone, and logged so.
+        let response = match decoded {
+            remote::Incoming::One(one) => self.decide(*one, now),
+            remote::Incoming::Finishes(finishes) => remote::Response::Finishes(
+                finishes
+                    .into_iter()
+                    .map(|finish| self.decide(finish, now))
+                    .collect(),
+            ),
+            _ => remote::Response::Failed(Failure::BadRequest),
+        };
+        Self::answer(
+            response.http_status(),
+            response.encode(),
+            remote::CONTENT_TYPE,
+        )
     }
 
     fn shared_state(&self) -> bool {

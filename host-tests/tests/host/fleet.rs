@@ -56,7 +56,7 @@ impl Fleet {
     }
 
     /// The store operations decided so far, by kind: (claims, finishes).
-    fn ops(&self) -> (Vec<ClaimOutcome>, Vec<FinishOutcome>) {
+    pub fn ops(&self) -> (Vec<ClaimOutcome>, Vec<FinishOutcome>) {
         let mut claims = Vec::new();
         let mut finishes = Vec::new();
         for (_, response) in self.store.log() {
@@ -70,28 +70,34 @@ impl Fleet {
     }
 }
 
-/// Answers `envoy`'s store callouts until none is pending (a resent finish is a new one).
-fn settle(envoy: &Envoy) {
+/// Answers `envoy`'s store callouts until none is pending (a resent finish is a new one); with
+/// none pending, the queue's delay passes once, so finishes queued by then are sent.
+pub fn settle(envoy: &Envoy) {
     for _ in 0..8 {
         if envoy.worker(0).pending_callouts().is_empty() {
-            return;
+            envoy.advance(BATCH_DELAY).unwrap();
+            if envoy.worker(0).pending_callouts().is_empty() {
+                return;
+            }
         }
         envoy.worker(0).answer_callouts().unwrap();
     }
     panic!("store callouts keep coming");
 }
 
-fn is_created(exchange: &Roundtrip) -> bool {
+pub const BATCH_DELAY: Duration = Duration::from_millis(remote::BATCH_DELAY.as_millis());
+
+pub fn is_created(exchange: &Roundtrip) -> bool {
     exchange
         .answer()
         .is_some_and(|a| a.status == 201 && a.body == br#"{"id":7}"#)
 }
 
-fn is_replay(exchange: &Roundtrip) -> bool {
+pub fn is_replay(exchange: &Roundtrip) -> bool {
     is_created(exchange) && exchange.answer().unwrap().header("idempotent-replayed") == Some("true")
 }
 
-fn status(exchange: &Roundtrip) -> Option<u16> {
+pub fn status(exchange: &Roundtrip) -> Option<u16> {
     exchange.answer().map(|a| a.status)
 }
 

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod abi;
+mod batching;
 mod builds;
 mod callouts;
 mod detached;

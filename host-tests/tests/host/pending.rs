@@ -161,8 +161,12 @@ fn a_reply_envoy_makes_while_a_claim_is_asked_leaves_no_claim_behind() {
         .unwrap();
     assert!(timed_out.is_done());
     assert_eq!(timed_out.expect_answer().unwrap().status, 408);
+    // The claim's answer comes; the release it leads to waits in the worker's queue of finishes
+    // for the queue's delay.
+    let delay = std::time::Duration::from_millis(remote::BATCH_DELAY.as_millis());
     for _ in 0..4 {
         envoy.worker(0).answer_callouts().unwrap();
+        envoy.advance(delay).unwrap();
     }
     assert!(!timed_out.reached_upstream());
     let log = store.log();

@@ -1,12 +1,15 @@
-//! The remote store's decoders on arbitrary bytes: a request as the store service receives it, a
-//! response as the filter receives it, and a value as the service reads it from Redis.
+//! The remote store's decoders on arbitrary bytes: a request as the store service receives it (one
+//! operation or a batch of finishes), a response as the filter receives it, and a value as the
+//! service reads it from Redis.
 //!
 //! Checks: never panics; whatever decodes re-encodes to exactly the input (one spelling per
 //! message); deciding a decoded request on a decoded value never panics, and a record it writes
 //! decodes again under the same key.
 #![no_main]
 
-use idemgate_core::store::remote::{apply, Change, Request, Response, StoredValue, ValueVersion};
+use idemgate_core::store::remote::{
+    apply, Change, Incoming, Request, Response, StoredValue, ValueVersion,
+};
 use idemgate_core::time::UnixMillis;
 use libfuzzer_sys::fuzz_target;
 
@@ -16,6 +19,13 @@ fuzz_target!(|data: &[u8]| {
             request.encode(),
             data,
             "a request re-encodes to other bytes"
+        );
+    }
+    if let Ok(incoming) = Incoming::decode(data) {
+        assert_eq!(
+            incoming.encode(),
+            data,
+            "a batch of finishes re-encodes to other bytes"
         );
     }
     if let Ok(response) = Response::decode(data) {

@@ -45,6 +45,7 @@
 //! or an expiry of a record it did not see (it assumes the key absent, or holding the claim the
 //! service itself just wrote), so the tolerance moves only the times of the record it writes.
 
+mod batching;
 pub mod client;
 mod finishing;
 pub(crate) mod ledger;
@@ -54,6 +55,10 @@ mod stored;
 mod wire;
 
 // The service's loops and the wire between filter and service, at one path each.
+pub use batching::BatchStep;
+pub use batching::FinishBatch;
+pub use batching::FinishQueue;
+pub use batching::BATCH_DELAY;
 pub use finishing::FinishNote;
 pub use finishing::FinishStep;
 pub use finishing::Finishing;
@@ -78,7 +83,10 @@ pub use stored::ValueVersion;
 pub use stored::VERSION_LEN;
 pub use wire::End;
 pub use wire::Failure;
+pub use wire::Incoming;
 pub use wire::Request;
 pub use wire::Response;
 pub use wire::WireError;
 pub use wire::CONTENT_TYPE;
+#[cfg(test)]
+pub(crate) use wire::MAX_FINISHES;

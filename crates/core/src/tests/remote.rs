@@ -8,6 +8,7 @@ mod engine;
 mod support;
 
 mod agreement;
+mod batch;
 mod claims;
 mod seal;
 mod shares;

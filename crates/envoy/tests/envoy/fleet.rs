@@ -58,6 +58,7 @@ mod backend;
 mod envoys;
 mod redis;
 
+mod batching;
 mod failures;
 mod once;
 mod operator;

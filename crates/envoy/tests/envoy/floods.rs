@@ -21,5 +21,5 @@ mod served;
 pub(crate) use example::{
     app, example_filter, keyed, ttl_seconds, MALLORY, MALLORY_TOO, THREADS, UNKNOWN,
 };
-pub(crate) use memory::{outside_the_byte_share, LARGE};
+pub(crate) use memory::{outside_the_byte_share_with, LARGE};
 pub(crate) use traffic::{flood, flooder_failures, label, others_are_served, Tally, OTHERS};

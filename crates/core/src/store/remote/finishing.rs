@@ -7,6 +7,7 @@
 
 use super::client::{finish_outcome, CalloutReply, FINISH_ATTEMPTS};
 use super::wire::{End, Request};
+use crate::client::scope::StorageKey;
 use crate::events::{Event, Events};
 use crate::store::protocol::{FinishOutcome, ProtocolError};
 use alloc::vec::Vec;
@@ -15,6 +16,7 @@ use core::fmt;
 /// A finish in flight: its encoded request, resent as is if no answer comes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finishing {
+    key: StorageKey,
     body: Vec<u8>,
     /// This send's number, from 1.
     attempt: u32,
@@ -47,10 +49,16 @@ impl Finishing {
             _ => FinishOutcome::Stored,
         };
         Finishing {
+            key: *request.key(),
             body: request.encode(),
             attempt: 1,
             intended,
         }
+    }
+
+    /// The key the finish ends the claim of.
+    pub(crate) fn key(&self) -> StorageKey {
+        self.key
     }
 
     /// The bytes to send (the same on every attempt).
@@ -65,7 +73,13 @@ impl Finishing {
 
     /// What came back for this attempt.
     pub fn answered(self, reply: CalloutReply<'_>) -> FinishStep {
-        match finish_outcome(reply) {
+        self.decided(finish_outcome(reply))
+    }
+
+    /// What this attempt's decision — or why there is none — leads to: the rule for a finish
+    /// sent alone and for each finish of a batch alike.
+    pub(crate) fn decided(self, outcome: Result<FinishOutcome, ProtocolError>) -> FinishStep {
+        match outcome {
             Ok(outcome) => FinishStep::Done(outcome),
             Err(error) if self.attempt < FINISH_ATTEMPTS => FinishStep::SendAgain {
                 again: Finishing {

@@ -10,6 +10,7 @@
 //!   op 3 consume : key(32) token_expires_at_ms(8) [bill]
 //!   op 6 replay  : key(32) fingerprint(32)     a late delivery's look-up: never a write
 //!   (op 4 order begin: `order` module, ending with a [bill] like a claim's)
+//!   (op 7 finishes: several op 2 requests in one, answered one by one: `batch` module)
 //! bill     = count(1, 0 to 2) { tag(8) share_records(8) share_bytes(8) }* [ shard pressure(1) ]
 //!            (absent: nobody is charged, nothing counted; a count of 0 only before a shard)
 //! shard    = tag(8) records(8)   the fill shard the record is counted in (`bill` module)
@@ -38,10 +39,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
+mod batch;
 mod bill;
 mod order;
 mod response;
 
+pub use batch::Incoming;
+pub(crate) use batch::{encode_finishes, MAX_FINISHES};
 use bill::{get_bill, get_shard, put_bill, put_shard};
 pub use response::Failure;
 pub use response::Response;
@@ -419,6 +423,9 @@ pub enum WireError {
     Record(DecodeError),
     /// An ordering request's state table is not a valid table.
     Table(crate::order::transition::TableError),
+    /// A batch of finishes that is empty, longer than `MAX_FINISHES` (64), or holds another
+    /// operation (or its answer another answer than a finish's or a failure).
+    Batch,
 }
 
 impl From<DecodeError> for WireError {
@@ -446,6 +453,7 @@ impl WireError {
             WireError::KeyMismatch => "wire_key_mismatch",
             WireError::Record(e) => e.code(),
             WireError::Table(e) => e.code(),
+            WireError::Batch => "wire_bad_batch",
         }
     }
 }
@@ -466,6 +474,7 @@ impl fmt::Display for WireError {
             WireError::KeyMismatch => f.write_str("stored value belongs to another key"),
             WireError::Record(e) => write!(f, "{e}"),
             WireError::Table(e) => write!(f, "{e}"),
+            WireError::Batch => f.write_str("a batch of finishes that is empty, too long or mixed"),
         }
     }
 }

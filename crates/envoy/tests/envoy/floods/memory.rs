@@ -53,15 +53,24 @@ fn a_flood_of_large_answers_holds_only_its_share_of_memory() {
 /// their answers are known, so each of a flood's connections may have one more in flight when the
 /// share is reached.
 pub(crate) fn outside_the_byte_share(who: &str, stored: usize) -> Option<String> {
+    outside_the_byte_share_with(who, stored, 0)
+}
+
+/// [`outside_the_byte_share`] with `queued` more claims in flight: on the remote store a claim is
+/// in flight until its finish lands, and a worker's finishes wait up to the queue's delay to go
+/// together, so a flood's connections may have had that many more claimed before their answers'
+/// bytes were charged.
+pub(crate) fn outside_the_byte_share_with(who: &str, stored: usize, queued: u64) -> Option<String> {
     let share = 32u64 << 20;
     let (fewest, most) = (
         share / (LARGE as u64 + 260),
         share / (LARGE as u64 + 160) + 1,
     );
     let stored = stored as u64;
-    (!(fewest..=most + THREADS as u64).contains(&stored)).then(|| {
+    let in_flight = THREADS as u64 + queued;
+    (!(fewest..=most + in_flight).contains(&stored)).then(|| {
         format!(
-            "{who} stored {stored} answers of {LARGE} B: its byte share (32 MiB) allows {fewest}..={most} (+{THREADS} in flight)"
+            "{who} stored {stored} answers of {LARGE} B: its byte share (32 MiB) allows {fewest}..={most} (+{in_flight} in flight)"
         )
     })
 }

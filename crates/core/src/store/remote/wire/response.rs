@@ -98,9 +98,13 @@ pub enum Response {
     /// The sequencer's settle ([`crate::order::SettleOutcome`]).
     Settle(crate::order::SettleOutcome),
     Failed(Failure),
+    /// The answers to a batch of finishes ([`super::Incoming::Finishes`]), one per finish in
+    /// its order: each a [`Response::Finish`] or a [`Response::Failed`] of that finish alone.
+    Finishes(Vec<Response>),
 }
 
-/// Response tags: claim outcomes 1–7, finish outcomes 16–19, consume outcomes 32–35, failure 48.
+/// Response tags: claim outcomes 1–7, finish outcomes 16–19, consume outcomes 32–35, failure 48
+/// (the sequencer's 64–82: `order`; a batch's answers 96: `batch`).
 struct Tag;
 impl Tag {
     const FORWARD: u8 = 1;
@@ -123,8 +127,8 @@ impl Tag {
 
 impl Response {
     /// The HTTP status the service sends this response with, its body always the encoding: 200
-    /// for an outcome, 400 for a request the service could not read, 503 when no decision was
-    /// reached. Decided here so the service and every model of it answer alike.
+    /// for an outcome (and for a batch's answers, whatever each is), 400 for a request the
+    /// service could not read, 503 when no decision was reached. Decided here so the service and every model of it answer alike.
     pub const fn http_status(&self) -> u16 {
         match self {
             Response::Failed(Failure::BadRequest) => 400,
@@ -184,11 +188,21 @@ impl Response {
                 w.u8(failure.byte());
             }
             Response::Begin(..) | Response::Settle(_) => order::put_response(&mut w, self),
+            Response::Finishes(answers) => {
+                w.u8(batch::TAG_FINISHES);
+                batch::put_answers(&mut w, answers);
+            }
         }
         w.finish()
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Response, WireError> {
+        Response::decode_within(bytes, true)
+    }
+
+    /// [`Response::decode`], refusing a batch's answers unless `batch`: an answer inside a batch
+    /// is never itself a batch, so hostile nesting cannot recurse.
+    pub(super) fn decode_within(bytes: &[u8], batch: bool) -> Result<Response, WireError> {
         let mut r = Reader::new(bytes);
         header(&mut r, RESPONSE_MAGIC)?;
         let response = match r.u8()? {
@@ -230,6 +244,8 @@ impl Response {
                 let byte = r.u8()?;
                 Response::Failed(Failure::from_byte(byte).ok_or(WireError::UnknownTag(byte))?)
             }
+            batch::TAG_FINISHES if batch => batch::get_answers(&mut r)?,
+            batch::TAG_FINISHES => return Err(WireError::Batch),
             tag => match order::get_response(tag, &mut r)? {
                 Some(response) => response,
                 None => return Err(WireError::UnknownTag(tag)),
@@ -251,6 +267,22 @@ impl Response {
     pub fn into_finish(self) -> Result<FinishOutcome, ProtocolError> {
         match self {
             Response::Finish(outcome) => Ok(outcome),
+            other => Err(other.unexpected()),
+        }
+    }
+
+    /// The answers to a batch of `sent` finishes, each as [`Response::into_finish`] reads a
+    /// single one. Anything but one answer per finish (a failure of the whole request, a
+    /// confused service) is an error for every finish of the batch.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn into_finishes(
+        self,
+        sent: usize,
+    ) -> Result<Vec<Result<FinishOutcome, ProtocolError>>, ProtocolError> {
+        match self {
+            Response::Finishes(answers) if answers.len() == sent => {
+                Ok(answers.into_iter().map(Response::into_finish).collect())
+            }
             other => Err(other.unexpected()),
         }
     }
