@@ -112,7 +112,7 @@ STORE_HTTP = {2: ({"http2_protocol_options": {"max_concurrent_streams": 100}}, (
 
 def fleet_config(up, hold, store_port, tls, http=2):
     """bench.py's idemgate configuration (router path) with `store: remote` and the service's
-    cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as the README says; or,
+    cluster (HTTP/2 inside mutual TLS, at most 100 streams per connection, as docs/deploy/fleet-store.md says; or,
     with `http=1`, HTTP/1.1 inside the same mutual TLS, ALPN `http/1.1`)."""
     config = idemgate_config(up, hold)
     wasm = wasm_config(config)
@@ -271,7 +271,7 @@ def main():
     ap.add_argument("--store-workers", type=int, default=1,
                     help="each service's --workers (0: its default, one per core)")
     ap.add_argument("--store-http", type=int, choices=sorted(STORE_HTTP), default=2,
-                    help="the HTTP version of Envoy's cluster to the service (2, as the README says)")
+                    help="the HTTP version of Envoy's cluster to the service (2, as docs/deploy/fleet-store.md says)")
     args = ap.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = set(args.engines) - set(ENGINES)

@@ -210,7 +210,7 @@ impl Postgres {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// A file of SQL, in one transaction (`--single-transaction`, as the README says to).
+    /// A file of SQL, in one transaction (`--single-transaction`, as crates/store/README.md says to).
     pub fn psql_file(&self, database: &str, file: &Path) -> std::process::Output {
         Command::new("psql")
             .args(self.psql_args(database))

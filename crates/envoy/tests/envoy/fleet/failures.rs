@@ -24,7 +24,7 @@ fn an_envoy_restarted_between_a_request_and_its_retry_replays(engine: Engine) {
         first.text()
     );
     // The finish is sent once the client has its answer: let it land before the kill (a finish
-    // lost with its Envoy leaves the key in flight until the lease ends; the README says so).
+    // lost with its Envoy leaves the key in flight until the lease ends; docs/deploy/fleet-store.md says so).
     let deadline = Instant::now() + Duration::from_secs(5);
     while first_envoy.counter("stored") < 1 {
         assert!(Instant::now() < deadline, "the finish never landed");
@@ -160,7 +160,7 @@ fn pass_through_forwards_unprotected_while_the_store_is_down(engine: Engine) {
     let filter = config(r#", "on_store_error": "pass_through""#);
     let (a, _) = envoy(&filter, &upstream, &store);
     store.kill();
-    // Unsafe by design (the README says so): every attempt runs, none is recorded.
+    // Unsafe by design (docs/deploy/fleet-store.md says so): every attempt runs, none is recorded.
     for _ in 0..2 {
         let answer = Request::post("/pay", "unprotected").send(a.port);
         assert_eq!(
