@@ -55,6 +55,10 @@ impl<'a> Reader<'a> {
     pub(crate) fn is_empty(&self) -> bool {
         self.rest.is_empty()
     }
+    /// Bytes not read yet: what bounds the room a decoder reserves for an untrusted count.
+    pub(crate) fn remaining(&self) -> usize {
+        self.rest.len()
+    }
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {
             return Err(DecodeError::Truncated);
