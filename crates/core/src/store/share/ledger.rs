@@ -210,6 +210,11 @@ impl Ledger {
     /// length: a cell is rewritten several times per request, and growing the buffer by doubling
     /// cost more than the encoding itself (`make bench-work`'s profile).
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_into(Vec::new())
+    }
+
+    /// [`Ledger::encode`] into `buffer`, whatever it held: a change rewrites the bytes it read.
+    pub(crate) fn encode_into(&self, buffer: Vec<u8>) -> Vec<u8> {
         let held = || {
             self.entries
                 .iter()
@@ -218,10 +223,10 @@ impl Ledger {
         let (count, len) = held().fold((0usize, HEAD_LEN), |(count, len), (_, usage)| {
             (count + 1, len + ENTRY_LEN + usage.holds.len() * HOLD_LEN)
         });
+        let mut w = Writer::reusing(buffer, len);
         if count == 0 {
-            return Vec::new();
+            return w.finish();
         }
-        let mut w = Writer::with_capacity(len);
         w.bytes(MAGIC);
         w.u8(VERSION);
         w.u32(count as u32);
