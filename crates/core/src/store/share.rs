@@ -161,8 +161,7 @@ fn charge_each<S: Store + ?Sized>(
     now: UnixMillis,
 ) -> Result<Result<(), OverShare>, ProtocolError> {
     // The payers charged so far are the first `charged` of `tags`: no list of them is kept.
-    let mut charged = 0;
-    for tag in tags.clone() {
+    for (charged, tag) in tags.clone().enumerate() {
         let limit = limit(tag);
         let result = change(store, layout, tag, now, |usage| {
             let refusal = limit.map(|limit| ShareRefusal::of(tag, usage.records(), limit));
@@ -183,7 +182,6 @@ fn charge_each<S: Store + ?Sized>(
             undo(store, layout, tags.take(charged), space, now);
             return Ok(Err(over));
         }
-        charged += 1;
     }
     Ok(Ok(()))
 }
