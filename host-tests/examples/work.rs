@@ -17,7 +17,8 @@
 //! with its name section kept, so the table names functions — and prints, per figure,
 //! `PROFILE <figure> <operators per request>` and the N (default 15) functions that executed the
 //! most, in operators per request, share and calls per request; on the same code the total is
-//! within 1 % of the WORK figure.
+//! within 1 % of the WORK figure. Then `ALLOCS <figure> <allocations per request>` and the N call
+//! sites that allocated the most (the profiling copy's allocation hook, `idemgate_host_tests::profile`).
 
 use idemgate_host_tests::envoy::world::Work;
 use idemgate_host_tests::scenario::Envoy as Proxy;
