@@ -17,7 +17,8 @@
 //! with its name section kept, so the table names functions — and prints, per figure,
 //! `PROFILE <figure> <operators per request>` and the N (default 15) functions that executed the
 //! most, in operators per request, share and calls per request; on the same code the total is
-//! within 1 % of the WORK figure.
+//! within 1 % of the WORK figure. Then `ALLOCS <figure> <allocations per request>` and the N call
+//! sites that allocated the most (the profiling copy's allocation hook, `idemgate_host_tests::profile`).
 
 use idemgate_host_tests::envoy::world::Work;
 use idemgate_host_tests::scenario::Envoy as Proxy;
@@ -50,12 +51,14 @@ fn request_from(authorization: &str, key: &str, body: &str) -> Request {
 type Ledger = BTreeMap<String, Work>;
 type Imports = BTreeMap<(String, String), u64>;
 type Profile = BTreeMap<(String, usize), u64>;
+type Allocs = BTreeMap<Vec<String>, u64>;
 
 /// The ledgers at one moment.
 struct Snapshot {
     work: Ledger,
     imports: Imports,
     profile: Profile,
+    allocs: Allocs,
 }
 
 fn snapshot(envoy: &Proxy) -> Snapshot {
@@ -63,6 +66,7 @@ fn snapshot(envoy: &Proxy) -> Snapshot {
         work: envoy.work(),
         imports: envoy.import_work(),
         profile: envoy.world().profile(),
+        allocs: idemgate_host_tests::profile::alloc_sites(),
     }
 }
 
@@ -120,6 +124,54 @@ fn report_profile(figure: &str, after: &Profile, before: &Profile, p: &Profiling
     }
 }
 
+/// Frames of the allocator and the standard library, skipped to find who asked for the memory.
+fn library_frame(name: &str) -> bool {
+    let name = name.trim_start_matches('<');
+    [
+        "__rust",
+        "alloc::",
+        "core::",
+        "std::",
+        "hashbrown::",
+        "dlmalloc::",
+    ]
+    .iter()
+    .any(|prefix| name.starts_with(prefix))
+}
+
+/// `ALLOCS <figure> <allocations per request>`, then the call sites that allocate: the first
+/// frame outside the standard library, its caller, and the library function that allocated.
+fn report_allocs(figure: &str, after: &Allocs, before: &Allocs, top: usize, requests: u64) {
+    let mut sites: BTreeMap<(String, String, String), u64> = BTreeMap::new();
+    for (stack, count) in after {
+        let count = count - before.get(stack).copied().unwrap_or(0);
+        if count == 0 {
+            continue;
+        }
+        let own = stack.iter().position(|f| !library_frame(f));
+        let name = |i: Option<usize>| {
+            i.and_then(|i| stack.get(i))
+                .map_or(String::from("-"), |f| f.chars().take(90).collect())
+        };
+        let via = name(own.and_then(|i| i.checked_sub(1)));
+        let key = (name(own), name(own.map(|i| i + 1)), via);
+        *sites.entry(key).or_default() += count;
+    }
+    let total: u64 = sites.values().sum();
+    println!(
+        "ALLOCS {figure} {:.1} per request",
+        total as f64 / requests as f64
+    );
+    let mut ranked: Vec<_> = sites.into_iter().map(|(k, n)| (n, k)).collect();
+    ranked.sort_unstable_by(|a, b| b.cmp(a));
+    for (n, (site, caller, via)) in ranked.into_iter().take(top) {
+        println!(
+            "  {:>6.2}  {site}  <- {caller}  [{via}]",
+            n as f64 / requests as f64
+        );
+    }
+}
+
 /// The figure's report: the WORK lines, or with `--profile` the profile table.
 fn report_figure(
     figure: &str,
@@ -129,7 +181,10 @@ fn report_figure(
     requests: u64,
 ) {
     match profiling {
-        Some(p) => report_profile(figure, &after.profile, &before.profile, p, requests),
+        Some(p) => {
+            report_profile(figure, &after.profile, &before.profile, p, requests);
+            report_allocs(figure, &after.allocs, &before.allocs, p.top, requests);
+        }
         None => report(
             figure,
             &delta(&after.work, &before.work),

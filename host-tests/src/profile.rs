@@ -11,15 +11,43 @@
 //! to the fuel the uninstrumented module consumes (`make bench-work` prints both to show it).
 //! A second counter per function counts its calls: counter `n + i` for function `i` of `n`.
 //! Only the work example (`--profile`) uses it; the shipped `.wasm` is never changed.
+//!
+//! Where the allocations come from: the profiling copy also has a table of one function,
+//! exported as [`ALLOC_HOOK`], that `__rust_alloc`, `__rust_alloc_zeroed` and `__rust_realloc`
+//! call on entry; the harness puts a host function there that records the guest's call stack
+//! ([`record_alloc`]), so the work example can name the call sites that allocate per request.
+//! A table rather than an import: an added import would shift every function's index.
 
 use crate::error::{HarnessError, Result};
 use std::collections::BTreeMap;
+use std::sync::Mutex;
 use wasm_encoder::reencode::{utils, Reencode};
 use wasm_encoder::{ConstExpr, ExportKind, Function, GlobalType, Instruction, ValType};
 use wasmparser::{Operator, Payload};
 
 /// The exported counters are `<PREFIX><index of the defined function>`.
 pub const COUNTER_PREFIX: &str = "idemgate_profile_";
+/// The exported table whose entry 0 the allocation functions call (see the module's doc).
+pub const ALLOC_HOOK: &str = "idemgate_alloc_hook";
+/// The functions that call the hook: every allocation of the Rust code passes one of them.
+const ALLOCATORS: [&str; 3] = ["__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc"];
+
+/// Allocations so far by call stack (demangled frame names, innermost first).
+static ALLOC_SITES: Mutex<BTreeMap<Vec<String>, u64>> = Mutex::new(BTreeMap::new());
+
+/// Counts one allocation made with the guest stack `frames` (innermost first).
+pub fn record_alloc(frames: Vec<String>) {
+    let mut sites = ALLOC_SITES.lock().unwrap_or_else(|e| e.into_inner());
+    *sites.entry(frames).or_default() += 1;
+}
+
+/// Allocations so far by call stack.
+pub fn alloc_sites() -> BTreeMap<Vec<String>, u64> {
+    ALLOC_SITES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+}
 
 /// A module whose functions count their own operators, and the functions' names.
 pub struct Instrumented {
@@ -39,6 +67,8 @@ struct Layout {
     imported_funcs: u32,
     imported_globals: u32,
     defined_globals: u32,
+    imported_tables: u32,
+    defined_tables: u32,
     /// Parameter count per type index.
     params: Vec<u32>,
     /// Type index per defined function.
@@ -60,6 +90,7 @@ fn layout(wasm: &[u8]) -> Result<Layout> {
                     match import.map_err(error)?.ty {
                         wasmparser::TypeRef::Func(_) => out.imported_funcs += 1,
                         wasmparser::TypeRef::Global(_) => out.imported_globals += 1,
+                        wasmparser::TypeRef::Table(_) => out.imported_tables += 1,
                         _ => {}
                     }
                 }
@@ -70,6 +101,7 @@ fn layout(wasm: &[u8]) -> Result<Layout> {
                 }
             }
             Payload::GlobalSection(reader) => out.defined_globals = reader.count(),
+            Payload::TableSection(reader) => out.defined_tables = reader.count(),
             Payload::CustomSection(section) => {
                 if let wasmparser::KnownCustom::Name(reader) = section.as_known() {
                     for subsection in reader {
@@ -93,11 +125,35 @@ struct Rewriter {
     next: u32,
     saw_globals: bool,
     saw_exports: bool,
+    saw_types: bool,
+    saw_tables: bool,
 }
 
 impl Rewriter {
     fn first_counter(&self) -> u32 {
         self.layout.imported_globals + self.layout.defined_globals
+    }
+
+    /// The added `[] -> []` type, after the module's own.
+    fn hook_type(&self) -> u32 {
+        self.layout.params.len() as u32
+    }
+
+    /// The added table of the allocation hook, after the module's own.
+    fn hook_table(&self) -> u32 {
+        self.layout.imported_tables + self.layout.defined_tables
+    }
+
+    fn is_allocator(&self, defined: u32) -> bool {
+        let index = self.layout.imported_funcs + defined;
+        self.layout
+            .names
+            .get(&index)
+            .map(|name| format!("{:#}", rustc_demangle::demangle(name)))
+            .is_some_and(|name| {
+                let name = name.rsplit("::").next().unwrap_or(&name);
+                ALLOCATORS.contains(&name)
+            })
     }
 }
 
@@ -163,6 +219,34 @@ impl Reencode for Rewriter {
         Ok(())
     }
 
+    fn parse_type_section(
+        &mut self,
+        types: &mut wasm_encoder::TypeSection,
+        section: wasmparser::TypeSectionReader<'_>,
+    ) -> std::result::Result<(), wasm_encoder::reencode::Error<HarnessError>> {
+        utils::parse_type_section(self, types, section)?;
+        types.ty().function([], []);
+        self.saw_types = true;
+        Ok(())
+    }
+
+    fn parse_table_section(
+        &mut self,
+        tables: &mut wasm_encoder::TableSection,
+        section: wasmparser::TableSectionReader<'_>,
+    ) -> std::result::Result<(), wasm_encoder::reencode::Error<HarnessError>> {
+        utils::parse_table_section(self, tables, section)?;
+        tables.table(wasm_encoder::TableType {
+            element_type: wasm_encoder::RefType::FUNCREF,
+            table64: false,
+            minimum: 1,
+            maximum: Some(1),
+            shared: false,
+        });
+        self.saw_tables = true;
+        Ok(())
+    }
+
     fn parse_export_section(
         &mut self,
         exports: &mut wasm_encoder::ExportSection,
@@ -173,6 +257,7 @@ impl Reencode for Rewriter {
             let name = format!("{COUNTER_PREFIX}{i}");
             exports.export(&name, ExportKind::Global, self.first_counter() + i);
         }
+        exports.export(ALLOC_HOOK, ExportKind::Table, self.hook_table());
         self.saw_exports = true;
         Ok(())
     }
@@ -210,6 +295,13 @@ impl Reencode for Rewriter {
             ops.push(reader.read()?);
         }
         bump(&mut f, calls, 1);
+        if self.is_allocator(index) {
+            f.instruction(&Instruction::I32Const(0));
+            f.instruction(&Instruction::CallIndirect {
+                type_index: self.hook_type(),
+                table_index: self.hook_table(),
+            });
+        }
         let mut start = 0;
         while start < ops.len() {
             let mut end = start;
@@ -265,13 +357,18 @@ pub fn instrument(wasm: &[u8]) -> Result<Instrumented> {
         next: 0,
         saw_globals: false,
         saw_exports: false,
+        saw_types: false,
+        saw_tables: false,
     };
     let mut module = wasm_encoder::Module::new();
     rewriter
         .parse_core_module(&mut module, wasmparser::Parser::new(0), wasm)
         .map_err(error)?;
-    if !rewriter.saw_globals || !rewriter.saw_exports {
-        return Err(error("the module has no global or no export section"));
+    if !rewriter.saw_globals || !rewriter.saw_exports || !rewriter.saw_types || !rewriter.saw_tables
+    {
+        return Err(error(
+            "the module has no global, export, type or table section",
+        ));
     }
     Ok(Instrumented {
         wasm: module.finish(),

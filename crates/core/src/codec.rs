@@ -17,6 +17,16 @@ impl Writer {
             out: Vec::with_capacity(capacity),
         }
     }
+    /// A writer into `buffer`, emptied, when it has room for `capacity` bytes (else a new one):
+    /// an encoder whose caller has a buffer to spare (the bytes it just decoded) allocates none.
+    /// A buffer too small is not grown: that would copy bytes that are no longer wanted.
+    pub(crate) fn reusing(mut buffer: Vec<u8>, capacity: usize) -> Writer {
+        if buffer.capacity() < capacity {
+            return Writer::with_capacity(capacity);
+        }
+        buffer.clear();
+        Writer { out: buffer }
+    }
     pub(crate) fn u8(&mut self, v: u8) {
         self.out.push(v);
     }
@@ -54,6 +64,10 @@ impl<'a> Reader<'a> {
     }
     pub(crate) fn is_empty(&self) -> bool {
         self.rest.is_empty()
+    }
+    /// Bytes not read yet: what bounds the room a decoder reserves for an untrusted count.
+    pub(crate) fn remaining(&self) -> usize {
+        self.rest.len()
     }
     pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.rest.len() < n {

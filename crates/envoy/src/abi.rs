@@ -75,7 +75,7 @@ mod queue;
 #[cfg(target_arch = "wasm32")]
 mod raw;
 pub use header_map::{add_header, header_map, header_value, remove_header};
-pub use map::{deserialize_map, serialize_map, serialize_path, HeaderIter, Headers};
+pub use map::{deserialize_map, serialize_map, with_path, HeaderIter, Headers};
 pub use queue::{dequeue, enqueue, register_queue};
 
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
@@ -166,7 +166,11 @@ pub fn buffer(kind: BufferType, start: usize, max: usize) -> Result<Vec<u8>, Sta
 
 /// A host property (`["response", "code_details"]`); `Ok(None)` if absent.
 pub fn property(path: &[&str]) -> Result<Option<Vec<u8>>, Status> {
-    let path = serialize_path(path);
+    with_path(path, property_at)
+}
+
+/// [`property`] of a path already joined.
+fn property_at(path: &[u8]) -> Result<Option<Vec<u8>>, Status> {
     #[cfg(target_arch = "wasm32")]
     {
         let mut data: *mut u8 = core::ptr::null_mut();
@@ -286,7 +290,11 @@ pub fn continue_request() -> Result<(), Status> {
 /// Sets a property of the current stream (Envoy keeps it as filter state `wasm.<path>`, which
 /// access logs can print).
 pub fn set_property(path: &[&str], value: &[u8]) -> Result<(), Status> {
-    let path = serialize_path(path);
+    with_path(path, |path| set_property_at(path, value))
+}
+
+/// [`set_property`] of a path already joined.
+fn set_property_at(path: &[u8], value: &[u8]) -> Result<(), Status> {
     #[cfg(target_arch = "wasm32")]
     // SAFETY: both are live borrows for the duration of the call; the host copies them.
     return status(unsafe {

@@ -190,6 +190,7 @@ impl Worker {
         let exports = Exports::find(&instance, &mut store)?;
         let last_tick_ms = store.data().world.clock().now_ms();
         let profile = profile_counters(&instance, &mut store);
+        install_alloc_hook(&instance, &mut store).map_err(|e| trap("instantiate", e))?;
         let mut worker = Worker {
             index,
             store,
@@ -506,6 +507,30 @@ impl Worker {
         String::from_utf8(bytes.to_vec())
             .map_err(|_| interface("idemgate_conformance returned non-UTF-8"))
     }
+}
+
+/// A profiling copy's allocation hook (`crate::profile`): records the guest stack of each
+/// allocation. Modules without the hook's table are left alone.
+fn install_alloc_hook(
+    instance: &wasmtime::Instance,
+    store: &mut Store<VmState>,
+) -> wasmtime::Result<()> {
+    let Some(table) = instance.get_table(&mut *store, crate::profile::ALLOC_HOOK) else {
+        return Ok(());
+    };
+    let hook = wasmtime::Func::wrap(&mut *store, |caller: wasmtime::Caller<'_, VmState>| {
+        let trace = wasmtime::WasmBacktrace::force_capture(&caller);
+        let frames = trace
+            .frames()
+            .iter()
+            .map(|frame| match frame.func_name() {
+                Some(name) => format!("{:#}", rustc_demangle::demangle(name)),
+                None => format!("function[{}]", frame.func_index()),
+            })
+            .collect();
+        crate::profile::record_alloc(frames);
+    });
+    table.set(&mut *store, 0, wasmtime::Ref::Func(Some(hook)))
 }
 
 /// The counters of a module instrumented by [`crate::profile::instrument`], by function index.

@@ -291,7 +291,7 @@ impl Payers {
         Payers { tags, route: None }
     }
 
-    pub(crate) fn tags(&self) -> impl Iterator<Item = PayerTag> + '_ {
+    pub(crate) fn tags(&self) -> impl Iterator<Item = PayerTag> + Clone + '_ {
         self.tags.iter().flatten().copied()
     }
 

@@ -143,8 +143,7 @@ pub(crate) fn charge<S: Store + ?Sized>(
             usage.add(space);
             None::<()>
         }) {
-            let charged: Vec<PayerTag> = bill.payers.tags().collect();
-            undo(store, layout, &charged, space, now);
+            undo(store, layout, bill.payers.tags(), space, now);
             return Err(e);
         }
     }
@@ -156,13 +155,13 @@ pub(crate) fn charge<S: Store + ?Sized>(
 fn charge_each<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
-    tags: impl Iterator<Item = PayerTag>,
+    tags: impl Iterator<Item = PayerTag> + Clone,
     limit: &dyn Fn(PayerTag) -> Option<Share>,
     space: Space,
     now: UnixMillis,
 ) -> Result<Result<(), OverShare>, ProtocolError> {
-    let mut charged: Vec<PayerTag> = Vec::new();
-    for tag in tags {
+    // The payers charged so far are the first `charged` of `tags`: no list of them is kept.
+    for (charged, tag) in tags.clone().enumerate() {
         let limit = limit(tag);
         let result = change(store, layout, tag, now, |usage| {
             let refusal = limit.map(|limit| ShareRefusal::of(tag, usage.records(), limit));
@@ -175,15 +174,14 @@ fn charge_each<S: Store + ?Sized>(
         let refused = match result {
             Ok(refused) => refused,
             Err(e) => {
-                undo(store, layout, &charged, space, now);
+                undo(store, layout, tags.take(charged), space, now);
                 return Err(e);
             }
         };
         if let Some(over) = refused {
-            undo(store, layout, &charged, space, now);
+            undo(store, layout, tags.take(charged), space, now);
             return Ok(Err(over));
         }
-        charged.push(tag);
     }
     Ok(Ok(()))
 }
@@ -245,13 +243,13 @@ pub(crate) fn refund<S: Store + ?Sized>(
 fn undo<S: Store + ?Sized>(
     store: &mut S,
     layout: &Layout,
-    charged: &[PayerTag],
+    charged: impl Iterator<Item = PayerTag>,
     space: Space,
     now: UnixMillis,
 ) {
     for tag in charged {
         let bill = Bill {
-            payers: Payers::from_tags(Some(*tag), None),
+            payers: Payers::from_tags(Some(tag), None),
             shard: None,
         };
         let _ = refund(store, layout, Charge { bill, space }, now);
@@ -270,11 +268,13 @@ fn change<S: Store + ?Sized, R>(
     let cell = layout.ledger_cell_name(tag);
     for _ in 0..MAX_ATTEMPTS {
         let snapshot = store.read(&cell).map_err(ProtocolError::Store)?;
-        let (mut ledger, expect) = match &snapshot {
-            None => (Ledger::default(), Expect::Absent),
+        // The bytes read are decoded, then rewritten in place: one buffer per change.
+        let (mut ledger, expect, buffer) = match snapshot {
+            None => (Ledger::default(), Expect::Absent, Vec::new()),
             Some(snap) => (
                 Ledger::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
                 Expect::Version(snap.version),
+                snap.bytes,
             ),
         };
         ledger.prune(now);
@@ -282,7 +282,7 @@ fn change<S: Store + ?Sized, R>(
             return Ok(Some(refused));
         }
         match store
-            .write(&cell, &ledger.encode(), expect)
+            .write(&cell, &ledger.encode_into(buffer), expect)
             .map_err(ProtocolError::Store)?
         {
             WriteOutcome::Written => return Ok(None),

@@ -150,6 +150,32 @@ pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
     })
 }
 
+/// Longest joined path [`with_path`] builds on the stack (the filter's own are about 30 bytes).
+const PATH_ON_STACK: usize = 48;
+
+/// Calls `use_path` with `path` as the host wants it (see [`serialize_path`]), without a heap
+/// buffer when it can: a one-part path is its own bytes, a short one is joined on the stack.
+/// The filter reads and sets properties several times per request.
+pub fn with_path<R>(path: &[&str], use_path: impl FnOnce(&[u8]) -> R) -> R {
+    if let [part] = path {
+        return use_path(part.as_bytes());
+    }
+    let len = path.iter().map(|part| part.len()).sum::<usize>() + path.len().saturating_sub(1);
+    let mut stack = [0u8; PATH_ON_STACK];
+    let Some(joined) = stack.get_mut(..len) else {
+        return use_path(&serialize_path(path));
+    };
+    // The buffer is zeroed: the NUL between two parts is left as it is.
+    let mut at = 0;
+    for part in path {
+        if let Some(slot) = joined.get_mut(at..at + part.len()) {
+            slot.copy_from_slice(part.as_bytes());
+        }
+        at += part.len() + 1;
+    }
+    use_path(joined)
+}
+
 /// A property path as the host wants it: the parts joined by NUL bytes.
 pub fn serialize_path(path: &[&str]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -165,6 +191,26 @@ pub fn serialize_path(path: &[&str]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn paths_are_joined_as_serialize_path_joins_them() {
+        let long = "x".repeat(PATH_ON_STACK);
+        let paths: [&[&str]; 6] = [
+            &[],
+            &["one"],
+            &["upstream", "request_attempt_count"],
+            &["a", "", "c"],
+            &["response", &long],
+            &[&long[..PATH_ON_STACK - 2], "z"],
+        ];
+        for path in paths {
+            assert_eq!(
+                with_path(path, <[u8]>::to_vec),
+                serialize_path(path),
+                "{path:?}"
+            );
+        }
+    }
 
     #[test]
     fn maps_round_trip() {

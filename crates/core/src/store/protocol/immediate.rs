@@ -17,26 +17,16 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         }
     }
 
-    /// Reads the cell of `key`: the snapshot (handed on to the transaction, so the cell is read
-    /// once), its bucket and the live record under `key`.
-    fn look(
-        &mut self,
-        cell: &str,
-        key: &StorageKey,
-        now: UnixMillis,
-    ) -> Result<Look, ProtocolError> {
+    /// Reads the cell: the snapshot (handed on to the transaction, so the cell is read once) and
+    /// its bucket.
+    fn look(&mut self, cell: &str, now: UnixMillis) -> Result<Look, ProtocolError> {
         let snapshot = self.store.read(cell).map_err(ProtocolError::Store)?;
         let mut bucket = match &snapshot {
             None => Bucket::default(),
             Some(snap) => Bucket::decode(&snap.bytes).map_err(ProtocolError::Corrupt)?,
         };
         bucket.reclaim(now);
-        let record = bucket.get(key).cloned();
-        Ok(Look {
-            snapshot,
-            bucket,
-            record,
-        })
+        Ok(Look { snapshot, bucket })
     }
 
     /// Claims `key` for a request charged to `payers` (`docs/semantics.md` §4; shares:
@@ -53,10 +43,10 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         let layout = self.layout();
         let cell = layout.cell_name(&key);
         let policy = self.policy;
-        let mut look = self.look(&cell, &key, now)?;
+        let mut look = self.look(&cell, now)?;
         let terms = (policy.lease, policy.ttl);
-        let space = match rule::claim(look.record.as_ref(), fingerprint, owner, payers, now, terms)
-        {
+        let live = look.bucket.get(&key);
+        let space = match rule::claim(live, fingerprint, owner, payers, now, terms) {
             (_, Change::Put(record)) => Space::of(&record),
             // A replay, a 409 or a 422 writes nothing and charges nothing: decided on this read,
             // as the transaction would decide it on the same snapshot.
@@ -65,7 +55,7 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         let bill = Bill::of(&layout, &policy.shares, payers, &key);
         // A full cell is the answer before any share (nothing would be written) — unless a payer
         // is over its share under pressure: that is what it is told, not that the store is full.
-        if look.record.is_none() {
+        if look.bucket.get(&key).is_none() {
             if let Err(retry_after) = make_room(&mut look.bucket, policy.capacity.per_cell, now) {
                 return Ok(
                     match share::refusal(self.store, &layout, &policy.shares, bill, now)? {
@@ -117,8 +107,8 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         now: UnixMillis,
     ) -> Result<ClaimOutcome, ProtocolError> {
         let cell = self.layout().cell_name(&key);
-        let look = self.look(&cell, &key, now)?;
-        Ok(rule::replay(look.record.as_ref(), fingerprint, now).0)
+        let look = self.look(&cell, now)?;
+        Ok(rule::replay(look.bucket.get(&key), fingerprint, now).0)
     }
 
     /// Ends a forwarded request; `facts == None` releases the claim. A stored answer's space is
@@ -136,9 +126,9 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         let layout = self.layout();
         let cell = layout.cell_name(&key);
         let policy = self.policy;
-        let look = self.look(&cell, &key, now)?;
-        let claim = match look.record {
-            Some(Record::InFlight(claim)) if claim.owner == owner => claim,
+        let look = self.look(&cell, now)?;
+        let claim = match look.bucket.get(&key) {
+            Some(Record::InFlight(claim)) if claim.owner == owner => claim.clone(),
             _ => return Ok(FinishOutcome::NotOwner),
         };
         let bill = Bill::of(&layout, &policy.shares, claim.payers, &key);
@@ -209,8 +199,8 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
     ) -> Result<ConsumeOutcome, ProtocolError> {
         let layout = self.layout();
         let cell = layout.cell_name(&key);
-        let mut look = self.look(&cell, &key, now)?;
-        if look.record.is_some() {
+        let mut look = self.look(&cell, now)?;
+        if look.bucket.get(&key).is_some() {
             return Ok(ConsumeOutcome::AlreadyUsed);
         }
         let shares = self.policy.shares;
@@ -256,7 +246,7 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
 /// A cell as [`Protocol`] read it before deciding whether to charge.
 struct Look {
     snapshot: Option<Snapshot>,
-    /// Its records, the expired ones dropped.
+    /// Its records, the expired ones dropped. The record under the key is looked up in it, not
+    /// copied out: a stored answer's headers and body were cloned once per replay for that.
     bucket: Bucket,
-    record: Option<Record>,
 }
