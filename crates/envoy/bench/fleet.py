@@ -252,8 +252,9 @@ def render(args, mach, load0, load1, results):
                      f"{rep_['p50']:.3f} ms |")
     lines += ["", f"Local replay (same Envoy): {m['local_replay']['rps']:.0f} req/s, p50 "
               f"{m['local_replay']['p50']:.3f} ms.", "",
-              "Each fleet request makes one callout to the service per store operation (claim, then "
-              "the completion after the answer): on `redis` one Redis script call (a compare-and-set "
+              "Each fleet request makes one callout to the service for its claim; its completion, "
+              "after the answer, travels with its worker's others in one batched callout (sent 10 ms "
+              "after the first, at once at 64). Each operation is, on `redis`, one Redis script call (a compare-and-set "
               "decided without a read; two when it is refused and the new decision writes), on `postgres` "
               "one or two statements (each its own commit), on `redis+postgres` the PostgreSQL write "
               "first, then Redis.", "", END]
