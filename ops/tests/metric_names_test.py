@@ -301,6 +301,13 @@ def run(args, tmp, tally):
 
     # Fresh, replay, 422, no key, 409 (the first held in flight).
     fresh = post(url, "fresh-1")
+    # The finish travels after the answer, batched with its worker's others (at most 10 ms
+    # later): a retry before it lands is rightly a 409, so the replay waits for it to land.
+    deadline = time.monotonic() + 5
+    while b"idemgate.stored: 1" not in request(admin + "/stats?filter=idemgate.stored$")[2]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     replay = post(url, "fresh-1")
     reused = post(url, "fresh-1", b'{"sku":"other","qty":2}')
     bare = post(url, None)
