@@ -46,6 +46,7 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         let mut look = self.look(&cell, now)?;
         let terms = (policy.lease, policy.ttl);
         let live = look.bucket.get(&key);
+        let absent = live.is_none();
         let space = match rule::claim(live, fingerprint, owner, payers, now, terms) {
             (_, Change::Put(record)) => Space::of(&record),
             // A replay, a 409 or a 422 writes nothing and charges nothing: decided on this read,
@@ -55,7 +56,7 @@ impl<S: Store + ?Sized> Protocol<'_, S> {
         let bill = Bill::of(&layout, &policy.shares, payers, &key);
         // A full cell is the answer before any share (nothing would be written) — unless a payer
         // is over its share under pressure: that is what it is told, not that the store is full.
-        if look.bucket.get(&key).is_none() {
+        if absent {
             if let Err(retry_after) = make_room(&mut look.bucket, policy.capacity.per_cell, now) {
                 return Ok(
                     match share::refusal(self.store, &layout, &policy.shares, bill, now)? {
