@@ -66,7 +66,7 @@ fn snapshot(envoy: &Proxy) -> Snapshot {
         work: envoy.work(),
         imports: envoy.import_work(),
         profile: envoy.world().profile(),
-        allocs: idemgate_host_tests::profile::alloc_sites(),
+        allocs: envoy.world().alloc_sites(),
     }
 }
 

@@ -15,12 +15,12 @@
 //! Where the allocations come from: the profiling copy also has a table of one function,
 //! exported as [`ALLOC_HOOK`], that `__rust_alloc`, `__rust_alloc_zeroed` and `__rust_realloc`
 //! call on entry; the harness puts a host function there that records the guest's call stack
-//! ([`record_alloc`]), so the work example can name the call sites that allocate per request.
+//! (in the test's `World`, beside the operator counts), so the work example can name the call
+//! sites that allocate per request.
 //! A table rather than an import: an added import would shift every function's index.
 
 use crate::error::{HarnessError, Result};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use wasm_encoder::reencode::{utils, Reencode};
 use wasm_encoder::{ConstExpr, ExportKind, Function, GlobalType, Instruction, ValType};
 use wasmparser::{Operator, Payload};
@@ -31,23 +31,6 @@ pub const COUNTER_PREFIX: &str = "idemgate_profile_";
 pub const ALLOC_HOOK: &str = "idemgate_alloc_hook";
 /// The functions that call the hook: every allocation of the Rust code passes one of them.
 const ALLOCATORS: [&str; 3] = ["__rust_alloc", "__rust_alloc_zeroed", "__rust_realloc"];
-
-/// Allocations so far by call stack (demangled frame names, innermost first).
-static ALLOC_SITES: Mutex<BTreeMap<Vec<String>, u64>> = Mutex::new(BTreeMap::new());
-
-/// Counts one allocation made with the guest stack `frames` (innermost first).
-pub fn record_alloc(frames: Vec<String>) {
-    let mut sites = ALLOC_SITES.lock().unwrap_or_else(|e| e.into_inner());
-    *sites.entry(frames).or_default() += 1;
-}
-
-/// Allocations so far by call stack.
-pub fn alloc_sites() -> BTreeMap<Vec<String>, u64> {
-    ALLOC_SITES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone()
-}
 
 /// A module whose functions count their own operators, and the functions' names.
 pub struct Instrumented {

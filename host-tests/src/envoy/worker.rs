@@ -528,7 +528,7 @@ fn install_alloc_hook(
                 None => format!("function[{}]", frame.func_index()),
             })
             .collect();
-        crate::profile::record_alloc(frames);
+        caller.data().world.record_alloc(frames);
     });
     table.set(&mut *store, 0, wasmtime::Ref::Func(Some(hook)))
 }

@@ -61,6 +61,8 @@ struct Shared {
     import_work: Mutex<std::collections::BTreeMap<(String, String), u64>>,
     /// A profiling copy's operators by (callback, defined function index).
     profile: Mutex<std::collections::BTreeMap<(String, usize), u64>>,
+    /// A profiling copy's allocations by guest call stack (`crate::profile`).
+    allocs: Mutex<std::collections::BTreeMap<Vec<String>, u64>>,
     echo_logs: bool,
 }
 
@@ -127,6 +129,7 @@ impl World {
             work: Mutex::new(std::collections::BTreeMap::new()),
             import_work: Mutex::new(std::collections::BTreeMap::new()),
             profile: Mutex::new(std::collections::BTreeMap::new()),
+            allocs: Mutex::new(std::collections::BTreeMap::new()),
             echo_logs: std::env::var_os("IDEMGATE_HOST_LOGS").is_some(),
         }))
     }
@@ -255,6 +258,17 @@ impl World {
     /// Operators so far by (callback, defined function index), when running a profiling copy.
     pub fn profile(&self) -> std::collections::BTreeMap<(String, usize), u64> {
         lock(&self.0.profile).clone()
+    }
+
+    /// Counts one allocation of a profiling copy made with the guest stack `frames` (demangled
+    /// names, innermost first).
+    pub fn record_alloc(&self, frames: Vec<String>) {
+        *lock(&self.0.allocs).entry(frames).or_default() += 1;
+    }
+
+    /// Allocations so far by guest call stack, when running a profiling copy.
+    pub fn alloc_sites(&self) -> std::collections::BTreeMap<Vec<String>, u64> {
+        lock(&self.0.allocs).clone()
     }
 
     /// Host calls so far, by callback and import name.
