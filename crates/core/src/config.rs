@@ -67,7 +67,8 @@ mod shadow;
 mod shares;
 mod store;
 
-/// The configuration document. Every field is optional; see the README for defaults.
+/// The configuration document. Every field is optional; each default is in
+/// `docs/reference/configuration.md`, generated from `describe`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Config {
     pub(crate) header: Option<String>,
@@ -148,7 +149,8 @@ pub(crate) enum Size {
     Text(String),
 }
 
-/// Defaults, in one place (the README's configuration reference lists the same values).
+/// Defaults, in one place (the generated reference states the same values, and a test holds
+/// them equal: `describe::tests::documented_defaults_are_the_defaults`).
 pub(crate) mod defaults {
     pub(crate) const HEADER: &str = crate::request::key::HEADER;
     /// Where the policy is published unless `policy_path` says otherwise.

@@ -12,11 +12,12 @@
 //! - A finish is queued from [`crate::settle`] without holding the response: the client gets its
 //!   answer at once. The worker's finishes go together, one callout per batch: when the queue is
 //!   full or its oldest finish has waited the core's delay (the root's tick sends it), all by the
-//!   core's rule ([`idemgate_core::store::remote::FinishQueue`]). Whether a finish that gets no usable answer is sent again is
-//!   the core's rule too, per finish ([`FinishBatch::answered`]: up to
-//!   [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the resend as
-//!   *not owner*); this module sends, counts and logs. If none lands, the claim stays in flight:
-//!   retries get 409 until the lease ends, then may take it over (the README says so).
+//!   core's rule ([`idemgate_core::store::remote::FinishQueue`]). Whether a finish that gets no
+//!   usable answer is sent again is the core's rule too, per finish ([`FinishBatch::answered`]:
+//!   up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the
+//!   resend as *not owner*); this module sends, counts and logs. If none lands, the claim stays
+//!   in flight: retries get 409 until the lease ends, then may take it over
+//!   (`docs/deploy/fleet-store.md` says so).
 
 use crate::abi::{self, BufferType, LogLevel, MapType, Status};
 use crate::host;
