@@ -10,7 +10,7 @@
 //! callout answers can be routed by the root context — see [`abi`] for why), [`callout`] (the root
 //! context's table of pending callouts), [`shared`] (what a root's streams and callouts share:
 //! the configuration and each pending callout's state), [`clock`] (one reading of the time per
-//! callback), [`remote_store`] and [`order`] (the store service's and the sequencer's
+//! callback), [`remote_store`] and [`sequencer`] (the store service's and the sequencer's
 //! callouts), [`detached`] (a claimed request's exchange that outlives its
 //! client), [`settle`] (ending a claim), [`root`] (configuration, background reclaim), [`filter`] (one request),
 //! [`shared_store`] (the core's compare-and-set store over Envoy shared data), [`origin`] (who made a

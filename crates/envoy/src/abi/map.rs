@@ -153,7 +153,7 @@ pub fn deserialize_map(bytes: Vec<u8>) -> Option<Headers> {
 /// Longest joined path [`with_path`] builds on the stack (the filter's own are about 30 bytes).
 const PATH_ON_STACK: usize = 48;
 
-/// Calls `use_path` with `path` as the host wants it (see [`serialize_path`]), without a heap
+/// Calls `use_path` with `path` as the host wants it (as `serialize_path` joins it), without a heap
 /// buffer when it can: a one-part path is its own bytes, a short one is joined on the stack.
 /// The filter reads and sets properties several times per request.
 pub fn with_path<R>(path: &[&str], use_path: impl FnOnce(&[u8]) -> R) -> R {
