@@ -14,7 +14,7 @@
 //!   full or its oldest finish has waited the core's delay (the root's tick sends it), all by the
 //!   core's rule ([`idemgate_core::store::remote::FinishQueue`]). Whether a finish that gets no
 //!   usable answer is sent again is the core's rule too, per finish ([`FinishBatch::answered`]:
-//!   up to [`client::FINISH_ATTEMPTS`] times in all; one that landed unseen is found by the
+//!   up to the core's `FINISH_ATTEMPTS` (3) times in all; one that landed unseen is found by the
 //!   resend as *not owner*); this module sends, counts and logs. If none lands, the claim stays
 //!   in flight: retries get 409 until the lease ends, then may take it over
 //!   (`docs/deploy/fleet-store.md` says so).
