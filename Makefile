@@ -9,7 +9,7 @@ SHELL := /bin/bash
         build-core-wasm build-filter build-web lint check check-api api test test-rust test-envoy test-clients \
         soak test-web test-host size bench-work setup-redis setup-postgres build-store \
         test-store bench-store demo demo-fleet test-demo-fleet test-e2e setup-bench bench-tools \
-        bench test-bench bench-fleet fuzz test-fuzz image setup-deploy setup-examples \
+        bench test-bench bench-fleet bench-profile fuzz test-fuzz image setup-deploy setup-examples \
         test-examples test-deploy test-access-log dist setup-musl build-store-static image-store \
         test-image-store setup-ops test-ops docs reference
 
@@ -215,8 +215,8 @@ setup-bench: setup-envoy
 	@command -v node >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs >/dev/null; }
 	@python3 -c 'import yaml' 2>/dev/null || pip install --quiet pyyaml
 
-bench-tools: setup-rust ## the bench's no-op filter, core bench (native, wasm32-wasip1) and wasmtime runner
-	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example core_bench
+bench-tools: setup-rust ## the bench's no-op and probe filters, core bench (native, wasm32-wasip1) and wasmtime runner
+	$(CARGO) build -p idemgate-envoy --release --target wasm32-wasip1 --example noop_filter --example probe_filter --example core_bench
 	$(CARGO) build -p idemgate-host-tests --example wasi_run
 	$(CARGO) build -p idemgate-envoy --release --example core_bench
 	$(CARGO) build -p idemgate-envoy --release --example core_bench --features bench-portable-sha256 \
@@ -229,6 +229,14 @@ test-bench: setup-bench build-filter bench-tools build-store setup-redis setup-p
 	python3 crates/envoy/bench/bench.py --smoke --out target/bench-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --out target/bench-fleet-smoke.md
 	python3 crates/envoy/bench/fleet.py --smoke --engines redis --store-http 1 --out target/bench-fleet-http1-smoke.md
+	python3 crates/envoy/bench/envoy_cpu.py --smoke --out target/bench-profile-smoke.md
+
+# Where a keyed request's time goes in Envoy: CPU per request against the floors, the price of
+# each host call, and (with perf) the wasm / host call / rest split; writes its section of
+# BENCHMARKS.md (about 6 minutes).
+bench-profile: setup-bench build-filter bench-tools ## Envoy's CPU per keyed request, priced by host call; writes its section of BENCHMARKS.md
+	@command -v perf >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null; }
+	python3 crates/envoy/bench/envoy_cpu.py
 
 # The fleet: the remote store (idemgate-store on redis, postgres and redis+postgres)
 # against the local store, same run; writes its section of BENCHMARKS.md (about 8
