@@ -11,7 +11,7 @@ use crate::pointer::{FieldTracker, JsonPointer, Pointers};
 use crate::sha;
 use crate::sink::{Kind, Literal, Run, Sink};
 use crate::tokenizer::Tokenizer;
-use crate::{append, JsonError, JsonLimits};
+use crate::{append, append_ahead, JsonError, JsonLimits};
 
 /// Canonical bytes are handed to SHA-256 in pieces at least this large, once no open object can
 /// still reorder them.
@@ -48,8 +48,6 @@ pub(super) struct Canon<'p> {
     members: Vec<Member>,
     /// Canonical encoding not yet handed to `sink`.
     out: Vec<u8>,
-    /// Reused when an object's members must be reordered.
-    scratch: Vec<u8>,
     sink: Sha256,
     /// Offset in `out` where the string being decoded began.
     token_start: usize,
@@ -73,7 +71,6 @@ impl<'p> JsonHasher<'p> {
                 open_objects: 0,
                 members: Vec::new(),
                 out: Vec::new(),
-                scratch: Vec::new(),
                 sink: Sha256::new(),
                 token_start: 0,
                 in_key: false,
@@ -168,7 +165,7 @@ impl Canon<'_> {
             member.end = next;
             next = member.start;
         }
-        reorder(&mut self.out, &mut self.scratch, members, at)?;
+        reorder(&mut self.out, members, at)?;
         self.members.truncate(first);
         Ok(())
     }
@@ -345,33 +342,11 @@ impl Sink for Canon<'_> {
     }
 }
 
-/// Appends `run` to `out` in whole 8-byte words read from the run and what follows it (only the
-/// last word of a run at the very end of its buffer goes byte by byte); the bytes written past
-/// the run are taken off again. Each word is a load and a store, where a byte-by-byte `push`
-/// costs about 25 wasm operators a byte and `extend_from_slice` a `memory.copy`.
+/// Appends `run` to `out` in whole words read from the run and what follows it
+/// ([`append_ahead`]).
 #[inline]
 fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
-    let len = run.bytes().len();
-    let end = out.len() + len;
-    out.reserve(len + 16);
-    let mut ahead = run.ahead();
-    let mut left = len;
-    while left > 0 {
-        // Most strings are at most 16 bytes: one piece.
-        if let Some((block, rest)) = ahead.split_first_chunk::<16>() {
-            out.extend_from_slice(block);
-            (ahead, left) = (rest, left.saturating_sub(16));
-        } else if let Some((word, rest)) = ahead.split_first_chunk::<8>() {
-            out.extend_from_slice(word);
-            (ahead, left) = (rest, left.saturating_sub(8));
-        } else {
-            for &b in ahead.iter().take(left) {
-                out.push(b);
-            }
-            left = 0;
-        }
-    }
-    out.truncate(end);
+    append_ahead(out, run.bytes().len(), run.ahead());
 }
 
 /// A key's [`Member::prefix`] from its content (no `00` byte: the tokenizer's plain runs), read
