@@ -265,7 +265,7 @@ impl Sink for Canon<'_> {
             .get(member.start + 1..)
             .and_then(|key| key.first_chunk::<8>())
             .ok_or(JsonError::Internal)?;
-        member.prefix = u64::from_be_bytes(*prefix);
+        member.prefix = u64::from_le_bytes(*prefix);
         self.out.truncate(key_end);
         if let Some(tracker) = self.fields.as_mut() {
             tracker.key_end();
@@ -356,10 +356,10 @@ fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
 fn prefix_of(run: Run<'_>) -> u64 {
     let len = run.bytes().len();
     if let Some(word) = run.ahead().first_chunk::<8>() {
-        let word = u64::from_be_bytes(*word);
+        let word = u64::from_le_bytes(*word);
         return match len {
             0 => 0,
-            1..=7 => word & !(u64::MAX >> (8 * len)),
+            1..=7 => word & (u64::MAX >> (8 * (8 - len))),
             _ => word,
         };
     }
@@ -367,7 +367,7 @@ fn prefix_of(run: Run<'_>) -> u64 {
     for (dst, src) in prefix.iter_mut().zip(run.bytes()) {
         *dst = *src;
     }
-    u64::from_be_bytes(prefix)
+    u64::from_le_bytes(prefix)
 }
 
 /// The tokenizer's two consumers as one type: the tokenizer's loop is generic over its [`Sink`],
