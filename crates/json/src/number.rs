@@ -145,27 +145,36 @@ impl NumberLexer {
         }
         let int = buf.get(int_start..int_end)?;
         let fraction = buf.get(frac_start..end)?;
+        // A fraction's trailing zeros are not significant: without them, a fraction of zeros
+        // leaves the integer (`3.00` is `3`), and any other is the integer's digits followed by
+        // the fraction's, both borrowed from `buf` (a `0` integer part has none, and then the
+        // fraction's leading zeros are not significant either).
+        let trailing = fraction.iter().rev().take_while(|&&d| d == b'0').count();
+        let fraction = fraction.get(..fraction.len() - trailing)?;
         if fraction.is_empty() {
             return Some((end, integer(negative, int, at)));
         }
-        self.digits.clear();
-        if int != b"0" {
-            append(&mut self.digits, int);
-        }
-        let skip = if self.digits.is_empty() {
-            fraction.iter().take_while(|&&d| d == b'0').count()
+        let (digits, more) = if int == b"0" {
+            let leading = fraction.iter().take_while(|&&d| d == b'0').count();
+            (fraction.get(leading..)?, &[][..])
         } else {
-            0
+            (int, fraction)
         };
-        append(&mut self.digits, fraction.get(skip..)?);
-        self.negative = negative;
-        self.fraction_digits = fraction.len() as u64;
-        self.exponent_negative = false;
-        self.exponent = 0;
-        self.len = end - i;
-        self.start = at;
-        self.state = NumState::Frac;
-        Some((end, self.value()))
+        // Fewer than a `u16` of digits each: no overflow in i64.
+        let exponent = -(fraction.len() as i64);
+        let magnitude = exponent + (digits.len() + more.len()) as i64 - 1;
+        if !(-MAX_MAGNITUDE..=MAX_MAGNITUDE).contains(&magnitude) {
+            return Some((end, Err(JsonError::NumberOutOfRange { offset: at })));
+        }
+        Some((
+            end,
+            Ok(Decimal {
+                negative,
+                digits,
+                more,
+                exponent,
+            }),
+        ))
     }
 
     /// Whether the token so far is a complete number (so end of input may follow).
@@ -191,6 +200,7 @@ impl NumberLexer {
             return Ok(Decimal {
                 negative: false,
                 digits: &[],
+                more: &[],
                 exponent: 0,
             });
         }
@@ -208,6 +218,7 @@ impl NumberLexer {
         Ok(Decimal {
             negative: self.negative,
             digits: &self.digits,
+            more: &[],
             exponent,
         })
     }
@@ -239,12 +250,15 @@ impl NumberLexer {
     }
 }
 
-/// A number's exact value: ± `digits` × 10^`exponent`, with `digits` (ASCII) free of leading and
-/// trailing zeros; zero (however written, `-0` included) has no digits.
+/// A number's exact value: ± `digits` `more` × 10^`exponent`, with the significant digits
+/// (ASCII) `digits` followed by `more` free of leading and trailing zeros; zero (however written,
+/// `-0` included) has no digits. Two pieces, so a decimal fraction's digits are borrowed from the
+/// token on both sides of its `.` rather than copied together.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Decimal<'d> {
     negative: bool,
     digits: &'d [u8],
+    more: &'d [u8],
     exponent: i64,
 }
 
@@ -257,22 +271,30 @@ impl Decimal<'_> {
             append(out, b"d0;");
             return;
         }
-        out.reserve(self.digits.len() + 26);
-        out.push(b'd');
+        // The pieces around the digits as fixed-size copies (one store each), not byte by byte:
+        // a push is a capacity check and a length update per byte.
         if self.negative {
-            out.push(b'-');
+            out.extend_from_slice(b"d-");
+        } else {
+            out.push(b'd');
         }
         out.extend_from_slice(self.digits);
-        out.push(b'e');
-        if self.exponent < 0 {
-            out.push(b'-');
-        }
-        match self.exponent.unsigned_abs() {
+        out.extend_from_slice(self.more);
+        match self.exponent {
             // Most exponents are one digit (`0` for every integer without trailing zeros).
-            small @ 0..=9 => out.push(b'0' + small as u8),
-            large => write_decimal(out, large),
+            small @ 0..=9 => out.extend_from_slice(&[b'e', b'0' + small as u8, b';']),
+            small @ -9..=-1 => {
+                out.extend_from_slice(&[b'e', b'-', b'0' + small.unsigned_abs() as u8, b';']);
+            }
+            large => {
+                out.push(b'e');
+                if large < 0 {
+                    out.push(b'-');
+                }
+                write_decimal(out, large.unsigned_abs());
+                out.push(b';');
+            }
         }
-        out.push(b';');
     }
 }
 
@@ -329,6 +351,7 @@ fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError
         return Ok(Decimal {
             negative: false,
             digits,
+            more: &[],
             exponent: 0,
         });
     }
@@ -339,6 +362,7 @@ fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError
     Ok(Decimal {
         negative,
         digits,
+        more: &[],
         exponent: trailing as i64,
     })
 }
