@@ -285,15 +285,15 @@ impl Sink for Canon<'_> {
         }
         let start = self.out.len();
         let len = run.bytes().len();
-        match run.ahead().first_chunk::<16>() {
+        let prefix = match run.ahead().first_chunk::<16>() {
             // Up to 13 bytes: `s`, the content and zeros (the `00 00` terminator, and bytes
             // taken off again) as one 16-byte store.
             Some(block) if len <= 13 => {
                 let (lo, hi) = block.split_at(8);
                 let word = |half: &[u8]| half.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
-                let (lo, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
+                let (content, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
                 // The block moved up a byte for the `s`; the `s` and the content are kept.
-                let (lo, hi) = (lo << 8 | u64::from(b's'), hi << 8 | lo >> 56);
+                let (lo, hi) = (content << 8 | u64::from(b's'), hi << 8 | content >> 56);
                 let mask = |bytes: usize| (1u64 << (8 * bytes)) - 1;
                 let (lo, hi) = match len + 1 {
                     keep @ 0..=7 => (lo & mask(keep), 0),
@@ -302,14 +302,20 @@ impl Sink for Canon<'_> {
                 self.out.extend_from_slice(&lo.to_le_bytes());
                 self.out.extend_from_slice(&hi.to_le_bytes());
                 self.out.truncate(start + len + 3);
+                // A key's prefix is the word of content already read ([`prefix_of`]).
+                match len {
+                    0..=7 => content & mask(len),
+                    _ => content,
+                }
             }
             _ => {
                 self.out.reserve(len + 16);
                 self.out.push(b's');
                 copy_run(&mut self.out, run);
                 self.out.extend_from_slice(&[0, 0]);
+                prefix_of(run)
             }
-        }
+        };
         if !key {
             return self.complete_value(start);
         }
@@ -318,7 +324,7 @@ impl Sink for Canon<'_> {
             start,
             key_end: end,
             end,
-            prefix: prefix_of(run),
+            prefix,
         });
         Ok(())
     }
