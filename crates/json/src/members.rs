@@ -72,15 +72,16 @@ pub(super) fn reorder(out: &mut Vec<u8>, members: &mut [Member], at: u64) -> Res
     }
     // A copy of the object behind it (one `memory.copy`), from which the members are written
     // back over the object in key order, in 16-byte pieces: a `memory.copy` each (in V8 a call
-    // out of the wasm code) cost more than their few bytes. 16 bytes of slack after the object
-    // take a last piece's write past its end, and 16 after the copy a last piece's read; what a
-    // piece writes past its member is overwritten by the next one.
+    // out of the wasm code) cost more than their few bytes; a member of at most 32 bytes (most)
+    // is one 32-byte piece. 32 bytes of slack after the object take a last piece's write past its
+    // end, and 32 after the copy a last piece's read; what a piece writes past its member is
+    // overwritten by the next one.
     let len = end - region;
-    out.reserve(len + 32);
-    out.extend_from_slice(&[0; 16]);
+    out.reserve(len + 64);
+    out.extend_from_slice(&[0; 32]);
     let copy = out.len();
     out.extend_from_within(region..end);
-    out.extend_from_slice(&[0; 16]);
+    out.extend_from_slice(&[0; 32]);
     let (object, copied) = out.split_at_mut(copy);
     let mut to = region;
     for m in members.iter() {
@@ -88,6 +89,12 @@ pub(super) fn reorder(out: &mut Vec<u8>, members: &mut [Member], at: u64) -> Res
         let from = m.start - region;
         let dst = object.get_mut(to..).ok_or(JsonError::Internal)?;
         let src = copied.get(from..).ok_or(JsonError::Internal)?;
+        if size <= 32 {
+            let piece = src.first_chunk::<32>().ok_or(JsonError::Internal)?;
+            *dst.first_chunk_mut::<32>().ok_or(JsonError::Internal)? = *piece;
+            to += size;
+            continue;
+        }
         for (d, s) in dst
             .chunks_exact_mut(16)
             .zip(src.chunks_exact(16))
