@@ -114,16 +114,16 @@ impl NumberLexer {
     /// Reads the whole token that starts at `buf[i]` (offset `at`) at once when it is plain (an
     /// integer or a decimal fraction, no exponent) and ends inside `buf` within the length limit,
     /// the common case: the same value `begin` and `step` would build, without a state per byte.
-    /// Returns the index of the byte after the token and its value (an integer's digits are
-    /// borrowed from `buf`, not copied), or `None` (nothing taken) to leave the token to `begin`
-    /// and `step`: an exponent, a malformed or too long token, the chunk's end.
+    /// Returns the index of the byte after the token and its value (its digits are borrowed from
+    /// `buf`, not copied), or `None` (nothing taken) to leave the token to `begin` and `step`: an
+    /// exponent, a malformed or too long token, the chunk's end.
     #[inline]
-    pub(super) fn plain<'s>(
-        &'s mut self,
-        buf: &'s [u8],
+    pub(super) fn plain<'b>(
+        &self,
+        buf: &'b [u8],
         i: usize,
         at: u64,
-    ) -> Option<(usize, Result<Decimal<'s>, JsonError>)> {
+    ) -> Option<(usize, Result<Decimal<'b>, JsonError>)> {
         let negative = buf.get(i) == Some(&b'-');
         let int_start = i + usize::from(negative);
         let int_end = match buf.get(int_start) {
