@@ -279,10 +279,15 @@ fn append(out: &mut alloc::vec::Vec<u8>, bytes: &[u8]) {
 fn append_ahead(out: &mut alloc::vec::Vec<u8>, len: usize, mut ahead: &[u8]) {
     let len = len.min(ahead.len());
     let end = out.len() + len;
+    // Most strings and numbers: one piece, without the loop.
+    if let Some(block) = ahead.first_chunk::<16>().filter(|_| len <= 16) {
+        out.extend_from_slice(block);
+        out.truncate(end);
+        return;
+    }
     out.reserve(len + 16);
     let mut left = len;
     while left > 0 {
-        // Most strings and numbers are at most 16 bytes: one piece.
         if let Some((block, rest)) = ahead.split_first_chunk::<16>() {
             out.extend_from_slice(block);
             (ahead, left) = (rest, left.saturating_sub(16));

@@ -9,7 +9,7 @@
 use crate::text::Digits;
 use alloc::vec::Vec;
 
-use crate::{append, misplaced, JsonError};
+use crate::{append, append_ahead, misplaced, JsonError};
 
 /// Largest accepted magnitude of a non-zero number's order of magnitude (its exponent in
 /// scientific notation, `d.ddd × 10^a`): numbers from 1e-9999 to 9.99…e9999 (and zero, however
@@ -151,14 +151,17 @@ impl NumberLexer {
         // fraction's leading zeros are not significant either).
         let trailing = fraction.iter().rev().take_while(|&&d| d == b'0').count();
         let fraction = fraction.get(..fraction.len() - trailing)?;
+        let int_ahead = buf.get(int_start..)?;
         if fraction.is_empty() {
-            return Some((end, integer(negative, int, at)));
+            return Some((end, integer(negative, int, int_ahead, at)));
         }
-        let (digits, more) = if int == b"0" {
+        let fraction_ahead = buf.get(frac_start..)?;
+        let (digits, digits_ahead, more, more_ahead) = if int == b"0" {
             let leading = fraction.iter().take_while(|&&d| d == b'0').count();
-            (fraction.get(leading..)?, &[][..])
+            let ahead = fraction_ahead.get(leading..)?;
+            (fraction.get(leading..)?, ahead, &[][..], &[][..])
         } else {
-            (int, fraction)
+            (int, int_ahead, fraction, fraction_ahead)
         };
         // Fewer than a `u16` of digits each: no overflow in i64.
         let exponent = -(fraction.len() as i64);
@@ -171,7 +174,9 @@ impl NumberLexer {
             Ok(Decimal {
                 negative,
                 digits,
+                digits_ahead,
                 more,
+                more_ahead,
                 exponent,
             }),
         ))
@@ -197,12 +202,7 @@ impl NumberLexer {
         let trailing = self.digits.iter().rev().take_while(|&&d| d == b'0').count();
         self.digits.truncate(self.digits.len() - trailing);
         if self.digits.is_empty() {
-            return Ok(Decimal {
-                negative: false,
-                digits: &[],
-                more: &[],
-                exponent: 0,
-            });
+            return Ok(Decimal::ZERO);
         }
         // |written| ≤ 1e9, the shifts are at most a u16 each: no overflow in i64.
         let written = if self.exponent_negative {
@@ -218,7 +218,9 @@ impl NumberLexer {
         Ok(Decimal {
             negative: self.negative,
             digits: &self.digits,
+            digits_ahead: &self.digits,
             more: &[],
+            more_ahead: &[],
             exponent,
         })
     }
@@ -258,8 +260,25 @@ impl NumberLexer {
 pub(super) struct Decimal<'d> {
     negative: bool,
     digits: &'d [u8],
+    /// `digits` and the bytes after them in their buffer (at least `digits`): the encoder copies
+    /// whole words from it and keeps the digits' length, where a `memory.copy` (in V8 a call out
+    /// of the wasm code) cost more than the few digits.
+    digits_ahead: &'d [u8],
     more: &'d [u8],
+    /// `more` and the bytes after it, like `digits_ahead`.
+    more_ahead: &'d [u8],
     exponent: i64,
+}
+
+impl Decimal<'_> {
+    const ZERO: Decimal<'static> = Decimal {
+        negative: false,
+        digits: &[],
+        digits_ahead: &[],
+        more: &[],
+        more_ahead: &[],
+        exponent: 0,
+    };
 }
 
 impl Decimal<'_> {
@@ -278,8 +297,10 @@ impl Decimal<'_> {
         } else {
             out.push(b'd');
         }
-        out.extend_from_slice(self.digits);
-        out.extend_from_slice(self.more);
+        append_ahead(out, self.digits.len(), self.digits_ahead);
+        if !self.more.is_empty() {
+            append_ahead(out, self.more.len(), self.more_ahead);
+        }
         match self.exponent {
             // Most exponents are one digit (`0` for every integer without trailing zeros).
             small @ 0..=9 => out.extend_from_slice(&[b'e', b'0' + small as u8, b';']),
@@ -342,18 +363,19 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
 }
 
 /// The value of an integer token's digits `int` (no leading zero but a lone `0`), as `value`
-/// would give it: trailing zeros become the exponent.
+/// would give it: trailing zeros become the exponent. `ahead` is `int` and what follows it in the
+/// buffer (`Decimal::digits_ahead`).
 #[inline]
-fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError> {
+fn integer<'b>(
+    negative: bool,
+    int: &'b [u8],
+    ahead: &'b [u8],
+    at: u64,
+) -> Result<Decimal<'b>, JsonError> {
     let trailing = int.iter().rev().take_while(|&&d| d == b'0').count();
     let digits = int.get(..int.len() - trailing).unwrap_or_default();
     if digits.is_empty() {
-        return Ok(Decimal {
-            negative: false,
-            digits,
-            more: &[],
-            exponent: 0,
-        });
+        return Ok(Decimal::ZERO);
     }
     // The order of magnitude is the number of digits less one.
     if int.len() as i64 - 1 > MAX_MAGNITUDE {
@@ -362,7 +384,9 @@ fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError
     Ok(Decimal {
         negative,
         digits,
+        digits_ahead: ahead,
         more: &[],
+        more_ahead: &[],
         exponent: trailing as i64,
     })
 }
