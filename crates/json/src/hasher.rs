@@ -11,7 +11,7 @@ use crate::pointer::{FieldTracker, JsonPointer, Pointers};
 use crate::sha;
 use crate::sink::{Kind, Literal, Run, Sink};
 use crate::tokenizer::Tokenizer;
-use crate::{append, JsonError, JsonLimits};
+use crate::{append, append_ahead, JsonError, JsonLimits};
 
 /// Canonical bytes are handed to SHA-256 in pieces at least this large, once no open object can
 /// still reorder them.
@@ -48,8 +48,6 @@ pub(super) struct Canon<'p> {
     members: Vec<Member>,
     /// Canonical encoding not yet handed to `sink`.
     out: Vec<u8>,
-    /// Reused when an object's members must be reordered.
-    scratch: Vec<u8>,
     sink: Sha256,
     /// Offset in `out` where the string being decoded began.
     token_start: usize,
@@ -73,7 +71,6 @@ impl<'p> JsonHasher<'p> {
                 open_objects: 0,
                 members: Vec::new(),
                 out: Vec::new(),
-                scratch: Vec::new(),
                 sink: Sha256::new(),
                 token_start: 0,
                 in_key: false,
@@ -168,7 +165,7 @@ impl Canon<'_> {
             member.end = next;
             next = member.start;
         }
-        reorder(&mut self.out, &mut self.scratch, members, at)?;
+        reorder(&mut self.out, members, at)?;
         self.members.truncate(first);
         Ok(())
     }
@@ -268,7 +265,7 @@ impl Sink for Canon<'_> {
             .get(member.start + 1..)
             .and_then(|key| key.first_chunk::<8>())
             .ok_or(JsonError::Internal)?;
-        member.prefix = u64::from_be_bytes(*prefix);
+        member.prefix = u64::from_le_bytes(*prefix);
         self.out.truncate(key_end);
         if let Some(tracker) = self.fields.as_mut() {
             tracker.key_end();
@@ -288,15 +285,15 @@ impl Sink for Canon<'_> {
         }
         let start = self.out.len();
         let len = run.bytes().len();
-        match run.ahead().first_chunk::<16>() {
+        let prefix = match run.ahead().first_chunk::<16>() {
             // Up to 13 bytes: `s`, the content and zeros (the `00 00` terminator, and bytes
             // taken off again) as one 16-byte store.
             Some(block) if len <= 13 => {
                 let (lo, hi) = block.split_at(8);
                 let word = |half: &[u8]| half.first_chunk::<8>().map(|w| u64::from_le_bytes(*w));
-                let (lo, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
+                let (content, hi) = (word(lo).unwrap_or(0), word(hi).unwrap_or(0));
                 // The block moved up a byte for the `s`; the `s` and the content are kept.
-                let (lo, hi) = (lo << 8 | u64::from(b's'), hi << 8 | lo >> 56);
+                let (lo, hi) = (content << 8 | u64::from(b's'), hi << 8 | content >> 56);
                 let mask = |bytes: usize| (1u64 << (8 * bytes)) - 1;
                 let (lo, hi) = match len + 1 {
                     keep @ 0..=7 => (lo & mask(keep), 0),
@@ -305,14 +302,20 @@ impl Sink for Canon<'_> {
                 self.out.extend_from_slice(&lo.to_le_bytes());
                 self.out.extend_from_slice(&hi.to_le_bytes());
                 self.out.truncate(start + len + 3);
+                // A key's prefix is the word of content already read ([`prefix_of`]).
+                match len {
+                    0..=7 => content & mask(len),
+                    _ => content,
+                }
             }
             _ => {
                 self.out.reserve(len + 16);
                 self.out.push(b's');
                 copy_run(&mut self.out, run);
                 self.out.extend_from_slice(&[0, 0]);
+                prefix_of(run)
             }
-        }
+        };
         if !key {
             return self.complete_value(start);
         }
@@ -321,7 +324,7 @@ impl Sink for Canon<'_> {
             start,
             key_end: end,
             end,
-            prefix: prefix_of(run),
+            prefix,
         });
         Ok(())
     }
@@ -345,33 +348,11 @@ impl Sink for Canon<'_> {
     }
 }
 
-/// Appends `run` to `out` in whole 8-byte words read from the run and what follows it (only the
-/// last word of a run at the very end of its buffer goes byte by byte); the bytes written past
-/// the run are taken off again. Each word is a load and a store, where a byte-by-byte `push`
-/// costs about 25 wasm operators a byte and `extend_from_slice` a `memory.copy`.
+/// Appends `run` to `out` in whole words read from the run and what follows it
+/// ([`append_ahead`]).
 #[inline]
 fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
-    let len = run.bytes().len();
-    let end = out.len() + len;
-    out.reserve(len + 16);
-    let mut ahead = run.ahead();
-    let mut left = len;
-    while left > 0 {
-        // Most strings are at most 16 bytes: one piece.
-        if let Some((block, rest)) = ahead.split_first_chunk::<16>() {
-            out.extend_from_slice(block);
-            (ahead, left) = (rest, left.saturating_sub(16));
-        } else if let Some((word, rest)) = ahead.split_first_chunk::<8>() {
-            out.extend_from_slice(word);
-            (ahead, left) = (rest, left.saturating_sub(8));
-        } else {
-            for &b in ahead.iter().take(left) {
-                out.push(b);
-            }
-            left = 0;
-        }
-    }
-    out.truncate(end);
+    append_ahead(out, run.bytes().len(), run.ahead());
 }
 
 /// A key's [`Member::prefix`] from its content (no `00` byte: the tokenizer's plain runs), read
@@ -381,10 +362,10 @@ fn copy_run(out: &mut Vec<u8>, run: Run<'_>) {
 fn prefix_of(run: Run<'_>) -> u64 {
     let len = run.bytes().len();
     if let Some(word) = run.ahead().first_chunk::<8>() {
-        let word = u64::from_be_bytes(*word);
+        let word = u64::from_le_bytes(*word);
         return match len {
             0 => 0,
-            1..=7 => word & !(u64::MAX >> (8 * len)),
+            1..=7 => word & (u64::MAX >> (8 * (8 - len))),
             _ => word,
         };
     }
@@ -392,7 +373,7 @@ fn prefix_of(run: Run<'_>) -> u64 {
     for (dst, src) in prefix.iter_mut().zip(run.bytes()) {
         *dst = *src;
     }
-    u64::from_be_bytes(prefix)
+    u64::from_le_bytes(prefix)
 }
 
 /// The tokenizer's two consumers as one type: the tokenizer's loop is generic over its [`Sink`],

@@ -236,11 +236,15 @@ impl StrLexer {
 /// Index of the first byte at or after `i` that is not printable ASCII other than `"` and `\\`.
 /// Eight bytes at a time, since string content is most of a typical body; the word that holds
 /// the byte also tells where it is, so only the last few bytes of a chunk go one by one.
-pub(super) fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
+pub(super) fn skip_ascii(buf: &[u8], i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    while let Some(Ok(word)) = buf.get(i..i.saturating_add(8)).map(<[u8; 8]>::try_from) {
-        let x = u64::from_le_bytes(word);
+    let Some(mut rest) = buf.get(i..) else {
+        return i;
+    };
+    let mut at = i;
+    while let Some((word, tail)) = rest.split_first_chunk::<8>() {
+        let x = u64::from_le_bytes(*word);
         let quote = x ^ (ONES * u64::from(b'"'));
         let backslash = x ^ (ONES * u64::from(b'\\'));
         // Exact "some byte is < 0x20, == '"', == '\\' or >= 0x80" test (no false positives
@@ -252,17 +256,18 @@ pub(super) fn skip_ascii(buf: &[u8], mut i: usize) -> usize {
             | x)
             & HIGH;
         if special != 0 {
-            return i + (special.trailing_zeros() / 8) as usize;
+            return at + (special.trailing_zeros() / 8) as usize;
         }
-        i += 8;
+        at += 8;
+        rest = tail;
     }
-    while let Some(&b) = buf.get(i) {
+    for &b in rest {
         if !(0x20..0x80).contains(&b) || b == b'"' || b == b'\\' {
             break;
         }
-        i += 1;
+        at += 1;
     }
-    i
+    at
 }
 
 fn invalid_escape(offset: u64) -> JsonError {

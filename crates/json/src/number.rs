@@ -9,7 +9,7 @@
 use crate::text::Digits;
 use alloc::vec::Vec;
 
-use crate::{append, misplaced, JsonError};
+use crate::{append, append_ahead, misplaced, JsonError};
 
 /// Largest accepted magnitude of a non-zero number's order of magnitude (its exponent in
 /// scientific notation, `d.ddd × 10^a`): numbers from 1e-9999 to 9.99…e9999 (and zero, however
@@ -114,16 +114,16 @@ impl NumberLexer {
     /// Reads the whole token that starts at `buf[i]` (offset `at`) at once when it is plain (an
     /// integer or a decimal fraction, no exponent) and ends inside `buf` within the length limit,
     /// the common case: the same value `begin` and `step` would build, without a state per byte.
-    /// Returns the index of the byte after the token and its value (an integer's digits are
-    /// borrowed from `buf`, not copied), or `None` (nothing taken) to leave the token to `begin`
-    /// and `step`: an exponent, a malformed or too long token, the chunk's end.
+    /// Returns the index of the byte after the token and its value (its digits are borrowed from
+    /// `buf`, not copied), or `None` (nothing taken) to leave the token to `begin` and `step`: an
+    /// exponent, a malformed or too long token, the chunk's end.
     #[inline]
-    pub(super) fn plain<'s>(
-        &'s mut self,
-        buf: &'s [u8],
+    pub(super) fn plain<'b>(
+        &self,
+        buf: &'b [u8],
         i: usize,
         at: u64,
-    ) -> Option<(usize, Result<Decimal<'s>, JsonError>)> {
+    ) -> Option<(usize, Result<Decimal<'b>, JsonError>)> {
         let negative = buf.get(i) == Some(&b'-');
         let int_start = i + usize::from(negative);
         let int_end = match buf.get(int_start) {
@@ -145,27 +145,41 @@ impl NumberLexer {
         }
         let int = buf.get(int_start..int_end)?;
         let fraction = buf.get(frac_start..end)?;
+        // A fraction's trailing zeros are not significant: without them, a fraction of zeros
+        // leaves the integer (`3.00` is `3`), and any other is the integer's digits followed by
+        // the fraction's, both borrowed from `buf` (a `0` integer part has none, and then the
+        // fraction's leading zeros are not significant either).
+        let trailing = fraction.iter().rev().take_while(|&&d| d == b'0').count();
+        let fraction = fraction.get(..fraction.len() - trailing)?;
+        let int_ahead = buf.get(int_start..)?;
         if fraction.is_empty() {
-            return Some((end, integer(negative, int, at)));
+            return Some((end, integer(negative, int, int_ahead, at)));
         }
-        self.digits.clear();
-        if int != b"0" {
-            append(&mut self.digits, int);
-        }
-        let skip = if self.digits.is_empty() {
-            fraction.iter().take_while(|&&d| d == b'0').count()
+        let fraction_ahead = buf.get(frac_start..)?;
+        let (digits, digits_ahead, more, more_ahead) = if int == b"0" {
+            let leading = fraction.iter().take_while(|&&d| d == b'0').count();
+            let ahead = fraction_ahead.get(leading..)?;
+            (fraction.get(leading..)?, ahead, &[][..], &[][..])
         } else {
-            0
+            (int, int_ahead, fraction, fraction_ahead)
         };
-        append(&mut self.digits, fraction.get(skip..)?);
-        self.negative = negative;
-        self.fraction_digits = fraction.len() as u64;
-        self.exponent_negative = false;
-        self.exponent = 0;
-        self.len = end - i;
-        self.start = at;
-        self.state = NumState::Frac;
-        Some((end, self.value()))
+        // Fewer than a `u16` of digits each: no overflow in i64.
+        let exponent = -(fraction.len() as i64);
+        let magnitude = exponent + (digits.len() + more.len()) as i64 - 1;
+        if !(-MAX_MAGNITUDE..=MAX_MAGNITUDE).contains(&magnitude) {
+            return Some((end, Err(JsonError::NumberOutOfRange { offset: at })));
+        }
+        Some((
+            end,
+            Ok(Decimal {
+                negative,
+                digits,
+                digits_ahead,
+                more,
+                more_ahead,
+                exponent,
+            }),
+        ))
     }
 
     /// Whether the token so far is a complete number (so end of input may follow).
@@ -188,11 +202,7 @@ impl NumberLexer {
         let trailing = self.digits.iter().rev().take_while(|&&d| d == b'0').count();
         self.digits.truncate(self.digits.len() - trailing);
         if self.digits.is_empty() {
-            return Ok(Decimal {
-                negative: false,
-                digits: &[],
-                exponent: 0,
-            });
+            return Ok(Decimal::ZERO);
         }
         // |written| ≤ 1e9, the shifts are at most a u16 each: no overflow in i64.
         let written = if self.exponent_negative {
@@ -208,6 +218,9 @@ impl NumberLexer {
         Ok(Decimal {
             negative: self.negative,
             digits: &self.digits,
+            digits_ahead: &self.digits,
+            more: &[],
+            more_ahead: &[],
             exponent,
         })
     }
@@ -239,13 +252,33 @@ impl NumberLexer {
     }
 }
 
-/// A number's exact value: ± `digits` × 10^`exponent`, with `digits` (ASCII) free of leading and
-/// trailing zeros; zero (however written, `-0` included) has no digits.
+/// A number's exact value: ± `digits` `more` × 10^`exponent`, with the significant digits
+/// (ASCII) `digits` followed by `more` free of leading and trailing zeros; zero (however written,
+/// `-0` included) has no digits. Two pieces, so a decimal fraction's digits are borrowed from the
+/// token on both sides of its `.` rather than copied together.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Decimal<'d> {
     negative: bool,
     digits: &'d [u8],
+    /// `digits` and the bytes after them in their buffer (at least `digits`): the encoder copies
+    /// whole words from it and keeps the digits' length, where a `memory.copy` (in V8 a call out
+    /// of the wasm code) cost more than the few digits.
+    digits_ahead: &'d [u8],
+    more: &'d [u8],
+    /// `more` and the bytes after it, like `digits_ahead`.
+    more_ahead: &'d [u8],
     exponent: i64,
+}
+
+impl Decimal<'_> {
+    const ZERO: Decimal<'static> = Decimal {
+        negative: false,
+        digits: &[],
+        digits_ahead: &[],
+        more: &[],
+        more_ahead: &[],
+        exponent: 0,
+    };
 }
 
 impl Decimal<'_> {
@@ -257,22 +290,32 @@ impl Decimal<'_> {
             append(out, b"d0;");
             return;
         }
-        out.reserve(self.digits.len() + 26);
-        out.push(b'd');
+        // The pieces around the digits as fixed-size copies (one store each), not byte by byte:
+        // a push is a capacity check and a length update per byte.
         if self.negative {
-            out.push(b'-');
+            out.extend_from_slice(b"d-");
+        } else {
+            out.push(b'd');
         }
-        out.extend_from_slice(self.digits);
-        out.push(b'e');
-        if self.exponent < 0 {
-            out.push(b'-');
+        append_ahead(out, self.digits.len(), self.digits_ahead);
+        if !self.more.is_empty() {
+            append_ahead(out, self.more.len(), self.more_ahead);
         }
-        match self.exponent.unsigned_abs() {
+        match self.exponent {
             // Most exponents are one digit (`0` for every integer without trailing zeros).
-            small @ 0..=9 => out.push(b'0' + small as u8),
-            large => write_decimal(out, large),
+            small @ 0..=9 => out.extend_from_slice(&[b'e', b'0' + small as u8, b';']),
+            small @ -9..=-1 => {
+                out.extend_from_slice(&[b'e', b'-', b'0' + small.unsigned_abs() as u8, b';']);
+            }
+            large => {
+                out.push(b'e');
+                if large < 0 {
+                    out.push(b'-');
+                }
+                write_decimal(out, large.unsigned_abs());
+                out.push(b';');
+            }
         }
-        out.push(b';');
     }
 }
 
@@ -320,17 +363,19 @@ pub(super) fn value_text(token: &str, plain_max: usize) -> Option<Vec<u8>> {
 }
 
 /// The value of an integer token's digits `int` (no leading zero but a lone `0`), as `value`
-/// would give it: trailing zeros become the exponent.
+/// would give it: trailing zeros become the exponent. `ahead` is `int` and what follows it in the
+/// buffer (`Decimal::digits_ahead`).
 #[inline]
-fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError> {
+fn integer<'b>(
+    negative: bool,
+    int: &'b [u8],
+    ahead: &'b [u8],
+    at: u64,
+) -> Result<Decimal<'b>, JsonError> {
     let trailing = int.iter().rev().take_while(|&&d| d == b'0').count();
     let digits = int.get(..int.len() - trailing).unwrap_or_default();
     if digits.is_empty() {
-        return Ok(Decimal {
-            negative: false,
-            digits,
-            exponent: 0,
-        });
+        return Ok(Decimal::ZERO);
     }
     // The order of magnitude is the number of digits less one.
     if int.len() as i64 - 1 > MAX_MAGNITUDE {
@@ -339,6 +384,9 @@ fn integer(negative: bool, int: &[u8], at: u64) -> Result<Decimal<'_>, JsonError
     Ok(Decimal {
         negative,
         digits,
+        digits_ahead: ahead,
+        more: &[],
+        more_ahead: &[],
         exponent: trailing as i64,
     })
 }

@@ -275,6 +275,54 @@ fn errors_carry_code_and_offset() {
     }
 }
 
+/// Decimal fractions inside a chunk are read whole (their digits borrowed from both sides of the
+/// `.`); cut anywhere, byte by byte: both give the same canonical values.
+#[test]
+fn fractions_read_whole_agree_with_the_byte_steps() {
+    let body = b"[0.050,3.00,-0.0,300.00,1.5,-12.340,0.000,10.01,-0.001]";
+    let values = [
+        num("5e-2"),
+        num("3e0"),
+        num("0"),
+        num("3e2"),
+        num("15e-1"),
+        num("-1234e-2"),
+        num("0"),
+        num("1001e-2"),
+        num("-1e-3"),
+    ];
+    let mut parts: Vec<&[u8]> = vec![b"a"];
+    parts.extend(values.iter().map(Vec::as_slice));
+    parts.push(b"]");
+    assert_eq!(digest_split(body), Ok(h(&parts)));
+    // The magnitude bound, read whole and byte by byte: the same error at the token's start.
+    let long = JsonLimits {
+        max_number_len: u16::MAX,
+        ..JsonLimits::default()
+    };
+    for (digits, zeros, want) in [(1usize, 9998usize, true), (1, 9999, false), (2, 9998, true)] {
+        let mut body = b"[0.".to_vec();
+        body.extend(vec![b'0'; zeros]);
+        body.extend(vec![b'7'; digits]);
+        body.extend(b"]");
+        let whole = digest_with(&body, long, None);
+        let mut hasher = JsonHasher::new(long, None);
+        let bytewise = body
+            .iter()
+            .try_for_each(|b| hasher.update(&[*b]))
+            .and_then(|()| hasher.finish());
+        assert_eq!(whole, bytewise, "{digits} digits after {zeros} zeros");
+        assert_eq!(
+            whole.is_ok(),
+            want,
+            "{digits} digits after {zeros} zeros: {whole:?}"
+        );
+        if !want {
+            assert_eq!(whole, Err(JsonError::NumberOutOfRange { offset: 1 }));
+        }
+    }
+}
+
 #[test]
 fn numbers_are_bounded() {
     let limit = vec![b'1'; 64];
