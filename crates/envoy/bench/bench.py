@@ -221,6 +221,7 @@ if BEFORE_WASM:
     VARIANTS += [
         ("c_json1k_before", "before", "(c) json 1 KB, filter before the optimisations", "POST", "/orders", 1024, "fresh", False),
         ("c_raw1k_before", "before-raw", "(c) raw 1 KB, filter before the optimisations", "POST", "/orders", 1024, "fresh", False),
+        ("c_json64k_before", "before", "(c) json 64 KB, filter before the optimisations", "POST", "/orders", 65536, "fresh", False),
         ("d_replay1k_before", "before", "(d) replay 1 KB, filter before the optimisations", "POST", "/orders", 1024, "cycle", False),
     ]
 
