@@ -24,18 +24,15 @@ Usage: envoy_cpu.py [--out BENCHMARKS.md] [--reps N] [--duration S] [--smoke]
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench import (ENVOY, REPLAY_KEYS, Envoy, HoldServer, children, json_body, kill, log, machine, prime,
-                   wrk)
+from bench import REPLAY_KEYS, Envoy, HoldServer, children, json_body, kill, log, machine, prime, wrk
 from configs import (NOOP_WASM, ROOT, TARGET, hcm_config, idemgate_config, noop_config, plain_config,
                      upstream_config, wasm_config)
 from sections import write_section
