@@ -1,8 +1,9 @@
 //! The probe filter of `make bench-profile`: the do-nothing filter of `make bench`, plus a chosen
 //! number of one kind of proxy-wasm host call per request. Its plugin configuration names the kind
-//! and the count (`shared_data=8`, `property=10`, ...); Envoy's CPU per request with the calls,
-//! less without them, over the count, is what one call costs Envoy: the price list that turns
-//! idemgate's counted host calls (`make bench-work`) into time. Never shipped.
+//! and the count (`shared_data=8`, `property=10`, ...; empty is the floor, anything else is
+//! refused); Envoy's CPU per request with the calls, less without them, over the count, is what
+//! one call costs Envoy: the price list that turns idemgate's counted host calls
+//! (`make bench-work`) into time. Never shipped.
 
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, ContextType};
@@ -45,22 +46,20 @@ struct Probe {
 }
 
 impl Probe {
-    /// `kind=count` with an optional `,bytes=N`; anything unreadable is no probe (a floor run).
-    fn parse(text: &str) -> Probe {
+    /// `kind=count` with an optional `,bytes=N`; empty is no probe (the floor run). Anything
+    /// else is `None`: Envoy then refuses the filter, so a misspelt probe is never measured as
+    /// a floor and priced at nothing.
+    fn parse(text: &str) -> Option<Probe> {
         let mut probe = Probe {
             value_bytes: 200,
             ..Probe::default()
         };
-        for part in text.split(',') {
-            let Some((name, value)) = part.split_once('=') else {
-                continue;
-            };
-            let Ok(n) = value.trim().parse::<u32>() else {
-                continue;
-            };
+        for part in text.split(',').filter(|part| !part.trim().is_empty()) {
+            let (name, value) = part.split_once('=')?;
+            let n = value.trim().parse::<u32>().ok()?;
             let kind = match name.trim() {
                 "bytes" => {
-                    probe.value_bytes = n as usize;
+                    probe.value_bytes = usize::try_from(n).ok()?;
                     continue;
                 }
                 "shared_data" => Kind::SharedData,
@@ -70,12 +69,12 @@ impl Probe {
                 "body" => Kind::Body,
                 "time" => Kind::Time,
                 "add_header" => Kind::AddHeader,
-                _ => continue,
+                _ => return None,
             };
             probe.kind = kind;
             probe.count = n;
         }
-        probe
+        Some(probe)
     }
 }
 
@@ -92,8 +91,10 @@ impl Context for ProbeRoot {}
 impl RootContext for ProbeRoot {
     fn on_configure(&mut self, _: usize) -> bool {
         let text = self.get_plugin_configuration().unwrap_or_default();
-        self.probe
-            .set(Probe::parse(&String::from_utf8_lossy(&text)));
+        let Some(probe) = std::str::from_utf8(&text).ok().and_then(Probe::parse) else {
+            return false;
+        };
+        self.probe.set(probe);
         true
     }
     fn create_http_context(&self, id: u32) -> Option<Box<dyn HttpContext>> {
