@@ -35,7 +35,9 @@ from pathlib import Path
 from bench import REPLAY_KEYS, Envoy, HoldServer, children, json_body, kill, log, machine, prime, wrk
 from configs import (NOOP_WASM, ROOT, TARGET, hcm_config, idemgate_config, noop_config, plain_config,
                      upstream_config, wasm_config)
+from report import med
 from sections import write_section
+import work
 
 BEGIN, END = "<!-- profile:begin (written by make bench-profile) -->", "<!-- profile:end -->"
 PROBE_WASM = TARGET / "wasm32-wasip1/release/examples/probe_filter.wasm"
@@ -87,17 +89,17 @@ def shape_config(shape, up, hold, probe=None):
     if shape in ("noop", "probe"):
         config = noop_config(up)
         if probe is not None:
-            wasm = hcm_config(config["static_resources"]["listeners"][0])["http_filters"][0]["typed_config"]["config"]
+            wasm = wasm_config(config)
             wasm["vm_config"]["code"]["local"]["filename"] = str(PROBE_WASM)
             wasm["configuration"] = {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": probe}
         return config
-    forward = "reentry" if "reentry" in shape else "direct" if "direct" in shape else "router"
     if shape.startswith("noop-example"):
         config = idemgate_config(up, hold, forward="reentry")
         wasm = wasm_config(config)
         wasm["vm_config"]["code"]["local"]["filename"] = str(NOOP_WASM)
         wasm["configuration"]["value"] = ""
     else:
+        forward = "reentry" if "reentry" in shape else "direct" if "direct" in shape else "router"
         config = idemgate_config(up, hold, mode="raw" if shape.startswith("raw") else "json", forward=forward)
     return drop_access_log(config) if shape.endswith("nolog") else config
 
@@ -130,24 +132,11 @@ def measure(config, body_file, key_mode, prefix, args, perf_to=None):
         envoy.stop()
 
 
-def median(xs):
-    xs = sorted(xs)
-    return xs[len(xs) // 2] if len(xs) % 2 else (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]) / 2
-
-
 def host_calls():
     """idemgate's host calls per request by import, per figure, from host-tests' `work` example."""
-    out = subprocess.run([os.environ.get("CARGO", "cargo"), "run", "-q", "-p", "idemgate-host-tests", "--example",
-                          "work"], cwd=ROOT, check=True, text=True, capture_output=True).stdout
-    calls, figure = {}, None
-    for line in out.splitlines():
-        m = re.match(r"WORK (\S+) ", line)
-        if m:
-            figure = m.group(1)
-        m = re.match(r"\s+imports: (.*)", line)
-        if m and figure:
-            calls[figure] = {name: float(n) for name, n in re.findall(r"(\w+) ([\d.]+)", m.group(1))}
-    return calls
+    _, _, imports, _ = work.count()
+    return {figure: {name: float(n) for name, n in re.findall(r"(\w+) ([\d.]+)", text)}
+            for figure, text in imports.items()}
 
 
 def perf_split(data):
@@ -177,8 +166,8 @@ def perf_usable():
 
 
 def render(args, mach, cpu, prices, calls, split, perf_note):
-    us = {k: median([r["us"] for r in v]) for k, v in cpu.items()}
-    rps = {k: median([r["rps"] for r in v]) for k, v in cpu.items()}
+    us = {k: med([r["us"] for r in v]) for k, v in cpu.items()}
+    rps = {k: med([r["rps"] for r in v]) for k, v in cpu.items()}
     cmd = f"python3 crates/envoy/bench/envoy_cpu.py --reps {args.reps} --duration {args.duration}"
     lines = [BEGIN, "", f"Measured {mach['date']} with `make bench-profile` (`{cmd}`). Machine: {mach['cores']} cores "
              f"({mach['cpu']}), Envoy {mach['envoy']} (V8), `--concurrency 2`, 1 KB JSON bodies, wrk -t2 -c20. "
@@ -276,7 +265,7 @@ def main():
         for p in children:
             kill(p)
         shutil.rmtree(tmp, ignore_errors=True)
-    prices = {k: median(v) for k, v in probe_cpu.items()}
+    prices = {k: med(v) for k, v in probe_cpu.items()}
     calls = host_calls()
     if "json_fresh_key" not in calls:
         raise SystemExit("profile: the work example printed no json_fresh_key figure")

@@ -52,13 +52,10 @@ def profile(top):
     print(text, end="")
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
-    ap.add_argument("--smoke", action="store_true")
-    ap.add_argument("--top", type=int, default=15)
-    ap.add_argument("--no-profile", action="store_true")
-    args = ap.parse_args()
+def count():
+    """Runs the work example; per figure: (operators, host calls), the split by callback
+    [(callback, operators, host calls)], and the host calls by import (`name n, ...` as printed).
+    Also used by envoy_cpu.py (`make bench-profile`), which prices the host calls."""
     cmd = ["cargo", "run", "-q", "-p", "idemgate-host-tests", "--example", "work"]
     text = subprocess.run(cmd, cwd=ROOT, check=True, text=True, capture_output=True).stdout
     figures, split, imports, current = {}, {}, {}, None
@@ -76,6 +73,17 @@ def main():
         m = re.match(r"^\s+(\S+)\s+([\d.]+) calls\s+(\d+) ops\s+([\d.]+) host calls(?:\s+\[.*\])?$", line)
         if m and current:
             split[current].append((m.group(1), int(m.group(3)), float(m.group(4))))
+    return figures, split, imports, text
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=str(ROOT / "BENCHMARKS.md"))
+    ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--no-profile", action="store_true")
+    args = ap.parse_args()
+    figures, split, imports, text = count()
     missing = [f for f in FIGURES if f not in figures or figures[f][0] <= 0]
     if missing:
         raise SystemExit(f"work example gave no figure for: {', '.join(missing)}\n{text}")
